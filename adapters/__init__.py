@@ -1,0 +1,1 @@
+"""Adapters: persistence, CLI and other outside things."""

@@ -1,0 +1,246 @@
+"""The event store: eventsourcing 9.5 on SQLite (file or memory) or PostgreSQL.
+
+Each recorder subclass writes the read-model changes on the cursor that inserts the
+events, so events and read models commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+from eventsourcing.utils import get_topic
+from psycopg.sql import SQL
+
+from sessionwire.adapters.read_model_sql import SqlReadModel
+from sessionwire.adapters.serialisation import JSONBytesTranscoder, PydanticMapper
+from sessionwire.application.ports import SessionQuery, SessionStore, StoreConflict, StoredSession
+from sessionwire.application.projection import ReadModelChanges, Replay, project
+from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.session import SessionState, session_uuid
+
+KindOf = Callable[[SessionState], str]
+READ_MODEL_KEY = "read_model_changes"
+LOG_PAGE = 500
+
+
+class StoreURLError(ValueError):
+    """A store location that cannot be opened; the message shows the accepted forms."""
+
+
+def _no_kind(state: SessionState) -> str:
+    return "other"
+
+
+class SQLiteSessionRecorder(SQLiteApplicationRecorder):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.read_model = SqlReadModel(marker="?", kind_of=_no_kind)
+        super().__init__(*args, **kwargs)
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [*super().construct_create_table_statements(), *self.read_model.create_statements()]
+
+    def _insert_events(self, c: Any, stored_events: Any, **kwargs: Any) -> Any:
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+        if changes:
+            self.read_model.write(c, changes)
+        return notification_ids
+
+
+class PostgresSessionRecorder(PostgresApplicationRecorder):
+    def __init__(self, datastore: Any, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        self.read_model = SqlReadModel(
+            marker="%s", prefix=f'"{self.datastore.schema}".', kind_of=_no_kind
+        )
+        for statement in self.read_model.create_statements():
+            self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
+
+    def _insert_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
+        # Runs inside the events' transaction, before the events themselves.
+        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+        if changes:
+            self.read_model.write(curs, changes)
+        super()._insert_events(curs, stored_events, **kwargs)
+
+
+class SessionwireApplication(Application):  # type: ignore[type-arg]
+    name = "sessionwire"
+    env: ClassVar[dict[str, str]] = {
+        "MAPPER_TOPIC": get_topic(PydanticMapper),
+        "TRANSCODER_TOPIC": get_topic(JSONBytesTranscoder),
+    }
+
+
+def store_env(url: str) -> tuple[dict[str, str], str]:
+    """Application settings for a store URL, and a printable location (no password)."""
+    if url == "memory":
+        name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        return _sqlite_env(name), "memory"
+    if url.startswith("sqlite:"):
+        raw = url[len("sqlite:") :]
+        path = "/" + raw.lstrip("/") if raw.startswith("//") else raw
+        if not path or path == "/":
+            raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
+        file = Path(path).expanduser()
+        if not file.parent.is_dir():
+            raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
+        return _sqlite_env(str(file)), str(file)
+    if url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        database = parts.path.lstrip("/")
+        if not database:
+            raise StoreURLError(f"no database in store URL {url!r}; use postgresql://user@host/db")
+        schema = parse_qs(parts.query).get("schema", ["public"])[0]
+        if not schema.replace("_", "").isalnum():
+            raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
+            "POSTGRES_DBNAME": database,
+            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_USER": unquote(parts.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_SCHEMA": schema,
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            "POSTGRES_CONNECT_TIMEOUT": "5",
+        }
+        host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
+        location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
+        if schema != "public":
+            location += f"?schema={schema}"
+        return env, location
+    raise StoreURLError(
+        f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
+        "or 'postgresql://user@host:port/db'"
+    )
+
+
+def _sqlite_env(name: str) -> dict[str, str]:
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "APPLICATION_RECORDER_TOPIC": get_topic(SQLiteSessionRecorder),
+        "SQLITE_DBNAME": name,
+        "SQLITE_LOCK_TIMEOUT": "30",
+    }
+
+
+def _ensure_schema(env: dict[str, str]) -> None:
+    """eventsourcing expects the schema to exist; create a named one on first use."""
+    schema = env.get("POSTGRES_SCHEMA", "public")
+    if schema == "public":
+        return
+    import psycopg
+
+    with psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        connect_timeout=5,
+        autocommit=True,
+    ) as connection:
+        connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+
+
+class EventSourcedStore(SessionStore):
+    def __init__(self, url: str, *, kind_of: KindOf) -> None:
+        env, self.location = store_env(url)
+        if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
+            _ensure_schema(env)
+        self.app = SessionwireApplication(env=env)
+        recorder = self.app.recorder
+        assert isinstance(recorder, SQLiteSessionRecorder | PostgresSessionRecorder)
+        self.recorder = recorder
+        self.read_model = recorder.read_model
+        self.read_model.kind_of = kind_of
+
+    def _reading(self) -> Any:
+        return self.recorder.datastore.transaction(commit=False)
+
+    def save(self, *aggregates: Aggregate) -> None:
+        events: list[DomainEvent] = []
+        for aggregate in aggregates:
+            events.extend(aggregate.collect_events())
+        if not events:
+            return
+        changes = project(list(aggregates), events)
+        try:
+            self.app.save(*events, **{READ_MODEL_KEY: changes})  # type: ignore[arg-type]
+        except IntegrityError as error:
+            raise StoreConflict(str(error)) from error
+
+    def session(self, key: str) -> StoredSession | None:
+        with self._reading() as cursor:
+            return self.read_model.session(cursor, session_uuid(key))
+
+    def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
+        with self._reading() as cursor:
+            return self.read_model.sessions_where(cursor, "session_id", session_id)
+
+    def sessions_by_label(self, label: str) -> list[StoredSession]:
+        with self._reading() as cursor:
+            return self.read_model.sessions_where(cursor, "label", label)
+
+    def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
+        with self._reading() as cursor:
+            return self.read_model.list_sessions(cursor, query)
+
+    def agent_ids(self) -> list[str]:
+        with self._reading() as cursor:
+            return self.read_model.agent_ids(cursor)
+
+    def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
+        with self._reading() as cursor:
+            return self.read_model.transcript_tail(
+                cursor, session, limit=limit, include_tools=include_tools
+            )
+
+    def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:
+        position = start
+        while True:
+            page = self.recorder.select_notifications(position, LOG_PAGE)
+            for notification in page:
+                yield notification.id, self.app.mapper.to_domain_event(notification)
+            if len(page) < LOG_PAGE:
+                return
+            position = page[-1].id + 1
+
+    def stream(self, aggregate_id: UUID) -> Sequence[DomainEvent]:
+        return list(self.app.events.get(aggregate_id))
+
+    def rebuild_read_models(self) -> None:
+        with self.recorder.datastore.transaction(commit=True) as cursor:
+            for statement in self.read_model.drop_statements():
+                cursor.execute(statement)
+        replay = Replay()
+        batch: list[DomainEvent] = []
+        for _, event in self.events():
+            batch.append(event)
+            if len(batch) >= LOG_PAGE:
+                self._write(replay.apply(batch))
+                batch = []
+        if batch:
+            self._write(replay.apply(batch))
+
+    def _write(self, changes: ReadModelChanges) -> None:
+        with self.recorder.datastore.transaction(commit=True) as cursor:
+            self.read_model.write(cursor, changes)
+
+    def read_model_snapshot(self) -> dict[str, list[tuple[object, ...]]]:
+        with self._reading() as cursor:
+            return self.read_model.snapshot(cursor)
+
+    def close(self) -> None:
+        self.app.close()

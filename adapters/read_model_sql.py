@@ -1,0 +1,184 @@
+"""The read-model tables (session rows, transcripts) in SQL, for SQLite and PostgreSQL.
+
+Both engines take the same statements; only the parameter marker and the table prefix
+(a PostgreSQL schema) differ. Writes run on the cursor of the transaction that inserts
+the events, so the read model never lags or leads the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from sessionwire.application.ports import SessionQuery, StoredSession
+from sessionwire.application.projection import ReadModelChanges
+from sessionwire.domain.session import SessionState
+
+SESSION_COLUMNS = (
+    "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
+    "version, created_on, modified_on, state"
+)
+
+
+class Cursor(Protocol):
+    def execute(self, query: Any, params: Any = ...) -> Any: ...
+    def executemany(self, query: Any, params_seq: Any) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class SqlReadModel:
+    def __init__(self, *, marker: str, prefix: str = "", kind_of: Any) -> None:
+        self.m = marker
+        self.sessions = f"{prefix}sw_sessions"
+        self.transcript = f"{prefix}sw_transcript"
+        self.prefix = prefix
+        # Kind depends on config (session.mainKey); the store is given the classifier.
+        self.kind_of = kind_of
+
+    def create_statements(self) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.sessions} ("
+            "id TEXT PRIMARY KEY, key TEXT NOT NULL, session_id TEXT NOT NULL, "
+            "agent_id TEXT NOT NULL, kind TEXT NOT NULL, label TEXT, spawned_by TEXT, "
+            "status TEXT NOT NULL, updated_at BIGINT NOT NULL, version BIGINT NOT NULL, "
+            "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS sw_sessions_recent ON {self.sessions} "
+            "(status, updated_at DESC, key)",
+            f"CREATE INDEX IF NOT EXISTS sw_sessions_session_id ON {self.sessions} (session_id)",
+            f"CREATE INDEX IF NOT EXISTS sw_sessions_label ON {self.sessions} (label)",
+            f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
+            "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
+            "message TEXT NOT NULL, PRIMARY KEY (session, seq))",
+        ]
+
+    def drop_statements(self) -> list[str]:
+        return [f"DELETE FROM {self.transcript}", f"DELETE FROM {self.sessions}"]
+
+    # Writes ---------------------------------------------------------------------------
+
+    def write(self, cursor: Cursor, changes: ReadModelChanges) -> None:
+        m = self.m
+        for row in changes.rows.values():
+            state = row.state
+            cursor.execute(
+                f"INSERT INTO {self.sessions} ({SESSION_COLUMNS}) VALUES "
+                f"({', '.join([m] * 13)}) ON CONFLICT (id) DO UPDATE SET "
+                "label=excluded.label, status=excluded.status, "
+                "updated_at=excluded.updated_at, version=excluded.version, "
+                "modified_on=excluded.modified_on, state=excluded.state",
+                (
+                    row.id.hex,
+                    state.key,
+                    state.session_id,
+                    state.agent_id,
+                    self.kind_of(state),
+                    state.label,
+                    state.spawned_by,
+                    state.status,
+                    state.updated_at,
+                    row.version,
+                    row.created_on_iso,
+                    row.modified_on_iso,
+                    state.model_dump_json(),
+                ),
+            )
+        if changes.transcript:
+            cursor.executemany(
+                f"INSERT INTO {self.transcript} (session, seq, role, message) "
+                f"VALUES ({m}, {m}, {m}, {m})",
+                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
+            )
+
+    # Reads ----------------------------------------------------------------------------
+
+    def session(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
+        cursor.execute(
+            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} WHERE id = {self.m}",
+            (aggregate_id.hex,),
+        )
+        found = cursor.fetchone()
+        return None if found is None else stored_session(found)
+
+    def sessions_where(self, cursor: Cursor, column: str, value: str) -> list[StoredSession]:
+        assert column in {"session_id", "label"}
+        cursor.execute(
+            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} "
+            f"WHERE {column} = {self.m} AND status = 'active' ORDER BY key",
+            (value,),
+        )
+        return [stored_session(found) for found in cursor.fetchall()]
+
+    def list_sessions(self, cursor: Cursor, query: SessionQuery) -> list[StoredSession]:
+        m = self.m
+        where = ["status = 'active'"]
+        params: list[Any] = []
+        if query.updated_since_ms is not None:
+            where.append(f"updated_at >= {m}")
+            params.append(query.updated_since_ms)
+        for column, values in (("kind", query.kinds), ("agent_id", query.agent_ids)):
+            if values is not None:
+                if not values:
+                    return []
+                where.append(f"{column} IN ({', '.join([m] * len(values))})")
+                params.extend(sorted(values))
+        if query.spawned_by is not None:
+            where.append(f"spawned_by = {m}")
+            params.append(query.spawned_by)
+        if query.exclude_keys:
+            where.append(f"key NOT IN ({', '.join([m] * len(query.exclude_keys))})")
+            params.extend(sorted(query.exclude_keys))
+        params.append(query.limit)
+        cursor.execute(
+            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} WHERE {' AND '.join(where)} "
+            f"ORDER BY updated_at DESC, key LIMIT {m}",
+            params,
+        )
+        return [stored_session(found) for found in cursor.fetchall()]
+
+    def agent_ids(self, cursor: Cursor) -> list[str]:
+        cursor.execute(
+            f"SELECT DISTINCT agent_id FROM {self.sessions} WHERE status = 'active' "
+            "ORDER BY agent_id"
+        )
+        return [found["agent_id"] for found in cursor.fetchall()]
+
+    def transcript_tail(
+        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+    ) -> list[str]:
+        role_filter = "" if include_tools else "AND role <> 'toolResult' "
+        cursor.execute(
+            f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
+            f"ORDER BY seq DESC LIMIT {self.m}",
+            (aggregate_id.hex, limit),
+        )
+        messages = [found["message"] for found in cursor.fetchall()]
+        messages.reverse()
+        return messages
+
+    def snapshot(self, cursor: Cursor) -> dict[str, list[tuple[object, ...]]]:
+        cursor.execute(f"SELECT {SESSION_COLUMNS} FROM {self.sessions} ORDER BY id")
+        sessions = [tuple(found[c] for c in _column_names()) for found in cursor.fetchall()]
+        cursor.execute(
+            f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
+        )
+        transcript = [
+            (f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()
+        ]
+        return {"sessions": sessions, "transcript": transcript}
+
+
+def _column_names() -> Sequence[str]:
+    return [name.strip() for name in SESSION_COLUMNS.split(",")]
+
+
+def stored_session(found: Any) -> StoredSession:
+    return StoredSession(
+        id=UUID(found["id"]),
+        version=int(found["version"]),
+        created_on=datetime.fromisoformat(found["created_on"]),
+        modified_on=datetime.fromisoformat(found["modified_on"]),
+        state=SessionState.model_validate_json(found["state"]),
+    )

@@ -1,0 +1,1 @@
+"""Use cases: the gateway, tools, projections and the ports it needs."""

@@ -1,0 +1,213 @@
+"""GatewayConfig: OpenClaw's config shape (contract §4), validated with pydantic.
+
+Unknown keys are ignored with a warning naming their path; a known key with a wrong
+type is an error naming the key.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import json5
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
+
+log = structlog.get_logger("sessionwire.config")
+
+DEFAULT_PING_PONG_TURNS = 5
+MAX_PING_PONG_TURNS = 5
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names each bad key."""
+
+
+class _Section(BaseModel):
+    # Unknown keys are kept aside so they can be reported, never acted on.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class SendPolicyMatch(_Section):
+    channel: str | None = None
+    chatType: str | None = None
+    keyPrefix: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_provider(cls, data: Any) -> Any:
+        # The older document form names the channel `provider` or `surface`.
+        if isinstance(data, dict) and "channel" not in data:
+            for legacy in ("provider", "surface"):
+                if legacy in data:
+                    data = {**data, "channel": data[legacy]}
+                    data.pop(legacy)
+                    break
+        return data
+
+
+class SendPolicyRule(_Section):
+    action: Literal["allow", "deny"] = "allow"
+    match: SendPolicyMatch = Field(default_factory=SendPolicyMatch)
+
+
+class SendPolicyConfig(_Section):
+    rules: list[SendPolicyRule] = Field(default_factory=list)
+    default: Literal["allow", "deny"] = "allow"
+
+
+class AgentToAgentSession(_Section):
+    maxPingPongTurns: float | None = None
+
+    @property
+    def max_ping_pong_turns(self) -> int:
+        value = self.maxPingPongTurns
+        if value is None or not math.isfinite(value):
+            return DEFAULT_PING_PONG_TURNS
+        return max(0, min(MAX_PING_PONG_TURNS, math.floor(value)))
+
+
+class SessionConfig(_Section):
+    mainKey: str = "main"
+    scope: Literal["per-sender", "global"] = "per-sender"
+    dmScope: str | None = None
+    sendPolicy: SendPolicyConfig | None = None
+    agentToAgent: AgentToAgentSession = Field(default_factory=AgentToAgentSession)
+
+
+class AgentToAgentTools(_Section):
+    enabled: bool = False
+    allow: list[str] = Field(default_factory=list)
+
+
+class SubagentToolPolicy(_Section):
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class SubagentTools(_Section):
+    tools: SubagentToolPolicy = Field(default_factory=SubagentToolPolicy)
+
+
+class ToolsConfig(_Section):
+    agentToAgent: AgentToAgentTools = Field(default_factory=AgentToAgentTools)
+    subagents: SubagentTools = Field(default_factory=SubagentTools)
+
+
+class SandboxConfig(_Section):
+    mode: Literal["off", "non-main", "all"] | None = None
+    sessionToolsVisibility: Literal["spawned", "all"] | None = None
+
+
+class SubagentDefaults(_Section):
+    archiveAfterMinutes: float = 60
+    maxConcurrent: int = Field(default=8, ge=1)
+    model: str | dict[str, Any] | None = None
+
+
+class AgentSubagents(_Section):
+    allowAgents: list[str] = Field(default_factory=list)
+    model: str | dict[str, Any] | None = None
+
+
+class AgentDefaults(_Section):
+    maxConcurrent: int = Field(default=4, ge=1)
+    timeoutSeconds: float = Field(default=600, gt=0)
+    model: str | dict[str, Any] | None = None
+    subagents: SubagentDefaults = Field(default_factory=SubagentDefaults)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+
+
+class AgentEntry(_Section):
+    id: str
+    name: str | None = None
+    default: bool = False
+    model: str | dict[str, Any] | None = None
+    subagents: AgentSubagents = Field(default_factory=AgentSubagents)
+    sandbox: SandboxConfig | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("agent id is empty")
+        return value
+
+
+class AgentsConfig(_Section):
+    defaults: AgentDefaults = Field(default_factory=AgentDefaults)
+    list: builtins.list[AgentEntry] = Field(default_factory=builtins.list)
+
+
+class GatewayConfig(_Section):
+    session: SessionConfig = Field(default_factory=SessionConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+
+    @classmethod
+    def load(cls, source: dict[str, Any] | str | Path | None) -> GatewayConfig:
+        """From a dict, or a JSON5 file; ``None`` gives the defaults. Raises ConfigError."""
+        if source is None:
+            return cls()
+        if isinstance(source, str | Path):
+            path = Path(source)
+            try:
+                data = json5.loads(path.read_text(encoding="utf-8"))
+            except OSError as error:
+                raise ConfigError(f"cannot read config file {path}: {error.strerror}") from error
+            except ValueError as error:
+                raise ConfigError(f"config file {path} is not valid JSON5: {error}") from error
+            if not isinstance(data, dict):
+                raise ConfigError(f"config file {path} must hold an object at the top level")
+            source = data
+        try:
+            config = cls.model_validate(source)
+        except ValidationError as error:
+            raise ConfigError(describe_errors(error)) from error
+        for path_text in config.unknown_keys():
+            log.warning("config key ignored", key=path_text)
+        return config
+
+    def unknown_keys(self) -> list[str]:
+        return list(_unknown_keys(self, ""))
+
+    @property
+    def key_rules(self) -> KeyRules:
+        return KeyRules(
+            main_key=normalize_main_key(self.session.mainKey),
+            scope=self.session.scope,
+            default_agent_id=self.default_agent_id,
+        )
+
+    @property
+    def default_agent_id(self) -> str:
+        agents = self.agents.list
+        chosen = next((a for a in agents if a.default), agents[0] if agents else None)
+        return normalize_agent_id(chosen.id if chosen else None)
+
+    def agent(self, agent_id: str) -> AgentEntry | None:
+        return next((a for a in self.agents.list if normalize_agent_id(a.id) == agent_id), None)
+
+
+def _unknown_keys(model: BaseModel, prefix: str) -> list[str]:
+    found = [f"{prefix}{name}" for name in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        children = value if isinstance(value, list) else [value]
+        for index, child in enumerate(children):
+            if isinstance(child, BaseModel):
+                suffix = f"[{index}]" if isinstance(value, list) else ""
+                found.extend(_unknown_keys(child, f"{prefix}{name}{suffix}."))
+    return found
+
+
+def describe_errors(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"{where}: {item['msg']}")
+    return "invalid config: " + "; ".join(lines)

@@ -1,0 +1,242 @@
+"""The gateway: records messages, patches sessions and answers tool calls.
+
+Every change goes through a session aggregate and is saved with its read-model changes
+in one transaction. A save that collides with another writer (another process on the
+same store) is retried from fresh state, never surfaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from sessionwire.application.agents_list import agents_list
+from sessionwire.application.config import GatewayConfig
+from sessionwire.application.context import Requester, ToolContext
+from sessionwire.application.ports import Clock, IdSource, SessionStore, StoreConflict
+from sessionwire.application.session_refs import SessionNotResolved
+from sessionwire.application.sessions_history import HistoryForbidden, sessions_history
+from sessionwire.application.sessions_list import sessions_list
+from sessionwire.application.tool_params import (
+    AgentsListParams,
+    SessionsHistoryParams,
+    SessionsListParams,
+    ToolInputError,
+    ToolParams,
+)
+from sessionwire.application.tool_results import ToolError, ToolResult
+from sessionwire.application.tool_schemas import TOOL_PARAMETERS, tool_schemas
+from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
+from sessionwire.domain.session import (
+    InvalidPatch,
+    MessageOrigin,
+    Session,
+    SessionClosed,
+    validate_patch,
+)
+from sessionwire.domain.transcript import (
+    MAX_MESSAGE_BYTES,
+    ROLES,
+    TranscriptMessage,
+    Usage,
+    content_blocks,
+)
+
+MAX_SAVE_ATTEMPTS = 20
+CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
+
+ToolHandler = Callable[[ToolContext, Any], ToolResult]
+
+TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
+    "sessions_list": (SessionsListParams, sessions_list),
+    "sessions_history": (SessionsHistoryParams, sessions_history),
+    "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
+}
+assert set(TOOLS) == set(TOOL_PARAMETERS)
+
+
+class SessionNotFound(LookupError):
+    pass
+
+
+class GatewayService:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        config: GatewayConfig,
+        clock: Clock,
+        ids: IdSource,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.ids = ids
+        self.rules = config.key_rules
+        self.log = structlog.get_logger("sessionwire.gateway").bind(store=store.location)
+
+    # Commands ---------------------------------------------------------------------------
+
+    async def record_message(
+        self,
+        session_key: str,
+        *,
+        role: str,
+        content: str | list[dict[str, Any]],
+        channel: str | None = None,
+        chat_type: str | None = None,
+        display_name: str | None = None,
+        to: str | None = None,
+        account_id: str | None = None,
+        label: str | None = None,
+        sender_is_owner: bool = False,
+        usage: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """Append one transcript message (opening the session on its first message).
+
+        Raises ValueError (InvalidSessionKey, InvalidPatch, ...) for bad input; nothing
+        is written then.
+        """
+        key = self.rules.canonical(session_key)
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        normalized_chat_type = None
+        if chat_type is not None:
+            normalized_chat_type = CHAT_TYPES.get(str(chat_type).strip().lower())
+            if normalized_chat_type is None:
+                raise ValueError("chat_type must be direct, dm, group or channel")
+        message = TranscriptMessage(
+            role=role,  # type: ignore[arg-type]
+            content=content_blocks(content),
+            timestamp=0,
+            usage=Usage.model_validate(usage) if usage is not None else None,
+            model=model,
+        )
+        size = len(message.to_json().encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise ValueError(
+                f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
+            )
+        origin = MessageOrigin(
+            channel=_clean(channel),
+            chat_type=normalized_chat_type,
+            display_name=_clean(display_name),
+            to=_clean(to),
+            account_id=_clean(account_id),
+        )
+        patch = validate_patch({"label": label}) if label is not None else {}
+
+        def append(session: Session) -> None:
+            now = self.clock.now()
+            if patch:
+                self._check_label_free(session.state.key, patch.get("label"))
+                session.patch(patch, at=now)
+            stamped = message.model_copy(update={"timestamp": int(now.timestamp() * 1000)})
+            session.append_message(
+                stamped, at=now, origin=origin, sender_is_owner=sender_is_owner
+            )
+
+        session = self._change_session(key, append, create=True)
+        self.log.debug("message recorded", session_key=key, role=role, version=session.version)
+        return {"sessionKey": key, "sessionId": session.state.session_id}
+
+    async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
+        """The ``sessions.patch`` method: set or clear (``None``) label, model, levels, sendPolicy."""
+        key = self.rules.canonical(session_key)
+        checked = validate_patch(changes)
+
+        def apply(session: Session) -> None:
+            self._check_label_free(session.state.key, checked.get("label"))
+            session.patch(checked, at=self.clock.now())
+
+        session = self._change_session(key, apply, create=False)
+        self.log.info("session patched", session_key=key, fields=sorted(checked))
+        return {"ok": True, "key": key, "entry": session.state.model_dump(mode="json")}
+
+    def _check_label_free(self, key: str, label: str | None) -> None:
+        if label is None:
+            return
+        if any(other.state.key != key for other in self.store.sessions_by_label(label)):
+            raise InvalidPatch(f"label already in use: {label}")
+
+    def _change_session(
+        self, key: str, change: Callable[[Session], None], *, create: bool
+    ) -> Session:
+        for _ in range(MAX_SAVE_ATTEMPTS):
+            stored = self.store.session(key)
+            if stored is not None:
+                session = stored.to_aggregate()
+            elif create:
+                session = Session.open(
+                    key=key,
+                    session_id=self.ids.new_id(),
+                    agent_id=agent_id_of(key),
+                    at=self.clock.now(),
+                )
+            else:
+                raise SessionNotFound(f"Session not found: {key}")
+            change(session)
+            try:
+                self.store.save(session)
+            except StoreConflict:
+                self.log.debug("save conflict, retrying", session_key=key)
+                continue
+            return session
+        raise StoreConflict(f"session {key} kept changing under {MAX_SAVE_ATTEMPTS} attempts")
+
+    # Tools ------------------------------------------------------------------------------
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return tool_schemas()
+
+    async def call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
+        """Run one tool for the session ``requester``; never raises."""
+        log = self.log.bind(tool=name, requester=requester)
+        entry = TOOLS.get(name) if isinstance(name, str) else None
+        if entry is None:
+            known = ", ".join(TOOLS)
+            return ToolError(tool=str(name), error=f"unknown tool {name!r} (tools: {known})").to_json_dict()
+        params_class, handler = entry
+        try:
+            caller = Requester.from_key(self.rules, requester)
+        except InvalidSessionKey as error:
+            return ToolError(tool=name, error=f"invalid requester session: {error}").to_json_dict()
+        try:
+            parsed = params_class.parse(params)
+            context = ToolContext(
+                store=self.store, config=self.config, clock=self.clock, requester=caller
+            )
+            result = handler(context, parsed)
+        except (ToolInputError, SessionNotResolved) as error:
+            message = error.message if isinstance(error, SessionNotResolved) else str(error)
+            log.info("tool refused", error=message)
+            return ToolError(tool=name, error=message).to_json_dict()
+        except HistoryForbidden as error:
+            log.info("tool forbidden", error=str(error))
+            return ToolError(status="forbidden", tool=name, error=str(error)).to_json_dict()
+        except Exception as error:  # a tool call must answer, whatever broke inside
+            log.exception("tool failed")
+            return ToolError(
+                tool=name, error=f"internal error: {type(error).__name__}: {error}"
+            ).to_json_dict()
+        return result.to_json_dict()
+
+    async def wait_idle(self) -> None:
+        """Nothing runs in the background yet; kept for the public API."""
+
+    async def close(self) -> None:
+        self.store.close()
+
+
+def _clean(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("routing fields (channel, to, display_name, account_id) must be strings")
+    return value.strip() or None
+
+
+__all__ = ["GatewayService", "SessionClosed", "SessionNotFound"]

@@ -1,0 +1,163 @@
+"""Tool parameters: pydantic models that read what an agent sends the way OpenClaw does.
+
+Strings are trimmed and an empty one counts as missing; numbers are floored and clamped;
+a wrong type is an error with a message naming the parameter. Unknown parameters are
+refused, so a misspelt one never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from sessionwire.domain.keys import SESSION_KINDS
+
+MAX_STRING_PARAM = 1024
+
+
+class ToolInputError(ValueError):
+    """A parameter an agent got wrong; the message says which and how."""
+
+
+def number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number")
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError(f"{name} must be a number, not NaN")
+    return float(value)
+
+
+def clamped_int(name: str, value: Any, *, low: int, high: int | None = None) -> int:
+    """``max(low, floor(x))``, capped at ``high``; infinities clamp to the ends."""
+    x = number(name, value)
+    if math.isinf(x):
+        if x < 0 or high is None:
+            if high is None and x > 0:
+                raise ValueError(f"{name} must be a finite number")
+            return low
+        return high
+    result = max(low, math.floor(x))
+    return result if high is None else min(high, result)
+
+
+def text(name: str, value: Any, *, max_length: int = MAX_STRING_PARAM) -> str | None:
+    """A trimmed string, or None when missing, empty or whitespace."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string")
+    trimmed = value.strip()
+    if len(trimmed) > max_length:
+        raise ValueError(f"{name} is too long ({len(trimmed)} characters, max {max_length})")
+    return trimmed or None
+
+
+class ToolParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tool: ClassVar[str]
+
+    @classmethod
+    def parse(cls, raw: Any) -> Any:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ToolInputError("parameters must be a JSON object")
+        unknown = sorted(str(k) for k in raw if k not in cls.model_fields)
+        if unknown:
+            allowed = ", ".join(cls.model_fields) or "none"
+            raise ToolInputError(f"unknown parameter {unknown[0]!r} (accepted: {allowed})")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as error:
+            raise ToolInputError(friendly(error)) from error
+
+
+def friendly(error: ValidationError) -> str:
+    first = error.errors()[0]
+    context = first.get("ctx") or {}
+    cause = context.get("error")
+    if isinstance(cause, ValueError):
+        return str(cause)
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+class SessionsListParams(ToolParams):
+    tool: ClassVar[str] = "sessions_list"
+
+    kinds: frozenset[str] | None = None
+    limit: int = 50
+    activeMinutes: int | None = None
+    messageLimit: int = 0
+
+    @field_validator("kinds", mode="before")
+    @classmethod
+    def _kinds(cls, value: Any) -> frozenset[str] | None:
+        if value is None:
+            return None
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list):
+            raise ValueError("kinds must be a list of strings")
+        if any(not isinstance(item, str) for item in items):
+            raise ValueError("kinds must be a list of strings")
+        # OpenClaw drops unknown kinds; no valid kind left means no filter.
+        kinds = {item.strip().lower() for item in items} & set(SESSION_KINDS)
+        return frozenset(kinds) or None
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> int:
+        return 50 if value is None else clamped_int("limit", value, low=1, high=200)
+
+    @field_validator("activeMinutes", mode="before")
+    @classmethod
+    def _active(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        x = number("activeMinutes", value)
+        return None if math.isinf(x) and x > 0 else clamped_int("activeMinutes", x, low=1)
+
+    @field_validator("messageLimit", mode="before")
+    @classmethod
+    def _message_limit(cls, value: Any) -> int:
+        return 0 if value is None else clamped_int("messageLimit", value, low=0, high=20)
+
+
+class SessionsHistoryParams(ToolParams):
+    tool: ClassVar[str] = "sessions_history"
+
+    sessionKey: str
+    limit: int = 200
+    includeTools: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required(cls, data: Any) -> Any:
+        if isinstance(data, dict) and text("sessionKey", data.get("sessionKey")) is None:
+            raise ValueError("sessionKey required")
+        return data
+
+    @field_validator("sessionKey", mode="before")
+    @classmethod
+    def _key(cls, value: Any) -> str | None:
+        return text("sessionKey", value)
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> int:
+        return 200 if value is None else clamped_int("limit", value, low=1, high=1000)
+
+    @field_validator("includeTools", mode="before")
+    @classmethod
+    def _include_tools(cls, value: Any) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ValueError("includeTools must be true or false")
+        return value
+
+
+class AgentsListParams(ToolParams):
+    tool: ClassVar[str] = "agents_list"

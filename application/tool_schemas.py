@@ -1,0 +1,83 @@
+"""JSON Schemas of the tools, for LLM function calling.
+
+Numbers are typed ``number`` (never ``integer``) and no schema has a top-level
+``anyOf``/``oneOf``: some model providers reject either (openclaw-conformance.md §A).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TOOL_DESCRIPTIONS = {
+    "sessions_list": "List sessions with optional filters and last messages.",
+    "sessions_history": "Fetch message history for a session.",
+    "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
+}
+
+
+def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema
+
+
+TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
+    "sessions_list": _object(
+        {
+            "kinds": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "enum": ["main", "group", "cron", "hook", "node", "other"],
+                },
+                "description": "Only sessions of these kinds.",
+            },
+            "limit": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Max rows (default 50, clamped to 200).",
+            },
+            "activeMinutes": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Only sessions updated within N minutes.",
+            },
+            "messageLimit": {
+                "type": "number",
+                "minimum": 0,
+                "description": "Include the last N messages of each session (0-20, default 0).",
+            },
+        }
+    ),
+    "sessions_history": _object(
+        {
+            "sessionKey": {
+                "type": "string",
+                "description": "A session key or a sessionId from sessions_list.",
+            },
+            "limit": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Max messages (default 200, clamped to 1000).",
+            },
+            "includeTools": {
+                "type": "boolean",
+                "description": "Include toolResult messages (default false).",
+            },
+        },
+        required=["sessionKey"],
+    ),
+    "agents_list": _object({}),
+}
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    return [
+        {"name": name, "description": TOOL_DESCRIPTIONS[name], "parameters": parameters}
+        for name, parameters in TOOL_PARAMETERS.items()
+    ]

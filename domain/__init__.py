@@ -1,0 +1,1 @@
+"""Pure domain: session keys, aggregates, events and rules. No I/O, no clock."""

@@ -1,0 +1,294 @@
+"""The session aggregate: one agent conversation, its row fields and its lifecycle.
+
+The aggregate holds the row state only (no transcript): appending a message applies one
+small event, so it never needs the session's history in memory.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from pydantic import BaseModel, ConfigDict
+
+from sessionwire.domain.base import Aggregate, Immutable
+from sessionwire.domain.transcript import TranscriptMessage
+
+SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
+
+SessionStatus = Literal["active", "archived", "deleted"]
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+VERBOSE_LEVELS = ("off", "on", "full")
+SEND_POLICIES = ("allow", "deny")
+MAX_LABEL_LENGTH = 64
+PATCHABLE_FIELDS = ("label", "model", "thinkingLevel", "verboseLevel", "sendPolicy")
+
+
+class SessionClosed(Exception):
+    """A command on a session that was archived or deleted."""
+
+
+class InvalidPatch(ValueError):
+    """A session patch with an unknown field or a value the field does not take."""
+
+
+def session_uuid(canonical_key: str) -> UUID:
+    """Aggregate id of a session: the same key always names the same stream."""
+    return uuid5(SESSION_NAMESPACE, canonical_key)
+
+
+def to_millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+class MessageOrigin(Immutable):
+    """Where a recorded message came from; updates the row's routing fields."""
+
+    channel: str | None = None
+    chat_type: str | None = None
+    display_name: str | None = None
+    to: str | None = None
+    account_id: str | None = None
+
+    def is_empty(self) -> bool:
+        return not any(self.model_dump().values())
+
+
+class SessionState(BaseModel):
+    """Everything a session row shows; kept current in the read model with the events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    session_id: str
+    agent_id: str
+    spawned_by: str | None = None
+    status: SessionStatus = "active"
+    created_at: int
+    updated_at: int
+    message_count: int = 0
+    channel: str | None = None
+    chat_type: str | None = None
+    display_name: str | None = None
+    label: str | None = None
+    last_channel: str | None = None
+    last_to: str | None = None
+    last_account_id: str | None = None
+    model: str | None = None
+    context_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    thinking_level: str | None = None
+    verbose_level: str | None = None
+    system_sent: bool = False
+    aborted_last_run: bool = False
+    send_policy: str | None = None
+
+
+_PATCH_TO_STATE = {
+    "label": "label",
+    "model": "model",
+    "thinkingLevel": "thinking_level",
+    "verboseLevel": "verbose_level",
+    "sendPolicy": "send_policy",
+}
+
+
+def validate_patch(changes: dict[str, Any]) -> dict[str, str | None]:
+    """Check a ``sessions.patch`` body; ``None`` clears a field. Raises InvalidPatch."""
+    checked: dict[str, str | None] = {}
+    for name, value in changes.items():
+        if name not in _PATCH_TO_STATE:
+            raise InvalidPatch(
+                f"unknown session field {name!r} (patchable: {', '.join(PATCHABLE_FIELDS)})"
+            )
+        if value is None:
+            checked[name] = None
+            continue
+        if not isinstance(value, str):
+            raise InvalidPatch(f"invalid {name}: must be a string or null")
+        text = value.strip()
+        if name == "label":
+            if not text:
+                raise InvalidPatch("invalid label: empty")
+            if len(text) > MAX_LABEL_LENGTH:
+                raise InvalidPatch(f"invalid label: too long (max {MAX_LABEL_LENGTH})")
+        elif name == "model" and not text:
+            raise InvalidPatch("invalid model: empty")
+        elif name == "thinkingLevel" and text.lower() not in THINKING_LEVELS:
+            raise InvalidPatch(f"invalid thinkingLevel (use {'|'.join(THINKING_LEVELS)})")
+        elif name == "verboseLevel" and text.lower() not in VERBOSE_LEVELS:
+            raise InvalidPatch(f"invalid verboseLevel (use {'|'.join(VERBOSE_LEVELS)})")
+        elif name == "sendPolicy":
+            if text.lower() not in SEND_POLICIES:
+                raise InvalidPatch('invalid sendPolicy (use "allow"|"deny")')
+        checked[name] = (
+            text.lower() if name in {"thinkingLevel", "verboseLevel", "sendPolicy"} else text
+        )
+    return checked
+
+
+class Session(Aggregate):
+    state: SessionState
+
+    class SessionOpened(Aggregate.Created):
+        key: str
+        session_id: str
+        agent_id: str
+        spawned_by: str | None = None
+
+    class MessageAppended(Aggregate.Event):
+        message: TranscriptMessage
+        origin: MessageOrigin | None = None
+        sender_is_owner: bool = False
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.state = aggregate._with_message(self)
+
+    class SessionPatched(Aggregate.Event):
+        changes: dict[str, str | None]
+
+        def apply(self, aggregate: Session) -> None:
+            updates: dict[str, Any] = {_PATCH_TO_STATE[k]: v for k, v in self.changes.items()}
+            updates["updated_at"] = to_millis(self.timestamp)
+            aggregate.state = aggregate.state.model_copy(update=updates)
+
+    class SessionArchived(Aggregate.Event):
+        reason: str
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.state = aggregate.state.model_copy(update={"status": "archived"})
+
+    class SessionDeleted(Aggregate.Event):
+        reason: str
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.state = aggregate.state.model_copy(update={"status": "deleted"})
+
+    def __init__(
+        self, key: str, session_id: str, agent_id: str, spawned_by: str | None = None
+    ) -> None:
+        # Runs as the SessionOpened event's apply(); timestamps come from the event.
+        created = to_millis(self.created_on)
+        self.state = SessionState(
+            key=key,
+            session_id=session_id,
+            agent_id=agent_id,
+            spawned_by=spawned_by,
+            created_at=created,
+            updated_at=created,
+        )
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        key: str,
+        session_id: UUID,
+        agent_id: str,
+        at: datetime,
+        spawned_by: str | None = None,
+    ) -> Session:
+        return cls._create(
+            cls.SessionOpened,
+            id=session_uuid(key),
+            timestamp=at,
+            key=key,
+            session_id=str(session_id),
+            agent_id=agent_id,
+            spawned_by=spawned_by,
+        )
+
+    @classmethod
+    def from_state(
+        cls, *, version: int, state: SessionState, created_on: datetime, modified_on: datetime
+    ) -> Session:
+        session = cls.restore(
+            id=session_uuid(state.key),
+            version=version,
+            created_on=created_on,
+            modified_on=modified_on,
+        )
+        session.state = state
+        return session
+
+    @property
+    def is_active(self) -> bool:
+        return self.state.status == "active"
+
+    def _require_active(self) -> None:
+        if not self.is_active:
+            raise SessionClosed(
+                f"Session {self.state.key} was {self.state.status}; its history is kept "
+                "but it takes no new messages"
+            )
+
+    def append_message(
+        self,
+        message: TranscriptMessage,
+        *,
+        at: datetime,
+        origin: MessageOrigin | None = None,
+        sender_is_owner: bool = False,
+    ) -> None:
+        self._require_active()
+        self.trigger_event(
+            self.MessageAppended,
+            timestamp=at,
+            message=message,
+            origin=None if origin is None or origin.is_empty() else origin,
+            sender_is_owner=sender_is_owner,
+        )
+
+    def patch(self, changes: dict[str, Any], *, at: datetime) -> None:
+        self._require_active()
+        checked = validate_patch(changes)
+        if checked:
+            self.trigger_event(self.SessionPatched, timestamp=at, changes=checked)
+
+    def archive(self, *, reason: str, at: datetime) -> None:
+        if self.is_active:
+            self.trigger_event(self.SessionArchived, timestamp=at, reason=reason)
+
+    def delete(self, *, reason: str, at: datetime) -> None:
+        if self.state.status != "deleted":
+            self.trigger_event(self.SessionDeleted, timestamp=at, reason=reason)
+
+    def _with_message(self, event: MessageAppended) -> SessionState:
+        state = self.state
+        updates: dict[str, Any] = {
+            "updated_at": to_millis(event.timestamp),
+            "message_count": state.message_count + 1,
+        }
+        origin = event.origin
+        if origin is not None:
+            if origin.channel:
+                updates["last_channel"] = origin.channel
+                if state.channel is None and origin.chat_type in {"group", "channel"}:
+                    updates["channel"] = origin.channel
+            if origin.chat_type:
+                updates["chat_type"] = origin.chat_type
+            if origin.display_name:
+                updates["display_name"] = origin.display_name
+            if origin.to:
+                updates["last_to"] = origin.to
+            if origin.account_id:
+                updates["last_account_id"] = origin.account_id
+        message = event.message
+        if message.model:
+            updates["model"] = message.model
+        usage = message.usage
+        if usage is not None:
+            input_tokens = (state.input_tokens or 0) + usage.input
+            output_tokens = (state.output_tokens or 0) + usage.output
+            updates["input_tokens"] = input_tokens
+            updates["output_tokens"] = output_tokens
+            updates["total_tokens"] = (
+                (state.total_tokens or 0) + usage.totalTokens
+                if usage.totalTokens is not None
+                else input_tokens + output_tokens
+            )
+        return state.model_copy(update=updates)

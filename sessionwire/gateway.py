@@ -1,0 +1,94 @@
+"""The composition root: ``Gateway.open`` picks the adapters and wires the application."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sessionwire.adapters.event_store import EventSourcedStore
+from sessionwire.application.config import GatewayConfig
+from sessionwire.application.gateway import GatewayService
+from sessionwire.application.ports import Clock, IdSource, RandomIds, SystemClock
+
+T = TypeVar("T")
+
+
+class Gateway(GatewayService):
+    """The public gateway. Open it with ``await Gateway.open(...)``; close it when done."""
+
+    @classmethod
+    async def open(
+        cls,
+        config: GatewayConfig | dict[str, Any] | str | Path | None = None,
+        store: str = "memory",
+        runtime: Any = None,
+        clock: Clock | None = None,
+        delivery: Any = None,
+        ids: IdSource | None = None,
+    ) -> Gateway:
+        """Open (or resume) a gateway on ``store``: 'memory', 'sqlite:///file.db' or a
+        'postgresql://user@host:port/db' URL (``?schema=name`` picks a schema)."""
+        if not isinstance(config, GatewayConfig):
+            config = GatewayConfig.load(config)
+        rules = config.key_rules
+        event_store = EventSourcedStore(
+            store, kind_of=lambda state: rules.kind(state.key, state.chat_type)
+        )
+        gateway = cls(
+            store=event_store,
+            config=config,
+            clock=clock or SystemClock(),
+            ids=ids or RandomIds(),
+        )
+        gateway.runtime = runtime
+        gateway.delivery = delivery
+        return gateway
+
+    runtime: Any = None
+    delivery: Any = None
+
+
+class SyncGateway:
+    """The same methods without ``await``, for scripts; runs its own event loop."""
+
+    def __init__(self, gateway: Gateway, loop: asyncio.AbstractEventLoop) -> None:
+        self._gateway = gateway
+        self._loop = loop
+
+    @classmethod
+    def open(cls, *args: Any, **kwargs: Any) -> SyncGateway:
+        loop = asyncio.new_event_loop()
+        gateway = loop.run_until_complete(Gateway.open(*args, **kwargs))
+        return cls(gateway, loop)
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coroutine)
+
+    def record_message(self, session_key: str, **kwargs: Any) -> dict[str, Any]:
+        return self._run(self._gateway.record_message(session_key, **kwargs))
+
+    def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
+        return self._run(self._gateway.patch_session(session_key, **changes))
+
+    def call_tool(self, requester: str, name: str, params: Any = None) -> dict[str, Any]:
+        return self._run(self._gateway.call_tool(requester, name, params))
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return self._gateway.tool_schemas()
+
+    def wait_idle(self) -> None:
+        self._run(self._gateway.wait_idle())
+
+    def close(self) -> None:
+        try:
+            self._run(self._gateway.close())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> SyncGateway:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,0 +1,91 @@
+"""Shared fixtures: every gateway test runs on memory, SQLite and PostgreSQL.
+
+PostgreSQL tests need a server (default postgresql://postgres@127.0.0.1:5432/test, or
+SESSIONWIRE_TEST_POSTGRES). Without one they skip with the reason, except under CI
+(CI=true), where a missing server is a failure: CI must test every store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import structlog
+
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.testing import VirtualClock
+
+POSTGRES_URL = os.environ.get(
+    "SESSIONWIRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def _postgres_problem() -> str | None:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL.split("?")[0], connect_timeout=3):
+            return None
+    except Exception as error:  # any failure means: no usable server here
+        return f"no PostgreSQL server at {POSTGRES_URL}: {error}"
+
+
+_PG_PROBLEM: list[str | None] = []
+
+
+def postgres_problem() -> str | None:
+    if not _PG_PROBLEM:
+        _PG_PROBLEM.append(_postgres_problem())
+    return _PG_PROBLEM[0]
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema in the test database, dropped afterwards."""
+    problem = postgres_problem()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the PostgreSQL tests, but {problem}")
+        pytest.skip(problem)
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield f"{POSTGRES_URL}?schema={schema}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "memory":
+        return "memory"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/sessions.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(start=START)
+
+
+@pytest.fixture
+def config() -> GatewayConfig:
+    return GatewayConfig()
+
+
+@pytest.fixture
+async def gateway(
+    store_url: str, clock: VirtualClock, config: GatewayConfig
+) -> AsyncIterator[Gateway]:
+    gw = await Gateway.open(config=config, store=store_url, clock=clock)
+    yield gw
+    await gw.close()
