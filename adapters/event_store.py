@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
@@ -19,7 +19,6 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
 from psycopg.sql import SQL
-
 from sessionwire.adapters.read_model_sql import SqlReadModel
 from sessionwire.adapters.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports import SessionQuery, SessionStore, StoreConflict, StoredSession
@@ -172,12 +171,12 @@ class EventSourcedStore(SessionStore):
     def save(self, *aggregates: Aggregate) -> None:
         events: list[DomainEvent] = []
         for aggregate in aggregates:
-            events.extend(aggregate.collect_events())
+            events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
         if not events:
             return
         changes = project(list(aggregates), events)
         try:
-            self.app.save(*events, **{READ_MODEL_KEY: changes})  # type: ignore[arg-type]
+            self.app.save(*events, **{READ_MODEL_KEY: changes})
         except IntegrityError as error:
             raise StoreConflict(str(error)) from error
 
@@ -212,13 +211,14 @@ class EventSourcedStore(SessionStore):
         while True:
             page = self.recorder.select_notifications(position, LOG_PAGE)
             for notification in page:
-                yield notification.id, self.app.mapper.to_domain_event(notification)
+                event = cast(DomainEvent, self.app.mapper.to_domain_event(notification))
+                yield notification.id, event
             if len(page) < LOG_PAGE:
                 return
             position = page[-1].id + 1
 
     def stream(self, aggregate_id: UUID) -> Sequence[DomainEvent]:
-        return list(self.app.events.get(aggregate_id))
+        return [cast(DomainEvent, event) for event in self.app.events.get(aggregate_id)]
 
     def rebuild_read_models(self) -> None:
         with self.recorder.datastore.transaction(commit=True) as cursor:

@@ -164,9 +164,7 @@ class SqlReadModel:
         cursor.execute(
             f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
         )
-        transcript = [
-            (f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()
-        ]
+        transcript = [(f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()]
         return {"sessions": sessions, "transcript": transcript}
 
 

@@ -17,7 +17,9 @@ def agents_list(context: ToolContext) -> AgentsListResult:
     if allow_any:
         others = set(configured)
     else:
-        others = {normalize_agent_id(item) for item in allow if item.strip() and item.strip() != "*"}
+        others = {
+            normalize_agent_id(item) for item in allow if item.strip() and item.strip() != "*"
+        }
     others.discard(requester)
     ids = [requester, *sorted(others)]
     agents = []

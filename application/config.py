@@ -14,7 +14,6 @@ from typing import Any, Literal
 import json5
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 
 log = structlog.get_logger("sessionwire.config")

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-
 from sessionwire.application.agents_list import agents_list
 from sessionwire.application.config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext
@@ -109,7 +108,7 @@ class GatewayService:
             if normalized_chat_type is None:
                 raise ValueError("chat_type must be direct, dm, group or channel")
         message = TranscriptMessage(
-            role=role,  # type: ignore[arg-type]
+            role=role,
             content=content_blocks(content),
             timestamp=0,
             usage=Usage.model_validate(usage) if usage is not None else None,
@@ -135,16 +134,14 @@ class GatewayService:
                 self._check_label_free(session.state.key, patch.get("label"))
                 session.patch(patch, at=now)
             stamped = message.model_copy(update={"timestamp": int(now.timestamp() * 1000)})
-            session.append_message(
-                stamped, at=now, origin=origin, sender_is_owner=sender_is_owner
-            )
+            session.append_message(stamped, at=now, origin=origin, sender_is_owner=sender_is_owner)
 
         session = self._change_session(key, append, create=True)
         self.log.debug("message recorded", session_key=key, role=role, version=session.version)
         return {"sessionKey": key, "sessionId": session.state.session_id}
 
     async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
-        """The ``sessions.patch`` method: set or clear (``None``) label, model, levels, sendPolicy."""
+        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy."""
         key = self.rules.canonical(session_key)
         checked = validate_patch(changes)
 
@@ -198,7 +195,9 @@ class GatewayService:
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
             known = ", ".join(TOOLS)
-            return ToolError(tool=str(name), error=f"unknown tool {name!r} (tools: {known})").to_json_dict()
+            return ToolError(
+                tool=str(name), error=f"unknown tool {name!r} (tools: {known})"
+            ).to_json_dict()
         params_class, handler = entry
         try:
             caller = Requester.from_key(self.rules, requester)

@@ -113,9 +113,7 @@ class SessionStore(ABC):
         """Every agent id that has an active session."""
 
     @abstractmethod
-    def transcript(
-        self, session: UUID, *, limit: int, include_tools: bool
-    ) -> list[str]:
+    def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         """The last ``limit`` messages of a session as JSON texts, oldest first."""
 
     @abstractmethod

@@ -89,5 +89,4 @@ class Replay:
                 current = self._sessions[event.originator_id]
                 event.mutate(current)
                 touched[current.id] = current
-        changes = project(list(touched.values()), events)
-        return changes
+        return project(list(touched.values()), events)

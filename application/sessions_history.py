@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 from sessionwire.application.context import ToolContext
 from sessionwire.application.session_refs import resolve_session
 from sessionwire.application.tool_params import SessionsHistoryParams
@@ -31,7 +32,9 @@ def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> Ses
         stored.id, limit=params.limit, include_tools=params.includeTools
     )
     messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
-    return SessionsHistoryResult(sessionKey=context.display_key(stored.state.key), messages=messages)
+    return SessionsHistoryResult(
+        sessionKey=context.display_key(stored.state.key), messages=messages
+    )
 
 
 def cap_bytes(texts: list[str], limit: int) -> list[str]:

@@ -26,7 +26,9 @@ def sessions_list(context: ToolContext, params: SessionsListParams) -> SessionsL
         agent_ids=visible_agents(context),
         exclude_keys=frozenset(excluded),
     )
-    rows = [row(context, stored, params.messageLimit) for stored in context.store.list_sessions(query)]
+    rows = [
+        row(context, stored, params.messageLimit) for stored in context.store.list_sessions(query)
+    ]
     return SessionsListResult(count=len(rows), sessions=rows)
 
 

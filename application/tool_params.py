@@ -11,7 +11,6 @@ import math
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
-
 from sessionwire.domain.keys import SESSION_KINDS
 
 MAX_STRING_PARAM = 1024

@@ -53,7 +53,7 @@ class ParsedAgentKey:
 
 
 def parse_agent_session_key(key: str | None) -> ParsedAgentKey | None:
-    """``agent:<id>:<rest>`` split into its parts; empty parts are dropped (so ``agent::x`` fails)."""
+    """``agent:<id>:<rest>`` split in parts; empty parts drop, so ``agent::x`` fails."""
     parts = [part for part in (key or "").strip().split(":") if part]
     if len(parts) < 3 or parts[0].lower() != "agent":
         return None

@@ -11,7 +11,6 @@ from typing import Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
-
 from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.transcript import TranscriptMessage
 
@@ -122,9 +121,8 @@ def validate_patch(changes: dict[str, Any]) -> dict[str, str | None]:
             raise InvalidPatch(f"invalid thinkingLevel (use {'|'.join(THINKING_LEVELS)})")
         elif name == "verboseLevel" and text.lower() not in VERBOSE_LEVELS:
             raise InvalidPatch(f"invalid verboseLevel (use {'|'.join(VERBOSE_LEVELS)})")
-        elif name == "sendPolicy":
-            if text.lower() not in SEND_POLICIES:
-                raise InvalidPatch('invalid sendPolicy (use "allow"|"deny")')
+        elif name == "sendPolicy" and text.lower() not in SEND_POLICIES:
+            raise InvalidPatch('invalid sendPolicy (use "allow"|"deny")')
         checked[name] = (
             text.lower() if name in {"thinkingLevel", "verboseLevel", "sendPolicy"} else text
         )

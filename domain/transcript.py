@@ -52,7 +52,9 @@ class TranscriptMessage(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(
-            self.model_dump(mode="json", exclude_none=True), ensure_ascii=False, separators=(",", ":")
+            self.model_dump(mode="json", exclude_none=True),
+            ensure_ascii=False,
+            separators=(",", ":"),
         )
 
     def text(self) -> str:

@@ -6,8 +6,8 @@ The public API (contract §2)::
     gw = await Gateway.open(config=..., store="sqlite:///sessions.db")
 """
 
+from sessionwire.adapters.bootstrap import Gateway, SyncGateway
 from sessionwire.application.config import ConfigError, GatewayConfig
 from sessionwire.domain.keys import InvalidSessionKey
-from sessionwire.gateway import Gateway, SyncGateway
 
 __all__ = ["ConfigError", "Gateway", "GatewayConfig", "InvalidSessionKey", "SyncGateway"]
