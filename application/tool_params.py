@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 from sessionwire.domain.keys import SESSION_KINDS
 
 MAX_STRING_PARAM = 1024
+# A window longer than any session has existed lists everything, like +inf; larger values
+# would overflow the store's 64-bit timestamp arithmetic.
+MAX_ACTIVE_MINUTES = 1_000_000_000
+# How much of an unknown parameter's name an error message quotes.
+MAX_QUOTED_NAME = 64
 
 
 class ToolInputError(ValueError):
@@ -25,7 +30,10 @@ def number(name: str, value: Any) -> float:
         raise ValueError(f"{name} must be a number")
     if isinstance(value, float) and math.isnan(value):
         raise ValueError(f"{name} must be a number, not NaN")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float range (JSON allows 1e400 written out)
+        return math.inf if value > 0 else -math.inf
 
 
 def clamped_int(name: str, value: Any, *, low: int, high: int | None = None) -> int:
@@ -50,7 +58,20 @@ def text(name: str, value: Any, *, max_length: int = MAX_STRING_PARAM) -> str | 
     trimmed = value.strip()
     if len(trimmed) > max_length:
         raise ValueError(f"{name} is too long ({len(trimmed)} characters, max {max_length})")
+    try:
+        trimmed.encode()
+    except UnicodeEncodeError:  # JSON's "\ud800" decodes to a lone surrogate
+        raise ValueError(
+            f"{name} is not valid Unicode text (it contains a lone surrogate)"
+        ) from None
     return trimmed or None
+
+
+def quoted_name(name: object) -> str:
+    text = str(name)
+    if len(text) <= MAX_QUOTED_NAME:
+        return repr(text)
+    return f"{text[:MAX_QUOTED_NAME]!r}... ({len(text)} characters)"
 
 
 class ToolParams(BaseModel):
@@ -66,7 +87,9 @@ class ToolParams(BaseModel):
         unknown = sorted(str(k) for k in raw if k not in cls.model_fields)
         if unknown:
             allowed = ", ".join(cls.model_fields) or "none"
-            raise ToolInputError(f"unknown parameter {unknown[0]!r} (accepted: {allowed})")
+            raise ToolInputError(
+                f"unknown parameter {quoted_name(unknown[0])} (accepted: {allowed})"
+            )
         try:
             return cls.model_validate(raw)
         except ValidationError as error:
@@ -116,7 +139,9 @@ class SessionsListParams(ToolParams):
         if value is None:
             return None
         x = number("activeMinutes", value)
-        return None if math.isinf(x) and x > 0 else clamped_int("activeMinutes", x, low=1)
+        if x > MAX_ACTIVE_MINUTES:  # +inf too: no time filter
+            return None
+        return clamped_int("activeMinutes", x, low=1)
 
     @field_validator("messageLimit", mode="before")
     @classmethod

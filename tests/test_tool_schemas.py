@@ -1,0 +1,28 @@
+"""Tool JSON Schemas (openclaw-conformance §A) and their agreement with the parameter models."""
+
+from __future__ import annotations
+
+from sessionwire import Gateway
+from sessionwire.application.gateway import TOOLS
+
+
+async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> None:
+    schemas = {s["name"]: s for s in gateway.tool_schemas()}
+    assert set(schemas) == {"sessions_list", "sessions_history", "agents_list"}
+    for schema in schemas.values():
+        parameters = schema["parameters"]
+        assert parameters["type"] == "object"
+        assert "anyOf" not in parameters
+        assert "oneOf" not in parameters
+        assert schema["description"]
+    assert schemas["sessions_history"]["parameters"]["properties"]["limit"]["type"] == "number"
+    for name in ("limit", "activeMinutes", "messageLimit"):
+        assert schemas["sessions_list"]["parameters"]["properties"][name]["type"] == "number"
+    assert schemas["sessions_history"]["parameters"]["required"] == ["sessionKey"]
+
+
+def test_schema_properties_match_the_parameter_models() -> None:
+    from sessionwire.application.tool_schemas import TOOL_PARAMETERS
+
+    for name, (params_class, _) in TOOLS.items():
+        assert set(TOOL_PARAMETERS[name]["properties"]) == set(params_class.model_fields)
