@@ -1,0 +1,90 @@
+"""The sessionwire command line, through its real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sessionwire.adapters.cli import default_store, main
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/cli.db"
+
+
+def test_record_list_and_history_round_trip(store: str) -> None:
+    assert cli("--store", store, "record", "main", "hello", "--channel", "whatsapp").returncode == 0
+    listed = cli("--store", store, "--json", "sessions", "list", "--message-limit", "1")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["sessions"]
+    assert [(r["key"], r["channel"]) for r in rows] == [("main", "whatsapp")]
+    history = cli("--store", store, "sessions", "history", "main")
+    assert history.returncode == 0
+    assert "hello" in history.stdout
+    table = cli("--store", store, "sessions", "list")
+    assert "main" in table.stdout
+    assert "1 session(s)" in table.stdout
+
+
+def test_a_refused_tool_call_exits_1_with_the_reason(store: str) -> None:
+    result = cli("--store", store, "sessions", "history", "cron:nope")
+    assert result.returncode == 1
+    assert "Session not found: cron:nope" in result.stderr
+
+
+def test_a_bad_store_url_exits_2(tmp_path: Path) -> None:
+    result = cli("--store", "redis://x", "sessions", "list")
+    assert result.returncode == 2
+    assert "unknown store 'redis://x'" in result.stderr
+
+
+def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path, store: str) -> None:
+    config = tmp_path / "bad.json5"
+    config.write_text("{ session: { scope: 42 } }")
+    result = cli("--store", store, "--config", str(config), "sessions", "list")
+    assert result.returncode == 2
+    assert "session.scope" in result.stderr
+
+
+def test_bad_record_input_exits_1(store: str) -> None:
+    result = cli("--store", store, "record", "agent::x", "hello")
+    assert result.returncode == 1
+    assert "invalid session key" in result.stderr
+
+
+def test_demo_records_lists_and_reads_back(store: str) -> None:
+    result = cli("--store", store, "demo")
+    assert result.returncode == 0, result.stderr
+    assert "agent:main:discord:group:ops" in result.stdout
+    assert "Deploy 42 is live and green." in result.stdout
+    assert "store:" in result.stdout
+
+
+def test_agents_list_in_process(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", store, "--json", "agents", "list"]) == 0
+    assert json.loads(capsys.readouterr().out)["requester"] == "main"
+
+
+def test_default_store_is_a_file_in_the_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SESSIONWIRE_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", "/data")
+    assert default_store() == "sqlite:////data/sessionwire/sessions.db"
+    monkeypatch.setenv("SESSIONWIRE_STORE", "memory")
+    assert default_store() == "memory"
