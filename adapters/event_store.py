@@ -7,6 +7,7 @@ events, so events and read models commit together or not at all.
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -24,11 +25,12 @@ from sessionwire.adapters.serialisation import JSONBytesTranscoder, PydanticMapp
 from sessionwire.application.ports import SessionQuery, SessionStore, StoreConflict, StoredSession
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
-from sessionwire.domain.session import SessionState, session_uuid
+from sessionwire.domain.session import Session, SessionState, session_uuid
 
 KindOf = Callable[[SessionState], str]
 READ_MODEL_KEY = "read_model_changes"
 LOG_PAGE = 500
+WRITE_CACHE_SIZE = 10_000
 
 
 class StoreURLError(ValueError):
@@ -164,6 +166,8 @@ class EventSourcedStore(SessionStore):
         self.recorder = recorder
         self.read_model = recorder.read_model
         self.read_model.kind_of = kind_of
+        # Sessions as this process last wrote them: saves one read per append.
+        self._written: OrderedDict[str, StoredSession] = OrderedDict()
 
     def _reading(self) -> Any:
         return self.recorder.datastore.transaction(commit=False)
@@ -175,10 +179,34 @@ class EventSourcedStore(SessionStore):
         if not events:
             return
         changes = project(list(aggregates), events)
+        stored = [self.app.mapper.to_stored_event(event) for event in events]
         try:
-            self.app.save(*events, **{READ_MODEL_KEY: changes})
+            # Straight to the recorder: Application.save() adds per-event bookkeeping
+            # (recordings, protocol checks) that nothing here uses, on the hot path.
+            self.recorder.insert_events(stored, **{READ_MODEL_KEY: changes})
         except IntegrityError as error:
+            for row in changes.rows.values():
+                self._written.pop(row.state.key, None)
             raise StoreConflict(str(error)) from error
+        for aggregate in aggregates:
+            if isinstance(aggregate, Session):
+                self._remember(aggregate)
+
+    def _remember(self, session: Session) -> None:
+        key = session.state.key
+        self._written[key] = StoredSession(
+            id=session.id,
+            version=session.version,
+            created_on=session.created_on,
+            modified_on=session.modified_on,
+            state=session.state,
+        )
+        self._written.move_to_end(key)
+        if len(self._written) > WRITE_CACHE_SIZE:
+            self._written.popitem(last=False)
+
+    def session_for_update(self, key: str) -> StoredSession | None:
+        return self._written.get(key) or self.session(key)
 
     def session(self, key: str) -> StoredSession | None:
         with self._reading() as cursor:

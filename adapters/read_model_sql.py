@@ -35,6 +35,16 @@ class SqlReadModel:
         self.sessions = f"{prefix}sw_sessions"
         self.transcript = f"{prefix}sw_transcript"
         self.prefix = prefix
+        m = marker
+        self.insert_session = (
+            f"INSERT INTO {self.sessions} ({SESSION_COLUMNS}) VALUES ({', '.join([m] * 13)})"
+        )
+        # An existing row only changes these columns (key, ids and kind never change).
+        self.update_session = (
+            f"UPDATE {self.sessions} SET label={m}, status={m}, updated_at={m}, version={m}, "
+            f"modified_on={m}, state={m} WHERE id={m}"
+        )
+        self.insert_message = f"INSERT INTO {self.transcript} (session, seq, role, message) VALUES ({m}, {m}, {m}, {m})"
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
 
@@ -60,36 +70,44 @@ class SqlReadModel:
     # Writes ---------------------------------------------------------------------------
 
     def write(self, cursor: Cursor, changes: ReadModelChanges) -> None:
-        m = self.m
         for row in changes.rows.values():
             state = row.state
+            if row.is_new:
+                cursor.execute(
+                    self.insert_session,
+                    (
+                        row.id.hex,
+                        state.key,
+                        state.session_id,
+                        state.agent_id,
+                        self.kind_of(state),
+                        state.label,
+                        state.spawned_by,
+                        state.status,
+                        state.updated_at,
+                        row.version,
+                        row.created_on_iso,
+                        row.modified_on_iso,
+                        state.model_dump_json(),
+                    ),
+                )
+            else:
+                cursor.execute(
+                    self.update_session,
+                    (
+                        state.label,
+                        state.status,
+                        state.updated_at,
+                        row.version,
+                        row.modified_on_iso,
+                        state.model_dump_json(),
+                        row.id.hex,
+                    ),
+                )
+        for entry in changes.transcript:
             cursor.execute(
-                f"INSERT INTO {self.sessions} ({SESSION_COLUMNS}) VALUES "
-                f"({', '.join([m] * 13)}) ON CONFLICT (id) DO UPDATE SET "
-                "label=excluded.label, status=excluded.status, "
-                "updated_at=excluded.updated_at, version=excluded.version, "
-                "modified_on=excluded.modified_on, state=excluded.state",
-                (
-                    row.id.hex,
-                    state.key,
-                    state.session_id,
-                    state.agent_id,
-                    self.kind_of(state),
-                    state.label,
-                    state.spawned_by,
-                    state.status,
-                    state.updated_at,
-                    row.version,
-                    row.created_on_iso,
-                    row.modified_on_iso,
-                    state.model_dump_json(),
-                ),
-            )
-        if changes.transcript:
-            cursor.executemany(
-                f"INSERT INTO {self.transcript} (session, seq, role, message) "
-                f"VALUES ({m}, {m}, {m}, {m})",
-                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
+                self.insert_message,
+                (entry.session.hex, entry.seq, entry.role, entry.message_json),
             )
 
     # Reads ----------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from eventsourcing.persistence import Mapper, MapperDeserialisationError, Stored
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel
 
+_COORDINATES = {"originator_id", "originator_version"}
+
 
 class JSONBytesTranscoder(Transcoder):
     def encode(self, obj: Any) -> bytes:
@@ -24,13 +26,15 @@ class JSONBytesTranscoder(Transcoder):
 
 class PydanticMapper(Mapper):  # type: ignore[type-arg]
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        state = cast(BaseModel, domain_event).model_dump(
-            mode="json", exclude={"originator_id", "originator_version"}
-        )
+        model = cast(BaseModel, domain_event)
         class_version = getattr(type(domain_event), "class_version", 1)
         if class_version > 1:
+            state = model.model_dump(mode="json", exclude=_COORDINATES)
             state["class_version"] = class_version
-        data = self.transcoder.encode(state)
+            data = self.transcoder.encode(state)
+        else:
+            # pydantic's own JSON writer: the same compact JSON, several times faster.
+            data = model.model_dump_json(exclude=_COORDINATES).encode()
         if self.compressor:
             data = self.compressor.compress(data)
         if self.cipher:

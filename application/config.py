@@ -27,8 +27,10 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    # Unknown keys are kept aside so they can be reported, never acted on.
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Unknown keys are kept aside so they can be reported, never acted on. Strict: a
+    # wrong type is an error naming the key, never coerced ("3" is not a number,
+    # "yes" is not `true`; openclaw-behaviour §2.7 enables A2A only on `=== true`).
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
 
 
 class SendPolicyMatch(_Section):
@@ -207,6 +209,14 @@ def _unknown_keys(model: BaseModel, prefix: str) -> list[str]:
 def describe_errors(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        where = _key_path(item["loc"]) or "(top level)"
         lines.append(f"{where}: {item['msg']}")
     return "invalid config: " + "; ".join(lines)
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    """``agents.list[0].id``: the same dotted form ``unknown_keys`` reports."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path

@@ -107,18 +107,22 @@ class GatewayService:
             normalized_chat_type = CHAT_TYPES.get(str(chat_type).strip().lower())
             if normalized_chat_type is None:
                 raise ValueError("chat_type must be direct, dm, group or channel")
+        now = self.clock.now()
         message = TranscriptMessage(
             role=role,
             content=content_blocks(content),
-            timestamp=0,
+            timestamp=int(now.timestamp() * 1000),
             usage=Usage.model_validate(usage) if usage is not None else None,
             model=model,
         )
-        size = len(message.to_json().encode())
-        if size > MAX_MESSAGE_BYTES:
-            raise ValueError(
-                f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
-            )
+        # JSON-escaping makes a character at most 6 bytes: only a message that could be
+        # too large pays for serialising it here.
+        if not isinstance(content, str) or 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
+            size = len(message.to_json().encode())
+            if size > MAX_MESSAGE_BYTES:
+                raise ValueError(
+                    f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
+                )
         origin = MessageOrigin(
             channel=_clean(channel),
             chat_type=normalized_chat_type,
@@ -129,12 +133,10 @@ class GatewayService:
         patch = validate_patch({"label": label}) if label is not None else {}
 
         def append(session: Session) -> None:
-            now = self.clock.now()
             if patch:
                 self._check_label_free(session.state.key, patch.get("label"))
                 session.patch(patch, at=now)
-            stamped = message.model_copy(update={"timestamp": int(now.timestamp() * 1000)})
-            session.append_message(stamped, at=now, origin=origin, sender_is_owner=sender_is_owner)
+            session.append_message(message, at=now, origin=origin, sender_is_owner=sender_is_owner)
 
         session = self._change_session(key, append, create=True)
         self.log.debug("message recorded", session_key=key, role=role, version=session.version)
@@ -163,7 +165,7 @@ class GatewayService:
         self, key: str, change: Callable[[Session], None], *, create: bool
     ) -> Session:
         for _ in range(MAX_SAVE_ATTEMPTS):
-            stored = self.store.session(key)
+            stored = self.store.session_for_update(key)
             if stored is not None:
                 session = stored.to_aggregate()
             elif create:

@@ -61,6 +61,7 @@ class StoredSession:
 
     def to_aggregate(self) -> Session:
         return Session.from_state(
+            id=self.id,
             version=self.version,
             state=self.state,
             created_on=self.created_on,
@@ -95,6 +96,14 @@ class SessionStore(ABC):
     @abstractmethod
     def session(self, key: str) -> StoredSession | None:
         """The session stored under a canonical key, whatever its status."""
+
+    def session_for_update(self, key: str) -> StoredSession | None:
+        """The session to change next; may come from a cache of this process's own writes.
+
+        A stale entry is harmless: the save collides on the stream position and raises
+        StoreConflict, which drops the entry, so the retry reads the store.
+        """
+        return self.session(key)
 
     @abstractmethod
     def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:

@@ -22,6 +22,7 @@ class SessionRow:
     created_on_iso: str
     modified_on_iso: str
     state: SessionState
+    is_new: bool
 
 
 @dataclass(frozen=True)
@@ -52,22 +53,24 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
             )
 
 
-def session_row(session: Session) -> SessionRow:
+def session_row(session: Session, *, is_new: bool) -> SessionRow:
     return SessionRow(
         id=session.id,
         version=session.version,
         created_on_iso=session.created_on.isoformat(),
         modified_on_iso=session.modified_on.isoformat(),
         state=session.state,
+        is_new=is_new,
     )
 
 
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
     changes = ReadModelChanges(transcript=list(transcript_entries(events)))
+    opened = {e.originator_id for e in events if isinstance(e, Session.SessionOpened)}
     for aggregate in aggregates:
         if isinstance(aggregate, Session):
-            changes.rows[aggregate.id] = session_row(aggregate)
+            changes.rows[aggregate.id] = session_row(aggregate, is_new=aggregate.id in opened)
     return changes
 
 

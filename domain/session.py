@@ -202,10 +202,16 @@ class Session(Aggregate):
 
     @classmethod
     def from_state(
-        cls, *, version: int, state: SessionState, created_on: datetime, modified_on: datetime
+        cls,
+        *,
+        id: UUID,
+        version: int,
+        state: SessionState,
+        created_on: datetime,
+        modified_on: datetime,
     ) -> Session:
         session = cls.restore(
-            id=session_uuid(state.key),
+            id=id,
             version=version,
             created_on=created_on,
             modified_on=modified_on,

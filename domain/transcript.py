@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
@@ -51,11 +50,7 @@ class TranscriptMessage(BaseModel):
         return blocks
 
     def to_json(self) -> str:
-        return json.dumps(
-            self.model_dump(mode="json", exclude_none=True),
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        return self.model_dump_json(exclude_none=True)
 
     def text(self) -> str:
         """The text blocks joined, as a reader would see them."""
