@@ -9,11 +9,13 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
+import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError
 from eventsourcing.postgres import PostgresApplicationRecorder
@@ -43,7 +45,7 @@ def _no_kind(state: SessionState) -> str:
 
 class SQLiteSessionRecorder(SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.read_model = SqlReadModel(marker="?", kind_of=_no_kind)
+        self.read_model = SqlReadModel(marker="?", kind_of=_no_kind, write_options={})
         super().__init__(*args, **kwargs)
 
     def construct_create_table_statements(self) -> list[str]:
@@ -60,18 +62,29 @@ class SQLiteSessionRecorder(SQLiteApplicationRecorder):
 class PostgresSessionRecorder(PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
+        # No server-side prepared statements for our writes: they run in a pipeline,
+        # and when a conflicting save aborts it psycopg can lose track of a statement it
+        # was preparing ("prepared statement _pg3_N does not exist" on the next save).
         self.read_model = SqlReadModel(
-            marker="%s", prefix=f'"{self.datastore.schema}".', kind_of=_no_kind
+            marker="%s",
+            prefix=f'"{self.datastore.schema}".',
+            kind_of=_no_kind,
+            write_options={"prepare": False},
         )
         for statement in self.read_model.create_statements():
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
 
-    def _insert_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
-        # Runs inside the events' transaction, before the events themselves.
+    def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
+        # Same transaction (and pipeline) as the events, and after them: a conflicting
+        # save then fails on the events' primary key, where eventsourcing expects it.
+        # Failing earlier, in our statements, would skip the table-lock statement that
+        # psycopg believes it prepared, breaking the connection's next save.
+        super()._insert_stored_events(curs, stored_events, **kwargs)
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
-            self.read_model.write(curs, changes)
-        super()._insert_events(curs, stored_events, **kwargs)
+            # Another cursor: eventsourcing reads the new notification ids from this one.
+            with curs.connection.cursor() as view_cursor:
+                self.read_model.write(view_cursor, changes)
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -136,13 +149,19 @@ def _sqlite_env(name: str) -> dict[str, str]:
     }
 
 
-def _ensure_schema(env: dict[str, str]) -> None:
-    """eventsourcing expects the schema to exist; create a named one on first use."""
-    schema = env.get("POSTGRES_SCHEMA", "public")
-    if schema == "public":
-        return
-    import psycopg
+# Any fixed number: the advisory lock that serialises creating sessionwire's tables.
+_SETUP_LOCK = 7_251_030_117
 
+
+@contextmanager
+def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
+    """Create the schema and tables once, with no DDL at all when they exist.
+
+    Gateways starting together would otherwise run CREATE ... IF NOT EXISTS against
+    each other's writes: the DDL's table locks deadlock with a writer's row and table
+    locks, and concurrent catalog updates fail ("tuple concurrently updated").
+    """
+    schema = env["POSTGRES_SCHEMA"]
     with psycopg.connect(
         dbname=env["POSTGRES_DBNAME"],
         host=env["POSTGRES_HOST"],
@@ -152,15 +171,27 @@ def _ensure_schema(env: dict[str, str]) -> None:
         connect_timeout=5,
         autocommit=True,
     ) as connection:
-        connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+        try:
+            connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            found = connection.execute(
+                "SELECT to_regclass(%s)", (f'"{schema}".sw_transcript',)
+            ).fetchone()
+            if found is not None and found[0] is not None:
+                env["CREATE_TABLE"] = "n"
+            yield
+        finally:
+            connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
 
 
 class EventSourcedStore(SessionStore):
     def __init__(self, url: str, *, kind_of: KindOf) -> None:
         env, self.location = store_env(url)
         if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
-            _ensure_schema(env)
-        self.app = SessionwireApplication(env=env)
+            with _postgres_setup(env):
+                self.app = SessionwireApplication(env=env)
+        else:
+            self.app = SessionwireApplication(env=env)
         recorder = self.app.recorder
         assert isinstance(recorder, SQLiteSessionRecorder | PostgresSessionRecorder)
         self.recorder = recorder

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -30,8 +31,12 @@ class Cursor(Protocol):
 
 
 class SqlReadModel:
-    def __init__(self, *, marker: str, prefix: str = "", kind_of: Any) -> None:
+    def __init__(
+        self, *, marker: str, prefix: str = "", kind_of: Any, write_options: dict[str, Any]
+    ) -> None:
         self.m = marker
+        # Options for every write (psycopg: no server-side prepare, see PostgresSessionRecorder).
+        self.write_options = write_options
         self.sessions = f"{prefix}sw_sessions"
         self.transcript = f"{prefix}sw_transcript"
         self.prefix = prefix
@@ -44,7 +49,10 @@ class SqlReadModel:
             f"UPDATE {self.sessions} SET label={m}, status={m}, updated_at={m}, version={m}, "
             f"modified_on={m}, state={m} WHERE id={m}"
         )
-        self.insert_message = f"INSERT INTO {self.transcript} (session, seq, role, message) VALUES ({m}, {m}, {m}, {m})"
+        self.insert_message = (
+            f"INSERT INTO {self.transcript} (session, seq, role, message) "
+            f"VALUES ({m}, {m}, {m}, {m})"
+        )
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
 
@@ -70,10 +78,11 @@ class SqlReadModel:
     # Writes ---------------------------------------------------------------------------
 
     def write(self, cursor: Cursor, changes: ReadModelChanges) -> None:
+        execute = partial(cursor.execute, **self.write_options)
         for row in changes.rows.values():
             state = row.state
             if row.is_new:
-                cursor.execute(
+                execute(
                     self.insert_session,
                     (
                         row.id.hex,
@@ -92,7 +101,7 @@ class SqlReadModel:
                     ),
                 )
             else:
-                cursor.execute(
+                execute(
                     self.update_session,
                     (
                         state.label,
@@ -105,7 +114,7 @@ class SqlReadModel:
                     ),
                 )
         for entry in changes.transcript:
-            cursor.execute(
+            execute(
                 self.insert_message,
                 (entry.session.hex, entry.seq, entry.role, entry.message_json),
             )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 from sessionwire.application.agents_list import agents_list
 from sessionwire.application.config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext
@@ -24,6 +25,7 @@ from sessionwire.application.tool_params import (
     SessionsListParams,
     ToolInputError,
     ToolParams,
+    friendly,
 )
 from sessionwire.application.tool_results import ToolError, ToolResult
 from sessionwire.application.tool_schemas import TOOL_PARAMETERS, tool_schemas
@@ -100,6 +102,8 @@ class GatewayService:
         is written then.
         """
         key = self.rules.canonical(session_key)
+        if not isinstance(sender_is_owner, bool):
+            raise ValueError("sender_is_owner must be true or false")
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         normalized_chat_type = None
@@ -108,13 +112,16 @@ class GatewayService:
             if normalized_chat_type is None:
                 raise ValueError("chat_type must be direct, dm, group or channel")
         now = self.clock.now()
-        message = TranscriptMessage(
-            role=role,
-            content=content_blocks(content),
-            timestamp=int(now.timestamp() * 1000),
-            usage=Usage.model_validate(usage) if usage is not None else None,
-            model=model,
-        )
+        try:
+            message = TranscriptMessage(
+                role=role,
+                content=content_blocks(content),
+                timestamp=int(now.timestamp() * 1000),
+                usage=Usage.model_validate(usage) if usage is not None else None,
+                model=model,
+            )
+        except ValidationError as error:
+            raise ValueError(f"invalid message: {friendly(error)}") from None
         # JSON-escaping makes a character at most 6 bytes: only a message that could be
         # too large pays for serialising it here.
         if not isinstance(content, str) or 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
@@ -193,10 +200,11 @@ class GatewayService:
 
     async def call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
         """Run one tool for the session ``requester``; never raises."""
-        log = self.log.bind(tool=name, requester=requester)
+        log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
             known = ", ".join(TOOLS)
+            name = _shorten(str(name))
             return ToolError(
                 tool=str(name), error=f"unknown tool {name!r} (tools: {known})"
             ).to_json_dict()
@@ -230,6 +238,10 @@ class GatewayService:
 
     async def close(self) -> None:
         self.store.close()
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _clean(value: str | None) -> str | None:

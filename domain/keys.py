@@ -31,6 +31,19 @@ class InvalidSessionKey(ValueError):
     """A session key that cannot name a session; the message says why."""
 
 
+def is_encodable(text: str) -> bool:
+    """False for strings holding lone surrogates, which no store or JSON writer accepts."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def has_control_characters(text: str) -> bool:
+    return _CONTROL_CHARS.search(text) is not None
+
+
 def normalize_agent_id(value: str | None) -> str:
     """Agent ids are lower-case ``[a-z0-9][a-z0-9_-]{0,63}``; anything else is mapped onto that."""
     trimmed = (value or "").strip()
@@ -117,6 +130,8 @@ class KeyRules:
             )
         if _CONTROL_CHARS.search(key):
             raise InvalidSessionKey("session key contains control characters")
+        if not is_encodable(key):
+            raise InvalidSessionKey("session key is not valid Unicode text (lone surrogate)")
         return key
 
     def canonical(self, raw: str, *, agent_id: str | None = None) -> str:
@@ -145,7 +160,14 @@ class KeyRules:
                 raise InvalidSessionKey(f"invalid session key: {raw.strip()!r}")
         if rest in {main_key, DEFAULT_MAIN_KEY}:
             return self.main_session_key(owner)
-        return f"agent:{owner}:{rest}"
+        canonical = f"agent:{owner}:{rest}"
+        if len(canonical) > MAX_KEY_LENGTH:
+            # Checked again on the canonical form, so every key we hand out can be read back.
+            raise InvalidSessionKey(
+                f"session key is too long ({len(canonical)} characters as "
+                f"agent:{owner}:…, max {MAX_KEY_LENGTH})"
+            )
+        return canonical
 
     def rest_of(self, canonical_key: str) -> str:
         parsed = parse_agent_session_key(canonical_key)

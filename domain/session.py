@@ -12,6 +12,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate, Immutable
+from sessionwire.domain.keys import has_control_characters, is_encodable
 from sessionwire.domain.transcript import TranscriptMessage
 
 SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
@@ -113,6 +114,8 @@ def validate_patch(changes: dict[str, Any]) -> dict[str, str | None]:
         if name == "label":
             if not text:
                 raise InvalidPatch("invalid label: empty")
+            if has_control_characters(text) or not is_encodable(text):
+                raise InvalidPatch("invalid label: contains control characters")
             if len(text) > MAX_LABEL_LENGTH:
                 raise InvalidPatch(f"invalid label: too long (max {MAX_LABEL_LENGTH})")
         elif name == "model" and not text:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sessionwire.domain.keys import is_encodable
 
 Role = Literal["user", "assistant", "toolResult"]
 ROLES: tuple[Role, ...] = ("user", "assistant", "toolResult")
@@ -47,6 +49,9 @@ class TranscriptMessage(BaseModel):
                 raise ValueError(f"content block {index} needs a string 'type'")
             if kind == "text" and not isinstance(block.get("text"), str):
                 raise ValueError(f"content block {index} is a text block without a string 'text'")
+            problem = _not_json(block)
+            if problem:
+                raise ValueError(f"content block {index} {problem}")
         return blocks
 
     def to_json(self) -> str:
@@ -55,6 +60,27 @@ class TranscriptMessage(BaseModel):
     def text(self) -> str:
         """The text blocks joined, as a reader would see them."""
         return "".join(b["text"] for b in self.content if b.get("type") == "text")
+
+
+def _not_json(value: Any) -> str | None:
+    """Why ``value`` cannot be stored as JSON text, or None: transcripts are JSON."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "holds NaN or Infinity, which JSON has not"
+    if isinstance(value, str):
+        return None if is_encodable(value) else "holds text that is not valid Unicode"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return "has a key that is not a string"
+            problem = _not_json(key) or _not_json(item)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        return next((p for p in map(_not_json, value) if p), None)
+    if value is None or isinstance(value, bool | int):
+        return None
+    return f"holds a {type(value).__name__}, which is not JSON"
 
 
 def content_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

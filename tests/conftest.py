@@ -25,7 +25,22 @@ POSTGRES_URL = os.environ.get(
 )
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+def quiet_logging() -> None:
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(),
+    )
+
+
+quiet_logging()
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    # The CLI configures logging for its process; in-process CLI tests must not leave
+    # later tests logging to a stream pytest has closed.
+    yield
+    quiet_logging()
 
 
 def _postgres_problem() -> str | None:
