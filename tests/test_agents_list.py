@@ -59,7 +59,9 @@ async def test_star_allows_every_configured_agent_requester_first_then_sorted() 
 
 
 async def test_allow_listed_agent_need_not_be_configured() -> None:
-    result = await agents({"agents": {"list": [{"id": "main", "subagents": {"allowAgents": ["Research"]}}]}})
+    result = await agents(
+        {"agents": {"list": [{"id": "main", "subagents": {"allowAgents": ["Research"]}}]}}
+    )
     assert result["agents"][1] == {"id": "research", "configured": False}
 
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from sessionwire.adapters.cli import default_store, main
 
 

@@ -6,7 +6,6 @@ Every table row is one example: an input and the exact value it must give.
 from __future__ import annotations
 
 import pytest
-
 from sessionwire.domain.keys import (
     MAX_KEY_LENGTH,
     InvalidSessionKey,
@@ -270,7 +269,7 @@ def test_invalid_session_key_is_a_value_error() -> None:
     [pytest.param(None, id="none"), pytest.param(42, id="int"), pytest.param(["main"], id="list")],
 )
 def test_check_rejects_non_strings(raw: object) -> None:
-    with pytest.raises(InvalidSessionKey, match="^session key must be a string$"):
+    with pytest.raises(InvalidSessionKey, match=r"^session key must be a string$"):
         DEFAULT.check(raw)  # type: ignore[arg-type]
 
 
@@ -589,7 +588,9 @@ def test_agent_to_agent_is_allowed(
         pytest.param(("", "main"), "main", True, id="any-pattern-matching-is-enough"),
     ],
 )
-def test_agent_to_agent_allow_patterns(allow: tuple[str, ...], agent_id: str, expected: bool) -> None:
+def test_agent_to_agent_allow_patterns(
+    allow: tuple[str, ...], agent_id: str, expected: bool
+) -> None:
     assert AgentToAgentPolicy(enabled=True, allow=allow).matches(agent_id) is expected
 
 

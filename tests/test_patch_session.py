@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from sessionwire import Gateway
 from sessionwire.application.gateway import SessionNotFound
 from sessionwire.domain.session import InvalidPatch
+
+from sessionwire import Gateway
 
 
 async def test_patched_fields_show_in_the_row(gateway: Gateway) -> None:
@@ -19,7 +19,11 @@ async def test_patched_fields_show_in_the_row(gateway: Gateway) -> None:
     assert result["ok"] is True
     assert result["key"] == "agent:main:main"
     row = (await gateway.call_tool("main", "sessions_list", {}))["sessions"][0]
-    assert (row["thinkingLevel"], row["verboseLevel"], row["sendPolicy"]) == ("medium", "off", "deny")
+    assert (row["thinkingLevel"], row["verboseLevel"], row["sendPolicy"]) == (
+        "medium",
+        "off",
+        "deny",
+    )
     assert row["label"] == row["displayName"] == "Briefing"
 
 

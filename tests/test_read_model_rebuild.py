@@ -6,9 +6,13 @@ from sessionwire import Gateway
 from sessionwire.testing import VirtualClock
 
 
-async def test_rebuilt_read_models_equal_the_live_ones(gateway: Gateway, clock: VirtualClock) -> None:
+async def test_rebuilt_read_models_equal_the_live_ones(
+    gateway: Gateway, clock: VirtualClock
+) -> None:
     await gateway.record_message("main", role="user", content="hi", channel="whatsapp", to="+1")
-    await gateway.record_message("main", role="assistant", content="yo", usage={"input": 2, "output": 3})
+    await gateway.record_message(
+        "main", role="assistant", content="yo", usage={"input": 2, "output": 3}
+    )
     await gateway.record_message("main", role="toolResult", content="out")
     await clock.advance(30)
     await gateway.record_message(

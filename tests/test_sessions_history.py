@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sessionwire.application.sessions_history import cap_bytes
 
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.application.sessions_history import cap_bytes
 from sessionwire.testing import VirtualClock
 
 
@@ -80,7 +80,9 @@ async def test_unknown_session_id_is_an_error(gateway: Gateway) -> None:
     raw = "aaaaaaaa-aaaa-4aaa-aaaa-aaaaaaaaaaaa"
     result = await gateway.call_tool("main", "sessions_history", {"sessionKey": raw})
     assert result["status"] == "error"
-    assert result["error"] == f"Session not found: {raw} (use the full sessionKey from sessions_list)"
+    assert (
+        result["error"] == f"Session not found: {raw} (use the full sessionKey from sessions_list)"
+    )
 
 
 async def test_missing_session_key_is_required(gateway: Gateway) -> None:
@@ -89,10 +91,14 @@ async def test_missing_session_key_is_required(gateway: Gateway) -> None:
 
 
 @pytest.mark.parametrize(("limit", "expected"), [(3, 3), (0, 1), (-5, 1), (2.7, 2), (5000, 30)])
-async def test_limit_is_clamped_never_refused(gateway: Gateway, limit: float, expected: int) -> None:
+async def test_limit_is_clamped_never_refused(
+    gateway: Gateway, limit: float, expected: int
+) -> None:
     for index in range(30):
         await gateway.record_message("main", role="user", content=f"m{index}")
-    history = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main", "limit": limit})
+    history = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "limit": limit}
+    )
     texts = [m["content"][0]["text"] for m in history["messages"]]
     assert texts == [f"m{i}" for i in range(30 - expected, 30)]
 

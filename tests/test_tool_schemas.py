@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sessionwire import Gateway
 from sessionwire.application.gateway import TOOLS
+
+from sessionwire import Gateway
 
 
 async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> None:

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-
 from sessionwire.domain.transcript import (
     TranscriptMessage,
     clean_for_reader,
@@ -32,9 +31,13 @@ def test_message_roles_accepted(role: str) -> None:
         pytest.param({"role": "system"}, "role", id="role-system"),
         pytest.param({"role": "User"}, "role", id="role-case-sensitive"),
         pytest.param({"role": "tool"}, "role", id="role-tool"),
-        pytest.param({"content": [{"text": "x"}]}, "content block 0 needs a string 'type'", id="no-type"),
         pytest.param(
-            {"content": [{"type": 5}]}, "content block 0 needs a string 'type'", id="type-not-string"
+            {"content": [{"text": "x"}]}, "content block 0 needs a string 'type'", id="no-type"
+        ),
+        pytest.param(
+            {"content": [{"type": 5}]},
+            "content block 0 needs a string 'type'",
+            id="type-not-string",
         ),
         pytest.param(
             {"content": [{"type": ""}]}, "content block 0 needs a string 'type'", id="type-empty"
@@ -196,12 +199,8 @@ def test_content_blocks_rejects(content: Any) -> None:
         pytest.param("hello\n[message_id: 123]", "hello", id="message-id-line"),
         pytest.param("hello\n  [message_id: abc-1]  \nbye", "hello\nbye", id="indented-id-line"),
         pytest.param("[message_id: 1]\nhello", "hello", id="leading-id-line"),
-        pytest.param(
-            "a\n[message_id: 1]\nb\n[message_id: 2]", "a\nb", id="every-message-id-line"
-        ),
-        pytest.param(
-            "see [message_id: 1] above", "see [message_id: 1] above", id="inline-id-kept"
-        ),
+        pytest.param("a\n[message_id: 1]\nb\n[message_id: 2]", "a\nb", id="every-message-id-line"),
+        pytest.param("see [message_id: 1] above", "see [message_id: 1] above", id="inline-id-kept"),
         pytest.param(
             "[message_id: 1] and more", "[message_id: 1] and more", id="id-line-with-text-kept"
         ),

@@ -1,0 +1,473 @@
+"""GatewayConfig: OpenClaw's config shape (contract §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from sessionwire.application.config import ConfigError, GatewayConfig
+from sessionwire.domain.keys import KeyRules
+
+
+def load(data: dict[str, Any]) -> GatewayConfig:
+    return GatewayConfig.load(data)
+
+
+@pytest.fixture(autouse=True)
+def logs() -> Iterator[list[dict[str, Any]]]:
+    """Capture structlog events here, whatever an earlier test configured structlog to write to."""
+    with structlog.testing.capture_logs() as captured:
+        yield captured
+
+
+# --- defaults ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("read", "expected"),
+    [
+        pytest.param(lambda c: c.session.mainKey, "main", id="session.mainKey"),
+        pytest.param(lambda c: c.session.scope, "per-sender", id="session.scope"),
+        pytest.param(lambda c: c.session.dmScope, None, id="session.dmScope"),
+        pytest.param(lambda c: c.session.sendPolicy, None, id="session.sendPolicy"),
+        pytest.param(
+            lambda c: c.session.agentToAgent.max_ping_pong_turns, 5, id="maxPingPongTurns"
+        ),
+        pytest.param(lambda c: c.tools.agentToAgent.enabled, False, id="a2a.enabled"),
+        pytest.param(lambda c: c.tools.agentToAgent.allow, [], id="a2a.allow"),
+        pytest.param(lambda c: c.tools.subagents.tools.allow, None, id="subagents.tools.allow"),
+        pytest.param(lambda c: c.tools.subagents.tools.deny, [], id="subagents.tools.deny"),
+        pytest.param(lambda c: c.agents.list, [], id="agents.list"),
+        pytest.param(lambda c: c.agents.defaults.maxConcurrent, 4, id="defaults.maxConcurrent"),
+        pytest.param(lambda c: c.agents.defaults.timeoutSeconds, 600, id="defaults.timeout"),
+        pytest.param(
+            lambda c: c.agents.defaults.subagents.archiveAfterMinutes, 60, id="archiveAfterMinutes"
+        ),
+        pytest.param(
+            lambda c: c.agents.defaults.subagents.maxConcurrent, 8, id="subagents.maxConcurrent"
+        ),
+        pytest.param(lambda c: c.agents.defaults.sandbox.mode, None, id="sandbox.mode"),
+        pytest.param(
+            lambda c: c.agents.defaults.sandbox.sessionToolsVisibility,
+            None,
+            id="sandbox.visibility",
+        ),
+        pytest.param(lambda c: c.default_agent_id, "main", id="default_agent_id"),
+        pytest.param(lambda c: c.key_rules, KeyRules(), id="key_rules"),
+        pytest.param(lambda c: c.unknown_keys(), [], id="no-unknown-keys"),
+    ],
+)
+@pytest.mark.parametrize(
+    "source",
+    [pytest.param(None, id="none"), pytest.param({}, id="empty-dict")],
+)
+def test_defaults(source: dict[str, Any] | None, read: Any, expected: Any) -> None:
+    assert read(GatewayConfig.load(source)) == expected
+
+
+# --- JSON5 files ------------------------------------------------------------------------
+
+JSON5_TEXT = """
+// OpenClaw config, JSON5
+{
+  session: {
+    mainKey: 'Home',          /* unquoted keys, single quotes */
+    scope: "per-sender",
+    agentToAgent: { maxPingPongTurns: 2, },
+  },
+  tools: {
+    agentToAgent: { enabled: true, allow: ["main", "res*",], },
+  },
+  agents: {
+    list: [
+      { id: "main", name: "Main" },
+      { id: "research", default: true, subagents: { allowAgents: ["*"] } },
+    ],
+  },
+}
+"""
+
+
+@pytest.mark.parametrize("as_path", [pytest.param(True, id="Path"), pytest.param(False, id="str")])
+def test_json5_file(tmp_path: Path, as_path: bool) -> None:
+    file = tmp_path / "openclaw.json5"
+    file.write_text(JSON5_TEXT, encoding="utf-8")
+    config = GatewayConfig.load(file if as_path else str(file))
+    got = (
+        config.session.mainKey,
+        config.key_rules,
+        config.session.agentToAgent.max_ping_pong_turns,
+        config.tools.agentToAgent.enabled,
+        config.tools.agentToAgent.allow,
+        [(a.id, a.name, a.default) for a in config.agents.list],
+        config.agents.list[1].subagents.allowAgents,
+        config.default_agent_id,
+        config.unknown_keys(),
+    )
+    assert got == (
+        "Home",
+        KeyRules(main_key="home", scope="per-sender", default_agent_id="research"),
+        2,
+        True,
+        ["main", "res*"],
+        [("main", "Main", False), ("research", None, True)],
+        ["*"],
+        "research",
+        [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("{ session: ", "is not valid JSON5", id="broken"),
+        pytest.param("[1, 2]", "must hold an object at the top level", id="array"),
+        pytest.param("42", "must hold an object at the top level", id="number"),
+        pytest.param(
+            "{ session: { scope: 'everyone' } }", "session.scope", id="valid-json5-bad-value"
+        ),
+    ],
+)
+def test_json5_file_errors(tmp_path: Path, text: str, message: str) -> None:
+    file = tmp_path / "bad.json5"
+    file.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        GatewayConfig.load(file)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json5"
+    with pytest.raises(ConfigError) as raised:
+        GatewayConfig.load(missing)
+    assert str(raised.value).startswith(f"cannot read config file {missing}: ")
+
+
+# --- unknown keys -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param({"gateway": {"port": 1}}, ["gateway"], id="top-level"),
+        pytest.param({"session": {"bogus": 1}}, ["session.bogus"], id="session.bogus"),
+        pytest.param(
+            {"agents": {"list": [{"id": "a", "extra": True}]}},
+            ["agents.list[0].extra"],
+            id="agents.list[0].extra",
+        ),
+        pytest.param(
+            {"agents": {"list": [{"id": "a"}, {"id": "b", "x": 1, "y": 2}]}},
+            ["agents.list[1].x", "agents.list[1].y"],
+            id="second-agent-two-keys",
+        ),
+        pytest.param(
+            {"tools": {"agentToAgent": {"enabled": True, "alow": ["x"]}}},
+            ["tools.agentToAgent.alow"],
+            id="typo-in-tools",
+        ),
+        pytest.param(
+            {"session": {"sendPolicy": {"rules": [{"action": "deny", "match": {"peer": "x"}}]}}},
+            ["session.sendPolicy.rules[0].match.peer"],
+            id="send-policy-match",
+        ),
+        pytest.param(
+            {"agents": {"defaults": {"subagents": {"foo": 1}, "sandbox": {"bar": 2}}}},
+            ["agents.defaults.subagents.foo", "agents.defaults.sandbox.bar"],
+            id="agent-defaults",
+        ),
+        pytest.param(
+            {"agents": {"list": [{"id": "a", "sandbox": {"mode": "all", "z": 0}}]}},
+            ["agents.list[0].sandbox.z"],
+            id="per-agent-sandbox",
+        ),
+        pytest.param(
+            {"session": {"mainKey": "main"}, "tools": {}, "agents": {"list": []}},
+            [],
+            id="only-known-keys",
+        ),
+    ],
+)
+def test_unknown_keys(data: dict[str, Any], expected: list[str]) -> None:
+    assert load(data).unknown_keys() == expected
+
+
+def test_unknown_keys_are_warned_with_their_path(logs: list[dict[str, Any]]) -> None:
+    GatewayConfig.load({"session": {"bogus": 1}, "agents": {"list": [{"id": "a", "q": 1}]}})
+    warnings = [(e["event"], e["key"]) for e in logs if e["log_level"] == "warning"]
+    assert warnings == [
+        ("config key ignored", "session.bogus"),
+        ("config key ignored", "agents.list[0].q"),
+    ]
+
+
+# --- wrong types ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        pytest.param({"session": {"mainKey": 5}}, "session.mainKey", id="mainKey-int"),
+        pytest.param({"session": {"scope": "everyone"}}, "session.scope", id="scope-bad-value"),
+        pytest.param({"session": "main"}, "session", id="session-not-object"),
+        pytest.param(
+            {"session": {"agentToAgent": {"maxPingPongTurns": "3"}}},
+            "session.agentToAgent.maxPingPongTurns",
+            id="maxPingPongTurns-string",
+        ),
+        pytest.param(
+            {"session": {"agentToAgent": {"maxPingPongTurns": True}}},
+            "session.agentToAgent.maxPingPongTurns",
+            id="maxPingPongTurns-bool",
+        ),
+        pytest.param(
+            {"session": {"sendPolicy": {"default": "block"}}},
+            "session.sendPolicy.default",
+            id="sendPolicy-default",
+        ),
+        pytest.param(
+            {"session": {"sendPolicy": {"rules": [{"action": "drop"}]}}},
+            "session.sendPolicy.rules[0].action",
+            id="sendPolicy-rule-action",
+        ),
+        pytest.param(
+            {"tools": {"agentToAgent": {"enabled": "yes"}}},
+            "tools.agentToAgent.enabled",
+            id="a2a-enabled-string",
+        ),
+        pytest.param(
+            {"tools": {"agentToAgent": {"enabled": 1}}},
+            "tools.agentToAgent.enabled",
+            id="a2a-enabled-int",
+        ),
+        pytest.param(
+            {"tools": {"agentToAgent": {"allow": "main"}}},
+            "tools.agentToAgent.allow",
+            id="a2a-allow-string",
+        ),
+        pytest.param({"agents": {"list": {"id": "a"}}}, "agents.list", id="agents-list-object"),
+        pytest.param({"agents": {"list": [{"name": "A"}]}}, "agents.list[0].id", id="agent-no-id"),
+        pytest.param(
+            {"agents": {"list": [{"id": "a"}, {"id": "  "}]}},
+            "agents.list[1].id",
+            id="agent-blank-id",
+        ),
+        pytest.param(
+            {"agents": {"list": [{"id": "a", "default": "true"}]}},
+            "agents.list[0].default",
+            id="agent-default-string",
+        ),
+        pytest.param(
+            {"agents": {"list": [{"id": "a", "subagents": {"allowAgents": "*"}}]}},
+            "agents.list[0].subagents.allowAgents",
+            id="allowAgents-string",
+        ),
+        pytest.param(
+            {"agents": {"defaults": {"sandbox": {"mode": "sometimes"}}}},
+            "agents.defaults.sandbox.mode",
+            id="sandbox-mode",
+        ),
+        pytest.param(
+            {"agents": {"defaults": {"sandbox": {"sessionToolsVisibility": "none"}}}},
+            "agents.defaults.sandbox.sessionToolsVisibility",
+            id="sandbox-visibility",
+        ),
+        pytest.param(
+            {"agents": {"defaults": {"subagents": {"archiveAfterMinutes": "60"}}}},
+            "agents.defaults.subagents.archiveAfterMinutes",
+            id="archiveAfterMinutes-string",
+        ),
+        pytest.param(
+            {"agents": {"defaults": {"maxConcurrent": 0}}},
+            "agents.defaults.maxConcurrent",
+            id="maxConcurrent-zero",
+        ),
+        pytest.param(
+            {"tools": {"subagents": {"tools": {"deny": "exec"}}}},
+            "tools.subagents.tools.deny",
+            id="subagent-tools-deny-string",
+        ),
+    ],
+)
+def test_wrong_types_name_the_key(data: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(data)
+    message = str(raised.value)
+    assert message.startswith("invalid config: ")
+    assert f"{key}: " in message
+
+
+def test_every_bad_key_is_named() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load({"session": {"mainKey": 5, "scope": "x"}})
+    message = str(raised.value)
+    assert "session.mainKey: " in message
+    assert "session.scope: " in message
+
+
+@pytest.mark.parametrize("source", [pytest.param(["a"], id="list"), pytest.param(3, id="int")])
+def test_non_object_source_is_an_error(source: Any) -> None:
+    with pytest.raises(ConfigError, match=r"^invalid config: \(top level\): "):
+        GatewayConfig.load(source)
+
+
+def test_config_error_is_a_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
+
+
+# --- send policy: legacy `provider` / `surface` ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("match", "expected_channel", "expected_unknown"),
+    [
+        pytest.param({"channel": "discord"}, "discord", [], id="channel"),
+        pytest.param({"provider": "discord"}, "discord", [], id="legacy-provider"),
+        pytest.param({"surface": "slack"}, "slack", [], id="legacy-surface"),
+        pytest.param(
+            {"provider": "discord", "surface": "slack"},
+            "discord",
+            ["session.sendPolicy.rules[0].match.surface"],
+            id="provider-before-surface",
+        ),
+        pytest.param(
+            {"channel": "telegram", "provider": "discord"},
+            "telegram",
+            ["session.sendPolicy.rules[0].match.provider"],
+            id="channel-wins-over-provider",
+        ),
+        pytest.param({}, None, [], id="none"),
+    ],
+)
+def test_send_policy_match_channel(
+    match: dict[str, Any], expected_channel: str | None, expected_unknown: list[str]
+) -> None:
+    config = load({"session": {"sendPolicy": {"rules": [{"action": "deny", "match": match}]}}})
+    assert config.session.sendPolicy is not None
+    rule = config.session.sendPolicy.rules[0]
+    assert (rule.action, rule.match.channel, config.unknown_keys()) == (
+        "deny",
+        expected_channel,
+        expected_unknown,
+    )
+
+
+def test_send_policy_full_shape() -> None:
+    config = load(
+        {
+            "session": {
+                "sendPolicy": {
+                    "default": "deny",
+                    "rules": [
+                        {"action": "allow", "match": {"chatType": "group", "keyPrefix": "cron:"}},
+                        {"match": {"channel": "discord"}},
+                    ],
+                }
+            }
+        }
+    )
+    policy = config.session.sendPolicy
+    assert policy is not None
+    got = [(r.action, r.match.channel, r.match.chatType, r.match.keyPrefix) for r in policy.rules]
+    assert (policy.default, got) == (
+        "deny",
+        [("allow", None, "group", "cron:"), ("allow", "discord", None, None)],
+    )
+
+
+# --- default agent ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agents", "expected"),
+    [
+        pytest.param([], "main", id="no-agents-main"),
+        pytest.param([{"id": "alpha"}, {"id": "beta"}], "alpha", id="first-listed"),
+        pytest.param(
+            [{"id": "alpha"}, {"id": "beta", "default": True}], "beta", id="flagged-default"
+        ),
+        pytest.param(
+            [{"id": "a", "default": True}, {"id": "b", "default": True}],
+            "a",
+            id="first-flagged-wins",
+        ),
+        pytest.param(
+            [{"id": "alpha", "default": False}, {"id": "beta"}], "alpha", id="false-flag-ignored"
+        ),
+        pytest.param([{"id": " Research Bot "}], "research-bot", id="normalised"),
+    ],
+)
+def test_default_agent_id(agents: list[dict[str, Any]], expected: str) -> None:
+    config = load({"agents": {"list": agents}})
+    assert (config.default_agent_id, config.key_rules.default_agent_id) == (expected, expected)
+
+
+@pytest.mark.parametrize(
+    ("session", "expected"),
+    [
+        pytest.param({}, KeyRules(), id="defaults"),
+        pytest.param({"mainKey": " Work "}, KeyRules(main_key="work"), id="mainKey-normalised"),
+        pytest.param({"mainKey": ""}, KeyRules(main_key="main"), id="mainKey-empty-is-main"),
+        pytest.param({"scope": "global"}, KeyRules(scope="global"), id="global-scope"),
+    ],
+)
+def test_key_rules(session: dict[str, Any], expected: KeyRules) -> None:
+    assert load({"session": session}).key_rules == expected
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "expected_name"),
+    [
+        pytest.param("research", "Research", id="found"),
+        pytest.param("main", None, id="missing"),
+    ],
+)
+def test_agent_lookup(agent_id: str, expected_name: str | None) -> None:
+    config = load({"agents": {"list": [{"id": "Research", "name": "Research"}]}})
+    entry = config.agent(agent_id)
+    assert (entry.name if entry else None) == expected_name
+
+
+# --- maxPingPongTurns clamp -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(7, 5, id="7-clamped-to-5"),
+        pytest.param(5, 5, id="5"),
+        pytest.param(2.9, 2, id="2.9-floored-to-2"),
+        pytest.param(1, 1, id="1"),
+        pytest.param(0, 0, id="0"),
+        pytest.param(0.5, 0, id="0.5-floored-to-0"),
+        pytest.param(-1, 0, id="-1-clamped-to-0"),
+        pytest.param(-0.5, 0, id="-0.5-clamped-to-0"),
+        pytest.param(float("inf"), 5, id="infinity-is-default"),
+        pytest.param(float("nan"), 5, id="nan-is-default"),
+        pytest.param(None, 5, id="null-is-default"),
+    ],
+)
+def test_max_ping_pong_turns(value: float | None, expected: int) -> None:
+    config = load({"session": {"agentToAgent": {"maxPingPongTurns": value}}})
+    assert config.session.agentToAgent.max_ping_pong_turns == expected
+
+
+def test_max_ping_pong_turns_unset_is_5() -> None:
+    assert load({"session": {"agentToAgent": {}}}).session.agentToAgent.max_ping_pong_turns == 5
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("3", id="numeric-string"),
+        pytest.param("many", id="word"),
+        pytest.param(True, id="bool"),
+        pytest.param([3], id="list"),
+    ],
+)
+def test_max_ping_pong_turns_not_a_number(value: Any) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load({"session": {"agentToAgent": {"maxPingPongTurns": value}}})
+    assert "session.agentToAgent.maxPingPongTurns: " in str(raised.value)
