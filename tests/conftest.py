@@ -25,6 +25,7 @@ POSTGRES_URL = os.environ.get(
 )
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
+
 def quiet_logging() -> None:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
