@@ -24,8 +24,7 @@ SESSION_COLUMNS = (
 
 
 class Cursor(Protocol):
-    def execute(self, query: Any, params: Any = ...) -> Any: ...
-    def executemany(self, query: Any, params_seq: Any) -> Any: ...
+    def execute(self, query: Any, params: Any = ..., /, **options: Any) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
 
@@ -78,7 +77,7 @@ class SqlReadModel:
     # Writes ---------------------------------------------------------------------------
 
     def write(self, cursor: Cursor, changes: ReadModelChanges) -> None:
-        execute = partial(cursor.execute, **self.write_options)
+        execute: Any = partial(cursor.execute, **self.write_options)
         for row in changes.rows.values():
             state = row.state
             if row.is_new:
