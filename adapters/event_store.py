@@ -203,6 +203,9 @@ class EventSourcedStore(SessionStore):
     def _reading(self) -> Any:
         return self.recorder.datastore.transaction(commit=False)
 
+    def _writing(self) -> Any:
+        return self.recorder.datastore.transaction(commit=True)
+
     def save(self, *aggregates: Aggregate) -> None:
         events: list[DomainEvent] = []
         for aggregate in aggregates:
@@ -280,7 +283,7 @@ class EventSourcedStore(SessionStore):
         return [cast(DomainEvent, event) for event in self.app.events.get(aggregate_id)]
 
     def rebuild_read_models(self) -> None:
-        with self.recorder.datastore.transaction(commit=True) as cursor:
+        with self._writing() as cursor:
             for statement in self.read_model.drop_statements():
                 cursor.execute(statement)
         replay = Replay()
@@ -294,7 +297,7 @@ class EventSourcedStore(SessionStore):
             self._write(replay.apply(batch))
 
     def _write(self, changes: ReadModelChanges) -> None:
-        with self.recorder.datastore.transaction(commit=True) as cursor:
+        with self._writing() as cursor:
             self.read_model.write(cursor, changes)
 
     def read_model_snapshot(self) -> dict[str, list[tuple[object, ...]]]:
