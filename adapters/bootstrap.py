@@ -11,6 +11,7 @@ from sessionwire.adapters.event_store import EventSourcedStore
 from sessionwire.application.config import GatewayConfig
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports import Clock, IdSource, RandomIds, SystemClock
+from sessionwire.application.runtime import AgentRuntime, ChannelDelivery
 
 T = TypeVar("T")
 
@@ -23,9 +24,9 @@ class Gateway(GatewayService):
         cls,
         config: GatewayConfig | dict[str, Any] | str | Path | None = None,
         store: str = "memory",
-        runtime: Any = None,
+        runtime: AgentRuntime | None = None,
         clock: Clock | None = None,
-        delivery: Any = None,
+        delivery: ChannelDelivery | None = None,
         ids: IdSource | None = None,
     ) -> Gateway:
         """Open (or resume) a gateway on ``store``: 'memory', 'sqlite:///file.db' or a
@@ -41,13 +42,11 @@ class Gateway(GatewayService):
             config=config,
             clock=clock or SystemClock(),
             ids=ids or RandomIds(),
+            runtime=runtime,
+            delivery=delivery,
         )
-        gateway.runtime = runtime
-        gateway.delivery = delivery
+        gateway.resume()
         return gateway
-
-    runtime: Any = None
-    delivery: Any = None
 
 
 class SyncGateway:

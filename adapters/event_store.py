@@ -6,10 +6,11 @@ events, so events and read models commit together or not at all.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -24,7 +25,13 @@ from eventsourcing.utils import get_topic
 from psycopg.sql import SQL
 from sessionwire.adapters.read_model_sql import SqlReadModel
 from sessionwire.adapters.serialisation import JSONBytesTranscoder, PydanticMapper
-from sessionwire.application.ports import SessionQuery, SessionStore, StoreConflict, StoredSession
+from sessionwire.application.ports import (
+    SessionQuery,
+    SessionStore,
+    StoreConflict,
+    StoredSession,
+    StoredWork,
+)
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.session import Session, SessionState, session_uuid
@@ -85,6 +92,48 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
             # Another cursor: eventsourcing reads the new notification ids from this one.
             with curs.connection.cursor() as view_cursor:
                 self.read_model.write(view_cursor, changes)
+
+
+# First half of the advisory-lock key pair for session locks (any fixed number).
+_SESSION_LOCK_SPACE = 7251
+
+
+class PostgresSessionLock(AbstractAsyncContextManager[None]):
+    """A session-level advisory lock: one run per session across every gateway process.
+
+    The lock belongs to a database connection, so a process that dies releases it.
+    """
+
+    POLL_SECONDS = 0.02
+
+    def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
+        self.recorder = recorder
+        self.key = key
+        self._held: Any = None
+
+    async def __aenter__(self) -> None:
+        while True:
+            connection_context = self.recorder.datastore.get_connection()
+            connection = connection_context.__enter__()
+            locked = connection.execute(
+                "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
+                (_SESSION_LOCK_SPACE, self.key),
+            ).fetchone()
+            if locked and locked["locked"]:
+                self._held = (connection_context, connection)
+                return
+            connection_context.__exit__(None, None, None)
+            await asyncio.sleep(self.POLL_SECONDS)
+
+    async def __aexit__(self, *_: object) -> None:
+        connection_context, connection = self._held
+        self._held = None
+        try:
+            connection.execute(
+                "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_SESSION_LOCK_SPACE, self.key)
+            )
+        finally:
+            connection_context.__exit__(None, None, None)
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -258,6 +307,19 @@ class EventSourcedStore(SessionStore):
         with self._reading() as cursor:
             return self.read_model.list_sessions(cursor, query)
 
+    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
+        if isinstance(self.recorder, PostgresSessionRecorder):
+            return PostgresSessionLock(self.recorder, key)
+        return super().session_lock(key)
+
+    def work(self, aggregate_id: UUID) -> StoredWork | None:
+        with self._reading() as cursor:
+            return self.read_model.work(cursor, aggregate_id)
+
+    def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+        with self._reading() as cursor:
+            return self.read_model.pending_work(cursor, kind, statuses)
+
     def agent_ids(self) -> list[str]:
         with self._reading() as cursor:
             return self.read_model.agent_ids(cursor)
@@ -267,6 +329,9 @@ class EventSourcedStore(SessionStore):
             return self.read_model.transcript_tail(
                 cursor, session, limit=limit, include_tools=include_tools
             )
+
+    def log_position(self) -> int:
+        return self.recorder.max_notification_id() or 0
 
     def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:
         position = start

@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
-from sessionwire.application.ports import SessionQuery, StoredSession
+from sessionwire.application.ports import SessionQuery, StoredSession, StoredWork
 from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.session import SessionState
 
@@ -38,6 +38,7 @@ class SqlReadModel:
         self.write_options = write_options
         self.sessions = f"{prefix}sw_sessions"
         self.transcript = f"{prefix}sw_transcript"
+        self.work_table = f"{prefix}sw_work"
         self.prefix = prefix
         m = marker
         self.insert_session = (
@@ -51,6 +52,19 @@ class SqlReadModel:
         self.insert_message = (
             f"INSERT INTO {self.transcript} (session, seq, role, message) "
             f"VALUES ({m}, {m}, {m}, {m})"
+        )
+        # Position: creation order of runs and exchanges, so a restart re-queues runs in
+        # the order they arrived. Writers are serialised (SQLite's write lock, the
+        # PostgreSQL events table lock taken before these statements), so MAX()+1 holds.
+        self.insert_work = (
+            f"INSERT INTO {self.work_table} (id, kind, status, session_key, position, version, "
+            f"created_on, modified_on, state) VALUES ({m}, {m}, {m}, {m}, "
+            f"(SELECT COALESCE(MAX(position), 0) + 1 FROM {self.work_table}), "
+            f"{m}, {m}, {m}, {m})"
+        )
+        self.update_work = (
+            f"UPDATE {self.work_table} SET status={m}, version={m}, modified_on={m}, state={m} "
+            f"WHERE id={m}"
         )
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
@@ -69,10 +83,21 @@ class SqlReadModel:
             f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
             "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
             "message TEXT NOT NULL, PRIMARY KEY (session, seq))",
+            f"CREATE TABLE IF NOT EXISTS {self.work_table} ("
+            "id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
+            "session_key TEXT NOT NULL, position BIGINT NOT NULL, version BIGINT NOT NULL, "
+            "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS sw_work_pending ON {self.work_table} "
+            "(kind, status, position)",
+            f"CREATE INDEX IF NOT EXISTS sw_work_position ON {self.work_table} (position)",
         ]
 
     def drop_statements(self) -> list[str]:
-        return [f"DELETE FROM {self.transcript}", f"DELETE FROM {self.sessions}"]
+        return [
+            f"DELETE FROM {self.transcript}",
+            f"DELETE FROM {self.sessions}",
+            f"DELETE FROM {self.work_table}",
+        ]
 
     # Writes ---------------------------------------------------------------------------
 
@@ -117,6 +142,26 @@ class SqlReadModel:
                 self.insert_message,
                 (entry.session.hex, entry.seq, entry.role, entry.message_json),
             )
+        for work in changes.work.values():
+            if work.is_new:
+                execute(
+                    self.insert_work,
+                    (
+                        work.id.hex,
+                        work.kind,
+                        work.status,
+                        work.session_key,
+                        work.version,
+                        work.created_on_iso,
+                        work.modified_on_iso,
+                        work.state_json,
+                    ),
+                )
+            else:
+                execute(
+                    self.update_work,
+                    (work.status, work.version, work.modified_on_iso, work.state_json, work.id.hex),
+                )
 
     # Reads ----------------------------------------------------------------------------
 
@@ -164,6 +209,24 @@ class SqlReadModel:
         )
         return [stored_session(found) for found in cursor.fetchall()]
 
+    def work(self, cursor: Cursor, aggregate_id: UUID) -> StoredWork | None:
+        cursor.execute(
+            f"SELECT {WORK_COLUMNS} FROM {self.work_table} WHERE id = {self.m}",
+            (aggregate_id.hex,),
+        )
+        found = cursor.fetchone()
+        return None if found is None else stored_work(found)
+
+    def pending_work(self, cursor: Cursor, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+        if not statuses:
+            return []
+        cursor.execute(
+            f"SELECT {WORK_COLUMNS} FROM {self.work_table} WHERE kind = {self.m} "
+            f"AND status IN ({', '.join([self.m] * len(statuses))}) ORDER BY position",
+            (kind, *statuses),
+        )
+        return [stored_work(found) for found in cursor.fetchall()]
+
     def agent_ids(self, cursor: Cursor) -> list[str]:
         cursor.execute(
             f"SELECT DISTINCT agent_id FROM {self.sessions} WHERE status = 'active' "
@@ -191,11 +254,46 @@ class SqlReadModel:
             f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
         )
         transcript = [(f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()]
-        return {"sessions": sessions, "transcript": transcript}
+        cursor.execute(
+            f"SELECT id, kind, status, session_key, position, version, created_on, "
+            f"modified_on, state FROM {self.work_table} ORDER BY position"
+        )
+        work = [
+            tuple(
+                f[c]
+                for c in (
+                    "id",
+                    "kind",
+                    "status",
+                    "session_key",
+                    "position",
+                    "version",
+                    "created_on",
+                    "modified_on",
+                    "state",
+                )
+            )
+            for f in cursor.fetchall()
+        ]
+        return {"sessions": sessions, "transcript": transcript, "work": work}
 
 
 def _column_names() -> Sequence[str]:
     return [name.strip() for name in SESSION_COLUMNS.split(",")]
+
+
+WORK_COLUMNS = "id, kind, version, created_on, modified_on, state"
+
+
+def stored_work(found: Any) -> StoredWork:
+    return StoredWork(
+        id=UUID(found["id"]),
+        kind=found["kind"],
+        version=int(found["version"]),
+        created_on=datetime.fromisoformat(found["created_on"]),
+        modified_on=datetime.fromisoformat(found["modified_on"]),
+        state_json=found["state"],
+    )
 
 
 def stored_session(found: Any) -> StoredSession:

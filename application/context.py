@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from sessionwire.application.config import GatewayConfig
-from sessionwire.application.ports import Clock, SessionStore
+from sessionwire.application.exchanges import ExchangeDriver
+from sessionwire.application.ports import Clock, IdSource, SessionStore
+from sessionwire.application.runs import RunEngine
 from sessionwire.domain.keys import KeyRules, agent_id_of
 from sessionwire.domain.policy import AgentToAgentPolicy
 from sessionwire.domain.session import SessionState
@@ -18,11 +20,23 @@ class Requester:
 
     key: str
     agent_id: str
+    raw: str
+    """The key as the caller gave it (trimmed), quoted back in agent-to-agent texts."""
 
     @classmethod
     def from_key(cls, rules: KeyRules, raw: str) -> Requester:
         key = rules.canonical(raw)
-        return cls(key=key, agent_id=agent_id_of(key))
+        return cls(key=key, agent_id=agent_id_of(key), raw=raw.strip())
+
+
+@dataclass(frozen=True)
+class ToolServices:
+    """What the tools that start runs need besides the store."""
+
+    runs: RunEngine
+    exchanges: ExchangeDriver
+    ids: IdSource
+    run_timeout_seconds: float
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,7 @@ class ToolContext:
     config: GatewayConfig
     clock: Clock
     requester: Requester
+    services: ToolServices | None = None
 
     @cached_property
     def rules(self) -> KeyRules:

@@ -7,22 +7,34 @@ same store) is retried from fresh state, never surfaced.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from pydantic import ValidationError
 from sessionwire.application.agents_list import agents_list
 from sessionwire.application.config import GatewayConfig
-from sessionwire.application.context import Requester, ToolContext
-from sessionwire.application.ports import Clock, IdSource, SessionStore, StoreConflict
+from sessionwire.application.context import Requester, ToolContext, ToolServices
+from sessionwire.application.exchanges import ExchangeDriver
+from sessionwire.application.ports import Clock, IdSource, SessionStore, StoreConflict, SystemClock
+from sessionwire.application.runs import RunEngine
+from sessionwire.application.runtime import (
+    AgentRuntime,
+    ChannelDelivery,
+    NoRuntime,
+    RecordedDelivery,
+)
 from sessionwire.application.session_refs import SessionNotResolved
 from sessionwire.application.sessions_history import HistoryForbidden, sessions_history
 from sessionwire.application.sessions_list import sessions_list
+from sessionwire.application.sessions_send import sessions_send
 from sessionwire.application.tool_params import (
     AgentsListParams,
     SessionsHistoryParams,
     SessionsListParams,
+    SessionsSendParams,
     ToolInputError,
     ToolParams,
     friendly,
@@ -46,13 +58,16 @@ from sessionwire.domain.transcript import (
 )
 
 MAX_SAVE_ATTEMPTS = 20
+# With a virtual clock, this many event-loop turns without a new event means idle.
+IDLE_ROUNDS = 200
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
-ToolHandler = Callable[[ToolContext, Any], ToolResult]
+ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
 
 TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
     "sessions_list": (SessionsListParams, sessions_list),
     "sessions_history": (SessionsHistoryParams, sessions_history),
+    "sessions_send": (SessionsSendParams, sessions_send),
     "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
 }
 assert set(TOOLS) == set(TOOL_PARAMETERS)
@@ -70,13 +85,44 @@ class GatewayService:
         config: GatewayConfig,
         clock: Clock,
         ids: IdSource,
+        runtime: AgentRuntime | None = None,
+        delivery: ChannelDelivery | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.clock = clock
         self.ids = ids
+        self.runtime = runtime or NoRuntime()
+        self.delivery = delivery or RecordedDelivery()
         self.rules = config.key_rules
         self.log = structlog.get_logger("sessionwire.gateway").bind(store=store.location)
+        defaults = config.agents.defaults
+        self.runs = RunEngine(
+            store=store,
+            clock=clock,
+            runtime=self.runtime,
+            max_concurrent=defaults.maxConcurrent,
+        )
+        self.exchanges = ExchangeDriver(
+            store=store,
+            clock=clock,
+            runs=self.runs,
+            delivery=self.delivery,
+            run_timeout_seconds=defaults.timeoutSeconds,
+        )
+        self.services = ToolServices(
+            runs=self.runs,
+            exchanges=self.exchanges,
+            ids=ids,
+            run_timeout_seconds=defaults.timeoutSeconds,
+        )
+
+    def resume(self) -> None:
+        """Carry on with what the store says is unfinished: queued runs, open exchanges."""
+        runs = self.runs.resume()
+        exchanges = self.exchanges.resume()
+        if runs or exchanges:
+            self.log.info("resumed pending work", runs=runs, exchanges=exchanges)
 
     # Commands ---------------------------------------------------------------------------
 
@@ -216,9 +262,14 @@ class GatewayService:
         try:
             parsed = params_class.parse(params)
             context = ToolContext(
-                store=self.store, config=self.config, clock=self.clock, requester=caller
+                store=self.store,
+                config=self.config,
+                clock=self.clock,
+                requester=caller,
+                services=self.services,
             )
-            result = handler(context, parsed)
+            outcome = handler(context, parsed)
+            result = await outcome if inspect.isawaitable(outcome) else outcome
         except (ToolInputError, SessionNotResolved) as error:
             message = error.message if isinstance(error, SessionNotResolved) else str(error)
             log.info("tool refused", error=message)
@@ -234,9 +285,28 @@ class GatewayService:
         return result.to_json_dict()
 
     async def wait_idle(self) -> None:
-        """Nothing runs in the background yet; kept for the public API."""
+        """Return once every started run, exchange and announce has settled.
+
+        Work that waits on the clock (a scripted delay, a timeout) counts as settled
+        when the clock is virtual: only ``clock.advance`` moves it on.
+        """
+        quiet_rounds = 0
+        while self.runs.busy() or self.exchanges.busy():
+            before = self.store.log_position()
+            await asyncio.sleep(0 if self._virtual_clock() else 0.005)
+            if self._virtual_clock() and self.store.log_position() == before:
+                quiet_rounds += 1
+                if quiet_rounds >= IDLE_ROUNDS:
+                    return
+            else:
+                quiet_rounds = 0
+
+    def _virtual_clock(self) -> bool:
+        return not isinstance(self.clock, SystemClock)
 
     async def close(self) -> None:
+        await self.exchanges.close()
+        await self.runs.close()
         self.store.close()
 
 

@@ -6,12 +6,25 @@ import asyncio
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 from uuid import UUID
 
+from pydantic import BaseModel
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.session import Session, SessionState
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class _NoLock(AbstractAsyncContextManager[None]):
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
 
 
 class Clock(ABC):
@@ -70,6 +83,27 @@ class StoredSession:
 
 
 @dataclass(frozen=True)
+class StoredWork:
+    """A run or an exchange as its row holds it."""
+
+    id: UUID
+    kind: str
+    version: int
+    created_on: datetime
+    modified_on: datetime
+    state_json: str
+
+    def to_aggregate(self, cls: type[A], state_class: type[BaseModel]) -> A:
+        return cls.from_state(
+            id=self.id,
+            version=self.version,
+            state=state_class.model_validate_json(self.state_json),
+            created_on=self.created_on,
+            modified_on=self.modified_on,
+        )
+
+
+@dataclass(frozen=True)
 class SessionQuery:
     """What ``sessions_list`` asks the read model for; ``limit`` applies after every filter."""
 
@@ -105,6 +139,14 @@ class SessionStore(ABC):
         """
         return self.session(key)
 
+    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
+        """Held while a run executes in session ``key``.
+
+        Within one process the session's actor already runs one run at a time; a store
+        shared by several gateway processes makes this lock span them.
+        """
+        return _NO_LOCK
+
     @abstractmethod
     def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
         """Active sessions whose sessionId is ``session_id``."""
@@ -118,12 +160,24 @@ class SessionStore(ABC):
         """Active sessions, newest ``updatedAt`` first, filtered, then limited."""
 
     @abstractmethod
+    def work(self, aggregate_id: UUID) -> StoredWork | None:
+        """The run or exchange with this id."""
+
+    @abstractmethod
+    def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+        """Runs or exchanges in one of ``statuses``, in the order they were created."""
+
+    @abstractmethod
     def agent_ids(self) -> list[str]:
         """Every agent id that has an active session."""
 
     @abstractmethod
     def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         """The last ``limit`` messages of a session as JSON texts, oldest first."""
+
+    @abstractmethod
+    def log_position(self) -> int:
+        """The position of the last recorded event (0 for an empty store)."""
 
     @abstractmethod
     def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, SessionState
 
 
@@ -33,13 +35,29 @@ class TranscriptEntry:
     message_json: str
 
 
+@dataclass(frozen=True)
+class WorkRow:
+    """A run or an exchange: looked up by id, and found again when still pending."""
+
+    id: UUID
+    kind: str
+    status: str
+    session_key: str
+    version: int
+    created_on_iso: str
+    modified_on_iso: str
+    state_json: str
+    is_new: bool
+
+
 @dataclass
 class ReadModelChanges:
     rows: dict[UUID, SessionRow] = field(default_factory=dict)
     transcript: list[TranscriptEntry] = field(default_factory=list)
+    work: dict[UUID, WorkRow] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.transcript)
+        return bool(self.rows or self.transcript or self.work)
 
 
 def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntry]:
@@ -67,29 +85,56 @@ def session_row(session: Session, *, is_new: bool) -> SessionRow:
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
     changes = ReadModelChanges(transcript=list(transcript_entries(events)))
-    opened = {e.originator_id for e in events if isinstance(e, Session.SessionOpened)}
+    created = {e.originator_id for e in events if isinstance(e, Aggregate.Created)}
     for aggregate in aggregates:
+        is_new = aggregate.id in created
         if isinstance(aggregate, Session):
-            changes.rows[aggregate.id] = session_row(aggregate, is_new=aggregate.id in opened)
+            changes.rows[aggregate.id] = session_row(aggregate, is_new=is_new)
+        elif isinstance(aggregate, Run):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "run", aggregate.state.status, aggregate.state.session_key, is_new
+            )
+        elif isinstance(aggregate, Exchange):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "exchange", aggregate.state.status, aggregate.state.target_key, is_new
+            )
     return changes
+
+
+def work_row(
+    aggregate: Aggregate, kind: str, status: str, session_key: str, is_new: bool
+) -> WorkRow:
+    return WorkRow(
+        id=aggregate.id,
+        kind=kind,
+        status=status,
+        session_key=session_key,
+        version=aggregate.version,
+        created_on_iso=aggregate.created_on.isoformat(),
+        modified_on_iso=aggregate.modified_on.isoformat(),
+        state_json=aggregate.state.model_dump_json(),
+        is_new=is_new,
+    )
 
 
 class Replay:
     """Folds the event log back into read-model changes, one batch at a time."""
 
     def __init__(self) -> None:
-        self._sessions: dict[UUID, Session] = {}
+        # Every aggregate seen so far, in its latest state. Sessions, runs and
+        # exchanges are small (transcripts are not kept here), so a full replay fits.
+        self._aggregates: dict[UUID, Aggregate] = {}
 
     def apply(self, events: Sequence[DomainEvent]) -> ReadModelChanges:
-        touched: dict[UUID, Session] = {}
+        touched: dict[UUID, Aggregate] = {}
         for event in events:
-            if isinstance(event, Session.SessionOpened):
-                session = event.mutate(None)
-                assert isinstance(session, Session)
-                self._sessions[session.id] = session
-                touched[session.id] = session
-            elif isinstance(event, Session.Event):
-                current = self._sessions[event.originator_id]
-                event.mutate(current)
-                touched[current.id] = current
+            if isinstance(event, Aggregate.Created):
+                aggregate = event.mutate(None)
+                assert isinstance(aggregate, Aggregate)
+            else:
+                aggregate = self._aggregates[event.originator_id]
+                assert isinstance(event, Aggregate.Event)
+                event.mutate(aggregate)
+            self._aggregates[aggregate.id] = aggregate
+            touched[aggregate.id] = aggregate
         return project(list(touched.values()), events)

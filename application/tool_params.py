@@ -185,3 +185,54 @@ class SessionsHistoryParams(ToolParams):
 
 class AgentsListParams(ToolParams):
     tool: ClassVar[str] = "agents_list"
+
+
+MAX_SEND_MESSAGE_CHARS = 1_000_000
+MAX_SEND_TIMEOUT_SECONDS = 86_400
+
+
+class SessionsSendParams(ToolParams):
+    tool: ClassVar[str] = "sessions_send"
+
+    sessionKey: str | None = None
+    label: str | None = None
+    agentId: str | None = None
+    message: str
+    timeoutSeconds: int = 30
+
+    @model_validator(mode="before")
+    @classmethod
+    def _message_required(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and text("message", data.get("message"), max_length=MAX_SEND_MESSAGE_CHARS) is None
+        ):
+            raise ValueError("message required")
+        return data
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _message(cls, value: Any) -> str | None:
+        return text("message", value, max_length=MAX_SEND_MESSAGE_CHARS)
+
+    @field_validator("sessionKey", mode="before")
+    @classmethod
+    def _key(cls, value: Any) -> str | None:
+        return text("sessionKey", value)
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> str | None:
+        return text("label", value, max_length=64)
+
+    @field_validator("agentId", mode="before")
+    @classmethod
+    def _agent(cls, value: Any) -> str | None:
+        return text("agentId", value, max_length=64)
+
+    @field_validator("timeoutSeconds", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> int:
+        if value is None:
+            return 30
+        return clamped_int("timeoutSeconds", value, low=0, high=MAX_SEND_TIMEOUT_SECONDS)

@@ -91,3 +91,18 @@ class AgentsListResult(ToolResult):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class SendResult(ToolResult):
+    """``sessions_send``: every early return carries a fresh runId too (OpenClaw)."""
+
+    runId: str
+    status: Literal["accepted", "ok", "timeout", "error", "forbidden"]
+    tool: str | None = None
+    reply: str | None = None
+    error: str | None = None
+    sessionKey: str | None = None
+    delivery: dict[str, str] | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

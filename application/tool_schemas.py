@@ -11,6 +11,9 @@ from typing import Any
 TOOL_DESCRIPTIONS = {
     "sessions_list": "List sessions with optional filters and last messages.",
     "sessions_history": "Fetch message history for a session.",
+    "sessions_send": (
+        "Send a message into another session. Use sessionKey or label to identify the target."
+    ),
     "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
 }
 
@@ -71,6 +74,31 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
             },
         },
         required=["sessionKey"],
+    ),
+    "sessions_send": _object(
+        {
+            "sessionKey": {
+                "type": "string",
+                "description": "Target session key or sessionId (or use label).",
+            },
+            "label": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Target session label (instead of sessionKey).",
+            },
+            "agentId": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "With label: the agent whose sessions the label is looked up in.",
+            },
+            "message": {"type": "string", "description": "The message to send."},
+            "timeoutSeconds": {
+                "type": "number",
+                "minimum": 0,
+                "description": "Seconds to wait for the reply (default 30; 0 = do not wait).",
+            },
+        },
+        required=["message"],
     ),
     "agents_list": _object({}),
 }

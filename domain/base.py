@@ -61,6 +61,25 @@ class Aggregate(BaseAggregate[UUID]):
         aggregate._pending_events = []
         return aggregate
 
+    @classmethod
+    def from_state(
+        cls,
+        *,
+        id: UUID,
+        version: int,
+        state: Any,
+        created_on: datetime,
+        modified_on: datetime,
+    ) -> Self:
+        """An aggregate whose whole state is its ``state`` model, restored from a row."""
+        aggregate = cls.restore(
+            id=id, version=version, created_on=created_on, modified_on=modified_on
+        )
+        aggregate.state = state
+        return aggregate
+
+    state: Any
+
 
 def event_payload(event: DomainEvent) -> dict[str, Any]:
     """An event as JSON-ready data without its stream coordinates."""

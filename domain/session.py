@@ -203,25 +203,6 @@ class Session(Aggregate):
             spawned_by=spawned_by,
         )
 
-    @classmethod
-    def from_state(
-        cls,
-        *,
-        id: UUID,
-        version: int,
-        state: SessionState,
-        created_on: datetime,
-        modified_on: datetime,
-    ) -> Session:
-        session = cls.restore(
-            id=id,
-            version=version,
-            created_on=created_on,
-            modified_on=modified_on,
-        )
-        session.state = state
-        return session
-
     @property
     def is_active(self) -> bool:
         return self.state.status == "active"

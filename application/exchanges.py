@@ -1,0 +1,205 @@
+"""The process manager that drives each agent-to-agent exchange to its end.
+
+It asks the exchange aggregate what to do next, does that one thing (wait for a run,
+start a turn, deliver the announce), records the outcome, and asks again. Everything it
+knows comes from the store, so a restarted gateway drives open exchanges on from where
+they stopped; the runs it starts have ids derived from the exchange, so a step that was
+already started is awaited, not started twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+import structlog
+from sessionwire.application.ports import Clock, SessionStore, StoreConflict
+from sessionwire.application.runs import RunEngine
+from sessionwire.application.runtime import ChannelDelivery, Delivery
+from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
+from sessionwire.domain.exchange import (
+    AwaitPrimary,
+    Close,
+    Deliver,
+    EndLoop,
+    Exchange,
+    ExchangeState,
+    SkipAnnounce,
+    StartRun,
+)
+from sessionwire.domain.keys import agent_id_of
+from sessionwire.domain.run import Run, RunState
+
+log = structlog.get_logger("sessionwire.exchanges")
+
+DELIVERY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/deliveries")
+
+
+class ExchangeDriver:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        clock: Clock,
+        runs: RunEngine,
+        delivery: ChannelDelivery,
+        run_timeout_seconds: float,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.runs = runs
+        self.delivery = delivery
+        self.run_timeout_seconds = run_timeout_seconds
+        self._tasks: dict[UUID, asyncio.Task[None]] = {}
+
+    def start(self, exchange_id: UUID) -> None:
+        task = self._tasks.get(exchange_id)
+        if task is None or task.done():
+            self._tasks[exchange_id] = asyncio.create_task(
+                self._drive(exchange_id), name=f"exchange:{exchange_id}"
+            )
+
+    def resume(self) -> int:
+        pending = self.store.pending_work("exchange", ("open",))
+        for stored in pending:
+            self.start(stored.id)
+        return len(pending)
+
+    def busy(self) -> bool:
+        return any(not task.done() for task in self._tasks.values())
+
+    async def close(self) -> None:
+        tasks = [task for task in self._tasks.values() if not task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def load(self, exchange_id: UUID) -> Exchange | None:
+        stored = self.store.work(exchange_id)
+        return None if stored is None else stored.to_aggregate(Exchange, ExchangeState)
+
+    async def _drive(self, exchange_id: UUID) -> None:
+        bound = log.bind(exchange_id=str(exchange_id))
+        try:
+            while True:
+                exchange = self.load(exchange_id)
+                if exchange is None:
+                    return
+                step = exchange.next_step()
+                if step is None:
+                    return
+                bound = bound.bind(session_key=exchange.state.target_key)
+                try:
+                    await self._take(exchange, step)
+                except StoreConflict:
+                    # Another gateway recorded this step first: look again.
+                    bound.debug("exchange moved on elsewhere")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            bound.exception("exchange stalled; it resumes when the gateway restarts")
+
+    async def _take(
+        self,
+        exchange: Exchange,
+        step: AwaitPrimary | StartRun | EndLoop | SkipAnnounce | Deliver | Close,
+    ) -> None:
+        if isinstance(step, AwaitPrimary):
+            state = await self.runs.wait(UUID(step.run_id))
+            assert state is not None
+            exchange.record_round_one(
+                reply_text(state.reply) if state.status == "ok" else None, at=self.clock.now()
+            )
+        elif isinstance(step, EndLoop):
+            exchange.end_loop(step.reason, at=self.clock.now())
+        elif isinstance(step, StartRun):
+            await self._run_step(exchange, step)
+            return
+        elif isinstance(step, SkipAnnounce):
+            now = self.clock.now()
+            exchange.skip_announce(step.reason, at=now)
+            exchange.close(f"announce skipped: {step.reason}", at=now)
+        elif isinstance(step, Deliver):
+            await self._deliver(exchange, step)
+        else:
+            exchange.close(step.reason, at=self.clock.now())
+        self.store.save(exchange)
+
+    async def _run_step(self, exchange: Exchange, step: StartRun) -> None:
+        run = self.runs.load(step.run_id)
+        if run is None:
+            now = self.clock.now()
+            if step.step == "announce":
+                exchange.request_announce(step.run_id, at=now)
+            run = Run.start(
+                run_id=step.run_id,
+                session_key=step.session_key,
+                agent_id=agent_id_of(step.session_key),
+                step=step.step,
+                message=step.message,
+                context=step.context,
+                timeout_seconds=self.run_timeout_seconds,
+                requester_key=exchange.state.requester_key,
+                exchange_id=str(exchange.id),
+                turn=step.turn,
+                at=now,
+            )
+            self.runs.save_and_enqueue(run, exchange)
+        elif not run.state.ended:
+            self.runs.enqueue(run.id, run.state.session_key)
+        state = await self.runs.wait(step.run_id)
+        assert state is not None
+        exchange = self.load(exchange.id) or exchange
+        if exchange.next_step() != step:
+            return  # recorded meanwhile (another gateway)
+        now = self.clock.now()
+        reply = reply_text(state.reply) if state.status == "ok" else None
+        if step.step == "announce":
+            exchange.record_announce_reply(reply, at=now)
+        else:
+            failed = None if state.status == "ok" else (state.error or state.status)
+            exchange.record_turn(step, reply=reply, failed=failed, at=now)
+        self.store.save(exchange)
+
+    async def _deliver(self, exchange: Exchange, step: Deliver) -> None:
+        state = exchange.state
+        now = self.clock.now()
+        stored = self.store.session(state.target_key)
+        target = resolve_announce_target(
+            state.target_key,
+            stored_channel=stored.state.last_channel if stored else None,
+            stored_to=stored.state.last_to if stored else None,
+            stored_account_id=stored.state.last_account_id if stored else None,
+        )
+        if target is None:
+            exchange.skip_announce("no announce target", at=now)
+            exchange.close("announce skipped: no announce target", at=now)
+            return
+        delivery = Delivery(
+            channel=target.channel,
+            to=target.to,
+            account_id=target.account_id,
+            message=step.reply,
+            session_key=state.target_key,
+            idempotency_key=str(uuid5(DELIVERY_NAMESPACE, state.exchange_id)),
+        )
+        try:
+            await self.delivery.deliver(delivery)
+        except Exception as error:  # a channel failing is recorded, never raised
+            exchange.delivery_failed(f"{type(error).__name__}: {error}", at=now)
+            exchange.close("announce failed", at=now)
+            return
+        exchange.delivered(
+            channel=target.channel,
+            to=target.to,
+            account_id=target.account_id,
+            message=step.reply,
+            at=now,
+        )
+        exchange.close("announce delivered", at=now)
+
+
+def run_state_reply(state: RunState | None) -> str | None:
+    if state is None or state.status != "ok":
+        return None
+    return reply_text(state.reply)

@@ -1,0 +1,164 @@
+"""The agent-to-agent conversation's words: context texts, skip tokens, replies, targets.
+
+Exact texts of openclaw-behaviour.md §6.3, §6.6 and §6.8; a line whose value is missing
+is left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+REPLY_SKIP = "REPLY_SKIP"
+ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
+ANNOUNCE_MESSAGE = "Agent-to-agent announce step."
+
+
+def is_reply_skip(text: str | None) -> bool:
+    return (text or "").strip() == REPLY_SKIP
+
+
+def is_announce_skip(text: str | None) -> bool:
+    return (text or "").strip() == ANNOUNCE_SKIP
+
+
+def _lines(*lines: tuple[str, str | None] | str) -> str:
+    out: list[str] = []
+    for line in lines:
+        if isinstance(line, str):
+            out.append(line)
+        else:
+            template, value = line
+            if value:
+                out.append(template.format(value))
+    return "\n".join(out)
+
+
+def message_context(
+    *, requester_key: str | None, requester_channel: str | None, target_display: str
+) -> str:
+    """Injected into the primary run of a ``sessions_send``."""
+    return _lines(
+        "Agent-to-agent message context:",
+        ("Agent 1 (requester) session: {}.", requester_key),
+        ("Agent 1 (requester) channel: {}.", requester_channel),
+        ("Agent 2 (target) session: {}.", target_display),
+    )
+
+
+def reply_step_context(
+    *,
+    speaker_is_requester: bool,
+    turn: int,
+    max_turns: int,
+    requester_key: str | None,
+    requester_channel: str | None,
+    target_display: str,
+    target_channel: str | None,
+) -> str:
+    current = "Agent 1 (requester)" if speaker_is_requester else "Agent 2 (target)"
+    return _lines(
+        "Agent-to-agent reply step:",
+        f"Current agent: {current}.",
+        f"Turn {turn} of {max_turns}.",
+        ("Agent 1 (requester) session: {}.", requester_key),
+        ("Agent 1 (requester) channel: {}.", requester_channel),
+        ("Agent 2 (target) session: {}.", target_display),
+        ("Agent 2 (target) channel: {}.", target_channel),
+        'If you want to stop the ping-pong, reply exactly "REPLY_SKIP".',
+    )
+
+
+def announce_step_context(
+    *,
+    requester_key: str | None,
+    requester_channel: str | None,
+    target_display: str,
+    target_channel: str | None,
+    original_message: str,
+    round_one_reply: str | None,
+    latest_reply: str | None,
+) -> str:
+    return _lines(
+        "Agent-to-agent announce step:",
+        ("Agent 1 (requester) session: {}.", requester_key),
+        ("Agent 1 (requester) channel: {}.", requester_channel),
+        ("Agent 2 (target) session: {}.", target_display),
+        ("Agent 2 (target) channel: {}.", target_channel),
+        f"Original request: {original_message}",
+        f"Round 1 reply: {round_one_reply}"
+        if round_one_reply
+        else "Round 1 reply: (not available).",
+        f"Latest reply: {latest_reply}" if latest_reply else "Latest reply: (not available).",
+        'If you want to remain silent, reply exactly "ANNOUNCE_SKIP".',
+        "Any other reply will be posted to the target channel.",
+        "After this reply, the agent-to-agent conversation is over.",
+    )
+
+
+_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_MINIMAX_CALL = re.compile(r"<invoke\b.*?</invoke>|</?minimax:tool_call>", re.DOTALL)
+_TOOL_MARKER = re.compile(r"\[Tool Call: [^\]]*\]")
+
+
+def reply_text(text: str | None) -> str | None:
+    """What a reader sees of an agent's reply: no thinking, no tool-call markup (§6.8)."""
+    if text is None:
+        return None
+    cleaned = _TOOL_MARKER.sub("", _MINIMAX_CALL.sub("", _THINKING.sub("", text))).strip()
+    return cleaned or None
+
+
+@dataclass(frozen=True)
+class AnnounceTarget:
+    channel: str
+    to: str
+    account_id: str | None = None
+    thread_id: str | None = None
+
+
+_THREAD_SUFFIX = re.compile(r"^(?P<id>.+?):(?:topic|thread):(?P<thread>\d+)$")
+# Channels whose plugins prefer the session's stored route (it carries the account).
+_PREFER_SESSION_ROUTE = frozenset({"whatsapp"})
+_KNOWN_CHANNELS = frozenset(
+    {"whatsapp", "telegram", "discord", "slack", "signal", "imessage", "webchat", "msteams"}
+)
+
+
+def parse_announce_target(key: str) -> AnnounceTarget | None:
+    """The chat a group or channel key names (§6.7 step 1); None for direct/main keys."""
+    parts = key.split(":")
+    if len(parts) >= 3 and parts[0] == "agent":
+        parts = parts[2:]
+    if len(parts) < 3 or parts[1] not in {"group", "channel"}:
+        return None
+    channel, kind, rest = parts[0].lower(), parts[1], ":".join(parts[2:])
+    thread_id = None
+    match = _THREAD_SUFFIX.match(rest)
+    if match:
+        rest, thread_id = match.group("id"), match.group("thread")
+    if channel not in _KNOWN_CHANNELS:
+        to = rest
+    elif channel in {"discord", "slack"} or kind == "channel":
+        to = f"channel:{rest}"
+    elif channel == "whatsapp":
+        to = rest
+    else:
+        to = f"group:{rest}"
+    return AnnounceTarget(channel=channel, to=to, thread_id=thread_id)
+
+
+def resolve_announce_target(
+    key: str,
+    *,
+    stored_channel: str | None,
+    stored_to: str | None,
+    stored_account_id: str | None,
+) -> AnnounceTarget | None:
+    """§6.7: the key's own chat, or the session's stored route when the key has none."""
+    parsed = parse_announce_target(key)
+    if parsed is not None and parsed.channel not in _PREFER_SESSION_ROUTE:
+        return parsed
+    if stored_channel and stored_to:
+        return AnnounceTarget(channel=stored_channel, to=stored_to, account_id=stored_account_id)
+    return parsed

@@ -1,0 +1,209 @@
+"""The run aggregate: one agent turn in one session, from request to outcome.
+
+A run is started (accepted, queued in its session), dispatched to the agent runtime
+(possibly again after a crash), and ends exactly once: completed, failed or timed out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+from sessionwire.domain.base import Aggregate
+from sessionwire.domain.session import to_millis
+from sessionwire.domain.transcript import Usage
+
+RunStep = Literal["primary", "reply_back", "announce", "subagent_task", "subagent_announce"]
+RUN_STEPS: tuple[RunStep, ...] = (
+    "primary",
+    "reply_back",
+    "announce",
+    "subagent_task",
+    "subagent_announce",
+)
+RunStatus = Literal["queued", "running", "ok", "error", "timeout"]
+ENDED: frozenset[str] = frozenset({"ok", "error", "timeout"})
+
+
+class RunAlreadyEnded(Exception):
+    """A run reached its outcome already; it never ends twice."""
+
+
+class RunState(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    session_key: str
+    agent_id: str
+    step: RunStep
+    requester_key: str | None = None
+    message: str
+    context: str | None = None
+    timeout_seconds: float
+    exchange_id: str | None = None
+    turn: int | None = None
+    status: RunStatus = "queued"
+    attempts: int = 0
+    started_at: int | None = None
+    ended_at: int | None = None
+    reply: str | None = None
+    error: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+
+class Run(Aggregate):
+    state: RunState
+
+    class RunStarted(Aggregate.Created):
+        """Accepted: the run is queued in its session's mailbox."""
+
+        session_key: str
+        agent_id: str
+        step: RunStep
+        requester_key: str | None = None
+        message: str
+        context: str | None = None
+        timeout_seconds: float
+        exchange_id: str | None = None
+        turn: int | None = None
+
+    class RunDispatched(Aggregate.Event):
+        """Handed to the agent runtime; a second attempt follows a crash."""
+
+        attempt: int
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={
+                    "status": "running",
+                    "attempts": self.attempt,
+                    "started_at": to_millis(self.timestamp),
+                }
+            )
+
+    class RunCompleted(Aggregate.Event):
+        reply: str | None
+        usage: Usage | None = None
+        model: str | None = None
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={
+                    "status": "ok",
+                    "reply": self.reply,
+                    "usage": self.usage,
+                    "model": self.model,
+                    "ended_at": to_millis(self.timestamp),
+                }
+            )
+
+    class RunFailed(Aggregate.Event):
+        error: str
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={
+                    "status": "error",
+                    "error": self.error,
+                    "ended_at": to_millis(self.timestamp),
+                }
+            )
+
+    class RunTimedOut(Aggregate.Event):
+        timeout_seconds: float
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={
+                    "status": "timeout",
+                    "error": f"run timed out after {self.timeout_seconds:g}s",
+                    "ended_at": to_millis(self.timestamp),
+                }
+            )
+
+    def __init__(
+        self,
+        session_key: str,
+        agent_id: str,
+        step: RunStep,
+        message: str,
+        timeout_seconds: float,
+        requester_key: str | None = None,
+        context: str | None = None,
+        exchange_id: str | None = None,
+        turn: int | None = None,
+    ) -> None:
+        self.state = RunState(
+            run_id=str(self.id),
+            session_key=session_key,
+            agent_id=agent_id,
+            step=step,
+            requester_key=requester_key,
+            message=message,
+            context=context,
+            timeout_seconds=timeout_seconds,
+            exchange_id=exchange_id,
+            turn=turn,
+        )
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        run_id: UUID,
+        session_key: str,
+        agent_id: str,
+        step: RunStep,
+        message: str,
+        timeout_seconds: float,
+        at: datetime,
+        requester_key: str | None = None,
+        context: str | None = None,
+        exchange_id: str | None = None,
+        turn: int | None = None,
+    ) -> Run:
+        return cls._create(
+            cls.RunStarted,
+            id=run_id,
+            timestamp=at,
+            session_key=session_key,
+            agent_id=agent_id,
+            step=step,
+            message=message,
+            timeout_seconds=timeout_seconds,
+            requester_key=requester_key,
+            context=context,
+            exchange_id=exchange_id,
+            turn=turn,
+        )
+
+    def _require_open(self) -> None:
+        if self.state.ended:
+            raise RunAlreadyEnded(f"run {self.state.run_id} already ended ({self.state.status})")
+
+    def dispatch(self, *, at: datetime) -> None:
+        self._require_open()
+        self.trigger_event(self.RunDispatched, timestamp=at, attempt=self.state.attempts + 1)
+
+    def complete(
+        self, *, reply: str | None, usage: Usage | None, model: str | None, at: datetime
+    ) -> None:
+        self._require_open()
+        self.trigger_event(self.RunCompleted, timestamp=at, reply=reply, usage=usage, model=model)
+
+    def fail(self, *, error: str, at: datetime) -> None:
+        self._require_open()
+        self.trigger_event(self.RunFailed, timestamp=at, error=error)
+
+    def time_out(self, *, at: datetime) -> None:
+        self._require_open()
+        self.trigger_event(
+            self.RunTimedOut, timestamp=at, timeout_seconds=self.state.timeout_seconds
+        )
