@@ -9,7 +9,7 @@ from sessionwire import Gateway
 
 async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> None:
     schemas = {s["name"]: s for s in gateway.tool_schemas()}
-    assert set(schemas) == {"sessions_list", "sessions_history", "agents_list"}
+    assert set(schemas) == {"sessions_list", "sessions_history", "sessions_send", "agents_list"}
     for schema in schemas.values():
         parameters = schema["parameters"]
         assert parameters["type"] == "object"
@@ -20,6 +20,10 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
     for name in ("limit", "activeMinutes", "messageLimit"):
         assert schemas["sessions_list"]["parameters"]["properties"][name]["type"] == "number"
     assert schemas["sessions_history"]["parameters"]["required"] == ["sessionKey"]
+    assert (
+        schemas["sessions_send"]["parameters"]["properties"]["timeoutSeconds"]["type"] == "number"
+    )
+    assert schemas["sessions_send"]["parameters"]["required"] == ["message"]
 
 
 def test_schema_properties_match_the_parameter_models() -> None:
