@@ -16,6 +16,7 @@ import structlog
 from pydantic import ValidationError
 from sessionwire.application.agents_list import agents_list
 from sessionwire.application.config import GatewayConfig
+from sessionwire.application.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.exchanges import ExchangeDriver
 from sessionwire.application.ports import Clock, IdSource, SessionStore, StoreConflict, SystemClock
@@ -57,7 +58,6 @@ from sessionwire.domain.transcript import (
     content_blocks,
 )
 
-MAX_SAVE_ATTEMPTS = 20
 # With a virtual clock, this many event-loop turns without a new event means idle.
 IDLE_ROUNDS = 200
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
@@ -191,7 +191,7 @@ class GatewayService:
                 session.patch(patch, at=now)
             session.append_message(message, at=now, origin=origin, sender_is_owner=sender_is_owner)
 
-        session = self._change_session(key, append, create=True)
+        session = await self._change_session(key, append, create=True)
         self.log.debug("message recorded", session_key=key, role=role, version=session.version)
         return {"sessionKey": key, "sessionId": session.state.session_id}
 
@@ -204,7 +204,7 @@ class GatewayService:
             self._check_label_free(session.state.key, checked.get("label"))
             session.patch(checked, at=self.clock.now())
 
-        session = self._change_session(key, apply, create=False)
+        session = await self._change_session(key, apply, create=False)
         self.log.info("session patched", session_key=key, fields=sorted(checked))
         return {"ok": True, "key": key, "entry": session.state.model_dump(mode="json")}
 
@@ -214,10 +214,10 @@ class GatewayService:
         if any(other.state.key != key for other in self.store.sessions_by_label(label)):
             raise InvalidPatch(f"label already in use: {label}")
 
-    def _change_session(
+    async def _change_session(
         self, key: str, change: Callable[[Session], None], *, create: bool
     ) -> Session:
-        for _ in range(MAX_SAVE_ATTEMPTS):
+        for attempt in range(MAX_SAVE_ATTEMPTS):
             stored = self.store.session_for_update(key)
             if stored is not None:
                 session = stored.to_aggregate()
@@ -235,6 +235,7 @@ class GatewayService:
                 self.store.save(session)
             except StoreConflict:
                 self.log.debug("save conflict, retrying", session_key=key)
+                await back_off(attempt)
                 continue
             return session
         raise StoreConflict(f"session {key} kept changing under {MAX_SAVE_ATTEMPTS} attempts")

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import structlog
+from sessionwire.application.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.ports import Clock, SessionStore, StoreConflict
 from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.base import Aggregate
@@ -26,7 +27,6 @@ from sessionwire.domain.transcript import TranscriptMessage, Usage
 log = structlog.get_logger("sessionwire.runs")
 
 PENDING = ("queued", "running")
-MAX_SAVE_ATTEMPTS = 20
 
 
 class RunEngine:
@@ -128,19 +128,19 @@ class RunEngine:
         if run.state.ended:
             self._settle(run)
             return
-        run = self._record_dispatch(run)
+        run = await self._record_dispatch(run)
         if run.state.ended:
             self._settle(run)
             return
         bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
         outcome = await self._call_runtime(run)
-        run = self._record_outcome(run_id, outcome)
+        run = await self._record_outcome(run_id, outcome)
         bound.info("run ended", status=run.state.status)
         self._settle(run)
 
-    def _record_dispatch(self, run: Run) -> Run:
+    async def _record_dispatch(self, run: Run) -> Run:
         """Mark the run dispatched; its first dispatch appends its user message."""
-        for _ in range(MAX_SAVE_ATTEMPTS):
+        for attempt in range(MAX_SAVE_ATTEMPTS):
             if run.state.ended:
                 return run
             now = self.clock.now()
@@ -159,6 +159,7 @@ class RunEngine:
                 self.store.save(*changed)
                 return run
             except StoreConflict:
+                await back_off(attempt)
                 reloaded = self.load(run.id)
                 assert reloaded is not None
                 run = reloaded
@@ -186,8 +187,8 @@ class RunEngine:
         async with self._lane:
             return await _with_timeout(self.runtime.run(request), self.clock, state.timeout_seconds)
 
-    def _record_outcome(self, run_id: UUID, outcome: RunReply | BaseException | None) -> Run:
-        for _ in range(MAX_SAVE_ATTEMPTS):
+    async def _record_outcome(self, run_id: UUID, outcome: RunReply | BaseException | None) -> Run:
+        for attempt in range(MAX_SAVE_ATTEMPTS):
             run = self.load(run_id)
             assert run is not None
             if run.state.ended:
@@ -219,7 +220,7 @@ class RunEngine:
                 self.store.save(*changed)
                 return run
             except StoreConflict:
-                continue
+                await back_off(attempt)
         raise StoreConflict(f"run {run_id} kept changing")
 
     def _session(self, key: str) -> Session | None:
