@@ -1,0 +1,77 @@
+"""Two gateway processes on one PostgreSQL database sending into one session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from sessionwire import Gateway
+
+ROOT = Path(__file__).resolve().parent.parent
+PER_PROCESS = 10
+
+
+async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_url: str) -> None:
+    gateway = await Gateway.open(store=postgres_url)
+    try:
+        await gateway.record_message("main", role="user", content="shared target")
+        children = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.processes.sender_child",
+                    postgres_url,
+                    name,
+                    str(PER_PROCESS),
+                ],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in ("a", "b")
+        ]
+        for process in children:
+            _, stderr = process.communicate(timeout=300)
+            assert process.returncode == 0, stderr
+
+        events = [event for _, event in gateway.store.events()]
+        started = [e for e in events if type(e).__name__ == "RunStarted"]
+        target_runs = {e.originator_id for e in started if e.session_key == "agent:main:main"}
+        assert len(target_runs) == 2 * PER_PROCESS * 2  # a primary and an announce per send
+
+        # Never two runs at once in the target session: [dispatched, ended] never overlap.
+        spans = []
+        for run_id in target_runs:
+            run = gateway.runs.load(run_id)
+            assert run is not None
+            assert run.state.status == "ok", run.state
+            assert run.state.started_at is not None
+            assert run.state.ended_at is not None
+            spans.append((run.state.started_at, run.state.ended_at))
+        spans.sort()
+        for (_, previous_end), (next_start, _) in zip(spans, spans[1:], strict=False):
+            assert next_start >= previous_end
+
+        # No event lost or duplicated: every run dispatched and completed exactly once.
+        per_run = Counter(
+            (type(e).__name__, e.originator_id)
+            for e in events
+            if type(e).__name__ in {"RunDispatched", "RunCompleted"}
+        )
+        assert all(count == 1 for count in per_run.values()), per_run.most_common(3)
+        history = await gateway.call_tool(
+            "main", "sessions_history", {"sessionKey": "main", "limit": 1000}
+        )
+        texts = Counter(m["content"][0]["text"] for m in history["messages"])
+        for name in "ab":
+            for index in range(PER_PROCESS):
+                assert texts[f"{name}-{index}"] == 1
+                assert texts[f"reply to {name}-{index}"] == 1
+        assert sum(1 for e in events if type(e).__name__ == "ExchangeClosed") == 2 * PER_PROCESS
+    finally:
+        await gateway.close()
