@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -54,7 +55,7 @@ async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_
             assert run.state.ended_at is not None
             spans.append((run.state.started_at, run.state.ended_at))
         spans.sort()
-        for (_, previous_end), (next_start, _) in zip(spans, spans[1:], strict=False):
+        for (_, previous_end), (next_start, _) in itertools.pairwise(spans):
             assert next_start >= previous_end
 
         # No event lost or duplicated: every run dispatched and completed exactly once.
