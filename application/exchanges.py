@@ -55,9 +55,14 @@ class ExchangeDriver:
     def start(self, exchange_id: UUID) -> None:
         task = self._tasks.get(exchange_id)
         if task is None or task.done():
-            self._tasks[exchange_id] = asyncio.create_task(
-                self._drive(exchange_id), name=f"exchange:{exchange_id}"
-            )
+            task = asyncio.create_task(self._drive(exchange_id), name=f"exchange:{exchange_id}")
+            self._tasks[exchange_id] = task
+            # Finished drivers leave the table, so it holds only open exchanges.
+            task.add_done_callback(lambda done: self._forget(exchange_id, done))
+
+    def _forget(self, exchange_id: UUID, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(exchange_id) is task:
+            del self._tasks[exchange_id]
 
     def resume(self) -> int:
         pending = self.store.pending_work("exchange", ("open",))
@@ -65,8 +70,8 @@ class ExchangeDriver:
             self.start(stored.id)
         return len(pending)
 
-    def busy(self) -> bool:
-        return any(not task.done() for task in self._tasks.values())
+    def active_tasks(self) -> list[asyncio.Task[None]]:
+        return [task for task in self._tasks.values() if not task.done()]
 
     async def close(self) -> None:
         tasks = [task for task in self._tasks.values() if not task.done()]

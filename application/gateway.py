@@ -291,11 +291,16 @@ class GatewayService:
         Work that waits on the clock (a scripted delay, a timeout) counts as settled
         when the clock is virtual: only ``clock.advance`` moves it on.
         """
+        if not self._virtual_clock():
+            # Real time: every task finishes by itself; wait for them (and any they start).
+            while tasks := self.runs.active_tasks() + self.exchanges.active_tasks():
+                await asyncio.wait(tasks)
+            return
         quiet_rounds = 0
-        while self.runs.busy() or self.exchanges.busy():
+        while self.runs.active_tasks() or self.exchanges.active_tasks():
             before = self.store.log_position()
-            await asyncio.sleep(0 if self._virtual_clock() else 0.005)
-            if self._virtual_clock() and self.store.log_position() == before:
+            await asyncio.sleep(0)
+            if self.store.log_position() == before:
                 quiet_rounds += 1
                 if quiet_rounds >= IDLE_ROUNDS:
                     return

@@ -62,9 +62,19 @@ class RunEngine:
         mailbox.put_nowait(run_id)
         worker = self._workers.get(session_key)
         if worker is None or worker.done():
-            self._workers[session_key] = asyncio.create_task(
+            worker = asyncio.create_task(
                 self._work(session_key, mailbox), name=f"session-actor:{session_key}"
             )
+            self._workers[session_key] = worker
+            worker.add_done_callback(lambda done: self._retire(session_key, done))
+
+    def _retire(self, session_key: str, worker: asyncio.Task[None]) -> None:
+        # An idle session keeps neither a task nor a mailbox.
+        if self._workers.get(session_key) is worker:
+            del self._workers[session_key]
+            mailbox = self._mailboxes.get(session_key)
+            if mailbox is not None and mailbox.empty():
+                del self._mailboxes[session_key]
 
     def resume(self) -> int:
         """Queue every run the store still has pending, in the order they arrived."""
@@ -229,8 +239,8 @@ class RunEngine:
 
     # Idle and shutdown ----------------------------------------------------------------
 
-    def busy(self) -> bool:
-        return any(not worker.done() for worker in self._workers.values())
+    def active_tasks(self) -> list[asyncio.Task[None]]:
+        return [worker for worker in self._workers.values() if not worker.done()]
 
     async def close(self) -> None:
         self._closing = True

@@ -1,0 +1,295 @@
+"""Benchmarks for runs and sessions_send (issue 3). Not tests: figures for docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/bench_runs.py [--store sqlite|postgres] [--quick] [--out FILE]
+
+1. End-to-end sessions_send, wait mode, instant scripted agent, maxPingPongTurns 0,
+   announce skipped: sends/s, p50 latency, and the orchestration overhead per run beside
+   the bare event-store cost of the saves the run needs, measured in the same run.
+2. 1,000 concurrent sends over 100 target sessions: throughput, p99 latency, and a check
+   that each session's runs ran in the order they were sent.
+3. A 5-turn ping-pong exchange: wall time minus agent time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import structlog
+from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
+
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.testing import ScriptedRuntime
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+INSTANT = {
+    "rules": [
+        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+        {"step": "reply_back", "reply": "pong {turn}"},
+        {"reply": "done: {message}"},
+    ]
+}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def store_url(kind: str, workdir: Path) -> tuple[str, str | None]:
+    if kind == "sqlite":
+        return f"sqlite:///{workdir}/bench-{uuid.uuid4().hex[:8]}.db", None
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    return f"{POSTGRES}?schema={schema}", schema
+
+
+def drop_schema(schema: str | None) -> None:
+    if schema is None:
+        return
+    import psycopg
+
+    with psycopg.connect(POSTGRES, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class CountingSaves:
+    """Counts the store transactions a workload makes."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.count = 0
+        original = gateway.store.save
+
+        def save(*aggregates: Any) -> None:
+            self.count += 1
+            original(*aggregates)
+
+        gateway.store.save = save  # type: ignore[method-assign]
+
+
+async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
+    """Seconds per store transaction of one small event: record_message's own save."""
+    await gateway.record_message("cron:bare", role="user", content="x")
+    stored = gateway.store.session("agent:main:cron:bare")
+    assert stored is not None
+    session = stored.to_aggregate()
+    from sessionwire.domain.transcript import TranscriptMessage
+
+    message = TranscriptMessage(role="user", content=[{"type": "text", "text": "x"}], timestamp=1)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        session.append_message(message, at=gateway.clock.now())
+        gateway.store.save(session)
+    return (time.perf_counter() - started) / rounds
+
+
+async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
+    url, schema = store_url(kind, workdir)
+    config = GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 0}}})
+    gateway = await Gateway.open(
+        config=config, store=url, runtime=ScriptedRuntime.from_dict(INSTANT)
+    )
+    try:
+        await gateway.record_message("cron:requester", role="user", content="hi")
+        await gateway.record_message("cron:target", role="user", content="hi")
+        for _ in range(20):  # warm up
+            await gateway.call_tool(
+                "cron:requester", "sessions_send", {"sessionKey": "cron:target", "message": "w"}
+            )
+            await gateway.wait_idle()
+        counter = CountingSaves(gateway)
+        latencies = []
+        started = time.perf_counter()
+        for index in range(sends):
+            t0 = time.perf_counter()
+            result = await gateway.call_tool(
+                "cron:requester",
+                "sessions_send",
+                {"sessionKey": "cron:target", "message": f"m{index}", "timeoutSeconds": 30},
+            )
+            latencies.append(time.perf_counter() - t0)
+            assert result["status"] == "ok", result
+            await gateway.wait_idle()  # the announce step finishes before the next send
+        elapsed = time.perf_counter() - started
+        saves_per_send = counter.count / sends
+        bare = await bare_save_cost(gateway, 500)
+        per_send = elapsed / sends
+        runs_per_send = 2  # the primary run and the announce step
+        return {
+            "sends": sends,
+            "sends_per_s": sends / elapsed,
+            "p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+            "saves_per_send": saves_per_send,
+            "bare_save_ms": bare * 1000,
+            "per_run_ms": per_send / runs_per_send * 1000,
+            "appends_per_run_ms": saves_per_send * bare / runs_per_send * 1000,
+            "overhead_per_run_ms": (per_send - saves_per_send * bare) / runs_per_send * 1000,
+            "overhead_to_appends": (per_send - saves_per_send * bare) / (saves_per_send * bare),
+        }
+    finally:
+        await gateway.close()
+        drop_schema(schema)
+
+
+class OrderRecorder(AgentRuntime):
+    def __init__(self) -> None:
+        self.order: dict[str, list[str]] = defaultdict(list)
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step == "announce":
+            return RunReply("ANNOUNCE_SKIP")
+        self.order[request.session_key].append(request.message)
+        await asyncio.sleep(0)
+        return RunReply(f"done: {request.message}")
+
+
+async def concurrent_sends(kind: str, workdir: Path, sends: int, targets: int) -> dict[str, Any]:
+    url, schema = store_url(kind, workdir)
+    config = GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 0}}})
+    runtime = OrderRecorder()
+    gateway = await Gateway.open(config=config, store=url, runtime=runtime)
+    try:
+        await gateway.record_message("cron:requester", role="user", content="hi")
+        for index in range(targets):
+            await gateway.record_message(f"cron:t{index}", role="user", content="hi")
+        latencies: list[float] = []
+
+        async def send(index: int) -> None:
+            t0 = time.perf_counter()
+            result = await gateway.call_tool(
+                "cron:requester",
+                "sessions_send",
+                {
+                    "sessionKey": f"cron:t{index % targets}",
+                    "message": f"{index:06d}",
+                    "timeoutSeconds": 600,
+                },
+            )
+            latencies.append(time.perf_counter() - t0)
+            assert result["status"] == "ok", result
+
+        started = time.perf_counter()
+        # Sends are issued in index order; each target's mailbox must keep that order.
+        tasks = []
+        for index in range(sends):
+            tasks.append(asyncio.create_task(send(index)))
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        replies_done = time.perf_counter() - started
+        await gateway.wait_idle()
+        elapsed = time.perf_counter() - started
+        in_order = all(messages == sorted(messages) for messages in runtime.order.values())
+        return {
+            "sends": sends,
+            "targets": targets,
+            "replies_per_s": sends / replies_done,
+            "exchanges_per_s": sends / elapsed,
+            "p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+            "per_session_order_held": in_order,
+            "runs_seen": sum(len(m) for m in runtime.order.values()),
+        }
+    finally:
+        await gateway.close()
+        drop_schema(schema)
+
+
+class TimedAgent(AgentRuntime):
+    """Answers after a fixed real delay, and adds up the time it spent."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.agent_seconds = 0.0
+
+    async def run(self, request: RunRequest) -> RunReply:
+        started = time.perf_counter()
+        await asyncio.sleep(self.delay)
+        self.agent_seconds += time.perf_counter() - started
+        if request.step == "announce":
+            return RunReply("ANNOUNCE_SKIP")
+        if request.step == "reply_back":
+            return RunReply(f"pong {request.turn}")
+        return RunReply("initial")
+
+
+async def ping_pong(kind: str, workdir: Path, exchanges: int) -> dict[str, Any]:
+    url, schema = store_url(kind, workdir)
+    config = GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 5}}})
+    results = []
+    runtime = TimedAgent(0.005)
+    gateway = await Gateway.open(config=config, store=url, runtime=runtime)
+    try:
+        await gateway.record_message("cron:a", role="user", content="hi")
+        await gateway.record_message("cron:b", role="user", content="hi")
+        for _ in range(exchanges):
+            runtime.agent_seconds = 0.0
+            started = time.perf_counter()
+            await gateway.call_tool(
+                "cron:a",
+                "sessions_send",
+                {"sessionKey": "cron:b", "message": "go", "timeoutSeconds": 0},
+            )
+            await gateway.wait_idle()
+            wall = time.perf_counter() - started
+            results.append((wall, runtime.agent_seconds))
+        turns = sum(1 for _, e in gateway.store.events() if type(e).__name__ == "PingPongTurn")
+        assert turns == 5 * exchanges, turns
+        walls = [w for w, _ in results]
+        overheads = [w - a for w, a in results]
+        return {
+            "exchanges": exchanges,
+            "runs_per_exchange": 7,
+            "wall_ms_p50": statistics.median(walls) * 1000,
+            "agent_ms_p50": statistics.median(a for _, a in results) * 1000,
+            "overhead_ms_p50": statistics.median(overheads) * 1000,
+            "overhead_per_run_ms": statistics.median(overheads) / 7 * 1000,
+        }
+    finally:
+        await gateway.close()
+        drop_schema(schema)
+
+
+async def run_all(kind: str, quick: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as directory:
+        workdir = Path(directory)
+        figures = {
+            "store": kind,
+            "send_latency": await send_latency(kind, workdir, 50 if quick else 500),
+            "concurrent": await concurrent_sends(
+                kind, workdir, 100 if quick else 1000, 10 if quick else 100
+            ),
+            "ping_pong": await ping_pong(kind, workdir, 3 if quick else 30),
+        }
+    figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    figures = asyncio.run(run_all(args.store, args.quick))
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
