@@ -8,10 +8,15 @@ from sessionwire.application.context import ToolContext
 from sessionwire.application.session_refs import SessionNotResolved, resolve_session
 from sessionwire.application.tool_params import SessionsSendParams
 from sessionwire.application.tool_results import SendResult
-from sessionwire.domain.agent_to_agent import message_context, reply_text
+from sessionwire.domain.agent_to_agent import (
+    message_context,
+    reply_text,
+    resolve_announce_target,
+)
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.keys import agent_id_of, normalize_agent_id
 from sessionwire.domain.run import Run
+from sessionwire.domain.session import SessionState
 
 PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
 
@@ -54,6 +59,17 @@ def _target_by_label(context: ToolContext, params: SessionsSendParams) -> str:
         keys = ", ".join(stored.state.key for stored in matches[:2])
         raise SendRefused("error", f"Multiple sessions found with label: {label} ({keys})")
     return matches[0].state.key
+
+
+def announce_channel(target: SessionState) -> str:
+    """The target channel the step texts name: the announce target's, or "unknown" (§6.6)."""
+    announce_target = resolve_announce_target(
+        target.key,
+        stored_channel=target.last_channel,
+        stored_to=target.last_to,
+        stored_account_id=target.last_account_id,
+    )
+    return announce_target.channel if announce_target else "unknown"
 
 
 async def sessions_send(context: ToolContext, params: SessionsSendParams) -> SendResult:
@@ -111,7 +127,7 @@ async def sessions_send(context: ToolContext, params: SessionsSendParams) -> Sen
         requester_channel=requester_channel,
         target_key=target.state.key,
         target_display=display,
-        target_channel=target.state.last_channel or target.state.channel,
+        target_channel=announce_channel(target.state),
         original_message=params.message,
         max_turns=context.config.session.agentToAgent.max_ping_pong_turns,
         at=now,
