@@ -144,10 +144,77 @@ class AgentsConfig(_Section):
     list: builtins.list[AgentEntry] = Field(default_factory=builtins.list)
 
 
+class ModelCost(_Section):
+    input: float = Field(default=0, ge=0)
+    output: float = Field(default=0, ge=0)
+
+
+class ModelEntry(_Section):
+    id: str
+    name: str | None = None
+    cost: ModelCost | None = None
+
+
+class ProviderConfig(_Section):
+    models: builtins.list[ModelEntry] = Field(default_factory=builtins.list)
+
+
+class ModelsConfig(_Section):
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+
+
+def _primary(model: str | dict[str, Any] | None) -> str | None:
+    """A model setting is a string or ``{primary, fallbacks}``; only primary is used."""
+    if isinstance(model, dict):
+        primary = model.get("primary")
+        return primary.strip() or None if isinstance(primary, str) else None
+    return model.strip() or None if isinstance(model, str) else None
+
+
 class GatewayConfig(_Section):
     session: SessionConfig = Field(default_factory=SessionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+
+    def known_models(self) -> set[str]:
+        """Every model the config names: the catalog (``provider/id`` and ``id``) and the
+        agents' own settings."""
+        known: set[str] = set()
+        for provider, entry in self.models.providers.items():
+            for model in entry.models:
+                known.update({model.id, f"{provider}/{model.id}"})
+        settings = [self.agents.defaults.model, self.agents.defaults.subagents.model]
+        for agent in self.agents.list:
+            settings.extend([agent.model, agent.subagents.model])
+        known.update(name for name in map(_primary, settings) if name)
+        return known
+
+    def subagent_model(self, agent_id: str) -> str | None:
+        """The model a sub-agent of ``agent_id`` runs on when the spawn names none."""
+        agent = self.agent(agent_id)
+        return _primary(agent.subagents.model if agent else None) or _primary(
+            self.agents.defaults.subagents.model
+        )
+
+    def cost_of(self, model: str | None, usage: Any) -> float | None:
+        """Dollars for ``usage`` on ``model`` when the catalog prices it (per million tokens)."""
+        if model is None or usage is None:
+            return None
+        for provider, entry in self.models.providers.items():
+            for candidate in entry.models:
+                if model in {candidate.id, f"{provider}/{candidate.id}"} and candidate.cost:
+                    cost = candidate.cost
+                    return (usage.input * cost.input + usage.output * cost.output) / 1_000_000
+        return None
+
+    @property
+    def archive_after_minutes(self) -> float | None:
+        """None disables archiving (a value that is not finite, or ≤ 0); else ≥ 1, floored."""
+        minutes = self.agents.defaults.subagents.archiveAfterMinutes
+        if not math.isfinite(minutes) or minutes <= 0:
+            return None
+        return max(1, math.floor(minutes))
 
     @classmethod
     def load(cls, source: dict[str, Any] | str | Path | None) -> GatewayConfig:

@@ -9,6 +9,7 @@ from sessionwire.application.config import GatewayConfig
 from sessionwire.application.exchanges import ExchangeDriver
 from sessionwire.application.ports import Clock, IdSource, SessionStore
 from sessionwire.application.runs import RunEngine
+from sessionwire.application.spawns import SpawnDriver
 from sessionwire.domain.keys import KeyRules, agent_id_of
 from sessionwire.domain.policy import AgentToAgentPolicy
 from sessionwire.domain.session import SessionState
@@ -35,6 +36,7 @@ class ToolServices:
 
     runs: RunEngine
     exchanges: ExchangeDriver
+    spawns: SpawnDriver
     ids: IdSource
     run_timeout_seconds: float
 

@@ -111,10 +111,7 @@ class ExchangeDriver:
     ) -> None:
         if isinstance(step, AwaitPrimary):
             state = await self.runs.wait(UUID(step.run_id))
-            assert state is not None
-            exchange.record_round_one(
-                reply_text(state.reply) if state.status == "ok" else None, at=self.clock.now()
-            )
+            exchange.record_round_one(run_state_reply(state), at=self.clock.now())
         elif isinstance(step, EndLoop):
             exchange.end_loop(step.reason, at=self.clock.now())
         elif isinstance(step, StartRun):
@@ -131,34 +128,30 @@ class ExchangeDriver:
         self.store.save(exchange)
 
     async def _run_step(self, exchange: Exchange, step: StartRun) -> None:
-        run = self.runs.load(step.run_id)
-        if run is None:
-            now = self.clock.now()
-            if step.step == "announce":
-                exchange.request_announce(step.run_id, at=now)
-            run = Run.start(
-                run_id=step.run_id,
-                session_key=step.session_key,
-                agent_id=agent_id_of(step.session_key),
-                step=step.step,
-                message=step.message,
-                context=step.context,
-                timeout_seconds=self.run_timeout_seconds,
-                requester_key=exchange.state.requester_key,
-                exchange_id=str(exchange.id),
-                turn=step.turn,
-                at=now,
-            )
-            self.runs.save_and_enqueue(run, exchange)
-        elif not run.state.ended:
-            self.runs.enqueue(run.id, run.state.session_key)
+        now = self.clock.now()
+        if step.step == "announce":
+            exchange.request_announce(step.run_id, at=now)
+        run = Run.start(
+            run_id=step.run_id,
+            session_key=step.session_key,
+            agent_id=agent_id_of(step.session_key),
+            step=step.step,
+            message=step.message,
+            context=step.context,
+            timeout_seconds=self.run_timeout_seconds,
+            requester_key=exchange.state.requester_key,
+            exchange_id=str(exchange.id),
+            turn=step.turn,
+            at=now,
+        )
+        self.runs.ensure_started(run, exchange)
         state = await self.runs.wait(step.run_id)
         assert state is not None
         exchange = self.load(exchange.id) or exchange
         if exchange.next_step() != step:
             return  # recorded meanwhile (another gateway)
         now = self.clock.now()
-        reply = reply_text(state.reply) if state.status == "ok" else None
+        reply = run_state_reply(state)
         if step.step == "announce":
             exchange.record_announce_reply(reply, at=now)
         else:

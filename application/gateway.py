@@ -31,18 +31,22 @@ from sessionwire.application.session_refs import SessionNotResolved
 from sessionwire.application.sessions_history import HistoryForbidden, sessions_history
 from sessionwire.application.sessions_list import sessions_list
 from sessionwire.application.sessions_send import sessions_send
+from sessionwire.application.sessions_spawn import NOT_FROM_SUBAGENTS, sessions_spawn
+from sessionwire.application.spawns import SpawnDriver
 from sessionwire.application.tool_params import (
     AgentsListParams,
     SessionsHistoryParams,
     SessionsListParams,
     SessionsSendParams,
+    SessionsSpawnParams,
     ToolInputError,
     ToolParams,
     friendly,
 )
 from sessionwire.application.tool_results import ToolError, ToolResult
 from sessionwire.application.tool_schemas import TOOL_PARAMETERS, tool_schemas
-from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
+from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
+from sessionwire.domain.run import Run
 from sessionwire.domain.session import (
     InvalidPatch,
     MessageOrigin,
@@ -50,6 +54,7 @@ from sessionwire.domain.session import (
     SessionClosed,
     validate_patch,
 )
+from sessionwire.domain.subagents import KNOWN_TOOLS, subagent_tools
 from sessionwire.domain.transcript import (
     MAX_MESSAGE_BYTES,
     ROLES,
@@ -68,6 +73,7 @@ TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
     "sessions_list": (SessionsListParams, sessions_list),
     "sessions_history": (SessionsHistoryParams, sessions_history),
     "sessions_send": (SessionsSendParams, sessions_send),
+    "sessions_spawn": (SessionsSpawnParams, sessions_spawn),
     "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
 }
 assert set(TOOLS) == set(TOOL_PARAMETERS)
@@ -97,11 +103,14 @@ class GatewayService:
         self.rules = config.key_rules
         self.log = structlog.get_logger("sessionwire.gateway").bind(store=store.location)
         defaults = config.agents.defaults
+        subagent_policy = config.tools.subagents.tools
+        self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
         self.runs = RunEngine(
             store=store,
             clock=clock,
             runtime=self.runtime,
             max_concurrent=defaults.maxConcurrent,
+            tools_for=self.tools_for,
         )
         self.exchanges = ExchangeDriver(
             store=store,
@@ -110,9 +119,13 @@ class GatewayService:
             delivery=self.delivery,
             run_timeout_seconds=defaults.timeoutSeconds,
         )
+        self.spawns = SpawnDriver(
+            store=store, clock=clock, runs=self.runs, delivery=self.delivery, config=config
+        )
         self.services = ToolServices(
             runs=self.runs,
             exchanges=self.exchanges,
+            spawns=self.spawns,
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
         )
@@ -121,8 +134,15 @@ class GatewayService:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
         runs = self.runs.resume()
         exchanges = self.exchanges.resume()
-        if runs or exchanges:
-            self.log.info("resumed pending work", runs=runs, exchanges=exchanges)
+        spawns = self.spawns.resume()
+        if runs or exchanges or spawns:
+            self.log.info("resumed pending work", runs=runs, exchanges=exchanges, spawns=spawns)
+
+    def tools_for(self, run: Run) -> tuple[str, ...]:
+        """The tools a run may use: sub-agents get the full set minus the session tools."""
+        if is_subagent_key(run.state.session_key):
+            return self.subagent_tools
+        return KNOWN_TOOLS
 
     # Commands ---------------------------------------------------------------------------
 
@@ -260,6 +280,14 @@ class GatewayService:
             caller = Requester.from_key(self.rules, requester)
         except InvalidSessionKey as error:
             return ToolError(tool=name, error=f"invalid requester session: {error}").to_json_dict()
+        if is_subagent_key(caller.key) and name not in self.subagent_tools:
+            message = (
+                NOT_FROM_SUBAGENTS
+                if name == "sessions_spawn"
+                else f"{name} is not available to sub-agent sessions"
+            )
+            log.info("tool forbidden to a sub-agent")
+            return ToolError(status="forbidden", tool=name, error=message).to_json_dict()
         try:
             parsed = params_class.parse(params)
             context = ToolContext(
@@ -292,12 +320,13 @@ class GatewayService:
         when the clock is virtual: only ``clock.advance`` moves it on.
         """
         if not self._virtual_clock():
-            # Real time: every task finishes by itself; wait for them (and any they start).
-            while tasks := self.runs.active_tasks() + self.exchanges.active_tasks():
+            # Real time: every task finishes by itself, except archive timers; wait for
+            # the others (and any they start).
+            while tasks := [t for t in self._active_tasks() if not t.get_name().endswith(":timer")]:
                 await asyncio.wait(tasks)
             return
         quiet_rounds = 0
-        while self.runs.active_tasks() or self.exchanges.active_tasks():
+        while self._active_tasks():
             before = self.store.log_position()
             await asyncio.sleep(0)
             if self.store.log_position() == before:
@@ -307,10 +336,14 @@ class GatewayService:
             else:
                 quiet_rounds = 0
 
+    def _active_tasks(self) -> list[asyncio.Task[None]]:
+        return self.runs.active_tasks() + self.exchanges.active_tasks() + self.spawns.active_tasks()
+
     def _virtual_clock(self) -> bool:
         return not isinstance(self.clock, SystemClock)
 
     async def close(self) -> None:
+        await self.spawns.close()
         await self.exchanges.close()
         await self.runs.close()
         self.store.close()

@@ -15,6 +15,7 @@ from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, SessionState
+from sessionwire.domain.spawn import Spawn
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, Run):
             changes.work[aggregate.id] = work_row(
                 aggregate, "run", aggregate.state.status, aggregate.state.session_key, is_new
+            )
+        elif isinstance(aggregate, Spawn):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "spawn", aggregate.state.status, aggregate.state.child_key, is_new
             )
         elif isinstance(aggregate, Exchange):
             changes.work[aggregate.id] = work_row(

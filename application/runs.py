@@ -56,6 +56,24 @@ class RunEngine:
         self.store.save(run, *others)
         self.enqueue(run.id, run.state.session_key)
 
+    def ensure_started(self, run: Run, *others: Aggregate) -> None:
+        """Start ``run`` (saved with ``others``) unless a run with its id exists already.
+
+        Process managers derive their runs' ids from their own, so asking again after a
+        restart, or from a second gateway, finds the run instead of starting it twice.
+        """
+        existing = self.load(run.id)
+        if existing is None:
+            try:
+                self.save_and_enqueue(run, *others)
+                return
+            except StoreConflict:
+                existing = self.load(run.id)
+                if existing is None:
+                    raise
+        if not existing.state.ended:
+            self.enqueue(existing.id, existing.state.session_key)
+
     def enqueue(self, run_id: UUID, session_key: str) -> None:
         self._ending(run_id)
         mailbox = self._mailboxes.setdefault(session_key, asyncio.Queue())
@@ -123,7 +141,9 @@ class RunEngine:
         while not mailbox.empty() and not self._closing:
             run_id = mailbox.get_nowait()
             try:
-                async with self.store.session_lock(session_key):
+                # The lane first: a session lock may hold a database connection (PostgreSQL),
+                # so at most maxConcurrent of them are held, never the whole pool.
+                async with self._lane, self.store.session_lock(session_key):
                     await self._execute(run_id)
             except asyncio.CancelledError:
                 raise
@@ -194,8 +214,7 @@ class RunEngine:
             requester_key=state.requester_key,
             tools=self.tools_for(run),
         )
-        async with self._lane:
-            return await _with_timeout(self.runtime.run(request), self.clock, state.timeout_seconds)
+        return await _with_timeout(self.runtime.run(request), self.clock, state.timeout_seconds)
 
     async def _record_outcome(self, run_id: UUID, outcome: RunReply | BaseException | None) -> Run:
         for attempt in range(MAX_SAVE_ATTEMPTS):

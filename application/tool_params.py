@@ -236,3 +236,99 @@ class SessionsSendParams(ToolParams):
         if value is None:
             return 30
         return clamped_int("timeoutSeconds", value, low=0, high=MAX_SEND_TIMEOUT_SECONDS)
+
+
+MAX_TASK_CHARS = 1_000_000
+THINKING_ALIASES = {
+    "off": "off",
+    "on": "low",
+    "enable": "low",
+    "enabled": "low",
+    "min": "minimal",
+    "minimal": "minimal",
+    "think": "minimal",
+    "low": "low",
+    "thinkhard": "low",
+    "mid": "medium",
+    "med": "medium",
+    "medium": "medium",
+    "harder": "medium",
+    "high": "high",
+    "ultra": "high",
+    "max": "high",
+    "highest": "high",
+    "xhigh": "xhigh",
+}
+
+
+class SessionsSpawnParams(ToolParams):
+    tool: ClassVar[str] = "sessions_spawn"
+
+    task: str
+    label: str | None = None
+    agentId: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    runTimeoutSeconds: int | None = None
+    timeoutSeconds: int | None = None
+    cleanup: str = "keep"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_required(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and text("task", data.get("task"), max_length=MAX_TASK_CHARS) is None
+        ):
+            raise ValueError("task required")
+        return data
+
+    @field_validator("task", mode="before")
+    @classmethod
+    def _task(cls, value: Any) -> str | None:
+        return text("task", value, max_length=MAX_TASK_CHARS)
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> str | None:
+        label = text("label", value, max_length=MAX_STRING_PARAM)
+        if label is not None and len(label) > 64:
+            raise ValueError("invalid label: too long (max 64)")
+        return label
+
+    @field_validator("agentId", "model", mode="before")
+    @classmethod
+    def _short_text(cls, value: Any, info: Any) -> str | None:
+        return text(info.field_name, value, max_length=256)
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _thinking(cls, value: Any) -> str | None:
+        raw = text("thinking", value, max_length=64)
+        if raw is None:
+            return None
+        level = THINKING_ALIASES.get(raw.lower())
+        if level is None:
+            levels = "off, minimal, low, medium, high, xhigh"
+            raise ValueError(f'Invalid thinking level "{raw}". Use one of: {levels}.')
+        return level
+
+    @field_validator("runTimeoutSeconds", "timeoutSeconds", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any, info: Any) -> int | None:
+        if value is None:
+            return None
+        return clamped_int(info.field_name, value, low=0, high=MAX_SEND_TIMEOUT_SECONDS)
+
+    @field_validator("cleanup", mode="before")
+    @classmethod
+    def _cleanup(cls, value: Any) -> str:
+        # OpenClaw reads anything but "delete" as "keep"; a non-string is still a mistake.
+        cleanup = text("cleanup", value, max_length=64)
+        return "delete" if cleanup == "delete" else "keep"
+
+    @property
+    def run_timeout(self) -> int:
+        if self.runTimeoutSeconds is not None:
+            return self.runTimeoutSeconds
+        return self.timeoutSeconds or 0

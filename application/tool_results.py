@@ -106,3 +106,15 @@ class SendResult(ToolResult):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class SpawnResult(ToolResult):
+    status: Literal["accepted", "error", "forbidden"]
+    tool: str | None = None
+    error: str | None = None
+    runId: str | None = None
+    childSessionKey: str | None = None
+    modelApplied: bool | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -14,6 +14,10 @@ TOOL_DESCRIPTIONS = {
     "sessions_send": (
         "Send a message into another session. Use sessionKey or label to identify the target."
     ),
+    "sessions_spawn": (
+        "Spawn a background sub-agent run in an isolated session and announce the result "
+        "back to the requester chat."
+    ),
     "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
 }
 
@@ -99,6 +103,34 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
             },
         },
         required=["message"],
+    ),
+    "sessions_spawn": _object(
+        {
+            "task": {"type": "string", "description": "What the sub-agent should do."},
+            "label": {"type": "string", "maxLength": 64, "description": "For logs and UI."},
+            "agentId": {
+                "type": "string",
+                "description": "Spawn under another agent id (see agents_list).",
+            },
+            "model": {"type": "string", "description": "Model for the sub-agent."},
+            "thinking": {"type": "string", "description": "Thinking level for the sub-agent."},
+            "runTimeoutSeconds": {
+                "type": "number",
+                "minimum": 0,
+                "description": "Abort the sub-agent run after N seconds (0 = no limit).",
+            },
+            "timeoutSeconds": {
+                "type": "number",
+                "minimum": 0,
+                "description": "Older name of runTimeoutSeconds.",
+            },
+            "cleanup": {
+                "type": "string",
+                "enum": ["keep", "delete"],
+                "description": "Delete the child session after it reports (default keep).",
+            },
+        },
+        required=["task"],
     ),
     "agents_list": _object({}),
 }

@@ -1,0 +1,285 @@
+"""The process manager of sub-agent spawns: child run, announce, cleanup, archive timer.
+
+Like the exchange driver, it asks the spawn aggregate for its next step, does it and
+records the outcome. The archive timer waits on the gateway clock for the time the spawn
+recorded, so a gateway restarted before that time waits for the rest, and one restarted
+after it archives at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+import structlog
+from sessionwire.application.config import GatewayConfig
+from sessionwire.application.conflicts import MAX_SAVE_ATTEMPTS, back_off
+from sessionwire.application.exchanges import run_state_reply
+from sessionwire.application.ports import Clock, SessionStore, StoreConflict
+from sessionwire.application.runs import RunEngine
+from sessionwire.application.runtime import ChannelDelivery, Delivery
+from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import to_millis
+from sessionwire.domain.spawn import (
+    Announce,
+    ArchiveAt,
+    AwaitChildRun,
+    DeleteChild,
+    Spawn,
+    SpawnState,
+    StartAnnounceRun,
+)
+from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
+from sessionwire.domain.transcript import TranscriptMessage
+
+log = structlog.get_logger("sessionwire.spawns")
+
+ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-announces")
+
+
+class SpawnDriver:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        clock: Clock,
+        runs: RunEngine,
+        delivery: ChannelDelivery,
+        config: GatewayConfig,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.runs = runs
+        self.delivery = delivery
+        self.config = config
+        self._tasks: dict[UUID, asyncio.Task[None]] = {}
+
+    def start(self, spawn_id: UUID) -> None:
+        task = self._tasks.get(spawn_id)
+        if task is None or task.done():
+            task = asyncio.create_task(self._drive(spawn_id), name=f"spawn:{spawn_id}")
+            self._tasks[spawn_id] = task
+            task.add_done_callback(lambda done: self._forget(spawn_id, done))
+
+    def _forget(self, spawn_id: UUID, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(spawn_id) is task:
+            del self._tasks[spawn_id]
+
+    def resume(self) -> int:
+        pending = self.store.pending_work("spawn", ("running", "announcing", "waiting_archive"))
+        for stored in pending:
+            self.start(stored.id)
+        return len(pending)
+
+    def active_tasks(self) -> list[asyncio.Task[None]]:
+        return [task for task in self._tasks.values() if not task.done()]
+
+    def waiting_on_timers(self) -> int:
+        """Drivers parked until an archive time (idle, as far as wait_idle is concerned)."""
+        return sum(1 for task in self.active_tasks() if task.get_name().endswith(":timer"))
+
+    async def close(self) -> None:
+        tasks = self.active_tasks()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def load(self, spawn_id: UUID) -> Spawn | None:
+        stored = self.store.work(spawn_id)
+        return None if stored is None else stored.to_aggregate(Spawn, SpawnState)
+
+    async def _drive(self, spawn_id: UUID) -> None:
+        bound = log.bind(spawn_id=str(spawn_id))
+        try:
+            while True:
+                spawn = self.load(spawn_id)
+                if spawn is None:
+                    return
+                step = spawn.next_step()
+                if step is None:
+                    return
+                bound = bound.bind(session_key=spawn.state.child_key, run_id=spawn.state.run_id)
+                try:
+                    await self._take(spawn, step)
+                except StoreConflict:
+                    bound.debug("spawn moved on elsewhere")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            bound.exception("spawn stalled; it resumes when the gateway restarts")
+
+    async def _take(
+        self,
+        spawn: Spawn,
+        step: AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild,
+    ) -> None:
+        if isinstance(step, AwaitChildRun):
+            state = await self.runs.wait(UUID(step.run_id))
+            assert state is not None
+            self._record_run_end(spawn, state)
+            self.store.save(spawn)
+        elif isinstance(step, StartAnnounceRun):
+            await self._announce_run(spawn, step)
+        elif isinstance(step, Announce):
+            await self._announce(spawn, step)
+        elif isinstance(step, DeleteChild):
+            await self._close_child(spawn, archive=False)
+        else:
+            delay_ms = step.due_ms - to_millis(self.clock.now())
+            if delay_ms > 0:
+                task = asyncio.current_task()
+                if task is not None:
+                    task.set_name(f"spawn:{spawn.id}:timer")
+                await self.clock.sleep(delay_ms / 1000)
+                if task is not None:
+                    task.set_name(f"spawn:{spawn.id}")
+            await self._close_child(spawn, archive=True)
+
+    def _record_run_end(self, spawn: Spawn, state: RunState) -> None:
+        outcome = state.status if state.status in {"ok", "error", "timeout"} else "error"
+        spawn.run_ended(
+            outcome=outcome,  # type: ignore[arg-type]
+            error=state.error,
+            started_at=state.started_at,
+            ended_at=state.ended_at or to_millis(self.clock.now()),
+            usage=state.usage,
+            at=self.clock.now(),
+        )
+
+    async def _announce_run(self, spawn: Spawn, step: StartAnnounceRun) -> None:
+        now = self.clock.now()
+        spawn.request_announce(step.run_id, at=now)
+        run = Run.start(
+            run_id=step.run_id,
+            session_key=step.session_key,
+            agent_id=spawn.state.agent_id,
+            step="subagent_announce",
+            message=step.message,
+            context=step.context,
+            timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+            requester_key=spawn.state.requester_key,
+            at=now,
+        )
+        self.runs.ensure_started(run, spawn)
+        state = await self.runs.wait(step.run_id)
+        spawn = self.load(spawn.id) or spawn
+        spawn.record_announce_reply(run_state_reply(state), at=self.clock.now())
+        self.store.save(spawn)
+
+    def _report(self, spawn: Spawn, reply: str | None) -> str:
+        state = spawn.state
+        child = self.store.session(state.child_key)
+        usage = state.usage
+        session_id = child.state.session_id if child else None
+        stats = AnnounceStats(
+            runtime_ms=(
+                state.ended_at - state.started_at
+                if state.ended_at is not None and state.started_at is not None
+                else None
+            ),
+            input_tokens=usage.input if usage else None,
+            output_tokens=usage.output if usage else None,
+            total_tokens=usage.totalTokens if usage else None,
+            cost=self.config.cost_of(state.model, usage),
+            session_key=state.child_key,
+            session_id=session_id,
+            transcript=f"{self.store.location}#{session_id}" if session_id else None,
+        )
+        return format_announce(
+            reply, status=state.outcome or "unknown", error=state.error, stats=stats
+        )
+
+    async def _announce(self, spawn: Spawn, step: Announce) -> None:
+        if step.skip:
+            spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
+            self.store.save(spawn)
+            return
+        message = self._report(spawn, step.reply)
+        requester = self.store.session(spawn.state.requester_key)
+        origin = requester.state if requester else None
+        channel = origin.last_channel if origin else None
+        to = origin.last_to if origin else None
+        account_id = origin.last_account_id if origin else None
+        if channel and to:
+            try:
+                await self.delivery.deliver(
+                    Delivery(
+                        channel=channel,
+                        to=to,
+                        account_id=account_id,
+                        message=message,
+                        session_key=spawn.state.requester_key,
+                        idempotency_key=str(uuid5(ANNOUNCE_NAMESPACE, str(spawn.id))),
+                    )
+                )
+            except Exception as error:  # recorded in the transcript even if the channel fails
+                log.warning(
+                    "sub-agent announce delivery failed",
+                    session_key=spawn.state.requester_key,
+                    error=f"{type(error).__name__}: {error}",
+                )
+                channel = to = account_id = None
+        else:
+            channel = to = account_id = None
+        await self._save_announce(spawn, message, channel, to, account_id)
+
+    async def _save_announce(
+        self,
+        spawn: Spawn,
+        message: str,
+        channel: str | None,
+        to: str | None,
+        account_id: str | None,
+    ) -> None:
+        """Record the report in the requester's transcript and on the spawn, together."""
+        for attempt in range(MAX_SAVE_ATTEMPTS):
+            now = self.clock.now()
+            fresh = self.load(spawn.id)
+            if fresh is None or fresh.state.announced:
+                return
+            fresh.announced(message=message, channel=channel, to=to, account_id=account_id, at=now)
+            stored = self.store.session_for_update(spawn.state.requester_key)
+            changed: list[object] = [fresh]
+            if stored is not None and stored.state.status == "active":
+                requester = stored.to_aggregate()
+                requester.append_message(
+                    TranscriptMessage(
+                        role="assistant",
+                        content=[{"type": "text", "text": message}],
+                        timestamp=int(now.timestamp() * 1000),
+                    ),
+                    at=now,
+                )
+                changed.append(requester)
+            try:
+                self.store.save(*changed)  # type: ignore[arg-type]
+                return
+            except StoreConflict:
+                await back_off(attempt)
+        raise StoreConflict(f"spawn {spawn.id} announce kept colliding")
+
+    async def _close_child(self, spawn: Spawn, *, archive: bool) -> None:
+        for attempt in range(MAX_SAVE_ATTEMPTS):
+            now = self.clock.now()
+            fresh = self.load(spawn.id)
+            if fresh is None or fresh.state.status == "closed":
+                return
+            stored = self.store.session_for_update(fresh.state.child_key)
+            changed: list[object] = [fresh]
+            if stored is not None:
+                child = stored.to_aggregate()
+                if archive:
+                    child.archive(reason="archiveAfterMinutes elapsed", at=now)
+                else:
+                    child.delete(reason='sessions_spawn cleanup "delete"', at=now)
+                changed.append(child)
+            if archive:
+                fresh.archived(at=now)
+            else:
+                fresh.deleted(at=now)
+            try:
+                self.store.save(*changed)  # type: ignore[arg-type]
+                return
+            except StoreConflict:
+                await back_off(attempt)
+        raise StoreConflict(f"spawn {spawn.id} cleanup kept colliding")

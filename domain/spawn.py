@@ -1,0 +1,344 @@
+"""The sub-agent spawn: a child session's life from task to archive, as a state machine.
+
+Spawned → the child's task run ends (ok, error or timeout) → an announce step runs in
+the child → its normalised report is delivered to the requester (or skipped) → the child
+is deleted at once (``cleanup: "delete"``) or archived ``archiveAfterMinutes`` after its
+run ended. The archive time is part of the recorded state, so a restarted gateway keeps
+it: restarted before it, it waits; after it, it archives at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from pydantic import BaseModel, ConfigDict
+from sessionwire.domain.agent_to_agent import is_announce_skip
+from sessionwire.domain.base import Aggregate
+from sessionwire.domain.session import to_millis
+from sessionwire.domain.subagent_announce import (
+    SUBAGENT_ANNOUNCE_MESSAGE,
+    announce_step_context,
+)
+from sessionwire.domain.transcript import Usage
+
+SPAWN_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/spawns")
+
+Cleanup = Literal["keep", "delete"]
+Outcome = Literal["ok", "error", "timeout"]
+
+
+def spawn_id_for(child_key: str) -> UUID:
+    return uuid5(SPAWN_NAMESPACE, child_key)
+
+
+class SpawnState(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    spawn_id: str
+    run_id: str
+    child_key: str
+    agent_id: str
+    requester_key: str
+    requester_display: str
+    task: str
+    label: str | None = None
+    model: str | None = None
+    run_timeout_seconds: float = 0
+    cleanup: Cleanup = "keep"
+    archive_after_minutes: float | None = 60
+    status: Literal["running", "announcing", "waiting_archive", "closed"] = "running"
+    outcome: Outcome | None = None
+    error: str | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    usage: Usage | None = None
+    announce_run_id: str | None = None
+    announce_done: bool = False
+    announce_reply: str | None = None
+    announced: bool = False
+    archive_at: int | None = None
+    closed_as: Literal["archived", "deleted"] | None = None
+
+
+@dataclass(frozen=True)
+class AwaitChildRun:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class StartAnnounceRun:
+    run_id: UUID
+    session_key: str
+    message: str
+    context: str
+
+
+@dataclass(frozen=True)
+class Announce:
+    """Deliver the report, or skip it when the child answered ANNOUNCE_SKIP."""
+
+    reply: str | None
+    skip: bool
+
+
+@dataclass(frozen=True)
+class ArchiveAt:
+    """Archive the child once the clock reaches ``due_ms`` (at once if it has)."""
+
+    due_ms: int
+
+
+@dataclass(frozen=True)
+class DeleteChild:
+    pass
+
+
+SpawnStep = AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild | None
+
+
+class Spawn(Aggregate):
+    state: SpawnState
+
+    class SubagentSpawned(Aggregate.Created):
+        run_id: str
+        child_key: str
+        agent_id: str
+        requester_key: str
+        requester_display: str
+        task: str
+        label: str | None = None
+        model: str | None = None
+        run_timeout_seconds: float = 0
+        cleanup: Cleanup = "keep"
+        archive_after_minutes: float | None = 60
+
+    class SubagentRunStarted(Aggregate.Event):
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(started_at=to_millis(self.timestamp))
+
+    class SubagentRunEnded(Aggregate.Event):
+        outcome: Outcome
+        error: str | None = None
+        started_at: int | None = None
+        ended_at: int
+        usage: Usage | None = None
+
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(
+                status="announcing",
+                outcome=self.outcome,
+                error=self.error,
+                started_at=self.started_at or aggregate.state.started_at,
+                ended_at=self.ended_at,
+                usage=self.usage,
+            )
+
+    class SubagentAnnounceRequested(Aggregate.Event):
+        run_id: str
+
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(announce_run_id=self.run_id)
+
+    class SubagentAnnounceReplied(Aggregate.Event):
+        reply: str | None
+
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(announce_done=True, announce_reply=self.reply)
+
+    class SubagentAnnounced(Aggregate.Event):
+        message: str
+        channel: str | None = None
+        to: str | None = None
+        account_id: str | None = None
+        archive_at: int | None = None
+
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._after_announce(self.archive_at)
+
+    class AnnounceSkipped(Aggregate.Event):
+        reason: str
+        archive_at: int | None = None
+
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._after_announce(self.archive_at)
+
+    class SubagentArchived(Aggregate.Event):
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(status="closed", closed_as="archived")
+
+    class SubagentDeleted(Aggregate.Event):
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(status="closed", closed_as="deleted")
+
+    def __init__(
+        self,
+        run_id: str,
+        child_key: str,
+        agent_id: str,
+        requester_key: str,
+        requester_display: str,
+        task: str,
+        label: str | None = None,
+        model: str | None = None,
+        run_timeout_seconds: float = 0,
+        cleanup: Cleanup = "keep",
+        archive_after_minutes: float | None = 60,
+    ) -> None:
+        self.state = SpawnState(
+            spawn_id=str(self.id),
+            run_id=run_id,
+            child_key=child_key,
+            agent_id=agent_id,
+            requester_key=requester_key,
+            requester_display=requester_display,
+            task=task,
+            label=label,
+            model=model,
+            run_timeout_seconds=run_timeout_seconds,
+            cleanup=cleanup,
+            archive_after_minutes=archive_after_minutes,
+        )
+
+    def _update(self, **changes: object) -> None:
+        self.state = self.state.model_copy(update=changes)
+
+    def _after_announce(self, archive_at: int | None) -> None:
+        self._update(
+            announced=True,
+            archive_at=archive_at,
+            status="waiting_archive" if archive_at is not None else self.state.status,
+        )
+
+    @classmethod
+    def spawn(
+        cls,
+        *,
+        run_id: UUID,
+        child_key: str,
+        agent_id: str,
+        requester_key: str,
+        requester_display: str,
+        task: str,
+        label: str | None,
+        model: str | None,
+        run_timeout_seconds: float,
+        cleanup: Cleanup,
+        archive_after_minutes: float | None,
+        at: datetime,
+    ) -> Spawn:
+        spawn = cls._create(
+            cls.SubagentSpawned,
+            id=spawn_id_for(child_key),
+            timestamp=at,
+            run_id=str(run_id),
+            child_key=child_key,
+            agent_id=agent_id,
+            requester_key=requester_key,
+            requester_display=requester_display,
+            task=task,
+            label=label,
+            model=model,
+            run_timeout_seconds=run_timeout_seconds,
+            cleanup=cleanup,
+            archive_after_minutes=archive_after_minutes,
+        )
+        spawn.trigger_event(cls.SubagentRunStarted, timestamp=at)
+        return spawn
+
+    # Decisions ------------------------------------------------------------------------
+
+    def next_step(self) -> SpawnStep:
+        state = self.state
+        if state.status == "closed":
+            return None
+        if state.outcome is None:
+            return AwaitChildRun(run_id=state.run_id)
+        if not state.announce_done:
+            return StartAnnounceRun(
+                run_id=uuid5(self.id, "announce"),
+                session_key=state.child_key,
+                message=SUBAGENT_ANNOUNCE_MESSAGE,
+                context=announce_step_context(
+                    task=state.task, label=state.label, requester_key=state.requester_display
+                ),
+            )
+        if not state.announced:
+            return Announce(reply=state.announce_reply, skip=is_announce_skip(state.announce_reply))
+        if state.cleanup == "delete":
+            return DeleteChild()
+        if state.archive_at is not None:
+            return ArchiveAt(due_ms=state.archive_at)
+        return None  # kept, archiving disabled: nothing left to do
+
+    def archive_time(self) -> int | None:
+        """When the child is archived: ``archiveAfterMinutes`` after its run ended."""
+        minutes = self.state.archive_after_minutes
+        if self.state.cleanup == "delete" or minutes is None or self.state.ended_at is None:
+            return None
+        return self.state.ended_at + int(minutes * 60_000)
+
+    # Commands -------------------------------------------------------------------------
+
+    def run_ended(
+        self,
+        *,
+        outcome: Outcome,
+        error: str | None,
+        started_at: int | None,
+        ended_at: int,
+        usage: Usage | None,
+        at: datetime,
+    ) -> None:
+        if self.state.outcome is None:
+            self.trigger_event(
+                self.SubagentRunEnded,
+                timestamp=at,
+                outcome=outcome,
+                error=error,
+                started_at=started_at,
+                ended_at=ended_at,
+                usage=usage,
+            )
+
+    def request_announce(self, run_id: UUID, *, at: datetime) -> None:
+        if self.state.announce_run_id is None:
+            self.trigger_event(self.SubagentAnnounceRequested, timestamp=at, run_id=str(run_id))
+
+    def record_announce_reply(self, reply: str | None, *, at: datetime) -> None:
+        if not self.state.announce_done:
+            self.trigger_event(self.SubagentAnnounceReplied, timestamp=at, reply=reply)
+
+    def announced(
+        self,
+        *,
+        message: str,
+        channel: str | None,
+        to: str | None,
+        account_id: str | None,
+        at: datetime,
+    ) -> None:
+        self.trigger_event(
+            self.SubagentAnnounced,
+            timestamp=at,
+            message=message,
+            channel=channel,
+            to=to,
+            account_id=account_id,
+            archive_at=self.archive_time(),
+        )
+
+    def skip_announce(self, reason: str, *, at: datetime) -> None:
+        self.trigger_event(
+            self.AnnounceSkipped, timestamp=at, reason=reason, archive_at=self.archive_time()
+        )
+
+    def archived(self, *, at: datetime) -> None:
+        if self.state.status != "closed":
+            self.trigger_event(self.SubagentArchived, timestamp=at)
+
+    def deleted(self, *, at: datetime) -> None:
+        if self.state.status != "closed":
+            self.trigger_event(self.SubagentDeleted, timestamp=at)
