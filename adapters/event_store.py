@@ -7,6 +7,7 @@ events, so events and read models commit together or not at all.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -104,7 +105,7 @@ class PostgresSessionLock(AbstractAsyncContextManager[None]):
     The lock belongs to a database connection, so a process that dies releases it.
     """
 
-    POLL_SECONDS = 0.02
+    POLL_SECONDS = 0.002
 
     def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
         self.recorder = recorder
@@ -123,7 +124,10 @@ class PostgresSessionLock(AbstractAsyncContextManager[None]):
                 self._held = (connection_context, connection)
                 return
             connection_context.__exit__(None, None, None)
-            await asyncio.sleep(self.POLL_SECONDS)
+            # A blocking pause, then a turn of the loop: event-loop timers stop under
+            # freezegun's frozen time, and this runs in frozen-time tests too.
+            time.sleep(self.POLL_SECONDS)
+            await asyncio.sleep(0)
 
     async def __aexit__(self, *_: object) -> None:
         connection_context, connection = self._held

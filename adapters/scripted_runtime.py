@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sessionwire.application.config import describe_errors
 from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
@@ -105,12 +106,10 @@ class ScriptedRuntime(AgentRuntime):
             raise ScriptError(f"cannot read script {file}: {error.strerror}") from error
         try:
             if file.suffix.lower() in {".yaml", ".yml"}:
-                import yaml
-
                 data = yaml.safe_load(text)
             else:
                 data = json.loads(text)
-        except ValueError as error:  # json and yaml errors both derive from ValueError
+        except (ValueError, yaml.YAMLError) as error:
             raise ScriptError(f"script {file} cannot be parsed: {error}") from error
         if not isinstance(data, dict):
             raise ScriptError(f"script {file} must hold an object with 'rules'")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -65,6 +66,7 @@ from sessionwire.domain.transcript import (
 
 # With a virtual clock, this many event-loop turns without a new event means idle.
 IDLE_ROUNDS = 200
+IDLE_SECONDS = 0.03
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -325,16 +327,21 @@ class GatewayService:
             while tasks := [t for t in self._active_tasks() if not t.get_name().endswith(":timer")]:
                 await asyncio.wait(tasks)
             return
+        # Virtual time: settled once many turns of the event loop, and a little real time
+        # (database round trips take some), pass without a new event.
         quiet_rounds = 0
+        quiet_since = _real_seconds()
         while self._active_tasks():
             before = self.store.log_position()
             await asyncio.sleep(0)
             if self.store.log_position() == before:
                 quiet_rounds += 1
-                if quiet_rounds >= IDLE_ROUNDS:
+                quiet_for = _real_seconds() - quiet_since
+                if quiet_rounds >= IDLE_ROUNDS and quiet_for >= IDLE_SECONDS:
                     return
             else:
                 quiet_rounds = 0
+                quiet_since = _real_seconds()
 
     def _active_tasks(self) -> list[asyncio.Task[None]]:
         return self.runs.active_tasks() + self.exchanges.active_tasks() + self.spawns.active_tasks()
@@ -347,6 +354,12 @@ class GatewayService:
         await self.exchanges.close()
         await self.runs.close()
         self.store.close()
+
+
+def _real_seconds() -> float:
+    # os.times() is real elapsed time that freezegun leaves alone (it fakes time.*), so
+    # wait_idle works inside freeze_time too.
+    return os.times().elapsed
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -10,6 +10,7 @@ its first dispatch only, its outcome exactly once.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -195,8 +196,8 @@ class RunEngine:
                 run = reloaded
         raise StoreConflict(f"run {run.id} kept changing")
 
-    async def _call_runtime(self, run: Run) -> RunReply | BaseException | None:
-        """The runtime's reply, its error, or None when the run timed out."""
+    async def _call_runtime(self, run: Run) -> object:
+        """What the runtime returned, the error it raised, or TIMED_OUT."""
         state = run.state
         stored_session = self.store.session(state.session_key)
         request = RunRequest(
@@ -214,9 +215,16 @@ class RunEngine:
             requester_key=state.requester_key,
             tools=self.tools_for(run),
         )
-        return await _with_timeout(self.runtime.run(request), self.clock, state.timeout_seconds)
+        return await _with_timeout(self._ask(request), self.clock, state.timeout_seconds)
 
-    async def _record_outcome(self, run_id: UUID, outcome: RunReply | BaseException | None) -> Run:
+    async def _ask(self, request: RunRequest) -> object:
+        # Any runtime, however broken: a plain function, or one that returns no coroutine.
+        answer: object = self.runtime.run(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+    async def _record_outcome(self, run_id: UUID, outcome: object) -> Run:
         for attempt in range(MAX_SAVE_ATTEMPTS):
             run = self.load(run_id)
             assert run is not None
@@ -225,7 +233,7 @@ class RunEngine:
             now = self.clock.now()
             changed: list[Aggregate] = [run]
             try:
-                if outcome is None:
+                if outcome is TIMED_OUT:
                     run.time_out(at=now)
                 elif isinstance(outcome, BaseException):
                     run.fail(error=_describe(outcome), at=now)
@@ -269,9 +277,12 @@ class RunEngine:
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-async def _with_timeout(
-    call: Awaitable[RunReply], clock: Clock, seconds: float
-) -> RunReply | BaseException | None:
+TIMED_OUT = object()
+# Runtimes cancelled at their timeout, kept until they stop (one may ignore cancellation).
+_abandoned: set[asyncio.Task[object]] = set()
+
+
+async def _with_timeout(call: Awaitable[object], clock: Clock, seconds: float) -> object:
     task = asyncio.ensure_future(call)
     timer = asyncio.ensure_future(clock.sleep(seconds))
     try:
@@ -286,9 +297,11 @@ async def _with_timeout(
             return asyncio.CancelledError("the agent runtime cancelled the run")
         error = task.exception()
         return error if error is not None else task.result()
+    # The outcome is recorded now, whether or not the runtime honours the cancellation.
     task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    return None
+    _abandoned.add(task)
+    task.add_done_callback(_abandoned.discard)
+    return TIMED_OUT
 
 
 def _transcript_reader(

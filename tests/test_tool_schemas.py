@@ -9,7 +9,13 @@ from sessionwire import Gateway
 
 async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> None:
     schemas = {s["name"]: s for s in gateway.tool_schemas()}
-    assert set(schemas) == {"sessions_list", "sessions_history", "sessions_send", "agents_list"}
+    assert set(schemas) == {
+        "sessions_list",
+        "sessions_history",
+        "sessions_send",
+        "sessions_spawn",
+        "agents_list",
+    }
     for schema in schemas.values():
         parameters = schema["parameters"]
         assert parameters["type"] == "object"
@@ -24,6 +30,10 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
         schemas["sessions_send"]["parameters"]["properties"]["timeoutSeconds"]["type"] == "number"
     )
     assert schemas["sessions_send"]["parameters"]["required"] == ["message"]
+    spawn = schemas["sessions_spawn"]["parameters"]["properties"]
+    assert spawn["runTimeoutSeconds"]["type"] == "number"
+    assert spawn["timeoutSeconds"]["type"] == "number"
+    assert spawn["thinking"]["type"] == "string"
 
 
 def test_schema_properties_match_the_parameter_models() -> None:
