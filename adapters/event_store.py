@@ -41,6 +41,7 @@ KindOf = Callable[[SessionState], str]
 READ_MODEL_KEY = "read_model_changes"
 LOG_PAGE = 500
 WRITE_CACHE_SIZE = 10_000
+ANALYZE_FIRST_AT = 1_000
 
 
 class StoreURLError(ValueError):
@@ -252,6 +253,9 @@ class EventSourcedStore(SessionStore):
         self.read_model.kind_of = kind_of
         # Sessions as this process last wrote them: saves one read per append.
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
+        self._new_rows = 0
+        self._analyze_at = ANALYZE_FIRST_AT
+        self.analyze()
 
     def _reading(self) -> Any:
         return self.recorder.datastore.transaction(commit=False)
@@ -278,6 +282,27 @@ class EventSourcedStore(SessionStore):
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
+        new_rows = sum(1 for row in changes.rows.values() if row.is_new)
+        if new_rows:
+            self._count_new_rows(new_rows)
+
+    def _count_new_rows(self, count: int) -> None:
+        # PostgreSQL plans sessions_list from table statistics; with autovacuum off (or
+        # not yet run) a table that grew from empty looks empty, and the planner sorts
+        # the whole table instead of reading the index. Refresh them as the table
+        # doubles: at most log2(rows) ANALYZEs, none on the steady-state hot path.
+        self._new_rows += count
+        if self._new_rows >= self._analyze_at:
+            self._analyze_at = self._new_rows * 2
+            self.analyze()
+
+    def analyze(self) -> None:
+        """Refresh the database's statistics on the read-model tables (PostgreSQL only)."""
+        if not isinstance(self.recorder, PostgresSessionRecorder):
+            return
+        with self._writing() as cursor:
+            for table in (self.read_model.sessions, self.read_model.transcript):
+                cursor.execute(f"ANALYZE {table}")
 
     def _remember(self, session: Session) -> None:
         key = session.state.key
@@ -364,6 +389,7 @@ class EventSourcedStore(SessionStore):
                 batch = []
         if batch:
             self._write(replay.apply(batch))
+        self.analyze()
 
     def _write(self, changes: ReadModelChanges) -> None:
         with self._writing() as cursor:
