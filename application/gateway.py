@@ -324,8 +324,9 @@ class GatewayService:
         if not self._virtual_clock():
             # Real time: every task finishes by itself, except archive timers; wait for
             # the others (and any they start).
+            # Re-check often: a task that parks on an archive timer renames itself.
             while tasks := [t for t in self._active_tasks() if not t.get_name().endswith(":timer")]:
-                await asyncio.wait(tasks)
+                await asyncio.wait(tasks, timeout=0.05, return_when=asyncio.FIRST_COMPLETED)
             return
         # Virtual time: settled once many turns of the event loop, and a little real time
         # (database round trips take some), pass without a new event.

@@ -11,7 +11,7 @@ import math
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
-from sessionwire.domain.keys import SESSION_KINDS
+from sessionwire.domain.keys import SESSION_KINDS, has_control_characters
 
 MAX_STRING_PARAM = 1024
 # A window longer than any session has existed lists everything, like +inf; larger values
@@ -294,6 +294,8 @@ class SessionsSpawnParams(ToolParams):
         label = text("label", value, max_length=MAX_STRING_PARAM)
         if label is not None and len(label) > 64:
             raise ValueError("invalid label: too long (max 64)")
+        if label is not None and has_control_characters(label):
+            raise ValueError("invalid label: contains control characters")
         return label
 
     @field_validator("agentId", "model", mode="before")
