@@ -9,11 +9,11 @@ already started is awaited, not started twice.
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-import structlog
-from sessionwire.application.ports import Clock, SessionStore, StoreConflict
+from sessionwire.application.ports import Clock, SessionStore
+from sessionwire.application.process_managers import ProcessManager
 from sessionwire.application.runs import RunEngine
 from sessionwire.application.runtime import ChannelDelivery, Delivery
 from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
@@ -30,12 +30,15 @@ from sessionwire.domain.exchange import (
 from sessionwire.domain.keys import agent_id_of
 from sessionwire.domain.run import Run, RunState
 
-log = structlog.get_logger("sessionwire.exchanges")
-
 DELIVERY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/deliveries")
 
 
-class ExchangeDriver:
+class ExchangeDriver(ProcessManager[Exchange]):
+    kind = "exchange"
+    pending_statuses = ("open",)
+    aggregate_class = Exchange
+    state_class = ExchangeState
+
     def __init__(
         self,
         *,
@@ -45,66 +48,16 @@ class ExchangeDriver:
         delivery: ChannelDelivery,
         run_timeout_seconds: float,
     ) -> None:
-        self.store = store
+        super().__init__(store)
         self.clock = clock
         self.runs = runs
         self.delivery = delivery
         self.run_timeout_seconds = run_timeout_seconds
-        self._tasks: dict[UUID, asyncio.Task[None]] = {}
 
-    def start(self, exchange_id: UUID) -> None:
-        task = self._tasks.get(exchange_id)
-        if task is None or task.done():
-            task = asyncio.create_task(self._drive(exchange_id), name=f"exchange:{exchange_id}")
-            self._tasks[exchange_id] = task
-            # Finished drivers leave the table, so it holds only open exchanges.
-            task.add_done_callback(lambda done: self._forget(exchange_id, done))
+    def log_context(self, aggregate: Exchange) -> dict[str, Any]:
+        return {"session_key": aggregate.state.target_key}
 
-    def _forget(self, exchange_id: UUID, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(exchange_id) is task:
-            del self._tasks[exchange_id]
-
-    def resume(self) -> int:
-        pending = self.store.pending_work("exchange", ("open",))
-        for stored in pending:
-            self.start(stored.id)
-        return len(pending)
-
-    def active_tasks(self) -> list[asyncio.Task[None]]:
-        return [task for task in self._tasks.values() if not task.done()]
-
-    async def close(self) -> None:
-        tasks = [task for task in self._tasks.values() if not task.done()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def load(self, exchange_id: UUID) -> Exchange | None:
-        stored = self.store.work(exchange_id)
-        return None if stored is None else stored.to_aggregate(Exchange, ExchangeState)
-
-    async def _drive(self, exchange_id: UUID) -> None:
-        bound = log.bind(exchange_id=str(exchange_id))
-        try:
-            while True:
-                exchange = self.load(exchange_id)
-                if exchange is None:
-                    return
-                step = exchange.next_step()
-                if step is None:
-                    return
-                bound = bound.bind(session_key=exchange.state.target_key)
-                try:
-                    await self._take(exchange, step)
-                except StoreConflict:
-                    # Another gateway recorded this step first: look again.
-                    bound.debug("exchange moved on elsewhere")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            bound.exception("exchange stalled; it resumes when the gateway restarts")
-
-    async def _take(
+    async def take(  # type: ignore[override]
         self,
         exchange: Exchange,
         step: AwaitPrimary | StartRun | EndLoop | SkipAnnounce | Deliver | Close,

@@ -9,6 +9,7 @@ after it archives at once.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 import structlog
@@ -16,6 +17,7 @@ from sessionwire.application.config import GatewayConfig
 from sessionwire.application.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.exchanges import run_state_reply
 from sessionwire.application.ports import Clock, SessionStore, StoreConflict
+from sessionwire.application.process_managers import ProcessManager
 from sessionwire.application.runs import RunEngine
 from sessionwire.application.runtime import ChannelDelivery, Delivery
 from sessionwire.domain.run import Run, RunState
@@ -37,7 +39,12 @@ log = structlog.get_logger("sessionwire.spawns")
 ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-announces")
 
 
-class SpawnDriver:
+class SpawnDriver(ProcessManager[Spawn]):
+    kind = "spawn"
+    pending_statuses = ("running", "announcing", "waiting_archive")
+    aggregate_class = Spawn
+    state_class = SpawnState
+
     def __init__(
         self,
         *,
@@ -47,68 +54,16 @@ class SpawnDriver:
         delivery: ChannelDelivery,
         config: GatewayConfig,
     ) -> None:
-        self.store = store
+        super().__init__(store)
         self.clock = clock
         self.runs = runs
         self.delivery = delivery
         self.config = config
-        self._tasks: dict[UUID, asyncio.Task[None]] = {}
 
-    def start(self, spawn_id: UUID) -> None:
-        task = self._tasks.get(spawn_id)
-        if task is None or task.done():
-            task = asyncio.create_task(self._drive(spawn_id), name=f"spawn:{spawn_id}")
-            self._tasks[spawn_id] = task
-            task.add_done_callback(lambda done: self._forget(spawn_id, done))
+    def log_context(self, aggregate: Spawn) -> dict[str, Any]:
+        return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
 
-    def _forget(self, spawn_id: UUID, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(spawn_id) is task:
-            del self._tasks[spawn_id]
-
-    def resume(self) -> int:
-        pending = self.store.pending_work("spawn", ("running", "announcing", "waiting_archive"))
-        for stored in pending:
-            self.start(stored.id)
-        return len(pending)
-
-    def active_tasks(self) -> list[asyncio.Task[None]]:
-        return [task for task in self._tasks.values() if not task.done()]
-
-    def waiting_on_timers(self) -> int:
-        """Drivers parked until an archive time (idle, as far as wait_idle is concerned)."""
-        return sum(1 for task in self.active_tasks() if task.get_name().endswith(":timer"))
-
-    async def close(self) -> None:
-        tasks = self.active_tasks()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def load(self, spawn_id: UUID) -> Spawn | None:
-        stored = self.store.work(spawn_id)
-        return None if stored is None else stored.to_aggregate(Spawn, SpawnState)
-
-    async def _drive(self, spawn_id: UUID) -> None:
-        bound = log.bind(spawn_id=str(spawn_id))
-        try:
-            while True:
-                spawn = self.load(spawn_id)
-                if spawn is None:
-                    return
-                step = spawn.next_step()
-                if step is None:
-                    return
-                bound = bound.bind(session_key=spawn.state.child_key, run_id=spawn.state.run_id)
-                try:
-                    await self._take(spawn, step)
-                except StoreConflict:
-                    bound.debug("spawn moved on elsewhere")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            bound.exception("spawn stalled; it resumes when the gateway restarts")
-
-    async def _take(
+    async def take(  # type: ignore[override]
         self,
         spawn: Spawn,
         step: AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild,
