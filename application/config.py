@@ -205,7 +205,8 @@ class GatewayConfig(_Section):
             for candidate in entry.models:
                 if model in {candidate.id, f"{provider}/{candidate.id}"} and candidate.cost:
                     cost = candidate.cost
-                    return (usage.input * cost.input + usage.output * cost.output) / 1_000_000
+                    dollars: float = usage.input * cost.input + usage.output * cost.output
+                    return dollars / 1_000_000
         return None
 
     @property

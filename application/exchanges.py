@@ -57,7 +57,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
 
-    async def take(  # type: ignore[override]
+    async def take(
         self,
         exchange: Exchange,
         step: AwaitPrimary | StartRun | EndLoop | SkipAnnounce | Deliver | Close,

@@ -126,7 +126,8 @@ class RunEngine:
             return await asyncio.shield(future)
         timer = asyncio.ensure_future(self.clock.sleep(timeout))
         try:
-            done, _ = await asyncio.wait({future, timer}, return_when=asyncio.FIRST_COMPLETED)
+            waits: set[asyncio.Future[Any]] = {future, timer}
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
         return future.result() if future in done else None

@@ -63,7 +63,7 @@ class SpawnDriver(ProcessManager[Spawn]):
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
 
-    async def take(  # type: ignore[override]
+    async def take(
         self,
         spawn: Spawn,
         step: AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild,
@@ -93,7 +93,7 @@ class SpawnDriver(ProcessManager[Spawn]):
     def _record_run_end(self, spawn: Spawn, state: RunState) -> None:
         outcome = state.status if state.status in {"ok", "error", "timeout"} else "error"
         spawn.run_ended(
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             error=state.error,
             started_at=state.started_at,
             ended_at=state.ended_at or to_millis(self.clock.now()),
