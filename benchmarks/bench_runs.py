@@ -21,12 +21,12 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import structlog
+from bench_stores import drop_schema, store_url
 from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
 
 from sessionwire import Gateway, GatewayConfig
@@ -34,7 +34,6 @@ from sessionwire.testing import ScriptedRuntime
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 INSTANT = {
     "rules": [
         {"step": "announce", "reply": "ANNOUNCE_SKIP"},
@@ -47,22 +46,6 @@ INSTANT = {
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def store_url(kind: str, workdir: Path) -> tuple[str, str | None]:
-    if kind == "sqlite":
-        return f"sqlite:///{workdir}/bench-{uuid.uuid4().hex[:8]}.db", None
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    return f"{POSTGRES}?schema={schema}", schema
-
-
-def drop_schema(schema: str | None) -> None:
-    if schema is None:
-        return
-    import psycopg
-
-    with psycopg.connect(POSTGRES, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 class CountingSaves:

@@ -20,19 +20,18 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import structlog
+from bench_stores import drop_schema, store_url
 
 from sessionwire import Gateway
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 SCRIPT = {
     "rules": [
         {"step": "subagent_task", "reply": "done: {message}"},
@@ -40,22 +39,6 @@ SCRIPT = {
     ]
 }
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-
-def store_url(kind: str, workdir: Path) -> tuple[str, str | None]:
-    if kind == "sqlite":
-        return f"sqlite:///{workdir}/spawn-{uuid.uuid4().hex[:8]}.db", None
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    return f"{POSTGRES}?schema={schema}", schema
-
-
-def drop_schema(schema: str | None) -> None:
-    if schema is None:
-        return
-    import psycopg
-
-    with psycopg.connect(POSTGRES, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def count(gateway: Gateway, name: str) -> int:
