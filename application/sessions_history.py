@@ -19,15 +19,11 @@ class HistoryForbidden(Exception):
 
 def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> SessionsHistoryResult:
     stored = resolve_session(context, params.sessionKey)
-    target_agent = stored.state.agent_id
-    a2a = context.a2a
-    if not a2a.is_allowed(context.requester.agent_id, target_agent):
-        if not a2a.enabled:
-            raise HistoryForbidden(
-                "Agent-to-agent history is disabled. Set tools.agentToAgent.enabled=true "
-                "to allow cross-agent access."
-            )
-        raise HistoryForbidden("Agent-to-agent history denied by tools.agentToAgent.allow.")
+    refusal = context.a2a.refusal(
+        context.requester.agent_id, stored.state.agent_id, access="history"
+    )
+    if refusal:
+        raise HistoryForbidden(refusal)
     texts = context.store.transcript(
         stored.id, limit=params.limit, include_tools=params.includeTools
     )

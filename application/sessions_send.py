@@ -30,15 +30,7 @@ class SendRefused(Exception):
 
 
 def _a2a_refusal(context: ToolContext, target_agent: str) -> str | None:
-    a2a = context.a2a
-    if a2a.is_allowed(context.requester.agent_id, target_agent):
-        return None
-    if not a2a.enabled:
-        return (
-            "Agent-to-agent messaging is disabled. Set tools.agentToAgent.enabled=true "
-            "to allow cross-agent sends."
-        )
-    return "Agent-to-agent messaging denied by tools.agentToAgent.allow."
+    return context.a2a.refusal(context.requester.agent_id, target_agent, access="messaging")
 
 
 def _target_by_label(context: ToolContext, params: SessionsSendParams) -> str:

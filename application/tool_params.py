@@ -67,6 +67,13 @@ def text(name: str, value: Any, *, max_length: int = MAX_STRING_PARAM) -> str | 
     return trimmed or None
 
 
+def require(data: Any, name: str, *, max_length: int = MAX_STRING_PARAM) -> Any:
+    """OpenClaw's ``<name> required``: the parameter is missing, empty or whitespace."""
+    if isinstance(data, dict) and text(name, data.get(name), max_length=max_length) is None:
+        raise ValueError(f"{name} required")
+    return data
+
+
 def quoted_name(name: object) -> str:
     text = str(name)
     if len(text) <= MAX_QUOTED_NAME:
@@ -159,9 +166,7 @@ class SessionsHistoryParams(ToolParams):
     @model_validator(mode="before")
     @classmethod
     def _required(cls, data: Any) -> Any:
-        if isinstance(data, dict) and text("sessionKey", data.get("sessionKey")) is None:
-            raise ValueError("sessionKey required")
-        return data
+        return require(data, "sessionKey")
 
     @field_validator("sessionKey", mode="before")
     @classmethod
@@ -203,12 +208,7 @@ class SessionsSendParams(ToolParams):
     @model_validator(mode="before")
     @classmethod
     def _message_required(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and text("message", data.get("message"), max_length=MAX_SEND_MESSAGE_CHARS) is None
-        ):
-            raise ValueError("message required")
-        return data
+        return require(data, "message", max_length=MAX_SEND_MESSAGE_CHARS)
 
     @field_validator("message", mode="before")
     @classmethod
@@ -276,12 +276,7 @@ class SessionsSpawnParams(ToolParams):
     @model_validator(mode="before")
     @classmethod
     def _task_required(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and text("task", data.get("task"), max_length=MAX_TASK_CHARS) is None
-        ):
-            raise ValueError("task required")
-        return data
+        return require(data, "task", max_length=MAX_TASK_CHARS)
 
     @field_validator("task", mode="before")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 
 def _pattern_matches(pattern: str, agent_id: str) -> bool:
@@ -33,6 +34,20 @@ class AgentToAgentPolicy:
         if requester_agent == target_agent:
             return True
         return self.enabled and self.matches(requester_agent) and self.matches(target_agent)
+
+    def refusal(
+        self, requester_agent: str, target_agent: str, *, access: Literal["history", "messaging"]
+    ) -> str | None:
+        """OpenClaw's exact refusal when ``requester_agent`` may not reach ``target_agent``."""
+        if self.is_allowed(requester_agent, target_agent):
+            return None
+        if not self.enabled:
+            purpose = "access" if access == "history" else "sends"
+            return (
+                f"Agent-to-agent {access} is disabled. Set tools.agentToAgent.enabled=true "
+                f"to allow cross-agent {purpose}."
+            )
+        return f"Agent-to-agent {access} denied by tools.agentToAgent.allow."
 
     def open_to_all(self) -> bool:
         """True when every agent may reach every other (no per-agent filter needed)."""
