@@ -1,0 +1,74 @@
+"""Rich renderings of tool results for people at a terminal (``--json`` skips these)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+
+def when(millis: int | None) -> str:
+    if millis is None:
+        return "-"
+    return datetime.fromtimestamp(millis / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or [] if block.get("type") == "text")
+
+
+def sessions_table(result: dict[str, Any]) -> RenderableType:
+    table = Table(title=f"{result['count']} session(s)", title_justify="left")
+    table.add_column("KEY", no_wrap=True)
+    table.add_column("KIND")
+    table.add_column("CHANNEL")
+    table.add_column("UPDATED (UTC)")
+    table.add_column("TOKENS", justify="right")
+    table.add_column("LAST MESSAGE", overflow="ellipsis", max_width=48)
+    for row in result["sessions"]:
+        tokens = row.get("totalTokens")
+        last = row.get("messages") or []
+        table.add_row(
+            row["key"],
+            row["kind"],
+            row.get("channel") or "-",
+            when(row.get("updatedAt")),
+            "-" if tokens is None else str(tokens),
+            message_text(last[-1]) if last else "",
+        )
+    return table
+
+
+def history_view(result: dict[str, Any]) -> RenderableType:
+    lines: list[RenderableType] = [Text(f"history of {result['sessionKey']}:", style="bold")]
+    for message in result["messages"]:
+        line = Text(f"  {when(message.get('timestamp'))}  ")
+        line.append(f"{message['role']:<10}", style="cyan")
+        line.append(message_text(message))
+        lines.append(line)
+    if result.get("truncated"):
+        lines.append(Text("  (older messages or long text truncated)", style="dim"))
+    return Group(*lines)
+
+
+def agents_view(result: dict[str, Any]) -> RenderableType:
+    table = Table(
+        title=f"requester agent: {result['requester']} (any agent: {result['allowAny']})",
+        title_justify="left",
+    )
+    table.add_column("AGENT", no_wrap=True)
+    table.add_column("NAME")
+    table.add_column("CONFIGURED")
+    for agent in result["agents"]:
+        table.add_row(agent["id"], agent.get("name") or "", "yes" if agent["configured"] else "no")
+    return table
+
+
+def recorded_view(result: dict[str, Any]) -> RenderableType:
+    return Text(f"recorded in {result['sessionKey']}")
