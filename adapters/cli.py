@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.cli_audit import audit
 from sessionwire.adapters.cli_context import (
     EXIT_USAGE,
     CliOptions,
@@ -178,6 +179,9 @@ def demo(options: CliOptions) -> int:
         return 0
 
     return options.run(work)
+
+
+cli.add_command(audit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
