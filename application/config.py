@@ -15,6 +15,14 @@ import json5
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
+from sessionwire.domain.policy import (
+    AgentToAgentPolicy,
+    SandboxPolicy,
+    SandboxSettings,
+    SendPolicy,
+    SendRule,
+    normalize_chat_type,
+)
 
 log = structlog.get_logger("sessionwire.config")
 
@@ -49,6 +57,13 @@ class SendPolicyMatch(_Section):
                     data.pop(legacy)
                     break
         return data
+
+    @field_validator("chatType")
+    @classmethod
+    def _known_chat_type(cls, value: str | None) -> str | None:
+        if value is not None and normalize_chat_type(value) is None:
+            raise ValueError("chatType must be direct, dm, group or channel")
+        return value
 
 
 class SendPolicyRule(_Section):
@@ -260,6 +275,46 @@ class GatewayConfig(_Section):
 
     def agent(self, agent_id: str) -> AgentEntry | None:
         return next((a for a in self.agents.list if normalize_agent_id(a.id) == agent_id), None)
+
+    # The policies the config sets, as the domain's one policy module reads them.
+
+    @property
+    def agent_to_agent_policy(self) -> AgentToAgentPolicy:
+        section = self.tools.agentToAgent
+        return AgentToAgentPolicy(enabled=section.enabled, allow=tuple(section.allow))
+
+    @property
+    def send_policy(self) -> SendPolicy:
+        section = self.session.sendPolicy
+        if section is None:
+            return SendPolicy()
+        rules = tuple(
+            SendRule(
+                action=rule.action,
+                channel=rule.match.channel,
+                chat_type=rule.match.chatType,
+                key_prefix=rule.match.keyPrefix,
+            )
+            for rule in section.rules
+        )
+        return SendPolicy(rules=rules, default=section.default, configured=True)
+
+    @property
+    def sandbox_policy(self) -> SandboxPolicy:
+        """``agents.defaults.sandbox``, each key overridable per agent (contract §4)."""
+        defaults = self.agents.defaults.sandbox
+        default = SandboxSettings(
+            mode=defaults.mode or "off", visibility=defaults.sessionToolsVisibility or "spawned"
+        )
+        per_agent = {
+            normalize_agent_id(agent.id): SandboxSettings(
+                mode=agent.sandbox.mode or default.mode,
+                visibility=agent.sandbox.sessionToolsVisibility or default.visibility,
+            )
+            for agent in self.agents.list
+            if agent.sandbox is not None
+        }
+        return SandboxPolicy(default=default, per_agent=per_agent)
 
 
 def _unknown_keys(model: BaseModel, prefix: str) -> list[str]:

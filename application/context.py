@@ -10,8 +10,9 @@ from sessionwire.application.exchanges import ExchangeDriver
 from sessionwire.application.ports import Clock, IdSource, SessionStore
 from sessionwire.application.runs import RunEngine
 from sessionwire.application.spawns import SpawnDriver
-from sessionwire.domain.keys import KeyRules, agent_id_of
-from sessionwire.domain.policy import AgentToAgentPolicy
+from sessionwire.domain.access_refusal import AccessRefusal
+from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
+from sessionwire.domain.policy import AccessPolicy, AgentToAgentPolicy, Refusal
 from sessionwire.domain.session import SessionState
 
 
@@ -55,8 +56,40 @@ class ToolContext:
 
     @cached_property
     def a2a(self) -> AgentToAgentPolicy:
-        section = self.config.tools.agentToAgent
-        return AgentToAgentPolicy(enabled=section.enabled, allow=tuple(section.allow))
+        return self.config.agent_to_agent_policy
+
+    @cached_property
+    def access(self) -> AccessPolicy:
+        """What this requester may reach: the domain's one policy module decides."""
+        key = self.requester.key
+        agent_id = self.requester.agent_id
+        sandboxed = self.config.sandbox_policy.restricts(
+            agent_id=agent_id, is_main=self.rules.is_main(key), is_subagent=is_subagent_key(key)
+        )
+        return AccessPolicy(
+            requester_key=key,
+            requester_agent=agent_id,
+            a2a=self.a2a,
+            send=self.config.send_policy,
+            sandboxed=sandboxed,
+        )
+
+    def record_refusal(
+        self, refusal: Refusal, *, tool: str, reference: str, target_key: str | None
+    ) -> None:
+        """Keep a refused request as evidence (who, what, which rule)."""
+        assert self.services is not None, "refusals are recorded through the gateway's ids"
+        self.store.save(
+            AccessRefusal.record(
+                id=self.services.ids.new_id(),
+                refusal=refusal,
+                requester_key=self.requester.key,
+                tool=tool,
+                reference=reference,
+                target_key=target_key,
+                at=self.clock.now(),
+            )
+        )
 
     def display_key(self, key: str) -> str:
         return self.rules.display(key, agent_id=self.requester.agent_id)

@@ -27,7 +27,8 @@ from sessionwire.domain.exchange import (
     SkipAnnounce,
     StartRun,
 )
-from sessionwire.domain.keys import agent_id_of
+from sessionwire.domain.keys import KeyRules, agent_id_of
+from sessionwire.domain.policy import SendPolicy
 from sessionwire.domain.run import Run, RunState
 
 DELIVERY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/deliveries")
@@ -47,12 +48,16 @@ class ExchangeDriver(ProcessManager[Exchange]):
         runs: RunEngine,
         delivery: ChannelDelivery,
         run_timeout_seconds: float,
+        send_policy: SendPolicy,
+        rules: KeyRules,
     ) -> None:
         super().__init__(store)
         self.clock = clock
         self.runs = runs
         self.delivery = delivery
         self.run_timeout_seconds = run_timeout_seconds
+        self.send_policy = send_policy
+        self.rules = rules
 
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
@@ -80,8 +85,35 @@ class ExchangeDriver(ProcessManager[Exchange]):
             exchange.close(step.reason, at=self.clock.now())
         self.store.save(exchange)
 
+    def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
+        """The rule that denies sends into ``session_key`` now, or None (decision 10)."""
+        stored = self.store.session(session_key)
+        if stored is None:
+            return None
+        decision = self.send_policy.decide(stored.state.policy_target(self.rules), channel=channel)
+        return None if decision.allowed else decision.rule
+
     async def _run_step(self, exchange: Exchange, step: StartRun) -> None:
         now = self.clock.now()
+        # Each turn and the announce run are sends into a session: decided when the step
+        # is first taken (a run already started is awaited, whatever the policy says now).
+        denied_by = None
+        if self.store.work(step.run_id) is None:
+            denied_by = self._send_denied(step.session_key)
+        if denied_by is not None:
+            if step.step == "announce":
+                exchange.suppress_announce(stage="run", rule=denied_by, message=None, at=now)
+            else:
+                exchange.block_turn(step, rule=denied_by, at=now)
+            self.log.info(
+                "step blocked by send policy",
+                exchange_id=str(exchange.id),
+                session_key=step.session_key,
+                run_id=str(step.run_id),
+                rule=denied_by,
+            )
+            self.store.save(exchange)
+            return
         if step.step == "announce":
             exchange.request_announce(step.run_id, at=now)
         run = Run.start(
@@ -125,6 +157,11 @@ class ExchangeDriver(ProcessManager[Exchange]):
         if target is None:
             exchange.skip_announce("no announce target", at=now)
             exchange.close("announce skipped: no announce target", at=now)
+            return
+        denied_by = self._send_denied(state.target_key, channel=target.channel)
+        if denied_by is not None:
+            exchange.suppress_announce(stage="delivery", rule=denied_by, message=step.reply, at=now)
+            exchange.close("announce suppressed: send blocked by session policy", at=now)
             return
         delivery = Delivery(
             channel=target.channel,

@@ -28,8 +28,8 @@ from sessionwire.application.runtime import (
     NoRuntime,
     RecordedDelivery,
 )
-from sessionwire.application.session_refs import SessionNotResolved
-from sessionwire.application.sessions_history import HistoryForbidden, sessions_history
+from sessionwire.application.session_refs import SessionNotResolved, SessionRefused
+from sessionwire.application.sessions_history import sessions_history
 from sessionwire.application.sessions_list import sessions_list
 from sessionwire.application.sessions_send import sessions_send
 from sessionwire.application.sessions_spawn import NOT_FROM_SUBAGENTS, sessions_spawn
@@ -46,6 +46,7 @@ from sessionwire.application.tool_params import (
 )
 from sessionwire.application.tool_results import ToolError, ToolResult
 from sessionwire.application.tool_schemas import TOOL_PARAMETERS, tool_schemas
+from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import (
@@ -120,6 +121,8 @@ class GatewayService:
             runs=self.runs,
             delivery=self.delivery,
             run_timeout_seconds=defaults.timeoutSeconds,
+            send_policy=config.send_policy,
+            rules=self.rules,
         )
         self.spawns = SpawnDriver(
             store=store, clock=clock, runs=self.runs, delivery=self.delivery, config=config
@@ -207,15 +210,31 @@ class GatewayService:
         )
         patch = validate_patch({"label": label}) if label is not None else {}
 
+        command = parse_send_command(message.text()) if role == "user" else None
+
         def append(session: Session) -> None:
             if patch:
                 self._check_label_free(session.state.key, patch.get("label"))
                 session.patch(patch, at=now)
             session.append_message(message, at=now, origin=origin, sender_is_owner=sender_is_owner)
+            if command is not None:
+                session.handle_send_command(command, sender_is_owner=sender_is_owner, at=now)
 
         session = await self._change_session(key, append, create=True)
-        self.log.debug("message recorded", session_key=key, role=role, version=session.version)
-        return {"sessionKey": key, "sessionId": session.state.session_id}
+        log = self.log.bind(session_key=key)
+        log.debug("message recorded", role=role, version=session.version)
+        recorded: dict[str, Any] = {"sessionKey": key, "sessionId": session.state.session_id}
+        if command is not None:
+            # An owner's command answers; anyone else's is ignored (and recorded as such).
+            log.info("/send command", mode=command.mode, applied=sender_is_owner)
+            recorded["command"] = {
+                "name": "send",
+                "mode": command.mode,
+                "applied": sender_is_owner and command.mode is not None,
+                "reply": command.reply if sender_is_owner else None,
+                "sendPolicy": session.state.send_policy,
+            }
+        return recorded
 
     async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
         """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy."""
@@ -290,24 +309,28 @@ class GatewayService:
             )
             log.info("tool forbidden to a sub-agent")
             return ToolError(status="forbidden", tool=name, error=message).to_json_dict()
+        context = ToolContext(
+            store=self.store,
+            config=self.config,
+            clock=self.clock,
+            requester=caller,
+            services=self.services,
+        )
         try:
             parsed = params_class.parse(params)
-            context = ToolContext(
-                store=self.store,
-                config=self.config,
-                clock=self.clock,
-                requester=caller,
-                services=self.services,
-            )
             outcome = handler(context, parsed)
             result = await outcome if inspect.isawaitable(outcome) else outcome
         except (ToolInputError, SessionNotResolved) as error:
             message = error.message if isinstance(error, SessionNotResolved) else str(error)
             log.info("tool refused", error=message)
             return ToolError(tool=name, error=message).to_json_dict()
-        except HistoryForbidden as error:
-            log.info("tool forbidden", error=str(error))
-            return ToolError(status="forbidden", tool=name, error=str(error)).to_json_dict()
+        except SessionRefused as refused:
+            refusal = refused.refusal
+            log.info("tool refused by policy", error=refusal.message, rule=refusal.rule)
+            context.record_refusal(
+                refusal, tool=name, reference=refused.reference, target_key=refused.target_key
+            )
+            return ToolError(status=refusal.status, tool=name, error=refusal.message).to_json_dict()
         except Exception as error:  # a tool call must answer, whatever broke inside
             log.exception("tool failed")
             return ToolError(

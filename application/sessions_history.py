@@ -13,17 +13,8 @@ from sessionwire.domain.transcript import clean_for_reader
 MAX_HISTORY_BYTES = 6 * 1024 * 1024
 
 
-class HistoryForbidden(Exception):
-    pass
-
-
 def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> SessionsHistoryResult:
-    stored = resolve_session(context, params.sessionKey)
-    refusal = context.a2a.refusal(
-        context.requester.agent_id, stored.state.agent_id, access="history"
-    )
-    if refusal:
-        raise HistoryForbidden(refusal)
+    stored = resolve_session(context, params.sessionKey, access="history")
     texts = context.store.transcript(
         stored.id, limit=params.limit, include_tools=params.includeTools
     )

@@ -19,11 +19,16 @@ def sessions_list(context: ToolContext, params: SessionsListParams) -> SessionsL
     since = None
     if params.activeMinutes is not None:
         since = to_millis(context.clock.now()) - params.activeMinutes * 60_000
+    access = context.access
+    if access.sandboxed:
+        # A sandboxed session lists only what it spawned (§9), never global or unknown.
+        excluded = {"global", "unknown"}
     query = SessionQuery(
         limit=params.limit,
         updated_since_ms=since,
         kinds=params.kinds,
         agent_ids=visible_agents(context),
+        spawned_by=access.requester_key if access.sandboxed else None,
         exclude_keys=frozenset(excluded),
     )
     rows = [

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.session_refs import SessionNotResolved, resolve_session
+from sessionwire.application.ports import StoredSession
+from sessionwire.application.session_refs import (
+    SessionNotResolved,
+    SessionRefused,
+    resolve_label,
+    resolve_session,
+)
 from sessionwire.application.tool_params import SessionsSendParams
 from sessionwire.application.tool_results import SendResult
 from sessionwire.domain.agent_to_agent import (
@@ -14,7 +20,7 @@ from sessionwire.domain.agent_to_agent import (
     resolve_announce_target,
 )
 from sessionwire.domain.exchange import Exchange
-from sessionwire.domain.keys import agent_id_of, normalize_agent_id
+from sessionwire.domain.keys import agent_id_of
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import SessionState
 
@@ -22,35 +28,12 @@ PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
 
 
 class SendRefused(Exception):
-    def __init__(self, status: str, error: str, session_key: str | None = None) -> None:
+    """Bad or unresolvable input (an ``error`` result, not a policy refusal)."""
+
+    def __init__(self, status: str, error: str) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
-        self.session_key = session_key
-
-
-def _a2a_refusal(context: ToolContext, target_agent: str) -> str | None:
-    return context.a2a.refusal(context.requester.agent_id, target_agent, access="messaging")
-
-
-def _target_by_label(context: ToolContext, params: SessionsSendParams) -> str:
-    label = params.label or ""
-    requested = normalize_agent_id(params.agentId) if params.agentId else None
-    if requested is not None:
-        refusal = _a2a_refusal(context, requested)
-        if refusal:
-            raise SendRefused("forbidden", refusal)
-    matches = [
-        stored
-        for stored in context.store.sessions_by_label(label)
-        if requested is None or stored.state.agent_id == requested
-    ]
-    if not matches:
-        raise SendRefused("error", f"No session found with label: {label}")
-    if len(matches) > 1:
-        keys = ", ".join(stored.state.key for stored in matches[:2])
-        raise SendRefused("error", f"Multiple sessions found with label: {label} ({keys})")
-    return matches[0].state.key
 
 
 def announce_channel(target: SessionState) -> str:
@@ -64,34 +47,60 @@ def announce_channel(target: SessionState) -> str:
     return announce_target.channel if announce_target else "unknown"
 
 
+def _target(context: ToolContext, params: SessionsSendParams) -> StoredSession:
+    """The session to send into, checked against every policy (§6.2, then the send policy)."""
+    if params.sessionKey and params.label:
+        raise SendRefused("error", "Provide either sessionKey or label (not both).")
+    try:
+        reference = params.sessionKey
+        if reference is None and params.label:
+            reference = resolve_label(context, params.label, params.agentId)
+        if reference is None:
+            raise SendRefused("error", "Either sessionKey or label is required")
+        target = resolve_session(context, reference, access="messaging")
+    except SessionNotResolved as error:
+        raise SendRefused("error", error.message) from None
+    refusal = context.access.send_refusal(target.state.policy_target(context.rules))
+    if refusal:
+        key = target.state.key
+        raise SessionRefused(
+            refusal,
+            reference=reference,
+            target_key=key,
+            display_key=context.display_key(key),
+        )
+    return target
+
+
 async def sessions_send(context: ToolContext, params: SessionsSendParams) -> SendResult:
     services = context.services
     assert services is not None, "sessions_send needs the gateway's run engine"
     run_id = services.ids.new_id()
     try:
-        if params.sessionKey and params.label:
-            raise SendRefused("error", "Provide either sessionKey or label (not both).")
-        reference = params.sessionKey
-        if reference is None and params.label:
-            reference = _target_by_label(context, params)
-        if reference is None:
-            raise SendRefused("error", "Either sessionKey or label is required")
-        try:
-            target = resolve_session(context, reference)
-        except SessionNotResolved as error:
-            raise SendRefused("error", error.message) from None
-        display = context.display_key(target.state.key)
-        refusal = _a2a_refusal(context, target.state.agent_id)
-        if refusal:
-            raise SendRefused("forbidden", refusal, display)
+        target = _target(context, params)
+    except SessionRefused as refused:
+        context.record_refusal(
+            refused.refusal,
+            tool="sessions_send",
+            reference=refused.reference,
+            target_key=refused.target_key,
+        )
+        refusal = refused.refusal
+        return SendResult(
+            runId=str(run_id),
+            status=refusal.status,
+            tool="sessions_send",
+            error=refusal.message,
+            sessionKey=refused.display_key,
+        )
     except SendRefused as refused:
         return SendResult(
             runId=str(run_id),
             status=refused.status,
             tool="sessions_send",
             error=refused.error,
-            sessionKey=refused.session_key,
         )
+    display = context.display_key(target.state.key)
 
     requester = context.requester
     requester_session = context.store.session(requester.key)

@@ -76,6 +76,13 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
     }
     if patch:
         child.patch(patch, at=now)
+    # The child run is a send into the child session: a rule may deny it (by key prefix).
+    refusal = context.access.send_refusal(child.state.policy_target(context.rules))
+    if refusal:
+        context.record_refusal(
+            refusal, tool="sessions_spawn", reference=child_key, target_key=child_key
+        )
+        return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
     run_timeout = params.run_timeout
     run = Run.start(
         run_id=run_id,

@@ -155,7 +155,15 @@ class SpawnDriver(ProcessManager[Spawn]):
         channel = origin.last_channel if origin else None
         to = origin.last_to if origin else None
         account_id = origin.last_account_id if origin else None
-        if channel and to:
+        # Decision 10: a session whose send policy denies gets no delivery on its channel;
+        # the report is still recorded (its transcript, the spawn's events), never lost.
+        denied_by = None
+        if origin is not None:
+            decision = self.config.send_policy.decide(
+                origin.policy_target(self.config.key_rules), channel=channel
+            )
+            denied_by = None if decision.allowed else decision.rule
+        if channel and to and denied_by is None:
             try:
                 await self.delivery.deliver(
                     Delivery(
@@ -176,7 +184,9 @@ class SpawnDriver(ProcessManager[Spawn]):
                 channel = to = account_id = None
         else:
             channel = to = account_id = None
-        await self._save_announce(spawn, message, channel, to, account_id)
+        if denied_by is not None:
+            channel = to = account_id = None
+        await self._save_announce(spawn, message, channel, to, account_id, denied_by)
 
     async def _save_announce(
         self,
@@ -185,6 +195,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         channel: str | None,
         to: str | None,
         account_id: str | None,
+        denied_by: str | None,
     ) -> None:
         """Record the report in the requester's transcript and on the spawn, together."""
         for attempt in range(MAX_SAVE_ATTEMPTS):
@@ -192,6 +203,8 @@ class SpawnDriver(ProcessManager[Spawn]):
             fresh = self.load(spawn.id)
             if fresh is None or fresh.state.announced:
                 return
+            if denied_by is not None:
+                fresh.suppress_delivery(rule=denied_by, at=now)
             fresh.announced(message=message, channel=channel, to=to, account_id=account_id, at=now)
             stored = self.store.session_for_update(spawn.state.requester_key)
             changed: list[object] = [fresh]

@@ -63,7 +63,7 @@ class ExchangeState(BaseModel):
     announce_run_id: str | None = None
     announce_done: bool = False
     announce_reply: str | None = None
-    announce_outcome: Literal["skipped", "delivered", "failed"] | None = None
+    announce_outcome: Literal["skipped", "delivered", "failed", "suppressed"] | None = None
     close_reason: str | None = None
 
     @property
@@ -170,6 +170,31 @@ class Exchange(Aggregate):
 
         def apply(self, aggregate: Exchange) -> None:
             aggregate._update(loop_done=True, loop_end=self.reason)
+
+    class TurnBlocked(Aggregate.Event):
+        """The loop ended before this turn: the speaker's session takes no sends."""
+
+        turn: int
+        speaker: Literal["requester", "target"]
+        session_key: str
+        rule: str
+
+        def apply(self, aggregate: Exchange) -> None:
+            aggregate._update(
+                loop_done=True, loop_end=f"send blocked by session policy ({self.rule})"
+            )
+
+    class AnnounceSuppressed(Aggregate.Event):
+        """The target's send policy denies: no announce run (``stage="run"``) or no
+        delivery of its reply (``stage="delivery"``)."""
+
+        session_key: str
+        stage: Literal["run", "delivery"]
+        rule: str
+        message: str | None = None
+
+        def apply(self, aggregate: Exchange) -> None:
+            aggregate._update(announce_done=True, announce_outcome="suppressed")
 
     class AnnounceRequested(Aggregate.Event):
         run_id: str
@@ -382,6 +407,30 @@ class Exchange(Aggregate):
             session_key=step.session_key,
             run_id=str(step.run_id),
             reply=reply,
+        )
+
+    def block_turn(self, step: StartRun, *, rule: str, at: datetime) -> None:
+        assert step.turn is not None
+        speaker: Literal["requester", "target"] = "requester" if step.turn % 2 == 1 else "target"
+        self.trigger_event(
+            self.TurnBlocked,
+            timestamp=at,
+            turn=step.turn,
+            speaker=speaker,
+            session_key=step.session_key,
+            rule=rule,
+        )
+
+    def suppress_announce(
+        self, *, stage: Literal["run", "delivery"], rule: str, message: str | None, at: datetime
+    ) -> None:
+        self.trigger_event(
+            self.AnnounceSuppressed,
+            timestamp=at,
+            session_key=self.state.target_key,
+            stage=stage,
+            rule=rule,
+            message=message,
         )
 
     def request_announce(self, run_id: UUID, *, at: datetime) -> None:

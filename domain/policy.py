@@ -1,13 +1,39 @@
-"""Who may reach which session: the agent-to-agent rule (openclaw-behaviour.md §2.7).
+"""Who may reach which session, and which sessions take sends: every rule in one place.
 
-One place decides; the application asks it at every entry point.
+Three rules decide, each from OpenClaw's behaviour (openclaw-behaviour.md):
+
+* the agent-to-agent rule (§2.7): may an agent's sessions reach another agent's;
+* sandbox visibility (§9): a sandboxed session sees only the sessions it spawned;
+* the send policy (§7): may anything be sent into (or delivered out of) a session.
+
+``AccessPolicy`` combines them for one requester. The application asks it at every entry
+point (tools, exchange turns, announces) and records each refusal; nothing else decides.
+Every answer is computed on the *session* (its canonical key and row), never on the way
+it was named, so a key, an alias, a sessionId, a label or a case variant of a key all get
+the same answer (contract decision 11).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
+
+SEND_BLOCKED = "send blocked by session policy"
+SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this agent"
+
+Access = Literal["history", "messaging"]
+Action = Literal["allow", "deny"]
+Check = Literal["agent_to_agent", "sandbox", "send_policy"]
+
+
+def not_visible(reference: str) -> str:
+    """The refusal a sandboxed session gets for anything it did not spawn."""
+    return f"Session not visible from this sandboxed agent session: {reference}"
+
+
+# The agent-to-agent rule ------------------------------------------------------------------
 
 
 def _pattern_matches(pattern: str, agent_id: str) -> bool:
@@ -35,9 +61,7 @@ class AgentToAgentPolicy:
             return True
         return self.enabled and self.matches(requester_agent) and self.matches(target_agent)
 
-    def refusal(
-        self, requester_agent: str, target_agent: str, *, access: Literal["history", "messaging"]
-    ) -> str | None:
+    def refusal(self, requester_agent: str, target_agent: str, *, access: Access) -> str | None:
         """OpenClaw's exact refusal when ``requester_agent`` may not reach ``target_agent``."""
         if self.is_allowed(requester_agent, target_agent):
             return None
@@ -52,3 +76,199 @@ class AgentToAgentPolicy:
     def open_to_all(self) -> bool:
         """True when every agent may reach every other (no per-agent filter needed)."""
         return self.enabled and (not self.allow or any(p.strip() == "*" for p in self.allow))
+
+
+# The send policy ---------------------------------------------------------------------------
+
+
+CHAT_TYPE_ALIASES = {"dm": "direct", "direct": "direct", "group": "group", "channel": "channel"}
+
+
+def normalize_chat_type(value: str | None) -> str | None:
+    if value is None:
+        return None
+    return CHAT_TYPE_ALIASES.get(value.strip().lower())
+
+
+@dataclass(frozen=True)
+class PolicyTarget:
+    """What the rules look at in a session: its canonical key and a few row fields."""
+
+    key: str
+    rest: str
+    """The key without its ``agent:<id>:`` prefix (``cron:job-1`` for ``agent:main:cron:job-1``)."""
+    agent_id: str
+    spawned_by: str | None = None
+    send_override: str | None = None
+    channel: str | None = None
+    """The first of the row's channel, last channel, or the channel a group key names."""
+    chat_type: str | None = None
+
+
+@dataclass(frozen=True)
+class SendRule:
+    action: Action = "allow"
+    channel: str | None = None
+    chat_type: str | None = None
+    key_prefix: str | None = None
+
+    def matches(self, target: PolicyTarget, channel: str | None) -> bool:
+        if self.channel is not None and (channel or "").lower() != self.channel.strip().lower():
+            return False
+        if self.chat_type is not None and target.chat_type != normalize_chat_type(self.chat_type):
+            return False
+        if self.key_prefix is not None:
+            # Matched on the canonical key and on its agent-relative rest, so
+            # `keyPrefix: "cron:"` means every cron session however it was named
+            # (OpenClaw compares the raw key, which canonical keys never start with).
+            prefix = self.key_prefix.strip().lower()
+            if not (target.key.startswith(prefix) or target.rest.startswith(prefix)):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class SendDecision:
+    action: Action
+    rule: str
+    """Which rule decided, for the record: an override, a rule by index, the default."""
+
+    @property
+    def allowed(self) -> bool:
+        return self.action == "allow"
+
+
+@dataclass(frozen=True)
+class SendPolicy:
+    """``session.sendPolicy`` (rules in order, then the default) plus per-session overrides."""
+
+    rules: tuple[SendRule, ...] = ()
+    default: Action = "allow"
+    configured: bool = False
+
+    def decide(self, target: PolicyTarget, *, channel: str | None = None) -> SendDecision:
+        """OpenClaw's resolveSendPolicy (§7): an override wins, then the first matching
+        deny, then any matching allow, then the default."""
+        override = (target.send_override or "").strip().lower()
+        if override in {"allow", "deny"}:
+            action: Action = "allow" if override == "allow" else "deny"
+            return SendDecision(action, f"session override (sendPolicy={override})")
+        if not self.configured:
+            return SendDecision("allow", "no session.sendPolicy configured")
+        effective_channel = (channel or "").strip().lower() or target.channel
+        allowed_by: str | None = None
+        for index, rule in enumerate(self.rules):
+            if not rule.matches(target, effective_channel):
+                continue
+            if rule.action == "deny":
+                return SendDecision("deny", f"session.sendPolicy.rules[{index}]")
+            allowed_by = allowed_by or f"session.sendPolicy.rules[{index}]"
+        if allowed_by is not None:
+            return SendDecision("allow", allowed_by)
+        return SendDecision(self.default, "session.sendPolicy.default")
+
+
+# Sandbox visibility --------------------------------------------------------------------------
+
+
+SandboxMode = Literal["off", "non-main", "all"]
+Visibility = Literal["spawned", "all"]
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    mode: SandboxMode = "off"
+    visibility: Visibility = "spawned"
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """Which sessions run sandboxed (``sandbox.mode``) and what they may see
+    (``sandbox.sessionToolsVisibility``), per agent with a default."""
+
+    default: SandboxSettings = SandboxSettings()
+    per_agent: Mapping[str, SandboxSettings] = field(default_factory=dict)
+
+    def settings_for(self, agent_id: str) -> SandboxSettings:
+        return self.per_agent.get(agent_id, self.default)
+
+    def restricts(self, *, agent_id: str, is_main: bool, is_subagent: bool) -> bool:
+        """True when a session sees only what it spawned (OpenClaw's restrictToSpawned)."""
+        settings = self.settings_for(agent_id)
+        if settings.mode == "off" or (settings.mode == "non-main" and is_main):
+            return False
+        return settings.visibility == "spawned" and not is_subagent
+
+
+# One requester's view ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a tool may not touch a session, in OpenClaw's words, with the rule that said so."""
+
+    status: Literal["forbidden", "error"]
+    message: str
+    check: Check
+    rule: str
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """Everything one requester session may and may not do, decided in one place."""
+
+    requester_key: str
+    requester_agent: str
+    a2a: AgentToAgentPolicy
+    send: SendPolicy
+    sandboxed: bool
+    """True when the requester sees only the sessions it spawned."""
+
+    def agent_refusal(self, target_agent: str, *, access: Access) -> Refusal | None:
+        message = self.a2a.refusal(self.requester_agent, target_agent, access=access)
+        if message is None:
+            return None
+        rule = "tools.agentToAgent.enabled" if not self.a2a.enabled else "tools.agentToAgent.allow"
+        return Refusal("forbidden", message, "agent_to_agent", rule)
+
+    def sandbox_refusal(self, target: PolicyTarget | None, reference: str) -> Refusal | None:
+        """A sandboxed requester reaches only its own spawned children; anything else,
+        existing or not, gets the same answer (so the answer tells nothing)."""
+        if not self.sandboxed:
+            return None
+        if target is not None and target.spawned_by == self.requester_key:
+            return None
+        return Refusal(
+            "forbidden", not_visible(reference), "sandbox", "sandbox.sessionToolsVisibility"
+        )
+
+    def label_refusal(self, requested_agent: str | None) -> Refusal | None:
+        """``sessions_send`` by label naming another agent (§6.2 step 2)."""
+        if requested_agent is None or requested_agent == self.requester_agent:
+            return None
+        if self.sandboxed:
+            return Refusal(
+                "forbidden", SANDBOX_LABEL_LIMITED, "sandbox", "sandbox.sessionToolsVisibility"
+            )
+        return self.agent_refusal(requested_agent, access="messaging")
+
+    def sees(self, target: PolicyTarget) -> bool:
+        """May the requester learn that this session exists (list, lookups by id or label)?"""
+        if self.sandboxed and target.spawned_by != self.requester_key:
+            return False
+        return self.a2a.is_allowed(self.requester_agent, target.agent_id)
+
+    def reach_refusal(
+        self, target: PolicyTarget | None, reference: str, *, access: Access, target_agent: str
+    ) -> Refusal | None:
+        """Sandbox first, then the agent-to-agent rule (the order of §5 and §6.2)."""
+        return self.sandbox_refusal(target, reference) or self.agent_refusal(
+            target_agent, access=access
+        )
+
+    def send_refusal(self, target: PolicyTarget) -> Refusal | None:
+        """Sending into ``target``: its send policy (checked after it may be reached)."""
+        decision = self.send.decide(target)
+        if decision.allowed:
+            return None
+        return Refusal("error", SEND_BLOCKED, "send_policy", decision.rule)

@@ -12,7 +12,9 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate, Immutable
-from sessionwire.domain.keys import has_control_characters, is_encodable
+from sessionwire.domain.control_commands import SendCommand
+from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
+from sessionwire.domain.policy import PolicyTarget, normalize_chat_type
 from sessionwire.domain.transcript import TranscriptMessage
 
 SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
@@ -87,6 +89,24 @@ class SessionState(BaseModel):
     aborted_last_run: bool = False
     send_policy: str | None = None
 
+    def policy_target(self, rules: KeyRules) -> PolicyTarget:
+        """What the policy rules look at (openclaw-behaviour.md §7 step 3)."""
+        rest = rules.rest_of(self.key)
+        chat_type = normalize_chat_type(self.chat_type)
+        if chat_type is None:
+            chat_type = "group" if ":group:" in f":{rest}" else None
+            chat_type = chat_type or ("channel" if ":channel:" in f":{rest}" else None)
+        channel = self.channel or self.last_channel or rules.group_channel(self.key)
+        return PolicyTarget(
+            key=self.key,
+            rest=rest,
+            agent_id=self.agent_id,
+            spawned_by=self.spawned_by,
+            send_override=self.send_policy,
+            channel=channel.strip().lower() if channel else None,
+            chat_type=chat_type,
+        )
+
 
 _PATCH_TO_STATE = {
     "label": "label",
@@ -156,6 +176,21 @@ class Session(Aggregate):
             updates: dict[str, Any] = {_PATCH_TO_STATE[k]: v for k, v in self.changes.items()}
             updates["updated_at"] = to_millis(self.timestamp)
             aggregate.state = aggregate.state.model_copy(update=updates)
+
+    class SendCommandHandled(Aggregate.Event):
+        """An owner's ``/send on|off|inherit`` (applied), or someone else's (ignored)."""
+
+        mode: Literal["allow", "deny", "inherit"] | None
+        applied: bool
+        reason: str
+        reply: str | None = None
+
+        def apply(self, aggregate: Session) -> None:
+            if self.applied and self.mode is not None:
+                override = None if self.mode == "inherit" else self.mode
+                aggregate.state = aggregate.state.model_copy(
+                    update={"send_policy": override, "updated_at": to_millis(self.timestamp)}
+                )
 
     class SessionArchived(Aggregate.Event):
         reason: str
@@ -236,6 +271,29 @@ class Session(Aggregate):
         checked = validate_patch(changes)
         if checked:
             self.trigger_event(self.SessionPatched, timestamp=at, changes=checked)
+
+    def handle_send_command(
+        self, command: SendCommand, *, sender_is_owner: bool, at: datetime
+    ) -> None:
+        """Apply ``/send`` from an owner; record, and otherwise ignore, anyone else's."""
+        self._require_active()
+        if not sender_is_owner:
+            self.trigger_event(
+                self.SendCommandHandled,
+                timestamp=at,
+                mode=command.mode,
+                applied=False,
+                reason="ignored: the sender is not an owner",
+            )
+            return
+        self.trigger_event(
+            self.SendCommandHandled,
+            timestamp=at,
+            mode=command.mode,
+            applied=command.mode is not None,
+            reason="owner command" if command.mode is not None else "usage: no mode given",
+            reply=command.reply,
+        )
 
     def archive(self, *, reason: str, at: datetime) -> None:
         if self.is_active:

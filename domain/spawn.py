@@ -158,6 +158,12 @@ class Spawn(Aggregate):
         def apply(self, aggregate: Spawn) -> None:
             aggregate._after_announce(self.archive_at)
 
+    class SubagentAnnounceSuppressed(Aggregate.Event):
+        """The requester's send policy denies: the report is recorded, not delivered."""
+
+        session_key: str
+        rule: str
+
     class AnnounceSkipped(Aggregate.Event):
         reason: str
         archive_at: int | None = None
@@ -328,6 +334,14 @@ class Spawn(Aggregate):
             to=to,
             account_id=account_id,
             archive_at=self.archive_time(),
+        )
+
+    def suppress_delivery(self, *, rule: str, at: datetime) -> None:
+        self.trigger_event(
+            self.SubagentAnnounceSuppressed,
+            timestamp=at,
+            session_key=self.state.requester_key,
+            rule=rule,
         )
 
     def skip_announce(self, reason: str, *, at: datetime) -> None:

@@ -63,7 +63,11 @@ def short(value: Any) -> str:
 
 
 def store_state(gateway: Gateway) -> tuple[Any, int]:
-    return gateway.store.read_model_snapshot(), sum(1 for _ in gateway.store.events())
+    """The read models and the event count; a policy refusal's AccessRefused event is
+    evidence, not a change, so it is not counted."""
+    store = gateway.store
+    events = sum(1 for _, e in store.events() if type(e).__name__ != "AccessRefused")
+    return store.read_model_snapshot(), events
 
 
 async def call(gateway: Gateway, requester: Any, tool: Any, params: Any) -> Result:
@@ -119,7 +123,17 @@ class Ok:
         self.check_result(result)
 
 
-Case = tuple[Any, Ok | Err]  # (params, what must happen)
+@dataclass(frozen=True)
+class Forbidden:
+    """A policy refuses, with exactly this message, whether or not the session exists."""
+
+    message: str
+
+    def check(self, result: Result, tool: str) -> None:
+        assert result == {"status": "forbidden", "tool": tool, "error": self.message}, result
+
+
+Case = tuple[Any, Ok | Err | Forbidden]  # (params, what must happen)
 
 
 def err(*mentions: str) -> Err:
@@ -344,12 +358,19 @@ TABLES: dict[tuple[str, str], list[Case]] = {
                 "unknown",
                 "agent:main:nope",
                 "nope",
-                "agent:other:main",
                 "AGENT:MAIN:NOPE",
                 "a" * 400,
                 "00000000-0000-0000-0000-000000000000",
             )
         ],
+        # another agent's key, stored or not: the agent-to-agent rule answers first
+        (
+            {"sessionKey": "agent:other:main"},
+            Forbidden(
+                "Agent-to-agent history is disabled. Set tools.agentToAgent.enabled=true "
+                "to allow cross-agent access."
+            ),
+        ),
         # valid spellings of the main session: keys are case-insensitive and trimmed
         *[
             ({"sessionKey": v}, history(VISIBLE_MAIN))

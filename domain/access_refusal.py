@@ -1,0 +1,92 @@
+"""A refused request, kept as evidence: who asked for what, which rule said no.
+
+Every tool call that a policy refuses (sandbox visibility, the agent-to-agent rule, a
+send policy) becomes one of these, so an auditor can list the refusals as well as what
+happened. Each refusal is its own short stream: recording it never contends with the
+session it names (which may not even exist).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+from sessionwire.domain.base import Aggregate
+from sessionwire.domain.policy import Refusal
+
+
+class AccessRefusalState(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    requester_key: str
+    tool: str
+    reference: str
+    target_key: str | None
+    check: Literal["agent_to_agent", "sandbox", "send_policy"]
+    rule: str
+    status: Literal["forbidden", "error"]
+    message: str
+
+
+class AccessRefusal(Aggregate):
+    state: AccessRefusalState
+
+    class AccessRefused(Aggregate.Created):
+        requester_key: str
+        tool: str
+        reference: str
+        target_key: str | None = None
+        check: Literal["agent_to_agent", "sandbox", "send_policy"]
+        rule: str
+        status: Literal["forbidden", "error"]
+        message: str
+
+    def __init__(
+        self,
+        requester_key: str,
+        tool: str,
+        reference: str,
+        check: Literal["agent_to_agent", "sandbox", "send_policy"],
+        rule: str,
+        status: Literal["forbidden", "error"],
+        message: str,
+        target_key: str | None = None,
+    ) -> None:
+        self.state = AccessRefusalState(
+            requester_key=requester_key,
+            tool=tool,
+            reference=reference,
+            target_key=target_key,
+            check=check,
+            rule=rule,
+            status=status,
+            message=message,
+        )
+
+    @classmethod
+    def record(
+        cls,
+        *,
+        id: UUID,
+        refusal: Refusal,
+        requester_key: str,
+        tool: str,
+        reference: str,
+        target_key: str | None,
+        at: datetime,
+    ) -> AccessRefusal:
+        return cls._create(
+            cls.AccessRefused,
+            id=id,
+            timestamp=at,
+            requester_key=requester_key,
+            tool=tool,
+            reference=reference,
+            target_key=target_key,
+            check=refusal.check,
+            rule=refusal.rule,
+            status=refusal.status,
+            message=refusal.message,
+        )
