@@ -36,6 +36,9 @@ from starlette.types import Receive, Scope, Send
 log = structlog.get_logger("sessionwire.mcp")
 
 REFUSED = frozenset({"error", "forbidden"})
+# Hints for MCP hosts deciding what to confirm with a user: the reading tools change
+# nothing; sending and spawning start agent runs whose announces may reach a chat.
+READ_ONLY = frozenset({"sessions_list", "sessions_history", "agents_list"})
 HTTP_PATH = "/mcp"
 
 __all__ = ["HTTP_PATH", "build_server", "serve_http", "serve_stdio", "tool_definitions"]
@@ -52,7 +55,15 @@ def tool_definitions(gateway: GatewayService) -> list[types.Tool]:
     """The gateway's tools as MCP tools, their input schemas exactly ``tool_schemas()``."""
     return [
         types.Tool(
-            name=schema["name"], description=schema["description"], inputSchema=schema["parameters"]
+            name=schema["name"],
+            description=schema["description"],
+            inputSchema=schema["parameters"],
+            annotations=types.ToolAnnotations(
+                readOnlyHint=schema["name"] in READ_ONLY,
+                destructiveHint=False,
+                idempotentHint=schema["name"] in READ_ONLY,
+                openWorldHint=schema["name"] not in READ_ONLY,
+            ),
         )
         for schema in gateway.tool_schemas()
     ]

@@ -19,12 +19,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from chat_server import ChatServer, completion
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sessionwire.application.tool_schemas import tool_schemas
 
-from sessionwire import SyncGateway
+from sessionwire import Gateway, SyncGateway
 
 SCRIPT = {
     "rules": [
@@ -56,14 +57,19 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
-def server_command(store: str, *args: str) -> list[str]:
-    return ["-m", "sessionwire.adapters.cli", "--store", store, "mcp", *args]
+def server_command(store: str, *args: str, config: Path | None = None) -> list[str]:
+    settings = ["--config", str(config)] if config else []
+    return ["-m", "sessionwire.adapters.cli", "--store", store, *settings, "mcp", *args]
 
 
 @asynccontextmanager
-async def stdio_session(store: str, *args: str) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    store: str, *args: str, config: Path | None = None
+) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=sys.executable, args=server_command(store, *args), env=dict(os.environ)
+        command=sys.executable,
+        args=server_command(store, *args, config=config),
+        env=dict(os.environ),
     )
     with open(os.devnull, "w") as errlog:
         async with (
@@ -100,6 +106,8 @@ async def test_lists_the_five_tools_with_the_gateways_schemas(store: str) -> Non
         "sessions_spawn",
         "agents_list",
     ]
+    read_only = {t.name for t in listed.tools if t.annotations and t.annotations.readOnlyHint}
+    assert read_only == {"sessions_list", "sessions_history", "agents_list"}
 
 
 async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) -> None:
@@ -151,25 +159,49 @@ async def test_a_sub_agent_session_gets_the_sub_agent_refusals(store: str) -> No
     assert payload(refused)["status"] == "forbidden"
 
 
-async def test_no_argument_can_name_another_requester(store: str) -> None:
-    """The server acts as --session only: no tool takes a requester, extra keys are
-    refused, and a session it cannot see stays invisible whatever the arguments say."""
-    async with stdio_session(store, "--session", "discord:group:ops") as session:
+async def test_no_argument_can_name_another_requester(store: str, tmp_path: Path) -> None:
+    """A server for the ops agent's session stays that session: no tool takes a
+    requester, extra keys are refused, and main's history stays out of reach."""
+    config = tmp_path / "gateway.json5"
+    config.write_text("{agents: {list: [{id: 'main', default: true}, {id: 'ops'}]}}")
+    gateway = await Gateway.open(store=store, config=str(config))
+    await gateway.record_message("agent:ops:main", role="user", content="ops here")
+    await gateway.close()
+    async with stdio_session(store, "--session", "agent:ops:main", config=config) as session:
         listed = await session.list_tools()
         spoofed = await session.call_tool(
-            "sessions_list", {"requester": "main", "requesterSessionKey": "main"}
+            "sessions_history", {"sessionKey": "agent:main:main", "requester": "main"}
         )
-        visible = payload(await session.call_tool("sessions_list", {}))
+        other = await session.call_tool("sessions_history", {"sessionKey": "agent:main:main"})
+        own = payload(await session.call_tool("sessions_history", {"sessionKey": "main"}))
+        agents = payload(await session.call_tool("agents_list", {}))
     for tool in listed.tools:
         assert tool.inputSchema["additionalProperties"] is False
         assert not any("requester" in name.lower() for name in tool.inputSchema["properties"])
     assert spoofed.isError
     assert "unknown parameter 'requester'" in payload(spoofed)["error"]
-    # agents_list names who is asking: the fixed session, never the client's choice.
-    assert visible["sessions"]  # the group session sees itself...
-    async with stdio_session(store, "--session", "discord:group:ops") as session:
-        agents = payload(await session.call_tool("agents_list", {}))
-    assert agents["requester"] == "main"  # ...and resolves to its agent, main
+    assert other.isError
+    assert payload(other)["status"] == "forbidden"
+    # "main" is the calling agent's own main session: ops's, never main's.
+    assert [m["content"][0]["text"] for m in own["messages"]] == ["ops here"]
+    assert agents["requester"] == "ops"
+
+
+async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_path: Path) -> None:
+    runtime = tmp_path / "openai.yaml"
+    with ChatServer().running() as chat:
+        chat.answer(body=completion("the deploy is green", prompt_tokens=20, completion_tokens=5))
+        runtime.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        async with stdio_session(store, "--session", "main", "--runtime", str(runtime)) as session:
+            sent = payload(
+                await session.call_tool(
+                    "sessions_send",
+                    {"sessionKey": "discord:group:ops", "message": "status?", "timeoutSeconds": 60},
+                )
+            )
+    assert sent["status"] == "ok"
+    assert sent["reply"] == "the deploy is green"
+    assert chat.received[0].body["messages"][-1] == {"role": "user", "content": "status?"}
 
 
 def test_an_invalid_session_is_a_usage_error(store: str) -> None:
