@@ -13,6 +13,7 @@ import click
 from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli_context import EXIT_OK, EXIT_USAGE, CliOptions, fail
 from sessionwire.adapters.mcp_server import build_server, serve_http, serve_stdio
+from sessionwire.adapters.openai_runtime import OpenAIRuntime
 from sessionwire.adapters.runtime_files import load_runtime
 from sessionwire.application.context import Requester
 from sessionwire.application.runtime import AgentRuntime
@@ -61,6 +62,9 @@ def mcp_command(
             fail(str(error), EXIT_USAGE)
 
     async def work(gateway: Gateway) -> int:
+        if isinstance(runtime, OpenAIRuntime):
+            # Its agents get their runs' session tools, before any resumed run starts.
+            runtime.use_tools(gateway.call_tool)
         server = build_server(gateway, requester)
         if http:
             await serve_http(server, host, port)

@@ -9,11 +9,17 @@ Rate limits (429), server errors (5xx), timeouts and refused connections are ret
 exponential backoff; every wait goes through the run's clock, so a virtual clock controls
 it as it controls the rest of the gateway. Any other answer fails the run at once, and the
 run records the error (status, and the server's own message when it gave one).
+
+With ``use_tools(gateway.call_tool)`` the model is offered the run's session tools
+(``RunRequest.tools``) as function tools; it calls them as the run's session, and the
+turn goes on until it answers without a tool call (at most ``maxToolRounds`` rounds).
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -23,10 +29,14 @@ from pydantic.alias_generators import to_camel
 from sessionwire.application.config import describe_errors
 from sessionwire.application.ports import Clock
 from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.application.tool_schemas import tool_schemas
 
 log = structlog.get_logger("sessionwire.openai_runtime")
 
 RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+ToolCaller = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""``(requester_key, tool_name, params) -> result``: a gateway's ``call_tool``."""
 
 
 class OpenAIRuntimeError(RuntimeError):
@@ -57,6 +67,8 @@ class OpenAIRuntimeConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     headers: dict[str, str] = Field(default_factory=dict)
+    max_tool_rounds: int = Field(default=8, ge=0, le=100)
+    """With tools (``use_tools``): how many rounds of tool calls one turn may make."""
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> OpenAIRuntimeConfig:
@@ -86,6 +98,7 @@ class OpenAIRuntime(AgentRuntime):
         )
         self._api_key = self._read_api_key()
         self._transport = transport
+        self._call_tool: ToolCaller | None = None
 
     def _read_api_key(self) -> str | None:
         name = self.config.api_key_env
@@ -96,20 +109,78 @@ class OpenAIRuntime(AgentRuntime):
             raise ValueError(f"the environment variable {name} (apiKeyEnv) is not set")
         return key
 
+    def use_tools(self, call_tool: ToolCaller) -> None:
+        """Let the model call the run's session tools through ``call_tool`` (a gateway's
+        ``call_tool``), as the run's session. Without it, no tools are offered."""
+        self._call_tool = call_tool
+
     async def run(self, request: RunRequest) -> RunReply:
-        body = self.request_body(request)
         bound = log.bind(session_key=request.session_key, run_id=request.run_id)
+        messages = chat_messages(request, self.config)
+        tools = self.offered_tools(request)
+        usage: dict[str, int] = {}
         async with httpx.AsyncClient(
             timeout=self.config.timeout_seconds, transport=self._transport
         ) as client:
-            answer = await self._post(client, body, request.clock, bound)
-        return _reply(answer, self.config.model)
+            for _ in range(self.config.max_tool_rounds + 1):
+                answer = await self._post(
+                    client, self.request_body(messages, tools), request.clock, bound
+                )
+                _add_usage(usage, answer.get("usage"))
+                message = _first_message(answer)
+                calls = message.get("tool_calls") if tools else None
+                if not calls:
+                    return _reply(message, answer, usage, self.config.model)
+                messages.append(
+                    {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
+                )
+                for call in calls:
+                    messages.append(await self._run_tool(request, call, bound))
+        raise OpenAIRuntimeError(
+            f"the model still called tools after {self.config.max_tool_rounds} round(s)"
+        )
 
-    def request_body(self, request: RunRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": chat_messages(request, self.config),
-        }
+    def offered_tools(self, request: RunRequest) -> list[dict[str, Any]]:
+        """The run's tools as chat-completions function tools (none without use_tools)."""
+        if self._call_tool is None or self.config.max_tool_rounds == 0:
+            return []
+        return [
+            {"type": "function", "function": schema}
+            for schema in tool_schemas()
+            if schema["name"] in request.tools
+        ]
+
+    async def _run_tool(self, request: RunRequest, call: Any, bound: Any) -> dict[str, Any]:
+        """One tool call's answer, as the ``tool`` message the model reads next."""
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        raw_arguments = function.get("arguments") if isinstance(function, dict) else None
+        call_id = call.get("id") if isinstance(call, dict) else None
+        result: dict[str, Any]
+        if not isinstance(name, str) or name not in request.tools or self._call_tool is None:
+            result = {"status": "forbidden", "tool": str(name), "error": "not a tool of this run"}
+        else:
+            try:
+                arguments = json.loads(raw_arguments or "{}")
+            except (TypeError, ValueError):
+                arguments = None
+            if isinstance(arguments, dict):
+                result = await self._call_tool(request.session_key, name, arguments)
+            else:
+                result = {
+                    "status": "error",
+                    "tool": name,
+                    "error": "arguments must be a JSON object",
+                }
+        bound.info("tool called by the model", tool=str(name), status=result.get("status"))
+        return {"role": "tool", "tool_call_id": str(call_id), "content": json.dumps(result)}
+
+    def request_body(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
         if self.config.temperature is not None:
             body["temperature"] = self.config.temperature
         if self.config.max_tokens is not None:
@@ -165,9 +236,9 @@ class OpenAIRuntime(AgentRuntime):
         return min(wait, self.config.max_backoff_seconds)
 
 
-def chat_messages(request: RunRequest, config: OpenAIRuntimeConfig) -> list[dict[str, str]]:
+def chat_messages(request: RunRequest, config: OpenAIRuntimeConfig) -> list[dict[str, Any]]:
     """The chat messages of one run: system prompt, injected context, history, message."""
-    messages: list[dict[str, str]] = []
+    messages: list[dict[str, Any]] = []
     if config.system_prompt:
         messages.append({"role": "system", "content": config.system_prompt})
     if request.context:
@@ -206,20 +277,32 @@ def _text_of(entry: dict[str, Any]) -> str:
     return "\n".join(texts)
 
 
-def _reply(answer: dict[str, Any], configured_model: str) -> RunReply:
+def _first_message(answer: dict[str, Any]) -> dict[str, Any]:
     choices = answer.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise OpenAIRuntimeError("chat completion answer has no choices")
     message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
+    return message if isinstance(message, dict) else {}
+
+
+def _reply(
+    message: dict[str, Any], answer: dict[str, Any], usage: dict[str, int], configured: str
+) -> RunReply:
+    content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise OpenAIRuntimeError("chat completion answer's message content is not text")
     model = answer.get("model")
     return RunReply(
         text=content or "",
-        usage=usage_of(answer.get("usage")),
-        model=model if isinstance(model, str) and model else configured_model,
+        usage=usage or None,
+        model=model if isinstance(model, str) and model else configured,
     )
+
+
+def _add_usage(total: dict[str, int], raw: object) -> None:
+    """Sum one answer's usage into ``total`` (a turn with tool calls makes several)."""
+    for key, value in (usage_of(raw) or {}).items():
+        total[key] = total.get(key, 0) + value
 
 
 def usage_of(raw: object) -> dict[str, int] | None:
@@ -275,4 +358,10 @@ def _describe(error: Exception) -> str:
     return str(error).strip() or type(error).__name__
 
 
-__all__ = ["OpenAIRuntime", "OpenAIRuntimeConfig", "OpenAIRuntimeError", "chat_messages"]
+__all__ = [
+    "OpenAIRuntime",
+    "OpenAIRuntimeConfig",
+    "OpenAIRuntimeError",
+    "ToolCaller",
+    "chat_messages",
+]

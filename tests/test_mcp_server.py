@@ -202,6 +202,9 @@ async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_
     assert sent["status"] == "ok"
     assert sent["reply"] == "the deploy is green"
     assert chat.received[0].body["messages"][-1] == {"role": "user", "content": "status?"}
+    # The agent behind the runtime is offered its run's session tools.
+    offered = {tool["function"]["name"] for tool in chat.received[0].body["tools"]}
+    assert offered == {t["name"] for t in tool_schemas()}
 
 
 def test_an_invalid_session_is_a_usage_error(store: str) -> None:

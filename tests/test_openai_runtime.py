@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -287,3 +288,124 @@ async def test_a_run_that_exhausts_its_retries_records_the_error(
     assert result["error"] == "chat completion failed after 2 attempt(s): HTTP 503: no capacity"
     # The message was delivered to the session; no assistant reply was made up.
     assert [m["role"] for m in history["messages"]] == ["user", "user"]
+
+
+# Tools -----------------------------------------------------------------------------------
+
+
+def tool_call(name: str, arguments: str, call_id: str = "call-1") -> dict[str, Any]:
+    answer = completion(None, prompt_tokens=10, completion_tokens=3)
+    answer["choices"][0]["message"]["tool_calls"] = [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    ]
+    answer["choices"][0]["finish_reason"] = "tool_calls"
+    return answer
+
+
+class ToolLog:
+    """A tool caller standing in for a gateway: answers from a dict, remembers calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def __call__(self, requester: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((requester, name, params))
+        return {"count": 0, "sessions": []}
+
+
+def tool_request(tools: tuple[str, ...]) -> RunRequest:
+    return RunRequest(
+        run_id="run-1",
+        session_key="agent:main:main",
+        agent_id="main",
+        step="primary",
+        message="who is around?",
+        context=None,
+        clock=RecordingClock(),
+        transcript=lambda limit: [],
+        tools=tools,
+    )
+
+
+async def test_the_model_calls_a_session_tool_as_the_runs_session(server: ChatServer) -> None:
+    server.answer(body=tool_call("sessions_list", '{"limit": 5}'))
+    server.answer(body=completion("nobody", prompt_tokens=40, completion_tokens=2))
+    tools = ToolLog()
+    agent = runtime(server)
+    agent.use_tools(tools)
+
+    reply = await agent.run(tool_request(("read", "sessions_list", "sessions_send")))
+
+    assert reply.text == "nobody"
+    assert reply.usage == {"input": 50, "output": 5, "totalTokens": 55}
+    assert tools.calls == [("agent:main:main", "sessions_list", {"limit": 5})]
+    first, second = (r.body for r in server.received)
+    assert [t["function"]["name"] for t in first["tools"]] == ["sessions_list", "sessions_send"]
+    assert first["tools"][0]["function"]["parameters"]["properties"]["limit"]["type"] == "number"
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call-1"
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call-1",
+        "content": '{"count": 0, "sessions": []}',
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "status", "error"),
+    [
+        ("sessions_spawn", '{"task": "x"}', "forbidden", "not a tool of this run"),
+        ("sessions_list", "[1, 2]", "error", "arguments must be a JSON object"),
+        ("sessions_list", "{oops", "error", "arguments must be a JSON object"),
+    ],
+)
+async def test_a_tool_call_the_run_cannot_make_is_answered_with_a_refusal(
+    server: ChatServer, name: str, arguments: str, status: str, error: str
+) -> None:
+    server.answer(body=tool_call(name, arguments))
+    server.answer(body=completion("ok then"))
+    tools = ToolLog()
+    agent = runtime(server)
+    agent.use_tools(tools)
+
+    reply = await agent.run(tool_request(("sessions_list",)))
+
+    assert reply.text == "ok then"
+    assert tools.calls == []
+    answered = json.loads(server.received[1].body["messages"][-1]["content"])
+    assert answered == {"status": status, "tool": name, "error": error}
+
+
+async def test_a_model_that_never_stops_calling_tools_fails_the_run(server: ChatServer) -> None:
+    for _ in range(3):
+        server.answer(body=tool_call("sessions_list", "{}"))
+    agent = runtime(server, maxToolRounds=2)
+    agent.use_tools(ToolLog())
+    with pytest.raises(RuntimeError, match=r"still called tools after 2 round\(s\)"):
+        await agent.run(tool_request(("sessions_list",)))
+    assert len(server.received) == 3
+
+
+async def test_an_agent_reads_another_session_through_the_gateway(
+    server: ChatServer, store_url: str, clock: VirtualClock
+) -> None:
+    server.answer(body=tool_call("sessions_history", '{"sessionKey": "main"}'))
+    server.answer(body=completion("main asked about the deploy"))
+    server.answer(body=completion("REPLY_SKIP"))
+    server.answer(body=completion("ANNOUNCE_SKIP"))
+    agent = runtime(server)
+    gateway = await Gateway.open(store=store_url, clock=clock, runtime=agent)
+    agent.use_tools(gateway.call_tool)
+    try:
+        await gateway.record_message("main", role="user", content="how is the deploy?")
+        await gateway.record_message("discord:group:ops", role="user", content="deploying")
+        result = await gateway.call_tool(
+            "main", "sessions_send", {"sessionKey": "discord:group:ops", "message": "catch up"}
+        )
+        await gateway.wait_idle()
+    finally:
+        await gateway.close()
+
+    assert result["reply"] == "main asked about the deploy"
+    history = json.loads(server.received[1].body["messages"][-1]["content"])
+    assert history["sessionKey"] == "main"
+    assert "how is the deploy?" in [m["content"][0]["text"] for m in history["messages"]]
