@@ -129,7 +129,7 @@ class OpenAIRuntime(AgentRuntime):
                 _add_usage(usage, answer.get("usage"))
                 message = _first_message(answer)
                 calls = message.get("tool_calls") if tools else None
-                if not calls:
+                if not isinstance(calls, list) or not calls:
                     return _reply(message, answer, usage, self.config.model)
                 messages.append(
                     {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
