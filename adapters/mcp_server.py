@@ -1,0 +1,171 @@
+"""The five session tools over the Model Context Protocol (the official ``mcp`` SDK).
+
+One server speaks for one session: the requester is fixed when the server is built, and
+no tool parameter names it, so an agent connected to the server cannot act as another
+session. Tools are listed with the gateway's own JSON Schemas (``tool_schemas()``), and
+arguments go to ``call_tool`` unvalidated by the SDK so that a bad argument gets the
+gateway's own error text, exactly as through the Python API or the CLI.
+
+A result travels as JSON text content and as structured content; a refusal (status
+``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import AsyncIterator, Iterator
+from importlib.metadata import PackageNotFoundError, version
+from types import FrameType
+from typing import Any
+
+import structlog
+import uvicorn
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from sessionwire.application.gateway import GatewayService
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+log = structlog.get_logger("sessionwire.mcp")
+
+REFUSED = frozenset({"error", "forbidden"})
+# Hints for MCP hosts deciding what to confirm with a user: the reading tools change
+# nothing; sending and spawning start agent runs whose announces may reach a chat.
+READ_ONLY = frozenset({"sessions_list", "sessions_history", "agents_list"})
+HTTP_PATH = "/mcp"
+
+__all__ = ["HTTP_PATH", "build_server", "serve_http", "serve_stdio", "tool_definitions"]
+
+
+def _version() -> str:
+    try:
+        return version("sessionwire")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0"
+
+
+def tool_definitions(gateway: GatewayService) -> list[types.Tool]:
+    """The gateway's tools as MCP tools, their input schemas exactly ``tool_schemas()``."""
+    return [
+        types.Tool(
+            name=schema["name"],
+            description=schema["description"],
+            inputSchema=schema["parameters"],
+            annotations=types.ToolAnnotations(
+                readOnlyHint=schema["name"] in READ_ONLY,
+                destructiveHint=False,
+                idempotentHint=schema["name"] in READ_ONLY,
+                openWorldHint=schema["name"] not in READ_ONLY,
+            ),
+        )
+        for schema in gateway.tool_schemas()
+    ]
+
+
+def tool_result(result: dict[str, Any]) -> types.CallToolResult:
+    """A gateway tool result as an MCP result: JSON text plus structured content."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+        structuredContent=result,
+        isError=result.get("status") in REFUSED,
+    )
+
+
+def build_server(gateway: GatewayService, requester: str) -> Server[Any, Any]:
+    """An MCP server whose every tool call runs as the session ``requester``."""
+    server: Server[Any, Any] = Server(
+        "sessionwire",
+        version=_version(),
+        instructions=(
+            f"Session tools of a sessionwire gateway. You act as the session {requester!r}: "
+            "list sessions, read their history, send into them, spawn sub-agents."
+        ),
+    )
+    tools = tool_definitions(gateway)
+    bound = log.bind(requester=requester)
+
+    async def list_tools() -> list[types.Tool]:
+        return tools
+
+    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        result = await gateway.call_tool(requester, name, arguments)
+        bound.debug("mcp tool call", tool=name, status=result.get("status"))
+        return tool_result(result)
+
+    # The SDK's list_tools decorator is untyped; registering through it keeps its tool cache.
+    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
+    server.call_tool(validate_input=False)(call_tool)
+    return server
+
+
+async def serve_stdio(server: Server[Any, Any]) -> None:
+    """Serve on this process's stdin and stdout until the client closes them."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def http_app(server: Server[Any, Any], host: str, port: int) -> Starlette:
+    """A Starlette app serving the MCP streamable HTTP transport at ``/mcp``."""
+    # Host and Origin headers are checked: a web page cannot reach a loopback server
+    # through DNS rebinding.
+    names = {host, "127.0.0.1", "localhost"} if host in {"127.0.0.1", "localhost"} else {host}
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:{port}" for name in sorted(names)],
+        allowed_origins=[f"http://{name}:{port}" for name in sorted(names)],
+    )
+    manager = StreamableHTTPSessionManager(
+        app=server, json_response=True, stateless=True, security_settings=security
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(routes=[Route(HTTP_PATH, _Endpoint(manager))], lifespan=lifespan)
+
+
+class _Endpoint:
+    """The transport as a plain ASGI app (Starlette routes an object, not a function, so)."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+async def serve_http(server: Server[Any, Any], host: str, port: int) -> None:
+    """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM."""
+    config = uvicorn.Config(
+        http_app(server, host, port), host=host, port=port, log_level="warning", lifespan="on"
+    )
+    log.info("mcp http listening", url=f"http://{host}:{port}{HTTP_PATH}")
+    await _StoppableServer(config).serve()
+
+
+class _StoppableServer(uvicorn.Server):
+    """uvicorn, except that SIGINT and SIGTERM end ``serve()`` without re-raising the
+    signal afterwards: the gateway still closes its store, and exits 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, self.handle_exit, number, None)
+        try:
+            yield
+        finally:
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(number)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.should_exit = True

@@ -1,0 +1,89 @@
+"""Every example in the MCP, OpenAI-runtime and embedding pages runs as written.
+
+A page's ```python blocks run in order in one namespace, in a fresh interpreter (the
+pages' examples call ``asyncio.run`` and print, as a reader's script would); a page's
+```json runtime files must load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from chat_server import ChatServer
+from sessionwire.adapters.openai_runtime import OpenAIRuntime
+from sessionwire.adapters.runtime_files import load_runtime
+from sessionwire.adapters.scripted_runtime import ScriptedRuntime
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def blocks(page: str, language: str) -> list[str]:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    return [body for lang, body in FENCE.findall(text) if lang == language]
+
+
+def run_python(page: str, env: dict[str, str] | None = None) -> str:
+    code = "\n\n".join(blocks(page, "python"))
+    assert code, f"{page} has no python example"
+    # The console script `sessionwire` sits beside this interpreter.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PATH": path, **(env or {})},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    with ChatServer().running() as server:
+        yield server
+
+
+def test_embedding_examples_run() -> None:
+    out = run_python("embedding.md")
+    assert "[webchat -> user:42] Status: ok" in out
+    assert "accepted True" in out
+    assert "ok Ticket opened for: printer on fire" in out
+    assert "to slack:channel:ops: Ops: a ticket was opened." in out
+    assert "['agent:main:slack:channel:ops', 'main']" in out
+
+
+def test_mcp_examples_run() -> None:
+    out = run_python("mcp.md")
+    assert "['sessions_list', 'sessions_history', 'sessions_send', 'sessions_spawn', " in out
+    assert "False hello" in out
+    assert "True Session not found: cron:nope" in out
+
+
+def test_openai_runtime_examples_run(chat_server: ChatServer) -> None:
+    out = run_python("openai-runtime.md", env={"CHAT_BASE_URL": chat_server.base_url})
+    assert "ok echo: how is the deploy going?" in out
+    assert chat_server.received[0].body["model"] == "llama3.2"
+
+
+@pytest.mark.parametrize("page", ["mcp.md", "openai-runtime.md"])
+def test_runtime_files_in_the_docs_load(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs")
+    files = [body for body in blocks(page, "json") if '"openai"' in body or '"rules"' in body]
+    assert files, f"{page} shows no runtime file"
+    for number, body in enumerate(files):
+        path = tmp_path / f"runtime{number}.json"
+        path.write_text(body)
+        expected = OpenAIRuntime if "openai" in json.loads(body) else ScriptedRuntime
+        assert isinstance(load_runtime(path), expected)

@@ -1,0 +1,300 @@
+"""``sessionwire mcp``: the session tools over MCP, driven by the SDK's own client.
+
+The server runs as a subprocess started through the real CLI, exactly as an MCP host
+would start it; the client is the official ``mcp`` package's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from chat_server import ChatServer, completion
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from sessionwire.application.tool_schemas import tool_schemas
+
+from sessionwire import Gateway, SyncGateway
+
+SCRIPT = {
+    "rules": [
+        {"step": "primary", "reply": "pong from {session}", "usage": {"input": 7, "output": 3}},
+        {"step": "reply_back", "reply": "REPLY_SKIP"},
+        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+        {"step": "subagent_task", "reply": "done"},
+        {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
+    ]
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    """An SQLite store holding a main session and a group chat to talk to."""
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    with SyncGateway.open(store=url) as gateway:
+        gateway.record_message("main", role="user", content="hello", channel="webchat")
+        gateway.record_message(
+            "discord:group:ops", role="user", content="deploy is green", channel="discord"
+        )
+    return url
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps(SCRIPT))
+    return path
+
+
+def server_command(store: str, *args: str, config: Path | None = None) -> list[str]:
+    settings = ["--config", str(config)] if config else []
+    return ["-m", "sessionwire.adapters.cli", "--store", store, *settings, "mcp", *args]
+
+
+@asynccontextmanager
+async def stdio_session(
+    store: str, *args: str, config: Path | None = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=server_command(store, *args, config=config),
+        env=dict(os.environ),
+    )
+    with open(os.devnull, "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+def payload(result: types.CallToolResult) -> dict[str, Any]:
+    """The JSON the tool answered, read from the text content (what every client sees)."""
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    data = json.loads(block.text)
+    assert result.structuredContent == data
+    assert isinstance(data, dict)
+    return data
+
+
+async def test_lists_the_five_tools_with_the_gateways_schemas(store: str) -> None:
+    async with stdio_session(store, "--session", "main") as session:
+        listed = await session.list_tools()
+    served = [
+        {"name": t.name, "description": t.description, "parameters": t.inputSchema}
+        for t in listed.tools
+    ]
+    assert served == tool_schemas()
+    assert [t.name for t in listed.tools] == [
+        "sessions_list",
+        "sessions_history",
+        "sessions_send",
+        "sessions_spawn",
+        "agents_list",
+    ]
+    read_only = {t.name for t in listed.tools if t.annotations and t.annotations.readOnlyHint}
+    assert read_only == {"sessions_list", "sessions_history", "agents_list"}
+
+
+async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) -> None:
+    async with stdio_session(store, "--session", "main", "--runtime", str(script)) as session:
+        listed = payload(await session.call_tool("sessions_list", {"messageLimit": 1}))
+        history = payload(await session.call_tool("sessions_history", {"sessionKey": "main"}))
+        sent = await session.call_tool(
+            "sessions_send",
+            {"sessionKey": "discord:group:ops", "message": "ping", "timeoutSeconds": 30},
+        )
+        spawned = await session.call_tool("sessions_spawn", {"task": "summarise the deploy"})
+        agents = payload(await session.call_tool("agents_list", {}))
+
+    assert {row["key"] for row in listed["sessions"]} == {"main", "agent:main:discord:group:ops"}
+    assert [m["content"][0]["text"] for m in history["messages"]] == ["hello"]
+    assert not sent.isError
+    assert payload(sent)["status"] == "ok"
+    assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
+    assert not spawned.isError
+    spawn = payload(spawned)
+    assert spawn["status"] == "accepted"
+    assert spawn["childSessionKey"].startswith("agent:main:subagent:")
+    assert agents["requester"] == "main"
+    assert [agent["id"] for agent in agents["agents"]] == ["main"]
+
+
+async def test_a_refusal_is_an_error_result_that_carries_the_json(store: str) -> None:
+    async with stdio_session(store, "--session", "main") as session:
+        missing = await session.call_tool("sessions_history", {"sessionKey": "cron:nope"})
+        bad = await session.call_tool("sessions_list", {"limit": "many"})
+        unknown = await session.call_tool("sessions_delete", {})
+    assert missing.isError
+    assert payload(missing) == {
+        "status": "error",
+        "tool": "sessions_history",
+        "error": "Session not found: cron:nope",
+    }
+    assert bad.isError
+    assert payload(bad)["status"] == "error"
+    assert "limit" in payload(bad)["error"]
+    assert unknown.isError
+    assert payload(unknown)["error"].startswith("unknown tool 'sessions_delete'")
+
+
+async def test_a_sub_agent_session_gets_the_sub_agent_refusals(store: str) -> None:
+    async with stdio_session(store, "--session", "agent:main:subagent:abc") as session:
+        refused = await session.call_tool("sessions_spawn", {"task": "recurse"})
+    assert refused.isError
+    assert payload(refused)["status"] == "forbidden"
+
+
+async def test_no_argument_can_name_another_requester(store: str, tmp_path: Path) -> None:
+    """A server for the ops agent's session stays that session: no tool takes a
+    requester, extra keys are refused, and main's history stays out of reach."""
+    config = tmp_path / "gateway.json5"
+    config.write_text("{agents: {list: [{id: 'main', default: true}, {id: 'ops'}]}}")
+    gateway = await Gateway.open(store=store, config=str(config))
+    await gateway.record_message("agent:ops:main", role="user", content="ops here")
+    await gateway.close()
+    async with stdio_session(store, "--session", "agent:ops:main", config=config) as session:
+        listed = await session.list_tools()
+        spoofed = await session.call_tool(
+            "sessions_history", {"sessionKey": "agent:main:main", "requester": "main"}
+        )
+        other = await session.call_tool("sessions_history", {"sessionKey": "agent:main:main"})
+        own = payload(await session.call_tool("sessions_history", {"sessionKey": "main"}))
+        agents = payload(await session.call_tool("agents_list", {}))
+    for tool in listed.tools:
+        assert tool.inputSchema["additionalProperties"] is False
+        assert not any("requester" in name.lower() for name in tool.inputSchema["properties"])
+    assert spoofed.isError
+    assert "unknown parameter 'requester'" in payload(spoofed)["error"]
+    assert other.isError
+    assert payload(other)["status"] == "forbidden"
+    # "main" is the calling agent's own main session: ops's, never main's.
+    assert [m["content"][0]["text"] for m in own["messages"]] == ["ops here"]
+    assert agents["requester"] == "ops"
+
+
+async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_path: Path) -> None:
+    runtime = tmp_path / "openai.yaml"
+    with ChatServer().running() as chat:
+        chat.answer(body=completion("the deploy is green", prompt_tokens=20, completion_tokens=5))
+        runtime.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        async with stdio_session(store, "--session", "main", "--runtime", str(runtime)) as session:
+            sent = payload(
+                await session.call_tool(
+                    "sessions_send",
+                    {"sessionKey": "discord:group:ops", "message": "status?", "timeoutSeconds": 60},
+                )
+            )
+    assert sent["status"] == "ok"
+    assert sent["reply"] == "the deploy is green"
+    assert chat.received[0].body["messages"][-1] == {"role": "user", "content": "status?"}
+    # The agent behind the runtime is offered its run's session tools.
+    offered = {tool["function"]["name"] for tool in chat.received[0].body["tools"]}
+    assert offered == {t["name"] for t in tool_schemas()}
+
+
+def test_an_invalid_session_is_a_usage_error(store: str) -> None:
+    result = subprocess.run(
+        [sys.executable, *server_command(store, "--session", "agent::x")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--session" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_bad_runtime_file_is_a_usage_error(store: str, tmp_path: Path) -> None:
+    runtime = tmp_path / "runtime.json"
+    runtime.write_text(json.dumps({"openai": {"baseUrl": "http://127.0.0.1:1/v1"}}))
+    result = subprocess.run(
+        [sys.executable, *server_command(store, "--session", "main", "--runtime", str(runtime))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "model" in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def http_server(store: str, *args: str) -> AsyncIterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, *server_command(store, *args, "--http", "--port", str(port))],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(300):  # up to ~30 s for the interpreter to start on a busy machine
+                if process.poll() is not None:
+                    raise AssertionError(process.stderr.read().decode() if process.stderr else "")
+                try:
+                    await client.get(url)
+                    break
+                except httpx.TransportError:
+                    await anyio.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        stdout, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert stdout == b""
+
+
+async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -> None:
+    async with (
+        http_server(store, "--session", "main", "--runtime", str(script)) as url,
+        streamable_http_client(url) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = await session.list_tools()
+        sent = await session.call_tool(
+            "sessions_send", {"sessionKey": "discord:group:ops", "message": "ping"}
+        )
+        missing = await session.call_tool("sessions_history", {"sessionKey": "cron:nope"})
+    assert [t.inputSchema for t in listed.tools] == [s["parameters"] for s in tool_schemas()]
+    assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
+    assert missing.isError
+    assert payload(missing)["error"].startswith("Session not found: cron:nope")
+
+
+async def test_http_refuses_a_foreign_host_header(store: str) -> None:
+    """DNS rebinding: a page on another origin must not reach the loopback server."""
+    async with http_server(store, "--session", "main") as url, httpx.AsyncClient() as client:
+        response = await client.post(
+            url,
+            headers={"Host": "evil.example:80", "Accept": "application/json"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
+    assert response.status_code == 421
