@@ -107,7 +107,7 @@ def test_a_rule_without_an_action_allows() -> None:
 def test_an_unknown_chat_type_is_a_config_error_naming_the_key() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"session\.sendPolicy\.rules\[0\]\.match\.chatType: .*chatType must be direct, dm, group or channel",
+        match=r"rules\[0\]\.match\.chatType: .*must be direct, dm, group or channel",
     ):
         policy({"rules": [{"action": "deny", "match": {"chatType": "guild"}}]})
 
