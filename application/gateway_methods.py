@@ -19,6 +19,7 @@ from sessionwire.application.gateway import GatewayService, SessionNotFound
 from sessionwire.application.ports import SessionQuery, StoredSession
 from sessionwire.application.sessions_history import MAX_HISTORY_BYTES, cap_bytes
 from sessionwire.application.sessions_list import row
+from sessionwire.application.tool_params import MAX_ACTIVE_MINUTES
 from sessionwire.application.tool_results import SessionListRow
 from sessionwire.domain.keys import InvalidSessionKey, normalize_agent_id
 from sessionwire.domain.session import InvalidPatch, to_millis, validate_patch
@@ -144,8 +145,11 @@ class GatewayMethods:
             excluded.add("unknown")
         query = SessionQuery(
             limit=min(params.limit, LIST_MAX_LIMIT),
+            # Beyond the tool's bound every session counts as active (as in sessions_list).
             updated_since_ms=(
-                now - params.activeMinutes * 60_000 if params.activeMinutes is not None else None
+                now - params.activeMinutes * 60_000
+                if params.activeMinutes is not None and params.activeMinutes <= MAX_ACTIVE_MINUTES
+                else None
             ),
             agent_ids=(
                 frozenset({normalize_agent_id(params.agentId)})

@@ -1,0 +1,93 @@
+"""A real HTTP gateway for tests: uvicorn on a free loopback port, in a thread of its own.
+
+The gateway is opened inside the server's event loop (its tasks must live there) and
+closed when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+from sessionwire.adapters.http_api import MAX_BODY_BYTES, create_app
+
+from sessionwire import Gateway
+
+TOKEN = "test-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    url: str
+    token: str
+
+    def client(self, session: str | None = "main", token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        if session is not None:
+            headers["X-Sessionwire-Session"] = session
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@contextmanager
+def live_server(
+    store: str,
+    *,
+    runtime: Any = None,
+    config: Any = None,
+    token: str = TOKEN,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Iterator[LiveServer]:
+    port = free_port()
+    servers: list[uvicorn.Server] = []
+    failures: list[BaseException] = []
+
+    async def serve() -> None:
+        gateway = await Gateway.open(config=config, store=store, runtime=runtime)
+        try:
+            app = create_app(gateway, token, max_body_bytes=max_body_bytes)
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+                )
+            )
+            servers.append(server)
+            await server.serve()
+        finally:
+            await gateway.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # reported to the test below
+            failures.append(error)
+
+    thread = threading.Thread(target=run, name=f"http-gateway:{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not (servers and servers[0].started):
+        if failures or not thread.is_alive():
+            raise RuntimeError(f"the HTTP gateway did not start: {failures!r}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the HTTP gateway did not start within 30 s")
+        time.sleep(0.02)
+    try:
+        yield LiveServer(url=f"http://127.0.0.1:{port}", token=token)
+    finally:
+        servers[0].should_exit = True
+        thread.join(30)
+    if failures:
+        raise failures[0]
