@@ -10,6 +10,7 @@ import uvicorn
 from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli_context import EXIT_USAGE, CliOptions, fail
 from sessionwire.adapters.http_api import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.scripted_runtime import ScriptedRuntime, ScriptError
 
 DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
@@ -51,6 +52,11 @@ def read_token(token_env: str, token_file: str | None) -> str:
     type=click.IntRange(1),
     help="larger request bodies get 413",
 )
+@click.option(
+    "--script",
+    default=None,
+    help="answer runs with a ScriptedRuntime from this YAML/JSON file (demos, tests)",
+)
 @pass_options
 def serve(
     options: CliOptions,
@@ -59,9 +65,20 @@ def serve(
     token_env: str,
     token_file: str | None,
     max_body_bytes: int,
+    script: str | None,
 ) -> int:
-    """Serve the session tools and gateway methods over HTTP (bearer token required)."""
+    """Serve the session tools and gateway methods over HTTP (bearer token required).
+
+    Without --script the gateway has no agent runtime: runs that sessions_send or
+    sessions_spawn start end in an error saying so.
+    """
     token = read_token(token_env, token_file)
+    runtime = None
+    if script is not None:
+        try:
+            runtime = ScriptedRuntime.from_file(script)
+        except ScriptError as error:
+            fail(str(error), EXIT_USAGE)
 
     async def work(gateway: Gateway) -> int:
         app = create_app(gateway, token, max_body_bytes=max_body_bytes)
@@ -82,4 +99,8 @@ def serve(
         await server.serve()
         return 0
 
-    return options.run(work)
+    try:
+        return options.run(work, runtime=runtime)
+    except KeyboardInterrupt:
+        # uvicorn shuts down on Ctrl+C, then re-raises it; stopping is the normal end.
+        return 0

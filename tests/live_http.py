@@ -7,12 +7,17 @@ closed when the server stops.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -91,3 +96,49 @@ def live_server(
         thread.join(30)
     if failures:
         raise failures[0]
+
+
+@contextmanager
+def serve_process(
+    command: str, *, port: int, env: dict[str, str], cwd: str, setup: str = ""
+) -> Iterator[subprocess.Popen[str]]:
+    """``sessionwire serve`` as a shell command (after ``setup``) in its own process group,
+    stopped with Ctrl+C (SIGINT) afterwards; waits until /readyz answers."""
+    process = subprocess.Popen(
+        ["bash", "-c", f"{setup}\nexec {command}"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            if process.poll() is not None:
+                _, stderr = process.communicate()
+                raise RuntimeError(f"serve exited with {process.returncode}: {stderr}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve did not become ready within 60 s")
+            time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment with this interpreter's ``sessionwire`` first on PATH."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", **extra}
