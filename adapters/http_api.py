@@ -13,6 +13,7 @@ nor closes it). Routes (docs/http.md has examples):
 Every error is ``{"error": {"code", "message"}}``; see docs/adr/0010-http-gateway.md.
 """
 
+import hashlib
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterator
@@ -173,13 +174,17 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
 def create_app(
     gateway: GatewayService, token: str, *, max_body_bytes: int = MAX_BODY_BYTES
 ) -> FastAPI:
     """The HTTP gateway over ``gateway`` for callers presenting ``token`` as a bearer token."""
     if not token or not token.strip():
         raise ValueError("the HTTP gateway needs a non-empty token")
-    expected = token.strip().encode()
+    expected = _digest(token.strip())
     methods = GatewayMethods(gateway)
     app = FastAPI(
         title="sessionwire",
@@ -194,8 +199,9 @@ def create_app(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> None:
-        given = credentials.credentials.encode() if credentials is not None else b""
-        # compare_digest takes as long for a near miss as for a wild guess.
+        given = _digest(credentials.credentials if credentials is not None else "")
+        # Equal-length digests, compared in constant time: neither a near miss nor the
+        # token's length shows in the response time.
         if not hmac.compare_digest(given, expected):
             client = request.client.host if request.client else None
             log.info("request refused: bad or missing token", path=request.url.path, client=client)

@@ -17,6 +17,7 @@ from sessionwire.testing import ScriptedRuntime
 
 SCRIPT = {
     "rules": [
+        {"step": "primary", "match": "^slow", "reply": "late", "delaySeconds": 3},
         {"step": "primary", "reply": "pong: {message}"},
         {"step": "reply_back", "reply": "REPLY_SKIP"},
         {"step": "announce", "reply": "ANNOUNCE_SKIP"},
@@ -193,7 +194,9 @@ def test_send_waits_for_the_reply_and_agent_wait_reports_the_run(client: httpx.C
     ).json()
     assert sent["status"] == "ok", sent
     assert sent["reply"] == "pong: ping"
-    waited = client.post("/v1/methods/agent.wait", json={"runId": sent["runId"]}).json()
+    waited = client.post(
+        "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 0}
+    ).json()
     assert waited["runId"] == sent["runId"]
     assert waited["status"] == "ok"
     assert waited["startedAt"] <= waited["endedAt"]
@@ -215,6 +218,17 @@ def test_fire_and_forget_then_agent_wait(client: httpx.Client) -> None:
         "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 20_000}
     ).json()
     assert waited["status"] == "ok"
+
+
+def test_agent_wait_times_out_on_a_run_still_going(client: httpx.Client) -> None:
+    sent = client.post(
+        "/v1/tools/sessions_send",
+        json={"sessionKey": "main", "message": "slow one", "timeoutSeconds": 0},
+    ).json()
+    waited = client.post(
+        "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 50}
+    ).json()
+    assert waited == {"runId": sent["runId"], "status": "timeout"}
 
 
 def test_spawn_returns_at_once_and_the_child_run_can_be_awaited(client: httpx.Client) -> None:

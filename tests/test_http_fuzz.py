@@ -44,6 +44,22 @@ def operations(server: LiveServer) -> list[Any]:
     return [result.ok() for result in document.get_all_operations()]
 
 
+def fuzz(operation: Any, mode: GenerationMode, headers: dict[str, str]) -> None:
+    excluded = [negative_data_rejection] if operation.path.startswith("/v1/tools/") else []
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def exchange(case: schemathesis.Case) -> None:
+        case.call_and_validate(headers=headers, excluded_checks=excluded, timeout=60)
+
+    exchange()
+
+
 # One test per generation mode, looping over the operations: schemathesis' own pytest
 # plugin does not run under pytest 9 yet.
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
@@ -53,20 +69,8 @@ def test_no_operation_fails_or_leaves_its_document(
     headers = {"Authorization": f"Bearer {fuzzed_server.token}"}
     tested = []
     for operation in operations(fuzzed_server):
-        excluded = [negative_data_rejection] if operation.path.startswith("/v1/tools/") else []
-
-        @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(
-            max_examples=EXAMPLES_PER_OPERATION,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        def exchange(case: schemathesis.Case, excluded: list[Any] = excluded) -> None:
-            case.call_and_validate(headers=headers, excluded_checks=excluded, timeout=60)
-
         try:
-            exchange()
+            fuzz(operation, mode, headers)
         except Unsatisfiable:
             # GET /healthz and friends take nothing, so there is nothing to get wrong.
             assert mode is GenerationMode.NEGATIVE, operation.label
