@@ -24,9 +24,21 @@ import httpx
 import uvicorn
 from sessionwire.adapters.http_api import MAX_BODY_BYTES, create_app
 
-from sessionwire import Gateway
+from sessionwire import Gateway, SyncGateway
+from sessionwire.testing import ScriptedRuntime
 
 TOKEN = "test-token-0123456789"
+
+SCRIPT = {
+    "rules": [
+        {"step": "primary", "match": "^slow", "reply": "late", "delaySeconds": 3},
+        {"step": "primary", "reply": "pong: {message}"},
+        {"step": "reply_back", "reply": "REPLY_SKIP"},
+        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+        {"step": "subagent_task", "reply": "done"},
+        {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
+    ]
+}
 
 
 def free_port() -> int:
@@ -96,6 +108,31 @@ def live_server(
         thread.join(30)
     if failures:
         raise failures[0]
+
+
+def seed(store: str) -> None:
+    """Three sessions of two agents; main has a toolResult message."""
+    with SyncGateway.open(store=store) as gateway:
+        gateway.record_message("main", role="user", content="hello", channel="webchat")
+        gateway.record_message("main", role="assistant", content="hi there")
+        gateway.record_message("main", role="toolResult", content="tool output")
+        gateway.record_message(
+            "discord:group:ops",
+            role="user",
+            content="deploy done",
+            channel="discord",
+            chat_type="group",
+            display_name="#ops",
+        )
+        gateway.record_message("agent:work:main", role="user", content="work stuff")
+
+
+@contextmanager
+def scripted_server(store: str) -> Iterator[LiveServer]:
+    """A live gateway on ``store`` (seeded) whose agents answer from SCRIPT."""
+    seed(store)
+    with live_server(store, runtime=ScriptedRuntime.from_dict(SCRIPT)) as live:
+        yield live
 
 
 @contextmanager

@@ -8,47 +8,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_http import LiveServer, live_server
+from live_http import LiveServer, scripted_server
 from sessionwire.adapters.http_api import create_app
 from sessionwire.application.tool_schemas import TOOL_PARAMETERS
 
-from sessionwire import Gateway, SyncGateway
-from sessionwire.testing import ScriptedRuntime
+from sessionwire import Gateway
 
-SCRIPT = {
-    "rules": [
-        {"step": "primary", "match": "^slow", "reply": "late", "delaySeconds": 3},
-        {"step": "primary", "reply": "pong: {message}"},
-        {"step": "reply_back", "reply": "REPLY_SKIP"},
-        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
-        {"step": "subagent_task", "reply": "done"},
-        {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
-    ]
-}
 METHODS = ["sessions.list", "sessions.resolve", "sessions.patch", "chat.history", "agent.wait"]
-
-
-def seed(store: str) -> None:
-    with SyncGateway.open(store=store) as gateway:
-        gateway.record_message("main", role="user", content="hello", channel="webchat")
-        gateway.record_message("main", role="assistant", content="hi there")
-        gateway.record_message("main", role="toolResult", content="tool output")
-        gateway.record_message(
-            "discord:group:ops",
-            role="user",
-            content="deploy done",
-            channel="discord",
-            chat_type="group",
-            display_name="#ops",
-        )
-        gateway.record_message("agent:work:main", role="user", content="work stuff")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    store = f"sqlite:///{tmp_path_factory.mktemp('http')}/sessions.db"
-    seed(store)
-    with live_server(store, runtime=ScriptedRuntime.from_dict(SCRIPT)) as live:
+    with scripted_server(f"sqlite:///{tmp_path_factory.mktemp('http')}/sessions.db") as live:
         yield live
 
 
@@ -414,3 +385,18 @@ def test_the_openapi_document_carries_each_tools_json_schema(server: LiveServer)
     for name in METHODS:
         assert "post" in document["paths"][f"/v1/methods/{name}"]
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_the_gateway_serves_a_postgresql_store_too(postgres_url: str) -> None:
+    with scripted_server(postgres_url) as live, live.client() as http:
+        listed = http.post("/v1/methods/sessions.list", json={}).json()
+        sent = http.post(
+            "/v1/tools/sessions_send",
+            json={"sessionKey": "discord:group:ops", "message": "ping", "timeoutSeconds": 20},
+        ).json()
+        waited = http.post("/v1/methods/agent.wait", json={"runId": sent["runId"]}).json()
+        ready = http.get("/readyz")
+    assert listed["count"] == 3
+    assert sent["reply"] == "pong: ping"
+    assert waited["status"] == "ok"
+    assert ready.json() == {"status": "ready"}

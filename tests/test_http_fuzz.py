@@ -15,21 +15,16 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
-from live_http import LiveServer, live_server
+from live_http import LiveServer, scripted_server
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import negative_data_rejection
-from test_http_api import SCRIPT, seed
-
-from sessionwire.testing import ScriptedRuntime
 
 EXAMPLES_PER_OPERATION = 60
 
 
 @pytest.fixture(scope="module")
 def fuzzed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    store = f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/sessions.db"
-    seed(store)
-    with live_server(store, runtime=ScriptedRuntime.from_dict(SCRIPT)) as live:
+    with scripted_server(f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/sessions.db") as live:
         yield live
 
 
