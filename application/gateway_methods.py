@@ -32,6 +32,7 @@ HISTORY_MAX_LIMIT = 1000
 WAIT_DEFAULT_MS = 30_000
 # An HTTP request should not be held open for hours; a longer wait can simply be repeated.
 WAIT_MAX_MS = 600_000
+WAIT_POLL_SECONDS = 1.0
 
 
 class MethodFailed(Exception):
@@ -244,19 +245,24 @@ class GatewayMethods:
         if runs.load(run_id) is None:
             raise MethodFailed("not_found", f"Run not found: {params.runId}")
         timeout = min(params.timeoutMs, WAIT_MAX_MS) / 1000
-        if timeout > 0:
-            await runs.wait(run_id, timeout=timeout)
-        # Read the store, not the wait's answer: another gateway process sharing the
-        # store may have ended the run, and this process is then never told.
-        run = runs.load(run_id)
-        assert run is not None
+        waited = 0.0
+        while True:
+            # The store, not only this process's wait, says when the run ended: another
+            # gateway process sharing the store may run it, and this one is never told.
+            run = runs.load(run_id)
+            assert run is not None
+            if run.state.ended or waited >= timeout:
+                break
+            step = min(WAIT_POLL_SECONDS, timeout - waited)
+            await runs.wait(run_id, timeout=step)
+            waited += step
         state = run.state
         if not state.ended:
             return AgentWaitResult(runId=str(run_id), status="timeout")
         status: Literal["ok", "error", "timeout"] = "ok" if state.status == "ok" else "error"
         error = state.error
         if state.status == "timeout":
-            # OpenClaw reports a run aborted by its own timeout as an error, not a wait timeout.
+            # agent.wait reports an ended run as ok or error (§11); "timeout" means the wait.
             error = error or "run timed out"
         return AgentWaitResult(
             runId=str(run_id),

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_http import LiveServer, scripted_server
+from live_http import SCRIPT, LiveServer, live_server, scripted_server
 from sessionwire.adapters.http_api import create_app
 from sessionwire.application.tool_schemas import TOOL_PARAMETERS
 
 from sessionwire import Gateway
+from sessionwire.testing import ScriptedRuntime
 
 METHODS = ["sessions.list", "sessions.resolve", "sessions.patch", "chat.history", "agent.wait"]
 
@@ -400,3 +401,21 @@ def test_the_gateway_serves_a_postgresql_store_too(postgres_url: str) -> None:
     assert sent["reply"] == "pong: ping"
     assert waited["status"] == "ok"
     assert ready.json() == {"status": "ready"}
+
+
+def test_agent_wait_sees_a_run_that_another_gateway_process_ends(postgres_url: str) -> None:
+    """Two gateways on one database: the one waiting never ran the run itself."""
+    with (
+        scripted_server(postgres_url) as runner,
+        live_server(postgres_url, runtime=ScriptedRuntime.from_dict(SCRIPT)) as waiter,
+    ):
+        with runner.client() as http:
+            sent = http.post(
+                "/v1/tools/sessions_send",
+                json={"sessionKey": "discord:group:ops", "message": "slow", "timeoutSeconds": 0},
+            ).json()
+        with waiter.client() as http:
+            waited = http.post(
+                "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 30_000}
+            ).json()
+    assert waited["status"] == "ok"
