@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import structlog
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -54,6 +54,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 1024 * 1024
+LIST_EVERYTHING = SessionsListMethodParams()
 SESSION_HEADER = "X-Sessionwire-Session"
 
 log = structlog.get_logger("sessionwire.http")
@@ -358,8 +359,12 @@ def create_app(
         )
 
     @method("sessions.list", SessionsListMethodResult)
-    async def sessions_list(params: SessionsListMethodParams) -> SessionsListMethodResult:
-        """Every active session, newest first, keys canonical (no requester filtering)."""
+    async def sessions_list(
+        params: Annotated[SessionsListMethodParams, Body()] = LIST_EVERYTHING,
+    ) -> SessionsListMethodResult:
+        """Every active session, newest first, keys canonical (no requester filtering).
+
+        The body may be left out: every parameter has a default."""
         with refusals():
             return methods.sessions_list(params)
 

@@ -269,7 +269,7 @@ def test_bodies_over_the_limit_are_413(client: httpx.Client) -> None:
 
 
 def test_sessions_list_method_shows_every_agent_with_canonical_keys(client: httpx.Client) -> None:
-    listed = client.post("/v1/methods/sessions.list", json={}).json()
+    listed = client.post("/v1/methods/sessions.list").json()  # no body: the defaults
     keys = [row["key"] for row in listed["sessions"]]
     assert {"agent:main:main", "agent:main:discord:group:ops", "agent:work:main"} <= set(keys)
     assert listed["count"] == len(keys)
