@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -16,6 +17,15 @@ DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
 
 pass_options = click.make_pass_decorator(CliOptions)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def read_token(token_env: str, token_file: str | None) -> str:
@@ -96,6 +106,12 @@ def serve(
         click.echo(
             f"sessionwire: serving {gateway.store.location} on http://{host}:{port}", err=True
         )
+        if not is_loopback(host):
+            click.echo(
+                "sessionwire: warning: listening beyond this machine; the token is all that "
+                "guards every session (put TLS in front)",
+                err=True,
+            )
         await server.serve()
         return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 from live_http import cli_env, free_port, serve_process
+from sessionwire.adapters.cli_serve import is_loopback
 
 
 def sessionwire(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -75,4 +76,15 @@ def test_serve_reads_the_token_file_binds_loopback_and_stops_on_ctrl_c(tmp_path:
     assert too_big.status_code == 413
     assert server.returncode == 0
     assert server.stderr is not None
-    assert f"on http://127.0.0.1:{port}" in server.stderr.read()
+    stderr = server.stderr.read()
+    assert f"on http://127.0.0.1:{port}" in stderr
+    assert "warning" not in stderr
+
+
+def test_serve_warns_only_when_listening_beyond_loopback() -> None:
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.168.1.20")
+    assert not is_loopback("gateway.example.com")
