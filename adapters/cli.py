@@ -26,6 +26,7 @@ from sessionwire.adapters.cli_context import (
     present,
 )
 from sessionwire.adapters.cli_mcp import mcp_command
+from sessionwire.adapters.cli_serve import serve
 from sessionwire.adapters.terminal_views import (
     agents_view,
     history_view,
@@ -184,6 +185,7 @@ def demo(options: CliOptions) -> int:
 
 cli.add_command(audit)
 cli.add_command(mcp_command)
+cli.add_command(serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,307 @@
+"""The gateway methods the session tools rest on (openclaw-behaviour.md §11).
+
+``sessions.list``, ``sessions.resolve``, ``sessions.patch``, ``chat.history`` and
+``agent.wait`` as OpenClaw's gateway offers them to operators: no requester, so no
+visibility or agent-to-agent filtering (the tools do that). Keys come back canonical
+(``agent:<id>:<rest>``). A method either returns its result or raises ``MethodFailed``
+(``invalid`` for bad parameters, ``not_found`` for a missing session or run).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+from sessionwire.application.context import Requester, ToolContext
+from sessionwire.application.gateway import GatewayService, SessionNotFound
+from sessionwire.application.ports import SessionQuery, StoredSession
+from sessionwire.application.sessions_history import MAX_HISTORY_BYTES, cap_bytes
+from sessionwire.application.sessions_list import row
+from sessionwire.application.tool_params import MAX_ACTIVE_MINUTES
+from sessionwire.application.tool_results import SessionListRow
+from sessionwire.domain.keys import InvalidSessionKey, normalize_agent_id
+from sessionwire.domain.session import InvalidPatch, to_millis, validate_patch
+from sessionwire.domain.transcript import clean_for_reader
+
+LIST_DEFAULT_LIMIT = 200
+LIST_MAX_LIMIT = 1000
+HISTORY_DEFAULT_LIMIT = 200
+HISTORY_MAX_LIMIT = 1000
+WAIT_DEFAULT_MS = 30_000
+# An HTTP request should not be held open for hours; a longer wait can simply be repeated.
+WAIT_MAX_MS = 600_000
+WAIT_POLL_SECONDS = 1.0
+
+
+class MethodFailed(Exception):
+    """A method's refusal: ``code`` is ``invalid`` (bad parameters) or ``not_found``."""
+
+    def __init__(self, code: Literal["invalid", "not_found"], message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class MethodModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# Parameters -----------------------------------------------------------------------------
+
+
+class SessionsListMethodParams(MethodModel):
+    limit: int = Field(default=LIST_DEFAULT_LIMIT, ge=1, description="clamped to 1000")
+    activeMinutes: int | None = Field(default=None, ge=1)
+    agentId: str | None = Field(default=None, max_length=64)
+    spawnedBy: str | None = Field(default=None, max_length=512)
+    includeGlobal: bool = False
+    includeUnknown: bool = False
+
+
+class SessionsResolveParams(MethodModel):
+    """Exactly one of ``key``, ``sessionId`` and ``label``."""
+
+    key: str | None = Field(default=None, max_length=512)
+    sessionId: str | None = Field(default=None, max_length=128)
+    label: str | None = Field(default=None, max_length=256)
+    agentId: str | None = Field(default=None, max_length=64)
+
+
+class SessionsPatchParams(MethodModel):
+    """``null`` clears a field; a field left out stays as it is."""
+
+    key: str = Field(max_length=512)
+    label: str | None = Field(default=None, max_length=256)
+    model: str | None = Field(default=None, max_length=256)
+    thinkingLevel: str | None = Field(default=None, max_length=32)
+    verboseLevel: str | None = Field(default=None, max_length=32)
+    sendPolicy: str | None = Field(default=None, max_length=32, description='"allow" or "deny"')
+
+
+class ChatHistoryParams(MethodModel):
+    sessionKey: str = Field(max_length=512)
+    limit: int = Field(default=HISTORY_DEFAULT_LIMIT, ge=1, le=HISTORY_MAX_LIMIT)
+
+
+class AgentWaitParams(MethodModel):
+    runId: str = Field(max_length=64)
+    timeoutMs: int = Field(default=WAIT_DEFAULT_MS, ge=0, description="clamped to 600000")
+
+
+# Results --------------------------------------------------------------------------------
+
+
+class SessionsListMethodResult(MethodModel):
+    ts: int
+    path: str
+    count: int
+    sessions: list[SessionListRow]
+
+
+class SessionsResolveResult(MethodModel):
+    ok: Literal[True] = True
+    key: str
+
+
+class SessionsPatchResult(MethodModel):
+    ok: Literal[True] = True
+    path: str
+    key: str
+    entry: dict[str, Any]
+
+
+class ChatHistoryResult(MethodModel):
+    sessionKey: str
+    sessionId: str
+    messages: list[dict[str, Any]]
+    thinkingLevel: str | None
+
+
+class AgentWaitResult(MethodModel):
+    runId: str
+    status: Literal["ok", "error", "timeout"]
+    startedAt: int | None = None
+    endedAt: int | None = None
+    error: str | None = None
+
+
+# The methods ----------------------------------------------------------------------------
+
+
+class GatewayMethods:
+    """The gateway's operator methods over one open gateway."""
+
+    def __init__(self, gateway: GatewayService) -> None:
+        self.gateway = gateway
+        self.rules = gateway.config.key_rules
+
+    def sessions_list(self, params: SessionsListMethodParams) -> SessionsListMethodResult:
+        now = to_millis(self.gateway.clock.now())
+        excluded = set()
+        if not params.includeGlobal:
+            excluded.add("global")
+        if not params.includeUnknown:
+            excluded.add("unknown")
+        query = SessionQuery(
+            limit=min(params.limit, LIST_MAX_LIMIT),
+            # Beyond the tool's bound every session counts as active (as in sessions_list).
+            updated_since_ms=(
+                now - params.activeMinutes * 60_000
+                if params.activeMinutes is not None and params.activeMinutes <= MAX_ACTIVE_MINUTES
+                else None
+            ),
+            agent_ids=(
+                frozenset({normalize_agent_id(params.agentId)})
+                if params.agentId is not None
+                else None
+            ),
+            spawned_by=self._canonical(params.spawnedBy) if params.spawnedBy else None,
+            exclude_keys=frozenset(excluded),
+        )
+        context = self._context()
+        rows = [self._row(context, stored) for stored in self.gateway.store.list_sessions(query)]
+        return SessionsListMethodResult(
+            ts=now, path=self.gateway.store.location, count=len(rows), sessions=rows
+        )
+
+    def sessions_resolve(self, params: SessionsResolveParams) -> SessionsResolveResult:
+        given = [
+            name
+            for name, value in (
+                ("key", params.key),
+                ("sessionId", params.sessionId),
+                ("label", params.label),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise MethodFailed("invalid", "Provide either key, sessionId, or label (not multiple)")
+        if not given:
+            raise MethodFailed("invalid", "Either key, sessionId, or label is required")
+        agent = normalize_agent_id(params.agentId) if params.agentId is not None else None
+        if params.key is not None:
+            found = self.gateway.store.session(self._canonical(params.key, agent_id=agent))
+            if found is None or found.state.status != "active":
+                raise MethodFailed("not_found", f"No session found: {params.key}")
+            return SessionsResolveResult(key=found.state.key)
+        if params.sessionId is not None:
+            wanted = params.sessionId.strip().lower()
+            matches = self._of_agent(self.gateway.store.sessions_by_session_id(wanted), agent)
+            return self._one(
+                matches,
+                missing=f"No session found: {params.sessionId}",
+                several=f"Multiple sessions found for sessionId: {params.sessionId}",
+            )
+        try:
+            label = validate_patch({"label": params.label})["label"] or ""
+        except InvalidPatch as error:
+            raise MethodFailed("invalid", str(error)) from None
+        matches = self._of_agent(self.gateway.store.sessions_by_label(label), agent)
+        return self._one(
+            matches,
+            missing=f"No session found with label: {label}",
+            several=f"Multiple sessions found with label: {label}",
+        )
+
+    async def sessions_patch(self, params: SessionsPatchParams) -> SessionsPatchResult:
+        changes = params.model_dump(exclude={"key"}, exclude_unset=True)
+        try:
+            patched = await self.gateway.patch_session(params.key, **changes)
+        except SessionNotFound as error:
+            raise MethodFailed("not_found", str(error)) from None
+        except ValueError as error:  # InvalidPatch, InvalidSessionKey, label in use
+            raise MethodFailed("invalid", str(error)) from None
+        return SessionsPatchResult(
+            path=self.gateway.store.location, key=patched["key"], entry=patched["entry"]
+        )
+
+    def chat_history(self, params: ChatHistoryParams) -> ChatHistoryResult:
+        """The session's transcript, toolResult messages included (the tool filters them).
+
+        Archived and deleted sessions still answer: their history stays for auditors.
+        """
+        key = self._canonical(params.sessionKey)
+        stored = self.gateway.store.session(key)
+        if stored is None:
+            raise MethodFailed("not_found", f"Session not found: {params.sessionKey}")
+        texts = self.gateway.store.transcript(stored.id, limit=params.limit, include_tools=True)
+        messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
+        return ChatHistoryResult(
+            sessionKey=key,
+            sessionId=stored.state.session_id,
+            messages=messages,
+            thinkingLevel=stored.state.thinking_level,
+        )
+
+    async def agent_wait(self, params: AgentWaitParams) -> AgentWaitResult:
+        """Wait (on the gateway clock) until the run ends or ``timeoutMs`` passes."""
+        try:
+            run_id = UUID(params.runId.strip())
+        except ValueError:
+            raise MethodFailed("invalid", f"invalid runId: {params.runId!r}") from None
+        runs = self.gateway.runs
+        if runs.load(run_id) is None:
+            raise MethodFailed("not_found", f"Run not found: {params.runId}")
+        timeout = min(params.timeoutMs, WAIT_MAX_MS) / 1000
+        waited = 0.0
+        while True:
+            # The store, not only this process's wait, says when the run ended: another
+            # gateway process sharing the store may run it, and this one is never told.
+            run = runs.load(run_id)
+            assert run is not None
+            if run.state.ended or waited >= timeout:
+                break
+            step = min(WAIT_POLL_SECONDS, timeout - waited)
+            await runs.wait(run_id, timeout=step)
+            waited += step
+        state = run.state
+        if not state.ended:
+            return AgentWaitResult(runId=str(run_id), status="timeout")
+        status: Literal["ok", "error", "timeout"] = "ok" if state.status == "ok" else "error"
+        error = state.error
+        if state.status == "timeout":
+            # agent.wait reports an ended run as ok or error (§11); "timeout" means the wait.
+            error = error or "run timed out"
+        return AgentWaitResult(
+            runId=str(run_id),
+            status=status,
+            startedAt=state.started_at,
+            endedAt=state.ended_at,
+            error=error,
+        )
+
+    # Shared steps -----------------------------------------------------------------------
+
+    def _canonical(self, raw: str, *, agent_id: str | None = None) -> str:
+        try:
+            return self.rules.canonical(raw, agent_id=agent_id)
+        except InvalidSessionKey as error:
+            raise MethodFailed("invalid", str(error)) from None
+
+    def _context(self) -> ToolContext:
+        # The rows need a context only for derived fields; keys are made canonical after.
+        return ToolContext(
+            store=self.gateway.store,
+            config=self.gateway.config,
+            clock=self.gateway.clock,
+            requester=Requester.from_key(self.rules, "main"),
+        )
+
+    @staticmethod
+    def _row(context: ToolContext, stored: StoredSession) -> SessionListRow:
+        return row(context, stored, 0).model_copy(update={"key": stored.state.key})
+
+    @staticmethod
+    def _of_agent(matches: list[StoredSession], agent: str | None) -> list[StoredSession]:
+        return [m for m in matches if agent is None or m.state.agent_id == agent]
+
+    @staticmethod
+    def _one(matches: list[StoredSession], *, missing: str, several: str) -> SessionsResolveResult:
+        if not matches:
+            raise MethodFailed("not_found", missing)
+        if len(matches) > 1:
+            keys = ", ".join(m.state.key for m in matches[:2])
+            raise MethodFailed("invalid", f"{several} ({keys})")
+        return SessionsResolveResult(key=matches[0].state.key)

@@ -1,0 +1,181 @@
+"""A real HTTP gateway for tests: uvicorn on a free loopback port, in a thread of its own.
+
+The gateway is opened inside the server's event loop (its tasks must live there) and
+closed when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from sessionwire.adapters.http_api import MAX_BODY_BYTES, create_app
+
+from sessionwire import Gateway, SyncGateway
+from sessionwire.testing import ScriptedRuntime
+
+TOKEN = "test-token-0123456789"
+
+SCRIPT = {
+    "rules": [
+        {"step": "primary", "match": "^slow", "reply": "late", "delaySeconds": 3},
+        {"step": "primary", "reply": "pong: {message}"},
+        {"step": "reply_back", "reply": "REPLY_SKIP"},
+        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+        {"step": "subagent_task", "reply": "done"},
+        {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
+    ]
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    url: str
+    token: str
+
+    def client(self, session: str | None = "main", token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        if session is not None:
+            headers["X-Sessionwire-Session"] = session
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@contextmanager
+def live_server(
+    store: str,
+    *,
+    runtime: Any = None,
+    config: Any = None,
+    token: str = TOKEN,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Iterator[LiveServer]:
+    port = free_port()
+    servers: list[uvicorn.Server] = []
+    failures: list[BaseException] = []
+
+    async def serve() -> None:
+        gateway = await Gateway.open(config=config, store=store, runtime=runtime)
+        try:
+            app = create_app(gateway, token, max_body_bytes=max_body_bytes)
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+                )
+            )
+            servers.append(server)
+            await server.serve()
+        finally:
+            await gateway.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # reported to the test below
+            failures.append(error)
+
+    thread = threading.Thread(target=run, name=f"http-gateway:{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not (servers and servers[0].started):
+        if failures or not thread.is_alive():
+            raise RuntimeError(f"the HTTP gateway did not start: {failures!r}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the HTTP gateway did not start within 30 s")
+        time.sleep(0.02)
+    try:
+        yield LiveServer(url=f"http://127.0.0.1:{port}", token=token)
+    finally:
+        servers[0].should_exit = True
+        thread.join(30)
+    if failures:
+        raise failures[0]
+
+
+def seed(store: str) -> None:
+    """Three sessions of two agents; main has a toolResult message."""
+    with SyncGateway.open(store=store) as gateway:
+        gateway.record_message("main", role="user", content="hello", channel="webchat")
+        gateway.record_message("main", role="assistant", content="hi there")
+        gateway.record_message("main", role="toolResult", content="tool output")
+        gateway.record_message(
+            "discord:group:ops",
+            role="user",
+            content="deploy done",
+            channel="discord",
+            chat_type="group",
+            display_name="#ops",
+        )
+        gateway.record_message("agent:work:main", role="user", content="work stuff")
+
+
+@contextmanager
+def scripted_server(store: str) -> Iterator[LiveServer]:
+    """A live gateway on ``store`` (seeded) whose agents answer from SCRIPT."""
+    seed(store)
+    with live_server(store, runtime=ScriptedRuntime.from_dict(SCRIPT)) as live:
+        yield live
+
+
+@contextmanager
+def serve_process(
+    command: str, *, port: int, env: dict[str, str], cwd: str, setup: str = ""
+) -> Iterator[subprocess.Popen[str]]:
+    """``sessionwire serve`` as a shell command (after ``setup``) in its own process group,
+    stopped with Ctrl+C (SIGINT) afterwards; waits until /readyz answers."""
+    process = subprocess.Popen(
+        ["bash", "-c", f"{setup}\nexec {command}"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            if process.poll() is not None:
+                _, stderr = process.communicate()
+                raise RuntimeError(f"serve exited with {process.returncode}: {stderr}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve did not become ready within 60 s")
+            time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment with this interpreter's ``sessionwire`` first on PATH."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", **extra}

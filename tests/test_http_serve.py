@@ -1,0 +1,90 @@
+"""`sessionwire serve` through the real command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+from live_http import cli_env, free_port, serve_process
+from sessionwire.adapters.cli_serve import is_loopback
+
+
+def sessionwire(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def test_serve_without_a_token_exits_2(tmp_path: Path) -> None:
+    env = cli_env()
+    env.pop("SESSIONWIRE_TOKEN", None)
+    result = sessionwire("--store", f"sqlite:///{tmp_path}/s.db", "serve", env=env)
+    assert result.returncode == 2
+    assert "no token: set $SESSIONWIRE_TOKEN or pass --token-file" in result.stderr
+
+
+def test_an_empty_token_file_or_a_missing_script_exits_2(tmp_path: Path) -> None:
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    store = f"sqlite:///{tmp_path}/s.db"
+    result = sessionwire("--store", store, "serve", "--token-file", str(empty), env=cli_env())
+    assert result.returncode == 2
+    assert "is empty" in result.stderr
+    no_script = sessionwire(
+        "--store",
+        store,
+        "serve",
+        "--script",
+        str(tmp_path / "none.yaml"),
+        env=cli_env(SESSIONWIRE_TOKEN="t"),
+    )
+    assert no_script.returncode == 2
+    assert "cannot read script" in no_script.stderr
+
+
+def test_serve_reads_the_token_file_binds_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-the-file\n")
+    port = free_port()
+    store = f"sqlite:///{tmp_path}/s.db"
+    command = (
+        f"sessionwire --store {store} serve --port {port} --token-file {token_file} "
+        "--max-body-bytes 2048"
+    )
+    env = cli_env(SESSIONWIRE_TOKEN="not-this-one")
+    with serve_process(command, port=port, env=env, cwd=str(tmp_path)) as server:
+        url = f"http://127.0.0.1:{port}"
+        session = {"X-Sessionwire-Session": "main"}
+        good = {"Authorization": "Bearer from-the-file", **session}
+        listed = httpx.post(f"{url}/v1/tools/sessions_list", json={}, headers=good)
+        from_env = httpx.post(
+            f"{url}/v1/tools/sessions_list",
+            json={},
+            headers={"Authorization": "Bearer not-this-one", **session},
+        )
+        too_big = httpx.post(f"{url}/v1/tools/sessions_list", json={"x": "y" * 4096}, headers=good)
+    assert listed.status_code == 200
+    assert listed.json() == {"count": 0, "sessions": []}
+    assert from_env.status_code == 401
+    assert too_big.status_code == 413
+    assert server.returncode == 0
+    assert server.stderr is not None
+    stderr = server.stderr.read()
+    assert f"on http://127.0.0.1:{port}" in stderr
+    assert "warning" not in stderr
+
+
+def test_serve_warns_only_when_listening_beyond_loopback() -> None:
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.168.1.20")
+    assert not is_loopback("gateway.example.com")
