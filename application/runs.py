@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
@@ -28,6 +29,30 @@ from sessionwire.domain.transcript import TranscriptMessage, Usage
 log = structlog.get_logger("sessionwire.runs")
 
 PENDING = ("queued", "running")
+
+
+class LaneSlot:
+    """One of the ``maxConcurrent`` slots, held by a running run."""
+
+    def __init__(self, lane: asyncio.Semaphore) -> None:
+        self._lane = lane
+        self.held = False
+
+    async def acquire(self) -> None:
+        await self._lane.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._lane.release()
+
+
+# The slot of the run whose turn the current task is in. A run that waits for another
+# run (sessions_send in wait mode from inside its turn) lends its slot while it waits,
+# so a nested send never starves on maxConcurrent (OpenClaw gives nested runs a lane of
+# their own). Tool calls from an in-process runtime share the run's task, so they see it.
+_current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
 
 
 class RunEngine:
@@ -122,15 +147,23 @@ class RunEngine:
         if run is not None and run.state.ended:
             return run.state
         future = self._ending(run_id)
-        if timeout is None:
-            return await asyncio.shield(future)
-        timer = asyncio.ensure_future(self.clock.sleep(timeout))
+        slot = _current_slot.get()
+        lent = slot is not None and slot.held
+        if slot is not None and lent:
+            slot.release()
         try:
-            waits: set[asyncio.Future[Any]] = {future, timer}
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if timeout is None:
+                return await asyncio.shield(future)
+            timer = asyncio.ensure_future(self.clock.sleep(timeout))
+            try:
+                waits: set[asyncio.Future[Any]] = {future, timer}
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+            return future.result() if future in done else None
         finally:
-            timer.cancel()
-        return future.result() if future in done else None
+            if slot is not None and lent:
+                await slot.acquire()
 
     def _settle(self, run: Run) -> None:
         future = self._endings.pop(run.id, None)
@@ -142,15 +175,22 @@ class RunEngine:
     async def _work(self, session_key: str, mailbox: asyncio.Queue[UUID]) -> None:
         while not mailbox.empty() and not self._closing:
             run_id = mailbox.get_nowait()
+            slot = LaneSlot(self._lane)
+            token = _current_slot.set(slot)
             try:
                 # The lane first: a session lock may hold a database connection (PostgreSQL),
-                # so at most maxConcurrent of them are held, never the whole pool.
-                async with self._lane, self.store.session_lock(session_key):
+                # so at most maxConcurrent of them are held, never the whole pool (a run
+                # lending its slot while it waits for a nested run keeps its lock).
+                await slot.acquire()
+                async with self.store.session_lock(session_key):
                     await self._execute(run_id)
             except asyncio.CancelledError:
                 raise
             except Exception:  # one broken run must not stop the session's mailbox
                 log.exception("run crashed", session_key=session_key, run_id=str(run_id))
+            finally:
+                _current_slot.reset(token)
+                slot.release()
 
     async def _execute(self, run_id: UUID) -> None:
         run = self.load(run_id)

@@ -708,21 +708,7 @@ class NestingAgent(QuietAgent):
     "max_concurrent",
     [
         4,
-        pytest.param(
-            1,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "application/runs.py (one maxConcurrent semaphore for every run): with "
-                    "agents.defaults.maxConcurrent 1, an agent calling sessions_send "
-                    "(wait mode) from inside its run holds the only slot T's run needs, so "
-                    "the inner send gives 'timeout' after its full 30 s; expected 'ok' at "
-                    "once (OpenClaw runs sessions_send targets on a lane of their own; "
-                    "with the default 4, four such agents at once all stall until the "
-                    "first inner send times out)"
-                ),
-            ),
-        ),
+        1,
     ],
     ids=["default-4", "max-1"],
 )
