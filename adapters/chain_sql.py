@@ -53,10 +53,10 @@ def sqlite_tables() -> LogTables:
     )
 
 
-def postgres_tables(schema: str) -> LogTables:
+def postgres_tables(schema: str, events_table: str) -> LogTables:
     return LogTables(
         marker="%s",
-        events=f'"{schema}".stored_events',
+        events=f'"{schema}"."{events_table}"',
         position="notification_id",
         chain=f'"{schema}".sw_chain',
         id_type="uuid",

@@ -107,7 +107,8 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
             write_options={"prepare": False},
         )
         self.chain = SqlChain(
-            postgres_tables(self.datastore.schema), write_options={"prepare": False}
+            postgres_tables(self.datastore.schema, self.events_table_name),
+            write_options={"prepare": False},
         )
         # The chain table last: _postgres_setup takes its presence to mean "all created".
         for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
