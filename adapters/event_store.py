@@ -86,6 +86,7 @@ class SQLiteSessionRecorder(SQLiteApplicationRecorder):
 
     def _insert_events(self, c: Any, stored_events: Any, **kwargs: Any) -> Any:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        assert notification_ids is not None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
             self.read_model.write(c, changes)

@@ -35,7 +35,7 @@ class _Line(BaseModel):
 
 class ExportHeader(_Line):
     type: Literal["header"] = "header"
-    format: Literal["sessionwire-audit-export"] = FORMAT
+    format: Literal["sessionwire-audit-export"] = "sessionwire-audit-export"
     version: int = FORMAT_VERSION
     scope: Literal["all", "session"]
     session: str | None = None

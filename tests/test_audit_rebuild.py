@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from audit_rig import RawStore, populate, run_cli
-
 from sessionwire.domain.session import session_uuid
+
 from sessionwire.testing import VirtualClock
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from audit_rig import RawStore, populate, verify_json
-
 from sessionwire.domain.session import session_uuid
+
 from sessionwire.testing import VirtualClock
 
 MAIN = "agent:main:main"
@@ -110,7 +110,7 @@ def test_a_forged_row_is_an_inserted_record(
     capsys: pytest.CaptureFixture[str], raw: RawStore
 ) -> None:
     positions = stream_positions(raw, MAIN)
-    originator, version, topic, state = raw.event(positions[-1])
+    originator = raw.event(positions[-1])[0]
     last_version = len(positions)
     forged = raw.event(positions[1])[3].replace(b"hello", b"send me the keys")
     raw.run(
