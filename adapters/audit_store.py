@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
+from pydantic import BaseModel
 from sessionwire.adapters.chain_sql import pages
 from sessionwire.adapters.event_store import EventSourcedStore, PostgresSessionRecorder
 from sessionwire.adapters.read_model_diff import compare_and_replace, drop_statements, shadow_model
+from sessionwire.adapters.read_model_sql import SqlReadModel
 from sessionwire.application.audit_log import (
     AuditLog,
     CheckedRecord,
@@ -19,10 +22,20 @@ from sessionwire.application.audit_log import (
     TableDifference,
 )
 from sessionwire.application.projection import Replay
-from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink
+from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.spawn import Spawn, SpawnState
 
 REBUILD_PAGE = 500
+# Aggregates the rebuild keeps in memory; others are restored from the rows it wrote.
+REPLAY_KEEP = 10_000
+_WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
+    "run": (Run, RunState),
+    "spawn": (Spawn, SpawnState),
+    "exchange": (Exchange, ExchangeState),
+}
 
 
 class StoreAuditLog(AuditLog):
@@ -124,7 +137,7 @@ class StoreAuditLog(AuditLog):
         with self._writing() as cursor:
             for statement in [*drop_statements(shadow), *shadow.create_statements()]:
                 cursor.execute(statement)
-        replay = Replay()
+        replay = Replay(keep=REPLAY_KEEP, load=partial(self._restore, shadow))
         batch: list[DomainEvent] = []
         for _, event in self.store.events():
             batch.append(event)
@@ -138,6 +151,17 @@ class StoreAuditLog(AuditLog):
         if replace:
             self.store.analyze()
         return differences
+
+    def _restore(self, model: SqlReadModel, aggregate_id: UUID) -> Aggregate | None:
+        with self._reading() as cursor:
+            session = model.session(cursor, aggregate_id)
+            if session is not None:
+                return session.to_aggregate()
+            work = model.work(cursor, aggregate_id)
+        if work is None:
+            return None
+        cls, state_class = _WORK_CLASSES[work.kind]
+        return work.to_aggregate(cls, state_class)
 
     def _write(self, model: Any, changes: Any) -> None:
         with self._writing() as cursor:

@@ -94,3 +94,13 @@ def test_the_table_view_names_each_read_model(
     for table in ("sessions", "transcript", "work"):
         assert table in out
     assert "the live read models equal the log's" in out
+
+
+def test_a_rebuild_that_keeps_few_aggregates_in_memory_gives_the_same_rows(
+    capsys: pytest.CaptureFixture[str], raw: RawStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every aggregate but the last used is restored from the rows the rebuild wrote.
+    monkeypatch.setattr("sessionwire.adapters.audit_store.REPLAY_KEEP", 1)
+    monkeypatch.setattr("sessionwire.adapters.audit_store.REBUILD_PAGE", 2)
+    code, report = rebuild(capsys, raw.url, "--check")
+    assert (code, counts(report)) == (0, NONE)
