@@ -34,6 +34,7 @@ from sessionwire.adapters.event_store import EventSourcedStore, StoreURLError
 from sessionwire.application.audit_export import ExportFormatError, export_lines, import_export
 from sessionwire.application.audit_log import ImportRefused, TableDifference
 from sessionwire.application.audit_verify import VerifyReport, verify
+from sessionwire.domain.keys import InvalidSessionKey
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -131,7 +132,10 @@ def verify_view(report: VerifyReport) -> RenderableType:
 @pass_options
 def export_command(options: CliOptions, session_key: str | None, format_: str, output: str) -> int:
     """Write the event log as JSON lines (re-importable when complete)."""
-    key = None if session_key is None else options.config().key_rules.canonical(session_key)
+    try:
+        key = None if session_key is None else options.config().key_rules.canonical(session_key)
+    except InvalidSessionKey as error:
+        fail(str(error), EXIT_USAGE)
     with open_log(options) as log:
         lines = export_lines(log, session_key=key)
         if output == "-":

@@ -172,3 +172,12 @@ def test_import_refuses_a_store_that_holds_events(
     assert code == 2
     assert "already holds events; import only into an empty store" in err
     assert len(contents(store)[0]) == 2
+
+
+def test_a_session_export_needs_a_valid_key(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = f"sqlite:///{tmp_path}/keys.db"
+    code, out, err = run_cli(capsys, "--store", store, "audit", "export", "--session", " ")
+    assert (code, out) == (2, "")
+    assert "session key is empty" in err
