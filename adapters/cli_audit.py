@@ -5,8 +5,20 @@ to this group here."""
 from __future__ import annotations
 
 import click
+from sessionwire.adapters.cli_audit_integrity import (
+    export_command,
+    import_command,
+    rebuild_command,
+    verify_command,
+)
 
 
 @click.group()
 def audit() -> None:
     """Replay, export and verify what the store recorded."""
+
+
+audit.add_command(verify_command)
+audit.add_command(export_command)
+audit.add_command(import_command)
+audit.add_command(rebuild_command)

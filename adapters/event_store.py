@@ -19,11 +19,12 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
 from psycopg.sql import SQL
+from sessionwire.adapters.chain_sql import SqlChain, postgres_tables, sqlite_tables
 from sessionwire.adapters.read_model_sql import SqlReadModel
 from sessionwire.adapters.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports import (
@@ -35,6 +36,7 @@ from sessionwire.application.ports import (
 )
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
 KindOf = Callable[[SessionState], str]
@@ -52,19 +54,44 @@ def _no_kind(state: SessionState) -> str:
     return "other"
 
 
+def _contents(
+    notification_ids: Sequence[int], stored_events: Sequence[StoredEvent]
+) -> list[tuple[int, RecordContent]]:
+    return [
+        (
+            notification_id,
+            RecordContent(
+                originator_id=UUID(str(stored.originator_id)),
+                originator_version=stored.originator_version,
+                topic=stored.topic,
+                state=stored.state,
+            ),
+        )
+        for notification_id, stored in zip(notification_ids, stored_events, strict=True)
+    ]
+
+
 class SQLiteSessionRecorder(SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.read_model = SqlReadModel(marker="?", kind_of=_no_kind, write_options={})
+        self.chain = SqlChain(sqlite_tables(), write_options={})
         super().__init__(*args, **kwargs)
 
     def construct_create_table_statements(self) -> list[str]:
-        return [*super().construct_create_table_statements(), *self.read_model.create_statements()]
+        return [
+            *super().construct_create_table_statements(),
+            *self.read_model.create_statements(),
+            *self.chain.create_statements(),
+        ]
 
     def _insert_events(self, c: Any, stored_events: Any, **kwargs: Any) -> Any:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        assert notification_ids is not None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
             self.read_model.write(c, changes)
+        # The hash chain, in the transaction that records the events (ADR 0011).
+        self.chain.append(c, _contents(notification_ids, stored_events))
         return notification_ids
 
 
@@ -80,7 +107,12 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
             kind_of=_no_kind,
             write_options={"prepare": False},
         )
-        for statement in self.read_model.create_statements():
+        self.chain = SqlChain(
+            postgres_tables(self.datastore.schema, self.events_table_name),
+            write_options={"prepare": False},
+        )
+        # The chain table last: _postgres_setup takes its presence to mean "all created".
+        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
 
     def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
@@ -94,6 +126,18 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
             # Another cursor: eventsourcing reads the new notification ids from this one.
             with curs.connection.cursor() as view_cursor:
                 self.read_model.write(view_cursor, changes)
+
+    def _fetch_ids_after_insert_events(
+        self, curs: Any, stored_events: Any, **kwargs: Any
+    ) -> Sequence[int] | None:
+        # After the pipeline's sync: the events are in (a conflict raised before this)
+        # and the table lock taken before them serialises every writer until commit, so
+        # the chain's head read here is the log's head (ADR 0011).
+        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        assert notification_ids is not None
+        with curs.connection.cursor() as chain_cursor:
+            self.chain.append(chain_cursor, _contents(notification_ids, stored_events))
+        return notification_ids
 
 
 # First half of the advisory-lock key pair for session locks (any fixed number).
@@ -229,7 +273,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
         try:
             connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             found = connection.execute(
-                "SELECT to_regclass(%s)", (f'"{schema}".sw_transcript',)
+                "SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)
             ).fetchone()
             if found is not None and found[0] is not None:
                 env["CREATE_TABLE"] = "n"

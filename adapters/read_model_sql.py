@@ -31,14 +31,23 @@ class Cursor(Protocol):
 
 class SqlReadModel:
     def __init__(
-        self, *, marker: str, prefix: str = "", kind_of: Any, write_options: dict[str, Any]
+        self,
+        *,
+        marker: str,
+        prefix: str = "",
+        kind_of: Any,
+        write_options: dict[str, Any],
+        name_prefix: str = "",
     ) -> None:
         self.m = marker
         # Options for every write (psycopg: no server-side prepare, see PostgresSessionRecorder).
         self.write_options = write_options
-        self.sessions = f"{prefix}sw_sessions"
-        self.transcript = f"{prefix}sw_transcript"
-        self.work_table = f"{prefix}sw_work"
+        # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
+        # projects into those, then compares them with the live ones).
+        self.n = name_prefix
+        self.sessions = f"{prefix}{name_prefix}sw_sessions"
+        self.transcript = f"{prefix}{name_prefix}sw_transcript"
+        self.work_table = f"{prefix}{name_prefix}sw_work"
         self.prefix = prefix
         m = marker
         self.insert_session = (
@@ -76,10 +85,11 @@ class SqlReadModel:
             "agent_id TEXT NOT NULL, kind TEXT NOT NULL, label TEXT, spawned_by TEXT, "
             "status TEXT NOT NULL, updated_at BIGINT NOT NULL, version BIGINT NOT NULL, "
             "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL)",
-            f"CREATE INDEX IF NOT EXISTS sw_sessions_recent ON {self.sessions} "
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_recent ON {self.sessions} "
             "(status, updated_at DESC, key)",
-            f"CREATE INDEX IF NOT EXISTS sw_sessions_session_id ON {self.sessions} (session_id)",
-            f"CREATE INDEX IF NOT EXISTS sw_sessions_label ON {self.sessions} (label)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_session_id ON {self.sessions} "
+            "(session_id)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_label ON {self.sessions} (label)",
             f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
             "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
             "message TEXT NOT NULL, PRIMARY KEY (session, seq))",
@@ -87,9 +97,9 @@ class SqlReadModel:
             "id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
             "session_key TEXT NOT NULL, position BIGINT NOT NULL, version BIGINT NOT NULL, "
             "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL)",
-            f"CREATE INDEX IF NOT EXISTS sw_work_pending ON {self.work_table} "
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_work_pending ON {self.work_table} "
             "(kind, status, position)",
-            f"CREATE INDEX IF NOT EXISTS sw_work_position ON {self.work_table} (position)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_work_position ON {self.work_table} (position)",
         ]
 
     def drop_statements(self) -> list[str]:

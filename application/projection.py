@@ -7,7 +7,8 @@ log, so the two can be compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -123,23 +124,47 @@ def work_row(
 
 
 class Replay:
-    """Folds the event log back into read-model changes, one batch at a time."""
+    """Folds the event log back into read-model changes, one batch at a time.
 
-    def __init__(self) -> None:
-        # Every aggregate seen so far, in its latest state. Sessions, runs and
-        # exchanges are small (transcripts are not kept here), so a full replay fits.
-        self._aggregates: dict[UUID, Aggregate] = {}
+    By default every aggregate seen so far stays in memory in its latest state (sessions,
+    runs and exchanges are small: transcripts are not kept here). With ``keep``, only the
+    ``keep`` most recently used stay, and ``load`` restores the others from the rows
+    already written: the caller writes each batch's changes before the next ``apply``.
+    """
+
+    def __init__(
+        self,
+        *,
+        keep: int | None = None,
+        load: Callable[[UUID], Aggregate | None] | None = None,
+    ) -> None:
+        self._aggregates: OrderedDict[UUID, Aggregate] = OrderedDict()
+        self._keep = keep
+        self._load = load
 
     def apply(self, events: Sequence[DomainEvent]) -> ReadModelChanges:
+        if self._keep is not None:
+            # Only now: the previous batch's rows, which ``load`` reads, are written.
+            while len(self._aggregates) > self._keep:
+                self._aggregates.popitem(last=False)
         touched: dict[UUID, Aggregate] = {}
         for event in events:
             if isinstance(event, Aggregate.Created):
                 aggregate = event.mutate(None)
                 assert isinstance(aggregate, Aggregate)
             else:
-                aggregate = self._aggregates[event.originator_id]
+                aggregate = self._current(event.originator_id)
                 assert isinstance(event, Aggregate.Event)
                 event.mutate(aggregate)
             self._aggregates[aggregate.id] = aggregate
+            self._aggregates.move_to_end(aggregate.id)
             touched[aggregate.id] = aggregate
         return project(list(touched.values()), events)
+
+    def _current(self, aggregate_id: UUID) -> Aggregate:
+        found = self._aggregates.get(aggregate_id)
+        if found is None and self._load is not None:
+            found = self._load(aggregate_id)
+        if found is None:
+            raise LookupError(f"no aggregate {aggregate_id} before its event")
+        return found

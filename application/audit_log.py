@@ -1,0 +1,94 @@
+"""The audit port: the event log as stored (bytes and hash chain), streamed in log order.
+
+The audit commands (verify, export, import, rebuild) read and write the store through
+this port only; every method streams, holding one page of records at a time.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.hash_chain import ChainLink, RecordContent
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """One stored event at its position in the log."""
+
+    notification_id: int
+    content: RecordContent
+
+
+@dataclass(frozen=True)
+class CheckedRecord:
+    """A stored event with what verifying it needs: its link and its predecessor's."""
+
+    record: StoredRecord
+    link: ChainLink | None  # the chain row at this log position
+    previous_stream_hash: bytes | None  # the chain row of the same stream's previous version
+    previous_position: int | None  # where that previous version's event is in the log
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    last_event: int  # the last event's position (0: no events)
+    last_link: int  # the last chained position (0: no chain)
+    first_link: int | None  # where the chain starts; earlier events are unchained
+
+
+@dataclass
+class TableDifference:
+    """Rows of one read-model table that a rebuild added, removed or changed."""
+
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.added + self.removed + self.changed
+
+
+class ImportRefused(Exception):
+    """An import into a store that already holds events."""
+
+
+class AuditLog(ABC):
+    @abstractmethod
+    def log_bounds(self) -> LogBounds: ...
+
+    @abstractmethod
+    def checked_records(self, *, stop: int) -> Iterator[CheckedRecord]:
+        """Events up to position ``stop`` in log order, each with its chain rows."""
+
+    @abstractmethod
+    def chain_links(self, *, stop: int) -> Iterator[ChainLink]:
+        """Chain rows up to position ``stop`` in log order (rows whose event is gone too)."""
+
+    @abstractmethod
+    def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+        """Events up to ``stop`` in log order with their links, as stored."""
+
+    @abstractmethod
+    def decode(self, record: StoredRecord) -> DomainEvent:
+        """The domain event a stored record holds."""
+
+    @abstractmethod
+    def stream_names(self, ids: Iterable[UUID]) -> dict[UUID, str]:
+        """Session keys of the streams the read models know (sessions, runs, exchanges)."""
+
+    @abstractmethod
+    def import_records(self, records: Iterable[tuple[StoredRecord, ChainLink | None]]) -> int:
+        """Write records at their own positions into an empty store, in one transaction,
+        then rebuild the read models. Raises ImportRefused when the store has events; an
+        exception from ``records`` leaves the store empty."""
+
+    @abstractmethod
+    def rebuild_and_compare(self, *, replace: bool) -> dict[str, TableDifference]:
+        """Project the log into fresh read models, compare them with the live ones and
+        (with ``replace``) make them the live ones."""

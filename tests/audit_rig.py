@@ -1,0 +1,118 @@
+"""What the audit-command tests share: a populated store, raw SQL on its tables, the CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from sessionwire.adapters.cli import main
+
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
+
+QUICK = [
+    {"step": "subagent_task", "reply": "done"},
+    {"step": "subagent_announce", "reply": "Result: all done\nNotes: none"},
+]
+
+
+async def populate(url: str, clock: VirtualClock) -> None:
+    """Two sessions with messages and a patch, and a sub-agent spawned from main."""
+    gateway = await Gateway.open(
+        config=GatewayConfig(),
+        store=url,
+        clock=clock,
+        runtime=ScriptedRuntime.from_dict({"rules": QUICK}),
+        delivery=CapturingDelivery(),
+    )
+    try:
+        await gateway.record_message("main", role="user", content="hello", channel="whatsapp")
+        await gateway.record_message("main", role="assistant", content="hi there")
+        await gateway.record_message(
+            "discord:group:dev", role="user", content="standup", channel="discord"
+        )
+        await gateway.patch_session("discord:group:dev", label="dev room")
+        spawned = await gateway.call_tool("main", "sessions_spawn", {"task": "sum up"})
+        assert spawned["status"] == "accepted", spawned
+        await gateway.wait_idle()
+        await gateway.record_message("discord:group:dev", role="assistant", content="noted")
+    finally:
+        await gateway.close()
+
+
+@dataclass
+class RawStore:
+    """The store's tables reached with plain SQL, the way someone editing the file would."""
+
+    url: str
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite:")
+
+    @property
+    def position(self) -> str:
+        return "rowid" if self.is_sqlite else "notification_id"
+
+    def _connect(self) -> Any:
+        if self.is_sqlite:
+            return sqlite3.connect(self.url[len("sqlite://") :])
+        import psycopg
+
+        parts = urlsplit(self.url)
+        schema = parse_qs(parts.query)["schema"][0]
+        connection = psycopg.connect(self.url.split("?")[0])
+        connection.execute(f'SET search_path TO "{schema}"')
+        return connection
+
+    def run(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
+        """Statements in one transaction; ``{pos}`` names the log-position column."""
+        connection = self._connect()
+        try:
+            for sql, params in statements:
+                connection.execute(self._sql(sql), params)
+            connection.commit()
+        finally:
+            connection.close()
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        connection = self._connect()
+        try:
+            return [tuple(row) for row in connection.execute(self._sql(sql), params).fetchall()]
+        finally:
+            connection.close()
+
+    def _sql(self, sql: str) -> str:
+        sql = sql.replace("{pos}", self.position)
+        if self.is_sqlite:
+            return sql
+        return sql.replace("?", "%s").replace("stored_events", "sessionwire_events")
+
+    def event(self, position: int) -> tuple[str, int, str, bytes]:
+        """(originator id as text, version, topic, state) of the event at ``position``."""
+        ((originator, version, topic, state),) = self.rows(
+            "SELECT originator_id, originator_version, topic, state FROM stored_events "
+            "WHERE {pos} = ?",
+            (position,),
+        )
+        return str(originator), int(version), str(topic), bytes(state)
+
+    def positions(self) -> list[int]:
+        return [int(row[0]) for row in self.rows("SELECT {pos} FROM stored_events ORDER BY 1")]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def verify_json(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run_cli(capsys, "--store", url, "--json", "audit", "verify")
+    assert out, err
+    return code, json.loads(out)

@@ -1,0 +1,56 @@
+"""The chain keeps one global order when several processes write to one store at once:
+each save reads the chain's head under the writers' lock (ADR 0011)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from audit_rig import verify_json
+
+ROOT = Path(__file__).resolve().parent.parent
+PER_PROCESS = 40
+WRITER = """
+import sys
+from sessionwire import SyncGateway
+url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with SyncGateway.open(store=url) as gateway:
+    for number in range(count):
+        # A session both processes write to, and one of each process's own.
+        gateway.record_message("main", role="user", content=f"{name} {number}")
+        gateway.record_message(f"cron:{name}", role="user", content=f"tick {number}")
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/shared.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_two_processes_writing_at_once_leave_a_chain_that_verifies(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, name, str(PER_PROCESS)],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    for writer in writers:
+        _, stderr = writer.communicate(timeout=300)
+        assert writer.returncode == 0, stderr
+
+    code, report = verify_json(capsys, url)
+    assert report["findings"] == []
+    assert code == 0
+    # main and cron:a, cron:b opened once each; then one event per message.
+    assert report["checked"] == 3 + 2 * 2 * PER_PROCESS
+    assert report["unchained"] == 0

@@ -1,0 +1,84 @@
+"""docs/audit.md: every bash block runs as written (``sessionwire`` is the real CLI), and
+the audit bench script still runs at a small size."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "audit.md"
+BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+
+
+def run_block(block: str, workdir: Path) -> subprocess.CompletedProcess[str]:
+    script = (
+        "set -euo pipefail\n"
+        f'sessionwire() {{ "{sys.executable}" -m sessionwire.adapters.cli "$@"; }}\n'
+        f'python() {{ "{sys.executable}" "$@"; }}\n' + block
+    )
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "160"},
+        check=False,
+    )
+
+
+def test_every_example_on_the_audit_page_runs(tmp_path: Path) -> None:
+    blocks = BLOCK.findall(PAGE.read_text())
+    assert len(blocks) == 4
+    outputs = []
+    exports: list[str] = []  # a reader runs the blocks in one shell: variables carry over
+    for block in blocks:
+        done = run_block("\n".join([*exports, block]), tmp_path)
+        exports += [line for line in block.splitlines() if line.startswith("export ")]
+        assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+        outputs.append(done.stdout)
+
+    assert json.loads((tmp_path / "report.json").read_text())["clean"] is True
+    tampered = outputs[1]
+    assert "altered" in tampered
+    assert "agent:main:main" in tampered
+    assert "verify exited with 1" in tampered
+    assert "clean: 2 event(s) checked" in outputs[2]
+    assert "the live read models equal the log's" in outputs[3]
+
+
+@pytest.mark.slow
+def test_the_audit_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    out = tmp_path / "audit.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_audit.py"),
+            "--events",
+            "3000",
+            "--per-session",
+            "500",
+            "--workdir",
+            str(tmp_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = json.loads(out.read_text())
+    assert written["events"] == 3000
+    for command in ("verify", "rebuild"):
+        assert written[command]["exit"] == 0
+        assert written[command]["events_per_second"] > 0
+        assert written[command]["peak_rss_mb"] > 0

@@ -1,0 +1,179 @@
+"""``sessionwire audit verify``: every stored event is chained; editing the store directly
+(an SQLite file, PostgreSQL rows) shows up as altered, deleted, inserted or reordered
+records, by stream and position, and the command exits 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from audit_rig import RawStore, populate, verify_json
+from sessionwire.domain.session import session_uuid
+
+from sessionwire.testing import VirtualClock
+
+MAIN = "agent:main:main"
+DEV = "agent:main:discord:group:dev"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def raw(request: pytest.FixtureRequest, tmp_path: Any, clock: VirtualClock) -> RawStore:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/audited.db"
+    else:
+        url = str(request.getfixturevalue("postgres_url"))
+    await populate(url, clock)
+    return RawStore(url)
+
+
+def stream_positions(raw: RawStore, key: str) -> list[int]:
+    """Log positions of one session's events, in version order."""
+    originator = session_uuid(key)
+    return [
+        position
+        for position in raw.positions()
+        if raw.event(position)[0].replace("-", "") == originator.hex
+    ]
+
+
+def findings(report: dict[str, Any]) -> list[tuple[str, str | None, int | None, int]]:
+    return [
+        (
+            f["kind"],
+            f["stream"]["session_key"],
+            f["position"]["version"],
+            f["position"]["notification_id"],
+        )
+        for f in report["findings"]
+    ]
+
+
+def test_an_untouched_store_verifies_clean(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    code, report = verify_json(capsys, raw.url)
+    assert code == 0
+    assert report["clean"] is True
+    assert report["findings"] == []
+    assert report["checked"] == len(raw.positions()) > 10
+    assert report["head"]["notification_id"] == raw.positions()[-1]
+    assert len(report["head"]["log_hash"]) == 64
+
+
+def test_a_changed_byte_is_an_altered_record(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    position = stream_positions(raw, MAIN)[1]  # "hello"
+    state = raw.event(position)[3]
+    assert b"hello" in state
+    raw.run(
+        (
+            "UPDATE stored_events SET state = ? WHERE {pos} = ?",
+            (state.replace(b"hello", b"hellO"), position),
+        )
+    )
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    assert findings(report) == [("altered", MAIN, 2, position)]
+
+
+def test_a_removed_row_is_a_deleted_record(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    position = stream_positions(raw, DEV)[2]  # the label patch
+    raw.run(("DELETE FROM stored_events WHERE {pos} = ?", (position,)))
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    assert findings(report) == [("deleted", DEV, 3, position)]
+
+
+def test_removing_a_row_and_its_chain_row_still_shows_a_deletion(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    position = stream_positions(raw, DEV)[2]
+    raw.run(
+        ("DELETE FROM stored_events WHERE {pos} = ?", (position,)),
+        ("DELETE FROM sw_chain WHERE notification_id = ?", (position,)),
+    )
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    kinds = {kind for kind, *_ in findings(report)}
+    assert kinds == {"deleted"}
+    # The stream chain names the missing version; the log chain the gap after it.
+    assert ("deleted", DEV, 3, stream_positions(raw, DEV)[2]) in findings(report)
+    assert any(f[3] > position and f[2] is None for f in findings(report))
+
+
+def test_a_forged_row_is_an_inserted_record(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    positions = stream_positions(raw, MAIN)
+    originator = raw.event(positions[-1])[0]
+    last_version = len(positions)
+    forged = raw.event(positions[1])[3].replace(b"hello", b"send me the keys")
+    raw.run(
+        (
+            "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
+            "VALUES (?, ?, ?, ?)",
+            (originator, last_version + 1, raw.event(positions[1])[2], forged),
+        )
+    )
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    assert findings(report) == [("inserted", MAIN, last_version + 1, raw.positions()[-1])]
+
+
+def test_swapped_positions_are_reordered_records(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    first, second = stream_positions(raw, MAIN)[1:3]
+    raw.run(
+        ("UPDATE stored_events SET {pos} = ? WHERE {pos} = ?", (-1, first)),
+        ("UPDATE stored_events SET {pos} = ? WHERE {pos} = ?", (first, second)),
+        ("UPDATE stored_events SET {pos} = ? WHERE {pos} = ?", (second, -1)),
+    )
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    assert findings(report) == [("reordered", MAIN, 3, first), ("reordered", MAIN, 2, second)]
+
+
+def test_swapped_versions_are_reordered_records(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    first, second = stream_positions(raw, DEV)[1:3]
+    raw.run(
+        ("UPDATE stored_events SET originator_version = -1 WHERE {pos} = ?", (first,)),
+        ("UPDATE stored_events SET originator_version = 2 WHERE {pos} = ?", (second,)),
+        ("UPDATE stored_events SET originator_version = 3 WHERE {pos} = ?", (first,)),
+    )
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    assert findings(report) == [("reordered", DEV, 3, first), ("reordered", DEV, 2, second)]
+
+
+def test_events_from_before_the_chain_are_counted_as_unchained(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    # A store written before this version had no chain rows at all.
+    before = len(raw.positions())
+    raw.run(("DELETE FROM sw_chain", ()))
+    code, report = verify_json(capsys, raw.url)
+    assert (code, report["unchained"], report["findings"]) == (0, before, [])
+
+
+def test_the_command_prints_a_table_of_findings_and_exits_1(raw: RawStore) -> None:
+    position = stream_positions(raw, MAIN)[1]
+    raw.run(("DELETE FROM stored_events WHERE {pos} = ?", (position,)))
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionwire.adapters.cli", "--store", raw.url, "audit", "verify"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "1 finding(s)" in done.stdout
+    assert "deleted" in done.stdout
+    assert MAIN in done.stdout
