@@ -25,6 +25,7 @@ from sessionwire.adapters.cli_context import (
     default_store,
     present,
 )
+from sessionwire.adapters.cli_demo import demo
 from sessionwire.adapters.terminal_views import (
     agents_view,
     history_view,
@@ -146,42 +147,8 @@ def agents_list(options: CliOptions, requester: str) -> int:
     return options.run(work)
 
 
-@cli.command()
-@pass_options
-def demo(options: CliOptions) -> int:
-    """Record a short conversation and show it (the main job)."""
-
-    async def work(gateway: Gateway) -> int:
-        script: list[tuple[str, str, str, dict[str, Any]]] = [
-            ("main", "user", "Can you check on the deploy?", {"channel": "webchat"}),
-            ("main", "assistant", "On it: I'll ask the ops channel.", {}),
-            (
-                "discord:group:ops",
-                "user",
-                "Deploy 42 finished green.",
-                {"channel": "discord", "chat_type": "group", "display_name": "#ops"},
-            ),
-            ("main", "assistant", "Deploy 42 is live and green.", {}),
-        ]
-        for key, role, text, route in script:
-            await gateway.record_message(key, role=role, content=text, **route)
-            if not options.as_json:
-                click.echo(f"recorded  {key:<22} {role:<9} {text}")
-        listed = await gateway.call_tool("main", "sessions_list", {"messageLimit": 1})
-        history = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main"})
-        if options.as_json:
-            options.show({"sessions": listed, "history": history}, sessions_table)
-            return 0
-        click.echo()
-        options.show(listed, sessions_table)
-        options.show(history, history_view)
-        click.echo(f"\nstore: {gateway.store.location}")
-        return 0
-
-    return options.run(work)
-
-
 cli.add_command(audit)
+cli.add_command(demo)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
