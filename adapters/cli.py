@@ -17,6 +17,7 @@ from typing import Any
 import click
 from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli_audit import audit
+from sessionwire.adapters.cli_config import config_group
 from sessionwire.adapters.cli_context import (
     EXIT_USAGE,
     CliOptions,
@@ -149,6 +150,7 @@ def agents_list(options: CliOptions, requester: str) -> int:
 
 cli.add_command(audit)
 cli.add_command(demo)
+cli.add_command(config_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
