@@ -27,6 +27,7 @@ from sessionwire.adapters.cli_context import (
     present,
 )
 from sessionwire.adapters.cli_demo import demo
+from sessionwire.adapters.cli_session_tools import send, spawn
 from sessionwire.adapters.terminal_views import (
     agents_view,
     history_view,
@@ -151,6 +152,8 @@ def agents_list(options: CliOptions, requester: str) -> int:
 cli.add_command(audit)
 cli.add_command(demo)
 cli.add_command(config_group)
+sessions.add_command(send)
+sessions.add_command(spawn)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

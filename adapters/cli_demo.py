@@ -9,7 +9,6 @@ machine (no network, announces are recorded rather than posted).
 from __future__ import annotations
 
 import json
-import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -35,21 +34,13 @@ from sessionwire.adapters.demo_runner import (
     describe_step,
     start_after_the_log,
 )
-from sessionwire.adapters.event_lines import EventLine, shorten
+from sessionwire.adapters.event_lines import EventLine, call_summary
 from sessionwire.adapters.scenario import Scenario, ScenarioError, Step, load_scenario
 from sessionwire.adapters.scripted_runtime import ScriptedRuntime
 from sessionwire.adapters.terminal_views import sessions_table
 from sessionwire.adapters.virtual_clock import VirtualClock
 
 pass_options = click.make_pass_decorator(CliOptions)
-UUID_TAIL = re.compile(r"([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# Colours by stream kind, so a reader can follow one conversation through the log.
-STREAM_STYLES = {"session": "cyan", "run": "magenta", "exchange": "yellow", "spawn": "green"}
-QUIET_EVENTS = {"RunDispatched", "SubagentRunStarted"}
-
-
-def short_key(key: str) -> str:
-    return UUID_TAIL.sub(r"\1…", key)
 
 
 class TerminalView(DemoView):
@@ -75,13 +66,7 @@ class TerminalView(DemoView):
         self.progress.update(self.task, description=f"simulated {now:%H:%M:%S} UTC")
 
     def event_recorded(self, line: EventLine) -> None:
-        text = Text(f"  {line.time:%H:%M:%S}  ", style="dim")
-        text.append(f"{line.stream:<8} ", style=STREAM_STYLES.get(line.stream, ""))
-        text.append(f"{short_key(line.subject):<34} ")
-        style = "dim" if line.event in QUIET_EVENTS else "bold"
-        text.append(f"{line.event:<26}", style=style)
-        text.append(line.gist, style="dim" if line.event in QUIET_EVENTS else "")
-        self.out.print(text, overflow="ellipsis", no_wrap=True)
+        self.out.print(line.as_text(), overflow="ellipsis", no_wrap=True)
 
     def step_finished(self, number: int, step: Step, outcome: StepOutcome) -> None:
         if outcome.failure:
@@ -106,22 +91,6 @@ class JsonView(DemoView):
 
     def step_finished(self, number: int, step: Step, outcome: StepOutcome) -> None:
         self.steps.append(outcome.to_json(number, step))
-
-
-def call_summary(result: dict[str, Any]) -> str:
-    """A tool result in one line: its status and the field a reader wants next."""
-    status = result.get("status")
-    if status in {"error", "forbidden"}:
-        return f"{status}: {result.get('error')}"
-    details = []
-    if "reply" in result:
-        details.append(f"reply {shorten(str(result['reply']), 70)!r}")
-    if "childSessionKey" in result:
-        details.append(f"child {short_key(result['childSessionKey'])}")
-    if "count" in result:
-        details.append(f"{result['count']} session(s)")
-    summary = ", ".join(details)
-    return f"{status or 'ok'}{': ' + summary if summary else ''}"
 
 
 @click.command()

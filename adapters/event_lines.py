@@ -7,16 +7,22 @@ the demo's live view and the write commands' "recorded" lists.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from rich.text import Text
 from sessionwire.application.ports import SessionStore
 from sessionwire.domain.base import DomainEvent
 
 GIST_CHARS = 90
+UUID_TAIL = re.compile(r"([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Colours by stream kind, so a reader can follow one conversation through the log.
+STREAM_STYLES = {"session": "cyan", "run": "magenta", "exchange": "yellow", "spawn": "green"}
+QUIET_EVENTS = {"RunDispatched", "SubagentRunStarted"}
 # The stream each aggregate's first event opens, and the field naming its session.
 OPENERS = {
     "SessionOpened": ("session", "key"),
@@ -44,6 +50,16 @@ class EventLine:
             "event": self.event,
             "gist": self.gist,
         }
+
+    def as_text(self) -> Text:
+        """The line for a terminal: time, stream, session, event, gist."""
+        quiet = self.event in QUIET_EVENTS
+        text = Text(f"  {self.time:%H:%M:%S}  ", style="dim")
+        text.append(f"{self.stream:<8} ", style=STREAM_STYLES.get(self.stream, ""))
+        text.append(f"{short_key(self.subject):<34} ")
+        text.append(f"{self.event:<26}", style="dim" if quiet else "bold")
+        text.append(self.gist, style="dim" if quiet else "")
+        return text
 
 
 class EventFeed:
@@ -90,6 +106,27 @@ class EventFeed:
                 known = (kind, self.display(str(getattr(first, field))))
             self._streams[event.originator_id] = known
         return known
+
+
+def short_key(key: str) -> str:
+    """A session key with any UUID in it cut to its first block."""
+    return UUID_TAIL.sub(r"\1…", key)
+
+
+def call_summary(result: dict[str, Any]) -> str:
+    """A tool result in one line: its status and the field a reader wants next."""
+    status = result.get("status")
+    if status in {"error", "forbidden"}:
+        return f"{status}: {result.get('error')}"
+    details = []
+    if "reply" in result:
+        details.append(f"reply {shorten(str(result['reply']), 70)!r}")
+    if "childSessionKey" in result:
+        details.append(f"child {short_key(result['childSessionKey'])}")
+    if "count" in result:
+        details.append(f"{result['count']} session(s)")
+    summary = ", ".join(details)
+    return f"{status or 'ok'}{': ' + summary if summary else ''}"
 
 
 def shorten(text: str, limit: int = GIST_CHARS) -> str:
