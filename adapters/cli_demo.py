@@ -9,6 +9,7 @@ machine (no network, announces are recorded rather than posted).
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -127,7 +128,8 @@ def demo(options: CliOptions, scenario_path: str | None, pace: float | None) -> 
         await start_after_the_log(gateway, clock)
         if options.as_json:
             return await _play_json(gateway, clock, scenario)
-        store_option = "" if options.store == default_store() else f" --store {options.store}"
+        default = options.store == default_store()
+        store_option = "" if default else f" --store {shlex.quote(options.store)}"
         return await _play_terminal(gateway, clock, scenario, pace_seconds, store_option)
 
     return options.run(work, config=scenario.config, runtime=runtime, clock=clock)

@@ -262,3 +262,11 @@ def test_a_refusal_the_scenario_expects_is_part_of_the_story(
     out = capsys.readouterr().out
     assert "→ error: Session not found: cron:nope" in out
     assert "user: never played" in out
+
+
+def test_the_demo_plays_on_every_store(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", store_url, "--json", "demo"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["failure"] is None
+    assert names(document).count("SubagentArchived") == 1
+    assert document["sessions"]["count"] == 2
