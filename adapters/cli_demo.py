@@ -119,6 +119,10 @@ def demo(options: CliOptions, scenario_path: str | None, pace: float | None) -> 
         scenario = load_scenario(scenario_path)
     except ScenarioError as error:
         fail(str(error), EXIT_USAGE)
+    if options.config_path:
+        click.echo("note: the demo uses its scenario's config; --config is not used", err=True)
+    for key in scenario.config.unknown_keys():
+        click.echo(f"note: scenario config key {key} is not one sessionwire uses", err=True)
     interactive = sys.stdout.isatty() and not options.as_json
     pace_seconds = (0.3 if interactive else 0.0) if pace is None else pace
     clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))

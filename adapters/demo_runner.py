@@ -109,10 +109,11 @@ class DemoPlayer:
                 outcome = await self._play(step)
                 await self.gateway.wait_idle()
                 self._drain()
+                if outcome.failure:
+                    outcome.failure = f"step {number} ({describe_step(step)}): {outcome.failure}"
                 self.view.step_finished(number, step, outcome)
                 report.outcomes.append(outcome)
                 if outcome.failure:
-                    outcome.failure = f"step {number} ({describe_step(step)}): {outcome.failure}"
                     break
                 if self.pace_seconds:
                     await asyncio.sleep(self.pace_seconds)

@@ -270,3 +270,14 @@ def test_the_demo_plays_on_every_store(store_url: str, capsys: pytest.CaptureFix
     assert document["failure"] is None
     assert names(document).count("SubagentArchived") == 1
     assert document["sessions"]["count"] == 2
+
+
+def test_config_keys_the_scenario_misspells_are_pointed_out(tmp_path: Path) -> None:
+    scenario = tmp_path / "typo.yaml"
+    scenario.write_text(
+        "name: typo\nconfig: {tools: {agentToAgnt: {enabled: true}}}\n"
+        "steps: [{message: {session: main, text: hi}}]\n"
+    )
+    result = cli("demo", "--scenario", str(scenario))
+    assert result.returncode == 0, result.stderr
+    assert "scenario config key tools.agentToAgnt is not one sessionwire uses" in result.stderr
