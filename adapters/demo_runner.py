@@ -22,7 +22,7 @@ REFUSED = {"error", "forbidden"}
 FOLLOW_EVERY_SECONDS = 0.01
 # A call that has nothing scheduled on the clock yet has not returned is waiting on real
 # I/O (a database round trip); give it this many short real waits before calling it stuck.
-STUCK_AFTER_WAITS = 200
+STUCK_AFTER_WAITS = 1000
 
 
 class DemoView(ABC):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -140,6 +140,13 @@ def _text(message: Any) -> str:
     )
 
 
+def _archive_due(archive_at: int | None) -> str:
+    if archive_at is None:
+        return ""
+    due = datetime.fromtimestamp(archive_at / 1000, tz=UTC)
+    return f" (archive due {due:%H:%M:%S})"
+
+
 def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
     """What the event says, in a few words (its name says the rest)."""
     name = type(event).__name__
@@ -191,7 +198,7 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"child run ended {data.outcome}{error}"
         case "SubagentAnnounced":
             where = f" to {data.channel} {data.to}" if data.channel else ""
-            return f"report delivered{where}: {data.message}"
+            return f"report delivered{where}{_archive_due(data.archive_at)}: {data.message}"
         case "SubagentArchived":
             return "archived"
         case "SubagentDeleted":

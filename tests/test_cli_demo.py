@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,8 +57,12 @@ def test_the_demo_shows_each_part_of_the_exchange_as_it_is_recorded(store: str) 
     assert "posted to discord channel:ops: Deploy 42 checked for Atlas" in out
     # The spawn, the child's report back to the user's chat, the archive an hour later.
     assert "→ accepted: child agent:research:subagent:" in out
-    assert "report delivered to webchat user:kim: Status: ok" in out
-    assert "SubagentArchived" in out
+    report = re.search(
+        r"report delivered to webchat user:kim \(archive due (\S+)\): Status: ok", out
+    )
+    assert report is not None
+    [archived] = [line for line in out.splitlines() if "SubagentArchived" in line]
+    assert archived.strip().startswith(report[1])  # archived when the report said it would be
     assert "archiveAfterMinutes elapsed" in out
     # The sessions_list table (the archived child is gone from it) and the store.
     assert "2 session(s)" in out

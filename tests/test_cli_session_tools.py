@@ -128,7 +128,8 @@ def test_spawn_reports_back_into_the_requester_chat(store: str, script: str) -> 
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("accepted: child agent:main:subagent:")
-    assert "report delivered to webchat user:kim: Status: ok" in result.stdout
+    assert "report delivered to webchat user:kim (archive due " in result.stdout
+    assert "): Status: ok" in result.stdout
     listed = json.loads(cli("--json", "sessions", "list", store=store).stdout)
     children = [row for row in listed["sessions"] if ":subagent:" in row["key"]]
     # The child stays listed until its archive is due, an hour after its run ended.
