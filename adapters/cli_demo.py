@@ -68,6 +68,7 @@ class TerminalView(DemoView):
 
     def event_recorded(self, line: EventLine) -> None:
         self.out.print(line.as_text(), overflow="ellipsis", no_wrap=True)
+        self.progress.update(self.task, description=f"simulated {line.time:%H:%M:%S} UTC")
 
     def step_finished(self, number: int, step: Step, outcome: StepOutcome) -> None:
         if outcome.failure:
