@@ -17,6 +17,7 @@ from typing import Any
 import click
 from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli_audit import audit
+from sessionwire.adapters.cli_config import config_group
 from sessionwire.adapters.cli_context import (
     EXIT_USAGE,
     CliOptions,
@@ -25,8 +26,10 @@ from sessionwire.adapters.cli_context import (
     default_store,
     present,
 )
+from sessionwire.adapters.cli_demo import demo
 from sessionwire.adapters.cli_mcp import mcp_command
 from sessionwire.adapters.cli_serve import serve
+from sessionwire.adapters.cli_session_tools import send, spawn
 from sessionwire.adapters.terminal_views import (
     agents_view,
     history_view,
@@ -148,44 +151,13 @@ def agents_list(options: CliOptions, requester: str) -> int:
     return options.run(work)
 
 
-@cli.command()
-@pass_options
-def demo(options: CliOptions) -> int:
-    """Record a short conversation and show it (the main job)."""
-
-    async def work(gateway: Gateway) -> int:
-        script: list[tuple[str, str, str, dict[str, Any]]] = [
-            ("main", "user", "Can you check on the deploy?", {"channel": "webchat"}),
-            ("main", "assistant", "On it: I'll ask the ops channel.", {}),
-            (
-                "discord:group:ops",
-                "user",
-                "Deploy 42 finished green.",
-                {"channel": "discord", "chat_type": "group", "display_name": "#ops"},
-            ),
-            ("main", "assistant", "Deploy 42 is live and green.", {}),
-        ]
-        for key, role, text, route in script:
-            await gateway.record_message(key, role=role, content=text, **route)
-            if not options.as_json:
-                click.echo(f"recorded  {key:<22} {role:<9} {text}")
-        listed = await gateway.call_tool("main", "sessions_list", {"messageLimit": 1})
-        history = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main"})
-        if options.as_json:
-            options.show({"sessions": listed, "history": history}, sessions_table)
-            return 0
-        click.echo()
-        options.show(listed, sessions_table)
-        options.show(history, history_view)
-        click.echo(f"\nstore: {gateway.store.location}")
-        return 0
-
-    return options.run(work)
-
-
 cli.add_command(audit)
 cli.add_command(mcp_command)
 cli.add_command(serve)
+cli.add_command(demo)
+cli.add_command(config_group)
+sessions.add_command(send)
+sessions.add_command(spawn)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,7 +88,8 @@ class CliOptions:
         return asyncio.run(self._run(work, open_kwargs))
 
     async def _run(self, work: Callable[[Gateway], Awaitable[int]], kwargs: Any) -> int:
-        config = self.config()
+        # A command may bring its own config (the demo's scenario holds one).
+        config = kwargs.pop("config", None) or self.config()
         if self.store.startswith("sqlite:"):
             make_parent(self.store)
         try:

@@ -30,7 +30,7 @@ def sessions_table(result: dict[str, Any]) -> RenderableType:
     table.add_column("CHANNEL")
     table.add_column("UPDATED (UTC)")
     table.add_column("TOKENS", justify="right")
-    table.add_column("LAST MESSAGE", overflow="ellipsis", max_width=48)
+    table.add_column("LAST MESSAGE", overflow="ellipsis", max_width=48, no_wrap=True)
     for row in result["sessions"]:
         tokens = row.get("totalTokens")
         last = row.get("messages") or []
@@ -40,7 +40,7 @@ def sessions_table(result: dict[str, Any]) -> RenderableType:
             row.get("channel") or "-",
             when(row.get("updatedAt")),
             "-" if tokens is None else str(tokens),
-            message_text(last[-1]) if last else "",
+            " ".join(message_text(last[-1]).split()) if last else "",
         )
     return table
 

@@ -35,6 +35,13 @@ class VirtualClock(Clock):
         heapq.heappush(self._sleepers, (due, next(self._order), future))
         await future
 
+    def next_wake(self) -> datetime | None:
+        """When the earliest sleeper is due, or None when nothing waits on this clock."""
+        # A sleeper whose wait was cancelled (a timeout that lost the race) is no one's.
+        while self._sleepers and self._sleepers[0][2].done():
+            heapq.heappop(self._sleepers)
+        return self._sleepers[0][0] if self._sleepers else None
+
     async def advance(self, by: float | timedelta) -> None:
         """Move forward, waking each sleeper at its due time and letting work settle."""
         step = by if isinstance(by, timedelta) else timedelta(seconds=by)

@@ -332,12 +332,12 @@ def _unknown_keys(model: BaseModel, prefix: str) -> list[str]:
 def describe_errors(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
-        where = _key_path(item["loc"]) or "(top level)"
+        where = key_path(item["loc"]) or "(top level)"
         lines.append(f"{where}: {item['msg']}")
     return "invalid config: " + "; ".join(lines)
 
 
-def _key_path(loc: tuple[int | str, ...]) -> str:
+def key_path(loc: tuple[int | str, ...]) -> str:
     """``agents.list[0].id``: the same dotted form ``unknown_keys`` reports."""
     path = ""
     for part in loc:

@@ -68,11 +68,11 @@ def test_bad_record_input_exits_1(store: str) -> None:
     assert "invalid session key" in result.stderr
 
 
-def test_demo_records_lists_and_reads_back(store: str) -> None:
+def test_demo_plays_the_team_scenario_and_lists_its_sessions(store: str) -> None:
     result = cli("--store", store, "demo")
     assert result.returncode == 0, result.stderr
-    assert "agent:main:discord:group:ops" in result.stdout
-    assert "Deploy 42 is live and green." in result.stdout
+    assert "agent:ops:discord:group:ops" in result.stdout
+    assert "Deploy 42 checked for Atlas: green, no alerts since the rollout." in result.stdout
     assert "store:" in result.stdout
 
 

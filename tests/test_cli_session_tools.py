@@ -1,0 +1,187 @@
+"""``sessionwire sessions send`` and ``sessions spawn`` through the real command line.
+
+Without ``--script`` the CLI has no agent runtime: runs fail, saying so, and that is
+recorded. With ``--script FILE`` scripted agents answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+AGENTS = """
+rules:
+  - {step: primary, reply: "On it."}
+  - {step: reply_back, reply: REPLY_SKIP}
+  - {step: announce, reply: ANNOUNCE_SKIP}
+  - {step: subagent_task, reply: "3 open tickets"}
+  - {step: subagent_announce, reply: "Result: 3 open tickets\\nNotes: none urgent"}
+"""
+NO_RUNTIME = "no agent runtime is configured for this gateway"
+
+
+def cli(*args: str, store: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SESSIONWIRE_STORE": store},
+        check=False,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/tools.db"
+    for args in (
+        ("record", "main", "hi", "--channel", "webchat", "--to", "user:kim"),
+        ("record", "discord:group:ops", "standup", "--channel", "discord", "--chat-type", "group"),
+    ):
+        assert cli(*args, store=url).returncode == 0
+    return url
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> str:
+    path = tmp_path / "agents.yaml"
+    path.write_text(AGENTS)
+    return str(path)
+
+
+def test_send_with_scripted_agents_shows_the_reply_and_the_exchange(
+    store: str, script: str
+) -> None:
+    result = cli(
+        "sessions", "send", "discord:group:ops", "Deploy done?", "--script", script, store=store
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ok: reply 'On it.'" in result.stdout
+    assert "recorded:" in result.stdout
+    for gist in ("reply: On it.", "REPLY_SKIP, the loop ends", "announce skipped: ANNOUNCE_SKIP"):
+        assert gist in result.stdout
+    history = cli("--json", "sessions", "history", "discord:group:ops", store=store)
+    texts = [m["content"][0]["text"] for m in json.loads(history.stdout)["messages"]]
+    assert texts[1:3] == ["Deploy done?", "On it."]
+
+
+def test_send_without_a_runtime_exits_1_and_says_how_to_get_one(store: str) -> None:
+    result = cli("sessions", "send", "discord:group:ops", "Deploy done?", store=store)
+    assert result.returncode == 1
+    assert f"sessionwire: error: {NO_RUNTIME}" in result.stderr
+    assert "Pass --script FILE" in result.stderr
+    assert "Gateway.open(runtime=...)" in result.stderr
+    assert f"RunFailed                 error: {NO_RUNTIME}" in result.stdout
+
+
+def test_send_that_does_not_wait_is_accepted(store: str) -> None:
+    result = cli(
+        "sessions", "send", "discord:group:ops", "later", "--timeout-seconds", "0", store=store
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("accepted")
+
+
+def test_send_json_prints_the_tool_result(store: str, script: str) -> None:
+    result = cli(
+        "--json",
+        "sessions",
+        "send",
+        "discord:group:ops",
+        "hi",
+        "--as",
+        "main",
+        "--script",
+        script,
+        store=store,
+    )
+    assert result.returncode == 0, result.stderr
+    sent = json.loads(result.stdout)
+    assert (sent["status"], sent["reply"], sent["sessionKey"]) == (
+        "ok",
+        "On it.",
+        "agent:main:discord:group:ops",
+    )
+
+
+def test_send_to_a_session_that_does_not_exist_exits_1(store: str) -> None:
+    result = cli("sessions", "send", "discord:group:nope", "hi", store=store)
+    assert result.returncode == 1
+    assert "Session not found: discord:group:nope" in result.stderr
+
+
+def test_spawn_reports_back_into_the_requester_chat(store: str, script: str) -> None:
+    result = cli(
+        "sessions",
+        "spawn",
+        "Count open tickets",
+        "--label",
+        "tickets",
+        "--script",
+        script,
+        store=store,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("accepted: child agent:main:subagent:")
+    assert "report delivered to webchat user:kim (archive due " in result.stdout
+    assert "): Status: ok" in result.stdout
+    listed = json.loads(cli("--json", "sessions", "list", store=store).stdout)
+    children = [row for row in listed["sessions"] if ":subagent:" in row["key"]]
+    # The child stays listed until its archive is due, an hour after its run ended.
+    assert [child["label"] for child in children] == ["tickets"]
+
+
+def test_spawn_with_cleanup_delete_removes_the_child(store: str, script: str) -> None:
+    result = cli(
+        "--json",
+        "sessions",
+        "spawn",
+        "one-off",
+        "--cleanup",
+        "delete",
+        "--script",
+        script,
+        store=store,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "accepted"
+    listed = json.loads(cli("--json", "sessions", "list", store=store).stdout)
+    assert not [row for row in listed["sessions"] if ":subagent:" in row["key"]]
+
+
+def test_spawn_without_a_runtime_still_reports_the_failure(store: str) -> None:
+    result = cli("sessions", "spawn", "Count open tickets", store=store)
+    assert result.returncode == 0, result.stderr
+    assert f"child run ended error: {NO_RUNTIME}" in result.stdout
+    assert "Status: error" in result.stdout
+    assert "Pass --script FILE" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--agent", "ops"), "agentId is not allowed for sessions_spawn (allowed: none)"),
+        (("--model", "gpt-nope"), "gpt-nope"),
+        (("--as", "agent::x"), "invalid requester session"),
+    ],
+)
+def test_spawn_refusals_exit_1_with_the_reason(
+    store: str, args: tuple[str, ...], message: str
+) -> None:
+    result = cli("sessions", "spawn", "task", *args, store=store)
+    assert result.returncode == 1
+    assert message in result.stderr
+
+
+def test_a_bad_script_exits_2_naming_the_rule(store: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - {step: primry}\n")
+    result = cli("sessions", "spawn", "task", "--script", str(bad), store=store)
+    assert result.returncode == 2
+    assert "invalid script: rules[0].step:" in result.stderr
+    assert "unknown step 'primry'" in result.stderr
