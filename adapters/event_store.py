@@ -154,7 +154,9 @@ class PostgresSessionLock(AbstractAsyncContextManager[None]):
 
     def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
         self.recorder = recorder
-        self.key = key
+        # Advisory locks are database-wide: the schema is part of the key, so stores in
+        # other schemas of the same database never wait on this one's runs.
+        self.key = f"{recorder.datastore.schema}:{key}"
         self._held: Any = None
 
     async def __aenter__(self) -> None:

@@ -22,14 +22,6 @@ async def other_store(postgres_url: str) -> AsyncIterator[str]:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "adapters/event_store.py PostgresSessionLock keys pg_advisory_lock on "
-        "(7251, hashtext(session key)) only, so a run in agent:main:main of one schema "
-        "blocks runs in agent:main:main of every other schema in the same database"
-    ),
-)
 async def test_a_session_lock_in_one_schema_does_not_block_another(
     postgres_url: str, other_store: str
 ) -> None:
