@@ -32,7 +32,7 @@ from sessionwire.application.session_refs import SessionNotResolved, SessionRefu
 from sessionwire.application.sessions_history import sessions_history
 from sessionwire.application.sessions_list import sessions_list
 from sessionwire.application.sessions_send import sessions_send
-from sessionwire.application.sessions_spawn import NOT_FROM_SUBAGENTS, sessions_spawn
+from sessionwire.application.sessions_spawn import sessions_spawn
 from sessionwire.application.spawns import SpawnDriver
 from sessionwire.application.tool_params import (
     AgentsListParams,
@@ -48,6 +48,7 @@ from sessionwire.application.tool_results import ToolError, ToolResult
 from sessionwire.application.tool_schemas import TOOL_PARAMETERS, tool_schemas
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
+from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import (
     InvalidPatch,
@@ -301,14 +302,6 @@ class GatewayService:
             caller = Requester.from_key(self.rules, requester)
         except InvalidSessionKey as error:
             return ToolError(tool=name, error=f"invalid requester session: {error}").to_json_dict()
-        if is_subagent_key(caller.key) and name not in self.subagent_tools:
-            message = (
-                NOT_FROM_SUBAGENTS
-                if name == "sessions_spawn"
-                else f"{name} is not available to sub-agent sessions"
-            )
-            log.info("tool forbidden to a sub-agent")
-            return ToolError(status="forbidden", tool=name, error=message).to_json_dict()
         context = ToolContext(
             store=self.store,
             config=self.config,
@@ -316,6 +309,11 @@ class GatewayService:
             requester=caller,
             services=self.services,
         )
+        if is_subagent_key(caller.key) and name not in self.subagent_tools:
+            refusal = subagent_tool_refusal(name)
+            log.info("tool forbidden to a sub-agent")
+            context.record_refusal(refusal, tool=name, reference=name, target_key=None)
+            return ToolError(status="forbidden", tool=name, error=refusal.message).to_json_dict()
         try:
             parsed = params_class.parse(params)
             outcome = handler(context, parsed)

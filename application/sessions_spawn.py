@@ -6,12 +6,13 @@ from sessionwire.application.context import ToolContext
 from sessionwire.application.tool_params import SessionsSpawnParams
 from sessionwire.application.tool_results import SpawnResult
 from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
+from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session
 from sessionwire.domain.spawn import Spawn
 from sessionwire.domain.subagents import subagent_system_prompt
 
-NOT_FROM_SUBAGENTS = "sessions_spawn is not allowed from sub-agent sessions"
+NOT_FROM_SUBAGENTS = subagent_tool_refusal("sessions_spawn").message
 
 
 def allowed_targets(context: ToolContext) -> tuple[bool, set[str]]:

@@ -14,7 +14,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
-from sessionwire.domain.policy import Refusal
+from sessionwire.domain.policy import Check, Refusal
 
 
 class AccessRefusalState(BaseModel):
@@ -24,7 +24,7 @@ class AccessRefusalState(BaseModel):
     tool: str
     reference: str
     target_key: str | None
-    check: Literal["agent_to_agent", "sandbox", "send_policy"]
+    check: Check
     rule: str
     status: Literal["forbidden", "error"]
     message: str
@@ -38,7 +38,7 @@ class AccessRefusal(Aggregate):
         tool: str
         reference: str
         target_key: str | None = None
-        check: Literal["agent_to_agent", "sandbox", "send_policy"]
+        check: Check
         rule: str
         status: Literal["forbidden", "error"]
         message: str
@@ -48,7 +48,7 @@ class AccessRefusal(Aggregate):
         requester_key: str,
         tool: str,
         reference: str,
-        check: Literal["agent_to_agent", "sandbox", "send_policy"],
+        check: Check,
         rule: str,
         status: Literal["forbidden", "error"],
         message: str,

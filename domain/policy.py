@@ -25,7 +25,7 @@ SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this
 
 Access = Literal["history", "messaging"]
 Action = Literal["allow", "deny"]
-Check = Literal["agent_to_agent", "sandbox", "send_policy"]
+Check = Literal["agent_to_agent", "sandbox", "send_policy", "subagent_tools"]
 
 
 def not_visible(reference: str) -> str:
@@ -201,6 +201,16 @@ class SandboxPolicy:
 
 
 # One requester's view ------------------------------------------------------------------------
+
+
+def subagent_tool_refusal(tool: str) -> Refusal:
+    """A sub-agent asking for a tool its tool set leaves out (session tools by default)."""
+    message = (
+        "sessions_spawn is not allowed from sub-agent sessions"
+        if tool == "sessions_spawn"
+        else f"{tool} is not available to sub-agent sessions"
+    )
+    return Refusal("forbidden", message, "subagent_tools", "tools.subagents.tools")
 
 
 @dataclass(frozen=True)

@@ -446,7 +446,12 @@ async def test_a_spawned_child_cannot_use_any_session_tool(
             },
         }
         await r.settle()
-        assert r.event_count() == before
+        # Nothing ran: the only new events are the five refusals, kept as evidence.
+        refusals = [e for _, e in r.gw.store.events() if type(e).__name__ == "AccessRefused"]
+        assert r.event_count() == before + 5
+        assert [(e.tool, e.check, e.requester_key) for e in refusals] == [  # type: ignore[attr-defined]
+            (name, "subagent_tools", child) for name in results
+        ]
 
 
 @pytest.mark.parametrize(
