@@ -25,6 +25,7 @@ from sessionwire.adapters.cli_context import (
     default_store,
     present,
 )
+from sessionwire.adapters.cli_import import import_group
 from sessionwire.adapters.terminal_views import (
     agents_view,
     history_view,
@@ -182,6 +183,7 @@ def demo(options: CliOptions) -> int:
 
 
 cli.add_command(audit)
+cli.add_command(import_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

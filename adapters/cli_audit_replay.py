@@ -15,6 +15,7 @@ from sessionwire.adapters.audit_views import state_view, timeline_view
 from sessionwire.adapters.cli_context import EXIT_USAGE, CliOptions, fail, make_parent
 from sessionwire.adapters.event_store import EventSourcedStore, StoreURLError
 from sessionwire.application.auditor import Auditor
+from sessionwire.application.config import GatewayConfig
 from sessionwire.domain.keys import InvalidSessionKey
 
 pass_options = click.make_pass_decorator(CliOptions)
@@ -22,22 +23,32 @@ json_option = click.option("--json", "as_json", is_flag=True, help="print JSON f
 
 
 @contextmanager
-def recorded_store(options: CliOptions) -> Iterator[Auditor]:
-    """An auditor on the chosen store, opened read-only in spirit: nothing is resumed."""
-    rules = options.config().key_rules
+def store_alone(options: CliOptions) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
+    """The chosen store without a gateway around it: nothing unfinished is resumed."""
+    config = options.config()
     if options.store.startswith("sqlite:"):
         make_parent(options.store)
+    rules = config.key_rules
     try:
-        store = EventSourcedStore(options.store, kind_of=lambda state: "other")
+        store = EventSourcedStore(
+            options.store, kind_of=lambda state: rules.kind(state.key, state.chat_type)
+        )
     except StoreURLError as error:
         fail(str(error), EXIT_USAGE)
     try:
-        yield Auditor(store, rules)
+        yield store, config
     except (LookupError, InvalidSessionKey, ValueError) as error:
         message = str(error.args[0]) if isinstance(error, LookupError) else str(error)
         fail(message)
     finally:
         store.close()
+
+
+@contextmanager
+def recorded_store(options: CliOptions) -> Iterator[Auditor]:
+    """An auditor on the chosen store; it only reads."""
+    with store_alone(options) as (store, config):
+        yield Auditor(store, config.key_rules)
 
 
 @click.command()
@@ -80,4 +91,4 @@ def state(
     return options.show(found.model_dump(mode="json"), state_view)
 
 
-__all__ = ["recorded_store", "state", "timeline"]
+__all__ = ["recorded_store", "state", "store_alone", "timeline"]

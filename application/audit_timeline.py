@@ -105,6 +105,8 @@ def _session(event: Any) -> str:
     if isinstance(event, Session.SessionPatched):
         changes = ", ".join(f"{name}={value!r}" for name, value in event.changes.items())
         return f"patched {changes}"
+    if isinstance(event, Session.SessionImported):
+        return f"row imported from {event.source}: {', '.join(sorted(event.fields))}"
     if isinstance(event, Session.SessionArchived | Session.SessionDeleted):
         verb = "archived" if isinstance(event, Session.SessionArchived) else "deleted"
         return f"session {verb}: {event.reason}"
