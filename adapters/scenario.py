@@ -63,11 +63,15 @@ def _line(name: str, fields: dict[str, Any]) -> str:
     return f"{name}({shown})"
 
 
-def _actual_line(event: DomainEvent, hint: Expected | None) -> str:
-    """The event shown with the fields the expectation at its place asks about."""
+def _actual_line(event: DomainEvent, hint: Expected | None, asked: dict[str, Expected]) -> str:
+    """The event shown with the fields the expectation at its place (or, failing that,
+    the first expectation of its kind) asks about, so the diff lines compare."""
+    name = type(event).__name__
+    if hint is None or hint.name != name:
+        hint = asked.get(name)
+    names = hint.fields if hint is not None else {}
     payload = event_payload(event)
-    names = hint.fields if hint is not None and hint.name == type(event).__name__ else {}
-    return _line(type(event).__name__, {key: payload.get(key, "<absent>") for key in names})
+    return _line(name, {key: payload.get(key, "<absent>") for key in names})
 
 
 class EventsDiffer(AssertionError):
@@ -201,7 +205,10 @@ def _continued(history: Sequence[DomainEvent], new: Sequence[DomainEvent]) -> Ag
 def _diff(expected: Sequence[Expected], actual: Sequence[DomainEvent]) -> str:
     want = [item.line() for item in expected]
     hints = list(expected) + [None] * max(0, len(actual) - len(expected))
-    got = [_actual_line(event, hint) for event, hint in zip(actual, hints, strict=False)]
+    asked: dict[str, Expected] = {}
+    for item in expected:
+        asked.setdefault(item.name, item)
+    got = [_actual_line(event, hint, asked) for event, hint in zip(actual, hints, strict=False)]
     diff = "\n".join(difflib.ndiff(want, got))
     return (
         f"expected {len(expected)} new event(s), got {len(actual)} "
