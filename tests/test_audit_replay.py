@@ -117,6 +117,18 @@ async def test_state_at_an_instant_is_the_last_version_recorded_by_then(
         gw.session_as_of(A, at=START - timedelta(seconds=1))
 
 
+async def test_an_instant_deep_in_a_long_stream(gw: Gateway, clock: VirtualClock) -> None:
+    for n in range(300):
+        await say(gw, A, f"m{n}")
+        await clock.advance(1)
+    # Message n was recorded at START + n seconds and is version n + 2.
+    for n in (0, 62, 63, 200, 299):
+        past = gw.session_as_of(A, at=START + timedelta(seconds=n, milliseconds=500))
+        assert past.version == n + 2
+        assert past.transcript[-1]["content"][0]["text"] == f"m{n}"
+        assert past.row == gw.session_as_of(A, version=n + 2).row
+
+
 async def test_bad_points_in_time_are_refused(gw: Gateway) -> None:
     await say(gw, A, "one")
     assert gw.session_as_of(A, version=99).version == 2
