@@ -19,7 +19,7 @@ from sessionwire.adapters.cli import main
 from sessionwire.adapters.event_store import EventSourcedStore
 from sessionwire.application.audit_state import SessionNotRecorded
 
-from sessionwire import Gateway
+from sessionwire import Gateway, SyncGateway
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -310,3 +310,12 @@ def test_cli_reads_leave_unfinished_work_alone(store_file: str) -> None:
         assert store.log_position() == position
     finally:
         store.close()
+
+
+def test_the_sync_facade_audits_too() -> None:
+    with SyncGateway.open(store="memory", clock=VirtualClock(start=START)) as gw:
+        gw.record_message("main", role="user", content="one")
+        gw.patch_session("main", label="inbox")
+        assert gw.session_as_of("main", version=2).row.label is None
+        assert gw.session_as_of("main", version=3).row.label == "inbox"
+        assert [e.event for e in gw.timeline("main").entries][-1] == "SessionPatched"
