@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sessionwire.adapters.event_store import EventSourcedStore
+from sessionwire.application.audit_state import SessionAsOf
+from sessionwire.application.audit_timeline import Timeline
 from sessionwire.application.config import GatewayConfig
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports import Clock, IdSource, RandomIds, SystemClock
@@ -76,6 +78,12 @@ class SyncGateway:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._gateway.tool_schemas()
+
+    def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
+        return self._gateway.session_as_of(session_key, **point)
+
+    def timeline(self, session_key: str) -> Timeline:
+        return self._gateway.timeline(session_key)
 
     def wait_idle(self) -> None:
         self._run(self._gateway.wait_idle())

@@ -27,6 +27,7 @@ from sessionwire.adapters.cli_context import (
     present,
 )
 from sessionwire.adapters.cli_demo import demo
+from sessionwire.adapters.cli_import import import_group
 from sessionwire.adapters.cli_mcp import mcp_command
 from sessionwire.adapters.cli_serve import serve
 from sessionwire.adapters.cli_session_tools import send, spawn
@@ -158,6 +159,7 @@ cli.add_command(demo)
 cli.add_command(config_group)
 sessions.add_command(send)
 sessions.add_command(spawn)
+cli.add_command(import_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

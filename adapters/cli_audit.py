@@ -11,6 +11,7 @@ from sessionwire.adapters.cli_audit_integrity import (
     rebuild_command,
     verify_command,
 )
+from sessionwire.adapters.cli_audit_replay import state, timeline
 
 
 @click.group()
@@ -22,3 +23,5 @@ audit.add_command(verify_command)
 audit.add_command(export_command)
 audit.add_command(import_command)
 audit.add_command(rebuild_command)
+audit.add_command(timeline)
+audit.add_command(state)

@@ -419,8 +419,12 @@ class EventSourcedStore(SessionStore):
                 return
             position = page[-1].id + 1
 
-    def stream(self, aggregate_id: UUID) -> Sequence[DomainEvent]:
-        return [cast(DomainEvent, event) for event in self.app.events.get(aggregate_id)]
+    def stream(
+        self, aggregate_id: UUID, *, up_to_version: int | None = None
+    ) -> Sequence[DomainEvent]:
+        # lte is a bound in the query: an early version reads only its own events.
+        events = self.app.events.get(aggregate_id, lte=up_to_version)
+        return [cast(DomainEvent, event) for event in events]
 
     def rebuild_read_models(self) -> None:
         with self._writing() as cursor:

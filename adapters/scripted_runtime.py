@@ -115,6 +115,16 @@ class ScriptedRuntime(AgentRuntime):
             raise ScriptError(f"script {file} must hold an object with 'rules'")
         return cls.from_dict(data)
 
+    def add(self, **rule: Any) -> ScriptedRuntime:
+        """Append one rule (same fields as in a script); returns the runtime for chaining."""
+        try:
+            self.rules.append(ScriptRule.model_validate(rule))
+        except ValidationError as error:
+            raise ScriptError(
+                describe_errors(error).replace("invalid config", "invalid script")
+            ) from None
+        return self
+
     async def run(self, request: RunRequest) -> RunReply:
         self.calls.append(request)
         rule = next((r for r in self.rules if r.applies_to(request)), None)

@@ -11,11 +11,15 @@ import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import structlog
 from pydantic import ValidationError
 from sessionwire.application.agents_list import agents_list
+from sessionwire.application.audit_state import SessionAsOf
+from sessionwire.application.audit_timeline import Timeline
+from sessionwire.application.auditor import Auditor
 from sessionwire.application.config import GatewayConfig
 from sessionwire.application.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.context import Requester, ToolContext, ToolServices
@@ -335,6 +339,18 @@ class GatewayService:
                 tool=name, error=f"internal error: {type(error).__name__}: {error}"
             ).to_json_dict()
         return result.to_json_dict()
+
+    # Audit (reads recorded events only: no runtime, no delivery) -----------------------
+
+    def session_as_of(
+        self, session_key: str, *, version: int | None = None, at: datetime | None = None
+    ) -> SessionAsOf:
+        """The session's row and transcript at ``version`` or instant ``at`` (else now)."""
+        return Auditor(self.store, self.rules).session_as_of(session_key, version=version, at=at)
+
+    def timeline(self, session_key: str) -> Timeline:
+        """Every event of the session and of the runs, exchanges and spawns it took part in."""
+        return Auditor(self.store, self.rules).timeline(session_key)
 
     async def wait_idle(self) -> None:
         """Return once every started run, exchange and announce has settled.

@@ -184,8 +184,10 @@ class SessionStore(ABC):
         """Every recorded event in log order with its position, streamed."""
 
     @abstractmethod
-    def stream(self, aggregate_id: UUID) -> Sequence[DomainEvent]:
-        """The events of one aggregate, in order."""
+    def stream(
+        self, aggregate_id: UUID, *, up_to_version: int | None = None
+    ) -> Sequence[DomainEvent]:
+        """The events of one aggregate, in order; only up to ``up_to_version`` if given."""
 
     @abstractmethod
     def rebuild_read_models(self) -> None:

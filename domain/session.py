@@ -108,6 +108,27 @@ class SessionState(BaseModel):
         )
 
 
+# Row fields an import may set; keys, ids, status and counts come from the events.
+IMPORTABLE_FIELDS = (
+    "channel",
+    "chat_type",
+    "display_name",
+    "label",
+    "last_channel",
+    "last_to",
+    "last_account_id",
+    "model",
+    "context_tokens",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "thinking_level",
+    "verbose_level",
+    "system_sent",
+    "aborted_last_run",
+    "send_policy",
+)
+
 _PATCH_TO_STATE = {
     "label": "label",
     "model": "model",
@@ -191,6 +212,17 @@ class Session(Aggregate):
                 aggregate.state = aggregate.state.model_copy(
                     update={"send_policy": override, "updated_at": to_millis(self.timestamp)}
                 )
+
+    class SessionImported(Aggregate.Event):
+        """Row fields taken from another system's record (an OpenClaw session entry)."""
+
+        source: str
+        fields: dict[str, Any]
+
+        def apply(self, aggregate: Session) -> None:
+            updates = {k: v for k, v in self.fields.items() if k in IMPORTABLE_FIELDS}
+            updates["updated_at"] = to_millis(self.timestamp)
+            aggregate.state = aggregate.state.model_copy(update=updates)
 
     class SessionArchived(Aggregate.Event):
         reason: str
@@ -294,6 +326,12 @@ class Session(Aggregate):
             reason="owner command" if command.mode is not None else "usage: no mode given",
             reply=command.reply,
         )
+
+    def import_fields(self, fields: dict[str, Any], *, source: str, at: datetime) -> None:
+        unknown = set(fields) - set(IMPORTABLE_FIELDS)
+        if unknown:
+            raise ValueError(f"fields that cannot be imported: {', '.join(sorted(unknown))}")
+        self.trigger_event(self.SessionImported, timestamp=at, source=source, fields=fields)
 
     def archive(self, *, reason: str, at: datetime) -> None:
         if self.is_active:

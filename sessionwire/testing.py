@@ -1,7 +1,20 @@
-"""Test kit (contract §2): a virtual clock, scripted agents, captured deliveries."""
+"""Test kit (contract §2): a virtual clock, scripted agents, captured deliveries, and
+given/when/then scenarios for the process managers. The pytest fixtures (``gateway``,
+``clock``, ``scripted``) come with the package's pytest plugin (sessionwire.pytest_plugin).
+"""
 
 from sessionwire.adapters.deliveries import CapturingDelivery
+from sessionwire.adapters.given_when_then import EventsDiffer, Expected, Scenario, expect
 from sessionwire.adapters.scripted_runtime import ScriptedRuntime, ScriptError
 from sessionwire.adapters.virtual_clock import VirtualClock
 
-__all__ = ["CapturingDelivery", "ScriptError", "ScriptedRuntime", "VirtualClock"]
+__all__ = [
+    "CapturingDelivery",
+    "EventsDiffer",
+    "Expected",
+    "Scenario",
+    "ScriptError",
+    "ScriptedRuntime",
+    "VirtualClock",
+    "expect",
+]

@@ -1,0 +1,46 @@
+"""docs/testing.md: every python block runs. Blocks holding pytest tests run through
+pytest itself (with the sessionwire plugin); the others run in order, sharing names."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+PAGE = Path(__file__).parent.parent / "docs" / "testing.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def blocks() -> list[str]:
+    """The python blocks, each padded with blank lines so tracebacks show page lines."""
+    text = PAGE.read_text(encoding="utf-8")
+    return [
+        "\n" * text.count("\n", 0, match.start(1)) + match.group(1)
+        for match in BLOCK.finditer(text)
+    ]
+
+
+def test_the_page_has_examples_of_both_kinds() -> None:
+    found = blocks()
+    assert len(found) >= 5
+    assert any("def test_" in block for block in found)
+
+
+def test_the_examples_run() -> None:
+    namespace: dict[str, object] = {"__name__": "docs_testing"}
+    for block in blocks():
+        if "def test_" not in block:
+            exec(compile(block, str(PAGE), "exec"), namespace)
+
+
+def test_the_pytest_examples_pass_on_each_store(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SESSIONWIRE_TEST_POSTGRES", raising=False)
+    tests = [block for block in blocks() if "def test_" in block]
+    pytester.makepyfile(**{f"test_doc_{n}": block for n, block in enumerate(tests)})
+    result = pytester.runpytest_subprocess("-o", "asyncio_mode=auto")
+    result.assert_outcomes(passed=2 * len(tests))
