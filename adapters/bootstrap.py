@@ -30,9 +30,13 @@ class Gateway(GatewayService):
         clock: Clock | None = None,
         delivery: ChannelDelivery | None = None,
         ids: IdSource | None = None,
+        resume: bool = True,
     ) -> Gateway:
         """Open (or resume) a gateway on ``store``: 'memory', 'sqlite:///file.db' or a
-        'postgresql://user@host:port/db' URL (``?schema=name`` picks a schema)."""
+        'postgresql://user@host:port/db' URL (``?schema=name`` picks a schema).
+
+        ``resume=False`` leaves the store's unfinished runs, loops, announces and timers
+        alone (a reader, or a process with no agent runtime to carry them on)."""
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.load(config)
         rules = config.key_rules
@@ -47,7 +51,8 @@ class Gateway(GatewayService):
             runtime=runtime,
             delivery=delivery,
         )
-        gateway.resume()
+        if resume:
+            gateway.resume()
         return gateway
 
 

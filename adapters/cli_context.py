@@ -92,6 +92,9 @@ class CliOptions:
         config = kwargs.pop("config", None) or self.config()
         if self.store.startswith("sqlite:"):
             make_parent(self.store)
+        # Only a command with an agent runtime carries on the store's unfinished work;
+        # without one, resuming would fail every pending run for want of an agent.
+        kwargs.setdefault("resume", kwargs.get("runtime") is not None)
         try:
             gateway = await Gateway.open(config=config, store=self.store, **kwargs)
         except (StoreURLError, ConfigError) as error:

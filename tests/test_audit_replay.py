@@ -284,11 +284,6 @@ async def test_cli_audit_leaves_unfinished_work_alone(
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: CLI commands open a Gateway, whose resume() runs pending work with no "
-    "runtime configured, so reading a store can fail its pending runs",
-)
 def test_cli_reads_leave_unfinished_work_alone(store_file: str) -> None:
     async def leave_a_run_pending() -> int:
         clock = VirtualClock(start=START)
