@@ -1,7 +1,7 @@
 """The hash-chain table and the log queries of the audit commands, for SQLite and PostgreSQL.
 
 ``sw_chain`` holds one row per stored event, keyed by its notification id, and is written
-on the cursor of the transaction that inserts the events (docs/adr/0011-hash-chain.md).
+on the cursor of the transaction that inserts the events (docs/adr/0008-hash-chain.md).
 The hashing rule itself is sessionwire.domain.hash_chain; this module only moves rows.
 """
 

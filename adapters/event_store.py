@@ -90,7 +90,7 @@ class SQLiteSessionRecorder(SQLiteApplicationRecorder):
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
             self.read_model.write(c, changes)
-        # The hash chain, in the transaction that records the events (ADR 0011).
+        # The hash chain, in the transaction that records the events (ADR 0008).
         self.chain.append(c, _contents(notification_ids, stored_events))
         return notification_ids
 
@@ -132,7 +132,7 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         # After the pipeline's sync: the events are in (a conflict raised before this)
         # and the table lock taken before them serialises every writer until commit, so
-        # the chain's head read here is the log's head (ADR 0011).
+        # the chain's head read here is the log's head (ADR 0008).
         notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
         assert notification_ids is not None
         with curs.connection.cursor() as chain_cursor:

@@ -10,7 +10,7 @@ nor closes it). Routes (docs/http.md has examples):
   ``chat.history``, ``agent.wait``; refusals are 400 (bad request) or 404 (not found).
 - ``GET /v1/tools``: the tools' JSON Schemas. ``GET /healthz``, ``GET /readyz``: unauthenticated.
 
-Every error is ``{"error": {"code", "message"}}``; see docs/adr/0010-http-gateway.md.
+Every error is ``{"error": {"code", "message"}}``; see docs/adr/0007-http-gateway.md.
 """
 
 import hashlib

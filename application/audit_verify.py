@@ -100,7 +100,7 @@ def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
             report.checked += 1
         if checked is not None and link is None:
             if first_link is None or position < first_link:
-                report.unchained += 1  # written before the store kept a chain (ADR 0011)
+                report.unchained += 1  # written before the store kept a chain (ADR 0008)
             else:
                 content = checked.record.content
                 report.findings.append(

@@ -1,4 +1,4 @@
-"""The hash chain over the event log: the rule only, no storage (see docs/adr/0011).
+"""The hash chain over the event log: the rule only, no storage (see docs/adr/0008).
 
 Every stored event gets two hashes. Its *stream hash* covers the event's stored bytes
 and the stream hash of the previous version of the same aggregate; its *log hash*

@@ -1,5 +1,5 @@
 """The chain keeps one global order when several processes write to one store at once:
-each save reads the chain's head under the writers' lock (ADR 0011)."""
+each save reads the chain's head under the writers' lock (ADR 0008)."""
 
 from __future__ import annotations
 
