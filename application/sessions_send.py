@@ -65,7 +65,7 @@ def _target(context: ToolContext, params: SessionsSendParams) -> StoredSession:
         key = target.state.key
         raise SessionRefused(
             refusal,
-            reference=reference,
+            reference=reference.strip(),
             target_key=key,
             display_key=context.display_key(key),
         )
