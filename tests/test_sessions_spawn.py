@@ -396,7 +396,10 @@ async def test_a_subagent_cannot_spawn(store_url: str, clock: VirtualClock, requ
             "tool": "sessions_spawn",
             "error": "sessions_spawn is not allowed from sub-agent sessions",
         }
-        assert r.event_count() == before
+        # Nothing started: the one new event is the refusal, kept as evidence.
+        assert r.event_count() == before + 1
+        refused = [e for _, e in r.gw.store.events()][-1]
+        assert (type(refused).__name__, refused.check) == ("AccessRefused", "subagent_tools")  # type: ignore[attr-defined]
 
 
 async def test_a_spawned_child_cannot_use_any_session_tool(
