@@ -7,6 +7,7 @@ events, so events and read models commit together or not at all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import OrderedDict
@@ -120,12 +121,27 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
         # save then fails on the events' primary key, where eventsourcing expects it.
         # Failing earlier, in our statements, would skip the table-lock statement that
         # psycopg believes it prepared, breaking the connection's next save.
-        super()._insert_stored_events(curs, stored_events, **kwargs)
-        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
-        if changes:
-            # Another cursor: eventsourcing reads the new notification ids from this one.
-            with curs.connection.cursor() as view_cursor:
-                self.read_model.write(view_cursor, changes)
+        try:
+            super()._insert_stored_events(curs, stored_events, **kwargs)
+            changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+            if changes:
+                # Another cursor: eventsourcing reads the new notification ids from this one.
+                with curs.connection.cursor() as view_cursor:
+                    self.read_model.write(view_cursor, changes)
+        except psycopg.Error:
+            # The conflict came back early, while later statements were still being sent
+            # (the server answered first: a loaded machine). That leaves the pipeline
+            # aborted, and unless it is synced now the commit fails with "pipeline
+            # aborted", an OperationalError that hides the conflict from our retries.
+            _sync_pipeline(curs.connection)
+            raise
+
+
+def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
+    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
+    # reports it as an error, which the error being raised already explains.
+    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
+        pipeline.sync()
 
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Any, **kwargs: Any

@@ -146,6 +146,11 @@ class RunEngine:
         run = self.load(run_id)
         if run is not None and run.state.ended:
             return run.state
+        if run is not None and run_id not in self._endings:
+            # Not queued here: another gateway started it (a resume can find its exchange
+            # but not its run). Only this gateway's session actor settles the future, so
+            # queue the run: the actor runs it, or finds it ended once the owner is done.
+            self.enqueue(run_id, run.state.session_key)
         future = self._ending(run_id)
         slot = _current_slot.get()
         lent = slot is not None and slot.held

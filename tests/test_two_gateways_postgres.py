@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from uuid import UUID
 
-from sessionwire import Gateway
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.testing import ScriptedRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_PROCESS = 10
+SCRIPT = {
+    "rules": [
+        {"step": "primary", "reply": "reply to {message}", "delaySeconds": 0.02},
+        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+    ]
+}
+NO_PING_PONG = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
+# Far longer than the work takes: reaching it means a gateway would wait forever.
+HANG_SECONDS = 60
 
 
 async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_url: str) -> None:
@@ -76,3 +88,43 @@ async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_
         assert sum(1 for e in events if type(e).__name__ == "ExchangeClosed") == 2 * PER_PROCESS
     finally:
         await gateway.close()
+
+
+async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
+    postgres_url: str,
+) -> None:
+    # Gateway B starts while gateway A sends: B's resume reads the pending runs before
+    # A's send and the open exchanges after it, so B drives A's exchange without having
+    # queued its run. B must still learn when that run ends (A runs it), or it waits
+    # forever and never goes idle.
+    async def open_gateway() -> Gateway:
+        return await Gateway.open(
+            config=GatewayConfig.load(NO_PING_PONG),
+            store=postgres_url,
+            runtime=ScriptedRuntime.from_dict(SCRIPT),
+        )
+
+    first = await open_gateway()
+    second = await open_gateway()  # its resume finds no pending run yet
+    try:
+        await first.record_message("main", role="user", content="shared target")
+        await first.record_message("cron:a", role="user", content="start")
+        sent = await first.call_tool(
+            "cron:a", "sessions_send", {"sessionKey": "main", "message": "hi", "timeoutSeconds": 0}
+        )
+        assert sent["status"] == "accepted", sent
+        assert second.exchanges.resume() == 1  # the exchange A just opened
+
+        await asyncio.wait_for(
+            asyncio.gather(first.wait_idle(), second.wait_idle()), timeout=HANG_SECONDS
+        )
+
+        primary = second.runs.load(UUID(sent["runId"]))
+        assert primary is not None
+        assert primary.state.status == "ok"
+        assert primary.state.reply == "reply to hi"
+        closed = [e for _, e in second.store.events() if type(e).__name__ == "ExchangeClosed"]
+        assert len(closed) == 1
+    finally:
+        await second.close()
+        await first.close()

@@ -1,0 +1,66 @@
+"""A save that loses a race on PostgreSQL is reported as a conflict, however the
+database's answer arrives."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sessionwire.adapters.event_store import EventSourcedStore
+from sessionwire.application.ports import StoreConflict
+from sessionwire.domain.session import Session
+from sessionwire.domain.transcript import TranscriptMessage
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+KEY = "agent:main:main"
+
+
+def _message(text: str) -> TranscriptMessage:
+    return TranscriptMessage(role="user", content=[{"type": "text", "text": text}], timestamp=0)
+
+
+def _other(_: Any) -> str:
+    return "other"
+
+
+def test_a_conflict_answered_while_the_save_is_still_sending_is_a_conflict(
+    postgres_url: str,
+) -> None:
+    first = EventSourcedStore(postgres_url, kind_of=_other)
+    second = EventSourcedStore(postgres_url, kind_of=_other)
+    try:
+        first.save(Session.open(key=KEY, session_id="s", agent_id="main", at=NOW))
+        stored = second.session(KEY)
+        assert stored is not None
+        stale = stored.to_aggregate()
+        fresh = stored.to_aggregate()
+        fresh.append_message(_message("first writer"), at=NOW)
+        first.save(fresh)
+
+        # Hold the read-model statements back until the server has refused the events:
+        # psycopg then reads the refusal while sending them, as on a loaded machine.
+        write = second.read_model.write
+
+        def late_write(cursor: Any, changes: Any) -> None:
+            time.sleep(0.2)
+            write(cursor, changes)
+
+        second.read_model.write = late_write  # type: ignore[method-assign]
+        stale.append_message(_message("second writer"), at=NOW)
+        with pytest.raises(StoreConflict):
+            second.save(stale)
+        second.read_model.write = write  # type: ignore[method-assign]
+
+        # The connection is fine afterwards: the retry from fresh state is saved.
+        stored = second.session(KEY)
+        assert stored is not None
+        retry = stored.to_aggregate()
+        retry.append_message(_message("second writer"), at=NOW)
+        second.save(retry)
+        texts = second.transcript(retry.id, limit=10, include_tools=True)
+        assert len(texts) == 2
+    finally:
+        second.close()
+        first.close()
