@@ -136,13 +136,6 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
             _sync_pipeline(curs.connection)
             raise
 
-
-def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
-    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
-    # reports it as an error, which the error being raised already explains.
-    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
-        pipeline.sync()
-
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Any, **kwargs: Any
     ) -> Sequence[int] | None:
@@ -154,6 +147,13 @@ def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
         with curs.connection.cursor() as chain_cursor:
             self.chain.append(chain_cursor, _contents(notification_ids, stored_events))
         return notification_ids
+
+
+def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
+    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
+    # reports it as an error, which the error being raised already explains.
+    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
+        pipeline.sync()
 
 
 # First half of the advisory-lock key pair for session locks (any fixed number).

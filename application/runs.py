@@ -29,6 +29,9 @@ from sessionwire.domain.transcript import TranscriptMessage, Usage
 log = structlog.get_logger("sessionwire.runs")
 
 PENDING = ("queued", "running")
+# Times a run is retried in this process when executing it raises (not the agent
+# failing, which is an outcome, but the gateway: a lost connection, say).
+MAX_RUN_CRASHES = 3
 
 
 class LaneSlot:
@@ -180,22 +183,45 @@ class RunEngine:
     async def _work(self, session_key: str, mailbox: asyncio.Queue[UUID]) -> None:
         while not mailbox.empty() and not self._closing:
             run_id = mailbox.get_nowait()
-            slot = LaneSlot(self._lane)
-            token = _current_slot.set(slot)
-            try:
-                # The lane first: a session lock may hold a database connection (PostgreSQL),
-                # so at most maxConcurrent of them are held, never the whole pool (a run
-                # lending its slot while it waits for a nested run keeps its lock).
-                await slot.acquire()
-                async with self.store.session_lock(session_key):
-                    await self._execute(run_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one broken run must not stop the session's mailbox
-                log.exception("run crashed", session_key=session_key, run_id=str(run_id))
-            finally:
-                _current_slot.reset(token)
-                slot.release()
+            for attempt in range(MAX_RUN_CRASHES):
+                try:
+                    await self._execute_in_lane(session_key, run_id)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # one broken run must not stop the session's mailbox
+                    log.exception(
+                        "run crashed", session_key=session_key, run_id=str(run_id), attempt=attempt
+                    )
+                    await back_off(attempt + 1)
+            else:
+                # Still breaking (a database that keeps failing, say): record the failure
+                # so whoever waits for this run hears its end instead of waiting forever.
+                await self._fail_crashed(run_id)
+
+    async def _execute_in_lane(self, session_key: str, run_id: UUID) -> None:
+        slot = LaneSlot(self._lane)
+        token = _current_slot.set(slot)
+        try:
+            # The lane first: a session lock may hold a database connection (PostgreSQL),
+            # so at most maxConcurrent of them are held, never the whole pool (a run
+            # lending its slot while it waits for a nested run keeps its lock).
+            await slot.acquire()
+            async with self.store.session_lock(session_key):
+                await self._execute(run_id)
+        finally:
+            _current_slot.reset(token)
+            slot.release()
+
+    async def _fail_crashed(self, run_id: UUID) -> None:
+        try:
+            run = await self._record_outcome(
+                run_id, RuntimeError(f"the run crashed {MAX_RUN_CRASHES} times in the gateway")
+            )
+        except Exception:  # the store itself is failing: a restart will run it again
+            log.exception("crashed run not recorded", run_id=str(run_id))
+            return
+        self._settle(run)
 
     async def _execute(self, run_id: UUID) -> None:
         run = self.load(run_id)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from sessionwire import Gateway
 from sessionwire.testing import ScriptedRuntime
 
@@ -18,15 +16,6 @@ SCRIPT = {
 HANG_SECONDS = 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason=(
-        "application/runs.py _work: an exception in _execute is logged ('run crashed') "
-        "and the run's future is never settled, nor the run retried: the exchange driver "
-        "awaiting it, and wait_idle(), wait forever (found chasing the two-process hang)"
-    ),
-)
 async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
     gateway = await Gateway.open(runtime=ScriptedRuntime.from_dict(SCRIPT))
     try:
@@ -49,5 +38,35 @@ async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
         )
         assert sent["status"] == "accepted", sent
         await asyncio.wait_for(gateway.wait_idle(), timeout=HANG_SECONDS)
+    finally:
+        await gateway.close()
+
+
+async def test_a_run_that_keeps_crashing_is_recorded_as_failed() -> None:
+    gateway = await Gateway.open(runtime=ScriptedRuntime.from_dict(SCRIPT))
+    try:
+        await gateway.record_message("main", role="user", content="target")
+        await gateway.record_message("cron:a", role="user", content="start")
+        lookup = gateway.store.session_for_update
+
+        def broken_lookup(key: str) -> Any:
+            if key == "agent:main:main":
+                raise RuntimeError("connection lost")  # every time
+            return lookup(key)
+
+        gateway.store.session_for_update = broken_lookup  # type: ignore[method-assign]
+        sent = await asyncio.wait_for(
+            gateway.call_tool(
+                "cron:a",
+                "sessions_send",
+                {"sessionKey": "main", "message": "ping", "timeoutSeconds": 30},
+            ),
+            timeout=HANG_SECONDS,
+        )
+        assert sent["status"] == "error", sent
+        assert sent["error"] == "the run crashed 3 times in the gateway"
+        await asyncio.wait_for(gateway.wait_idle(), timeout=HANG_SECONDS)
+        names = [type(event).__name__ for _, event in gateway.store.events()]
+        assert names.count("RunFailed") == 1
     finally:
         await gateway.close()
