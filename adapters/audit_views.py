@@ -9,7 +9,13 @@ from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.terminal_views import message_text, when
 
-KIND_STYLES = {"session": "cyan", "run": "green", "exchange": "magenta", "spawn": "yellow"}
+KIND_STYLES = {
+    "session": "cyan",
+    "run": "green",
+    "exchange": "magenta",
+    "spawn": "yellow",
+    "refusal": "red",
+}
 
 
 def timeline_view(result: dict[str, Any]) -> RenderableType:

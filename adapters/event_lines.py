@@ -15,13 +15,20 @@ from typing import Any
 from uuid import UUID
 
 from rich.text import Text
+from sessionwire.application.audit_timeline import describe
 from sessionwire.application.ports import SessionStore
 from sessionwire.domain.base import DomainEvent
 
 GIST_CHARS = 90
 UUID_TAIL = re.compile(r"([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Colours by stream kind, so a reader can follow one conversation through the log.
-STREAM_STYLES = {"session": "cyan", "run": "magenta", "exchange": "yellow", "spawn": "green"}
+STREAM_STYLES = {
+    "session": "cyan",
+    "run": "magenta",
+    "exchange": "yellow",
+    "spawn": "green",
+    "refusal": "red",
+}
 QUIET_EVENTS = {"RunDispatched", "SubagentRunStarted"}
 # The stream each aggregate's first event opens, and the field naming its session.
 OPENERS = {
@@ -29,6 +36,7 @@ OPENERS = {
     "RunStarted": ("run", "session_key"),
     "ExchangeOpened": ("exchange", "target_key"),
     "SubagentSpawned": ("spawn", "child_key"),
+    "AccessRefused": ("refusal", "requester_key"),
 }
 
 
@@ -203,4 +211,5 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return "archived"
         case "SubagentDeleted":
             return "deleted"
-    return ""
+    # Everything else (policy decisions, say) in the auditor's words.
+    return describe(event)

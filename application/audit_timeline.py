@@ -16,13 +16,14 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports import SessionStore
+from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal"]
 SNIPPET = 60
 
 
@@ -84,6 +85,8 @@ def _joins(event: DomainEvent, key: str) -> Kind | None:
         return "exchange" if key in (event.requester_key, event.target_key) else None
     if isinstance(event, Spawn.SubagentSpawned):
         return "spawn" if key in (event.requester_key, event.child_key) else None
+    if isinstance(event, AccessRefusal.AccessRefused):
+        return "refusal" if key in (event.requester_key, event.target_key) else None
     return None
 
 
@@ -107,6 +110,10 @@ def _session(event: Any) -> str:
         return f"patched {changes}"
     if isinstance(event, Session.SessionImported):
         return f"row imported from {event.source}: {', '.join(sorted(event.fields))}"
+    if isinstance(event, Session.SendCommandHandled):
+        mode = event.mode or "no mode"
+        outcome = "applied" if event.applied else event.reason
+        return f"/send command ({mode}): {outcome}"
     if isinstance(event, Session.SessionArchived | Session.SessionDeleted):
         verb = "archived" if isinstance(event, Session.SessionArchived) else "deleted"
         return f"session {verb}: {event.reason}"
@@ -154,6 +161,16 @@ def _exchange(event: Any) -> str:
         return f"announce delivered to {event.channel} {event.to}: {_snip(event.message)}"
     if isinstance(event, Exchange.AnnounceFailed):
         return f"announce delivery failed: {event.error}"
+    if isinstance(event, Exchange.TurnBlocked):
+        return (
+            f"turn {event.turn} ({event.speaker}) blocked: send policy of "
+            f"{event.session_key} denies ({event.rule})"
+        )
+    if isinstance(event, Exchange.AnnounceSuppressed):
+        return (
+            f"announce {event.stage} suppressed: send policy of {event.session_key} denies "
+            f"({event.rule})"
+        )
     if isinstance(event, Exchange.ExchangeClosed):
         return f"exchange closed: {event.reason}"
     return type(event).__name__
@@ -174,12 +191,26 @@ def _spawn(event: Any) -> str:
     if isinstance(event, Spawn.SubagentAnnounced):
         where = f" to {event.channel} {event.to}" if event.channel else " (recorded only)"
         return f"sub-agent result announced{where}: {_snip(event.message)}"
+    if isinstance(event, Spawn.SubagentAnnounceSuppressed):
+        return (
+            f"sub-agent report not delivered: send policy of {event.session_key} denies "
+            f"({event.rule})"
+        )
     if isinstance(event, Spawn.AnnounceSkipped):
         return f"sub-agent announce skipped: {event.reason}"
     if isinstance(event, Spawn.SubagentArchived):
         return "sub-agent session archived"
     if isinstance(event, Spawn.SubagentDeleted):
         return "sub-agent session deleted"
+    return type(event).__name__
+
+
+def _refusal(event: Any) -> str:
+    if isinstance(event, AccessRefusal.AccessRefused):
+        return (
+            f"{event.tool} by {event.requester_key} refused ({event.check}, {event.rule}): "
+            f"{event.message}"
+        )
     return type(event).__name__
 
 
@@ -190,6 +221,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Run": _run,
     "Exchange": _exchange,
     "Spawn": _spawn,
+    "AccessRefusal": _refusal,
 }
 
 

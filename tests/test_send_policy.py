@@ -295,3 +295,17 @@ async def test_a_config_rule_blocks_a_send_by_every_name(store_url: str) -> None
             ), name
     finally:
         await gateway.close()
+
+
+async def test_the_timeline_shows_the_refusal_and_the_command(gw: Gateway) -> None:
+    key = "agent:main:discord:group:dev"
+    await gw.record_message(key, role="user", content="/send off", sender_is_owner=True)
+    await send(gw)
+    entries = [(e.kind, e.event, e.summary) for e in gw.timeline(key).entries]
+    assert ("session", "SendCommandHandled", "/send command (deny): applied") in entries
+    assert (
+        "refusal",
+        "AccessRefused",
+        "sessions_send by agent:main:main refused (send_policy, session override "
+        "(sendPolicy=deny)): send blocked by session policy",
+    ) in entries
