@@ -18,6 +18,12 @@ from sessionwire.application.runtime import AgentRuntime, ChannelDelivery
 T = TypeVar("T")
 
 
+def open_event_store(store: str, config: GatewayConfig) -> EventSourcedStore:
+    """The event store at ``store``, its session rows classified by ``config``'s key rules."""
+    rules = config.key_rules
+    return EventSourcedStore(store, kind_of=lambda state: rules.kind(state.key, state.chat_type))
+
+
 class Gateway(GatewayService):
     """The public gateway. Open it with ``await Gateway.open(...)``; close it when done."""
 
@@ -39,10 +45,7 @@ class Gateway(GatewayService):
         alone (a reader, or a process with no agent runtime to carry them on)."""
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.load(config)
-        rules = config.key_rules
-        event_store = EventSourcedStore(
-            store, kind_of=lambda state: rules.kind(state.key, state.chat_type)
-        )
+        event_store = open_event_store(store, config)
         gateway = cls(
             store=event_store,
             config=config,

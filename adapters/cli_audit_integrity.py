@@ -28,9 +28,7 @@ from sessionwire.adapters.cli_context import (
     CliOptions,
     console,
     fail,
-    make_parent,
 )
-from sessionwire.adapters.event_store import EventSourcedStore, StoreURLError
 from sessionwire.application.audit_export import ExportFormatError, export_lines, import_export
 from sessionwire.application.audit_log import ImportRefused, TableDifference
 from sessionwire.application.audit_verify import VerifyReport, verify
@@ -41,19 +39,8 @@ pass_options = click.make_pass_decorator(CliOptions)
 
 @contextmanager
 def open_log(options: CliOptions) -> Iterator[StoreAuditLog]:
-    rules = options.config().key_rules
-    if options.store.startswith("sqlite:"):
-        make_parent(options.store)
-    try:
-        store = EventSourcedStore(
-            options.store, kind_of=lambda state: rules.kind(state.key, state.chat_type)
-        )
-    except StoreURLError as error:
-        fail(str(error), EXIT_USAGE)
-    try:
+    with options.store_alone() as (store, _):
         yield StoreAuditLog(store)
-    finally:
-        store.close()
 
 
 @contextmanager

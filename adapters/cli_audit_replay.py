@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import click
 from sessionwire.adapters.audit_views import state_view, timeline_view
-from sessionwire.adapters.cli_context import EXIT_USAGE, CliOptions, fail, make_parent
-from sessionwire.adapters.event_store import EventSourcedStore, StoreURLError
+from sessionwire.adapters.cli_context import EXIT_USAGE, CliOptions, fail
+from sessionwire.adapters.event_store import EventSourcedStore
 from sessionwire.application.auditor import Auditor
 from sessionwire.application.config import GatewayConfig
 from sessionwire.domain.keys import InvalidSessionKey
@@ -24,24 +24,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="print JSON f
 
 @contextmanager
 def store_alone(options: CliOptions) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
-    """The chosen store without a gateway around it: nothing unfinished is resumed."""
-    config = options.config()
-    if options.store.startswith("sqlite:"):
-        make_parent(options.store)
-    rules = config.key_rules
-    try:
-        store = EventSourcedStore(
-            options.store, kind_of=lambda state: rules.kind(state.key, state.chat_type)
-        )
-    except StoreURLError as error:
-        fail(str(error), EXIT_USAGE)
-    try:
-        yield store, config
-    except (LookupError, InvalidSessionKey, ValueError) as error:
-        message = str(error.args[0]) if isinstance(error, LookupError) else str(error)
-        fail(message)
-    finally:
-        store.close()
+    """The chosen store alone; a missing session or a bad key is a refusal (exit 1)."""
+    with options.store_alone() as opened:
+        try:
+            yield opened
+        except (LookupError, InvalidSessionKey, ValueError) as error:
+            message = str(error.args[0]) if isinstance(error, LookupError) else str(error)
+            fail(message)
 
 
 @contextmanager

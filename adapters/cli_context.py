@@ -11,7 +11,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,8 +20,8 @@ from typing import Any, NoReturn
 import click
 import structlog
 from rich.console import Console, RenderableType
-from sessionwire.adapters.bootstrap import Gateway
-from sessionwire.adapters.event_store import StoreURLError
+from sessionwire.adapters.bootstrap import Gateway, open_event_store
+from sessionwire.adapters.event_store import EventSourcedStore, StoreURLError
 from sessionwire.application.config import ConfigError, GatewayConfig
 
 Render = Callable[[dict[str, Any]], RenderableType]
@@ -105,6 +106,22 @@ class CliOptions:
             fail(str(error))
         finally:
             await gateway.close()
+
+    @contextmanager
+    def store_alone(self) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
+        """The chosen store without a gateway around it: nothing unfinished is resumed,
+        no agent is called, nothing is delivered (what auditing and imports need)."""
+        config = self.config()
+        if self.store.startswith("sqlite:"):
+            make_parent(self.store)
+        try:
+            store = open_event_store(self.store, config)
+        except StoreURLError as error:
+            fail(str(error), EXIT_USAGE)
+        try:
+            yield store, config
+        finally:
+            store.close()
 
     def show(self, result: dict[str, Any], render: Render) -> int:
         """Print a tool result; a refused call goes to stderr and exits 1."""
