@@ -402,26 +402,34 @@ def timed_loop(calls: list[Callable[[], Any]]) -> tuple[float, list[float]]:
     return clock() - start, latencies
 
 
+def record_calls(gw: SyncGateway, work: list[tuple[str, str, str]]) -> list[Callable[[], Any]]:
+    """One ``record_message`` call per (key, role, text) of the workload."""
+    return [(lambda k=k, r=r, t=t: gw.record_message(k, role=r, content=t)) for k, r, t in work]
+
+
+def raw_append_calls(
+    raw: RawSqlite | RawPostgres, work: list[tuple[str, str, str]]
+) -> list[Callable[[], Any]]:
+    """The same workload as plain inserts of the dict we store: role, blocks, timestamp."""
+
+    def call(k: str, r: str, t: str) -> None:
+        message = {
+            "role": r,
+            "content": [{"type": "text", "text": t}],
+            "timestamp": int(time.time() * 1000),
+        }
+        raw.append(k, message)
+
+    return [(lambda k=k, r=r, t=t: call(k, r, t)) for k, r, t in work]
+
+
 def run_ours_w1(gw: SyncGateway, work: list[tuple[str, str, str]]) -> dict[str, Any]:
-    calls = [(lambda k=k, r=r, t=t: gw.record_message(k, role=r, content=t)) for k, r, t in work]
-    wall, latencies = timed_loop(calls)
+    wall, latencies = timed_loop(record_calls(gw, work))
     return {"wall_s": round(wall, 4), "per_s": round(len(work) / wall, 1), **summary_ms(latencies)}
 
 
 def run_raw_w1(raw: RawSqlite | RawPostgres, work: list[tuple[str, str, str]]) -> dict[str, Any]:
-    def call(k: str, r: str, t: str) -> None:
-        # The same dict as our stored message: role, content blocks, timestamp.
-        raw.append(
-            k,
-            {
-                "role": r,
-                "content": [{"type": "text", "text": t}],
-                "timestamp": int(time.time() * 1000),
-            },
-        )
-
-    calls = [(lambda k=k, r=r, t=t: call(k, r, t)) for k, r, t in work]
-    wall, latencies = timed_loop(calls)
+    wall, latencies = timed_loop(raw_append_calls(raw, work))
     return {"wall_s": round(wall, 4), "per_s": round(len(work) / wall, 1), **summary_ms(latencies)}
 
 

@@ -137,9 +137,9 @@ def main() -> int:
             raw_es = bc.RawPostgres(args.postgres_url, stores.fresh_schema(), setting)
             raw_one = bc.RawPostgres(args.postgres_url, stores.fresh_schema(), setting)
             runs = [
-                ("ours", lambda gw=gw: bc.timed_loop(_calls(gw, work))[1]),
+                ("ours", lambda gw=gw: bc.timed_loop(bc.record_calls(gw, work))[1]),
                 ("our_sql_replayed", run_replay),
-                ("raw", lambda r=raw: _raw_latencies(r, work)),
+                ("raw", lambda r=raw: bc.timed_loop(bc.raw_append_calls(r, work))[1]),
                 ("raw_pipeline_es_shape", lambda r=raw_es: _raw_pipelined(r, work, False)),
                 ("raw_pipeline_one_sync", lambda r=raw_one: _raw_pipelined(r, work, True)),
             ]
@@ -181,24 +181,6 @@ def _retarget(query: Any, old: str, new: str) -> Any:
 
 def summary(latencies: list[float]) -> dict[str, float]:
     return {"per_s": round(len(latencies) / sum(latencies)), **bc.summary_ms(latencies)}
-
-
-def _calls(gw: SyncGateway, work: list[tuple[str, str, str]]) -> list:
-    return [(lambda k=k, r=r, t=t: gw.record_message(k, role=r, content=t)) for k, r, t in work]
-
-
-def _raw_latencies(raw: bc.RawPostgres, work: list[tuple[str, str, str]]) -> list[float]:
-    def call(k: str, r: str, t: str) -> None:
-        raw.append(
-            k,
-            {
-                "role": r,
-                "content": [{"type": "text", "text": t}],
-                "timestamp": int(time.time() * 1000),
-            },
-        )
-
-    return bc.timed_loop([(lambda k=k, r=r, t=t: call(k, r, t)) for k, r, t in work])[1]
 
 
 def _raw_pipelined(raw: bc.RawPostgres, work: list[tuple[str, str, str]], one_sync: bool) -> list:

@@ -196,9 +196,9 @@ def main() -> int:
             connection = replay_connection(rep_dir / "replay.db", schema, synchronous)
             raw = bc.RawSqlite(rep_dir, synchronous)
             runs = [
-                ("ours", lambda gw=gw: bc.timed_loop(_calls(gw, work))[1]),
+                ("ours", lambda gw=gw: bc.timed_loop(bc.record_calls(gw, work))[1]),
                 ("our_sql_replayed", lambda c=connection: replay(c, per_append)),
-                ("raw", lambda r=raw: _raw_latencies(r, work)),
+                ("raw", lambda r=raw: bc.timed_loop(bc.raw_append_calls(r, work))[1]),
             ]
             order = runs if rep % 2 == 0 else runs[::-1]
             for name, run in order:
@@ -226,24 +226,6 @@ def main() -> int:
 
 def _fresh(root: Path) -> Path:
     return Path(tempfile.mkdtemp(dir=root))
-
-
-def _calls(gw: SyncGateway, work: list[tuple[str, str, str]]) -> list:
-    return [(lambda k=k, r=r, t=t: gw.record_message(k, role=r, content=t)) for k, r, t in work]
-
-
-def _raw_latencies(raw: bc.RawSqlite, work: list[tuple[str, str, str]]) -> list[float]:
-    def call(k: str, r: str, t: str) -> None:
-        raw.append(
-            k,
-            {
-                "role": r,
-                "content": [{"type": "text", "text": t}],
-                "timestamp": int(time.time() * 1000),
-            },
-        )
-
-    return bc.timed_loop([(lambda k=k, r=r, t=t: call(k, r, t)) for k, r, t in work])[1]
 
 
 if __name__ == "__main__":
