@@ -4,7 +4,12 @@ into memory), then swapped in or dropped."""
 
 from __future__ import annotations
 
-from sessionwire.adapters.read_model_sql import SESSION_COLUMNS, Cursor, SqlReadModel
+from sessionwire.adapters.read_model_sql import (
+    SESSION_COLUMNS,
+    WORK_ROW_COLUMNS,
+    Cursor,
+    SqlReadModel,
+)
 from sessionwire.application.audit_log import TableDifference
 
 SHADOW = "rebuild_"
@@ -18,20 +23,7 @@ _TABLES: dict[str, tuple[str, list[str], list[str]]] = {
         [c.strip() for c in SESSION_COLUMNS.split(",") if c.strip() != "id"],
     ),
     "transcript": ("transcript", ["session", "seq"], ["role", "message"]),
-    "work": (
-        "work_table",
-        ["id"],
-        [
-            "kind",
-            "status",
-            "session_key",
-            "position",
-            "version",
-            "created_on",
-            "modified_on",
-            "state",
-        ],
-    ),
+    "work": ("work_table", ["id"], [c for c in WORK_ROW_COLUMNS if c != "id"]),
 }
 
 

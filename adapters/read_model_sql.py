@@ -264,27 +264,9 @@ class SqlReadModel:
             f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
         )
         transcript = [(f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()]
-        cursor.execute(
-            f"SELECT id, kind, status, session_key, position, version, created_on, "
-            f"modified_on, state FROM {self.work_table} ORDER BY position"
-        )
-        work = [
-            tuple(
-                f[c]
-                for c in (
-                    "id",
-                    "kind",
-                    "status",
-                    "session_key",
-                    "position",
-                    "version",
-                    "created_on",
-                    "modified_on",
-                    "state",
-                )
-            )
-            for f in cursor.fetchall()
-        ]
+        columns = ", ".join(WORK_ROW_COLUMNS)
+        cursor.execute(f"SELECT {columns} FROM {self.work_table} ORDER BY position")
+        work = [tuple(found[c] for c in WORK_ROW_COLUMNS) for found in cursor.fetchall()]
         return {"sessions": sessions, "transcript": transcript, "work": work}
 
 
@@ -293,6 +275,18 @@ def _column_names() -> Sequence[str]:
 
 
 WORK_COLUMNS = "id, kind, version, created_on, modified_on, state"
+# Every column of a work row, as snapshots and rebuild comparisons read them.
+WORK_ROW_COLUMNS = (
+    "id",
+    "kind",
+    "status",
+    "session_key",
+    "position",
+    "version",
+    "created_on",
+    "modified_on",
+    "state",
+)
 
 
 def stored_work(found: Any) -> StoredWork:
