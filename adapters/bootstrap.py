@@ -7,13 +7,13 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sessionwire.adapters.event_store import EventSourcedStore
-from sessionwire.application.audit_state import SessionAsOf
-from sessionwire.application.audit_timeline import Timeline
-from sessionwire.application.config import GatewayConfig
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.audit.state import SessionAsOf
+from sessionwire.application.audit.timeline import Timeline
+from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.gateway import GatewayService
-from sessionwire.application.ports import Clock, IdSource, RandomIds, SystemClock
-from sessionwire.application.runtime import AgentRuntime, ChannelDelivery
+from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
+from sessionwire.application.ports.store import Clock, IdSource, RandomIds, SystemClock
 
 T = TypeVar("T")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from sessionwire.application.config import GatewayConfig
-from sessionwire.application.exchanges import ExchangeDriver
-from sessionwire.application.ports import Clock, IdSource, SessionStore
-from sessionwire.application.runs import RunEngine
-from sessionwire.application.spawns import SpawnDriver
+from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.orchestration.exchanges import ExchangeDriver
+from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.ports.store import Clock, IdSource, SessionStore
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import AccessPolicy, AgentToAgentPolicy, Refusal

@@ -16,29 +16,30 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
-from sessionwire.application.agents_list import agents_list
-from sessionwire.application.audit_state import SessionAsOf
-from sessionwire.application.audit_timeline import Timeline
-from sessionwire.application.auditor import Auditor
-from sessionwire.application.config import GatewayConfig
-from sessionwire.application.conflicts import MAX_SAVE_ATTEMPTS, back_off
+from sessionwire.application.audit.auditor import Auditor
+from sessionwire.application.audit.state import SessionAsOf
+from sessionwire.application.audit.timeline import Timeline
+from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
-from sessionwire.application.exchanges import ExchangeDriver
-from sessionwire.application.ports import Clock, IdSource, SessionStore, StoreConflict, SystemClock
-from sessionwire.application.runs import RunEngine
-from sessionwire.application.runtime import (
+from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
+from sessionwire.application.orchestration.exchanges import ExchangeDriver
+from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
     NoRuntime,
     RecordedDelivery,
 )
-from sessionwire.application.session_refs import SessionNotResolved, SessionRefused
-from sessionwire.application.sessions_history import sessions_history
-from sessionwire.application.sessions_list import sessions_list
-from sessionwire.application.sessions_send import sessions_send
-from sessionwire.application.sessions_spawn import sessions_spawn
-from sessionwire.application.spawns import SpawnDriver
-from sessionwire.application.tool_params import (
+from sessionwire.application.ports.store import (
+    Clock,
+    IdSource,
+    SessionStore,
+    StoreConflict,
+    SystemClock,
+)
+from sessionwire.application.tools.agents_list import agents_list
+from sessionwire.application.tools.params import (
     AgentsListParams,
     SessionsHistoryParams,
     SessionsListParams,
@@ -48,8 +49,13 @@ from sessionwire.application.tool_params import (
     ToolParams,
     friendly,
 )
-from sessionwire.application.tool_results import ToolError, ToolResult
-from sessionwire.application.tool_schemas import TOOL_PARAMETERS, tool_schemas
+from sessionwire.application.tools.results import ToolError, ToolResult
+from sessionwire.application.tools.schemas import TOOL_PARAMETERS, tool_schemas
+from sessionwire.application.tools.session_refs import SessionNotResolved, SessionRefused
+from sessionwire.application.tools.sessions_history import sessions_history
+from sessionwire.application.tools.sessions_list import sessions_list
+from sessionwire.application.tools.sessions_send import sessions_send
+from sessionwire.application.tools.sessions_spawn import sessions_spawn
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import subagent_tool_refusal

@@ -16,11 +16,11 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 from sessionwire.application.context import Requester, ToolContext
 from sessionwire.application.gateway import GatewayService, SessionNotFound
-from sessionwire.application.ports import SessionQuery, StoredSession
-from sessionwire.application.sessions_history import MAX_HISTORY_BYTES, cap_bytes
-from sessionwire.application.sessions_list import row
-from sessionwire.application.tool_params import MAX_ACTIVE_MINUTES
-from sessionwire.application.tool_results import SessionListRow
+from sessionwire.application.ports.store import SessionQuery, StoredSession
+from sessionwire.application.tools.params import MAX_ACTIVE_MINUTES
+from sessionwire.application.tools.results import SessionListRow
+from sessionwire.application.tools.sessions_history import MAX_HISTORY_BYTES, cap_bytes
+from sessionwire.application.tools.sessions_list import row
 from sessionwire.domain.keys import InvalidSessionKey, normalize_agent_id
 from sessionwire.domain.session import InvalidPatch, to_millis, validate_patch
 from sessionwire.domain.transcript import clean_for_reader

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from sessionwire.adapters.chain_sql import SqlChain
-from sessionwire.adapters.event_store import EventSourcedStore
-from sessionwire.application.config import GatewayConfig
+from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage
 
@@ -77,7 +77,15 @@ def run_child(url: str, *command: str) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "sessionwire.adapters.cli", "--store", url, "--json", *command],
+            [
+                sys.executable,
+                "-m",
+                "sessionwire.adapters.cli.main",
+                "--store",
+                url,
+                "--json",
+                *command,
+            ],
             stdout=out,
             stderr=err,
         )

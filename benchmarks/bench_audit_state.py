@@ -30,8 +30,8 @@ from uuid import uuid4
 
 import structlog
 from bench_stores import drop_schema, store_url
-from sessionwire.adapters.event_store import EventSourcedStore
-from sessionwire.application.audit_state import SessionAsOf, session_as_of
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.audit.state import SessionAsOf, session_as_of
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage
 

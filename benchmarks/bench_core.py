@@ -56,11 +56,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from sessionwire.application.ports import Clock, IdSource
+from sessionwire import SyncGateway
+from sessionwire.application.ports.store import Clock, IdSource
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage, content_blocks
-
-from sessionwire import SyncGateway
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 PAYLOAD_BYTES = 300  # JSON bytes of one stored message, as in the peers' workload
@@ -672,7 +671,7 @@ def run_reads(gw: SyncGateway, kind: str, size: Size, profile_dir: Path | None) 
     first = gw.call_tool(REQUESTER, "sessions_list", {"limit": 3})["sessions"]
     expect([r["key"] for r in first[:2]] == [SMALL_KEY, BIG_KEY], f"newest sessions: {first}")
 
-    from sessionwire.application.ports import SessionQuery
+    from sessionwire.application.ports.store import SessionQuery
 
     query = SessionQuery(limit=50, agent_ids=frozenset({"main"}))
     big_id = store.session(BIG_KEY).id

@@ -27,9 +27,8 @@ from typing import Any
 
 import structlog
 from bench_stores import drop_schema, store_url
-from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
-
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

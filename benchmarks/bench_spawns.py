@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 from bench_stores import drop_schema, store_url
-
 from sessionwire import Gateway
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 

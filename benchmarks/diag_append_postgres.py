@@ -35,7 +35,6 @@ from typing import Any
 
 import bench_core as bc
 import psycopg
-
 from sessionwire import SyncGateway
 
 Op = tuple[Any, Any, dict[str, Any]]  # (query, params, execute options)

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import bench_core as bc
-
 from sessionwire import SyncGateway
 
 Op = tuple[str, Any, Any]  # ("execute" | "executemany" | "commit" | "rollback", sql, params)

@@ -9,9 +9,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from sessionwire.adapters.cli import main
-
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.cli.main import main
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 QUICK = [

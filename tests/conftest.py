@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import structlog
-
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import VirtualClock
 

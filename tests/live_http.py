@@ -22,9 +22,8 @@ from typing import Any
 
 import httpx
 import uvicorn
-from sessionwire.adapters.http_api import MAX_BODY_BYTES, create_app
-
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
 from sessionwire.testing import ScriptedRuntime
 
 TOKEN = "test-token-0123456789"

@@ -20,7 +20,7 @@ BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
 def run_block(block: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     script = (
         "set -euo pipefail\n"
-        f'sessionwire() {{ "{sys.executable}" -m sessionwire.adapters.cli "$@"; }}\n'
+        f'sessionwire() {{ "{sys.executable}" -m sessionwire.adapters.cli.main "$@"; }}\n'
         f'python() {{ "{sys.executable}" "$@"; }}\n' + block
     )
     return subprocess.run(

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from audit_rig import populate, run_cli, verify_json
 from conftest import POSTGRES_URL
-from sessionwire.adapters.audit_store import StoreAuditLog
-from sessionwire.adapters.event_store import EventSourcedStore
-from sessionwire.domain.session import session_uuid
-
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.domain.session import session_uuid
 from sessionwire.testing import VirtualClock
 
 

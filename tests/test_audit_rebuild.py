@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from audit_rig import RawStore, populate, run_cli
 from sessionwire.domain.session import session_uuid
-
 from sessionwire.testing import VirtualClock
 
 
@@ -100,7 +99,7 @@ def test_a_rebuild_that_keeps_few_aggregates_in_memory_gives_the_same_rows(
     capsys: pytest.CaptureFixture[str], raw: RawStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every aggregate but the last used is restored from the rows the rebuild wrote.
-    monkeypatch.setattr("sessionwire.adapters.audit_store.REPLAY_KEEP", 1)
-    monkeypatch.setattr("sessionwire.adapters.audit_store.REBUILD_PAGE", 2)
+    monkeypatch.setattr("sessionwire.adapters.store.audit.REPLAY_KEEP", 1)
+    monkeypatch.setattr("sessionwire.adapters.store.audit.REBUILD_PAGE", 2)
     code, report = rebuild(capsys, raw.url, "--check")
     assert (code, counts(report)) == (0, NONE)

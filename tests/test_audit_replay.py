@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessionwire.adapters.cli import main
-from sessionwire.adapters.event_store import EventSourcedStore
-from sessionwire.application.audit_state import SessionNotRecorded
-
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.audit.state import SessionNotRecorded
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from audit_rig import RawStore, populate, verify_json
 from sessionwire.domain.session import session_uuid
-
 from sessionwire.testing import VirtualClock
 
 MAIN = "agent:main:main"
@@ -167,7 +166,15 @@ def test_the_command_prints_a_table_of_findings_and_exits_1(raw: RawStore) -> No
     position = stream_positions(raw, MAIN)[1]
     raw.run(("DELETE FROM stored_events WHERE {pos} = ?", (position,)))
     done = subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli", "--store", raw.url, "audit", "verify"],
+        [
+            sys.executable,
+            "-m",
+            "sessionwire.adapters.cli.main",
+            "--store",
+            raw.url,
+            "audit",
+            "verify",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

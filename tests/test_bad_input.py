@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sessionwire.application.tool_params import (
+from sessionwire import Gateway
+from sessionwire.application.tools.params import (
     SessionsHistoryParams,
     SessionsListParams,
     ToolInputError,
 )
-
-from sessionwire import Gateway
 from sessionwire.testing import VirtualClock
 
 NAN = math.nan

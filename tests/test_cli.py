@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from sessionwire.adapters.cli import default_store, main
+from sessionwire.adapters.cli.main import default_store, main
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

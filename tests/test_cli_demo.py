@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessionwire.adapters.cli import main
+from sessionwire.adapters.cli.main import main
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

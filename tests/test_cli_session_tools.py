@@ -27,7 +27,7 @@ NO_RUNTIME = "no agent runtime is configured for this gateway"
 
 def cli(*args: str, store: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import structlog
-from sessionwire.application.config import ConfigError, GatewayConfig
+from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
 from sessionwire.domain.keys import KeyRules
 
 

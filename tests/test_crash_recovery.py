@@ -10,7 +10,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from sessionwire import Gateway
 
 ROOT = Path(__file__).resolve().parent.parent

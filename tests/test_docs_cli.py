@@ -76,7 +76,7 @@ def test_every_example_on_the_page_runs(tmp_path: Path) -> None:
     env = {**os.environ, "SESSIONWIRE_STORE": f"sqlite:///{tmp_path}/docs.db"}
     for example in page_examples(text):
         result = subprocess.run(
-            [sys.executable, "-m", "sessionwire.adapters.cli", *example.args],
+            [sys.executable, "-m", "sessionwire.adapters.cli.main", *example.args],
             cwd=tmp_path,
             capture_output=True,
             text=True,

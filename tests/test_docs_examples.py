@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from chat_server import ChatServer
-from sessionwire.adapters.openai_runtime import OpenAIRuntime
-from sessionwire.adapters.runtime_files import load_runtime
-from sessionwire.adapters.scripted_runtime import ScriptedRuntime
+from sessionwire.adapters.runtimes.files import load_runtime
+from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
+from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)

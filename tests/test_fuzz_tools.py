@@ -30,9 +30,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sessionwire.application.gateway import TOOLS as REGISTERED_TOOLS
-
 from sessionwire import SyncGateway
+from sessionwire.application.gateway import TOOLS as REGISTERED_TOOLS
 from sessionwire.testing import VirtualClock
 
 # Read-only tools only: a fuzzer must not call a writing tool with random arguments and
@@ -275,7 +274,7 @@ def test_call_tool_never_raises_and_never_writes(sync_gateway: SyncGateway) -> N
 @given(params=params_strategy)
 def test_parameter_parsing_never_crashes(params: Any) -> None:
     """The parameter models alone: a ToolInputError or a parsed model, nothing else."""
-    from sessionwire.application.tool_params import ToolInputError
+    from sessionwire.application.tools.params import ToolInputError
 
     for params_class, _ in REGISTERED_TOOLS.values():
         try:

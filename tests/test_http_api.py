@@ -9,10 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 from live_http import SCRIPT, LiveServer, live_server, scripted_server
-from sessionwire.adapters.http_api import create_app
-from sessionwire.application.tool_schemas import TOOL_PARAMETERS
-
 from sessionwire import Gateway
+from sessionwire.adapters.http.app import create_app
+from sessionwire.application.tools.schemas import TOOL_PARAMETERS
 from sessionwire.testing import ScriptedRuntime
 
 METHODS = ["sessions.list", "sessions.resolve", "sessions.patch", "chat.history", "agent.wait"]

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import httpx
 from live_http import cli_env, free_port, serve_process
-from sessionwire.adapters.cli_serve import is_loopback
+from sessionwire.adapters.cli.serve import is_loopback
 
 
 def sessionwire(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli", *args],
+        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

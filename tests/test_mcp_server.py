@@ -23,9 +23,8 @@ from chat_server import ChatServer, completion
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from sessionwire.application.tool_schemas import tool_schemas
-
 from sessionwire import Gateway, SyncGateway
+from sessionwire.application.tools.schemas import tool_schemas
 
 SCRIPT = {
     "rules": [
@@ -59,7 +58,7 @@ def script(tmp_path: Path) -> Path:
 
 def server_command(store: str, *args: str, config: Path | None = None) -> list[str]:
     settings = ["--config", str(config)] if config else []
-    return ["-m", "sessionwire.adapters.cli", "--store", store, *settings, "mcp", *args]
+    return ["-m", "sessionwire.adapters.cli.main", "--store", store, *settings, "mcp", *args]
 
 
 @asynccontextmanager

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from chat_server import ChatServer, completion
-from sessionwire.adapters.openai_runtime import OpenAIRuntime, OpenAIRuntimeConfig
-from sessionwire.application.ports import Clock
-from sessionwire.application.runtime import RunRequest
-
 from sessionwire import Gateway
+from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime, OpenAIRuntimeConfig
+from sessionwire.application.ports.runtime import RunRequest
+from sessionwire.application.ports.store import Clock
 from sessionwire.testing import VirtualClock
 
 

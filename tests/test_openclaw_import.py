@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessionwire.adapters.cli import main
-from sessionwire.adapters.openclaw_import import read_state_dir
-from sessionwire.application.history_import import import_sessions
-from sessionwire.application.ports import RandomIds
-
 from sessionwire import Gateway
+from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.importers.openclaw import read_state_dir
+from sessionwire.application.audit.history_import import import_sessions
+from sessionwire.application.ports.store import RandomIds
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
 MAIN_ID = "8c3a7f4e-1111-4a1b-9c2d-000000000001"

@@ -32,10 +32,9 @@ from uuid import UUID
 
 import pytest
 import yaml
-from sessionwire.application.runtime import AgentRuntime, RunReply, RunRequest
-from sessionwire.domain.exchange import exchange_id_for
-
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.domain.exchange import exchange_id_for
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, ScriptError, VirtualClock
 
 MAIN = "agent:main:main"

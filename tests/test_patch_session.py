@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from sessionwire import Gateway
 from sessionwire.application.gateway import SessionNotFound
 from sessionwire.domain.session import InvalidPatch
-
-from sessionwire import Gateway
 
 
 async def test_patched_fields_show_in_the_row(gateway: Gateway) -> None:

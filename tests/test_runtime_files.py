@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sessionwire.adapters.openai_runtime import OpenAIRuntime
-from sessionwire.adapters.runtime_files import load_runtime
-
+from sessionwire.adapters.runtimes.files import load_runtime
+from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
 from sessionwire.testing import ScriptedRuntime
 
 

@@ -8,7 +8,6 @@ import sys
 import textwrap
 
 import pytest
-
 from sessionwire import Gateway
 
 SCRIPT = textwrap.dedent(

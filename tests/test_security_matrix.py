@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 

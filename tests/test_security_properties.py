@@ -24,7 +24,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 

@@ -8,13 +8,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sessionwire.application.config import ConfigError
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.application.config.gateway_config import ConfigError
 from sessionwire.domain.control_commands import SEND_USAGE, parse_send_command
 from sessionwire.domain.keys import KeyRules
 from sessionwire.domain.policy import SendPolicy, SendRule
 from sessionwire.domain.session import SessionState
-
-from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 RULES = KeyRules()

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-
 from sessionwire import Gateway
+
 from tests.conftest import POSTGRES_URL
 
 

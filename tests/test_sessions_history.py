@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from sessionwire.application.sessions_history import cap_bytes
-
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.application.tools.sessions_history import cap_bytes
 from sessionwire.testing import VirtualClock
 
 

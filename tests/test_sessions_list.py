@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import VirtualClock
 

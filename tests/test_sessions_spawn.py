@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
-
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sessionwire.adapters.event_store import EventSourcedStore
-from sessionwire.application.ports import StoreConflict
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.ports.store import StoreConflict
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage
 

@@ -9,12 +9,11 @@ from uuid import UUID, uuid4
 
 import pytest
 from freezegun import freeze_time
+from sessionwire import Gateway
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, to_millis
 from sessionwire.domain.spawn import Spawn
-
-from sessionwire import Gateway
 from sessionwire.testing import EventsDiffer, Scenario, ScriptedRuntime, ScriptError, VirtualClock
 from sessionwire.testing import expect as e
 

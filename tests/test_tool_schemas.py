@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from sessionwire.application.gateway import TOOLS
-
 from sessionwire import Gateway
+from sessionwire.application.gateway import TOOLS
 
 
 async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> None:
@@ -37,7 +36,7 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
 
 
 def test_schema_properties_match_the_parameter_models() -> None:
-    from sessionwire.application.tool_schemas import TOOL_PARAMETERS
+    from sessionwire.application.tools.schemas import TOOL_PARAMETERS
 
     for name, (params_class, _) in TOOLS.items():
         assert set(TOOL_PARAMETERS[name]["properties"]) == set(params_class.model_fields)

@@ -16,9 +16,8 @@ import signal
 import sys
 from typing import Any
 
-from sessionwire.application.runtime import RunReply, RunRequest
-
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.application.ports.runtime import RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 
 REQUESTER = "discord:group:req"

@@ -1,0 +1,212 @@
+"""``sessionwire audit verify | export | import | rebuild``: the log's integrity commands.
+
+They open the store alone (no gateway: nothing resumes, nothing is written but what the
+command writes) and stream the log, so they run in constant memory on any size of store.
+Exit codes: 0 clean, 1 findings / differences / a bad file, 2 bad usage or a store that
+cannot take the import.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+from rich.console import Group, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+from sessionwire.adapters.cli.context import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliOptions,
+    console,
+    fail,
+)
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.application.audit.export import ExportFormatError, export_lines, import_export
+from sessionwire.application.audit.verify import VerifyReport, verify
+from sessionwire.application.ports.audit_log import ImportRefused, TableDifference
+from sessionwire.domain.keys import InvalidSessionKey
+
+pass_options = click.make_pass_decorator(CliOptions)
+
+
+@contextmanager
+def open_log(options: CliOptions) -> Iterator[StoreAuditLog]:
+    with options.store_alone() as (store, _):
+        yield StoreAuditLog(store)
+
+
+@contextmanager
+def progress_bar(options: CliOptions, total: int, what: str) -> Iterator[Callable[[int], None]]:
+    """A progress callback taking the log position reached; a bar on stderr for people."""
+    if options.as_json or total == 0:
+        yield lambda _: None
+        return
+    with Progress(
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(what, total=total)
+        reached = 0
+
+        def advance(position: int) -> None:
+            nonlocal reached
+            # Redrawing per event would cost more than checking it.
+            if position - reached >= 1000 or position == total:
+                bar.update(task, completed=position)
+                reached = position
+
+        yield advance
+
+
+@click.command("verify")
+@pass_options
+def verify_command(options: CliOptions) -> int:
+    """Check every stored event against the hash chain; report what changed."""
+    with open_log(options) as log:
+        bounds = log.log_bounds()
+        total = max(bounds.last_event, bounds.last_link)
+        with progress_bar(options, total, "verifying") as progress:
+            report = verify(log, progress=progress)
+    if options.as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        console().print(verify_view(report))
+    return EXIT_OK if report.clean else EXIT_REFUSED
+
+
+def verify_view(report: VerifyReport) -> RenderableType:
+    head = (
+        f"head #{report.head_position} {report.head_hash}" if report.head_hash else "no chain yet"
+    )
+    summary = f"{report.checked} event(s) checked; {head}"
+    if report.unchained:
+        summary += f"; {report.unchained} event(s) recorded before the chain began"
+    if report.clean:
+        return Text(f"clean: {summary}")
+    table = Table(title=f"{len(report.findings)} finding(s): {summary}", title_justify="left")
+    for column in ("KIND", "STREAM", "SESSION", "VERSION", "POSITION", "DETAIL"):
+        table.add_column(column)
+    for finding in report.findings:
+        table.add_row(
+            finding.kind,
+            "-" if finding.originator_id is None else str(finding.originator_id),
+            finding.session_key or "-",
+            "-" if finding.version is None else str(finding.version),
+            str(finding.notification_id),
+            finding.detail,
+        )
+    return table
+
+
+@click.command("export")
+@click.option("--session", "session_key", help="only this session and its runs, spawns, exchanges")
+@click.option(
+    "--format", "format_", type=click.Choice(["jsonl"]), default="jsonl", show_default=True
+)
+@click.option("-o", "--output", default="-", show_default=True)
+@pass_options
+def export_command(options: CliOptions, session_key: str | None, format_: str, output: str) -> int:
+    """Write the event log as JSON lines (re-importable when complete)."""
+    try:
+        key = None if session_key is None else options.config().key_rules.canonical(session_key)
+    except InvalidSessionKey as error:
+        fail(str(error), EXIT_USAGE)
+    with open_log(options) as log:
+        lines = export_lines(log, session_key=key)
+        if output == "-":
+            _write(lines, sys.stdout)
+        else:
+            with Path(output).open("w", encoding="utf-8") as file:
+                _write(lines, file)
+    return EXIT_OK
+
+
+def _write(lines: Iterator[str], file: TextIO) -> None:
+    for line in lines:
+        file.write(line)
+        file.write("\n")
+
+
+@click.command("import")
+@click.argument("source")
+@pass_options
+def import_command(options: CliOptions, source: str) -> int:
+    """Load a complete export (SOURCE, or - for stdin) into an empty store."""
+    with open_log(options) as log:
+        try:
+            if source == "-":
+                count = import_export(log, sys.stdin)
+            else:
+                try:
+                    file = Path(source).open(encoding="utf-8")  # noqa: SIM115
+                except OSError as error:
+                    fail(f"cannot read {source}: {error.strerror}", EXIT_USAGE)
+                with file:
+                    count = import_export(log, file)
+        except ImportRefused as error:
+            fail(f"{error}; import only into an empty store", EXIT_USAGE)
+        except (ExportFormatError, UnicodeDecodeError) as error:
+            fail(f"{source}: {error}; nothing was imported")
+        location = log.store.location
+    result: dict[str, Any] = {"imported": count, "store": location}
+    if options.as_json:
+        click.echo(json.dumps(result))
+    else:
+        console().print(f"imported {count} event(s) into {location}; read models rebuilt")
+    return EXIT_OK
+
+
+@click.command("rebuild")
+@click.option("--check", is_flag=True, help="compare only; leave the live read models as they are")
+@pass_options
+def rebuild_command(options: CliOptions, check: bool) -> int:
+    """Project every read model again from the log and report how the live ones differ."""
+    with open_log(options) as log:
+        differences = log.rebuild_and_compare(replace=not check)
+    differs = any(difference.total for difference in differences.values())
+    if options.as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "replaced": differs and not check,
+                    "tables": {name: vars(d) for name, d in differences.items()},
+                },
+                indent=2,
+            )
+        )
+    else:
+        console().print(rebuild_view(differences, replaced=differs and not check))
+    return EXIT_REFUSED if differs else EXIT_OK
+
+
+def rebuild_view(differences: dict[str, TableDifference], *, replaced: bool) -> RenderableType:
+    table = Table(title="read models rebuilt from the log", title_justify="left")
+    for column in ("TABLE", "ADDED", "REMOVED", "CHANGED", "EXAMPLES"):
+        table.add_column(column)
+    for name, difference in differences.items():
+        table.add_row(
+            name,
+            str(difference.added),
+            str(difference.removed),
+            str(difference.changed),
+            "\n".join(difference.examples),
+        )
+    if not any(d.total for d in differences.values()):
+        verdict = "the live read models equal the log's"
+    elif replaced:
+        verdict = "the live read models differed; they now hold the rebuilt rows"
+    else:
+        verdict = "the live read models differ (--check: left unchanged)"
+    return Group(table, Text(verdict))

@@ -1,0 +1,81 @@
+"""Rich renderings of the audit answers (a timeline, a past state) for people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from sessionwire.adapters.cli.terminal_views import message_text, when
+
+KIND_STYLES = {
+    "session": "cyan",
+    "run": "green",
+    "exchange": "magenta",
+    "spawn": "yellow",
+    "refusal": "red",
+}
+
+
+def timeline_view(result: dict[str, Any]) -> RenderableType:
+    entries = result["entries"]
+    table = Table(
+        title=f"timeline of {result['key']}: {len(entries)} event(s)", title_justify="left"
+    )
+    table.add_column("#", justify="right")
+    table.add_column("TIME (UTC)", no_wrap=True)
+    table.add_column("KIND")
+    table.add_column("EVENT", no_wrap=True)
+    table.add_column("WHAT HAPPENED")
+    for entry in entries:
+        table.add_row(
+            str(entry["position"]),
+            entry["timestamp"][:23].replace("T", " "),
+            Text(f"{entry['kind']} {entry['aggregate_id'][:8]}", style=KIND_STYLES[entry["kind"]]),
+            entry["event"],
+            # Text, not a str: recorded text is shown as it is, never read as markup.
+            Text(entry["summary"]),
+        )
+    return table
+
+
+ROW_FIELDS = (
+    "status",
+    "session_id",
+    "agent_id",
+    "spawned_by",
+    "message_count",
+    "channel",
+    "chat_type",
+    "display_name",
+    "label",
+    "last_channel",
+    "last_to",
+    "model",
+    "total_tokens",
+    "send_policy",
+)
+
+
+def state_view(result: dict[str, Any]) -> RenderableType:
+    row = result["row"]
+    title = Text(
+        f"{result['key']} at version {result['version']} of {result['latest_version']} "
+        f"(recorded {result['recorded_at']})",
+        style="bold",
+    )
+    fields = Table(show_header=False, box=None, padding=(0, 2))
+    for name in ROW_FIELDS:
+        if row.get(name) is not None:
+            fields.add_row(name, Text(str(row[name])))
+    fields.add_row("updated_at", when(row["updated_at"]))
+    lines: list[RenderableType] = [title, fields, Text("transcript:", style="bold")]
+    for message in result["transcript"]:
+        line = Text(f"  {when(message.get('timestamp'))}  ")
+        line.append(f"{message['role']:<10}", style="cyan")
+        line.append(message_text(message))
+        lines.append(line)
+    if not result["transcript"]:
+        lines.append(Text("  (no messages yet)", style="dim"))
+    return Group(*lines)

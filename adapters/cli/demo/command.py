@@ -1,0 +1,193 @@
+"""``sessionwire demo``: a scripted team of agents plays a scenario on a real store.
+
+Every event the store records is shown as it is recorded; the demo ends with the
+sessions_list table and where the store lives. Time is simulated (a virtual clock), so
+the hour before a finished sub-agent is archived passes at once, and nothing leaves the
+machine (no network, announces are recorded rather than posted).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.text import Text
+from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.cli.context import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliOptions,
+    console,
+    default_store,
+    fail,
+)
+from sessionwire.adapters.cli.demo.runner import (
+    DemoPlayer,
+    DemoReport,
+    DemoView,
+    StepOutcome,
+    describe_step,
+    start_after_the_log,
+)
+from sessionwire.adapters.cli.demo.scenario import Scenario, ScenarioError, Step, load_scenario
+from sessionwire.adapters.cli.event_lines import EventLine, call_summary
+from sessionwire.adapters.cli.terminal_views import sessions_table
+from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
+from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+
+pass_options = click.make_pass_decorator(CliOptions)
+
+
+class TerminalView(DemoView):
+    """Rich lines for people, with a progress bar over the steps while they play."""
+
+    def __init__(self, out: Console, total_steps: int) -> None:
+        self.out = out
+        self.progress = Progress(
+            TextColumn("[bold]playing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            console=out,
+            transient=True,
+        )
+        self.task: TaskID = self.progress.add_task("", total=total_steps)
+
+    def step_started(self, number: int, step: Step, now: datetime) -> None:
+        title = Text(f"\n{number}. ", style="bold")
+        title.append(step.note or describe_step(step), style="bold")
+        title.append(f"   [{describe_step(step)}]", style="dim")
+        self.out.print(title)
+        self.progress.update(self.task, description=f"simulated {now:%H:%M:%S} UTC")
+
+    def event_recorded(self, line: EventLine) -> None:
+        self.out.print(line.as_text(), overflow="ellipsis", no_wrap=True)
+        self.progress.update(self.task, description=f"simulated {line.time:%H:%M:%S} UTC")
+
+    def step_finished(self, number: int, step: Step, outcome: StepOutcome) -> None:
+        if outcome.failure:
+            self.out.print(Text(f"  ✗ {outcome.failure}", style="bold red"))
+        elif outcome.kind == "call" and outcome.result is not None:
+            self.out.print(Text(f"  → {call_summary(outcome.result)}", style="bold"))
+        self.progress.advance(self.task)
+
+
+class JsonView(DemoView):
+    """Collects what happened for one JSON document at the end."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+
+    def step_started(self, number: int, step: Step, now: datetime) -> None:
+        return None
+
+    def event_recorded(self, line: EventLine) -> None:
+        self.events.append(line.to_json())
+
+    def step_finished(self, number: int, step: Step, outcome: StepOutcome) -> None:
+        self.steps.append(outcome.to_json(number, step))
+
+
+@click.command()
+@click.option(
+    "--scenario",
+    "scenario_path",
+    type=click.Path(dir_okay=False),
+    help="a scenario file (YAML or JSON5) to play instead of the built-in team",
+)
+@click.option(
+    "--pace",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="real seconds between steps (default 0.3 on a terminal, 0 otherwise)",
+)
+@pass_options
+def demo(options: CliOptions, scenario_path: str | None, pace: float | None) -> int:
+    """Play a scripted team of agents on the store and show each event as it is recorded.
+
+    The built-in scenario: a user message, a sessions_send with its ping-pong loop and
+    announce, a sessions_spawn whose child reports back, and the child archived after a
+    simulated hour. The scenario holds its own config (--config is not used here).
+    """
+    try:
+        scenario = load_scenario(scenario_path)
+    except ScenarioError as error:
+        fail(str(error), EXIT_USAGE)
+    if options.config_path:
+        click.echo("note: the demo uses its scenario's config; --config is not used", err=True)
+    for key in scenario.config.unknown_keys():
+        click.echo(f"note: scenario config key {key} is not one sessionwire uses", err=True)
+    interactive = sys.stdout.isatty() and not options.as_json
+    pace_seconds = (0.3 if interactive else 0.0) if pace is None else pace
+    clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))
+    runtime = ScriptedRuntime(scenario.replies)
+
+    async def work(gateway: Gateway) -> int:
+        await start_after_the_log(gateway, clock)
+        if options.as_json:
+            return await _play_json(gateway, clock, scenario)
+        default = options.store == default_store()
+        store_option = "" if default else f" --store {shlex.quote(options.store)}"
+        return await _play_terminal(gateway, clock, scenario, pace_seconds, store_option)
+
+    return options.run(work, config=scenario.config, runtime=runtime, clock=clock)
+
+
+async def _play_terminal(
+    gateway: Gateway,
+    clock: VirtualClock,
+    scenario: Scenario,
+    pace_seconds: float,
+    store_option: str,
+) -> int:
+    out = console()
+    out.print(Text(f"sessionwire demo: {scenario.name}", style="bold"))
+    if scenario.description:
+        out.print(Text(" ".join(scenario.description.split()), style="dim"))
+    earlier = gateway.store.log_position()
+    if earlier:
+        out.print(
+            Text(
+                f"(the store already holds {earlier} events; this run adds to them)",
+                style="dim",
+            )
+        )
+    view = TerminalView(out, len(scenario.steps))
+    player = DemoPlayer(gateway, clock, scenario, view, pace_seconds=pace_seconds)
+    with view.progress:
+        report = await player.play()
+    out.print()
+    out.print(sessions_table(report.sessions))
+    out.print(f"\nstore: {gateway.store.location}")
+    out.print(
+        Text(f"read a transcript: sessionwire{store_option} sessions history main", style="dim")
+    )
+    return _exit(report)
+
+
+async def _play_json(gateway: Gateway, clock: VirtualClock, scenario: Scenario) -> int:
+    view = JsonView()
+    report = await DemoPlayer(gateway, clock, scenario, view).play()
+    document = {
+        "scenario": scenario.name,
+        "store": gateway.store.location,
+        "steps": view.steps,
+        "events": view.events,
+        "sessions": report.sessions,
+        "failure": report.failure,
+    }
+    click.echo(json.dumps(document, indent=2))
+    return _exit(report)
+
+
+def _exit(report: DemoReport) -> int:
+    if report.failure:
+        fail(report.failure)
+    return EXIT_OK

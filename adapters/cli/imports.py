@@ -1,0 +1,71 @@
+"""``sessionwire import openclaw DIR``: bring OpenClaw's recorded sessions into the store,
+so their histories can be listed, read and audited.
+
+Malformed stores, entries and transcript lines are reported with file and line and
+skipped. Sessions already in the store are skipped too, so importing again is safe.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from sessionwire.adapters.cli.audit_replay import store_alone
+from sessionwire.adapters.cli.context import CliOptions, fail
+from sessionwire.adapters.importers.openclaw import STORE_FILE, read_state_dir
+from sessionwire.application.audit.history_import import import_sessions
+from sessionwire.application.ports.store import RandomIds
+
+pass_options = click.make_pass_decorator(CliOptions)
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import sessions recorded by another gateway."""
+
+
+@import_group.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
+@pass_options
+def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
+    """Import an OpenClaw state DIRECTORY (sessions.json stores and <sessionId>.jsonl)."""
+    options.as_json = options.as_json or as_json
+    if not directory.is_dir():
+        fail(f"{directory} is not a directory")
+    sessions, problems = read_state_dir(directory)
+    if not sessions and not problems:
+        fail(f"no {STORE_FILE} found under {directory}")
+    with store_alone(options) as (store, config):
+        report = import_sessions(
+            store, config.key_rules, RandomIds(), sessions, source="openclaw", problems=problems
+        )
+    return options.show(report.model_dump(mode="json"), import_view)
+
+
+def import_view(result: dict[str, Any]) -> RenderableType:
+    lines: list[RenderableType] = [
+        Text(
+            f"imported {len(result['imported'])} session(s) with {result['messages']} "
+            f"message(s); {len(result['skipped'])} already in the store",
+            style="bold",
+        )
+    ]
+    for key in result["imported"]:
+        lines.append(Text(f"  + {key}"))
+    for key in result["skipped"]:
+        lines.append(Text(f"  = {key} (already imported)", style="dim"))
+    if result["problems"]:
+        table = Table(title=f"{len(result['problems'])} problem(s), skipped", title_justify="left")
+        table.add_column("FILE")
+        table.add_column("LINE", justify="right")
+        table.add_column("REASON")
+        for problem in result["problems"]:
+            line = str(problem["line"]) if problem["line"] else "-"
+            table.add_row(Text(problem["file"]), line, Text(problem["reason"]))
+        lines.append(table)
+    return Group(*lines)

@@ -1,0 +1,75 @@
+"""``sessionwire mcp``: serve the session tools to an MCP client, as one fixed session.
+
+Over stdio (the default) the client starts this command itself; stdout carries the
+protocol only, so every log line goes to stderr. ``--http`` serves the streamable HTTP
+transport at ``http://HOST:PORT/mcp`` instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.cli.context import EXIT_OK, EXIT_USAGE, CliOptions, fail
+from sessionwire.adapters.mcp.server import build_server, serve_http, serve_stdio
+from sessionwire.adapters.runtimes.files import load_runtime
+from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
+from sessionwire.application.context import Requester
+from sessionwire.application.ports.runtime import AgentRuntime
+from sessionwire.domain.keys import InvalidSessionKey
+
+pass_options = click.make_pass_decorator(CliOptions)
+
+
+@click.command("mcp")
+@click.option(
+    "--session",
+    "requester",
+    required=True,
+    help="the session every tool call acts as (fixed for the server's life)",
+)
+@click.option("--http", is_flag=True, help="serve streamable HTTP instead of stdio")
+@click.option("--host", default="127.0.0.1", show_default=True, help="with --http")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--runtime",
+    "runtime_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the agents' runtime: a ScriptedRuntime script or an OpenAI-compatible config "
+    "(JSON or YAML)",
+)
+@pass_options
+def mcp_command(
+    options: CliOptions,
+    requester: str,
+    http: bool,
+    host: str,
+    port: int,
+    runtime_file: Path | None,
+) -> int:
+    """Serve sessions_list, sessions_history, sessions_send, sessions_spawn and
+    agents_list over MCP, every call made by the session --session."""
+    try:
+        Requester.from_key(options.config().key_rules, requester)
+    except InvalidSessionKey as error:
+        fail(f"--session: {error}", EXIT_USAGE)
+    runtime: AgentRuntime | None = None
+    if runtime_file is not None:
+        try:
+            runtime = load_runtime(runtime_file)
+        except ValueError as error:
+            fail(str(error), EXIT_USAGE)
+
+    async def work(gateway: Gateway) -> int:
+        if isinstance(runtime, OpenAIRuntime):
+            # Its agents get their runs' session tools, before any resumed run starts.
+            runtime.use_tools(gateway.call_tool)
+        server = build_server(gateway, requester)
+        if http:
+            await serve_http(server, host, port)
+        else:
+            await serve_stdio(server)
+        return EXIT_OK
+
+    return options.run(work, runtime=runtime)

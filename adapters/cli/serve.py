@@ -1,0 +1,122 @@
+"""``sessionwire serve``: the HTTP gateway (docs/http.md) on the chosen store."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+import click
+import uvicorn
+from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.cli.context import EXIT_USAGE, CliOptions, fail
+from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
+
+DEFAULT_PORT = 8765
+DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
+
+pass_options = click.make_pass_decorator(CliOptions)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(token_env: str, token_file: str | None) -> str:
+    """The bearer token: the file's first line if a file is given, else the variable."""
+    if token_file is not None:
+        try:
+            lines = Path(token_file).expanduser().read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            fail(f"cannot read the token file: {error}", EXIT_USAGE)
+        token = lines[0].strip() if lines else ""
+        if not token:
+            fail(f"the token file {token_file} is empty", EXIT_USAGE)
+        return token
+    token = os.environ.get(token_env, "").strip()
+    if not token:
+        fail(f"no token: set ${token_env} or pass --token-file", EXIT_USAGE)
+    return token
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-env",
+    default=DEFAULT_TOKEN_ENV,
+    show_default=True,
+    help="environment variable holding the bearer token",
+)
+@click.option("--token-file", default=None, help="file whose first line is the bearer token")
+@click.option(
+    "--max-body-bytes",
+    default=MAX_BODY_BYTES,
+    show_default=True,
+    type=click.IntRange(1),
+    help="larger request bodies get 413",
+)
+@click.option(
+    "--script",
+    default=None,
+    help="answer runs with a ScriptedRuntime from this YAML/JSON file (demos, tests)",
+)
+@pass_options
+def serve(
+    options: CliOptions,
+    host: str,
+    port: int,
+    token_env: str,
+    token_file: str | None,
+    max_body_bytes: int,
+    script: str | None,
+) -> int:
+    """Serve the session tools and gateway methods over HTTP (bearer token required).
+
+    Without --script the gateway has no agent runtime: runs that sessions_send or
+    sessions_spawn start end in an error saying so.
+    """
+    token = read_token(token_env, token_file)
+    runtime = None
+    if script is not None:
+        try:
+            runtime = ScriptedRuntime.from_file(script)
+        except ScriptError as error:
+            fail(str(error), EXIT_USAGE)
+
+    async def work(gateway: Gateway) -> int:
+        app = create_app(gateway, token, max_body_bytes=max_body_bytes)
+        # The gateway's tasks live on this event loop, so uvicorn serves on it too.
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_level="info" if options.verbose else "warning",
+                access_log=options.verbose,
+                lifespan="off",
+            )
+        )
+        click.echo(
+            f"sessionwire: serving {gateway.store.location} on http://{host}:{port}", err=True
+        )
+        if not is_loopback(host):
+            click.echo(
+                "sessionwire: warning: listening beyond this machine; the token is all that "
+                "guards every session (put TLS in front)",
+                err=True,
+            )
+        await server.serve()
+        return 0
+
+    try:
+        return options.run(work, runtime=runtime)
+    except KeyboardInterrupt:
+        # uvicorn shuts down on Ctrl+C, then re-raises it; stopping is the normal end.
+        return 0

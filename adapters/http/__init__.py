@@ -1,0 +1,1 @@
+"""The HTTP gateway (FastAPI): the tools and gateway methods over JSON."""

@@ -1,0 +1,1 @@
+"""The MCP server: the session tools over the Model Context Protocol."""

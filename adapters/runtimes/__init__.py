@@ -1,0 +1,1 @@
+"""Agent runtimes: scripted agents, OpenAI-compatible servers, and runtime files naming them."""

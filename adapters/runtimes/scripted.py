@@ -1,0 +1,137 @@
+"""ScriptedRuntime: deterministic agents from a list of rules (contract §3).
+
+A run is matched against the rules in order; the first rule whose given fields all match
+wins (``agent`` exact, ``session`` glob, ``step`` exact, ``match`` regex search on the
+incoming message). ``reply`` may use ``{message}``, ``{session}`` and ``{turn}``;
+``delaySeconds`` waits on the gateway clock; ``fail`` makes the run fail with that error.
+No rule matching gives an empty reply.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sessionwire.application.config.gateway_config import describe_errors
+from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.domain.run import RUN_STEPS
+
+
+class ScriptError(ValueError):
+    """A script that cannot be used; the message names the rule and the field."""
+
+
+class ScriptRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str | None = None
+    session: str | None = None
+    step: str | None = None
+    match: str | None = None
+    reply: str = ""
+    delaySeconds: float = Field(default=0, ge=0, allow_inf_nan=False)
+    usage: dict[str, int] | None = None
+    model: str | None = None
+    fail: str | None = None
+
+    @field_validator("step")
+    @classmethod
+    def _known_step(cls, value: str | None) -> str | None:
+        if value is not None and value not in RUN_STEPS:
+            raise ValueError(f"unknown step {value!r} (steps: {', '.join(RUN_STEPS)})")
+        return value
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"match is not a valid regular expression: {error}") from None
+        return value
+
+    def applies_to(self, request: RunRequest) -> bool:
+        if self.agent is not None and self.agent != request.agent_id:
+            return False
+        if self.session is not None and not fnmatch.fnmatchcase(request.session_key, self.session):
+            return False
+        if self.step is not None and self.step != request.step:
+            return False
+        return self.match is None or re.search(self.match, request.message) is not None
+
+    def render(self, request: RunRequest) -> str:
+        values = {
+            "{message}": request.message,
+            "{session}": request.session_key,
+            "{turn}": "" if request.turn is None else str(request.turn),
+        }
+        text = self.reply
+        for placeholder, value in values.items():
+            text = text.replace(placeholder, value)
+        return text
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[ScriptRule] = Field(default_factory=list)
+
+
+class ScriptedRuntime(AgentRuntime):
+    def __init__(self, rules: list[ScriptRule]) -> None:
+        self.rules = rules
+        self.calls: list[RunRequest] = []
+
+    @classmethod
+    def from_dict(cls, script: dict[str, Any]) -> ScriptedRuntime:
+        try:
+            return cls(Script.model_validate(script).rules)
+        except ValidationError as error:
+            raise ScriptError(
+                describe_errors(error).replace("invalid config", "invalid script")
+            ) from None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedRuntime:
+        file = Path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ScriptError(f"cannot read script {file}: {error.strerror}") from error
+        try:
+            if file.suffix.lower() in {".yaml", ".yml"}:
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except (ValueError, yaml.YAMLError) as error:
+            raise ScriptError(f"script {file} cannot be parsed: {error}") from error
+        if not isinstance(data, dict):
+            raise ScriptError(f"script {file} must hold an object with 'rules'")
+        return cls.from_dict(data)
+
+    def add(self, **rule: Any) -> ScriptedRuntime:
+        """Append one rule (same fields as in a script); returns the runtime for chaining."""
+        try:
+            self.rules.append(ScriptRule.model_validate(rule))
+        except ValidationError as error:
+            raise ScriptError(
+                describe_errors(error).replace("invalid config", "invalid script")
+            ) from None
+        return self
+
+    async def run(self, request: RunRequest) -> RunReply:
+        self.calls.append(request)
+        rule = next((r for r in self.rules if r.applies_to(request)), None)
+        if rule is None:
+            return RunReply(text="")
+        if rule.delaySeconds > 0:
+            await request.clock.sleep(rule.delaySeconds)
+        if rule.fail is not None:
+            raise RuntimeError(rule.fail)
+        return RunReply(text=rule.render(request), usage=rule.usage, model=rule.model)

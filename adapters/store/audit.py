@@ -1,0 +1,172 @@
+"""The audit port on the event store: paged log reads, imports and read-model comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any, cast
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from pydantic import BaseModel
+from sessionwire.adapters.store.chain import pages
+from sessionwire.adapters.store.event_store import EventSourcedStore, PostgresSessionRecorder
+from sessionwire.adapters.store.read_model_diff import (
+    compare_and_replace,
+    drop_statements,
+    shadow_model,
+)
+from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.application.ports.audit_log import (
+    AuditLog,
+    CheckedRecord,
+    ImportRefused,
+    LogBounds,
+    StoredRecord,
+    TableDifference,
+)
+from sessionwire.application.projection import Replay
+from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.exchange import Exchange, ExchangeState
+from sessionwire.domain.hash_chain import ChainLink
+from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.spawn import Spawn, SpawnState
+
+REBUILD_PAGE = 500
+# Aggregates the rebuild keeps in memory; others are restored from the rows it wrote.
+REPLAY_KEEP = 10_000
+_WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
+    "run": (Run, RunState),
+    "spawn": (Spawn, SpawnState),
+    "exchange": (Exchange, ExchangeState),
+}
+
+
+class StoreAuditLog(AuditLog):
+    def __init__(self, store: EventSourcedStore) -> None:
+        self.store = store
+        self.chain = store.recorder.chain
+        self.datastore = store.recorder.datastore
+
+    def _reading(self) -> Any:
+        return self.datastore.transaction(commit=False)
+
+    def _writing(self) -> Any:
+        return self.datastore.transaction(commit=True)
+
+    def log_bounds(self) -> LogBounds:
+        with self._reading() as cursor:
+            last_event, last_link, first_link = self.chain.bounds(cursor)
+        return LogBounds(last_event=last_event, last_link=last_link, first_link=first_link)
+
+    def _page(self, method: Any) -> Any:
+        def fetch(after: int, stop: int) -> Any:
+            with self._reading() as cursor:
+                return method(cursor, after, stop)
+
+        return fetch
+
+    def checked_records(self, *, stop: int) -> Iterator[CheckedRecord]:
+        return cast(
+            Iterator[CheckedRecord],
+            pages(
+                self._page(self.chain.checked_page),
+                lambda found: found.record.notification_id,
+                stop,
+            ),
+        )
+
+    def chain_links(self, *, stop: int) -> Iterator[ChainLink]:
+        return cast(
+            Iterator[ChainLink],
+            pages(self._page(self.chain.links_page), lambda link: link.notification_id, stop),
+        )
+
+    def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+        return cast(
+            Iterator[tuple[StoredRecord, ChainLink | None]],
+            pages(
+                self._page(self.chain.records_page),
+                lambda found: found[0].notification_id,
+                stop,
+            ),
+        )
+
+    def decode(self, record: StoredRecord) -> DomainEvent:
+        content = record.content
+        stored = StoredEvent(
+            originator_id=content.originator_id,
+            originator_version=content.originator_version,
+            topic=content.topic,
+            state=content.state,
+        )
+        return cast(DomainEvent, self.store.app.mapper.to_domain_event(stored))
+
+    def stream_names(self, ids: Iterable[UUID]) -> dict[UUID, str]:
+        wanted = sorted(i.hex for i in ids)
+        if not wanted:
+            return {}
+        model = self.store.read_model
+        marks = ", ".join([model.m] * len(wanted))
+        names: dict[UUID, str] = {}
+        with self._reading() as cursor:
+            for query in (
+                f"SELECT id, key AS name FROM {model.sessions} WHERE id IN ({marks})",
+                f"SELECT id, session_key AS name FROM {model.work_table} WHERE id IN ({marks})",
+            ):
+                cursor.execute(query, wanted)
+                for found in cursor.fetchall():
+                    names[UUID(found["id"])] = found["name"]
+        return names
+
+    def import_records(self, records: Iterable[tuple[StoredRecord, ChainLink | None]]) -> int:
+        count = 0
+        with self._writing() as cursor:
+            if not self.chain.is_empty(cursor):
+                raise ImportRefused(f"the store {self.store.location} already holds events")
+            for record, link in records:
+                self.chain.insert_record(cursor, record)
+                if link is not None:
+                    self.chain.write_links(cursor, [link])
+                count += 1
+            if isinstance(self.store.recorder, PostgresSessionRecorder):
+                # Explicit ids leave the id sequence behind; the next event must follow.
+                self.chain.advance_sequence(cursor)
+        self.store.rebuild_read_models()
+        return count
+
+    def rebuild_and_compare(self, *, replace: bool) -> dict[str, TableDifference]:
+        live = self.store.read_model
+        shadow = shadow_model(live)
+        with self._writing() as cursor:
+            for statement in [*drop_statements(shadow), *shadow.create_statements()]:
+                cursor.execute(statement)
+        replay = Replay(keep=REPLAY_KEEP, load=partial(self._restore, shadow))
+        batch: list[DomainEvent] = []
+        for _, event in self.store.events():
+            batch.append(event)
+            if len(batch) >= REBUILD_PAGE:
+                self._write(shadow, replay.apply(batch))
+                batch = []
+        if batch:
+            self._write(shadow, replay.apply(batch))
+        with self._writing() as cursor:
+            differences = compare_and_replace(cursor, live, shadow, replace=replace)
+        if replace:
+            self.store.analyze()
+        return differences
+
+    def _restore(self, model: SqlReadModel, aggregate_id: UUID) -> Aggregate | None:
+        with self._reading() as cursor:
+            session = model.session(cursor, aggregate_id)
+            if session is not None:
+                return session.to_aggregate()
+            work = model.work(cursor, aggregate_id)
+        if work is None:
+            return None
+        cls, state_class = _WORK_CLASSES[work.kind]
+        return work.to_aggregate(cls, state_class)
+
+    def _write(self, model: Any, changes: Any) -> None:
+        with self._writing() as cursor:
+            model.write(cursor, changes)

@@ -1,0 +1,1 @@
+"""The test kit: a virtual clock, captured deliveries, given/when/then, the pytest plugin."""

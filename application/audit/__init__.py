@@ -1,0 +1,1 @@
+"""The auditor's questions: timelines, past states, export/import, verification, imports."""

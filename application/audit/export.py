@@ -1,0 +1,209 @@
+"""``audit export`` / ``audit import``: the event log as JSON lines, byte for byte.
+
+A file is a header line, one line per stored event in log order (its position, stream
+coordinates, topic, stored bytes and chain hashes) and an end line with the count and
+the chain's head. The end line is how a cut-off file is told from a complete one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Iterator
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sessionwire.application.ports.audit_log import AuditLog, StoredRecord
+from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.hash_chain import HASH_SIZE, ChainLink, RecordContent
+from sessionwire.domain.session import session_uuid
+
+FORMAT = "sessionwire-audit-export"
+FORMAT_VERSION = 1
+# Fields of run, spawn and exchange creation events that name a session they involve.
+_SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
+
+
+class ExportFormatError(ValueError):
+    """A file that is not a complete, well-formed export."""
+
+
+class _Line(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExportHeader(_Line):
+    type: Literal["header"] = "header"
+    format: Literal["sessionwire-audit-export"] = "sessionwire-audit-export"
+    version: int = FORMAT_VERSION
+    scope: Literal["all", "session"]
+    session: str | None = None
+
+
+class ExportedEvent(_Line):
+    type: Literal["event"] = "event"
+    notification_id: int
+    originator_id: UUID
+    originator_version: int
+    topic: str
+    state: str | None = None  # the stored bytes when they are UTF-8 text (always, today)
+    state_base64: str | None = None  # otherwise
+    stream_hash: str | None = None
+    log_hash: str | None = None
+
+    @classmethod
+    def of(cls, record: StoredRecord, link: ChainLink | None) -> ExportedEvent:
+        content = record.content
+        try:
+            text: str | None = content.state.decode()
+            raw: str | None = None
+        except UnicodeDecodeError:
+            text, raw = None, base64.b64encode(content.state).decode()
+        return cls(
+            notification_id=record.notification_id,
+            originator_id=content.originator_id,
+            originator_version=content.originator_version,
+            topic=content.topic,
+            state=text,
+            state_base64=raw,
+            stream_hash=None if link is None else link.stream_hash.hex(),
+            log_hash=None if link is None else link.log_hash.hex(),
+        )
+
+    def to_record(self) -> tuple[StoredRecord, ChainLink | None]:
+        if (self.state is None) == (self.state_base64 is None):
+            raise ValueError("needs exactly one of state and state_base64")
+        state = (
+            self.state.encode()
+            if self.state is not None
+            else base64.b64decode(self.state_base64 or "")
+        )
+        record = StoredRecord(
+            notification_id=self.notification_id,
+            content=RecordContent(
+                originator_id=self.originator_id,
+                originator_version=self.originator_version,
+                topic=self.topic,
+                state=state,
+            ),
+        )
+        if self.stream_hash is None and self.log_hash is None:
+            return record, None
+        link = ChainLink(
+            notification_id=self.notification_id,
+            originator_id=self.originator_id,
+            originator_version=self.originator_version,
+            stream_hash=_hash(self.stream_hash),
+            log_hash=_hash(self.log_hash),
+        )
+        return record, link
+
+
+class ExportEnd(_Line):
+    type: Literal["end"] = "end"
+    events: int
+    head_notification_id: int | None = None
+    head_log_hash: str | None = None
+
+
+def _hash(text: str | None) -> bytes:
+    value = bytes.fromhex(text or "")
+    if len(value) != HASH_SIZE:
+        raise ValueError(f"a chain hash is {HASH_SIZE} bytes of hex")
+    return value
+
+
+def _involves(event: DomainEvent, key: str) -> bool:
+    return isinstance(event, Aggregate.Created) and any(
+        getattr(event, name, None) == key for name in _SESSION_FIELDS
+    )
+
+
+def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[str]:
+    """The export, line by line (each without its newline), streamed from the store.
+
+    With ``session_key`` (canonical): that session's stream and the streams of the runs,
+    spawns and exchanges created for it or by it.
+    """
+    scope: Literal["all", "session"] = "all" if session_key is None else "session"
+    yield ExportHeader(scope=scope, session=session_key).model_dump_json()
+    wanted: set[UUID] = set() if session_key is None else {session_uuid(session_key)}
+    stop = log.log_bounds().last_event
+    count = 0
+    head: ChainLink | None = None
+    for record, link in log.stored_records(stop=stop):
+        if session_key is not None:
+            content = record.content
+            if content.originator_id not in wanted:
+                if content.originator_version != 1 or not _involves(
+                    log.decode(record), session_key
+                ):
+                    continue
+                wanted.add(content.originator_id)
+        count += 1
+        head = link or head
+        yield ExportedEvent.of(record, link).model_dump_json(exclude_none=True)
+    yield ExportEnd(
+        events=count,
+        head_notification_id=None if head is None else head.notification_id,
+        head_log_hash=None if head is None else head.log_hash.hex(),
+    ).model_dump_json(exclude_none=True)
+
+
+def read_export(lines: Iterable[str]) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+    """Records of a complete export, checked as they stream; raises ExportFormatError
+    naming the line when the file is garbled, cut off or only one session's."""
+    count = 0
+    previous = 0
+    ended: ExportEnd | None = None
+    header_seen = False
+    number = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if ended is not None:
+            raise ExportFormatError(f"line {number}: text after the end line")
+        try:
+            data = json.loads(line)
+            kind = data.get("type") if isinstance(data, dict) else None
+            if not header_seen:
+                header = ExportHeader.model_validate(data)
+                header_seen = True
+                if header.scope != "all":
+                    raise ExportFormatError(
+                        f"line {number}: a --session export holds part of the log "
+                        f"(session {header.session}); import needs a complete export"
+                    )
+                continue
+            if kind == "event":
+                event = ExportedEvent.model_validate(data)
+                record, link = event.to_record()
+            elif kind == "end":
+                ended = ExportEnd.model_validate(data)
+                continue
+            else:
+                raise ValueError(f"unknown line type {kind!r}")
+        except ExportFormatError:
+            raise
+        except (ValueError, ValidationError) as error:
+            what = "an event line" if header_seen else "the header"
+            raise ExportFormatError(f"line {number}: not {what} of an export: {error}") from error
+        if record.notification_id <= previous:
+            raise ExportFormatError(f"line {number}: positions must increase")
+        previous = record.notification_id
+        count += 1
+        yield record, link
+    if not header_seen:
+        raise ExportFormatError("the file is empty")
+    if ended is None:
+        raise ExportFormatError(
+            f"the file is cut off after line {number}: no end line ({count} events read)"
+        )
+    if ended.events != count:
+        raise ExportFormatError(f"the end line counts {ended.events} events, the file has {count}")
+
+
+def import_export(log: AuditLog, lines: Iterable[str]) -> int:
+    """Load a complete export into an empty store: all of it or, on any error, nothing."""
+    return log.import_records(read_export(lines))

@@ -1,0 +1,206 @@
+"""``audit verify``: walk the log and its hash chain once, in log order, and report every
+record that was altered, deleted, inserted or reordered since it was written.
+
+Two sorted streams (events with their links, and the chain rows alone) are merged by log
+position, so memory stays one page per stream whatever the size of the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+from uuid import UUID
+
+from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord
+from sessionwire.domain.hash_chain import GENESIS, ChainLink, log_hash, stream_hash
+
+FindingKind = Literal["altered", "deleted", "inserted", "reordered"]
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: FindingKind
+    originator_id: UUID | None
+    version: int | None
+    notification_id: int
+    detail: str
+    session_key: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "stream": {
+                "originator_id": None if self.originator_id is None else str(self.originator_id),
+                "session_key": self.session_key,
+            },
+            "position": {"version": self.version, "notification_id": self.notification_id},
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class VerifyReport:
+    checked: int = 0
+    unchained: int = 0
+    head_position: int = 0
+    head_hash: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "clean": self.clean,
+            "checked": self.checked,
+            "unchained": self.unchained,
+            "head": {"notification_id": self.head_position, "log_hash": self.head_hash},
+            "findings": [finding.to_json() for finding in self.findings],
+        }
+
+
+def _merged(
+    records: Iterator[CheckedRecord], links: Iterator[ChainLink]
+) -> Iterator[tuple[int, CheckedRecord | None, ChainLink | None]]:
+    """Positions in order, with the event and the chain row found there (either may lack)."""
+    record = next(records, None)
+    link = next(links, None)
+    while record is not None or link is not None:
+        at_record = record.record.notification_id if record is not None else None
+        at_link = link.notification_id if link is not None else None
+        if at_link is None or (at_record is not None and at_record < at_link):
+            assert record is not None
+            assert at_record is not None
+            yield at_record, record, None
+            record = next(records, None)
+        elif at_record is None or at_link < at_record:
+            yield at_link, None, link
+            link = next(links, None)
+        else:
+            yield at_link, record, link
+            record = next(records, None)
+            link = next(links, None)
+
+
+def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
+    bounds = log.log_bounds()
+    stop = max(bounds.last_event, bounds.last_link)
+    first_link = bounds.first_link
+    report = VerifyReport()
+    previous_log = GENESIS
+    for position, checked, link in _merged(
+        log.checked_records(stop=stop), log.chain_links(stop=stop)
+    ):
+        if progress is not None:
+            progress(position)
+        if checked is not None:
+            report.checked += 1
+        if checked is not None and link is None:
+            if first_link is None or position < first_link:
+                report.unchained += 1  # written before the store kept a chain (ADR 0008)
+            else:
+                content = checked.record.content
+                report.findings.append(
+                    Finding(
+                        "inserted",
+                        content.originator_id,
+                        content.originator_version,
+                        position,
+                        "an event no chain row accounts for",
+                    )
+                )
+            continue
+        assert link is not None
+        if checked is None:
+            report.findings.append(
+                Finding(
+                    "deleted",
+                    link.originator_id,
+                    link.originator_version,
+                    position,
+                    "the chain records an event here that the log no longer holds",
+                )
+            )
+        else:
+            finding = _check_record(checked, link, first_link)
+            if finding is not None:
+                report.findings.append(finding)
+        if log_hash(previous_log, position, link.stream_hash) != link.log_hash:
+            report.findings.append(
+                Finding(
+                    "deleted",
+                    None,
+                    None,
+                    position,
+                    "the log chain breaks before this position: records before it were "
+                    "removed or their chain rows rewritten",
+                )
+            )
+        previous_log = link.log_hash
+        report.head_position = position
+        report.head_hash = link.log_hash.hex()
+    _name_streams(log, report)
+    return report
+
+
+def _check_record(
+    checked: CheckedRecord, link: ChainLink, first_link: int | None
+) -> Finding | None:
+    content = checked.record.content
+    position = checked.record.notification_id
+    if (content.originator_id, content.originator_version) != (
+        link.originator_id,
+        link.originator_version,
+    ):
+        return Finding(
+            "reordered",
+            content.originator_id,
+            content.originator_version,
+            position,
+            f"the chain recorded {link.originator_id} v{link.originator_version} at this position",
+        )
+    previous = checked.previous_stream_hash
+    if previous is None and content.originator_version > 1:
+        before_chain = (
+            checked.previous_position is not None
+            and first_link is not None
+            and checked.previous_position < first_link
+        )
+        if not before_chain:
+            return Finding(
+                "deleted",
+                content.originator_id,
+                content.originator_version - 1,
+                position,
+                f"version {content.originator_version - 1} of this stream is missing",
+            )
+    if stream_hash(previous or GENESIS, content) != link.stream_hash:
+        return Finding(
+            "altered",
+            content.originator_id,
+            content.originator_version,
+            position,
+            "the stored event differs from the one chained here",
+        )
+    return None
+
+
+def _name_streams(log: AuditLog, report: VerifyReport) -> None:
+    ids = {f.originator_id for f in report.findings if f.originator_id is not None}
+    if not ids:
+        return
+    names = log.stream_names(ids)
+    report.findings = [
+        Finding(
+            f.kind,
+            f.originator_id,
+            f.version,
+            f.notification_id,
+            f.detail,
+            session_key=None if f.originator_id is None else names.get(f.originator_id),
+        )
+        for f in report.findings
+    ]

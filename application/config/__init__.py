@@ -1,0 +1,1 @@
+"""The gateway's configuration: OpenClaw's config shape, validated."""

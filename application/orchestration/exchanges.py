@@ -1,0 +1,193 @@
+"""The process manager that drives each agent-to-agent exchange to its end.
+
+It asks the exchange aggregate what to do next, does that one thing (wait for a run,
+start a turn, deliver the announce), records the outcome, and asks again. Everything it
+knows comes from the store, so a restarted gateway drives open exchanges on from where
+they stopped; the runs it starts have ids derived from the exchange, so a step that was
+already started is awaited, not started twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from sessionwire.application.orchestration.process_managers import ProcessManager
+from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
+from sessionwire.application.ports.store import Clock, SessionStore
+from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
+from sessionwire.domain.exchange import (
+    AwaitPrimary,
+    Close,
+    Deliver,
+    EndLoop,
+    Exchange,
+    ExchangeState,
+    SkipAnnounce,
+    StartRun,
+)
+from sessionwire.domain.keys import KeyRules, agent_id_of
+from sessionwire.domain.policy import SendPolicy
+from sessionwire.domain.run import Run, RunState
+
+DELIVERY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/deliveries")
+
+
+class ExchangeDriver(ProcessManager[Exchange]):
+    kind = "exchange"
+    pending_statuses = ("open",)
+    aggregate_class = Exchange
+    state_class = ExchangeState
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        clock: Clock,
+        runs: RunEngine,
+        delivery: ChannelDelivery,
+        run_timeout_seconds: float,
+        send_policy: SendPolicy,
+        rules: KeyRules,
+    ) -> None:
+        super().__init__(store)
+        self.clock = clock
+        self.runs = runs
+        self.delivery = delivery
+        self.run_timeout_seconds = run_timeout_seconds
+        self.send_policy = send_policy
+        self.rules = rules
+
+    def log_context(self, aggregate: Exchange) -> dict[str, Any]:
+        return {"session_key": aggregate.state.target_key}
+
+    async def take(
+        self,
+        exchange: Exchange,
+        step: AwaitPrimary | StartRun | EndLoop | SkipAnnounce | Deliver | Close,
+    ) -> None:
+        if isinstance(step, AwaitPrimary):
+            state = await self.runs.wait(UUID(step.run_id))
+            exchange.record_round_one(run_state_reply(state), at=self.clock.now())
+        elif isinstance(step, EndLoop):
+            exchange.end_loop(step.reason, at=self.clock.now())
+        elif isinstance(step, StartRun):
+            await self._run_step(exchange, step)
+            return
+        elif isinstance(step, SkipAnnounce):
+            now = self.clock.now()
+            exchange.skip_announce(step.reason, at=now)
+            exchange.close(f"announce skipped: {step.reason}", at=now)
+        elif isinstance(step, Deliver):
+            await self._deliver(exchange, step)
+        else:
+            exchange.close(step.reason, at=self.clock.now())
+        self.store.save(exchange)
+
+    def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
+        """The rule that denies sends into ``session_key`` now, or None (decision 10)."""
+        stored = self.store.session(session_key)
+        if stored is None:
+            return None
+        decision = self.send_policy.decide(stored.state.policy_target(self.rules), channel=channel)
+        return None if decision.allowed else decision.rule
+
+    async def _run_step(self, exchange: Exchange, step: StartRun) -> None:
+        now = self.clock.now()
+        # Each turn and the announce run are sends into a session: decided when the step
+        # is first taken (a run already started is awaited, whatever the policy says now).
+        denied_by = None
+        if self.store.work(step.run_id) is None:
+            denied_by = self._send_denied(step.session_key)
+        if denied_by is not None:
+            if step.step == "announce":
+                exchange.suppress_announce(stage="run", rule=denied_by, message=None, at=now)
+            else:
+                exchange.block_turn(step, rule=denied_by, at=now)
+            self.log.info(
+                "step blocked by send policy",
+                exchange_id=str(exchange.id),
+                session_key=step.session_key,
+                run_id=str(step.run_id),
+                rule=denied_by,
+            )
+            self.store.save(exchange)
+            return
+        if step.step == "announce":
+            exchange.request_announce(step.run_id, at=now)
+        run = Run.start(
+            run_id=step.run_id,
+            session_key=step.session_key,
+            agent_id=agent_id_of(step.session_key),
+            step=step.step,
+            message=step.message,
+            context=step.context,
+            timeout_seconds=self.run_timeout_seconds,
+            requester_key=exchange.state.requester_key,
+            exchange_id=str(exchange.id),
+            turn=step.turn,
+            at=now,
+        )
+        self.runs.ensure_started(run, exchange)
+        state = await self.runs.wait(step.run_id)
+        assert state is not None
+        exchange = self.load(exchange.id) or exchange
+        if exchange.next_step() != step:
+            return  # recorded meanwhile (another gateway)
+        now = self.clock.now()
+        reply = run_state_reply(state)
+        if step.step == "announce":
+            exchange.record_announce_reply(reply, at=now)
+        else:
+            failed = None if state.status == "ok" else (state.error or state.status)
+            exchange.record_turn(step, reply=reply, failed=failed, at=now)
+        self.store.save(exchange)
+
+    async def _deliver(self, exchange: Exchange, step: Deliver) -> None:
+        state = exchange.state
+        now = self.clock.now()
+        stored = self.store.session(state.target_key)
+        target = resolve_announce_target(
+            state.target_key,
+            stored_channel=stored.state.last_channel if stored else None,
+            stored_to=stored.state.last_to if stored else None,
+            stored_account_id=stored.state.last_account_id if stored else None,
+        )
+        if target is None:
+            exchange.skip_announce("no announce target", at=now)
+            exchange.close("announce skipped: no announce target", at=now)
+            return
+        denied_by = self._send_denied(state.target_key, channel=target.channel)
+        if denied_by is not None:
+            exchange.suppress_announce(stage="delivery", rule=denied_by, message=step.reply, at=now)
+            exchange.close("announce suppressed: send blocked by session policy", at=now)
+            return
+        delivery = Delivery(
+            channel=target.channel,
+            to=target.to,
+            account_id=target.account_id,
+            message=step.reply,
+            session_key=state.target_key,
+            idempotency_key=str(uuid5(DELIVERY_NAMESPACE, state.exchange_id)),
+        )
+        try:
+            await self.delivery.deliver(delivery)
+        except Exception as error:  # a channel failing is recorded, never raised
+            exchange.delivery_failed(f"{type(error).__name__}: {error}", at=now)
+            exchange.close("announce failed", at=now)
+            return
+        exchange.delivered(
+            channel=target.channel,
+            to=target.to,
+            account_id=target.account_id,
+            message=step.reply,
+            at=now,
+        )
+        exchange.close("announce delivered", at=now)
+
+
+def run_state_reply(state: RunState | None) -> str | None:
+    if state is None or state.status != "ok":
+        return None
+    return reply_text(state.reply)

@@ -1,0 +1,93 @@
+"""What the exchange and spawn process managers share: one task per open aggregate that
+asks it for its next step, takes the step, and asks again until there is none."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Generic, TypeVar
+from uuid import UUID
+
+import structlog
+from pydantic import BaseModel
+from sessionwire.application.ports.store import SessionStore, StoreConflict
+from sessionwire.domain.base import Aggregate
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class ProcessManager(ABC, Generic[A]):
+    kind: ClassVar[str]
+    """The work kind its aggregates are stored under ("exchange", "spawn")."""
+    pending_statuses: ClassVar[tuple[str, ...]]
+    aggregate_class: type[A]
+    state_class: type[BaseModel]
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._tasks: dict[UUID, asyncio.Task[None]] = {}
+        self.log = structlog.get_logger(f"sessionwire.{self.kind}s")
+
+    def start(self, aggregate_id: UUID) -> None:
+        task = self._tasks.get(aggregate_id)
+        if task is None or task.done():
+            task = asyncio.create_task(
+                self._drive(aggregate_id), name=f"{self.kind}:{aggregate_id}"
+            )
+            self._tasks[aggregate_id] = task
+            # Finished drivers leave the table, so it holds only open work.
+            task.add_done_callback(lambda done: self._forget(aggregate_id, done))
+
+    def _forget(self, aggregate_id: UUID, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(aggregate_id) is task:
+            del self._tasks[aggregate_id]
+
+    def resume(self) -> int:
+        pending = self.store.pending_work(self.kind, self.pending_statuses)
+        for stored in pending:
+            self.start(stored.id)
+        return len(pending)
+
+    def active_tasks(self) -> list[asyncio.Task[None]]:
+        return [task for task in self._tasks.values() if not task.done()]
+
+    async def close(self) -> None:
+        tasks = self.active_tasks()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def load(self, aggregate_id: UUID) -> A | None:
+        stored = self.store.work(aggregate_id)
+        return (
+            None if stored is None else stored.to_aggregate(self.aggregate_class, self.state_class)
+        )
+
+    async def _drive(self, aggregate_id: UUID) -> None:
+        bound = self.log.bind(**{f"{self.kind}_id": str(aggregate_id)})
+        try:
+            while True:
+                aggregate = self.load(aggregate_id)
+                if aggregate is None:
+                    return
+                step = aggregate.next_step()  # type: ignore[attr-defined]
+                if step is None:
+                    return
+                bound = bound.bind(**self.log_context(aggregate))
+                try:
+                    await self.take(aggregate, step)
+                except StoreConflict:
+                    # Another gateway recorded this step first: look again.
+                    bound.debug(f"{self.kind} moved on elsewhere")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            bound.exception(f"{self.kind} stalled; it resumes when the gateway restarts")
+
+    @abstractmethod
+    def log_context(self, aggregate: A) -> dict[str, Any]:
+        """Session key and run id to bind on this aggregate's log lines."""
+
+    @abstractmethod
+    async def take(self, aggregate: A, step: Any) -> None:
+        """Do one step and record its outcome."""

@@ -1,0 +1,433 @@
+"""Running agent turns: one mailbox (actor) per session, a gateway-wide concurrency cap.
+
+Runs in one session run strictly one at a time, in arrival order; runs in different
+sessions run concurrently, at most ``agents.defaults.maxConcurrent`` at once. Every step
+of a run is recorded before the next begins, so after a crash the runs still pending are
+found in the store and run again: a run's user message is appended to the transcript at
+its first dispatch only, its outcome exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+from uuid import UUID
+
+import structlog
+from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
+from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.application.ports.store import Clock, SessionStore, StoreConflict
+from sessionwire.domain.base import Aggregate
+from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
+from sessionwire.domain.session import Session, SessionClosed
+from sessionwire.domain.transcript import TranscriptMessage, Usage
+
+log = structlog.get_logger("sessionwire.runs")
+
+PENDING = ("queued", "running")
+# Times a run is retried in this process when executing it raises (not the agent
+# failing, which is an outcome, but the gateway: a lost connection, say).
+MAX_RUN_CRASHES = 3
+
+
+class LaneSlot:
+    """One of the ``maxConcurrent`` slots, held by a running run."""
+
+    def __init__(self, lane: asyncio.Semaphore) -> None:
+        self._lane = lane
+        self.held = False
+
+    async def acquire(self) -> None:
+        await self._lane.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._lane.release()
+
+
+# The slot of the run whose turn the current task is in. A run that waits for another
+# run (sessions_send in wait mode from inside its turn) lends its slot while it waits,
+# so a nested send never starves on maxConcurrent (OpenClaw gives nested runs a lane of
+# their own). Tool calls from an in-process runtime share the run's task, so they see it.
+_current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
+
+
+class RunEngine:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        clock: Clock,
+        runtime: AgentRuntime,
+        max_concurrent: int,
+        tools_for: Callable[[Run], tuple[str, ...]] = lambda run: (),
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.runtime = runtime
+        self.tools_for = tools_for
+        self._lane = asyncio.Semaphore(max_concurrent)
+        self._mailboxes: dict[str, asyncio.Queue[UUID]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._endings: dict[UUID, asyncio.Future[RunState]] = {}
+        self._closing = False
+
+    # Accepting runs -------------------------------------------------------------------
+
+    def save_and_enqueue(self, run: Run, *others: Aggregate) -> None:
+        """Record a new run (with any aggregates that change with it) and queue it."""
+        self.store.save(run, *others)
+        self.enqueue(run.id, run.state.session_key)
+
+    def ensure_started(self, run: Run, *others: Aggregate) -> None:
+        """Start ``run`` (saved with ``others``) unless a run with its id exists already.
+
+        Process managers derive their runs' ids from their own, so asking again after a
+        restart, or from a second gateway, finds the run instead of starting it twice.
+        """
+        existing = self.load(run.id)
+        if existing is None:
+            try:
+                self.save_and_enqueue(run, *others)
+                return
+            except StoreConflict:
+                existing = self.load(run.id)
+                if existing is None:
+                    raise
+        if not existing.state.ended:
+            self.enqueue(existing.id, existing.state.session_key)
+
+    def enqueue(self, run_id: UUID, session_key: str) -> None:
+        self._ending(run_id)
+        mailbox = self._mailboxes.setdefault(session_key, asyncio.Queue())
+        mailbox.put_nowait(run_id)
+        worker = self._workers.get(session_key)
+        if worker is None or worker.done():
+            worker = asyncio.create_task(
+                self._work(session_key, mailbox), name=f"session-actor:{session_key}"
+            )
+            self._workers[session_key] = worker
+            worker.add_done_callback(lambda done: self._retire(session_key, done))
+
+    def _retire(self, session_key: str, worker: asyncio.Task[None]) -> None:
+        # An idle session keeps neither a task nor a mailbox.
+        if self._workers.get(session_key) is worker:
+            del self._workers[session_key]
+            mailbox = self._mailboxes.get(session_key)
+            if mailbox is not None and mailbox.empty():
+                del self._mailboxes[session_key]
+
+    def resume(self) -> int:
+        """Queue every run the store still has pending, in the order they arrived."""
+        pending = self.store.pending_work("run", PENDING)
+        for stored in pending:
+            run = stored.to_aggregate(Run, RunState)
+            self.enqueue(run.id, run.state.session_key)
+        return len(pending)
+
+    # Waiting for outcomes -------------------------------------------------------------
+
+    def _ending(self, run_id: UUID) -> asyncio.Future[RunState]:
+        future = self._endings.get(run_id)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._endings[run_id] = future
+        return future
+
+    def load(self, run_id: UUID) -> Run | None:
+        stored = self.store.work(run_id)
+        return None if stored is None else stored.to_aggregate(Run, RunState)
+
+    async def wait(self, run_id: UUID, timeout: float | None = None) -> RunState | None:
+        """The run's final state, or None if ``timeout`` seconds pass on the gateway clock."""
+        run = self.load(run_id)
+        if run is not None and run.state.ended:
+            return run.state
+        if run is not None and run_id not in self._endings:
+            # Not queued here: another gateway started it (a resume can find its exchange
+            # but not its run). Only this gateway's session actor settles the future, so
+            # queue the run: the actor runs it, or finds it ended once the owner is done.
+            self.enqueue(run_id, run.state.session_key)
+        future = self._ending(run_id)
+        slot = _current_slot.get()
+        lent = slot is not None and slot.held
+        if slot is not None and lent:
+            slot.release()
+        try:
+            if timeout is None:
+                return await asyncio.shield(future)
+            timer = asyncio.ensure_future(self.clock.sleep(timeout))
+            try:
+                waits: set[asyncio.Future[Any]] = {future, timer}
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+            return future.result() if future in done else None
+        finally:
+            if slot is not None and lent:
+                await slot.acquire()
+
+    def _settle(self, run: Run) -> None:
+        future = self._endings.pop(run.id, None)
+        if future is not None and not future.done():
+            future.set_result(run.state)
+
+    # The session actor ----------------------------------------------------------------
+
+    async def _work(self, session_key: str, mailbox: asyncio.Queue[UUID]) -> None:
+        while not mailbox.empty() and not self._closing:
+            run_id = mailbox.get_nowait()
+            for attempt in range(MAX_RUN_CRASHES):
+                try:
+                    await self._execute_in_lane(session_key, run_id)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # one broken run must not stop the session's mailbox
+                    log.exception(
+                        "run crashed", session_key=session_key, run_id=str(run_id), attempt=attempt
+                    )
+                    await back_off(attempt + 1)
+            else:
+                # Still breaking (a database that keeps failing, say): record the failure
+                # so whoever waits for this run hears its end instead of waiting forever.
+                await self._fail_crashed(run_id)
+
+    async def _execute_in_lane(self, session_key: str, run_id: UUID) -> None:
+        slot = LaneSlot(self._lane)
+        token = _current_slot.set(slot)
+        try:
+            # The lane first: a session lock may hold a database connection (PostgreSQL),
+            # so at most maxConcurrent of them are held, never the whole pool (a run
+            # lending its slot while it waits for a nested run keeps its lock).
+            await slot.acquire()
+            async with self.store.session_lock(session_key):
+                await self._execute(run_id)
+        finally:
+            _current_slot.reset(token)
+            slot.release()
+
+    async def _fail_crashed(self, run_id: UUID) -> None:
+        try:
+            run = await self._record_outcome(
+                run_id, RuntimeError(f"the run crashed {MAX_RUN_CRASHES} times in the gateway")
+            )
+        except Exception:  # the store itself is failing: a restart will run it again
+            log.exception("crashed run not recorded", run_id=str(run_id))
+            return
+        self._settle(run)
+
+    async def _execute(self, run_id: UUID) -> None:
+        run = self.load(run_id)
+        if run is None:
+            return
+        bound = log.bind(session_key=run.state.session_key, run_id=str(run_id))
+        if run.state.ended:
+            self._settle(run)
+            return
+        run = await self._record_dispatch(run)
+        if run.state.ended:
+            self._settle(run)
+            return
+        bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
+        outcome = await self._call_runtime(run)
+        run = await self._record_outcome(run_id, outcome)
+        bound.info("run ended", status=run.state.status)
+        self._settle(run)
+
+    async def _record_dispatch(self, run: Run) -> Run:
+        """Mark the run dispatched; its first dispatch appends its user message."""
+        for attempt in range(MAX_SAVE_ATTEMPTS):
+            if run.state.ended:
+                return run
+            now = self.clock.now()
+            session = self._session(run.state.session_key)
+            run.dispatch(at=now)
+            changed: list[Aggregate] = [run]
+            if run.state.attempts == 1 and session is not None:
+                try:
+                    session.append_message(_user_message(run, now), at=now)
+                    changed.append(session)
+                except SessionClosed:
+                    run.fail(error=f"session {run.state.session_key} is closed", at=now)
+            elif session is None:
+                run.fail(error=f"Session not found: {run.state.session_key}", at=now)
+            try:
+                self.store.save(*changed)
+                return run
+            except StoreConflict:
+                await back_off(attempt)
+                reloaded = self.load(run.id)
+                assert reloaded is not None
+                run = reloaded
+        raise StoreConflict(f"run {run.id} kept changing")
+
+    async def _call_runtime(self, run: Run) -> object:
+        """What the runtime returned, the error it raised, or TIMED_OUT."""
+        state = run.state
+        stored_session = self.store.session(state.session_key)
+        request = RunRequest(
+            run_id=state.run_id,
+            session_key=state.session_key,
+            agent_id=state.agent_id,
+            step=state.step,
+            message=state.message,
+            context=state.context,
+            clock=self.clock,
+            transcript=_transcript_reader(
+                self.store, stored_session.id if stored_session else None
+            ),
+            turn=state.turn,
+            requester_key=state.requester_key,
+            tools=self.tools_for(run),
+        )
+        return await _with_timeout(self._ask(request), self.clock, state.timeout_seconds)
+
+    async def _ask(self, request: RunRequest) -> object:
+        # Any runtime, however broken: a plain function, or one that returns no coroutine.
+        answer: object = self.runtime.run(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+    async def _record_outcome(self, run_id: UUID, outcome: object) -> Run:
+        for attempt in range(MAX_SAVE_ATTEMPTS):
+            run = self.load(run_id)
+            assert run is not None
+            if run.state.ended:
+                return run
+            now = self.clock.now()
+            changed: list[Aggregate] = [run]
+            try:
+                if outcome is TIMED_OUT:
+                    run.time_out(at=now)
+                elif isinstance(outcome, BaseException):
+                    run.fail(error=_describe(outcome), at=now)
+                elif not isinstance(outcome, RunReply) or not _is_text(outcome.text):
+                    run.fail(
+                        error=f"the agent runtime returned {_kind(outcome)}, not a reply", at=now
+                    )
+                else:
+                    usage = _usage(outcome.usage)
+                    model = outcome.model if isinstance(outcome.model, str) else None
+                    run.complete(reply=outcome.text, usage=usage, model=model, at=now)
+                    session = self._session(run.state.session_key)
+                    if session is not None and outcome.text:
+                        session.append_message(
+                            _assistant_message(outcome.text, usage, model, now), at=now
+                        )
+                        changed.append(session)
+            except (RunAlreadyEnded, SessionClosed) as error:
+                log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
+            try:
+                self.store.save(*changed)
+                return run
+            except StoreConflict:
+                await back_off(attempt)
+        raise StoreConflict(f"run {run_id} kept changing")
+
+    def _session(self, key: str) -> Session | None:
+        stored = self.store.session_for_update(key)
+        return None if stored is None else stored.to_aggregate()
+
+    # Idle and shutdown ----------------------------------------------------------------
+
+    def active_tasks(self) -> list[asyncio.Task[None]]:
+        return [worker for worker in self._workers.values() if not worker.done()]
+
+    async def close(self) -> None:
+        self._closing = True
+        workers = [w for w in self._workers.values() if not w.done()]
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+TIMED_OUT = object()
+# Runtimes cancelled at their timeout, kept until they stop (one may ignore cancellation).
+_abandoned: set[asyncio.Task[object]] = set()
+
+
+async def _with_timeout(call: Awaitable[object], clock: Clock, seconds: float) -> object:
+    task = asyncio.ensure_future(call)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        timer.cancel()
+        raise
+    if task in done:
+        timer.cancel()
+        if task.cancelled():
+            return asyncio.CancelledError("the agent runtime cancelled the run")
+        error = task.exception()
+        return error if error is not None else task.result()
+    # The outcome is recorded now, whether or not the runtime honours the cancellation.
+    task.cancel()
+    _abandoned.add(task)
+    task.add_done_callback(_abandoned.discard)
+    return TIMED_OUT
+
+
+def _transcript_reader(
+    store: SessionStore, session: UUID | None
+) -> Callable[[int], list[dict[str, Any]]]:
+    def read(limit: int) -> list[dict[str, Any]]:
+        if session is None:
+            return []
+        texts = store.transcript(session, limit=max(1, limit), include_tools=True)
+        return [json.loads(text) for text in texts]
+
+    return read
+
+
+def _user_message(run: Run, at: Any) -> TranscriptMessage:
+    return TranscriptMessage(
+        role="user",
+        content=[{"type": "text", "text": run.state.message}],
+        timestamp=int(at.timestamp() * 1000),
+    )
+
+
+def _assistant_message(
+    text: str, usage: Usage | None, model: str | None, at: Any
+) -> TranscriptMessage:
+    return TranscriptMessage(
+        role="assistant",
+        content=[{"type": "text", "text": text}],
+        timestamp=int(at.timestamp() * 1000),
+        usage=usage,
+        model=model,
+    )
+
+
+def _is_text(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return Usage.model_validate(raw)
+    except ValueError:
+        return None
+
+
+def _kind(value: object) -> str:
+    return f"a {type(value).__name__}"
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip()
+    return text or type(error).__name__
+
+
+__all__: Sequence[str] = ["RunEngine"]

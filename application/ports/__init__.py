@@ -1,0 +1,1 @@
+"""Ports: what the application needs from the outside, one module per role."""

@@ -1,0 +1,87 @@
+"""Ports to the agents and the chat channels: AgentRuntime and ChannelDelivery."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessionwire.application.ports.store import Clock
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything an agent runtime gets for one run."""
+
+    run_id: str
+    session_key: str
+    agent_id: str
+    step: str
+    message: str
+    context: str | None
+    clock: Clock
+    transcript: Callable[[int], list[dict[str, Any]]]
+    """The session's last N messages (raw transcript format), oldest first."""
+    turn: int | None = None
+    requester_key: str | None = None
+    tools: tuple[str, ...] = ()
+    """The tools this run may call."""
+
+
+@dataclass(frozen=True)
+class RunReply:
+    text: str | None
+    usage: dict[str, Any] | None = None
+    model: str | None = None
+
+
+class AgentRuntime(ABC):
+    """Runs one agent turn. Cancelled (asyncio) when the run times out."""
+
+    @abstractmethod
+    async def run(self, request: RunRequest) -> RunReply: ...
+
+
+class NoRuntime(AgentRuntime):
+    """The runtime of a gateway opened without one: every run fails, saying so."""
+
+    async def run(self, request: RunRequest) -> RunReply:
+        raise RuntimeError("no agent runtime is configured for this gateway")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    channel: str
+    to: str
+    message: str
+    session_key: str
+    account_id: str | None = None
+    thread_id: str | None = None
+    idempotency_key: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel,
+            "to": self.to,
+            "accountId": self.account_id,
+            "message": self.message,
+            "sessionKey": self.session_key,
+            "threadId": self.thread_id,
+            "idempotencyKey": self.idempotency_key,
+        }
+
+
+class ChannelDelivery(ABC):
+    """Posts a message to a chat channel. ``idempotency_key`` is stable across retries."""
+
+    @abstractmethod
+    async def deliver(self, delivery: Delivery) -> None: ...
+
+
+class RecordedDelivery(ChannelDelivery):
+    """The default: nothing leaves the gateway; the delivery event is the record."""
+
+    async def deliver(self, delivery: Delivery) -> None:
+        return None

@@ -1,0 +1,129 @@
+"""Resolving what an agent calls a session (key, alias, sessionId, label) to a stored
+session the requester may reach.
+
+The lookups are here; every yes or no comes from the requester's ``AccessPolicy``
+(domain/policy.py). Lookups by sessionId and by label only ever search the sessions the
+requester may see, and a key naming a session it may not reach is refused whether or not
+that session exists: a refusal never tells the caller what is hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sessionwire.application.context import ToolContext
+from sessionwire.application.ports.store import StoredSession
+from sessionwire.domain.keys import (
+    InvalidSessionKey,
+    agent_id_of,
+    looks_like_session_id,
+    looks_like_session_key,
+    normalize_agent_id,
+)
+from sessionwire.domain.policy import Access, Refusal
+
+
+@dataclass(frozen=True)
+class SessionNotResolved(Exception):
+    message: str
+
+
+class SessionRefused(Exception):
+    """A policy said no; ``display_key`` is only set when the caller named the key."""
+
+    def __init__(
+        self,
+        refusal: Refusal,
+        *,
+        reference: str,
+        target_key: str | None = None,
+        display_key: str | None = None,
+    ) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+        self.reference = reference
+        self.target_key = target_key
+        self.display_key = display_key
+
+
+def resolve_session(context: ToolContext, raw: str, *, access: Access) -> StoredSession:
+    """The active session ``raw`` names, if the requester may reach it.
+
+    Raises SessionNotResolved (OpenClaw's "not found" wording) or SessionRefused.
+    """
+    store = context.store
+    policy = context.access
+    try:
+        key = context.rules.canonical(raw, agent_id=context.requester.agent_id)
+    except InvalidSessionKey as error:
+        raise SessionNotResolved(f"invalid sessionKey: {error}") from error
+    reference = raw.strip()
+    found = store.session(key)
+    if found is not None and found.state.status == "active":
+        target = found.state.policy_target(context.rules)
+        refusal = policy.reach_refusal(
+            target, reference, access=access, target_agent=found.state.agent_id
+        )
+        if refusal:
+            raise _refused(context, refusal, reference, key)
+        return found
+    if looks_like_session_key(raw) and not looks_like_session_id(raw):
+        # Not stored: refused exactly as a stored session would be, so the answer says
+        # nothing about whether the session exists.
+        refusal = policy.reach_refusal(
+            None, reference, access=access, target_agent=agent_id_of(key)
+        )
+        if refusal:
+            raise _refused(context, refusal, reference, key)
+        raise SessionNotResolved(f"Session not found: {raw}")
+    matches = [
+        stored
+        for stored in store.sessions_by_session_id(reference.lower())
+        if stored.state.status == "active"
+        and policy.sees(stored.state.policy_target(context.rules))
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    sandbox_refusal = policy.sandbox_refusal(None, reference)
+    if sandbox_refusal:
+        raise SessionRefused(sandbox_refusal, reference=reference)
+    if len(matches) > 1:
+        keys = ", ".join(m.state.key for m in matches)
+        raise SessionNotResolved(f"Multiple sessions found for sessionId: {raw} ({keys})")
+    raise SessionNotResolved(
+        f"Session not found: {raw} (use the full sessionKey from sessions_list)"
+    )
+
+
+def resolve_label(context: ToolContext, label: str, agent_id: str | None) -> str:
+    """The canonical key of the one session with ``label`` the requester may reach
+    (``sessions_send`` by label, openclaw-behaviour.md §6.2 step 2)."""
+    policy = context.access
+    requested = normalize_agent_id(agent_id) if agent_id else None
+    reference = f"label={label}"
+    refusal = policy.label_refusal(requested)
+    if refusal:
+        raise SessionRefused(refusal, reference=reference)
+    # A sandboxed lookup is limited to the requester's own agent.
+    scope = context.requester.agent_id if policy.sandboxed else requested
+    matches = [
+        stored
+        for stored in context.store.sessions_by_label(label)
+        if (scope is None or stored.state.agent_id == scope)
+        and policy.sees(stored.state.policy_target(context.rules))
+    ]
+    if len(matches) == 1:
+        return matches[0].state.key
+    sandbox_refusal = policy.sandbox_refusal(None, reference)
+    if sandbox_refusal:
+        raise SessionRefused(sandbox_refusal, reference=reference)
+    if not matches:
+        raise SessionNotResolved(f"No session found with label: {label}")
+    keys = ", ".join(stored.state.key for stored in matches[:2])
+    raise SessionNotResolved(f"Multiple sessions found with label: {label} ({keys})")
+
+
+def _refused(context: ToolContext, refusal: Refusal, reference: str, key: str) -> SessionRefused:
+    return SessionRefused(
+        refusal, reference=reference, target_key=key, display_key=context.display_key(key)
+    )

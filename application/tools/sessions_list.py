@@ -1,0 +1,98 @@
+"""``sessions_list``: rows from the read model, newest first, filtered, then limited."""
+
+from __future__ import annotations
+
+import json
+
+from sessionwire.application.context import ToolContext
+from sessionwire.application.ports.store import SessionQuery, StoredSession
+from sessionwire.application.tools.params import SessionsListParams
+from sessionwire.application.tools.results import (
+    DeliveryContext,
+    SessionListRow,
+    SessionsListResult,
+)
+from sessionwire.domain.keys import derive_channel
+from sessionwire.domain.session import to_millis
+from sessionwire.domain.transcript import clean_for_reader
+
+
+def sessions_list(context: ToolContext, params: SessionsListParams) -> SessionsListResult:
+    rules = context.rules
+    excluded = {"unknown"} if rules.is_global else {"global", "unknown"}
+    since = None
+    if params.activeMinutes is not None:
+        since = to_millis(context.clock.now()) - params.activeMinutes * 60_000
+    access = context.access
+    if access.sandboxed:
+        # A sandboxed session lists only what it spawned (§9), never global or unknown.
+        excluded = {"global", "unknown"}
+    query = SessionQuery(
+        limit=params.limit,
+        updated_since_ms=since,
+        kinds=params.kinds,
+        agent_ids=visible_agents(context),
+        spawned_by=access.requester_key if access.sandboxed else None,
+        exclude_keys=frozenset(excluded),
+    )
+    rows = [
+        row(context, stored, params.messageLimit) for stored in context.store.list_sessions(query)
+    ]
+    return SessionsListResult(count=len(rows), sessions=rows)
+
+
+def visible_agents(context: ToolContext) -> frozenset[str] | None:
+    """The agents whose sessions the requester may list; None means every agent."""
+    a2a = context.a2a
+    own = context.requester.agent_id
+    if a2a.open_to_all():
+        return None
+    if not a2a.enabled or not a2a.matches(own):
+        return frozenset({own})
+    configured = {entry.id.strip().lower() for entry in context.config.agents.list}
+    present = set(context.store.agent_ids())
+    return frozenset({own} | {a for a in configured | present if a2a.is_allowed(own, a)})
+
+
+def row(context: ToolContext, stored: StoredSession, message_limit: int) -> SessionListRow:
+    state = stored.state
+    rules = context.rules
+    kind = rules.kind(state.key, state.chat_type)
+    channel = derive_channel(
+        kind,
+        channel=state.channel,
+        last_channel=state.last_channel,
+        group_channel=rules.group_channel(state.key),
+    )
+    delivery = None
+    if state.last_channel or state.last_to or state.last_account_id:
+        delivery = DeliveryContext(
+            channel=state.last_channel, to=state.last_to, accountId=state.last_account_id
+        )
+    messages = None
+    if message_limit > 0:
+        texts = context.store.transcript(stored.id, limit=message_limit, include_tools=False)
+        messages = [clean_for_reader(json.loads(t)) for t in texts]
+    return SessionListRow(
+        key=context.display_key(state.key),
+        kind=kind,
+        channel=channel,
+        label=state.label,
+        displayName=state.display_name or state.label,
+        updatedAt=state.updated_at,
+        sessionId=state.session_id,
+        model=state.model,
+        contextTokens=state.context_tokens,
+        totalTokens=state.total_tokens,
+        thinkingLevel=state.thinking_level,
+        verboseLevel=state.verbose_level,
+        systemSent=state.system_sent,
+        abortedLastRun=state.aborted_last_run,
+        sendPolicy=state.send_policy,
+        lastChannel=state.last_channel,
+        lastTo=state.last_to,
+        lastAccountId=state.last_account_id,
+        deliveryContext=delivery,
+        transcriptPath=context.transcript_path(state),
+        messages=messages,
+    )

@@ -1,0 +1,170 @@
+"""``sessions_send``: a message into another session, a wait, and the exchange after it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessionwire.application.context import ToolContext
+from sessionwire.application.ports.store import StoredSession
+from sessionwire.application.tools.params import SessionsSendParams
+from sessionwire.application.tools.results import SendResult
+from sessionwire.application.tools.session_refs import (
+    SessionNotResolved,
+    SessionRefused,
+    resolve_label,
+    resolve_session,
+)
+from sessionwire.domain.agent_to_agent import (
+    message_context,
+    reply_text,
+    resolve_announce_target,
+)
+from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.keys import agent_id_of
+from sessionwire.domain.run import Run
+from sessionwire.domain.session import SessionState
+
+PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
+
+
+class SendRefused(Exception):
+    """Bad or unresolvable input (an ``error`` result, not a policy refusal)."""
+
+    def __init__(self, status: str, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+def announce_channel(target: SessionState) -> str:
+    """The target channel the step texts name: the announce target's, or "unknown" (§6.6)."""
+    announce_target = resolve_announce_target(
+        target.key,
+        stored_channel=target.last_channel,
+        stored_to=target.last_to,
+        stored_account_id=target.last_account_id,
+    )
+    return announce_target.channel if announce_target else "unknown"
+
+
+def _target(context: ToolContext, params: SessionsSendParams) -> StoredSession:
+    """The session to send into, checked against every policy (§6.2, then the send policy)."""
+    if params.sessionKey and params.label:
+        raise SendRefused("error", "Provide either sessionKey or label (not both).")
+    try:
+        reference = params.sessionKey
+        if reference is None and params.label:
+            reference = resolve_label(context, params.label, params.agentId)
+        if reference is None:
+            raise SendRefused("error", "Either sessionKey or label is required")
+        target = resolve_session(context, reference, access="messaging")
+    except SessionNotResolved as error:
+        raise SendRefused("error", error.message) from None
+    refusal = context.access.send_refusal(target.state.policy_target(context.rules))
+    if refusal:
+        key = target.state.key
+        raise SessionRefused(
+            refusal,
+            reference=reference.strip(),
+            target_key=key,
+            display_key=context.display_key(key),
+        )
+    return target
+
+
+async def sessions_send(context: ToolContext, params: SessionsSendParams) -> SendResult:
+    services = context.services
+    assert services is not None, "sessions_send needs the gateway's run engine"
+    run_id = services.ids.new_id()
+    try:
+        target = _target(context, params)
+    except SessionRefused as refused:
+        context.record_refusal(
+            refused.refusal,
+            tool="sessions_send",
+            reference=refused.reference,
+            target_key=refused.target_key,
+        )
+        refusal = refused.refusal
+        return SendResult(
+            runId=str(run_id),
+            status=refusal.status,
+            tool="sessions_send",
+            error=refusal.message,
+            sessionKey=refused.display_key,
+        )
+    except SendRefused as refused:
+        return SendResult(
+            runId=str(run_id),
+            status=refused.status,
+            tool="sessions_send",
+            error=refused.error,
+        )
+    display = context.display_key(target.state.key)
+
+    requester = context.requester
+    requester_session = context.store.session(requester.key)
+    requester_channel = requester_session.state.last_channel if requester_session else None
+    now = context.clock.now()
+    run = Run.start(
+        run_id=run_id,
+        session_key=target.state.key,
+        agent_id=agent_id_of(target.state.key),
+        step="primary",
+        message=params.message,
+        context=message_context(
+            requester_key=requester.raw,
+            requester_channel=requester_channel,
+            target_display=display,
+        ),
+        timeout_seconds=services.run_timeout_seconds,
+        requester_key=requester.key,
+        at=now,
+    )
+    exchange = Exchange.open(
+        primary_run_id=run_id,
+        requester_key=requester.key,
+        requester_display=requester.raw,
+        requester_channel=requester_channel,
+        target_key=target.state.key,
+        target_display=display,
+        target_channel=announce_channel(target.state),
+        original_message=params.message,
+        max_turns=context.config.session.agentToAgent.max_ping_pong_turns,
+        at=now,
+    )
+    services.runs.save_and_enqueue(run, exchange)
+    services.exchanges.start(exchange.id)
+    if params.timeoutSeconds == 0:
+        return SendResult(
+            runId=str(run_id), status="accepted", sessionKey=display, delivery=PENDING_DELIVERY
+        )
+    state = await services.runs.wait(run_id, timeout=params.timeoutSeconds)
+    if state is None:
+        return SendResult(
+            runId=str(run_id),
+            status="timeout",
+            error=(
+                f"no reply within {params.timeoutSeconds}s; the run goes on, and its reply, "
+                "the agent-to-agent loop and the announce are recorded when it finishes "
+                "(read them with sessions_history)"
+            ),
+            sessionKey=display,
+            delivery=PENDING_DELIVERY,
+        )
+    if state.status != "ok":
+        return SendResult(
+            runId=str(run_id),
+            status="error",
+            tool="sessions_send",
+            error=state.error or "agent error",
+            sessionKey=display,
+        )
+    reply: Any = reply_text(state.reply)
+    return SendResult(
+        runId=str(run_id),
+        status="ok",
+        reply=reply,
+        sessionKey=display,
+        delivery=PENDING_DELIVERY,
+    )

@@ -1,0 +1,126 @@
+"""``sessions_spawn``: a sub-agent in a new child session that reports back when done."""
+
+from __future__ import annotations
+
+from sessionwire.application.context import ToolContext
+from sessionwire.application.tools.params import SessionsSpawnParams
+from sessionwire.application.tools.results import SpawnResult
+from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
+from sessionwire.domain.policy import subagent_tool_refusal
+from sessionwire.domain.run import Run
+from sessionwire.domain.session import Session
+from sessionwire.domain.spawn import Spawn
+from sessionwire.domain.subagents import subagent_system_prompt
+
+NOT_FROM_SUBAGENTS = subagent_tool_refusal("sessions_spawn").message
+
+
+def allowed_targets(context: ToolContext) -> tuple[bool, set[str]]:
+    """(any agent allowed, the allowed agent ids) for the requester's agent."""
+    entry = context.config.agent(context.requester.agent_id)
+    allow = entry.subagents.allowAgents if entry else []
+    allow_any = any(item.strip() == "*" for item in allow)
+    return allow_any, {normalize_agent_id(item) for item in allow if item.strip() not in {"", "*"}}
+
+
+async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> SpawnResult:
+    services = context.services
+    assert services is not None, "sessions_spawn needs the gateway's spawn driver"
+    requester = context.requester
+    if is_subagent_key(requester.key):
+        return SpawnResult(status="forbidden", tool="sessions_spawn", error=NOT_FROM_SUBAGENTS)
+    target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
+    if target_agent != requester.agent_id:
+        allow_any, allowed = allowed_targets(context)
+        if not allow_any and target_agent not in allowed:
+            listed = ", ".join(sorted(allowed)) or "none"
+            return SpawnResult(
+                status="forbidden",
+                tool="sessions_spawn",
+                error=f"agentId is not allowed for sessions_spawn (allowed: {listed})",
+            )
+    config = context.config
+    if params.model is not None and params.model not in config.known_models():
+        known = ", ".join(sorted(config.known_models())) or "none configured"
+        return SpawnResult(
+            status="error",
+            tool="sessions_spawn",
+            error=f"invalid model: {params.model} (configured models: {known})",
+        )
+    model = params.model or config.subagent_model(target_agent)
+    if params.label is not None and context.store.sessions_by_label(params.label):
+        return SpawnResult(
+            status="error", tool="sessions_spawn", error=f"label already in use: {params.label}"
+        )
+
+    ids = services.ids
+    run_id = ids.new_id()
+    child_key = f"agent:{target_agent}:subagent:{ids.new_id()}"
+    now = context.clock.now()
+    requester_session = context.store.session(requester.key)
+    requester_channel = requester_session.state.last_channel if requester_session else None
+    child = Session.open(
+        key=child_key,
+        session_id=ids.new_id(),
+        agent_id=target_agent,
+        at=now,
+        spawned_by=requester.key,
+    )
+    patch = {
+        name: value
+        for name, value in (
+            ("label", params.label),
+            ("model", model),
+            ("thinkingLevel", params.thinking),
+        )
+        if value is not None
+    }
+    if patch:
+        child.patch(patch, at=now)
+    # The child run is a send into the child session: a rule may deny it (by key prefix).
+    refusal = context.access.send_refusal(child.state.policy_target(context.rules))
+    if refusal:
+        context.record_refusal(
+            refusal, tool="sessions_spawn", reference=child_key, target_key=child_key
+        )
+        return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
+    run_timeout = params.run_timeout
+    run = Run.start(
+        run_id=run_id,
+        session_key=child_key,
+        agent_id=target_agent,
+        step="subagent_task",
+        message=params.task,
+        context=subagent_system_prompt(
+            task=params.task,
+            label=params.label,
+            requester_key=requester.key,
+            requester_channel=requester_channel,
+            child_key=child_key,
+        ),
+        timeout_seconds=run_timeout or services.run_timeout_seconds,
+        requester_key=requester.key,
+        at=now,
+    )
+    spawn = Spawn.spawn(
+        run_id=run_id,
+        child_key=child_key,
+        agent_id=target_agent,
+        requester_key=requester.key,
+        requester_display=requester.raw,
+        task=params.task,
+        label=params.label,
+        model=model,
+        run_timeout_seconds=run_timeout,
+        cleanup="delete" if params.cleanup == "delete" else "keep",
+        archive_after_minutes=config.archive_after_minutes,
+        at=now,
+    )
+    services.runs.save_and_enqueue(run, child, spawn)
+    services.spawns.start(spawn.id)
+    return SpawnResult(
+        status="accepted",
+        runId=str(run_id),
+        childSessionKey=child_key,
+        modelApplied=True if model is not None else None,
+    )

@@ -1,0 +1,31 @@
+"""The package list in pyproject.toml names every code folder (a mapped layout is not
+discovered by setuptools, so a folder left out would be missing from `pip install .`)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _package_name(folder: Path) -> str:
+    top, *rest = folder.relative_to(ROOT).parts
+    base = "sessionwire" if top == "public" else f"sessionwire.{top}"
+    return ".".join([base, *rest])
+
+
+def test_every_code_folder_is_a_listed_package() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    folders = {
+        _package_name(init.parent)
+        for top in ("public", "domain", "application", "adapters")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert folders - listed == set(), "add these to [tool.setuptools] packages"
+    assert listed - folders == set(), "these listed packages have no folder"
+
+
+def test_nothing_at_the_root_shadows_the_package() -> None:
+    assert not (ROOT / "sessionwire").exists()
