@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 EXITS = re.compile(r"#\s*exits\s+(\d+)\s*$")
 
