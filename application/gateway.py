@@ -24,18 +24,14 @@ from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
     NoRuntime,
     RecordedDelivery,
 )
-from sessionwire.application.ports.store import (
-    Clock,
-    IdSource,
-    SessionStore,
-    SystemClock,
-)
+from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -100,7 +96,7 @@ class GatewayService:
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         config: GatewayConfig,
         clock: Clock,
         ids: IdSource,

@@ -21,7 +21,8 @@ from uuid import UUID
 import structlog
 from pydantic import BaseModel
 from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
-from sessionwire.application.ports.store import SessionStore, StoreConflict
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.session import Session
 
@@ -33,7 +34,7 @@ log = structlog.get_logger("sessionwire.unit_of_work")
 class UnitOfWork:
     """One attempt: the aggregates it loaded or was given, saved in one transaction."""
 
-    def __init__(self, store: SessionStore, *, attempt: int) -> None:
+    def __init__(self, store: Store, *, attempt: int) -> None:
         self.store = store
         self.attempt = attempt
         """0 on the first attempt; more after conflicts (what an earlier one held is stale)."""
@@ -91,7 +92,7 @@ class UnitOfWork:
 class Attempts:
     """Units of work, one per attempt, until one commits or ends without a conflict."""
 
-    def __init__(self, store: SessionStore, what: str, *, limit: int = MAX_SAVE_ATTEMPTS) -> None:
+    def __init__(self, store: Store, what: str, *, limit: int = MAX_SAVE_ATTEMPTS) -> None:
         self.store = store
         self.what = what
         self.limit = limit
@@ -114,6 +115,6 @@ class Attempts:
         return self._current
 
 
-def retrying(store: SessionStore, what: str) -> Attempts:
+def retrying(store: Store, what: str) -> Attempts:
     """Units of work on ``store`` until one saves; ``what`` names the change in errors."""
     return Attempts(store, what)

@@ -28,13 +28,10 @@ from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables, sqlite_tables
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
-from sessionwire.application.ports.store import (
-    SessionQuery,
-    SessionStore,
-    StoreConflict,
-    StoredSession,
-    StoredWork,
-)
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.hash_chain import RecordContent
@@ -300,7 +297,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
 
 
-class EventSourcedStore(SessionStore):
+class EventSourcedStore(Store):
     def __init__(self, url: str, *, kind_of: KindOf) -> None:
         env, self.location = store_env(url)
         if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":

@@ -19,8 +19,11 @@ from uuid import UUID
 
 import structlog
 from sessionwire.application.orchestration.conflicts import back_off
+from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
-from sessionwire.application.ports.store import Clock, SessionStore, StoreConflict
+from sessionwire.application.ports.session_read_model import SessionReadModel
+from sessionwire.application.ports.store import Store
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
@@ -63,7 +66,7 @@ class RunEngine:
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         clock: Clock,
         runtime: AgentRuntime,
         max_concurrent: int,
@@ -367,7 +370,7 @@ async def _with_timeout(call: Awaitable[object], clock: Clock, seconds: float) -
 
 
 def _transcript_reader(
-    store: SessionStore, session: UUID | None
+    store: SessionReadModel, session: UUID | None
 ) -> Callable[[int], list[dict[str, Any]]]:
     def read(limit: int) -> list[dict[str, Any]]:
         if session is None:

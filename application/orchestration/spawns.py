@@ -17,8 +17,9 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.orchestration.exchanges import run_state_reply
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
-from sessionwire.application.ports.store import Clock, SessionStore
+from sessionwire.application.ports.store import Store
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import to_millis
@@ -48,7 +49,7 @@ class SpawnDriver(ProcessManager[Spawn]):
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,

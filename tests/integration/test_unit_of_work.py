@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
-from sessionwire.application.ports.store import SessionStore, StoreConflict
+from sessionwire.application.ports.store import Store, StoreConflict
 from sessionwire.application.unit_of_work import Attempts, retrying
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage
@@ -22,20 +22,20 @@ def _message(text: str) -> TranscriptMessage:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[SessionStore]:
+def store(store_url: str) -> Iterator[Store]:
     opened = open_event_store(store_url, GatewayConfig())
     opened.save(Session.open(key=KEY, session_id="s", agent_id="main", at=NOW))
     yield opened
     opened.close()
 
 
-def _texts(store: SessionStore) -> list[str]:
+def _texts(store: Store) -> list[str]:
     stored = store.session(KEY)
     assert stored is not None
     return store.transcript(stored.id, limit=10, include_tools=False)
 
 
-def _write_behind_its_back(store: SessionStore, text: str) -> None:
+def _write_behind_its_back(store: Store, text: str) -> None:
     stored = store.session(KEY)
     assert stored is not None
     other = stored.to_aggregate()
@@ -43,7 +43,7 @@ def _write_behind_its_back(store: SessionStore, text: str) -> None:
     store.save(other)
 
 
-async def test_a_conflict_runs_the_block_again_on_fresh_state(store: SessionStore) -> None:
+async def test_a_conflict_runs_the_block_again_on_fresh_state(store: Store) -> None:
     seen_versions = []
     async for uow in retrying(store, f"session {KEY}"):
         with uow:
@@ -60,7 +60,7 @@ async def test_a_conflict_runs_the_block_again_on_fresh_state(store: SessionStor
     assert "mine" in second
 
 
-async def test_it_gives_up_after_its_attempts_naming_the_change(store: SessionStore) -> None:
+async def test_it_gives_up_after_its_attempts_naming_the_change(store: Store) -> None:
     attempts: list[int] = []
 
     async def always_overtaken() -> None:
@@ -79,7 +79,7 @@ async def test_it_gives_up_after_its_attempts_naming_the_change(store: SessionSt
     assert not any("never saved" in text for text in _texts(store))
 
 
-async def test_a_block_left_without_commit_saves_nothing(store: SessionStore) -> None:
+async def test_a_block_left_without_commit_saves_nothing(store: Store) -> None:
     before = store.log_position()
     runs = 0
     async for uow in retrying(store, "session"):
@@ -92,7 +92,7 @@ async def test_a_block_left_without_commit_saves_nothing(store: SessionStore) ->
     assert store.log_position() == before
 
 
-async def test_a_conflict_from_outside_its_commit_is_not_retried(store: SessionStore) -> None:
+async def test_a_conflict_from_outside_its_commit_is_not_retried(store: Store) -> None:
     attempts: list[int] = []
 
     async def failing_elsewhere() -> None:
@@ -106,7 +106,7 @@ async def test_a_conflict_from_outside_its_commit_is_not_retried(store: SessionS
     assert attempts == [0]
 
 
-async def test_aggregates_are_saved_together_and_only_when_changed(store: SessionStore) -> None:
+async def test_aggregates_are_saved_together_and_only_when_changed(store: Store) -> None:
     before = store.log_position()
     async for uow in retrying(store, "two sessions"):
         with uow:
