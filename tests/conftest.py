@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import structlog
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.testing import VirtualClock
 
 POSTGRES_URL = os.environ.get(
@@ -104,3 +106,11 @@ async def gateway(
     gw = await Gateway.open(config=config, store=store_url, clock=clock)
     yield gw
     await gw.close()
+
+
+@pytest.fixture
+def event_store(store_url: str, config: GatewayConfig) -> Iterator[EventSourcedStore]:
+    """The store alone (no gateway): what the port contract tests drive."""
+    opened = open_event_store(store_url, config)
+    yield opened
+    opened.close()
