@@ -16,14 +16,12 @@ from typing import Any
 
 import pytest
 import structlog
+from postgres_server import POSTGRES_URL, postgres_problem
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.testing import VirtualClock
 
-POSTGRES_URL = os.environ.get(
-    "SESSIONWIRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
@@ -43,25 +41,6 @@ def _reset_logging() -> Iterator[None]:
     # later tests logging to a stream pytest has closed.
     yield
     quiet_logging()
-
-
-def _postgres_problem() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_URL.split("?")[0], connect_timeout=3):
-            return None
-    except Exception as error:  # any failure means: no usable server here
-        return f"no PostgreSQL server at {POSTGRES_URL}: {error}"
-
-
-_PG_PROBLEM: list[str | None] = []
-
-
-def postgres_problem() -> str | None:
-    if not _PG_PROBLEM:
-        _PG_PROBLEM.append(_postgres_problem())
-    return _PG_PROBLEM[0]
 
 
 @pytest.fixture

@@ -1,18 +1,17 @@
 """``sessionwire sessions send`` and ``sessions spawn`` through the real command line.
 
 Without ``--script`` the CLI has no agent runtime: runs fail, saying so, and that is
-recorded. With ``--script FILE`` scripted agents answer.
+recorded. With ``--script FILE`` scripted agents answer. Commands run through ``main`` in
+this process; the two marked ``cli_process`` run as a real process.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from command_line import Ran, run_in_process, run_process
 
 AGENTS = """
 rules:
@@ -25,15 +24,12 @@ rules:
 NO_RUNTIME = "no agent runtime is configured for this gateway"
 
 
-def cli(*args: str, store: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "SESSIONWIRE_STORE": store},
-        check=False,
-    )
+def cli(*args: str, store: str) -> Ran:
+    return run_in_process(*args, env={"SESSIONWIRE_STORE": store})
+
+
+def cli_process(*args: str, store: str) -> Ran:
+    return run_process(*args, env={"SESSIONWIRE_STORE": store})
 
 
 @pytest.fixture
@@ -57,7 +53,7 @@ def script(tmp_path: Path) -> str:
 def test_send_with_scripted_agents_shows_the_reply_and_the_exchange(
     store: str, script: str
 ) -> None:
-    result = cli(
+    result = cli_process(
         "sessions", "send", "discord:group:ops", "Deploy done?", "--script", script, store=store
     )
     assert result.returncode == 0, result.stderr
@@ -71,7 +67,7 @@ def test_send_with_scripted_agents_shows_the_reply_and_the_exchange(
 
 
 def test_send_without_a_runtime_exits_1_and_says_how_to_get_one(store: str) -> None:
-    result = cli("sessions", "send", "discord:group:ops", "Deploy done?", store=store)
+    result = cli_process("sessions", "send", "discord:group:ops", "Deploy done?", store=store)
     assert result.returncode == 1
     assert f"sessionwire: error: {NO_RUNTIME}" in result.stderr
     assert "Pass --script FILE" in result.stderr
