@@ -2,6 +2,8 @@
 printing a result (rich for people, ``--json`` for scripts) and the exit codes.
 
 Commands live in their own modules and reach these through ``click.pass_obj``.
+The gateway, the store and the config are imported when a command opens them, not
+when the CLI starts: ``sessionwire --help`` never loads the domain.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import structlog
 from rich.console import Console, RenderableType
-from sessionwire.adapters.bootstrap import Gateway, open_event_store
-from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
-from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
+
+if TYPE_CHECKING:
+    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.adapters.store.event_store import EventSourcedStore
+    from sessionwire.application.config.gateway_config import GatewayConfig
 
 Render = Callable[[dict[str, Any]], RenderableType]
 
@@ -79,6 +83,8 @@ class CliOptions:
     verbose: bool
 
     def config(self) -> GatewayConfig:
+        from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
+
         try:
             return GatewayConfig.load(self.config_path)
         except ConfigError as error:
@@ -89,6 +95,10 @@ class CliOptions:
         return asyncio.run(self._run(work, open_kwargs))
 
     async def _run(self, work: Callable[[Gateway], Awaitable[int]], kwargs: Any) -> int:
+        from sessionwire.adapters.bootstrap import Gateway
+        from sessionwire.adapters.store.event_store import StoreURLError
+        from sessionwire.application.config.gateway_config import ConfigError
+
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
         if self.store.startswith("sqlite:"):
@@ -111,6 +121,9 @@ class CliOptions:
     def store_alone(self) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
         """The chosen store without a gateway around it: nothing unfinished is resumed,
         no agent is called, nothing is delivered (what auditing and imports need)."""
+        from sessionwire.adapters.bootstrap import open_event_store
+        from sessionwire.adapters.store.event_store import StoreURLError
+
         config = self.config()
         if self.store.startswith("sqlite:"):
             make_parent(self.store)

@@ -6,18 +6,17 @@ SESSIONWIRE_STORE environment variable picks another ('memory', 'sqlite:///…',
 config.
 """
 
-# Each command group lives in a module of its own and is registered with the root group.
+# Each command group lives in a module of its own and is registered with the root group
+# by name, imported only when it runs (lazy_group.py): the servers' and the demo's imports
+# never slow down a listing or a history.
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from sessionwire.adapters.bootstrap import Gateway
-from sessionwire.adapters.cli.audit import audit
-from sessionwire.adapters.cli.config import config_group
 from sessionwire.adapters.cli.context import (
     EXIT_USAGE,
     CliOptions,
@@ -26,17 +25,16 @@ from sessionwire.adapters.cli.context import (
     default_store,
     present,
 )
-from sessionwire.adapters.cli.demo.command import demo
-from sessionwire.adapters.cli.imports import import_group
-from sessionwire.adapters.cli.mcp import mcp_command
-from sessionwire.adapters.cli.serve import serve
-from sessionwire.adapters.cli.session_tools import send, spawn
+from sessionwire.adapters.cli.lazy_group import LazyCommand, LazyGroup
 from sessionwire.adapters.cli.terminal_views import (
     agents_view,
     history_view,
     recorded_view,
     sessions_table,
 )
+
+if TYPE_CHECKING:
+    from sessionwire.adapters.bootstrap import Gateway
 
 __all__ = ["cli", "default_store", "main"]
 
@@ -46,7 +44,49 @@ requester_option = click.option(
 )
 
 
-@click.group(help=__doc__, context_settings={"help_option_names": ["-h", "--help"]})
+CLI = "sessionwire.adapters.cli"
+COMMANDS = {
+    "audit": LazyCommand(
+        f"{CLI}.audit:audit", "Replay, export and verify what the store recorded."
+    ),
+    "config": LazyCommand(
+        f"{CLI}.config:config_group", "Check an OpenClaw-shaped JSON5 config file."
+    ),
+    "demo": LazyCommand(
+        f"{CLI}.demo.command:demo",
+        "Play a scripted team of agents on the store and show each event as it is recorded.",
+    ),
+    "import": LazyCommand(
+        f"{CLI}.imports:import_group", "Import sessions recorded by another gateway."
+    ),
+    "mcp": LazyCommand(
+        f"{CLI}.mcp:mcp_command",
+        "Serve sessions_list, sessions_history, sessions_send, sessions_spawn and "
+        "agents_list over MCP, every call made by the session --session.",
+    ),
+    "serve": LazyCommand(
+        f"{CLI}.serve:serve",
+        "Serve the session tools and gateway methods over HTTP (bearer token required).",
+    ),
+}
+SESSION_COMMANDS = {
+    "send": LazyCommand(
+        f"{CLI}.session_tools:send",
+        "Send MESSAGE into SESSION (sessions_send) and run the agent-to-agent exchange.",
+    ),
+    "spawn": LazyCommand(
+        f"{CLI}.session_tools:spawn",
+        "Spawn a sub-agent for TASK (sessions_spawn); it reports back when its run ends.",
+    ),
+}
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    help=__doc__,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("--store", default=None, help="store URL (default: an SQLite file in the data dir)")
 @click.option("--config", "config_path", default=None, help="OpenClaw-shaped JSON5 config file")
 @click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
@@ -84,7 +124,7 @@ def record(options: CliOptions, /, session: str, message: str, owner: bool, **ro
     return options.run(work)
 
 
-@cli.group()
+@cli.group(cls=LazyGroup, lazy=SESSION_COMMANDS)
 def sessions() -> None:
     """List sessions or read one's history."""
 
@@ -150,16 +190,6 @@ def agents_list(options: CliOptions, requester: str) -> int:
         return options.show(await gateway.call_tool(requester, "agents_list", {}), agents_view)
 
     return options.run(work)
-
-
-cli.add_command(audit)
-cli.add_command(mcp_command)
-cli.add_command(serve)
-cli.add_command(demo)
-cli.add_command(config_group)
-sessions.add_command(send)
-sessions.add_command(spawn)
-cli.add_command(import_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

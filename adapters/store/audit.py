@@ -10,7 +10,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel
 from sessionwire.adapters.store.chain import pages
-from sessionwire.adapters.store.event_store import EventSourcedStore, PostgresSessionRecorder
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.read_model_diff import (
     compare_and_replace,
     drop_statements,
@@ -129,7 +129,7 @@ class StoreAuditLog(AuditLog):
                 if link is not None:
                     self.chain.write_links(cursor, [link])
                 count += 1
-            if isinstance(self.store.recorder, PostgresSessionRecorder):
+            if self.store.is_postgres:
                 # Explicit ids leave the id sequence behind; the next event must follow.
                 self.chain.advance_sequence(cursor)
         self.store.rebuild_read_models()

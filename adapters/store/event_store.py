@@ -1,31 +1,26 @@
 """The event store: eventsourcing 9.5 on SQLite (file or memory) or PostgreSQL.
 
 Each recorder subclass writes the read-model changes on the cursor that inserts the
-events, so events and read models commit together or not at all.
+events, so events and read models commit together or not at all. The PostgreSQL
+backend lives in ``postgres.py`` and is imported only for a PostgreSQL URL.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
-import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
-from psycopg.sql import SQL
-from sessionwire.adapters.store.chain import SqlChain, postgres_tables, sqlite_tables
+from sessionwire.adapters.store.chain import SqlChain, sqlite_tables
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports.store import (
@@ -40,6 +35,9 @@ from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
+if TYPE_CHECKING:
+    from sessionwire.adapters.store.postgres import PostgresSessionRecorder
+
 KindOf = Callable[[SessionState], str]
 READ_MODEL_KEY = "read_model_changes"
 LOG_PAGE = 500
@@ -51,11 +49,11 @@ class StoreURLError(ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
 
 
-def _no_kind(state: SessionState) -> str:
+def no_kind(state: SessionState) -> str:
     return "other"
 
 
-def _contents(
+def record_contents(
     notification_ids: Sequence[int], stored_events: Sequence[StoredEvent]
 ) -> list[tuple[int, RecordContent]]:
     return [
@@ -74,7 +72,7 @@ def _contents(
 
 class SQLiteSessionRecorder(SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.read_model = SqlReadModel(marker="?", kind_of=_no_kind, write_options={})
+        self.read_model = SqlReadModel(marker="?", kind_of=no_kind, write_options={})
         self.chain = SqlChain(sqlite_tables(), write_options={})
         super().__init__(*args, **kwargs)
 
@@ -92,115 +90,8 @@ class SQLiteSessionRecorder(SQLiteApplicationRecorder):
         if changes:
             self.read_model.write(c, changes)
         # The hash chain, in the transaction that records the events (ADR 0008).
-        self.chain.append(c, _contents(notification_ids, stored_events))
+        self.chain.append(c, record_contents(notification_ids, stored_events))
         return notification_ids
-
-
-class PostgresSessionRecorder(PostgresApplicationRecorder):
-    def __init__(self, datastore: Any, **kwargs: Any) -> None:
-        super().__init__(datastore, **kwargs)
-        # No server-side prepared statements for our writes: they run in a pipeline,
-        # and when a conflicting save aborts it psycopg can lose track of a statement it
-        # was preparing ("prepared statement _pg3_N does not exist" on the next save).
-        self.read_model = SqlReadModel(
-            marker="%s",
-            prefix=f'"{self.datastore.schema}".',
-            kind_of=_no_kind,
-            write_options={"prepare": False},
-        )
-        self.chain = SqlChain(
-            postgres_tables(self.datastore.schema, self.events_table_name),
-            write_options={"prepare": False},
-        )
-        # The chain table last: _postgres_setup takes its presence to mean "all created".
-        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
-            self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
-
-    def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
-        # Same transaction (and pipeline) as the events, and after them: a conflicting
-        # save then fails on the events' primary key, where eventsourcing expects it.
-        # Failing earlier, in our statements, would skip the table-lock statement that
-        # psycopg believes it prepared, breaking the connection's next save.
-        try:
-            super()._insert_stored_events(curs, stored_events, **kwargs)
-            changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
-            if changes:
-                # Another cursor: eventsourcing reads the new notification ids from this one.
-                with curs.connection.cursor() as view_cursor:
-                    self.read_model.write(view_cursor, changes)
-        except psycopg.Error:
-            # The conflict came back early, while later statements were still being sent
-            # (the server answered first: a loaded machine). That leaves the pipeline
-            # aborted, and unless it is synced now the commit fails with "pipeline
-            # aborted", an OperationalError that hides the conflict from our retries.
-            _sync_pipeline(curs.connection)
-            raise
-
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Any, **kwargs: Any
-    ) -> Sequence[int] | None:
-        # After the pipeline's sync: the events are in (a conflict raised before this)
-        # and the table lock taken before them serialises every writer until commit, so
-        # the chain's head read here is the log's head (ADR 0008).
-        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        assert notification_ids is not None
-        with curs.connection.cursor() as chain_cursor:
-            self.chain.append(chain_cursor, _contents(notification_ids, stored_events))
-        return notification_ids
-
-
-def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
-    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
-    # reports it as an error, which the error being raised already explains.
-    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
-        pipeline.sync()
-
-
-# First half of the advisory-lock key pair for session locks (any fixed number).
-_SESSION_LOCK_SPACE = 7251
-
-
-class PostgresSessionLock(AbstractAsyncContextManager[None]):
-    """A session-level advisory lock: one run per session across every gateway process.
-
-    The lock belongs to a database connection, so a process that dies releases it.
-    """
-
-    POLL_SECONDS = 0.002
-
-    def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
-        self.recorder = recorder
-        # Advisory locks are database-wide: the schema is part of the key, so stores in
-        # other schemas of the same database never wait on this one's runs.
-        self.key = f"{recorder.datastore.schema}:{key}"
-        self._held: Any = None
-
-    async def __aenter__(self) -> None:
-        while True:
-            connection_context = self.recorder.datastore.get_connection()
-            connection = connection_context.__enter__()
-            locked = connection.execute(
-                "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
-                (_SESSION_LOCK_SPACE, self.key),
-            ).fetchone()
-            if locked and locked["locked"]:
-                self._held = (connection_context, connection)
-                return
-            connection_context.__exit__(None, None, None)
-            # A blocking pause, then a turn of the loop: event-loop timers stop under
-            # freezegun's frozen time, and this runs in frozen-time tests too.
-            time.sleep(self.POLL_SECONDS)
-            await asyncio.sleep(0)
-
-    async def __aexit__(self, *_: object) -> None:
-        connection_context, connection = self._held
-        self._held = None
-        try:
-            connection.execute(
-                "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_SESSION_LOCK_SPACE, self.key)
-            )
-        finally:
-            connection_context.__exit__(None, None, None)
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -226,6 +117,9 @@ def store_env(url: str) -> tuple[dict[str, str], str]:
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
         return _sqlite_env(str(file)), str(file)
     if url.startswith(("postgresql://", "postgres://")):
+        # Imported here: the psycopg driver loads only for a PostgreSQL store.
+        from sessionwire.adapters.store.postgres import PostgresSessionRecorder
+
         parts = urlsplit(url)
         database = parts.path.lstrip("/")
         if not database:
@@ -265,53 +159,19 @@ def _sqlite_env(name: str) -> dict[str, str]:
     }
 
 
-# Any fixed number: the advisory lock that serialises creating sessionwire's tables.
-_SETUP_LOCK = 7_251_030_117
-
-
-@contextmanager
-def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
-    """Create the schema and tables once, with no DDL at all when they exist.
-
-    Gateways starting together would otherwise run CREATE ... IF NOT EXISTS against
-    each other's writes: the DDL's table locks deadlock with a writer's row and table
-    locks, and concurrent catalog updates fail ("tuple concurrently updated").
-    """
-    schema = env["POSTGRES_SCHEMA"]
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=int(env["POSTGRES_PORT"]),
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=5,
-        autocommit=True,
-    ) as connection:
-        connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
-        try:
-            connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            found = connection.execute(
-                "SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)
-            ).fetchone()
-            if found is not None and found[0] is not None:
-                env["CREATE_TABLE"] = "n"
-            yield
-        finally:
-            connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
-
-
 class EventSourcedStore(SessionStore):
     def __init__(self, url: str, *, kind_of: KindOf) -> None:
         env, self.location = store_env(url)
-        if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
-            with _postgres_setup(env):
+        self.is_postgres = env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
+        if self.is_postgres:
+            from sessionwire.adapters.store.postgres import postgres_setup
+
+            with postgres_setup(env):
                 self.app = SessionwireApplication(env=env)
         else:
             self.app = SessionwireApplication(env=env)
-        recorder = self.app.recorder
-        assert isinstance(recorder, SQLiteSessionRecorder | PostgresSessionRecorder)
-        self.recorder = recorder
-        self.read_model = recorder.read_model
+        self.recorder = cast("SQLiteSessionRecorder | PostgresSessionRecorder", self.app.recorder)
+        self.read_model = self.recorder.read_model
         self.read_model.kind_of = kind_of
         # Sessions as this process last wrote them: saves one read per append.
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
@@ -360,7 +220,7 @@ class EventSourcedStore(SessionStore):
 
     def analyze(self) -> None:
         """Refresh the database's statistics on the read-model tables (PostgreSQL only)."""
-        if not isinstance(self.recorder, PostgresSessionRecorder):
+        if not self.is_postgres:
             return
         with self._writing() as cursor:
             for table in (self.read_model.sessions, self.read_model.transcript):
@@ -399,8 +259,10 @@ class EventSourcedStore(SessionStore):
             return self.read_model.list_sessions(cursor, query)
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        if isinstance(self.recorder, PostgresSessionRecorder):
-            return PostgresSessionLock(self.recorder, key)
+        if self.is_postgres:
+            from sessionwire.adapters.store.postgres import PostgresSessionLock
+
+            return PostgresSessionLock(cast("PostgresSessionRecorder", self.recorder), key)
         return super().session_lock(key)
 
     def work(self, aggregate_id: UUID) -> StoredWork | None:
