@@ -1,6 +1,6 @@
-"""The ``sessionwire`` command line: record messages, list sessions, read histories.
+"""The sessionwire command line: record messages, list sessions, read histories.
 
-The store defaults to an SQLite file in the user's data directory; ``--store`` or the
+The store defaults to an SQLite file in the user's data directory; --store or the
 SESSIONWIRE_STORE environment variable picks another ('memory', 'sqlite:///…',
 'postgresql://…'). Exit codes: 0 done, 1 refused or bad input, 2 bad usage, store or
 config.
@@ -104,12 +104,22 @@ def cli(
 @cli.command()
 @click.argument("session")
 @click.argument("message")
-@click.option("--role", default="user", type=click.Choice(["user", "assistant", "toolResult"]))
-@click.option("--channel")
-@click.option("--chat-type", type=click.Choice(["direct", "dm", "group", "channel"]))
-@click.option("--display-name")
-@click.option("--to")
-@click.option("--label")
+@click.option(
+    "--role",
+    default="user",
+    show_default=True,
+    type=click.Choice(["user", "assistant", "toolResult"]),
+    help="who wrote the message",
+)
+@click.option("--channel", help="the channel it came in on (whatsapp, discord, webchat, …)")
+@click.option(
+    "--chat-type",
+    type=click.Choice(["direct", "dm", "group", "channel"]),
+    help="the kind of chat the session is",
+)
+@click.option("--display-name", help="the session's name for people (e.g. #dev)")
+@click.option("--to", help="where replies go on the channel (e.g. user:kim, channel:ops)")
+@click.option("--label", help="a label to find the session by")
 @click.option("--owner", is_flag=True, help="the sender is the session's owner")
 @pass_options
 def record(options: CliOptions, /, session: str, message: str, owner: bool, **route: Any) -> int:
@@ -131,18 +141,25 @@ def sessions() -> None:
 
 @sessions.command("list")
 @requester_option
-@click.option("--limit", type=float)
-@click.option("--kinds", multiple=True, help="main, group, cron, hook, node, other (repeat)")
-@click.option("--active-minutes", type=float)
-@click.option("--message-limit", type=float)
+@click.option("--limit", type=int, help="at most this many sessions (tool default 50, max 200)")
+@click.option(
+    "--kinds",
+    multiple=True,
+    # The tool's session kinds (domain.keys.SESSION_KINDS; a test keeps them equal),
+    # written out so that --help does not import the domain.
+    type=click.Choice(["main", "group", "cron", "hook", "node", "other"]),
+    help="only sessions of this kind (repeat for several)",
+)
+@click.option("--active-minutes", type=int, help="only sessions active in the last N minutes")
+@click.option("--message-limit", type=int, help="include each session's last N messages (max 20)")
 @pass_options
 def sessions_list(
     options: CliOptions,
     requester: str,
-    limit: float | None,
+    limit: int | None,
     kinds: tuple[str, ...],
-    active_minutes: float | None,
-    message_limit: float | None,
+    active_minutes: int | None,
+    message_limit: int | None,
 ) -> int:
     """Sessions the requester may see, newest first."""
     params = present(
@@ -159,11 +176,11 @@ def sessions_list(
 @sessions.command("history")
 @click.argument("session")
 @requester_option
-@click.option("--limit", type=float)
-@click.option("--include-tools", is_flag=True)
+@click.option("--limit", type=int, help="the last N messages (tool default 200, max 1000)")
+@click.option("--include-tools", is_flag=True, help="include tool calls and tool results")
 @pass_options
 def sessions_history(
-    options: CliOptions, session: str, requester: str, limit: float | None, include_tools: bool
+    options: CliOptions, session: str, requester: str, limit: int | None, include_tools: bool
 ) -> int:
     """One session's messages (SESSION is a key or a sessionId)."""
     params = present(sessionKey=session, limit=limit, includeTools=include_tools or None)

@@ -47,7 +47,13 @@ def read_token(token_env: str, token_file: str | None) -> str:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="port to listen on (0: any free port)",
+)
 @click.option(
     "--token-env",
     default=DEFAULT_TOKEN_ENV,

@@ -80,7 +80,7 @@ def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]
 @requester_option
 @click.option(
     "--timeout-seconds",
-    type=float,
+    type=click.IntRange(min=0),
     help="how long to wait for the reply (tool default 30; 0 returns at once)",
 )
 @script_option
@@ -90,7 +90,7 @@ def send(
     session: str,
     message: str,
     requester: str,
-    timeout_seconds: float | None,
+    timeout_seconds: int | None,
     script_path: str | None,
 ) -> int:
     """Send MESSAGE into SESSION (sessions_send) and run the agent-to-agent exchange."""
@@ -105,7 +105,11 @@ def send(
 @click.option("--agent", "agent_id", help="the agent to spawn (default: the requester's)")
 @click.option("--label", help="a label for the child session")
 @click.option("--model", help="the model the child runs on (must be one the config names)")
-@click.option("--run-timeout-seconds", type=float, help="stop the child's run after this long")
+@click.option(
+    "--run-timeout-seconds",
+    type=click.IntRange(min=0),
+    help="stop the child's run after this many seconds (0: no limit)",
+)
 @click.option("--cleanup", type=click.Choice(["delete", "keep"]), help="delete the child at once")
 @script_option
 @pass_options
@@ -116,7 +120,7 @@ def spawn(
     agent_id: str | None,
     label: str | None,
     model: str | None,
-    run_timeout_seconds: float | None,
+    run_timeout_seconds: int | None,
     cleanup: str | None,
     script_path: str | None,
 ) -> int:
