@@ -51,6 +51,66 @@ def configure_logging(verbose: bool) -> None:
     )
 
 
+STORE_HELP = "store URL (default: an SQLite file in the data dir)"
+CONFIG_HELP = "OpenClaw-shaped JSON5 config file"
+JSON_HELP = "print JSON for scripts"
+VERBOSE_HELP = "log what happens (to stderr)"
+
+
+def _override(attribute: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    # Runs while a subcommand's options are parsed, after the root group made CliOptions.
+    def callback(context: click.Context, _: click.Parameter, value: Any) -> Any:
+        options = context.find_object(CliOptions)
+        if options is None or value in (None, False):
+            return value
+        setattr(options, attribute, value)
+        if attribute == "verbose":
+            configure_logging(True)
+        return value
+
+    return callback
+
+
+def subcommand_global_options() -> list[click.Option]:
+    """The global options, for a subcommand to accept after its name too (``sessions
+    list --json`` as well as ``--json sessions list``); given there, they win."""
+    return [
+        click.Option(["--store"], help=STORE_HELP, expose_value=False, callback=_override("store")),
+        click.Option(
+            ["--config", "config_path"],
+            help=CONFIG_HELP,
+            expose_value=False,
+            callback=_override("config_path"),
+        ),
+        click.Option(
+            ["--json", "as_json"],
+            is_flag=True,
+            help=JSON_HELP,
+            expose_value=False,
+            callback=_override("as_json"),
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            is_flag=True,
+            help=VERBOSE_HELP,
+            expose_value=False,
+            callback=_override("verbose"),
+        ),
+    ]
+
+
+def accept_global_options(command: click.Command) -> None:
+    """Give every command under ``command`` the global options it does not have yet."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            accept_global_options(sub)
+        return
+    taken = {opt for param in command.params for opt in param.opts}
+    for option in subcommand_global_options():
+        if not taken & set(option.opts):
+            command.params.append(option)
+
+
 def console(stderr: bool = False) -> Console:
     # Piped output keeps long session keys on one line instead of rich's 80 columns.
     stream = sys.stderr if stderr else sys.stdout

@@ -10,6 +10,7 @@ listed line matches the loaded command's own.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +33,20 @@ class LazyCommand:
 
 
 class LazyGroup(click.Group):
-    """A group whose ``lazy`` commands are imported on first use."""
+    """A group whose ``lazy`` commands are imported on first use; ``prepare`` is applied
+    once to each command, eager or lazy, when the group first hands it out."""
 
     def __init__(
-        self, *args: Any, lazy: dict[str, LazyCommand] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        lazy: dict[str, LazyCommand] | None = None,
+        prepare: Callable[[click.Command], None] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy: dict[str, LazyCommand] = dict(lazy or {})
+        self.prepare = prepare
+        self._prepared: set[str] = set()
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -46,7 +54,11 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
             self.add_command(self.lazy[cmd_name].load(), cmd_name)
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and self.prepare and cmd_name not in self._prepared:
+            self._prepared.add(cmd_name)
+            self.prepare(command)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Click's own listing loads every command for its help line; a lazy one shows

@@ -18,9 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from sessionwire.adapters.cli.context import (
+    CONFIG_HELP,
     EXIT_USAGE,
+    JSON_HELP,
+    STORE_HELP,
+    VERBOSE_HELP,
     CliOptions,
     CommandFailed,
+    accept_global_options,
     configure_logging,
     default_store,
     present,
@@ -81,16 +86,35 @@ SESSION_COMMANDS = {
 }
 
 
+def show_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if not value or context.resilient_parsing:
+        return
+    import sessionwire
+
+    click.echo(f"sessionwire {sessionwire.__version__}")
+    context.exit()
+
+
 @click.group(
     cls=LazyGroup,
     lazy=COMMANDS,
+    # The global options are accepted after a subcommand's name too (context.py).
+    prepare=accept_global_options,
     help=__doc__,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.option("--store", default=None, help="store URL (default: an SQLite file in the data dir)")
-@click.option("--config", "config_path", default=None, help="OpenClaw-shaped JSON5 config file")
-@click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
-@click.option("-v", "--verbose", is_flag=True, help="log what happens")
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--config", "config_path", default=None, help=CONFIG_HELP)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
+@click.option(
+    "--version",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=show_version,
+    help="print the version and exit",
+)
 @click.pass_context
 def cli(
     context: click.Context, store: str | None, config_path: str | None, as_json: bool, verbose: bool
@@ -134,7 +158,7 @@ def record(options: CliOptions, /, session: str, message: str, owner: bool, **ro
     return options.run(work)
 
 
-@cli.group(cls=LazyGroup, lazy=SESSION_COMMANDS)
+@cli.group(cls=LazyGroup, lazy=SESSION_COMMANDS, prepare=accept_global_options)
 def sessions() -> None:
     """List sessions or read one's history."""
 
