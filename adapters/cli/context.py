@@ -39,6 +39,11 @@ def default_store() -> str:
     env = os.environ.get("SESSIONWIRE_STORE")
     if env:
         return env
+    return data_dir_store()
+
+
+def data_dir_store() -> str:
+    """The store used when none is chosen: an SQLite file in the user's data directory."""
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return f"sqlite:///{base / 'sessionwire' / 'sessions.db'}"
 
@@ -55,6 +60,7 @@ STORE_HELP = "store URL (default: an SQLite file in the data dir)"
 CONFIG_HELP = "OpenClaw-shaped JSON5 config file"
 JSON_HELP = "print JSON for scripts"
 VERBOSE_HELP = "log what happens (to stderr)"
+CREATE_HELP = "create the SQLite store's directory if it is missing"
 
 
 def _override(attribute: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -95,6 +101,13 @@ def subcommand_global_options() -> list[click.Option]:
             help=VERBOSE_HELP,
             expose_value=False,
             callback=_override("verbose"),
+        ),
+        click.Option(
+            ["--create"],
+            is_flag=True,
+            help=CREATE_HELP,
+            expose_value=False,
+            callback=_override("create"),
         ),
     ]
 
@@ -141,6 +154,8 @@ class CliOptions:
     config_path: str | None
     as_json: bool
     verbose: bool
+    # Create a missing SQLite directory: a mistyped --store path is an error otherwise.
+    create: bool = False
 
     def config(self) -> GatewayConfig:
         from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
@@ -161,15 +176,14 @@ class CliOptions:
 
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
-        if self.store.startswith("sqlite:"):
-            make_parent(self.store)
+        self._make_store_directory()
         # Only a command with an agent runtime carries on the store's unfinished work;
         # without one, resuming would fail every pending run for want of an agent.
         kwargs.setdefault("resume", kwargs.get("runtime") is not None)
         try:
             gateway = await Gateway.open(config=config, store=self.store, **kwargs)
         except (StoreURLError, ConfigError) as error:
-            fail(str(error), EXIT_USAGE)
+            fail(self._explain(error), EXIT_USAGE)
         try:
             return await work(gateway)
         except ValueError as error:
@@ -185,16 +199,27 @@ class CliOptions:
         from sessionwire.adapters.store.event_store import StoreURLError
 
         config = self.config()
-        if self.store.startswith("sqlite:"):
-            make_parent(self.store)
+        self._make_store_directory()
         try:
             store = open_event_store(self.store, config)
         except StoreURLError as error:
-            fail(str(error), EXIT_USAGE)
+            fail(self._explain(error), EXIT_USAGE)
         try:
             yield store, config
         finally:
             store.close()
+
+    def _explain(self, error: Exception) -> str:
+        message = str(error)
+        if message.startswith("directory ") and message.endswith("does not exist"):
+            message += " (check the path, or pass --create to create it)"
+        return message
+
+    def _make_store_directory(self) -> None:
+        # The data directory's store is made on first use; any other missing directory
+        # is more likely a typo than a wish, so it takes --create.
+        if self.store.startswith("sqlite:") and (self.create or self.store == data_dir_store()):
+            make_parent(self.store)
 
     def show(self, result: dict[str, Any], render: Render) -> int:
         """Print a tool result; a refused call goes to stderr and exits 1."""
@@ -209,8 +234,12 @@ class CliOptions:
 
 
 def make_parent(store: str) -> None:
-    raw = store[len("sqlite:") :]
-    path = Path("/" + raw.lstrip("/") if raw.startswith("//") else raw).expanduser()
+    from sessionwire.adapters.store.event_store import StoreURLError, sqlite_file
+
+    try:
+        path = sqlite_file(store)
+    except StoreURLError:
+        return  # opening the store reports it
     path.parent.mkdir(parents=True, exist_ok=True)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from sessionwire.adapters.cli.context import (
     CONFIG_HELP,
+    CREATE_HELP,
     EXIT_USAGE,
     JSON_HELP,
     STORE_HELP,
@@ -107,6 +108,7 @@ def show_version(context: click.Context, _: click.Parameter, value: bool) -> Non
 @click.option("--config", "config_path", default=None, help=CONFIG_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
+@click.option("--create", is_flag=True, help=CREATE_HELP)
 @click.option(
     "--version",
     is_flag=True,
@@ -117,11 +119,20 @@ def show_version(context: click.Context, _: click.Parameter, value: bool) -> Non
 )
 @click.pass_context
 def cli(
-    context: click.Context, store: str | None, config_path: str | None, as_json: bool, verbose: bool
+    context: click.Context,
+    store: str | None,
+    config_path: str | None,
+    as_json: bool,
+    verbose: bool,
+    create: bool,
 ) -> None:
     configure_logging(verbose)
     context.obj = CliOptions(
-        store=store or default_store(), config_path=config_path, as_json=as_json, verbose=verbose
+        store=store or default_store(),
+        config_path=config_path,
+        as_json=as_json,
+        verbose=verbose,
+        create=create,
     )
 
 

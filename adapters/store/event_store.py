@@ -49,6 +49,10 @@ class StoreURLError(ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
 
 
+class StoreUnavailable(StoreURLError):
+    """A well-formed store location whose server cannot be reached or has no such database."""
+
+
 def no_kind(state: SessionState) -> str:
     return "other"
 
@@ -108,11 +112,7 @@ def store_env(url: str) -> tuple[dict[str, str], str]:
         name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
         return _sqlite_env(name), "memory"
     if url.startswith("sqlite:"):
-        raw = url[len("sqlite:") :]
-        path = "/" + raw.lstrip("/") if raw.startswith("//") else raw
-        if not path or path == "/":
-            raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
-        file = Path(path).expanduser()
+        file = sqlite_file(url)
         if not file.parent.is_dir():
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
         return _sqlite_env(str(file)), str(file)
@@ -148,6 +148,33 @@ def store_env(url: str) -> tuple[dict[str, str], str]:
         f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
         "or 'postgresql://user@host:port/db'"
     )
+
+
+def sqlite_file(url: str) -> Path:
+    """The file an ``sqlite:`` URL names: ``sqlite:///abs/path.db`` (or four slashes), or
+    ``sqlite:~/path.db``. A relative path is refused rather than guessed at: three slashes
+    already mean the root, so ``sqlite:///relative.db`` would quietly be ``/relative.db``."""
+    raw = url[len("sqlite:") :]
+    if raw.startswith("///") or (raw.startswith("/") and not raw.startswith("//")):
+        path = "/" + raw.lstrip("/")
+    elif raw.startswith("~"):
+        path = raw
+    else:
+        name = raw.lstrip("/")
+        raise StoreURLError(
+            f"store {url!r} has a relative path; write it absolute, e.g. "
+            f"sqlite:///{(Path.cwd() / (name or 'sessions.db')).as_posix().lstrip('/')}"
+        )
+    if path == "/":
+        raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
+    file = Path(path).expanduser()
+    if file.parent == Path("/") and not file.exists():
+        # Almost always a relative path written with three slashes.
+        raise StoreURLError(
+            f"store {url!r} would create {file} at the filesystem root; for a file in this "
+            f"directory write sqlite:///{(Path.cwd() / file.name).as_posix().lstrip('/')}"
+        )
+    return file
 
 
 def _sqlite_env(name: str) -> dict[str, str]:

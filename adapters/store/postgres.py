@@ -17,7 +17,12 @@ import psycopg
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
-from sessionwire.adapters.store.event_store import READ_MODEL_KEY, no_kind, record_contents
+from sessionwire.adapters.store.event_store import (
+    READ_MODEL_KEY,
+    StoreUnavailable,
+    no_kind,
+    record_contents,
+)
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.projection import ReadModelChanges
 
@@ -142,15 +147,22 @@ def postgres_setup(env: dict[str, str]) -> Iterator[None]:
     locks, and concurrent catalog updates fail ("tuple concurrently updated").
     """
     schema = env["POSTGRES_SCHEMA"]
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=int(env["POSTGRES_PORT"]),
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=5,
-        autocommit=True,
-    ) as connection:
+    where = f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
+    try:
+        connecting = psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=int(env["POSTGRES_PORT"]),
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=5,
+            autocommit=True,
+        )
+    except psycopg.OperationalError as error:
+        # One line, not the driver's traceback: the server's or the network's reason.
+        reason = " ".join(str(error).split()).removeprefix("connection failed: ")
+        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {reason}") from None
+    with connecting as connection:
         connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
         try:
             connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
