@@ -42,10 +42,10 @@ def default_store() -> str:
     return data_dir_store()
 
 
-def data_dir_store() -> str:
+def data_dir_store(name: str = "sessions.db") -> str:
     """The store used when none is chosen: an SQLite file in the user's data directory."""
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return f"sqlite:///{base / 'sessionwire' / 'sessions.db'}"
+    return f"sqlite:///{base / 'sessionwire' / name}"
 
 
 def configure_logging(verbose: bool) -> None:
@@ -70,6 +70,8 @@ def _override(attribute: str) -> Callable[[click.Context, click.Parameter, Any],
         if options is None or value in (None, False):
             return value
         setattr(options, attribute, value)
+        if attribute == "store":
+            options.store_given = True
         if attribute == "verbose":
             configure_logging(True)
         return value
@@ -127,7 +129,8 @@ def accept_global_options(command: click.Command) -> None:
 def console(stderr: bool = False) -> Console:
     # Piped output keeps long session keys on one line instead of rich's 80 columns.
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 160
+    # COLUMNS, when set, is honoured even when piped (rich reads it when width is None).
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
     return Console(file=stream, width=width, highlight=False, soft_wrap=stream.isatty())
 
 
@@ -156,6 +159,8 @@ class CliOptions:
     verbose: bool
     # Create a missing SQLite directory: a mistyped --store path is an error otherwise.
     create: bool = False
+    # --store was given (before or after the subcommand), not taken from a default.
+    store_given: bool = False
 
     def config(self) -> GatewayConfig:
         from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig

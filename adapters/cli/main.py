@@ -133,6 +133,7 @@ def cli(
         as_json=as_json,
         verbose=verbose,
         create=create,
+        store_given=store is not None,
     )
 
 
