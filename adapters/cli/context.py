@@ -239,7 +239,8 @@ class CliOptions:
 
 
 def make_parent(store: str) -> None:
-    from sessionwire.adapters.store.event_store import StoreURLError, sqlite_file
+    from sessionwire.adapters.store.event_store import StoreURLError
+    from sessionwire.adapters.store.sqlite import sqlite_file
 
     try:
         path = sqlite_file(store)

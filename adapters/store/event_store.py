@@ -1,44 +1,40 @@
-"""The event store: eventsourcing 9.5 on SQLite (file or memory) or PostgreSQL.
+"""The event store: eventsourcing 9.5 on one of its databases, with our read models.
 
-Each recorder subclass writes the read-model changes on the cursor that inserts the
-events, so events and read models commit together or not at all. The PostgreSQL
-backend lives in ``postgres.py`` and is imported only for a PostgreSQL URL.
+What every backend shares lives here: the store itself (saving aggregates with their
+read-model changes, reading the log and the read models) and what the recorder
+subclasses have in common. What differs, a backend module holds (``sqlite.py``,
+``postgres.py``), chosen from the store URL as eventsourcing chooses its persistence
+module: each recorder subclass writes the read-model changes on the cursor that inserts
+the events, so events and read models commit together or not at all.
 """
 
 from __future__ import annotations
 
-import uuid
+from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any, ClassVar, cast
 from uuid import UUID
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
-from sessionwire.adapters.store.chain import SqlChain, sqlite_tables
-from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
-from sessionwire.application.ports.store import (
-    SessionQuery,
-    SessionStore,
-    StoreConflict,
-    StoredSession,
-    StoredWork,
-)
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.session_locks import SessionLocks
+from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
-if TYPE_CHECKING:
-    from sessionwire.adapters.store.postgres import PostgresSessionRecorder
-
 KindOf = Callable[[SessionState], str]
+# The keyword the store passes its read-model changes to the recorder under.
 READ_MODEL_KEY = "read_model_changes"
 LOG_PAGE = 500
 WRITE_CACHE_SIZE = 10_000
@@ -54,12 +50,14 @@ class StoreUnavailable(StoreURLError):
 
 
 def no_kind(state: SessionState) -> str:
+    """Every session's kind until the store is given its key rules."""
     return "other"
 
 
 def record_contents(
     notification_ids: Sequence[int], stored_events: Sequence[StoredEvent]
 ) -> list[tuple[int, RecordContent]]:
+    """What the hash chain hashes of each event just inserted, at its log position."""
     return [
         (
             notification_id,
@@ -74,28 +72,12 @@ def record_contents(
     ]
 
 
-class SQLiteSessionRecorder(SQLiteApplicationRecorder):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.read_model = SqlReadModel(marker="?", kind_of=no_kind, write_options={})
-        self.chain = SqlChain(sqlite_tables(), write_options={})
-        super().__init__(*args, **kwargs)
+class RecordsReadModels:
+    """What our recorder subclasses add to eventsourcing's: the tables they also write."""
 
-    def construct_create_table_statements(self) -> list[str]:
-        return [
-            *super().construct_create_table_statements(),
-            *self.read_model.create_statements(),
-            *self.chain.create_statements(),
-        ]
-
-    def _insert_events(self, c: Any, stored_events: Any, **kwargs: Any) -> Any:
-        notification_ids = super()._insert_events(c, stored_events, **kwargs)
-        assert notification_ids is not None
-        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
-        if changes:
-            self.read_model.write(c, changes)
-        # The hash chain, in the transaction that records the events (ADR 0008).
-        self.chain.append(c, record_contents(notification_ids, stored_events))
-        return notification_ids
+    read_model: SqlReadModel
+    chain: SqlChain
+    datastore: Any
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -106,99 +88,52 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
-def store_env(url: str) -> tuple[dict[str, str], str]:
-    """Application settings for a store URL, and a printable location (no password)."""
-    if url == "memory":
-        name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        return _sqlite_env(name), "memory"
-    if url.startswith("sqlite:"):
-        file = sqlite_file(url)
-        if not file.parent.is_dir():
-            raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
-        return _sqlite_env(str(file)), str(file)
-    if url.startswith(("postgresql://", "postgres://")):
-        # Imported here: the psycopg driver loads only for a PostgreSQL store.
-        from sessionwire.adapters.store.postgres import PostgresSessionRecorder
+class StoreBackend(SessionLocks, ABC):
+    """What differs between databases: settings, opening, locks, planner statistics."""
 
-        parts = urlsplit(url)
-        database = parts.path.lstrip("/")
-        if not database:
-            raise StoreURLError(f"no database in store URL {url!r}; use postgresql://user@host/db")
-        schema = parse_qs(parts.query).get("schema", ["public"])[0]
-        if not schema.replace("_", "").isalnum():
-            raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
-        env = {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
-            "POSTGRES_DBNAME": database,
-            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
-            "POSTGRES_PORT": str(parts.port or 5432),
-            "POSTGRES_USER": unquote(parts.username or "postgres"),
-            "POSTGRES_PASSWORD": unquote(parts.password or ""),
-            "POSTGRES_SCHEMA": schema,
-            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
-            "POSTGRES_CONNECT_TIMEOUT": "5",
-        }
-        host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
-        location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
-        if schema != "public":
-            location += f"?schema={schema}"
-        return env, location
+    env: dict[str, str]
+    """The eventsourcing application's settings for this store."""
+    location: str
+    """Where the store is, printable (no password)."""
+
+    def open_application(self) -> SessionwireApplication:
+        return SessionwireApplication(env=self.env)
+
+    def analyze(self, store: EventSourcedStore) -> None:
+        """Refresh the planner's statistics on the read models, if it plans by them."""
+
+    def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
+        """After events were written at explicit positions: let new ones follow them."""
+
+
+def backend_for(url: str) -> StoreBackend:
+    """The backend a store URL names; only its module is imported (no PostgreSQL driver
+    for a SQLite store)."""
+    if url == "memory" or url.startswith("sqlite:"):
+        from sessionwire.adapters.store.sqlite import SQLiteBackend
+
+        return SQLiteBackend(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from sessionwire.adapters.store.postgres import PostgresBackend
+
+        return PostgresBackend(url)
     raise StoreURLError(
         f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
         "or 'postgresql://user@host:port/db'"
     )
 
 
-def sqlite_file(url: str) -> Path:
-    """The file an ``sqlite:`` URL names: ``sqlite:///abs/path.db`` (or four slashes), or
-    ``sqlite:~/path.db``. A relative path is refused rather than guessed at: three slashes
-    already mean the root, so ``sqlite:///relative.db`` would quietly be ``/relative.db``."""
-    raw = url[len("sqlite:") :]
-    if raw.startswith("///") or (raw.startswith("/") and not raw.startswith("//")):
-        path = "/" + raw.lstrip("/")
-    elif raw.startswith("~"):
-        path = raw
-    else:
-        name = raw.lstrip("/")
-        raise StoreURLError(
-            f"store {url!r} has a relative path; write it absolute, e.g. "
-            f"sqlite:///{(Path.cwd() / (name or 'sessions.db')).as_posix().lstrip('/')}"
-        )
-    if path == "/":
-        raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
-    file = Path(path).expanduser()
-    if file.parent == Path("/") and not file.exists():
-        # Almost always a relative path written with three slashes.
-        raise StoreURLError(
-            f"store {url!r} would create {file} at the filesystem root; for a file in this "
-            f"directory write sqlite:///{(Path.cwd() / file.name).as_posix().lstrip('/')}"
-        )
-    return file
-
-
-def _sqlite_env(name: str) -> dict[str, str]:
-    return {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "APPLICATION_RECORDER_TOPIC": get_topic(SQLiteSessionRecorder),
-        "SQLITE_DBNAME": name,
-        "SQLITE_LOCK_TIMEOUT": "30",
-    }
-
-
-class EventSourcedStore(SessionStore):
+class EventSourcedStore(Store):
     def __init__(self, url: str, *, kind_of: KindOf) -> None:
-        env, self.location = store_env(url)
-        self.is_postgres = env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
-        if self.is_postgres:
-            from sessionwire.adapters.store.postgres import postgres_setup
-
-            with postgres_setup(env):
-                self.app = SessionwireApplication(env=env)
-        else:
-            self.app = SessionwireApplication(env=env)
-        self.recorder = cast("SQLiteSessionRecorder | PostgresSessionRecorder", self.app.recorder)
-        self.read_model = self.recorder.read_model
+        self.backend = backend_for(url)
+        self.location = self.backend.location
+        self.app = self.backend.open_application()
+        recorder = self.app.recorder
+        assert isinstance(recorder, RecordsReadModels)
+        self.recorder = recorder
+        self.read_model = recorder.read_model
+        self.chain = recorder.chain
+        self.datastore: Any = recorder.datastore
         self.read_model.kind_of = kind_of
         # Sessions as this process last wrote them: saves one read per append.
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
@@ -206,11 +141,13 @@ class EventSourcedStore(SessionStore):
         self._analyze_at = ANALYZE_FIRST_AT
         self.analyze()
 
-    def _reading(self) -> Any:
-        return self.recorder.datastore.transaction(commit=False)
+    def reading(self) -> Any:
+        """A transaction that reads (its cursor); nothing is committed."""
+        return self.datastore.transaction(commit=False)
 
-    def _writing(self) -> Any:
-        return self.recorder.datastore.transaction(commit=True)
+    def writing(self) -> Any:
+        """A transaction that writes (its cursor), committed at the end of ``with``."""
+        return self.datastore.transaction(commit=True)
 
     def save(self, *aggregates: Aggregate) -> None:
         events: list[DomainEvent] = []
@@ -246,12 +183,8 @@ class EventSourcedStore(SessionStore):
             self.analyze()
 
     def analyze(self) -> None:
-        """Refresh the database's statistics on the read-model tables (PostgreSQL only)."""
-        if not self.is_postgres:
-            return
-        with self._writing() as cursor:
-            for table in (self.read_model.sessions, self.read_model.transcript):
-                cursor.execute(f"ANALYZE {table}")
+        """Refresh the database's statistics on the read-model tables, where it plans by them."""
+        self.backend.analyze(self)
 
     def _remember(self, session: Session) -> None:
         key = session.state.key
@@ -270,42 +203,38 @@ class EventSourcedStore(SessionStore):
         return self._written.get(key) or self.session(key)
 
     def session(self, key: str) -> StoredSession | None:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.session(cursor, session_uuid(key))
 
     def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.sessions_where(cursor, "session_id", session_id)
 
     def sessions_by_label(self, label: str) -> list[StoredSession]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.sessions_where(cursor, "label", label)
 
     def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.list_sessions(cursor, query)
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        if self.is_postgres:
-            from sessionwire.adapters.store.postgres import PostgresSessionLock
-
-            return PostgresSessionLock(cast("PostgresSessionRecorder", self.recorder), key)
-        return super().session_lock(key)
+        return self.backend.session_lock(key)
 
     def work(self, aggregate_id: UUID) -> StoredWork | None:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.work(cursor, aggregate_id)
 
     def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.pending_work(cursor, kind, statuses)
 
     def agent_ids(self) -> list[str]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.agent_ids(cursor)
 
     def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.transcript_tail(
                 cursor, session, limit=limit, include_tools=include_tools
             )
@@ -332,7 +261,7 @@ class EventSourcedStore(SessionStore):
         return [cast(DomainEvent, event) for event in events]
 
     def rebuild_read_models(self) -> None:
-        with self._writing() as cursor:
+        with self.writing() as cursor:
             for statement in self.read_model.drop_statements():
                 cursor.execute(statement)
         replay = Replay()
@@ -347,11 +276,11 @@ class EventSourcedStore(SessionStore):
         self.analyze()
 
     def _write(self, changes: ReadModelChanges) -> None:
-        with self._writing() as cursor:
+        with self.writing() as cursor:
             self.read_model.write(cursor, changes)
 
     def read_model_snapshot(self) -> dict[str, list[tuple[object, ...]]]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.snapshot(cursor)
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
-"""The PostgreSQL backend: its recorder, the session advisory lock and the one-time setup.
+"""The PostgreSQL backend: one schema of a database, shared by any number of gateways.
 
-Imported only when a store URL names PostgreSQL, so commands on SQLite or memory stores
-never load the psycopg driver (issue 11: a CLI that starts fast).
+Gateway processes on one schema serialise their writes (the events table lock),
+create the tables once between them, and lock each session while a run executes in it.
 """
 
 from __future__ import annotations
@@ -12,22 +12,29 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
 from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import get_topic
 from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
+    EventSourcedStore,
+    RecordsReadModels,
+    SessionwireApplication,
+    StoreBackend,
     StoreUnavailable,
+    StoreURLError,
     no_kind,
     record_contents,
 )
-from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.application.projection import ReadModelChanges
 
 
-class PostgresSessionRecorder(PostgresApplicationRecorder):
+class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         # No server-side prepared statements for our writes: they run in a pipeline,
@@ -64,7 +71,7 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
             # (the server answered first: a loaded machine). That leaves the pipeline
             # aborted, and unless it is synced now the commit fails with "pipeline
             # aborted", an OperationalError that hides the conflict from our retries.
-            sync_pipeline(curs.connection)
+            _sync_pipeline(curs.connection)
             raise
 
     def _fetch_ids_after_insert_events(
@@ -80,7 +87,7 @@ class PostgresSessionRecorder(PostgresApplicationRecorder):
         return notification_ids
 
 
-def sync_pipeline(connection: psycopg.Connection[Any]) -> None:
+def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
     # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
     # reports it as an error, which the error being raised already explains.
     with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
@@ -139,7 +146,7 @@ _SETUP_LOCK = 7_251_030_117
 
 
 @contextmanager
-def postgres_setup(env: dict[str, str]) -> Iterator[None]:
+def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
     """Create the schema and tables once, with no DDL at all when they exist.
 
     Gateways starting together would otherwise run CREATE ... IF NOT EXISTS against
@@ -174,3 +181,53 @@ def postgres_setup(env: dict[str, str]) -> Iterator[None]:
             yield
         finally:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+
+
+class PostgresBackend(StoreBackend):
+    """``postgresql://user@host:port/db`` (``?schema=name`` picks a schema)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        database = parts.path.lstrip("/")
+        if not database:
+            raise StoreURLError(f"no database in store URL {url!r}; use postgresql://user@host/db")
+        schema = parse_qs(parts.query).get("schema", ["public"])[0]
+        if not schema.replace("_", "").isalnum():
+            raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
+        self.env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
+            "POSTGRES_DBNAME": database,
+            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_USER": unquote(parts.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_SCHEMA": schema,
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            "POSTGRES_CONNECT_TIMEOUT": "5",
+        }
+        host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
+        self.location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
+        if schema != "public":
+            self.location += f"?schema={schema}"
+        self._recorder: PostgresSessionRecorder | None = None
+
+    def open_application(self) -> SessionwireApplication:
+        with _postgres_setup(self.env):
+            app = SessionwireApplication(env=self.env)
+        assert isinstance(app.recorder, PostgresSessionRecorder)
+        self._recorder = app.recorder
+        return app
+
+    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
+        assert self._recorder is not None, "the lock of a store not opened yet"
+        return PostgresSessionLock(self._recorder, key)
+
+    def analyze(self, store: EventSourcedStore) -> None:
+        with store.writing() as cursor:
+            for table in (store.read_model.sessions, store.read_model.transcript):
+                cursor.execute(f"ANALYZE {table}")
+
+    def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
+        # Explicit ids leave the id sequence behind; the next event must follow.
+        chain.advance_sequence(cursor)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from sessionwire.adapters.cli.main import main
-from sessionwire.adapters.store.event_store import StoreURLError, store_env
+from sessionwire.adapters.store.event_store import StoreURLError, backend_for
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -91,4 +91,4 @@ def test_a_missing_postgres_database_is_one_line(
 
 def test_gateway_open_refuses_a_relative_path_too() -> None:
     with pytest.raises(StoreURLError, match="relative path"):
-        store_env("sqlite:relative.db")
+        backend_for("sqlite:relative.db")

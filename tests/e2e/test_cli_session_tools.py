@@ -2,18 +2,17 @@
 
 Without ``--runtime`` the CLI has no agent runtime: the commands refuse before writing
 anything (exit 2). With ``--runtime FILE`` (or the older, hidden ``--script FILE``)
-scripted agents answer.
+scripted agents answer. Commands run through ``main`` in this process; the ones
+using ``cli_process`` run as a real process.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from command_line import Ran, run_in_process, run_process
 
 AGENTS = """
 rules:
@@ -26,15 +25,12 @@ rules:
 NO_RUNTIME = "no agent runtime is configured for this gateway"
 
 
-def cli(*args: str, store: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "SESSIONWIRE_STORE": store},
-        check=False,
-    )
+def cli(*args: str, store: str) -> Ran:
+    return run_in_process(*args, env={"SESSIONWIRE_STORE": store})
+
+
+def cli_process(*args: str, store: str) -> Ran:
+    return run_process(*args, env={"SESSIONWIRE_STORE": store})
 
 
 @pytest.fixture
@@ -58,7 +54,7 @@ def script(tmp_path: Path) -> str:
 def test_send_with_scripted_agents_shows_the_reply_and_the_exchange(
     store: str, script: str
 ) -> None:
-    result = cli(
+    result = cli_process(
         "sessions", "send", "discord:group:ops", "Deploy done?", "--script", script, store=store
     )
     assert result.returncode == 0, result.stderr
