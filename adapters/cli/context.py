@@ -126,12 +126,16 @@ def accept_global_options(command: click.Command) -> None:
             command.params.append(option)
 
 
+# Piped output keeps long session keys on one line instead of rich's 80 columns. (Not
+# COLUMNS: test runners such as pytest-xdist set it for every process they start.)
+PIPED_WIDTH = 160
+
+
 def console(stderr: bool = False) -> Console:
-    # Piped output keeps long session keys on one line instead of rich's 80 columns.
     stream = sys.stderr if stderr else sys.stdout
-    # COLUMNS, when set, is honoured even when piped (rich reads it when width is None).
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(file=stream, width=width, highlight=False, soft_wrap=stream.isatty())
+    width = None if stream.isatty() else PIPED_WIDTH
+    # A terminal's own width, with words wrapped by rich: never cut, never split mid-word.
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
 class CommandFailed(click.ClickException):

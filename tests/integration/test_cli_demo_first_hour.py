@@ -74,7 +74,8 @@ def test_the_demo_reads_well_at_80_columns(
     monkeypatch: pytest.MonkeyPatch,
     capsys: Capture,
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "80")
+    # What an 80-column terminal gets (piped output is otherwise 160 wide).
+    monkeypatch.setattr("sessionwire.adapters.cli.context.PIPED_WIDTH", 80)
     out = play(capsys, "--store", f"sqlite:///{tmp_path}/narrow.db")
     too_wide = [
         line

@@ -164,7 +164,8 @@ def demo(
 def save_config(store: str, scenario: Scenario) -> Path | None:
     """Write the scenario's config beside an SQLite store (``<name>.config.json``), so the
     commands the demo suggests can pass it; None for a store that is not a file."""
-    from sessionwire.adapters.store.event_store import StoreURLError, sqlite_file
+    from sessionwire.adapters.store.event_store import StoreURLError
+    from sessionwire.adapters.store.sqlite import sqlite_file
 
     if not store.startswith("sqlite:"):
         return None
