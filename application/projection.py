@@ -123,6 +123,14 @@ def work_row(
     )
 
 
+class ReplayFailed(Exception):
+    """An event that cannot be applied where the log puts it (``index`` in its batch)."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.index = index
+
+
 class Replay:
     """Folds the event log back into read-model changes, one batch at a time.
 
@@ -148,18 +156,27 @@ class Replay:
             while len(self._aggregates) > self._keep:
                 self._aggregates.popitem(last=False)
         touched: dict[UUID, Aggregate] = {}
-        for event in events:
-            if isinstance(event, Aggregate.Created):
-                aggregate = event.mutate(None)
-                assert isinstance(aggregate, Aggregate)
-            else:
-                aggregate = self._current(event.originator_id)
-                assert isinstance(event, Aggregate.Event)
-                event.mutate(aggregate)
+        for index, event in enumerate(events):
+            try:
+                aggregate = self._mutate(event)
+            except Exception as error:
+                raise ReplayFailed(index, error) from error
             self._aggregates[aggregate.id] = aggregate
             self._aggregates.move_to_end(aggregate.id)
             touched[aggregate.id] = aggregate
         return project(list(touched.values()), events)
+
+    def _mutate(self, event: DomainEvent) -> Aggregate:
+        if isinstance(event, Aggregate.Created):
+            created = event.mutate(None)
+            if not isinstance(created, Aggregate):
+                raise TypeError(f"{type(event).__name__} created no aggregate")
+            return created
+        aggregate = self._current(event.originator_id)
+        if not isinstance(event, Aggregate.Event):
+            raise TypeError(f"{type(event).__name__} is not an aggregate event")
+        event.mutate(aggregate)
+        return aggregate
 
     def _current(self, aggregate_id: UUID) -> Aggregate:
         found = self._aggregates.get(aggregate_id)
