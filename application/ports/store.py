@@ -190,6 +190,15 @@ class SessionStore(ABC):
         """The events of one aggregate, in order; only up to ``up_to_version`` if given."""
 
     @abstractmethod
+    def session_streams(self, key: str) -> dict[UUID, str] | None:
+        """The runs, exchanges, spawns and refusals session ``key`` took part in (id ->
+        kind), from the index written with the events; None when the store predates it."""
+
+    @abstractmethod
+    def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
+        """Every event of these streams with its log position, in log order."""
+
+    @abstractmethod
     def rebuild_read_models(self) -> None:
         """Drop the read models and project them again from the event log."""
 
