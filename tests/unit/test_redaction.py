@@ -142,3 +142,19 @@ def test_matching_takes_linear_time_even_on_crafted_input() -> None:
     for text in texts:
         masker.mask_text(text)
     assert time.perf_counter() - started < 5
+
+
+def test_the_config_example_in_the_security_page_loads_and_masks() -> None:
+    import re
+    from pathlib import Path
+
+    import json5
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+    (block,) = re.findall(r"```json5\n(.*?)```", page.read_text(), re.DOTALL)
+    config = GatewayConfig.load(json5.loads(block))
+    masker = config.redaction.redactor()
+    assert masker is not None
+    assert masker.mask_text("ACME-12345678 badge=4711") == (
+        "[redacted:configured] badge=[redacted:configured]"
+    )
