@@ -10,7 +10,7 @@ from uuid import UUID
 from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
 from pydantic import BaseModel, ValidationError
 from sessionwire.adapters.store.chain import pages
-from sessionwire.adapters.store.event_store import EventSourcedStore, PostgresSessionRecorder
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.read_model_diff import (
     compare_and_replace,
     drop_statements,
@@ -47,8 +47,8 @@ _WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
 class StoreAuditLog(AuditLog):
     def __init__(self, store: EventSourcedStore) -> None:
         self.store = store
-        self.chain = store.recorder.chain
-        self.datastore = store.recorder.datastore
+        self.chain = store.chain
+        self.datastore = store.datastore
 
     def _reading(self) -> Any:
         return self.datastore.transaction(commit=False)
@@ -154,10 +154,8 @@ class StoreAuditLog(AuditLog):
                     project(cursor)
                 count += 1
             project(cursor)
-            if isinstance(self.store.recorder, PostgresSessionRecorder):
-                # Explicit ids leave the id sequence behind; the next event must follow.
-                # Last: setval is not undone by a rollback.
-                self.chain.advance_sequence(cursor)
+            # Last: PostgreSQL's setval is not undone by a rollback.
+            self.store.backend.follow_explicit_ids(cursor, self.chain)
         self.store.analyze()
         return count
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
-from sessionwire.application.ports.store import SessionStore
+from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import stream_members
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
@@ -49,7 +49,7 @@ class Timeline(BaseModel):
     entries: list[TimelineEntry]
 
 
-def session_timeline(store: SessionStore, key: str) -> Timeline:
+def session_timeline(store: Store, key: str) -> Timeline:
     """The timeline of the session stored under canonical ``key``; LookupError if none.
 
     It reads the session's stream and the streams the index names for it (written with
@@ -71,7 +71,7 @@ def session_timeline(store: SessionStore, key: str) -> Timeline:
     return Timeline(key=key, entries=entries)
 
 
-def _scanned(store: SessionStore, key: str) -> Iterator[TimelineEntry]:
+def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
     """The timeline from one pass over the whole log (membership decided on creation)."""
     members: dict[UUID, Kind] = {session_uuid(key): "session"}
     for position, event in store.events():
