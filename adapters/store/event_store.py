@@ -260,6 +260,31 @@ class EventSourcedStore(Store):
         events = self.app.events.get(aggregate_id, lte=up_to_version)
         return [cast(DomainEvent, event) for event in events]
 
+    def session_streams(self, key: str) -> dict[UUID, str] | None:
+        with self.reading() as cursor:
+            return self.read_model.session_streams(cursor, key)
+
+    def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
+        with self.reading() as cursor:
+            records = self.chain.stream_records(cursor, ids)
+        return [
+            (
+                record.notification_id,
+                cast(
+                    DomainEvent,
+                    self.app.mapper.to_domain_event(
+                        StoredEvent(
+                            originator_id=record.content.originator_id,
+                            originator_version=record.content.originator_version,
+                            topic=record.content.topic,
+                            state=record.content.state,
+                        )
+                    ),
+                ),
+            )
+            for record in records
+        ]
+
     def rebuild_read_models(self) -> None:
         with self.writing() as cursor:
             for statement in self.read_model.drop_statements():

@@ -23,6 +23,7 @@ from sessionwire.domain.policy import (
     SendRule,
     normalize_chat_type,
 )
+from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
 
 log = structlog.get_logger("sessionwire.config")
 
@@ -186,11 +187,39 @@ def _primary(model: str | dict[str, Any] | None) -> str | None:
     return model.strip() or None if isinstance(model, str) else None
 
 
+class RedactionConfig(_Section):
+    """Secrets masked when a session reads another session's messages (docs/security.md)."""
+
+    crossSession: bool = True
+    defaults: bool = True
+    """The built-in patterns (API keys, tokens, private keys, ...); false keeps only
+    ``patterns``."""
+    patterns: builtins.list[str] = Field(default_factory=builtins.list)
+    """More RE2 patterns; a group named ``secret`` masks only that part of a match."""
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: builtins.list[str]) -> builtins.list[str]:
+        for pattern in patterns:
+            try:
+                check_pattern(pattern)
+            except InvalidPattern as error:
+                raise ValueError(str(error)) from None
+        return patterns
+
+    def redactor(self) -> Redactor | None:
+        """What masks another session's messages; None when cross-session masking is off."""
+        if not self.crossSession:
+            return None
+        return redactor_for(tuple(self.patterns), defaults=self.defaults)
+
+
 class GatewayConfig(_Section):
     session: SessionConfig = Field(default_factory=SessionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     def known_models(self) -> set[str]:
         """Every model the config names: the catalog (``provider/id`` and ``id``) and the
