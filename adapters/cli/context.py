@@ -39,11 +39,46 @@ def default_store() -> str:
     return f"sqlite:///{base / 'sessionwire' / 'sessions.db'}"
 
 
-def configure_logging(verbose: bool) -> None:
+LOG_FORMATS = ("console", "json")
+
+
+def configure_logging(verbose: bool, log_format: str = "console") -> None:
+    """The CLI's and servers' logs: the library's ``sessionwire.*`` records (and
+    structlog's own) to stderr, never stdout; ``json`` for machines. Tracebacks are plain,
+    never with local variables (they may hold a token or a request body)."""
     level = logging.DEBUG if verbose else logging.WARNING
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if log_format == "json"
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
+    )
+    shared: list[Any] = [
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if log_format == "json":
+        shared.append(structlog.processors.format_exc_info)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
+        )
+    )
+    logger = logging.getLogger("sessionwire")
+    for old in [h for h in logger.handlers if getattr(h, "sessionwire_cli", False)]:
+        logger.removeHandler(old)
+    handler.sessionwire_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
     structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
     )
 
 

@@ -21,7 +21,6 @@ from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import Any
 
-import structlog
 import uvicorn
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -29,11 +28,12 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sessionwire.application.gateway import GatewayService
+from sessionwire.application.library_logging import library_logger
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-log = structlog.get_logger("sessionwire.mcp")
+log = library_logger("sessionwire.mcp")
 
 REFUSED = frozenset({"error", "forbidden"})
 # Hints for MCP hosts deciding what to confirm with a user: the reading tools change

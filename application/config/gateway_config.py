@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import json5
-import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 from sessionwire.domain.policy import (
     AgentToAgentPolicy,
@@ -24,7 +24,7 @@ from sessionwire.domain.policy import (
     normalize_chat_type,
 )
 
-log = structlog.get_logger("sessionwire.config")
+log = library_logger("sessionwire.config")
 
 DEFAULT_PING_PONG_TURNS = 5
 MAX_PING_PONG_TURNS = 5
