@@ -68,13 +68,15 @@ def configure_logging(verbose: bool, log_format: str = "console") -> None:
             foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
         )
     )
-    logger = logging.getLogger("sessionwire")
-    for old in [h for h in logger.handlers if getattr(h, "sessionwire_cli", False)]:
-        logger.removeHandler(old)
+    # On the root logger, so that uvicorn's and other libraries' records come out the same
+    # way; only ours follow --verbose.
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "sessionwire_cli", False)]:
+        root.removeHandler(old)
     handler.sessionwire_cli = True  # type: ignore[attr-defined]
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    logger.propagate = False
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("sessionwire").setLevel(level)
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(level),

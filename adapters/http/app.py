@@ -228,12 +228,14 @@ class Gatekeeper:
         limit: int,
         attempts: FailedAttempts,
         read_seconds: float = BODY_READ_SECONDS,
+        refuse: Callable[[Grant], str | None] | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.limit = limit
         self.attempts = attempts
         self.read_seconds = read_seconds
+        self.refuse = refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -261,6 +263,10 @@ class Gatekeeper:
                     "a valid bearer token is required (Authorization: Bearer <token>)",
                     {"WWW-Authenticate": "Bearer"},
                 )(scope, receive, send)
+                return
+            refusal = self.refuse(grant) if self.refuse is not None else None
+            if refusal is not None:
+                await error_response(403, "forbidden", refusal)(scope, receive, send)
                 return
             scope.setdefault("state", {})["grant"] = grant
         declared = headers.get(b"content-length")
