@@ -318,6 +318,7 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
         "  - {token: main-bound-token-0123456789abcdefghij, session: main}\n"
         "  - {token: ops-bound-token-0123456789abcdefghijk, session: 'discord:group:ops'}\n"
     )
+    tokens.chmod(0o600)
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     accept = {"Accept": "application/json, text/event-stream"}
     async with http_server(store, "--session", "main", "--tokens", str(tokens)) as url:

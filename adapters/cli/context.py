@@ -175,7 +175,8 @@ class CliOptions:
 def make_parent(store: str) -> None:
     raw = store[len("sqlite:") :]
     path = Path("/" + raw.lstrip("/") if raw.startswith("//") else raw).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Its own directory is for its owner only (0700): it holds every conversation.
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def present(**values: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -121,13 +122,21 @@ class TokenSet:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenSet:
-        """Read a JSON or YAML tokens file (bounded in size; errors never quote tokens)."""
+        """Read a JSON or YAML tokens file: its owner's only (0600 or stricter), bounded
+        in size; errors never quote a token."""
         file = Path(path).expanduser()
         try:
             with file.open("rb") as stream:
+                mode = os.fstat(stream.fileno()).st_mode
                 raw = stream.read(MAX_TOKENS_FILE_BYTES + 1)
         except OSError as error:
             raise TokenFileError(f"cannot read the tokens file {file}: {error.strerror}") from None
+        if mode & 0o077:
+            # As ssh does with keys: a secret others can read is refused, not used.
+            raise TokenFileError(
+                f"the tokens file {file} can be read by others (mode {mode & 0o777:o}); "
+                f"run `chmod 600 {file}`"
+            )
         if len(raw) > MAX_TOKENS_FILE_BYTES:
             raise TokenFileError(f"the tokens file {file} is larger than 1 MiB")
         try:

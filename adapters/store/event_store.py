@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -211,6 +212,18 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
+def create_private(file: Path) -> None:
+    """Create a new SQLite file readable by its owner only (0600; SQLite gives its -wal
+    and -shm files the same mode). The sessions hold every conversation; a world-readable
+    default store leaked them to every local user. An existing file is left as it is."""
+    try:
+        os.close(os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise StoreURLError(f"cannot create store {file}: {error.strerror}") from None
+
+
 def store_env(url: str) -> tuple[dict[str, str], str]:
     """Application settings for a store URL, and a printable location (no password)."""
     if url == "memory":
@@ -224,6 +237,7 @@ def store_env(url: str) -> tuple[dict[str, str], str]:
         file = Path(path).expanduser()
         if not file.parent.is_dir():
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
+        create_private(file)
         return _sqlite_env(str(file)), str(file)
     if url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)

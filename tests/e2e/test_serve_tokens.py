@@ -33,6 +33,7 @@ def test_a_short_token_is_refused_beyond_loopback(tmp_path: Path) -> None:
 def test_a_bad_tokens_file_exits_2_without_quoting_the_token(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text("tokens:\n  - token: s3cret-token-value\n    sesion: main\n")
+    tokens.chmod(0o600)
     result = sessionwire(
         "--store", f"sqlite:///{tmp_path}/s.db", "serve", "--tokens", str(tokens), env=cli_env()
     )

@@ -218,9 +218,11 @@ async def test_a_deeply_nested_body_is_a_400_and_no_log_line_has_a_token(
 def test_a_tokens_file_in_yaml_or_json(tmp_path: Path) -> None:
     yaml_file = tmp_path / "tokens.yaml"
     yaml_file.write_text(f"tokens:\n  - token: {MAIN}\n    session: main\n")
+    yaml_file.chmod(0o600)
     assert TokenSet.from_file(yaml_file).grant_for(MAIN).session == "main"  # type: ignore[union-attr]
     json_file = tmp_path / "tokens.json"
     json_file.write_text(json.dumps(TOKENS))
+    json_file.chmod(0o600)
     tokens = TokenSet.from_file(json_file)
     assert tokens.grant_for(OPERATOR).is_operator  # type: ignore[union-attr]
     assert tokens.grant_for("") is None
