@@ -141,7 +141,7 @@ def test_a_near_miss_key_fails_check_naming_the_intended_key(tmp_path: Path) -> 
 def test_check_explains_invalid_utf8_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "bad.json5"
     path.write_bytes(b'{"session": {"mainKey": "\xff"}}')
-    result = cli("config", "check", str(path))
+    result = cli("--json", "config", "check", str(path))
     assert result.returncode == 2
-    assert "is not UTF-8" in result.stdout + result.stderr
+    assert "is not UTF-8" in result.stdout
     assert "Traceback" not in result.stderr
