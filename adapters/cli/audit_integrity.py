@@ -9,6 +9,7 @@ cannot take the import.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -139,7 +140,9 @@ def export_command(options: CliOptions, session_key: str | None, format_: str, o
         if output == "-":
             _write(lines, sys.stdout)
         else:
-            with Path(output).open("w", encoding="utf-8") as file:
+            # The export holds every transcript: a new file is its owner's only (0600).
+            descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(descriptor, "w", encoding="utf-8") as file:
                 _write(lines, file)
     return EXIT_OK
 

@@ -48,11 +48,48 @@ def data_dir_store(name: str = "sessions.db") -> str:
     return f"sqlite:///{base / 'sessionwire' / name}"
 
 
-def configure_logging(verbose: bool) -> None:
+LOG_FORMATS = ("console", "json")
+
+
+def configure_logging(verbose: bool, log_format: str = "console") -> None:
+    """The CLI's and servers' logs: the library's ``sessionwire.*`` records (and
+    structlog's own) to stderr, never stdout; ``json`` for machines. Tracebacks are plain,
+    never with local variables (they may hold a token or a request body)."""
     level = logging.DEBUG if verbose else logging.WARNING
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if log_format == "json"
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
+    )
+    shared: list[Any] = [
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if log_format == "json":
+        shared.append(structlog.processors.format_exc_info)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
+        )
+    )
+    # On the root logger, so that uvicorn's and other libraries' records come out the same
+    # way; only ours follow --verbose.
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "sessionwire_cli", False)]:
+        root.removeHandler(old)
+    handler.sessionwire_cli = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("sessionwire").setLevel(level)
     structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
     )
 
 
@@ -250,7 +287,8 @@ def make_parent(store: str) -> None:
         path = sqlite_file(store)
     except StoreURLError:
         return  # opening the store reports it
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Its own directory is for its owner only (0700): it holds every conversation.
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def present(**values: Any) -> dict[str, Any]:

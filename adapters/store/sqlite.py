@@ -6,6 +6,7 @@ it runs exactly the code a file store runs.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,7 +65,20 @@ class SQLiteBackend(StoreBackend):
         file = sqlite_file(url)
         if not file.parent.is_dir():
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
+        create_private(file)
         self.env, self.location = _settings(str(file)), str(file)
+
+
+def create_private(file: Path) -> None:
+    """Create a new SQLite file readable by its owner only (0600; SQLite gives its -wal
+    and -shm files the same mode). The sessions hold every conversation; a world-readable
+    default store leaked them to every local user. An existing file is left as it is."""
+    try:
+        os.close(os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise StoreURLError(f"cannot create store {file}: {error.strerror}") from None
 
 
 def sqlite_file(url: str) -> Path:

@@ -16,15 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import structlog
 from pydantic import BaseModel, ConfigDict
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey, KeyRules, agent_id_of
 from sessionwire.domain.session import InvalidPatch, Session, validate_patch
 from sessionwire.domain.transcript import MAX_MESSAGE_BYTES, TranscriptMessage
 
-log = structlog.get_logger("sessionwire.import")
+log = library_logger("sessionwire.import")
 
 # Source entry fields that pass through sessions.patch validation (entry name, patch name).
 _PATCHED = (

@@ -8,8 +8,8 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 from uuid import UUID
 
-import structlog
 from pydantic import BaseModel
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate
@@ -27,7 +27,7 @@ class ProcessManager(ABC, Generic[A]):
     def __init__(self, store: Store) -> None:
         self.store = store
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
-        self.log = structlog.get_logger(f"sessionwire.{self.kind}s")
+        self.log = library_logger(f"sessionwire.{self.kind}s")
 
     def start(self, aggregate_id: UUID) -> None:
         task = self._tasks.get(aggregate_id)

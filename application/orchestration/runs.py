@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
-import structlog
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -30,7 +30,7 @@ from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
 from sessionwire.domain.session import SessionClosed
 from sessionwire.domain.transcript import TranscriptMessage, Usage
 
-log = structlog.get_logger("sessionwire.runs")
+log = library_logger("sessionwire.runs")
 
 PENDING = ("queued", "running")
 # Times a run is retried in this process when executing it raises (not the agent
