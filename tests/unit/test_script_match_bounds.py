@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
 
@@ -32,7 +30,8 @@ def test_usual_patterns_are_accepted(pattern: str) -> None:
 def test_matching_looks_at_a_bounded_window_of_the_message() -> None:
     runtime = ScriptedRuntime.from_dict({"rules": [{"match": ".*x", "reply": "r"}]})
     rule = runtime.rules[0]
-    message = "a" * 5_000_000
+    # An "x" past the window: a rule that scanned the whole message would match it.
+    message = "a" * 5_000_000 + "x"
 
     class Request:
         agent_id = "main"
@@ -41,6 +40,4 @@ def test_matching_looks_at_a_bounded_window_of_the_message() -> None:
 
     request = Request()
     request.message = message  # type: ignore[attr-defined]
-    started = time.perf_counter()
     assert not rule.applies_to(request)  # type: ignore[arg-type]
-    assert time.perf_counter() - started < 2
