@@ -15,6 +15,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -165,10 +166,24 @@ class RunEngine:
     def resume(self) -> int:
         """Queue every run the store still has pending, in the order they arrived."""
         pending = self.store.pending_work("run", PENDING)
+        now = self.clock.now()
         for stored in pending:
             run = stored.to_aggregate(Run, RunState)
+            if run.overdue(now):
+                # Decision 16: recorded as timed out now, whatever else is queued before
+                # it; its actor then only settles it (never dispatches it).
+                self._time_out_overdue(run, now)
             self.enqueue(run.id, run.state.session_key)
         return len(pending)
+
+    def _time_out_overdue(self, run: Run, now: datetime) -> None:
+        run.time_out(at=now)
+        try:
+            self.store.save(run)
+        except StoreConflict:
+            pass  # another gateway recorded its end (or a dispatch) first: its actor sees
+        else:
+            log.info("overdue run timed out", session_key=run.state.session_key, run_id=str(run.id))
 
     # Waiting for outcomes -------------------------------------------------------------
 
@@ -285,6 +300,19 @@ class RunEngine:
             if run.state.ended:
                 return run
             now = self.clock.now()
+            if run.overdue(now):
+                # Decision 16: past its deadline (the gateway was down, or the run waited
+                # in its mailbox that long) it is timed out, never handed to the agent.
+                run.time_out(at=now)
+                try:
+                    self.store.save(run)
+                    return run
+                except StoreConflict:
+                    await back_off(attempt)
+                    reloaded = self.load(run.id)
+                    assert reloaded is not None
+                    run = reloaded
+                    continue
             session = self._session(run.state.session_key)
             run.dispatch(at=now)
             changed: list[Aggregate] = [run]
@@ -325,7 +353,10 @@ class RunEngine:
             requester_key=state.requester_key,
             tools=self.tools_for(run),
         )
-        return await _with_timeout(self._ask(request), self.clock, state.timeout_seconds)
+        # The deadline was recorded when the run started: time spent queued, or before
+        # a crash, counts against it.
+        seconds = max(0.0, state.seconds_left(self.clock.now()))
+        return await _with_timeout(self._ask(request), self.clock, seconds)
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
