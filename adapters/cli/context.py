@@ -23,6 +23,7 @@ from rich.console import Console, RenderableType
 from sessionwire.adapters.bootstrap import Gateway, open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
 from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
+from sessionwire.application.ports.store import StoreInUse
 
 Render = Callable[[dict[str, Any]], RenderableType]
 
@@ -100,6 +101,8 @@ class CliOptions:
             gateway = await Gateway.open(config=config, store=self.store, **kwargs)
         except (StoreURLError, ConfigError) as error:
             fail(str(error), EXIT_USAGE)
+        except StoreInUse as error:
+            fail(str(error))
         try:
             return await work(gateway)
         except ValueError as error:

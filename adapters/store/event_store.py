@@ -28,6 +28,7 @@ from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables, sqlite_tables
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
+from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
 from sessionwire.application.ports.store import (
     SessionQuery,
     SessionStore,
@@ -301,8 +302,21 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
 
 
 class EventSourcedStore(SessionStore):
-    def __init__(self, url: str, *, kind_of: KindOf) -> None:
+    def __init__(self, url: str, *, kind_of: KindOf, writer: bool = False) -> None:
+        """``writer``: this store carries on the work it holds (a resuming gateway); on an
+        SQLite file that takes the file's writer lock first (decision 20)."""
         env, self.location = store_env(url)
+        self._writer_lock: SQLiteWriterLock | None = None
+        if writer and url != "memory" and env["PERSISTENCE_MODULE"] == "eventsourcing.sqlite":
+            self._writer_lock = SQLiteWriterLock(Path(self.location))
+            self._writer_lock.acquire()
+        try:
+            self._open(env, kind_of)
+        except BaseException:
+            self._release_writer_lock()
+            raise
+
+    def _open(self, env: dict[str, str], kind_of: KindOf) -> None:
         if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
             with _postgres_setup(env):
                 self.app = SessionwireApplication(env=env)
@@ -466,4 +480,12 @@ class EventSourcedStore(SessionStore):
             return self.read_model.snapshot(cursor)
 
     def close(self) -> None:
-        self.app.close()
+        try:
+            self.app.close()
+        finally:
+            self._release_writer_lock()
+
+    def _release_writer_lock(self) -> None:
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+            self._writer_lock = None

@@ -58,6 +58,10 @@ class RandomIds(IdSource):
         return uuid.uuid4()
 
 
+class StoreInUse(RuntimeError):
+    """The store has a live writer already (an SQLite file another gateway holds)."""
+
+
 class StoreConflict(Exception):
     """Another writer recorded an event at the same position first; reload and retry."""
 
