@@ -48,13 +48,13 @@ class SQLiteWriterLock:
                 "writers"
             ) from None
         # Ours now (a dead holder's record, if any, is overwritten).
-        holder = {
+        record = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "since": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
