@@ -219,6 +219,7 @@ class CliOptions:
         from sessionwire.adapters.bootstrap import Gateway
         from sessionwire.adapters.store.event_store import StoreURLError
         from sessionwire.application.config.gateway_config import ConfigError
+        from sessionwire.application.ports.store import StoreInUse
 
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
@@ -230,6 +231,8 @@ class CliOptions:
             gateway = await Gateway.open(config=config, store=self.store, **kwargs)
         except (StoreURLError, ConfigError) as error:
             fail(self._explain(error), EXIT_USAGE)
+        except StoreInUse as error:
+            fail(str(error))
         try:
             return await work(gateway)
         except ValueError as error:

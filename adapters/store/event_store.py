@@ -105,6 +105,13 @@ class StoreBackend(SessionLocks, ABC):
     def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
         """After events were written at explicit positions: let new ones follow them."""
 
+    def hold_writer(self) -> None:
+        """Become the store's one writer if the database admits only one (decision 20);
+        raise StoreInUse naming the live writer otherwise."""
+
+    def release_writer(self) -> None:
+        """Stop being the one writer (``hold_writer``'s undo; nothing if not held)."""
+
 
 def backend_for(url: str) -> StoreBackend:
     """The backend a store URL names; only its module is imported (no PostgreSQL driver
@@ -124,10 +131,18 @@ def backend_for(url: str) -> StoreBackend:
 
 
 class EventSourcedStore(Store):
-    def __init__(self, url: str, *, kind_of: KindOf) -> None:
+    def __init__(self, url: str, *, kind_of: KindOf, writer: bool = False) -> None:
+        """``writer``: this store carries on the work it holds (a resuming gateway); an
+        SQLite file then admits no other writer (decision 20)."""
         self.backend = backend_for(url)
         self.location = self.backend.location
-        self.app = self.backend.open_application()
+        if writer:
+            self.backend.hold_writer()
+        try:
+            self.app = self.backend.open_application()
+        except BaseException:
+            self.backend.release_writer()
+            raise
         recorder = self.app.recorder
         assert isinstance(recorder, RecordsReadModels)
         self.recorder = recorder
@@ -309,4 +324,7 @@ class EventSourcedStore(Store):
             return self.read_model.snapshot(cursor)
 
     def close(self) -> None:
-        self.app.close()
+        try:
+            self.app.close()
+        finally:
+            self.backend.release_writer()

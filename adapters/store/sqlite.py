@@ -25,6 +25,7 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
 from sessionwire.application.projection import ReadModelChanges
 
 
@@ -58,6 +59,7 @@ class SQLiteBackend(StoreBackend):
     """``memory`` or ``sqlite:///path/to/file.db``; sessions get the default no-op lock."""
 
     def __init__(self, url: str) -> None:
+        self._writer_lock: SQLiteWriterLock | None = None
         if url == "memory":
             name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
             self.env, self.location = _settings(name), "memory"
@@ -67,6 +69,16 @@ class SQLiteBackend(StoreBackend):
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
         create_private(file)
         self.env, self.location = _settings(str(file)), str(file)
+        self._writer_lock = SQLiteWriterLock(file)
+
+    def hold_writer(self) -> None:
+        # A memory store is private to its process: only a file has other writers.
+        if self._writer_lock is not None:
+            self._writer_lock.acquire()
+
+    def release_writer(self) -> None:
+        if self._writer_lock is not None:
+            self._writer_lock.release()
 
 
 def create_private(file: Path) -> None:
