@@ -135,12 +135,13 @@ def test_failing_keeps_the_error() -> None:
 )
 def test_timing_out_says_after_how_long(timeout_seconds: float, error: str) -> None:
     run = new_run(timeout_seconds)
-    run.dispatch(at=at(1))
-    run.time_out(at=at(1 + timeout_seconds))
+    # Dispatched at once: the deadline counts from acceptance (decision 16).
+    run.dispatch(at=at(0))
+    run.time_out(at=at(timeout_seconds))
     events = recorded(run)
     assert event_names(events)[-1] == "RunTimedOut"
     assert (run.state.status, run.state.error) == ("timeout", error)
-    assert run.state.ended_at == to_millis(at(1 + timeout_seconds))
+    assert run.state.ended_at == to_millis(at(timeout_seconds))
     assert_replays(run, events)
 
 
