@@ -6,6 +6,7 @@ A run is started (accepted, queued in its session), dispatched to the agent runt
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -31,8 +32,12 @@ class RunAlreadyEnded(Exception):
     """A run reached its outcome already; it never ends twice."""
 
 
+class RunOverdue(Exception):
+    """A run past its deadline is never dispatched; it is timed out instead."""
+
+
 class RunState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str
     session_key: str
@@ -42,6 +47,9 @@ class RunState(BaseModel):
     message: str
     context: str | None = None
     timeout_seconds: float
+    deadline_at: int | None = None
+    """When the run must have ended (ms since the epoch): recorded when it starts, so a
+    gateway reopened after it never dispatches the run (decision 16)."""
     exchange_id: str | None = None
     turn: int | None = None
     status: RunStatus = "queued"
@@ -57,6 +65,12 @@ class RunState(BaseModel):
     def ended(self) -> bool:
         return self.status in ENDED
 
+    def seconds_left(self, now: datetime) -> float:
+        """Seconds until the deadline (zero or less: it has passed)."""
+        if self.deadline_at is None:
+            return self.timeout_seconds
+        return (self.deadline_at - to_millis(now)) / 1000
+
 
 class Run(Aggregate):
     state: RunState
@@ -71,6 +85,7 @@ class Run(Aggregate):
         message: str
         context: str | None = None
         timeout_seconds: float
+        deadline_at: int | None = None
         exchange_id: str | None = None
         turn: int | None = None
 
@@ -139,7 +154,12 @@ class Run(Aggregate):
         context: str | None = None,
         exchange_id: str | None = None,
         turn: int | None = None,
+        deadline_at: int | None = None,
+        timestamp: datetime | None = None,
     ) -> None:
+        if deadline_at is None and timestamp is not None:
+            # Recorded before deadlines were: the deadline its start implied.
+            deadline_at = _deadline(timestamp, timeout_seconds)
         self.state = RunState(
             run_id=str(self.id),
             session_key=session_key,
@@ -149,6 +169,7 @@ class Run(Aggregate):
             message=message,
             context=context,
             timeout_seconds=timeout_seconds,
+            deadline_at=deadline_at,
             exchange_id=exchange_id,
             turn=turn,
         )
@@ -178,6 +199,7 @@ class Run(Aggregate):
             step=step,
             message=message,
             timeout_seconds=timeout_seconds,
+            deadline_at=_deadline(at, timeout_seconds),
             requester_key=requester_key,
             context=context,
             exchange_id=exchange_id,
@@ -188,8 +210,14 @@ class Run(Aggregate):
         if self.state.ended:
             raise RunAlreadyEnded(f"run {self.state.run_id} already ended ({self.state.status})")
 
+    def overdue(self, now: datetime) -> bool:
+        """Its deadline has passed: it may not be handed to an agent any more."""
+        return self.state.seconds_left(now) <= 0
+
     def dispatch(self, *, at: datetime) -> None:
         self._require_open()
+        if self.overdue(at):
+            raise RunOverdue(f"run {self.state.run_id} is past its deadline")
         self.trigger_event(self.RunDispatched, timestamp=at, attempt=self.state.attempts + 1)
 
     def complete(
@@ -207,3 +235,10 @@ class Run(Aggregate):
         self.trigger_event(
             self.RunTimedOut, timestamp=at, timeout_seconds=self.state.timeout_seconds
         )
+
+
+def _deadline(start: datetime, timeout_seconds: float) -> int | None:
+    """``start`` plus the timeout, in ms since the epoch; None for a timeout without end."""
+    if not math.isfinite(timeout_seconds):
+        return None
+    return to_millis(start) + round(timeout_seconds * 1000)

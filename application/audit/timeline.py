@@ -2,20 +2,21 @@
 runs, exchanges and spawns it took part in, each with a line a person can read.
 
 A run belongs to the session it ran in and to the session that asked for it; an
-exchange to its requester and its target; a spawn to its requester and its child. Only
-their first events name the sessions, so one pass over the log decides membership when
-an aggregate is created and keeps its later events.
+exchange to its requester and its target; a spawn to its requester and its child
+(application.projection.stream_members). Only their first events name the sessions, so
+the membership is recorded in an index when they are created, in the same transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports.store import Store
+from sessionwire.application.projection import stream_members
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.exchange import Exchange
@@ -28,7 +29,7 @@ SNIPPET = 60
 
 
 class TimelineEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     position: int
     """Position in the store's whole event log."""
@@ -42,52 +43,58 @@ class TimelineEntry(BaseModel):
 
 
 class Timeline(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     entries: list[TimelineEntry]
 
 
 def session_timeline(store: Store, key: str) -> Timeline:
-    """The timeline of the session stored under canonical ``key``; LookupError if none."""
+    """The timeline of the session stored under canonical ``key``; LookupError if none.
+
+    It reads the session's stream and the streams the index names for it (written with
+    the events, like the read models), so its cost follows the session, not the log. A
+    store recorded before the index existed is read whole, as before, until
+    ``audit rebuild`` fills the index.
+    """
     session_id = session_uuid(key)
     if store.session(key) is None:
         raise LookupError(f"Session not found: {key}")
-    members: dict[UUID, Kind] = {session_id: "session"}
-    entries: list[TimelineEntry] = []
-    for position, event in store.events():
-        kind = members.get(event.originator_id)
-        if kind is None:
-            kind = _joins(event, key)
-            if kind is None:
-                continue
-            members[event.originator_id] = kind
-        entries.append(
-            TimelineEntry(
-                position=position,
-                timestamp=event.timestamp,
-                kind=kind,
-                aggregate_id=str(event.originator_id),
-                version=event.originator_version,
-                event=type(event).__name__,
-                summary=describe(event),
-                data=event_payload(event),
-            )
-        )
+    indexed = store.session_streams(key)
+    if indexed is None:
+        return Timeline(key=key, entries=list(_scanned(store, key)))
+    members: dict[UUID, str] = {session_id: "session", **indexed}
+    entries = [
+        _entry(position, event, cast(Kind, members[event.originator_id]))
+        for position, event in store.streams_events(list(members))
+    ]
     return Timeline(key=key, entries=entries)
 
 
-def _joins(event: DomainEvent, key: str) -> Kind | None:
-    """The kind of aggregate this first event creates, when it involves session ``key``."""
-    if isinstance(event, Run.RunStarted):
-        return "run" if key in (event.session_key, event.requester_key) else None
-    if isinstance(event, Exchange.ExchangeOpened):
-        return "exchange" if key in (event.requester_key, event.target_key) else None
-    if isinstance(event, Spawn.SubagentSpawned):
-        return "spawn" if key in (event.requester_key, event.child_key) else None
-    if isinstance(event, AccessRefusal.AccessRefused):
-        return "refusal" if key in (event.requester_key, event.target_key) else None
-    return None
+def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
+    """The timeline from one pass over the whole log (membership decided on creation)."""
+    members: dict[UUID, Kind] = {session_uuid(key): "session"}
+    for position, event in store.events():
+        kind = members.get(event.originator_id)
+        if kind is None:
+            joined = [m for m in stream_members(event) if m.session_key == key]
+            if not joined:
+                continue
+            kind = members[event.originator_id] = cast(Kind, joined[0].kind)
+        yield _entry(position, event, kind)
+
+
+def _entry(position: int, event: DomainEvent, kind: Kind) -> TimelineEntry:
+    return TimelineEntry(
+        position=position,
+        timestamp=event.timestamp,
+        kind=kind,
+        aggregate_id=str(event.originator_id),
+        version=event.originator_version,
+        event=type(event).__name__,
+        summary=describe(event),
+        data=event_payload(event),
+    )
 
 
 def _snip(text: str | None) -> str:

@@ -18,7 +18,10 @@ def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> Ses
     texts = context.store.transcript(
         stored.id, limit=params.limit, include_tools=params.includeTools
     )
-    messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
+    messages = context.reader_view(
+        stored.state.key,
+        [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)],
+    )
     return SessionsHistoryResult(
         sessionKey=context.display_key(stored.state.key), messages=messages
     )
