@@ -281,5 +281,6 @@ def test_config_keys_the_scenario_misspells_are_pointed_out(tmp_path: Path) -> N
         "steps: [{message: {session: main, text: hi}}]\n"
     )
     result = cli("demo", "--scenario", str(scenario))
-    assert result.returncode == 0, result.stderr
-    assert "scenario config key tools.agentToAgnt is not one sessionwire uses" in result.stderr
+    # Config fails closed (issue 16, finding 8): a near-miss is an error naming the key meant.
+    assert result.returncode == 2, result.stderr
+    assert "config.tools: unknown key 'agentToAgnt': did you mean 'agentToAgent'?" in result.stderr
