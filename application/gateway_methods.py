@@ -58,7 +58,8 @@ class MethodFailed(Exception):
 
 
 class MethodModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # Strict: JSON true is not the number 1 (the OpenAPI document types these integers).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 # Parameters -----------------------------------------------------------------------------
