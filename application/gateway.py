@@ -23,7 +23,7 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.runs import RunEngine, current_run
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
@@ -227,6 +227,8 @@ class GatewayService:
             if patch:
                 self._check_label_free(session.state.key, patch.get("label"))
                 session.patch(patch, at=now)
+            # No provenance stored: a recorded line is its role's default (user or agent),
+            # which readers get from with_provenance.
             session.append_message(message, at=now, origin=origin, sender_is_owner=sender_is_owner)
             if command is not None:
                 session.handle_send_command(command, sender_is_owner=sender_is_owner, at=now)
@@ -318,6 +320,7 @@ class GatewayService:
             clock=self.clock,
             requester=caller,
             services=self.services,
+            caller_run=current_run(),
         )
         if is_subagent_key(caller.key) and name not in self.subagent_tools:
             refusal = subagent_tool_refusal(name)

@@ -69,7 +69,7 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 session=event.originator_id,
                 seq=event.originator_version,
                 role=event.message.role,
-                message_json=event.message.to_json(),
+                message_json=event.transcript_message().to_json(),
             )
 
 

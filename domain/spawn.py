@@ -17,6 +17,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.agent_to_agent import is_announce_skip
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.causality import Causality
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.subagent_announce import (
     SUBAGENT_ANNOUNCE_MESSAGE,
@@ -49,6 +50,9 @@ class SpawnState(BaseModel):
     run_timeout_seconds: float = 0
     cleanup: Cleanup = "keep"
     archive_after_minutes: float | None = 60
+    trace_id: str | None = None
+    parent_run_id: str | None = None
+    hops: int = 0
     status: Literal["running", "announcing", "waiting_archive", "closed"] = "running"
     outcome: Outcome | None = None
     error: str | None = None
@@ -74,6 +78,7 @@ class StartAnnounceRun:
     session_key: str
     message: str
     context: str
+    causality: Causality | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,10 @@ class Spawn(Aggregate):
         run_timeout_seconds: float = 0
         cleanup: Cleanup = "keep"
         archive_after_minutes: float | None = 60
+        # The child run's chain (decision 17); absent from spawns recorded before it.
+        trace_id: str | None = None
+        parent_run_id: str | None = None
+        hops: int = 0
 
     class SubagentRunStarted(Aggregate.Event):
         def apply(self, aggregate: Spawn) -> None:
@@ -192,6 +201,9 @@ class Spawn(Aggregate):
         run_timeout_seconds: float = 0,
         cleanup: Cleanup = "keep",
         archive_after_minutes: float | None = 60,
+        trace_id: str | None = None,
+        parent_run_id: str | None = None,
+        hops: int = 0,
     ) -> None:
         self.state = SpawnState(
             spawn_id=str(self.id),
@@ -206,6 +218,9 @@ class Spawn(Aggregate):
             run_timeout_seconds=run_timeout_seconds,
             cleanup=cleanup,
             archive_after_minutes=archive_after_minutes,
+            trace_id=trace_id,
+            parent_run_id=parent_run_id,
+            hops=hops,
         )
 
     def _update(self, **changes: object) -> None:
@@ -234,6 +249,7 @@ class Spawn(Aggregate):
         cleanup: Cleanup,
         archive_after_minutes: float | None,
         at: datetime,
+        causality: Causality | None = None,
     ) -> Spawn:
         spawn = cls._create(
             cls.SubagentSpawned,
@@ -250,6 +266,9 @@ class Spawn(Aggregate):
             run_timeout_seconds=run_timeout_seconds,
             cleanup=cleanup,
             archive_after_minutes=archive_after_minutes,
+            trace_id=causality.trace_id if causality else None,
+            parent_run_id=causality.parent_run_id if causality else None,
+            hops=causality.hops if causality else 0,
         )
         spawn.trigger_event(cls.SubagentRunStarted, timestamp=at)
         return spawn
@@ -269,6 +288,12 @@ class Spawn(Aggregate):
                 message=SUBAGENT_ANNOUNCE_MESSAGE,
                 context=announce_step_context(
                     task=state.task, label=state.label, requester_key=state.requester_display
+                ),
+                # The announce step answers the child's run, on its hop.
+                causality=(
+                    Causality(trace_id=state.trace_id, parent_run_id=state.run_id, hops=state.hops)
+                    if state.trace_id is not None
+                    else None
                 ),
             )
         if not state.announced:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import json5
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sessionwire.domain.causality import DEFAULT_MAX_HOPS
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 from sessionwire.domain.policy import (
     AgentToAgentPolicy,
@@ -78,6 +79,8 @@ class SendPolicyConfig(_Section):
 
 class AgentToAgentSession(_Section):
     maxPingPongTurns: float | None = None
+    maxHops: int = Field(default=DEFAULT_MAX_HOPS, ge=1)
+    """Sends and spawns in one chain before the next is refused (decision 17)."""
 
     @property
     def max_ping_pong_turns(self) -> int:

@@ -128,6 +128,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
             exchange_id=str(exchange.id),
             turn=step.turn,
             at=now,
+            causality=step.causality,
+            sender_key=_other_side(exchange.state, step.session_key),
         )
         self.runs.ensure_started(run, exchange)
         state = await self.runs.wait(step.run_id)
@@ -185,6 +187,11 @@ class ExchangeDriver(ProcessManager[Exchange]):
             at=now,
         )
         exchange.close("announce delivered", at=now)
+
+
+def _other_side(state: ExchangeState, session_key: str) -> str:
+    """Whose words a turn's message is: the other party's latest reply."""
+    return state.target_key if session_key == state.requester_key else state.requester_key
 
 
 def run_state_reply(state: RunState | None) -> str | None:

@@ -57,6 +57,15 @@ class LaneSlot:
 # their own). Tool calls from an in-process runtime share the run's task, so they see it.
 _current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
 
+# The run whose turn the current task is in: a tool call an in-process runtime makes
+# during its turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
+_current_run: ContextVar[RunState | None] = ContextVar("sessionwire_current_run", default=None)
+
+
+def current_run() -> RunState | None:
+    """The run making the current call, when it is made from inside a run's turn."""
+    return _current_run.get()
+
 
 class RunEngine:
     def __init__(
@@ -252,7 +261,9 @@ class RunEngine:
             changed: list[Aggregate] = [run]
             if run.state.attempts == 1 and session is not None:
                 try:
-                    session.append_message(_user_message(run, now), at=now)
+                    session.append_message(
+                        _user_message(run, now), at=now, provenance=run.state.message_provenance()
+                    )
                     changed.append(session)
                 except SessionClosed:
                     run.fail(error=f"session {run.state.session_key} is closed", at=now)
@@ -287,7 +298,13 @@ class RunEngine:
             requester_key=state.requester_key,
             tools=self.tools_for(run),
         )
-        return await _with_timeout(self._ask(request), self.clock, state.timeout_seconds)
+        # Set while the runtime's task is created, so its tool calls see their run.
+        token = _current_run.set(state)
+        try:
+            call = asyncio.ensure_future(self._ask(request))
+        finally:
+            _current_run.reset(token)
+        return await _with_timeout(call, self.clock, state.timeout_seconds)
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
@@ -320,7 +337,9 @@ class RunEngine:
                     session = self._session(run.state.session_key)
                     if session is not None and outcome.text:
                         session.append_message(
-                            _assistant_message(outcome.text, usage, model, now), at=now
+                            _assistant_message(outcome.text, usage, model, now),
+                            at=now,
+                            provenance=run.state.reply_provenance(),
                         )
                         changed.append(session)
             except (RunAlreadyEnded, SessionClosed) as error:

@@ -20,6 +20,7 @@ from sessionwire.application.orchestration.process_managers import ProcessManage
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.ports.store import Clock, SessionStore, StoreConflict
+from sessionwire.domain.causality import Provenance
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.spawn import (
@@ -114,6 +115,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             timeout_seconds=self.config.agents.defaults.timeoutSeconds,
             requester_key=spawn.state.requester_key,
             at=now,
+            causality=step.causality,
         )
         self.runs.ensure_started(run, spawn)
         state = await self.runs.wait(step.run_id)
@@ -217,6 +219,7 @@ class SpawnDriver(ProcessManager[Spawn]):
                         timestamp=int(now.timestamp() * 1000),
                     ),
                     at=now,
+                    provenance=report_provenance(fresh.state),
                 )
                 changed.append(requester)
             try:
@@ -251,3 +254,15 @@ class SpawnDriver(ProcessManager[Spawn]):
             except StoreConflict:
                 await back_off(attempt)
         raise StoreConflict(f"spawn {spawn.id} cleanup kept colliding")
+
+
+def report_provenance(state: SpawnState) -> Provenance:
+    """The report in the requester's transcript: written by the child's announce step."""
+    return Provenance(
+        kind="subagent_report",
+        session_key=state.child_key,
+        run_id=state.announce_run_id,
+        trace_id=state.trace_id,
+        parent_run_id=state.run_id,
+        hops=state.hops,
+    )
