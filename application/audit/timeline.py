@@ -39,6 +39,11 @@ class TimelineEntry(BaseModel):
     event: str
     summary: str
     data: dict[str, Any]
+    trace_id: str | None = None
+    """The chain this event belongs to (decision 17); None before causality was recorded."""
+    parent_run_id: str | None = None
+    """The run that caused the aggregate (or the message) this event is about."""
+    hops: int | None = None
 
 
 class Timeline(BaseModel):
@@ -54,6 +59,7 @@ def session_timeline(store: Store, key: str) -> Timeline:
     if store.session(key) is None:
         raise LookupError(f"Session not found: {key}")
     members: dict[UUID, Kind] = {session_id: "session"}
+    chains: dict[UUID, Chain] = {}
     entries: list[TimelineEntry] = []
     for position, event in store.events():
         kind = members.get(event.originator_id)
@@ -62,6 +68,10 @@ def session_timeline(store: Store, key: str) -> Timeline:
             if kind is None:
                 continue
             members[event.originator_id] = kind
+            chains[event.originator_id] = _chain_of_first(event)
+        trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
+            event.originator_id, NO_CHAIN
+        )
         entries.append(
             TimelineEntry(
                 position=position,
@@ -72,9 +82,36 @@ def session_timeline(store: Store, key: str) -> Timeline:
                 event=type(event).__name__,
                 summary=describe(event),
                 data=event_payload(event),
+                trace_id=trace_id,
+                parent_run_id=parent_run_id,
+                hops=hops,
             )
         )
     return Timeline(key=key, entries=entries)
+
+
+Chain = tuple[str | None, str | None, int | None]
+"""(traceId, parentRunId, hops) of an aggregate, from its first event."""
+NO_CHAIN: Chain = (None, None, None)
+
+
+def _chain_of_first(event: DomainEvent) -> Chain:
+    """A run's, exchange's, spawn's or refusal's chain, as its first event records it."""
+    if isinstance(event, Run.RunStarted | Spawn.SubagentSpawned) and event.trace_id:
+        return (event.trace_id, event.parent_run_id, event.hops)
+    if isinstance(event, Exchange.ExchangeOpened) and event.trace_id:
+        return (event.trace_id, event.primary_run_id, event.hops)
+    if isinstance(event, AccessRefusal.AccessRefused) and event.trace_id:
+        return (event.trace_id, event.run_id, event.hops)
+    return NO_CHAIN
+
+
+def _message_chain(event: DomainEvent) -> Chain | None:
+    """A transcript line's chain, from its provenance: the run that wrote it is its parent."""
+    if isinstance(event, Session.MessageAppended) and event.provenance is not None:
+        provenance = event.provenance
+        return (provenance.trace_id, provenance.run_id, provenance.hops)
+    return None
 
 
 def _joins(event: DomainEvent, key: str) -> Kind | None:
