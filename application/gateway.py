@@ -22,6 +22,7 @@ from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
+from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.application.orchestration.runs import RunEngine, current_run
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
@@ -121,17 +122,26 @@ class GatewayService:
             max_concurrent=defaults.maxConcurrent,
             tools_for=self.tools_for,
         )
+        self.outbox = DeliveryOutbox(
+            store=store, clock=clock, delivery=self.delivery, policy=config.deliveries.retry_policy
+        )
         self.exchanges = ExchangeDriver(
             store=store,
             clock=clock,
             runs=self.runs,
             delivery=self.delivery,
+            outbox=self.outbox,
             run_timeout_seconds=defaults.timeoutSeconds,
             send_policy=config.send_policy,
             rules=self.rules,
         )
         self.spawns = SpawnDriver(
-            store=store, clock=clock, runs=self.runs, delivery=self.delivery, config=config
+            store=store,
+            clock=clock,
+            runs=self.runs,
+            delivery=self.delivery,
+            outbox=self.outbox,
+            config=config,
         )
         self.services = ToolServices(
             runs=self.runs,
@@ -146,8 +156,15 @@ class GatewayService:
         runs = self.runs.resume()
         exchanges = self.exchanges.resume()
         spawns = self.spawns.resume()
-        if runs or exchanges or spawns:
-            self.log.info("resumed pending work", runs=runs, exchanges=exchanges, spawns=spawns)
+        deliveries = self.outbox.resume()
+        if runs or exchanges or spawns or deliveries:
+            self.log.info(
+                "resumed pending work",
+                runs=runs,
+                exchanges=exchanges,
+                spawns=spawns,
+                deliveries=deliveries,
+            )
 
     def tools_for(self, run: Run) -> tuple[str, ...]:
         """The tools a run may use: sub-agents get the full set minus the session tools."""
@@ -382,12 +399,18 @@ class GatewayService:
                 quiet_since = _real_seconds()
 
     def _active_tasks(self) -> list[asyncio.Task[None]]:
-        return self.runs.active_tasks() + self.exchanges.active_tasks() + self.spawns.active_tasks()
+        return (
+            self.runs.active_tasks()
+            + self.exchanges.active_tasks()
+            + self.spawns.active_tasks()
+            + self.outbox.active_tasks()
+        )
 
     def _virtual_clock(self) -> bool:
         return not isinstance(self.clock, SystemClock)
 
     async def close(self) -> None:
+        await self.outbox.close()
         await self.spawns.close()
         await self.exchanges.close()
         await self.runs.close()

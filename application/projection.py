@@ -14,6 +14,7 @@ from uuid import UUID
 
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, SessionState
 from sessionwire.domain.spawn import Spawn
@@ -103,6 +104,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, Exchange):
             changes.work[aggregate.id] = work_row(
                 aggregate, "exchange", aggregate.state.status, aggregate.state.target_key, is_new
+            )
+        elif isinstance(aggregate, OutboundDelivery):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "delivery", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 

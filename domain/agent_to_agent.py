@@ -162,3 +162,24 @@ def resolve_announce_target(
     if stored_channel and stored_to:
         return AnnounceTarget(channel=stored_channel, to=stored_to, account_id=stored_account_id)
     return parsed
+
+
+def report_route(
+    requester_key: str,
+    *,
+    channel: str | None,
+    to: str | None,
+    account_id: str | None,
+) -> AnnounceTarget | None:
+    """Where a sub-agent's report goes (decisions 14, 15): the requester's recorded route;
+    a group or channel requester with no recorded ``to`` is routed from its key, as the
+    agent-to-agent announce is. The key's thread/topic id is kept either way."""
+    parsed = parse_announce_target(requester_key)
+    thread_id = parsed.thread_id if parsed else None
+    if channel and to:
+        return AnnounceTarget(channel=channel, to=to, account_id=account_id, thread_id=thread_id)
+    if parsed is None:
+        return None
+    return AnnounceTarget(
+        channel=parsed.channel, to=parsed.to, account_id=account_id, thread_id=thread_id
+    )

@@ -225,13 +225,17 @@ class Exchange(Aggregate):
         channel: str
         to: str
         account_id: str | None = None
+        thread_id: str | None = None
         message: str
 
         def apply(self, aggregate: Exchange) -> None:
             aggregate._update(announce_outcome="delivered")
 
     class AnnounceFailed(Aggregate.Event):
+        """The first attempt failed; the outbox entry ``retry_delivery_id`` retries it."""
+
         error: str
+        retry_delivery_id: str | None = None
 
         def apply(self, aggregate: Exchange) -> None:
             aggregate._update(announce_outcome="failed")
@@ -470,7 +474,14 @@ class Exchange(Aggregate):
         self.trigger_event(self.AnnounceSkipped, timestamp=at, reason=reason)
 
     def delivered(
-        self, *, channel: str, to: str, account_id: str | None, message: str, at: datetime
+        self,
+        *,
+        channel: str,
+        to: str,
+        account_id: str | None,
+        message: str,
+        at: datetime,
+        thread_id: str | None = None,
     ) -> None:
         self.trigger_event(
             self.AnnounceDelivered,
@@ -478,11 +489,16 @@ class Exchange(Aggregate):
             channel=channel,
             to=to,
             account_id=account_id,
+            thread_id=thread_id,
             message=message,
         )
 
-    def delivery_failed(self, error: str, *, at: datetime) -> None:
-        self.trigger_event(self.AnnounceFailed, timestamp=at, error=error)
+    def delivery_failed(
+        self, error: str, *, at: datetime, retry_delivery_id: str | None = None
+    ) -> None:
+        self.trigger_event(
+            self.AnnounceFailed, timestamp=at, error=error, retry_delivery_id=retry_delivery_id
+        )
 
     def close(self, reason: str, *, at: datetime) -> None:
         if self.state.status != "closed":

@@ -15,7 +15,7 @@ from typing import Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
-from sessionwire.domain.agent_to_agent import is_announce_skip
+from sessionwire.domain.agent_to_agent import AnnounceTarget, is_announce_skip
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.session import to_millis
@@ -53,6 +53,11 @@ class SpawnState(BaseModel):
     trace_id: str | None = None
     parent_run_id: str | None = None
     hops: int = 0
+    route_captured: bool = False
+    report_channel: str | None = None
+    report_to: str | None = None
+    report_account_id: str | None = None
+    report_thread_id: str | None = None
     status: Literal["running", "announcing", "waiting_archive", "closed"] = "running"
     outcome: Outcome | None = None
     error: str | None = None
@@ -123,6 +128,13 @@ class Spawn(Aggregate):
         trace_id: str | None = None
         parent_run_id: str | None = None
         hops: int = 0
+        # Where the report goes, taken when the requester asked (decision 14); spawns
+        # recorded before it have none and route by the requester's row at announce time.
+        route_captured: bool = False
+        report_channel: str | None = None
+        report_to: str | None = None
+        report_account_id: str | None = None
+        report_thread_id: str | None = None
 
     class SubagentRunStarted(Aggregate.Event):
         def apply(self, aggregate: Spawn) -> None:
@@ -162,7 +174,11 @@ class Spawn(Aggregate):
         channel: str | None = None
         to: str | None = None
         account_id: str | None = None
+        thread_id: str | None = None
         archive_at: int | None = None
+        delivery_error: str | None = None
+        retry_delivery_id: str | None = None
+        """When the first attempt failed: the outbox entry that retries it."""
 
         def apply(self, aggregate: Spawn) -> None:
             aggregate._after_announce(self.archive_at)
@@ -204,6 +220,11 @@ class Spawn(Aggregate):
         trace_id: str | None = None,
         parent_run_id: str | None = None,
         hops: int = 0,
+        route_captured: bool = False,
+        report_channel: str | None = None,
+        report_to: str | None = None,
+        report_account_id: str | None = None,
+        report_thread_id: str | None = None,
     ) -> None:
         self.state = SpawnState(
             spawn_id=str(self.id),
@@ -221,6 +242,11 @@ class Spawn(Aggregate):
             trace_id=trace_id,
             parent_run_id=parent_run_id,
             hops=hops,
+            route_captured=route_captured,
+            report_channel=report_channel,
+            report_to=report_to,
+            report_account_id=report_account_id,
+            report_thread_id=report_thread_id,
         )
 
     def _update(self, **changes: object) -> None:
@@ -250,6 +276,7 @@ class Spawn(Aggregate):
         archive_after_minutes: float | None,
         at: datetime,
         causality: Causality | None = None,
+        report_route: AnnounceTarget | None = None,
     ) -> Spawn:
         spawn = cls._create(
             cls.SubagentSpawned,
@@ -269,6 +296,11 @@ class Spawn(Aggregate):
             trace_id=causality.trace_id if causality else None,
             parent_run_id=causality.parent_run_id if causality else None,
             hops=causality.hops if causality else 0,
+            route_captured=True,
+            report_channel=report_route.channel if report_route else None,
+            report_to=report_route.to if report_route else None,
+            report_account_id=report_route.account_id if report_route else None,
+            report_thread_id=report_route.thread_id if report_route else None,
         )
         spawn.trigger_event(cls.SubagentRunStarted, timestamp=at)
         return spawn
@@ -303,6 +335,18 @@ class Spawn(Aggregate):
         if state.archive_at is not None:
             return ArchiveAt(due_ms=state.archive_at)
         return None  # kept, archiving disabled: nothing left to do
+
+    def captured_route(self) -> AnnounceTarget | None:
+        """The report route taken at spawn (None: no route then, or not captured)."""
+        state = self.state
+        if not (state.route_captured and state.report_channel and state.report_to):
+            return None
+        return AnnounceTarget(
+            channel=state.report_channel,
+            to=state.report_to,
+            account_id=state.report_account_id,
+            thread_id=state.report_thread_id,
+        )
 
     def archive_time(self) -> int | None:
         """When the child is archived: ``archiveAfterMinutes`` after its run ended."""
@@ -350,6 +394,9 @@ class Spawn(Aggregate):
         to: str | None,
         account_id: str | None,
         at: datetime,
+        thread_id: str | None = None,
+        delivery_error: str | None = None,
+        retry_delivery_id: str | None = None,
     ) -> None:
         self.trigger_event(
             self.SubagentAnnounced,
@@ -358,7 +405,10 @@ class Spawn(Aggregate):
             channel=channel,
             to=to,
             account_id=account_id,
+            thread_id=thread_id,
             archive_at=self.archive_time(),
+            delivery_error=delivery_error,
+            retry_delivery_id=retry_delivery_id,
         )
 
     def suppress_delivery(self, *, rule: str, at: datetime) -> None:

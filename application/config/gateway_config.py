@@ -16,6 +16,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.domain.causality import DEFAULT_MAX_HOPS
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
+from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
     AgentToAgentPolicy,
     SandboxPolicy,
@@ -189,11 +190,28 @@ def _primary(model: str | dict[str, Any] | None) -> str | None:
     return model.strip() or None if isinstance(model, str) else None
 
 
+class DeliveriesConfig(_Section):
+    """How a failed channel delivery is retried (contract §6 decision 13)."""
+
+    firstRetrySeconds: float = Field(default=10, gt=0, allow_inf_nan=False)
+    maxRetrySeconds: float = Field(default=600, gt=0, allow_inf_nan=False)
+    abandonAfterSeconds: float = Field(default=24 * 3600, gt=0, allow_inf_nan=False)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            first_retry_seconds=self.firstRetrySeconds,
+            max_retry_seconds=max(self.firstRetrySeconds, self.maxRetrySeconds),
+            abandon_after_seconds=self.abandonAfterSeconds,
+        )
+
+
 class GatewayConfig(_Section):
     session: SessionConfig = Field(default_factory=SessionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    deliveries: DeliveriesConfig = Field(default_factory=DeliveriesConfig)
 
     def known_models(self) -> set[str]:
         """Every model the config names: the catalog (``provider/id`` and ``id``) and the

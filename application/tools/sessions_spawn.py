@@ -5,6 +5,7 @@ from __future__ import annotations
 from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import SessionsSpawnParams
 from sessionwire.application.tools.results import HopLimitRefused, SpawnResult
+from sessionwire.domain.agent_to_agent import report_route
 from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
@@ -66,7 +67,8 @@ async def sessions_spawn(
     child_key = f"agent:{target_agent}:subagent:{ids.new_id()}"
     now = context.clock.now()
     requester_session = context.store.session(requester.key)
-    requester_channel = requester_session.state.last_channel if requester_session else None
+    requester_row = requester_session.state if requester_session else None
+    requester_channel = requester_row.last_channel if requester_row else None
     child = Session.open(
         key=child_key,
         session_id=ids.new_id(),
@@ -127,6 +129,13 @@ async def sessions_spawn(
         archive_after_minutes=config.archive_after_minutes,
         at=now,
         causality=chain,
+        # Where the report goes is decided now, from where the requester asked (decision 14).
+        report_route=report_route(
+            requester.key,
+            channel=requester_row.last_channel if requester_row else None,
+            to=requester_row.last_to if requester_row else None,
+            account_id=requester_row.last_account_id if requester_row else None,
+        ),
     )
     services.runs.save_and_enqueue(run, child, spawn)
     services.spawns.start(spawn.id)
