@@ -98,14 +98,31 @@ def announce_step_context(
 
 _THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
 _MINIMAX_CALL = re.compile(r"<invoke\b.*?</invoke>|</?minimax:tool_call>", re.DOTALL)
-_TOOL_MARKER = re.compile(r"\[Tool Call: [^\]]*\]")
+# A downgraded tool call, and the blanks after it up to and across one line break, as
+# OpenClaw's stripDowngradedToolCallText removes them ("Hello  [Tool Call: x] world" →
+# "Hello  world", not "Hello   world").
+_TOOL_MARKER = re.compile(r"\[Tool Call:[^\]]*\][ \t]*(?:\r\n|\r|\n)?[ \t]*", re.IGNORECASE)
+
+
+def _strip_tool_calls(text: str) -> str:
+    out: list[str] = []
+    cursor = 0
+    for match in _TOOL_MARKER.finditer(text):
+        out.append(text[cursor : match.start()])
+        cursor = match.end()
+        # A marker on a line of its own leaves no blank line behind.
+        kept = "".join(out)
+        if text[cursor : cursor + 1] in {"\n", "\r"} and (not kept or kept.endswith(("\n", "\r"))):
+            cursor += 2 if text[cursor : cursor + 2] == "\r\n" else 1
+    out.append(text[cursor:])
+    return "".join(out)
 
 
 def reply_text(text: str | None) -> str | None:
     """What a reader sees of an agent's reply: no thinking, no tool-call markup (§6.8)."""
     if text is None:
         return None
-    cleaned = _TOOL_MARKER.sub("", _MINIMAX_CALL.sub("", _THINKING.sub("", text))).strip()
+    cleaned = _strip_tool_calls(_MINIMAX_CALL.sub("", _THINKING.sub("", text))).strip()
     return cleaned or None
 
 
