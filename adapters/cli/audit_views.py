@@ -15,6 +15,7 @@ KIND_STYLES = {
     "exchange": "magenta",
     "spawn": "yellow",
     "refusal": "red",
+    "delivery": "blue",
 }
 
 

@@ -28,6 +28,7 @@ STREAM_STYLES = {
     "exchange": "yellow",
     "spawn": "green",
     "refusal": "red",
+    "delivery": "blue",
 }
 QUIET_EVENTS = {"RunDispatched", "SubagentRunStarted"}
 # The stream each aggregate's first event opens, and the field naming its session.
@@ -37,6 +38,7 @@ OPENERS = {
     "ExchangeOpened": ("exchange", "target_key"),
     "SubagentSpawned": ("spawn", "child_key"),
     "AccessRefused": ("refusal", "requester_key"),
+    "DeliveryQueued": ("delivery", "session_key"),
 }
 
 

@@ -19,11 +19,12 @@ from sessionwire.application.ports.store import Store
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery"]
 SNIPPET = 60
 
 
@@ -124,6 +125,8 @@ def _joins(event: DomainEvent, key: str) -> Kind | None:
         return "spawn" if key in (event.requester_key, event.child_key) else None
     if isinstance(event, AccessRefusal.AccessRefused):
         return "refusal" if key in (event.requester_key, event.target_key) else None
+    if isinstance(event, OutboundDelivery.DeliveryQueued):
+        return "delivery" if key == event.session_key else None
     return None
 
 
@@ -251,6 +254,22 @@ def _refusal(event: Any) -> str:
     return type(event).__name__
 
 
+def _delivery(event: Any) -> str:
+    if isinstance(event, OutboundDelivery.DeliveryQueued):
+        return (
+            f"{event.source} to {event.channel} {event.to} queued for retry: {_snip(event.message)}"
+        )
+    if isinstance(event, OutboundDelivery.DeliveryAttemptFailed):
+        return f"delivery attempt {event.attempt} failed: {event.error}; next attempt due"
+    if isinstance(event, OutboundDelivery.DeliverySucceeded):
+        return f"delivered at attempt {event.attempt}"
+    if isinstance(event, OutboundDelivery.DeliveryAbandoned):
+        return (
+            f"delivery abandoned after {event.attempt} attempt(s): {event.reason} ({event.error})"
+        )
+    return type(event).__name__
+
+
 # Events are classes nested in their aggregate (Session.MessageAppended, ...); the
 # aggregates share one Event base, so the enclosing class picks the describer.
 _DESCRIBERS: dict[str, Callable[[Any], str]] = {
@@ -259,6 +278,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Exchange": _exchange,
     "Spawn": _spawn,
     "AccessRefusal": _refusal,
+    "OutboundDelivery": _delivery,
 }
 
 

@@ -116,6 +116,14 @@ async def test_a_report_whose_channel_is_down_for_a_moment_is_delivered_later(
         ]
         assert [getattr(e, "attempt", None) for e in events[1:]] == [1, 2, 3]
         assert str(events[0].originator_id) == announced.retry_delivery_id
+        # The requester's audit timeline shows every attempt.
+        lines = [e.summary for e in gw.timeline(MAIN).entries if e.kind == "delivery"]
+        assert lines[0].startswith("subagent_report to whatsapp +1555 queued for retry")
+        assert lines[1:] == [
+            "delivery attempt 1 failed: ConnectionError: channel unreachable; next attempt due",
+            "delivery attempt 2 failed: ConnectionError: channel unreachable; next attempt due",
+            "delivered at attempt 3",
+        ]
     finally:
         await gw.close()
 
