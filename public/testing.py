@@ -2,12 +2,18 @@
 given/when/then scenarios for the process managers. The pytest fixtures (``gateway``,
 ``clock``, ``scripted``) come with the package's pytest plugin
 (sessionwire.adapters.testkit.pytest_plugin).
+
+``Scenario.given`` takes recorded history as aggregates, so the aggregates a scenario
+starts from (``Session``, ``Spawn``) and ``to_millis`` are exported here too: tests need
+only this module and ``sessionwire`` (contract §6 decision 19).
 """
 
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
 from sessionwire.adapters.testkit.deliveries import CapturingDelivery
 from sessionwire.adapters.testkit.given_when_then import EventsDiffer, Expected, Scenario, expect
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+from sessionwire.domain.session import Session, to_millis
+from sessionwire.domain.spawn import Spawn
 
 __all__ = [
     "CapturingDelivery",
@@ -16,6 +22,9 @@ __all__ = [
     "Scenario",
     "ScriptError",
     "ScriptedRuntime",
+    "Session",
+    "Spawn",
     "VirtualClock",
     "expect",
+    "to_millis",
 ]

@@ -45,6 +45,10 @@ class StoreURLError(ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
 
 
+class StoreUnavailable(StoreURLError):
+    """A well-formed store location whose server cannot be reached or has no such database."""
+
+
 def no_kind(state: SessionState) -> str:
     """Every session's kind until the store is given its key rules."""
     return "other"

@@ -25,6 +25,7 @@ from sessionwire.adapters.store.event_store import (
     RecordsReadModels,
     SessionwireApplication,
     StoreBackend,
+    StoreUnavailable,
     StoreURLError,
     no_kind,
     record_contents,
@@ -153,15 +154,22 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
     locks, and concurrent catalog updates fail ("tuple concurrently updated").
     """
     schema = env["POSTGRES_SCHEMA"]
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=int(env["POSTGRES_PORT"]),
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=5,
-        autocommit=True,
-    ) as connection:
+    where = f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
+    try:
+        connecting = psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=int(env["POSTGRES_PORT"]),
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=5,
+            autocommit=True,
+        )
+    except psycopg.OperationalError as error:
+        # One line, not the driver's traceback: the server's or the network's reason.
+        reason = " ".join(str(error).split()).removeprefix("connection failed: ")
+        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {reason}") from None
+    with connecting as connection:
         connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
         try:
             connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')

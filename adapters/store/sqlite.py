@@ -61,14 +61,37 @@ class SQLiteBackend(StoreBackend):
             name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
             self.env, self.location = _settings(name), "memory"
             return
-        raw = url[len("sqlite:") :]
-        path = "/" + raw.lstrip("/") if raw.startswith("//") else raw
-        if not path or path == "/":
-            raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
-        file = Path(path).expanduser()
+        file = sqlite_file(url)
         if not file.parent.is_dir():
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
         self.env, self.location = _settings(str(file)), str(file)
+
+
+def sqlite_file(url: str) -> Path:
+    """The file an ``sqlite:`` URL names: ``sqlite:///abs/path.db`` (or four slashes), or
+    ``sqlite:~/path.db``. A relative path is refused rather than guessed at: three slashes
+    already mean the root, so ``sqlite:///relative.db`` would quietly be ``/relative.db``."""
+    raw = url[len("sqlite:") :]
+    if not raw.strip("/"):
+        raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
+    if raw.startswith("///") or (raw.startswith("/") and not raw.startswith("//")):
+        path = "/" + raw.lstrip("/")
+    elif raw.startswith("~"):
+        path = raw
+    else:
+        name = raw.lstrip("/")
+        raise StoreURLError(
+            f"store {url!r} has a relative path; write it absolute, e.g. "
+            f"sqlite:///{(Path.cwd() / (name or 'sessions.db')).as_posix().lstrip('/')}"
+        )
+    file = Path(path).expanduser()
+    if file.parent == Path("/") and not file.exists():
+        # Almost always a relative path written with three slashes.
+        raise StoreURLError(
+            f"store {url!r} would create {file} at the filesystem root; for a file in this "
+            f"directory write sqlite:///{(Path.cwd() / file.name).as_posix().lstrip('/')}"
+        )
+    return file
 
 
 def _settings(name: str) -> dict[str, str]:

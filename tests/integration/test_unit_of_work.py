@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
+from uuid import uuid4
 
 import pytest
-from sessionwire import GatewayConfig
-from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.application.ports.store import Store, StoreConflict
 from sessionwire.application.unit_of_work import Attempts, retrying
 from sessionwire.domain.session import Session
@@ -22,11 +20,9 @@ def _message(text: str) -> TranscriptMessage:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    opened = open_event_store(store_url, GatewayConfig())
-    opened.save(Session.open(key=KEY, session_id="s", agent_id="main", at=NOW))
-    yield opened
-    opened.close()
+def store(event_store: Store) -> Store:
+    event_store.save(Session.open(key=KEY, session_id=uuid4(), agent_id="main", at=NOW))
+    return event_store
 
 
 def _texts(store: Store) -> list[str]:
@@ -113,7 +109,7 @@ async def test_aggregates_are_saved_together_and_only_when_changed(store: Store)
             unchanged = uow.session(KEY)
             assert unchanged is not None
             other = uow.add(
-                Session.open(key="agent:main:other", session_id="t", agent_id="main", at=NOW)
+                Session.open(key="agent:main:other", session_id=uuid4(), agent_id="main", at=NOW)
             )
             other.append_message(_message("hello"), at=NOW)
             uow.commit()
