@@ -10,10 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sessionwire import Gateway, GatewayConfig
-from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, DeliveryRejected
+from sessionwire import ChannelDelivery, Delivery, DeliveryRejected, Gateway, GatewayConfig
 from sessionwire.domain.exchange import Exchange
-from sessionwire.domain.outbox import OutboundDelivery, RetryPolicy
 from sessionwire.domain.spawn import Spawn
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
@@ -218,36 +216,3 @@ async def test_a_permanent_rejection_is_abandoned_at_once(
         assert len(channel.calls) == 1
     finally:
         await gw.close()
-
-
-def test_back_off_doubles_from_the_first_retry_up_to_the_cap() -> None:
-    policy = RetryPolicy()
-    assert [policy.wait_after(n) for n in range(1, 9)] == [10, 20, 40, 80, 160, 320, 600, 600]
-
-
-def test_an_outbox_entry_records_each_attempt_with_one_key() -> None:
-    from datetime import UTC, datetime, timedelta
-
-    at = datetime(2026, 5, 1, tzinfo=UTC)
-    entry = OutboundDelivery.after_failure(
-        source="subagent_report",
-        source_id="s",
-        session_key=MAIN,
-        channel="whatsapp",
-        to="+1555",
-        account_id=None,
-        thread_id=None,
-        message="m",
-        idempotency_key="k",
-        error="down",
-        permanent=False,
-        policy=RetryPolicy(),
-        at=at,
-    )
-    step = entry.next_step()
-    assert step is not None
-    assert step.attempt == 2
-    assert step.due_ms == int((at + timedelta(seconds=10)).timestamp() * 1000)
-    entry.succeeded(at=at + timedelta(seconds=10))
-    assert entry.state.status == "delivered"
-    assert entry.next_step() is None

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.domain.agent_to_agent import reply_text
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 MAIN = "agent:main:main"
@@ -133,20 +131,3 @@ async def test_an_announce_to_a_topic_keeps_its_thread(store_url: str, clock: Vi
         )
     finally:
         await gw.close()
-
-
-@pytest.mark.parametrize(
-    ("raw", "cleaned"),
-    [
-        ("Hello  [Tool Call: exec (ID: call_1)] world", "Hello  world"),
-        ("Hello [Tool Call: exec (ID: 1)]\n  world", "Hello world"),
-        ("first\n[Tool Call: read (ID: 2)]\n\nsecond", "first\nsecond"),
-        ("[tool call: lower (ID: 3)] case", "case"),
-        ("[Tool Call: only (ID: 4)]", None),
-    ],
-    ids=["blanks-after", "line-break-after", "own-line", "any-case", "nothing-left"],
-)
-def test_reply_cleaning_strips_the_blanks_after_a_tool_call_marker(
-    raw: str, cleaned: str | None
-) -> None:
-    assert reply_text(raw) == cleaned
