@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
@@ -118,6 +119,14 @@ class ToolContext:
                 caller_run_id=caller.run_id if caller else None,
             )
         )
+
+    def reader_view(self, target_key: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages of session ``target_key`` as this requester reads them: secrets masked
+        when it is another session's (``redaction`` config), as stored when its own."""
+        redactor = self.config.redaction.redactor()
+        if redactor is None or target_key == self.requester.key:
+            return messages
+        return [redactor.mask(message) for message in messages]
 
     def display_key(self, key: str) -> str:
         return self.rules.display(key, agent_id=self.requester.agent_id)

@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 from sessionwire.application.audit.auditor import Auditor
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.application.orchestration.runs import RunEngine, current_run
@@ -111,7 +111,7 @@ class GatewayService:
         self.runtime = runtime or NoRuntime()
         self.delivery = delivery or RecordedDelivery()
         self.rules = config.key_rules
-        self.log = structlog.get_logger("sessionwire.gateway").bind(store=store.location)
+        self.log = library_logger("sessionwire.gateway").bind(store=store.location)
         defaults = config.agents.defaults
         subagent_policy = config.tools.subagents.tools
         self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)

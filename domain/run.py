@@ -6,6 +6,7 @@ A run is started (accepted, queued in its session), dispatched to the agent runt
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -34,6 +35,10 @@ class RunAlreadyEnded(Exception):
     """A run reached its outcome already; it never ends twice."""
 
 
+class RunOverdue(Exception):
+    """A run past its deadline is never dispatched; it is timed out instead."""
+
+
 class RunState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -45,6 +50,9 @@ class RunState(BaseModel):
     message: str
     context: str | None = None
     timeout_seconds: float
+    deadline_at: int | None = None
+    """When the run must have ended (ms since the epoch): recorded when it starts, so a
+    gateway reopened after it never dispatches the run (decision 16)."""
     exchange_id: str | None = None
     turn: int | None = None
     trace_id: str | None = None
@@ -94,6 +102,12 @@ class RunState(BaseModel):
             "announce" if self.step in PROMPT_STEPS else "agent", self.session_key
         )
 
+    def seconds_left(self, now: datetime) -> float:
+        """Seconds until the deadline (zero or less: it has passed)."""
+        if self.deadline_at is None:
+            return self.timeout_seconds
+        return (self.deadline_at - to_millis(now)) / 1000
+
 
 class Run(Aggregate):
     state: RunState
@@ -108,6 +122,7 @@ class Run(Aggregate):
         message: str
         context: str | None = None
         timeout_seconds: float
+        deadline_at: int | None = None
         exchange_id: str | None = None
         turn: int | None = None
         # Causality (decision 17); absent from runs recorded before it.
@@ -186,7 +201,12 @@ class Run(Aggregate):
         parent_run_id: str | None = None,
         hops: int = 0,
         sender_key: str | None = None,
+        deadline_at: int | None = None,
+        timestamp: datetime | None = None,
     ) -> None:
+        if deadline_at is None and timestamp is not None:
+            # Recorded before deadlines were: the deadline its start implied.
+            deadline_at = _deadline(timestamp, timeout_seconds)
         self.state = RunState(
             run_id=str(self.id),
             session_key=session_key,
@@ -196,6 +216,7 @@ class Run(Aggregate):
             message=message,
             context=context,
             timeout_seconds=timeout_seconds,
+            deadline_at=deadline_at,
             exchange_id=exchange_id,
             turn=turn,
             trace_id=trace_id,
@@ -231,6 +252,7 @@ class Run(Aggregate):
             step=step,
             message=message,
             timeout_seconds=timeout_seconds,
+            deadline_at=_deadline(at, timeout_seconds),
             requester_key=requester_key,
             context=context,
             exchange_id=exchange_id,
@@ -245,8 +267,14 @@ class Run(Aggregate):
         if self.state.ended:
             raise RunAlreadyEnded(f"run {self.state.run_id} already ended ({self.state.status})")
 
+    def overdue(self, now: datetime) -> bool:
+        """Its deadline has passed: it may not be handed to an agent any more."""
+        return self.state.seconds_left(now) <= 0
+
     def dispatch(self, *, at: datetime) -> None:
         self._require_open()
+        if self.overdue(at):
+            raise RunOverdue(f"run {self.state.run_id} is past its deadline")
         self.trigger_event(self.RunDispatched, timestamp=at, attempt=self.state.attempts + 1)
 
     def complete(
@@ -264,3 +292,10 @@ class Run(Aggregate):
         self.trigger_event(
             self.RunTimedOut, timestamp=at, timeout_seconds=self.state.timeout_seconds
         )
+
+
+def _deadline(start: datetime, timeout_seconds: float) -> int | None:
+    """``start`` plus the timeout, in ms since the epoch; None for a timeout without end."""
+    if not math.isfinite(timeout_seconds):
+        return None
+    return to_millis(start) + round(timeout_seconds * 1000)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any, Literal
@@ -15,6 +16,16 @@ ROLES: tuple[Role, ...] = ("user", "assistant", "toolResult")
 # One message's JSON may not exceed this; sessions_history caps whole answers at 6 MiB,
 # so a single message larger than the cap could never be read back whole.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# What a message's text may take of that, leaving room for the message's other fields.
+MAX_TEXT_BYTES = MAX_MESSAGE_BYTES - 4096
+
+
+def text_json_bytes(text: str) -> int:
+    """The size of ``text`` as a JSON string in a stored message (escapes counted)."""
+    # JSON-escaping makes a character at most 6 bytes: only a long text pays for encoding.
+    if 6 * len(text) + 2 <= MAX_TEXT_BYTES:
+        return len(text.encode("utf-8", "surrogatepass"))
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 class Usage(BaseModel):

@@ -2,20 +2,21 @@
 runs, exchanges and spawns it took part in, each with a line a person can read.
 
 A run belongs to the session it ran in and to the session that asked for it; an
-exchange to its requester and its target; a spawn to its requester and its child. Only
-their first events name the sessions, so one pass over the log decides membership when
-an aggregate is created and keeps its later events.
+exchange to its requester and its target; a spawn to its requester and its child
+(application.projection.stream_members). Only their first events name the sessions, so
+the membership is recorded in an index when they are created, in the same transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports.store import Store
+from sessionwire.application.projection import stream_members
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.exchange import Exchange
@@ -55,40 +56,64 @@ class Timeline(BaseModel):
 
 
 def session_timeline(store: Store, key: str) -> Timeline:
-    """The timeline of the session stored under canonical ``key``; LookupError if none."""
+    """The timeline of the session stored under canonical ``key``; LookupError if none.
+
+    It reads the session's stream and the streams the index names for it (written with
+    the events, like the read models), so its cost follows the session, not the log. A
+    store recorded before the index existed is read whole, as before, until
+    ``audit rebuild`` fills the index.
+    """
     session_id = session_uuid(key)
     if store.session(key) is None:
         raise LookupError(f"Session not found: {key}")
-    members: dict[UUID, Kind] = {session_id: "session"}
+    indexed = store.session_streams(key)
+    if indexed is None:
+        return Timeline(key=key, entries=list(_scanned(store, key)))
+    members: dict[UUID, str] = {session_id: "session", **indexed}
     chains: dict[UUID, Chain] = {}
-    entries: list[TimelineEntry] = []
+    entries = [
+        _entry(position, event, cast(Kind, members[event.originator_id]), chains)
+        for position, event in store.streams_events(list(members))
+    ]
+    return Timeline(key=key, entries=entries)
+
+
+def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
+    """The timeline from one pass over the whole log (membership decided on creation)."""
+    members: dict[UUID, Kind] = {session_uuid(key): "session"}
+    chains: dict[UUID, Chain] = {}
     for position, event in store.events():
         kind = members.get(event.originator_id)
         if kind is None:
-            kind = _joins(event, key)
-            if kind is None:
+            joined = [m for m in stream_members(event) if m.session_key == key]
+            if not joined:
                 continue
-            members[event.originator_id] = kind
-            chains[event.originator_id] = _chain_of_first(event)
-        trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
-            event.originator_id, NO_CHAIN
-        )
-        entries.append(
-            TimelineEntry(
-                position=position,
-                timestamp=event.timestamp,
-                kind=kind,
-                aggregate_id=str(event.originator_id),
-                version=event.originator_version,
-                event=type(event).__name__,
-                summary=describe(event),
-                data=event_payload(event),
-                trace_id=trace_id,
-                parent_run_id=parent_run_id,
-                hops=hops,
-            )
-        )
-    return Timeline(key=key, entries=entries)
+            kind = members[event.originator_id] = cast(Kind, joined[0].kind)
+        yield _entry(position, event, kind, chains)
+
+
+def _entry(
+    position: int, event: DomainEvent, kind: Kind, chains: dict[UUID, Chain]
+) -> TimelineEntry:
+    # An aggregate's chain is on its first event; a transcript line's on its provenance.
+    if event.originator_version == 1:
+        chains[event.originator_id] = _chain_of_first(event)
+    trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
+        event.originator_id, NO_CHAIN
+    )
+    return TimelineEntry(
+        position=position,
+        timestamp=event.timestamp,
+        kind=kind,
+        aggregate_id=str(event.originator_id),
+        version=event.originator_version,
+        event=type(event).__name__,
+        summary=describe(event),
+        data=event_payload(event),
+        trace_id=trace_id,
+        parent_run_id=parent_run_id,
+        hops=hops,
+    )
 
 
 Chain = tuple[str | None, str | None, int | None]
@@ -112,21 +137,6 @@ def _message_chain(event: DomainEvent) -> Chain | None:
     if isinstance(event, Session.MessageAppended) and event.provenance is not None:
         provenance = event.provenance
         return (provenance.trace_id, provenance.run_id, provenance.hops)
-    return None
-
-
-def _joins(event: DomainEvent, key: str) -> Kind | None:
-    """The kind of aggregate this first event creates, when it involves session ``key``."""
-    if isinstance(event, Run.RunStarted):
-        return "run" if key in (event.session_key, event.requester_key) else None
-    if isinstance(event, Exchange.ExchangeOpened):
-        return "exchange" if key in (event.requester_key, event.target_key) else None
-    if isinstance(event, Spawn.SubagentSpawned):
-        return "spawn" if key in (event.requester_key, event.child_key) else None
-    if isinstance(event, AccessRefusal.AccessRefused):
-        return "refusal" if key in (event.requester_key, event.target_key) else None
-    if isinstance(event, OutboundDelivery.DeliveryQueued):
-        return "delivery" if key == event.session_key else None
     return None
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-import structlog
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import run_state_reply
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
@@ -40,7 +40,7 @@ from sessionwire.domain.spawn import (
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
 
-log = structlog.get_logger("sessionwire.spawns")
+log = library_logger("sessionwire.spawns")
 
 ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-announces")
 

@@ -19,10 +19,13 @@ def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> Ses
     texts = context.store.transcript(
         stored.id, limit=params.limit, include_tools=params.includeTools
     )
-    messages = [
-        with_provenance(clean_for_reader(json.loads(t)))
-        for t in cap_bytes(texts, MAX_HISTORY_BYTES)
-    ]
+    messages = context.reader_view(
+        stored.state.key,
+        [
+            with_provenance(clean_for_reader(json.loads(t)))
+            for t in cap_bytes(texts, MAX_HISTORY_BYTES)
+        ],
+    )
     return SessionsHistoryResult(
         sessionKey=context.display_key(stored.state.key), messages=messages
     )

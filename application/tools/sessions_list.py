@@ -73,7 +73,9 @@ def row(context: ToolContext, stored: StoredSession, message_limit: int) -> Sess
     messages = None
     if message_limit > 0:
         texts = context.store.transcript(stored.id, limit=message_limit, include_tools=False)
-        messages = [with_provenance(clean_for_reader(json.loads(t))) for t in texts]
+        messages = context.reader_view(
+            state.key, [with_provenance(clean_for_reader(json.loads(t))) for t in texts]
+        )
     return SessionListRow(
         key=context.display_key(state.key),
         kind=kind,

@@ -57,7 +57,7 @@ async def sessions_spawn(
             error=f"invalid model: {params.model} (configured models: {known})",
         )
     model = params.model or config.subagent_model(target_agent)
-    if params.label is not None and context.store.sessions_by_label(params.label):
+    if params.label is not None and _label_taken(context, params.label):
         return SpawnResult(
             status="error", tool="sessions_spawn", error=f"label already in use: {params.label}"
         )
@@ -144,4 +144,15 @@ async def sessions_spawn(
         runId=str(run_id),
         childSessionKey=child_key,
         modelApplied=True if model is not None else None,
+    )
+
+
+def _label_taken(context: ToolContext, label: str) -> bool:
+    """Is ``label`` held by a session the requester may see? A label held by a hidden
+    session (another agent's, with agent-to-agent off) does not count: refusing would
+    tell the requester that the hidden session exists (issue 16, finding 4)."""
+    policy = context.access
+    return any(
+        policy.sees(stored.state.policy_target(context.rules))
+        for stored in context.store.sessions_by_label(label)
     )
