@@ -58,7 +58,7 @@ class MethodFailed(Exception):
 
 
 class MethodModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # Parameters -----------------------------------------------------------------------------

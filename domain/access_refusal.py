@@ -19,7 +19,7 @@ from sessionwire.domain.policy import Check, Refusal
 
 
 class AccessRefusalState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     requester_key: str
     tool: str

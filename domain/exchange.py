@@ -33,7 +33,7 @@ def exchange_id_for(primary_run_id: UUID) -> UUID:
 
 
 class Turn(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     turn: int
     speaker: Literal["requester", "target"]
@@ -43,7 +43,7 @@ class Turn(BaseModel):
 
 
 class ExchangeState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     exchange_id: str
     requester_key: str

@@ -40,7 +40,7 @@ class RunOverdue(Exception):
 
 
 class RunState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str
     session_key: str

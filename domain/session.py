@@ -62,7 +62,7 @@ class MessageOrigin(Immutable):
 class SessionState(BaseModel):
     """Everything a session row shows; kept current in the read model with the events."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     session_id: str

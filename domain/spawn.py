@@ -37,7 +37,7 @@ def spawn_id_for(child_key: str) -> UUID:
 
 
 class SpawnState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     spawn_id: str
     run_id: str

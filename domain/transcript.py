@@ -31,7 +31,7 @@ def text_json_bytes(text: str) -> int:
 class Usage(BaseModel):
     """Token usage of one assistant message (OpenClaw field names)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     input: int = Field(default=0, ge=0)
     output: int = Field(default=0, ge=0)
@@ -43,7 +43,7 @@ class Usage(BaseModel):
 class TranscriptMessage(BaseModel):
     """One message; unknown fields (toolCallId, stopReason, ...) are kept as recorded."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     role: Role
     content: list[dict[str, Any]]

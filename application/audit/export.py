@@ -40,7 +40,7 @@ class ExportFormatError(ValueError):
 
 
 class _Line(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ExportHeader(_Line):

@@ -39,7 +39,7 @@ _PATCHED = (
 class Problem(BaseModel):
     """Something in the source that was not imported, and why."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     file: str
     line: int

@@ -25,7 +25,7 @@ class SessionNotRecorded(LookupError):
 class SessionAsOf(BaseModel):
     """A session's row fields and transcript at one version of its stream."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     version: int

@@ -30,7 +30,7 @@ SNIPPET = 60
 
 
 class TimelineEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     position: int
     """Position in the store's whole event log."""
@@ -49,7 +49,7 @@ class TimelineEntry(BaseModel):
 
 
 class Timeline(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     entries: list[TimelineEntry]

@@ -90,7 +90,7 @@ class _Section(BaseModel):
     # Unknown keys are kept aside so they can be reported, never acted on. Strict: a
     # wrong type is an error naming the key, never coerced ("3" is not a number,
     # "yes" is not `true`; openclaw-behaviour §2.7 enables A2A only on `=== true`).
-    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True, defer_build=True)
 
     @model_validator(mode="after")
     def _no_near_misses(self) -> _Section:

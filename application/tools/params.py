@@ -91,7 +91,7 @@ def quoted_name(name: object) -> str:
 
 
 class ToolParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     tool: ClassVar[str]
 
     @classmethod

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class ToolResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -31,7 +31,7 @@ class HopLimitRefused(ToolResult):
 
 
 class DeliveryContext(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     channel: str | None = None
     to: str | None = None
@@ -41,7 +41,7 @@ class DeliveryContext(BaseModel):
 class SessionListRow(BaseModel):
     """One ``sessions_list`` row; every field the source document names is present."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     kind: str
@@ -84,7 +84,7 @@ class SessionsHistoryResult(ToolResult):
 
 
 class AgentListEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     id: str
     name: str | None = None
