@@ -15,6 +15,7 @@ from uuid import UUID
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, SessionState
 from sessionwire.domain.spawn import Spawn
@@ -75,6 +76,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "spawn", (event.requester_key, event.child_key)
     elif isinstance(event, AccessRefusal.AccessRefused):
         kind, keys = "refusal", (event.requester_key, event.target_key)
+    elif isinstance(event, OutboundDelivery.DeliveryQueued):
+        kind, keys = "delivery", (event.session_key,)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)
@@ -101,7 +104,7 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 session=event.originator_id,
                 seq=event.originator_version,
                 role=event.message.role,
-                message_json=event.message.to_json(),
+                message_json=event.transcript_message().to_json(),
             )
 
 
@@ -143,6 +146,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, Exchange):
             changes.work[aggregate.id] = work_row(
                 aggregate, "exchange", aggregate.state.status, aggregate.state.target_key, is_new
+            )
+        elif isinstance(aggregate, OutboundDelivery):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "delivery", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 

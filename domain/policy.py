@@ -19,12 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sessionwire.domain.causality import hop_limit_message
+
 SEND_BLOCKED = "send blocked by session policy"
 SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this agent"
 
 Access = Literal["history", "messaging"]
 Action = Literal["allow", "deny"]
-Check = Literal["agent_to_agent", "sandbox", "send_policy", "subagent_tools"]
+Check = Literal["agent_to_agent", "sandbox", "send_policy", "subagent_tools", "hop_limit"]
 
 
 def not_visible(reference: str) -> str:
@@ -235,6 +237,13 @@ def subagent_tool_refusal(tool: str) -> Refusal:
         else f"{tool} is not available to sub-agent sessions"
     )
     return Refusal("forbidden", message, "subagent_tools", "tools.subagents.tools")
+
+
+def hop_limit_refusal(max_hops: int) -> Refusal:
+    """A send or spawn from a run whose chain has ``max_hops`` hops already (decision 17)."""
+    return Refusal(
+        "forbidden", hop_limit_message(max_hops), "hop_limit", "session.agentToAgent.maxHops"
+    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.causality import Causality, Provenance, ProvenanceKind
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
@@ -25,6 +26,8 @@ RUN_STEPS: tuple[RunStep, ...] = (
     "subagent_announce",
 )
 RunStatus = Literal["queued", "running", "ok", "error", "timeout"]
+# Steps whose message is the gateway's prompt, not another agent's words.
+PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
 ENDED: frozenset[str] = frozenset({"ok", "error", "timeout"})
 
 
@@ -52,6 +55,10 @@ class RunState(BaseModel):
     gateway reopened after it never dispatches the run (decision 16)."""
     exchange_id: str | None = None
     turn: int | None = None
+    trace_id: str | None = None
+    parent_run_id: str | None = None
+    hops: int = 0
+    sender_key: str | None = None
     status: RunStatus = "queued"
     attempts: int = 0
     started_at: int | None = None
@@ -64,6 +71,36 @@ class RunState(BaseModel):
     @property
     def ended(self) -> bool:
         return self.status in ENDED
+
+    @property
+    def causality(self) -> Causality:
+        """The run's place in its chain; a run recorded before causality starts its own."""
+        if self.trace_id is None:
+            return Causality.root(self.run_id)
+        return Causality(trace_id=self.trace_id, parent_run_id=self.parent_run_id, hops=self.hops)
+
+    def _provenance(self, kind: ProvenanceKind, session_key: str | None) -> Provenance:
+        chain = self.causality
+        return Provenance(
+            kind=kind,
+            session_key=session_key,
+            run_id=self.run_id,
+            trace_id=chain.trace_id,
+            parent_run_id=chain.parent_run_id,
+            hops=chain.hops,
+        )
+
+    def message_provenance(self) -> Provenance:
+        """The line the run's first dispatch appends: another agent's words, or a prompt."""
+        if self.step in PROMPT_STEPS:
+            return self._provenance("system", None)
+        return self._provenance("a2a", self.sender_key or self.requester_key)
+
+    def reply_provenance(self) -> Provenance:
+        """The agent's reply; an announce step's reply is what is posted to the channel."""
+        return self._provenance(
+            "announce" if self.step in PROMPT_STEPS else "agent", self.session_key
+        )
 
     def seconds_left(self, now: datetime) -> float:
         """Seconds until the deadline (zero or less: it has passed)."""
@@ -88,6 +125,12 @@ class Run(Aggregate):
         deadline_at: int | None = None
         exchange_id: str | None = None
         turn: int | None = None
+        # Causality (decision 17); absent from runs recorded before it.
+        trace_id: str | None = None
+        parent_run_id: str | None = None
+        hops: int = 0
+        sender_key: str | None = None
+        """The session whose words ``message`` is (decision 18), when another agent's."""
 
     class RunDispatched(Aggregate.Event):
         """Handed to the agent runtime; a second attempt follows a crash."""
@@ -154,6 +197,10 @@ class Run(Aggregate):
         context: str | None = None,
         exchange_id: str | None = None,
         turn: int | None = None,
+        trace_id: str | None = None,
+        parent_run_id: str | None = None,
+        hops: int = 0,
+        sender_key: str | None = None,
         deadline_at: int | None = None,
         timestamp: datetime | None = None,
     ) -> None:
@@ -172,6 +219,10 @@ class Run(Aggregate):
             deadline_at=deadline_at,
             exchange_id=exchange_id,
             turn=turn,
+            trace_id=trace_id,
+            parent_run_id=parent_run_id,
+            hops=hops,
+            sender_key=sender_key,
         )
 
     @classmethod
@@ -189,6 +240,8 @@ class Run(Aggregate):
         context: str | None = None,
         exchange_id: str | None = None,
         turn: int | None = None,
+        causality: Causality | None = None,
+        sender_key: str | None = None,
     ) -> Run:
         return cls._create(
             cls.RunStarted,
@@ -204,6 +257,10 @@ class Run(Aggregate):
             context=context,
             exchange_id=exchange_id,
             turn=turn,
+            trace_id=causality.trace_id if causality else None,
+            parent_run_id=causality.parent_run_id if causality else None,
+            hops=causality.hops if causality else 0,
+            sender_key=sender_key,
         )
 
     def _require_open(self) -> None:

@@ -98,6 +98,10 @@ def summary(config: GatewayConfig) -> dict[str, Any]:
         "scope": config.session.scope,
         "agentToAgent": {"enabled": a2a.enabled, "allow": a2a.allow or ["*"]},
         "maxPingPongTurns": config.session.agentToAgent.max_ping_pong_turns,
+        "maxHops": config.session.agentToAgent.maxHops,
+        "deliveries": config.deliveries.model_dump(
+            include=set(type(config.deliveries).model_fields)
+        ),
         "archiveAfterMinutes": config.archive_after_minutes,
         "sendPolicy": {
             "default": policy.default if policy else "allow",

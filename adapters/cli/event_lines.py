@@ -28,6 +28,7 @@ STREAM_STYLES = {
     "exchange": "yellow",
     "spawn": "green",
     "refusal": "red",
+    "delivery": "blue",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
 WIDE = 120
@@ -39,6 +40,7 @@ OPENERS = {
     "ExchangeOpened": ("exchange", "target_key"),
     "SubagentSpawned": ("spawn", "child_key"),
     "AccessRefused": ("refusal", "requester_key"),
+    "DeliveryQueued": ("delivery", "session_key"),
 }
 
 

@@ -119,5 +119,5 @@ def replay_session(events: Sequence[DomainEvent]) -> tuple[Session, list[dict[st
         assert isinstance(event, Aggregate.Event)
         event.mutate(session)
         if isinstance(event, Session.MessageAppended):
-            transcript.append(event.message.model_dump(mode="json", exclude_none=True))
+            transcript.append(event.transcript_message().model_dump(mode="json", exclude_none=True))
     return session, transcript

@@ -19,7 +19,9 @@ from typing import Any, Literal
 import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.application.library_logging import library_logger
+from sessionwire.domain.causality import DEFAULT_MAX_HOPS
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
+from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
     AgentToAgentPolicy,
     SandboxPolicy,
@@ -140,6 +142,8 @@ class SendPolicyConfig(_Section):
 
 class AgentToAgentSession(_Section):
     maxPingPongTurns: float | None = None
+    maxHops: int = Field(default=DEFAULT_MAX_HOPS, ge=1)
+    """Sends and spawns in one chain before the next is refused (decision 17)."""
 
     @property
     def max_ping_pong_turns(self) -> int:
@@ -265,6 +269,22 @@ def _primary(model: str | dict[str, Any] | None) -> str | None:
     return model.strip() or None if isinstance(model, str) else None
 
 
+class DeliveriesConfig(_Section):
+    """How a failed channel delivery is retried (contract §6 decision 13)."""
+
+    firstRetrySeconds: float = Field(default=10, gt=0, allow_inf_nan=False)
+    maxRetrySeconds: float = Field(default=600, gt=0, allow_inf_nan=False)
+    abandonAfterSeconds: float = Field(default=24 * 3600, gt=0, allow_inf_nan=False)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            first_retry_seconds=self.firstRetrySeconds,
+            max_retry_seconds=max(self.firstRetrySeconds, self.maxRetrySeconds),
+            abandon_after_seconds=self.abandonAfterSeconds,
+        )
+
+
 class RedactionConfig(_Section):
     """Secrets masked when a session reads another session's messages (docs/security.md)."""
 
@@ -297,6 +317,7 @@ class GatewayConfig(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    deliveries: DeliveriesConfig = Field(default_factory=DeliveriesConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     def known_models(self) -> set[str]:

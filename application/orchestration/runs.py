@@ -91,12 +91,22 @@ class LaneSlot:
 # so they never lend, nor take back, a slot that is not theirs.
 _current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
 
+# The run whose turn the current task is in: a tool call an in-process runtime makes
+# during its turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
+_current_run: ContextVar[RunState | None] = ContextVar("sessionwire_current_run", default=None)
+
+
+def current_run() -> RunState | None:
+    """The run making the current call, when it is made from inside a run's turn."""
+    return _current_run.get()
+
 
 def outside_any_run() -> contextvars.Context:
     """A copy of the current context in which no run's turn is current (for tasks that
     drive work on their own: exchange and spawn drivers, timers)."""
     context = contextvars.copy_context()
     context.run(_current_slot.set, None)
+    context.run(_current_run.set, None)
     return context
 
 
@@ -319,7 +329,11 @@ class RunEngine:
                 run.dispatch(at=now)
                 if run.state.attempts == 1 and session is not None:
                     try:
-                        session.append_message(_user_message(run, now), at=now)
+                        session.append_message(
+                            _user_message(run, now),
+                            at=now,
+                            provenance=run.state.message_provenance(),
+                        )
                     except SessionClosed:
                         run.fail(error=f"session {run.state.session_key} is closed", at=now)
                 elif session is None:
@@ -349,7 +363,13 @@ class RunEngine:
         # The deadline was recorded when the run started: time spent queued, or before
         # a crash, counts against it.
         seconds = max(0.0, state.seconds_left(self.clock.now()))
-        return await _with_timeout(self._ask(request), self.clock, seconds)
+        # Set while the runtime's task is created, so its tool calls see their run.
+        token = _current_run.set(state)
+        try:
+            call = asyncio.ensure_future(self._ask(request))
+        finally:
+            _current_run.reset(token)
+        return await _with_timeout(call, self.clock, seconds)
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
@@ -384,7 +404,9 @@ class RunEngine:
                         session = uow.session(run.state.session_key)
                         if session is not None and outcome.text:
                             session.append_message(
-                                _assistant_message(outcome.text, usage, model, now), at=now
+                                _assistant_message(outcome.text, usage, model, now),
+                                at=now,
+                                provenance=run.state.reply_provenance(),
                             )
                 except (RunAlreadyEnded, SessionClosed) as error:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))

@@ -23,6 +23,13 @@ class ToolError(ToolResult):
         return self.model_dump(mode="json")
 
 
+class HopLimitRefused(ToolResult):
+    """A send or spawn refused at the hop limit: exactly these two fields (decision 17)."""
+
+    status: Literal["forbidden"] = "forbidden"
+    error: str
+
+
 class DeliveryContext(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
 
