@@ -17,10 +17,11 @@ operator's method only.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 from sessionwire.application.context import Requester, ToolContext
 from sessionwire.application.gateway import GatewayService, SessionNotFound
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
@@ -57,17 +58,28 @@ class MethodFailed(Exception):
         self.message = message
 
 
+def _not_a_boolean(value: object) -> object:
+    # JSON true is not the number 1, though pydantic's lax mode reads it so; 3.0 is 3,
+    # as JSON Schema's "integer" says.
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_not_a_boolean)]
+"""An integer parameter as JSON Schema reads one: 3 and 3.0, never true."""
+
+
 class MethodModel(BaseModel):
-    # Strict: JSON true is not the number 1 (the OpenAPI document types these integers).
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # Parameters -----------------------------------------------------------------------------
 
 
 class SessionsListMethodParams(MethodModel):
-    limit: int = Field(default=LIST_DEFAULT_LIMIT, ge=1, description="clamped to 1000")
-    activeMinutes: int | None = Field(default=None, ge=1)
+    limit: JsonInt = Field(default=LIST_DEFAULT_LIMIT, ge=1, description="clamped to 1000")
+    activeMinutes: Annotated[int, Field(ge=1), BeforeValidator(_not_a_boolean)] | None = None
     agentId: str | None = Field(default=None, max_length=64)
     spawnedBy: str | None = Field(default=None, max_length=512)
     includeGlobal: bool = False
@@ -96,12 +108,12 @@ class SessionsPatchParams(MethodModel):
 
 class ChatHistoryParams(MethodModel):
     sessionKey: str = Field(max_length=512)
-    limit: int = Field(default=HISTORY_DEFAULT_LIMIT, ge=1, le=HISTORY_MAX_LIMIT)
+    limit: JsonInt = Field(default=HISTORY_DEFAULT_LIMIT, ge=1, le=HISTORY_MAX_LIMIT)
 
 
 class AgentWaitParams(MethodModel):
     runId: str = Field(max_length=64)
-    timeoutMs: int = Field(default=WAIT_DEFAULT_MS, ge=0, description="clamped to 600000")
+    timeoutMs: JsonInt = Field(default=WAIT_DEFAULT_MS, ge=0, description="clamped to 600000")
 
 
 # Results --------------------------------------------------------------------------------

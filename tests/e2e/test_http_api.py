@@ -286,6 +286,9 @@ def test_sessions_list_method_shows_every_agent_with_canonical_keys(client: http
     boolean = client.post("/v1/methods/sessions.list", json={"activeMinutes": True})
     assert boolean.status_code == 422
     assert error_of(boolean)["message"].startswith("activeMinutes:")
+    # …while 2.0 is the integer 2, as JSON Schema's "integer" reads it.
+    whole = client.post("/v1/methods/sessions.list", json={"limit": 2.0})
+    assert whole.status_code == 200
 
 
 def test_sessions_resolve_by_key_session_id_and_label(client: httpx.Client) -> None:
