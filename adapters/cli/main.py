@@ -31,6 +31,7 @@ from sessionwire.adapters.cli.imports import import_group
 from sessionwire.adapters.cli.mcp import mcp_command
 from sessionwire.adapters.cli.serve import serve
 from sessionwire.adapters.cli.session_tools import send, spawn
+from sessionwire.adapters.cli.simulate import simulate
 from sessionwire.adapters.cli.terminal_views import (
     agents_view,
     history_view,
@@ -160,6 +161,7 @@ cli.add_command(config_group)
 sessions.add_command(send)
 sessions.add_command(spawn)
 cli.add_command(import_group)
+cli.add_command(simulate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
