@@ -6,6 +6,7 @@ promises, and, when it holds only with work not yet merged, which work that is.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +103,8 @@ class LogReader:
     delivery_owner: dict[str, UUID] = field(default_factory=dict)
     abandoned: set[UUID] = field(default_factory=set)
     events: int = 0
+    digest: Any = field(default_factory=hashlib.sha256)
+    """Over each event's type, aggregate, version and time: the run's fingerprint."""
 
     def read(self, store: SessionStore) -> list[str]:
         """Read the events recorded since the last call; the problems they show."""
@@ -111,6 +114,9 @@ class LogReader:
             self.events += 1
             name = type(event).__name__
             aggregate = event.originator_id
+            self.digest.update(
+                f"{name}|{aggregate}|{event.originator_version}|{event.timestamp}\n".encode()
+            )
             if name == "RunStarted":
                 self.runs[aggregate] = (
                     str(getattr(event, "session_key", "?")),
@@ -144,6 +150,10 @@ class LogReader:
             if "Abandon" in name:
                 self.abandoned.add(aggregate)
         return problems
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.digest.hexdigest())
 
     def runs_without_one_outcome(self) -> list[UUID]:
         return [run for run in self.runs if self.outcomes[run] != 1]
