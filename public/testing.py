@@ -7,15 +7,39 @@ given/when/then scenarios for the process managers. The pytest fixtures (``gatew
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
 from sessionwire.adapters.testkit.deliveries import CapturingDelivery
 from sessionwire.adapters.testkit.given_when_then import EventsDiffer, Expected, Scenario, expect
+from sessionwire.adapters.testkit.simulator import (
+    INVARIANTS,
+    FreshStores,
+    Simulation,
+    SimulationResult,
+    SimulationScript,
+    SimulationScriptError,
+    Violation,
+    WorkloadOptions,
+    fresh_stores,
+    generate,
+    shrink,
+)
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 
 __all__ = [
+    "INVARIANTS",
     "CapturingDelivery",
     "EventsDiffer",
     "Expected",
+    "FreshStores",
     "Scenario",
     "ScriptError",
     "ScriptedRuntime",
+    "Simulation",
+    "SimulationResult",
+    "SimulationScript",
+    "SimulationScriptError",
+    "Violation",
     "VirtualClock",
+    "WorkloadOptions",
     "expect",
+    "fresh_stores",
+    "generate",
+    "shrink",
 ]

@@ -23,9 +23,9 @@ from sessionwire.adapters.cli.context import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, 
 if TYPE_CHECKING:  # the simulator is imported when the command runs, not with the CLI
     from sessionwire.adapters.testkit.simulator import (
         FreshStores,
-        Script,
         Simulation,
         SimulationResult,
+        SimulationScript,
     )
 
 pass_options = click.make_pass_decorator(CliOptions)
@@ -79,9 +79,9 @@ def simulate(
     """
     from sessionwire.adapters.testkit.simulator import (
         INVARIANTS,
-        Script,
-        ScriptError,
         Simulation,
+        SimulationScript,
+        SimulationScriptError,
         StoreSpecError,
         fresh_stores,
     )
@@ -100,8 +100,8 @@ def simulate(
     try:
         stores = fresh_stores(store_spec)
         simulation = Simulation(stores, skip=skip)
-        script = Script.load(replay) if replay is not None else None
-    except (StoreSpecError, ScriptError, ValueError) as error:
+        script = SimulationScript.load(replay) if replay is not None else None
+    except (StoreSpecError, SimulationScriptError, ValueError) as error:
         fail(str(error), EXIT_USAGE)
     try:
         if script is not None:
@@ -113,7 +113,7 @@ def simulate(
         stores.close()
 
 
-def _replay(options: CliOptions, simulation: Simulation, script: Script) -> int:
+def _replay(options: CliOptions, simulation: Simulation, script: SimulationScript) -> int:
     result = simulation.run_sync(script)
     if options.as_json:
         click.echo(json.dumps(result.to_json()))
@@ -201,9 +201,13 @@ async def _seeds(
             f"{seeds} seeds ({start}..{start + seeds - 1}) on {stores.name}: {total_steps} "
             f"steps, {total_events} events, {crashes} crashes, {elapsed:.1f}s "
             f"({per_seed * 1000:.0f} ms a seed, shrinking aside); {len(failures)} failed"
-            + (f": {', '.join(f'{name} x{count}' for name, count in broken.items())}" if broken else "")
+            + _broken_text(broken)
         )
     return EXIT_REFUSED if failures else EXIT_OK
+
+
+def _broken_text(broken: Counter[str]) -> str:
+    return ": " + ", ".join(f"{name} x{count}" for name, count in broken.items()) if broken else ""
 
 
 def _print_violations(result: SimulationResult) -> None:
@@ -214,7 +218,7 @@ def _print_violations(result: SimulationResult) -> None:
         click.echo(f"  (and {hidden} more like these)")
 
 
-def _print_shrunk(script: Script, invariant: str, tries: int, path: Path | None) -> None:
+def _print_shrunk(script: SimulationScript, invariant: str, tries: int, path: Path | None) -> None:
     click.echo(
         f"minimal reproduction of [{invariant}] (seed {script.seed}, "
         f"{len(script.steps)} steps, shrunk in {tries} runs):"

@@ -7,7 +7,7 @@ real gateway on a VirtualClock and checks the invariants after every step;
 
 from sessionwire.adapters.testkit.simulator.invariants import INVARIANTS, Invariant, Violation
 from sessionwire.adapters.testkit.simulator.runner import SeededIds, Simulation, SimulationResult
-from sessionwire.adapters.testkit.simulator.script import Script, ScriptError
+from sessionwire.adapters.testkit.simulator.script import SimulationScript, SimulationScriptError
 from sessionwire.adapters.testkit.simulator.shrinking import Shrunk, shrink
 from sessionwire.adapters.testkit.simulator.stores import FreshStores, StoreSpecError, fresh_stores
 from sessionwire.adapters.testkit.simulator.workload import WorkloadOptions, generate
@@ -16,12 +16,12 @@ __all__ = [
     "INVARIANTS",
     "FreshStores",
     "Invariant",
-    "Script",
-    "ScriptError",
     "SeededIds",
     "Shrunk",
     "Simulation",
     "SimulationResult",
+    "SimulationScript",
+    "SimulationScriptError",
     "StoreSpecError",
     "Violation",
     "WorkloadOptions",

@@ -10,6 +10,7 @@ invariants are checked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.testkit.simulator.agents import (
+    DeliveryRecord,
     Incarnation,
     Observation,
     SimulatedAgents,
@@ -41,8 +43,8 @@ from sessionwire.adapters.testkit.simulator.script import (
     Crash,
     Message,
     Policy,
-    Script,
     Send,
+    SimulationScript,
     Spawn,
     Step,
     plan_text,
@@ -132,7 +134,7 @@ class _Armed:
 class _Run:
     """The state of one simulation run (one script on one fresh store)."""
 
-    script: Script
+    script: SimulationScript
     url: str
     clock: VirtualClock
     agents: SimulatedAgents
@@ -170,8 +172,7 @@ class Simulation:
         unknown = set(skip) - set(INVARIANTS)
         if unknown:
             raise ValueError(
-                f"unknown invariant(s) {', '.join(sorted(unknown))}; "
-                f"known: {', '.join(INVARIANTS)}"
+                f"unknown invariant(s) {', '.join(sorted(unknown))}; known: {', '.join(INVARIANTS)}"
             )
         self.stores = stores or MemoryStores()
         self.skip = frozenset(skip)
@@ -180,7 +181,7 @@ class Simulation:
         self.deep_every = deep_every
         self.event_budget = event_budget
 
-    async def run(self, script: Script) -> SimulationResult:
+    async def run(self, script: SimulationScript) -> SimulationResult:
         started = time.perf_counter()
         with self.stores.fresh() as url:
             state = self._new_run(script, url)
@@ -203,12 +204,12 @@ class Simulation:
             store=self.stores.name,
         )
 
-    def run_sync(self, script: Script) -> SimulationResult:
+    def run_sync(self, script: SimulationScript) -> SimulationResult:
         return asyncio.run(self.run(script))
 
     # Setting up ---------------------------------------------------------------------
 
-    def _new_run(self, script: Script, url: str) -> _Run:
+    def _new_run(self, script: SimulationScript, url: str) -> _Run:
         clock = VirtualClock(start=START)
         agents = SimulatedAgents(clock)
         state = _Run(
@@ -393,10 +394,9 @@ class Simulation:
 
     def _call(self, state: _Run, work: Coroutine[Any, Any, Any]) -> None:
         async def call() -> None:
-            try:
+            # Bad input (a patch of a closed session, say) is an answer too.
+            with contextlib.suppress(ValueError):
                 await work
-            except ValueError:
-                pass  # bad input (a patch of a closed session, say) is an answer too
 
         state.calls.append(asyncio.ensure_future(call()))
 
@@ -436,6 +436,9 @@ class Simulation:
                 "of the event loop with no clock move (a livelock?)",
             )
         self._runaway(state, start)
+        for call in state.calls:
+            if call.done() and not call.cancelled() and call.exception() is not None:
+                self._violate(state, "tool-answers", f"a call raised {call.exception()!r}")
         state.calls = [call for call in state.calls if not call.done()]
 
     def _runaway(self, state: _Run, start: int) -> bool:
@@ -517,10 +520,6 @@ class Simulation:
                 if isinstance(child, str):
                     state.children.append(child)
         state.agents.tool_results.clear()
-        for call in state.calls:
-            if call.done() and not call.cancelled() and call.exception() is not None:
-                error = call.exception()
-                self._violate(state, "tool-answers", f"a call raised {error!r}")
         held, capacity = _lane_use(self._gateway(state))
         if held is not None:
             running = len(self._gateway(state).store.pending_work("run", ("running",)))
@@ -640,8 +639,8 @@ def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     return capacity - value, capacity
 
 
-def _failed_never_delivered(state: _Run) -> dict[str, Any]:
-    failed = {}
+def _failed_never_delivered(state: _Run) -> dict[str, DeliveryRecord]:
+    failed: dict[str, DeliveryRecord] = {}
     for record in state.channels.attempts:
         if not record.delivered and record.idempotency_key not in state.channels.delivered:
             owner = state.log.delivery_owner.get(record.idempotency_key)

@@ -116,11 +116,11 @@ class SessionSeed(BaseModel):
     chat_type: Literal["direct", "group", "channel"] | None = None
 
 
-class ScriptError(ValueError):
+class SimulationScriptError(ValueError):
     """A script file that is not a simulation script; the message says what is wrong."""
 
 
-class Script(BaseModel):
+class SimulationScript(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: int = SCRIPT_VERSION
@@ -129,7 +129,7 @@ class Script(BaseModel):
     sessions: list[SessionSeed]
     steps: list[Step]
 
-    def with_steps(self, steps: list[Step]) -> Script:
+    def with_steps(self, steps: list[Step]) -> SimulationScript:
         return self.model_copy(update={"steps": list(steps)})
 
     def to_json(self) -> str:
@@ -139,15 +139,19 @@ class Script(BaseModel):
         Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
 
     @classmethod
-    def from_json(cls, text: str) -> Script:
+    def from_json(cls, text: str) -> SimulationScript:
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ScriptError(f"not JSON: {error}") from None
+            raise SimulationScriptError(f"not JSON: {error}") from None
         if not isinstance(raw, dict):
-            raise ScriptError("a script is a JSON object with seed, config, sessions, steps")
+            raise SimulationScriptError(
+                "a script is a JSON object with seed, config, sessions, steps"
+            )
         if raw.get("version", SCRIPT_VERSION) != SCRIPT_VERSION:
-            raise ScriptError(f"script version {raw.get('version')!r} is not {SCRIPT_VERSION}")
+            raise SimulationScriptError(
+                f"script version {raw.get('version')!r} is not {SCRIPT_VERSION}"
+            )
         try:
             return cls.model_validate(raw)
         except ValidationError as error:
@@ -155,14 +159,14 @@ class Script(BaseModel):
                 f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
                 for problem in error.errors()[:5]
             )
-            raise ScriptError(f"invalid script: {problems}") from None
+            raise SimulationScriptError(f"invalid script: {problems}") from None
 
     @classmethod
-    def load(cls, path: str | Path) -> Script:
+    def load(cls, path: str | Path) -> SimulationScript:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
-            raise ScriptError(f"cannot read {path}: {error.strerror}") from None
+            raise SimulationScriptError(f"cannot read {path}: {error.strerror}") from None
         return cls.from_json(text)
 
 
@@ -203,10 +207,10 @@ __all__ = [
     "Crash",
     "Message",
     "Policy",
-    "Script",
-    "ScriptError",
     "Send",
     "SessionSeed",
+    "SimulationScript",
+    "SimulationScriptError",
     "Spawn",
     "Step",
     "parse_steps",

@@ -11,14 +11,14 @@ import time
 from dataclasses import dataclass
 
 from sessionwire.adapters.testkit.simulator.runner import Simulation, SimulationResult
-from sessionwire.adapters.testkit.simulator.script import Script, Step
+from sessionwire.adapters.testkit.simulator.script import SimulationScript, Step
 
 MAX_TRIES = 400
 
 
 @dataclass
 class Shrunk:
-    script: Script
+    script: SimulationScript
     result: SimulationResult
     """The shrunk script's own run (it breaks ``invariant``)."""
     invariant: str
@@ -28,7 +28,7 @@ class Shrunk:
 
 async def shrink(
     simulation: Simulation,
-    script: Script,
+    script: SimulationScript,
     invariant: str | None = None,
     *,
     max_tries: int = MAX_TRIES,

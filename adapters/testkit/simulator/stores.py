@@ -30,7 +30,7 @@ class FreshStores(ABC):
     def fresh(self) -> Iterator[str]:
         """The URL of a new, empty store, removed when the run is done."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (most kinds leave nothing behind)
         """Remove whatever the runs left (a temporary directory)."""
 
 

@@ -19,9 +19,9 @@ from sessionwire.adapters.testkit.simulator.script import (
     Crash,
     Message,
     Policy,
-    Script,
-    SessionSeed,
     Send,
+    SessionSeed,
+    SimulationScript,
     Spawn,
     Step,
 )
@@ -58,9 +58,11 @@ class WorkloadOptions:
     """Crash + reopen steps (only stores that can reopen: SQLite, PostgreSQL)."""
     cycles: bool = True
     """Agents forwarding each message round a cycle (ends only with a hop limit)."""
+    nested: bool = True
+    """Sends and spawns made by agents from inside their turns."""
 
 
-def generate(seed: int, options: WorkloadOptions | None = None) -> Script:
+def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
     """The script of ``seed``."""
     return _Generator(seed, options or WorkloadOptions()).script()
 
@@ -73,7 +75,7 @@ class _Generator:
         self.plans = 0
         self.keys = [session.key for session in WORLD]
 
-    def script(self) -> Script:
+    def script(self) -> SimulationScript:
         rng = self.rng
         config: dict[str, Any] = {
             "session": {"agentToAgent": {"maxPingPongTurns": rng.choice([0, 1, 2, 5])}},
@@ -91,7 +93,7 @@ class _Generator:
             },
         }
         steps = [self.step() for _ in range(self.options.steps)]
-        return Script(seed=self.seed, config=config, sessions=list(WORLD), steps=steps)
+        return SimulationScript(seed=self.seed, config=config, sessions=list(WORLD), steps=steps)
 
     def step(self) -> Step:
         rng = self.rng
@@ -177,7 +179,7 @@ class _Generator:
             plan["delay"] = rng.choice([1, 5, 30, 120, 900, 3600])
         plan["pp"] = rng.choice([0, 0, 1, 2, 5])
         plan["ann"] = rng.choices(["say", "skip", "fail", "hang"], [60, 28, 7, 5])[0]
-        if calls and depth < MAX_PLAN_DEPTH and rng.random() < 0.3:
+        if calls and depth < MAX_PLAN_DEPTH and rng.random() < 0.3 and self.options.nested:
             plan["calls"] = [self.nested_call(depth) for _ in range(rng.choice([1, 1, 2]))]
         return plan
 
