@@ -12,8 +12,8 @@ from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.gateway import GatewayService
+from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
-from sessionwire.application.ports.store import Clock, IdSource, RandomIds, SystemClock
 
 T = TypeVar("T")
 

@@ -9,7 +9,8 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.spawns import SpawnDriver
-from sessionwire.application.ports.store import Clock, IdSource, SessionStore
+from sessionwire.application.ports.clock_and_ids import Clock, IdSource
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import AccessPolicy, AgentToAgentPolicy, Refusal
@@ -44,7 +45,7 @@ class ToolServices:
 
 @dataclass(frozen=True)
 class ToolContext:
-    store: SessionStore
+    store: Store
     config: GatewayConfig
     clock: Clock
     requester: Requester

@@ -21,23 +21,17 @@ from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
-from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
     NoRuntime,
     RecordedDelivery,
 )
-from sessionwire.application.ports.store import (
-    Clock,
-    IdSource,
-    SessionStore,
-    StoreConflict,
-    SystemClock,
-)
+from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -56,6 +50,7 @@ from sessionwire.application.tools.sessions_history import sessions_history
 from sessionwire.application.tools.sessions_list import sessions_list
 from sessionwire.application.tools.sessions_send import sessions_send
 from sessionwire.application.tools.sessions_spawn import sessions_spawn
+from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import subagent_tool_refusal
@@ -101,7 +96,7 @@ class GatewayService:
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         config: GatewayConfig,
         clock: Clock,
         ids: IdSource,
@@ -269,28 +264,24 @@ class GatewayService:
     async def _change_session(
         self, key: str, change: Callable[[Session], None], *, create: bool
     ) -> Session:
-        for attempt in range(MAX_SAVE_ATTEMPTS):
-            stored = self.store.session_for_update(key)
-            if stored is not None:
-                session = stored.to_aggregate()
-            elif create:
-                session = Session.open(
-                    key=key,
-                    session_id=self.ids.new_id(),
-                    agent_id=agent_id_of(key),
-                    at=self.clock.now(),
-                )
-            else:
-                raise SessionNotFound(f"Session not found: {key}")
-            change(session)
-            try:
-                self.store.save(session)
-            except StoreConflict:
-                self.log.debug("save conflict, retrying", session_key=key)
-                await back_off(attempt)
-                continue
-            return session
-        raise StoreConflict(f"session {key} kept changing under {MAX_SAVE_ATTEMPTS} attempts")
+        async for uow in retrying(self.store, f"session {key}"):
+            with uow:
+                session = uow.session(key) or self._open_session(uow, key, create=create)
+                change(session)
+                uow.commit()
+        return session
+
+    def _open_session(self, uow: UnitOfWork, key: str, *, create: bool) -> Session:
+        if not create:
+            raise SessionNotFound(f"Session not found: {key}")
+        return uow.add(
+            Session.open(
+                key=key,
+                session_id=self.ids.new_id(),
+                agent_id=agent_id_of(key),
+                at=self.clock.now(),
+            )
+        )
 
     # Tools ------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 from sessionwire.application.context import Requester, ToolContext
 from sessionwire.application.gateway import GatewayService, SessionNotFound
-from sessionwire.application.ports.store import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
 from sessionwire.application.tools.params import MAX_ACTIVE_MINUTES
 from sessionwire.application.tools.results import SessionListRow
 from sessionwire.application.tools.sessions_history import MAX_HISTORY_BYTES, cap_bytes

@@ -57,7 +57,7 @@ from typing import Any
 
 import structlog
 from sessionwire import SyncGateway
-from sessionwire.application.ports.store import Clock, IdSource
+from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage, content_blocks
 
@@ -671,7 +671,7 @@ def run_reads(gw: SyncGateway, kind: str, size: Size, profile_dir: Path | None) 
     first = gw.call_tool(REQUESTER, "sessions_list", {"limit": 3})["sessions"]
     expect([r["key"] for r in first[:2]] == [SMALL_KEY, BIG_KEY], f"newest sessions: {first}")
 
-    from sessionwire.application.ports.store import SessionQuery
+    from sessionwire.application.ports.session_read_model import SessionQuery
 
     query = SessionQuery(limit=50, agent_ids=frozenset({"main"}))
     big_id = store.session(BIG_KEY).id

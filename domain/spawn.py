@@ -2,9 +2,10 @@
 
 Spawned → the child's task run ends (ok, error or timeout) → an announce step runs in
 the child → its normalised report is delivered to the requester (or skipped) → the child
-is deleted at once (``cleanup: "delete"``) or archived ``archiveAfterMinutes`` after its
-run ended. The archive time is part of the recorded state, so a restarted gateway keeps
-it: restarted before it, it waits; after it, it archives at once.
+is deleted at once (``cleanup: "delete"``), archived ``archiveAfterMinutes`` after its
+run ended, or kept for good when archiving is off (the spawn then closes as "kept").
+The archive time is part of the recorded state, so a restarted gateway keeps it:
+restarted before it, it waits; after it, it archives at once.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class SpawnState(BaseModel):
     announce_reply: str | None = None
     announced: bool = False
     archive_at: int | None = None
-    closed_as: Literal["archived", "deleted"] | None = None
+    closed_as: Literal["archived", "deleted", "kept"] | None = None
 
 
 @dataclass(frozen=True)
@@ -212,11 +213,14 @@ class Spawn(Aggregate):
         self.state = self.state.model_copy(update=changes)
 
     def _after_announce(self, archive_at: int | None) -> None:
-        self._update(
-            announced=True,
-            archive_at=archive_at,
-            status="waiting_archive" if archive_at is not None else self.state.status,
-        )
+        if archive_at is not None:
+            self._update(announced=True, archive_at=archive_at, status="waiting_archive")
+        elif self.state.cleanup == "keep":
+            # Kept with archiving off: nothing is left to do, so it is no longer pending
+            # work that every reopened gateway would resume.
+            self._update(announced=True, status="closed", closed_as="kept")
+        else:
+            self._update(announced=True)  # the child is deleted next
 
     @classmethod
     def spawn(
@@ -277,7 +281,7 @@ class Spawn(Aggregate):
             return DeleteChild()
         if state.archive_at is not None:
             return ArchiveAt(due_ms=state.archive_at)
-        return None  # kept, archiving disabled: nothing left to do
+        return None  # kept, archiving off (a row recorded before such spawns closed)
 
     def archive_time(self) -> int | None:
         """When the child is archived: ``archiveAfterMinutes`` after its run ended."""

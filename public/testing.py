@@ -2,6 +2,10 @@
 given/when/then scenarios for the process managers. The pytest fixtures (``gateway``,
 ``clock``, ``scripted``) come with the package's pytest plugin
 (sessionwire.adapters.testkit.pytest_plugin).
+
+``Scenario.given`` takes recorded history as aggregates, so the aggregates a scenario
+starts from (``Session``, ``Spawn``) and ``to_millis`` are exported here too: tests need
+only this module and ``sessionwire`` (contract §6 decision 19).
 """
 
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
@@ -21,6 +25,8 @@ from sessionwire.adapters.testkit.simulator import (
     shrink,
 )
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+from sessionwire.domain.session import Session, to_millis
+from sessionwire.domain.spawn import Spawn
 
 __all__ = [
     "INVARIANTS",
@@ -31,10 +37,12 @@ __all__ = [
     "Scenario",
     "ScriptError",
     "ScriptedRuntime",
+    "Session",
     "Simulation",
     "SimulationResult",
     "SimulationScript",
     "SimulationScriptError",
+    "Spawn",
     "Violation",
     "VirtualClock",
     "WorkloadOptions",
@@ -42,4 +50,5 @@ __all__ = [
     "fresh_stores",
     "generate",
     "shrink",
+    "to_millis",
 ]

@@ -12,17 +12,41 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sessionwire
 import structlog
+from postgres_server import POSTGRES_URL, postgres_problem
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.testing import VirtualClock
 
-POSTGRES_URL = os.environ.get(
-    "SESSIONWIRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The editable install is a link tree (ADR 0009): a module added since the last
+    # install is missing from it and would fail as "No module named …" mid-run.
+    installed = Path(sessionwire.__file__).resolve().parent
+    tree = Path(sessionwire.__file__).parent
+    if installed != ROOT / "public":
+        return  # a regular install: nothing to compare
+    missing = [
+        str(source.relative_to(ROOT))
+        for top in ("domain", "application", "adapters")
+        for source in (ROOT / top).rglob("*.py")
+        if not (tree / top / source.relative_to(ROOT / top)).exists()
+    ]
+    if missing:
+        raise pytest.UsageError(
+            f"the editable install is out of date ({', '.join(missing[:3])} not linked): "
+            "run ./run tests, or ./run sessionwire --help once, to refresh it"
+        )
 
 
 def quiet_logging() -> None:
@@ -41,25 +65,6 @@ def _reset_logging() -> Iterator[None]:
     # later tests logging to a stream pytest has closed.
     yield
     quiet_logging()
-
-
-def _postgres_problem() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_URL.split("?")[0], connect_timeout=3):
-            return None
-    except Exception as error:  # any failure means: no usable server here
-        return f"no PostgreSQL server at {POSTGRES_URL}: {error}"
-
-
-_PG_PROBLEM: list[str | None] = []
-
-
-def postgres_problem() -> str | None:
-    if not _PG_PROBLEM:
-        _PG_PROBLEM.append(_postgres_problem())
-    return _PG_PROBLEM[0]
 
 
 @pytest.fixture
@@ -104,3 +109,11 @@ async def gateway(
     gw = await Gateway.open(config=config, store=store_url, clock=clock)
     yield gw
     await gw.close()
+
+
+@pytest.fixture
+def event_store(store_url: str, config: GatewayConfig) -> Iterator[EventSourcedStore]:
+    """The store alone (no gateway): what the port contract tests drive."""
+    opened = open_event_store(store_url, config)
+    yield opened
+    opened.close()

@@ -113,9 +113,16 @@ def verify_view(report: VerifyReport) -> RenderableType:
 @click.command("export")
 @click.option("--session", "session_key", help="only this session and its runs, spawns, exchanges")
 @click.option(
-    "--format", "format_", type=click.Choice(["jsonl"]), default="jsonl", show_default=True
+    "--format",
+    "format_",
+    type=click.Choice(["jsonl"]),
+    default="jsonl",
+    show_default=True,
+    help="the export format: one JSON event per line",
 )
-@click.option("-o", "--output", default="-", show_default=True)
+@click.option(
+    "-o", "--output", default="-", show_default=True, help="the file to write ('-': stdout)"
+)
 @pass_options
 def export_command(options: CliOptions, session_key: str | None, format_: str, output: str) -> int:
     """Write the event log as JSON lines (re-importable when complete)."""

@@ -2,6 +2,8 @@
 printing a result (rich for people, ``--json`` for scripts) and the exit codes.
 
 Commands live in their own modules and reach these through ``click.pass_obj``.
+The gateway, the store and the config are imported when a command opens them, not
+when the CLI starts: ``sessionwire --help`` never loads the domain.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import structlog
 from rich.console import Console, RenderableType
-from sessionwire.adapters.bootstrap import Gateway, open_event_store
-from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
-from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
+
+if TYPE_CHECKING:
+    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.adapters.store.event_store import EventSourcedStore
+    from sessionwire.application.config.gateway_config import GatewayConfig
 
 Render = Callable[[dict[str, Any]], RenderableType]
 
@@ -35,6 +39,11 @@ def default_store() -> str:
     env = os.environ.get("SESSIONWIRE_STORE")
     if env:
         return env
+    return data_dir_store()
+
+
+def data_dir_store() -> str:
+    """The store used when none is chosen: an SQLite file in the user's data directory."""
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return f"sqlite:///{base / 'sessionwire' / 'sessions.db'}"
 
@@ -45,6 +54,74 @@ def configure_logging(verbose: bool) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
+
+
+STORE_HELP = "store URL (default: an SQLite file in the data dir)"
+CONFIG_HELP = "OpenClaw-shaped JSON5 config file"
+JSON_HELP = "print JSON for scripts"
+VERBOSE_HELP = "log what happens (to stderr)"
+CREATE_HELP = "create the SQLite store's directory if it is missing"
+
+
+def _override(attribute: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    # Runs while a subcommand's options are parsed, after the root group made CliOptions.
+    def callback(context: click.Context, _: click.Parameter, value: Any) -> Any:
+        options = context.find_object(CliOptions)
+        if options is None or value in (None, False):
+            return value
+        setattr(options, attribute, value)
+        if attribute == "verbose":
+            configure_logging(True)
+        return value
+
+    return callback
+
+
+def subcommand_global_options() -> list[click.Option]:
+    """The global options, for a subcommand to accept after its name too (``sessions
+    list --json`` as well as ``--json sessions list``); given there, they win."""
+    return [
+        click.Option(["--store"], help=STORE_HELP, expose_value=False, callback=_override("store")),
+        click.Option(
+            ["--config", "config_path"],
+            help=CONFIG_HELP,
+            expose_value=False,
+            callback=_override("config_path"),
+        ),
+        click.Option(
+            ["--json", "as_json"],
+            is_flag=True,
+            help=JSON_HELP,
+            expose_value=False,
+            callback=_override("as_json"),
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            is_flag=True,
+            help=VERBOSE_HELP,
+            expose_value=False,
+            callback=_override("verbose"),
+        ),
+        click.Option(
+            ["--create"],
+            is_flag=True,
+            help=CREATE_HELP,
+            expose_value=False,
+            callback=_override("create"),
+        ),
+    ]
+
+
+def accept_global_options(command: click.Command) -> None:
+    """Give every command under ``command`` the global options it does not have yet."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            accept_global_options(sub)
+        return
+    taken = {opt for param in command.params for opt in param.opts}
+    for option in subcommand_global_options():
+        if not taken & set(option.opts):
+            command.params.append(option)
 
 
 def console(stderr: bool = False) -> Console:
@@ -77,8 +154,12 @@ class CliOptions:
     config_path: str | None
     as_json: bool
     verbose: bool
+    # Create a missing SQLite directory: a mistyped --store path is an error otherwise.
+    create: bool = False
 
     def config(self) -> GatewayConfig:
+        from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
+
         try:
             return GatewayConfig.load(self.config_path)
         except ConfigError as error:
@@ -89,17 +170,20 @@ class CliOptions:
         return asyncio.run(self._run(work, open_kwargs))
 
     async def _run(self, work: Callable[[Gateway], Awaitable[int]], kwargs: Any) -> int:
+        from sessionwire.adapters.bootstrap import Gateway
+        from sessionwire.adapters.store.event_store import StoreURLError
+        from sessionwire.application.config.gateway_config import ConfigError
+
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
-        if self.store.startswith("sqlite:"):
-            make_parent(self.store)
+        self._make_store_directory()
         # Only a command with an agent runtime carries on the store's unfinished work;
         # without one, resuming would fail every pending run for want of an agent.
         kwargs.setdefault("resume", kwargs.get("runtime") is not None)
         try:
             gateway = await Gateway.open(config=config, store=self.store, **kwargs)
         except (StoreURLError, ConfigError) as error:
-            fail(str(error), EXIT_USAGE)
+            fail(self._explain(error), EXIT_USAGE)
         try:
             return await work(gateway)
         except ValueError as error:
@@ -111,17 +195,31 @@ class CliOptions:
     def store_alone(self) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
         """The chosen store without a gateway around it: nothing unfinished is resumed,
         no agent is called, nothing is delivered (what auditing and imports need)."""
+        from sessionwire.adapters.bootstrap import open_event_store
+        from sessionwire.adapters.store.event_store import StoreURLError
+
         config = self.config()
-        if self.store.startswith("sqlite:"):
-            make_parent(self.store)
+        self._make_store_directory()
         try:
             store = open_event_store(self.store, config)
         except StoreURLError as error:
-            fail(str(error), EXIT_USAGE)
+            fail(self._explain(error), EXIT_USAGE)
         try:
             yield store, config
         finally:
             store.close()
+
+    def _explain(self, error: Exception) -> str:
+        message = str(error)
+        if message.startswith("directory ") and message.endswith("does not exist"):
+            message += " (check the path, or pass --create to create it)"
+        return message
+
+    def _make_store_directory(self) -> None:
+        # The data directory's store is made on first use; any other missing directory
+        # is more likely a typo than a wish, so it takes --create.
+        if self.store.startswith("sqlite:") and (self.create or self.store == data_dir_store()):
+            make_parent(self.store)
 
     def show(self, result: dict[str, Any], render: Render) -> int:
         """Print a tool result; a refused call goes to stderr and exits 1."""
@@ -136,8 +234,13 @@ class CliOptions:
 
 
 def make_parent(store: str) -> None:
-    raw = store[len("sqlite:") :]
-    path = Path("/" + raw.lstrip("/") if raw.startswith("//") else raw).expanduser()
+    from sessionwire.adapters.store.event_store import StoreURLError
+    from sessionwire.adapters.store.sqlite import sqlite_file
+
+    try:
+        path = sqlite_file(store)
+    except StoreURLError:
+        return  # opening the store reports it
     path.parent.mkdir(parents=True, exist_ok=True)
 
 

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from rich.text import Text
 from sessionwire.application.audit.timeline import describe
-from sessionwire.application.ports.store import SessionStore
+from sessionwire.application.ports.event_log import EventLog
 from sessionwire.domain.base import DomainEvent
 
 GIST_CHARS = 90
@@ -74,7 +74,7 @@ class EventFeed:
     """The events recorded after ``start``, read in log order as they arrive."""
 
     def __init__(
-        self, store: SessionStore, display: Callable[[str], str], *, after: int | None = None
+        self, store: EventLog, display: Callable[[str], str], *, after: int | None = None
     ) -> None:
         self.store = store
         self.display = display

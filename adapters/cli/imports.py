@@ -18,7 +18,7 @@ from sessionwire.adapters.cli.audit_replay import store_alone
 from sessionwire.adapters.cli.context import CliOptions, fail
 from sessionwire.adapters.importers.openclaw import STORE_FILE, read_state_dir
 from sessionwire.application.audit.history_import import import_sessions
-from sessionwire.application.ports.store import RandomIds
+from sessionwire.application.ports.clock_and_ids import RandomIds
 
 pass_options = click.make_pass_decorator(CliOptions)
 

@@ -1,43 +1,46 @@
-"""The ``sessionwire`` command line: record messages, list sessions, read histories.
+"""The sessionwire command line: record messages, list sessions, read histories.
 
-The store defaults to an SQLite file in the user's data directory; ``--store`` or the
+The store defaults to an SQLite file in the user's data directory; --store or the
 SESSIONWIRE_STORE environment variable picks another ('memory', 'sqlite:///…',
 'postgresql://…'). Exit codes: 0 done, 1 refused or bad input, 2 bad usage, store or
 config.
 """
 
-# Each command group lives in a module of its own and is registered with the root group.
+# Each command group lives in a module of its own and is registered with the root group
+# by name, imported only when it runs (lazy_group.py): the servers' and the demo's imports
+# never slow down a listing or a history.
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from sessionwire.adapters.bootstrap import Gateway
-from sessionwire.adapters.cli.audit import audit
-from sessionwire.adapters.cli.config import config_group
 from sessionwire.adapters.cli.context import (
+    CONFIG_HELP,
+    CREATE_HELP,
     EXIT_USAGE,
+    JSON_HELP,
+    STORE_HELP,
+    VERBOSE_HELP,
     CliOptions,
     CommandFailed,
+    accept_global_options,
     configure_logging,
     default_store,
     present,
 )
-from sessionwire.adapters.cli.demo.command import demo
-from sessionwire.adapters.cli.imports import import_group
-from sessionwire.adapters.cli.mcp import mcp_command
-from sessionwire.adapters.cli.serve import serve
-from sessionwire.adapters.cli.session_tools import send, spawn
-from sessionwire.adapters.cli.simulate import simulate
+from sessionwire.adapters.cli.lazy_group import LazyCommand, LazyGroup
 from sessionwire.adapters.cli.terminal_views import (
     agents_view,
     history_view,
     recorded_view,
     sessions_table,
 )
+
+if TYPE_CHECKING:
+    from sessionwire.adapters.bootstrap import Gateway
 
 __all__ = ["cli", "default_store", "main"]
 
@@ -47,30 +50,115 @@ requester_option = click.option(
 )
 
 
-@click.group(help=__doc__, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", default=None, help="store URL (default: an SQLite file in the data dir)")
-@click.option("--config", "config_path", default=None, help="OpenClaw-shaped JSON5 config file")
-@click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
-@click.option("-v", "--verbose", is_flag=True, help="log what happens")
+CLI = "sessionwire.adapters.cli"
+COMMANDS = {
+    "audit": LazyCommand(
+        f"{CLI}.audit:audit", "Replay, export and verify what the store recorded."
+    ),
+    "config": LazyCommand(
+        f"{CLI}.config:config_group", "Check an OpenClaw-shaped JSON5 config file."
+    ),
+    "demo": LazyCommand(
+        f"{CLI}.demo.command:demo",
+        "Play a scripted team of agents on the store and show each event as it is recorded.",
+    ),
+    "import": LazyCommand(
+        f"{CLI}.imports:import_group", "Import sessions recorded by another gateway."
+    ),
+    "mcp": LazyCommand(
+        f"{CLI}.mcp:mcp_command",
+        "Serve sessions_list, sessions_history, sessions_send, sessions_spawn and "
+        "agents_list over MCP, every call made by the session --session.",
+    ),
+    "serve": LazyCommand(
+        f"{CLI}.serve:serve",
+        "Serve the session tools and gateway methods over HTTP (bearer token required).",
+    ),
+    "simulate": LazyCommand(
+        f"{CLI}.simulate:simulate",
+        "Play seeded random workloads and check the gateway's invariants.",
+    ),
+}
+SESSION_COMMANDS = {
+    "send": LazyCommand(
+        f"{CLI}.session_tools:send",
+        "Send MESSAGE into SESSION (sessions_send) and run the agent-to-agent exchange.",
+    ),
+    "spawn": LazyCommand(
+        f"{CLI}.session_tools:spawn",
+        "Spawn a sub-agent for TASK (sessions_spawn); it reports back when its run ends.",
+    ),
+}
+
+
+def show_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if not value or context.resilient_parsing:
+        return
+    import sessionwire
+
+    click.echo(f"sessionwire {sessionwire.__version__}")
+    context.exit()
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    # The global options are accepted after a subcommand's name too (context.py).
+    prepare=accept_global_options,
+    help=__doc__,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--config", "config_path", default=None, help=CONFIG_HELP)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)
+@click.option("--create", is_flag=True, help=CREATE_HELP)
+@click.option(
+    "--version",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=show_version,
+    help="print the version and exit",
+)
 @click.pass_context
 def cli(
-    context: click.Context, store: str | None, config_path: str | None, as_json: bool, verbose: bool
+    context: click.Context,
+    store: str | None,
+    config_path: str | None,
+    as_json: bool,
+    verbose: bool,
+    create: bool,
 ) -> None:
     configure_logging(verbose)
     context.obj = CliOptions(
-        store=store or default_store(), config_path=config_path, as_json=as_json, verbose=verbose
+        store=store or default_store(),
+        config_path=config_path,
+        as_json=as_json,
+        verbose=verbose,
+        create=create,
     )
 
 
 @cli.command()
 @click.argument("session")
 @click.argument("message")
-@click.option("--role", default="user", type=click.Choice(["user", "assistant", "toolResult"]))
-@click.option("--channel")
-@click.option("--chat-type", type=click.Choice(["direct", "dm", "group", "channel"]))
-@click.option("--display-name")
-@click.option("--to")
-@click.option("--label")
+@click.option(
+    "--role",
+    default="user",
+    show_default=True,
+    type=click.Choice(["user", "assistant", "toolResult"]),
+    help="who wrote the message",
+)
+@click.option("--channel", help="the channel it came in on (whatsapp, discord, webchat, …)")
+@click.option(
+    "--chat-type",
+    type=click.Choice(["direct", "dm", "group", "channel"]),
+    help="the kind of chat the session is",
+)
+@click.option("--display-name", help="the session's name for people (e.g. #dev)")
+@click.option("--to", help="where replies go on the channel (e.g. user:kim, channel:ops)")
+@click.option("--label", help="a label to find the session by")
 @click.option("--owner", is_flag=True, help="the sender is the session's owner")
 @pass_options
 def record(options: CliOptions, /, session: str, message: str, owner: bool, **route: Any) -> int:
@@ -85,25 +173,32 @@ def record(options: CliOptions, /, session: str, message: str, owner: bool, **ro
     return options.run(work)
 
 
-@cli.group()
+@cli.group(cls=LazyGroup, lazy=SESSION_COMMANDS, prepare=accept_global_options)
 def sessions() -> None:
     """List sessions or read one's history."""
 
 
 @sessions.command("list")
 @requester_option
-@click.option("--limit", type=float)
-@click.option("--kinds", multiple=True, help="main, group, cron, hook, node, other (repeat)")
-@click.option("--active-minutes", type=float)
-@click.option("--message-limit", type=float)
+@click.option("--limit", type=int, help="at most this many sessions (tool default 50, max 200)")
+@click.option(
+    "--kinds",
+    multiple=True,
+    # The tool's session kinds (domain.keys.SESSION_KINDS; a test keeps them equal),
+    # written out so that --help does not import the domain.
+    type=click.Choice(["main", "group", "cron", "hook", "node", "other"]),
+    help="only sessions of this kind (repeat for several)",
+)
+@click.option("--active-minutes", type=int, help="only sessions active in the last N minutes")
+@click.option("--message-limit", type=int, help="include each session's last N messages (max 20)")
 @pass_options
 def sessions_list(
     options: CliOptions,
     requester: str,
-    limit: float | None,
+    limit: int | None,
     kinds: tuple[str, ...],
-    active_minutes: float | None,
-    message_limit: float | None,
+    active_minutes: int | None,
+    message_limit: int | None,
 ) -> int:
     """Sessions the requester may see, newest first."""
     params = present(
@@ -120,11 +215,11 @@ def sessions_list(
 @sessions.command("history")
 @click.argument("session")
 @requester_option
-@click.option("--limit", type=float)
-@click.option("--include-tools", is_flag=True)
+@click.option("--limit", type=int, help="the last N messages (tool default 200, max 1000)")
+@click.option("--include-tools", is_flag=True, help="include tool calls and tool results")
 @pass_options
 def sessions_history(
-    options: CliOptions, session: str, requester: str, limit: float | None, include_tools: bool
+    options: CliOptions, session: str, requester: str, limit: int | None, include_tools: bool
 ) -> int:
     """One session's messages (SESSION is a key or a sessionId)."""
     params = present(sessionKey=session, limit=limit, includeTools=include_tools or None)
@@ -151,17 +246,6 @@ def agents_list(options: CliOptions, requester: str) -> int:
         return options.show(await gateway.call_tool(requester, "agents_list", {}), agents_view)
 
     return options.run(work)
-
-
-cli.add_command(audit)
-cli.add_command(mcp_command)
-cli.add_command(serve)
-cli.add_command(demo)
-cli.add_command(config_group)
-sessions.add_command(send)
-sessions.add_command(spawn)
-cli.add_command(import_group)
-cli.add_command(simulate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

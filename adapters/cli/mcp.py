@@ -31,7 +31,9 @@ pass_options = click.make_pass_decorator(CliOptions)
 )
 @click.option("--http", is_flag=True, help="serve streamable HTTP instead of stdio")
 @click.option("--host", default="127.0.0.1", show_default=True, help="with --http")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="with --http"
+)
 @click.option(
     "--runtime",
     "runtime_file",

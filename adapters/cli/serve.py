@@ -10,8 +10,12 @@ import click
 import uvicorn
 from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.context import EXIT_USAGE, CliOptions, fail
+from sessionwire.adapters.cli.runtime_option import (
+    chosen_runtime,
+    connect_runtime,
+    runtime_option,
+)
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
-from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
 
 DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
@@ -47,7 +51,13 @@ def read_token(token_env: str, token_file: str | None) -> str:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="port to listen on (0: any free port)",
+)
 @click.option(
     "--token-env",
     default=DEFAULT_TOKEN_ENV,
@@ -62,11 +72,7 @@ def read_token(token_env: str, token_file: str | None) -> str:
     type=click.IntRange(1),
     help="larger request bodies get 413",
 )
-@click.option(
-    "--script",
-    default=None,
-    help="answer runs with a ScriptedRuntime from this YAML/JSON file (demos, tests)",
-)
+@runtime_option
 @pass_options
 def serve(
     options: CliOptions,
@@ -75,22 +81,18 @@ def serve(
     token_env: str,
     token_file: str | None,
     max_body_bytes: int,
-    script: str | None,
+    runtime_file: Path | None,
 ) -> int:
     """Serve the session tools and gateway methods over HTTP (bearer token required).
 
-    Without --script the gateway has no agent runtime: runs that sessions_send or
+    Without --runtime the gateway has no agent runtime: runs that sessions_send or
     sessions_spawn start end in an error saying so.
     """
     token = read_token(token_env, token_file)
-    runtime = None
-    if script is not None:
-        try:
-            runtime = ScriptedRuntime.from_file(script)
-        except ScriptError as error:
-            fail(str(error), EXIT_USAGE)
+    runtime = chosen_runtime(runtime_file)
 
     async def work(gateway: Gateway) -> int:
+        connect_runtime(runtime, gateway)
         app = create_app(gateway, token, max_body_bytes=max_body_bytes)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
         server = uvicorn.Server(

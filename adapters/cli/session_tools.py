@@ -1,9 +1,8 @@
 """``sessionwire sessions send`` and ``sessions spawn``: the tools that start agent runs.
 
-A run needs an agent runtime. The command line has none of its own: ``--script FILE``
-answers with scripted agents (ScriptedRuntime rules, YAML or JSON); without it every run
-fails, saying so, and the failure is recorded like any other outcome. A real runtime is
-an ``AgentRuntime`` passed to ``Gateway.open(runtime=...)`` from Python.
+A run needs an agent runtime, so both commands take ``--runtime FILE`` (scripted agents
+or an OpenAI-compatible server) and refuse, before writing anything, without one: a
+message recorded for a run that cannot happen would only leave a failed run behind.
 
 The command waits until the work it started has settled (the reply-back loop and the
 announce, or the child's run and its report) and lists what the store recorded, so
@@ -13,31 +12,28 @@ stored: a gateway opened after it is due archives the child.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import RenderableType
 from rich.text import Text
-from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.context import EXIT_USAGE, CliOptions, console, fail, present
 from sessionwire.adapters.cli.event_lines import EventFeed, call_summary
-from sessionwire.adapters.runtimes.scripted import ScriptedRuntime, ScriptError
-from sessionwire.application.ports.runtime import NoRuntime
+from sessionwire.adapters.cli.runtime_option import (
+    chosen_runtime,
+    connect_runtime,
+    runtime_option,
+)
+
+if TYPE_CHECKING:
+    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.application.ports.runtime import AgentRuntime
 
 pass_options = click.make_pass_decorator(CliOptions)
-NO_RUNTIME_NOTE = (
-    "note: no agent runtime here, so the runs fail (recorded as such). Pass --script FILE "
-    "for scripted agents, or open the gateway from Python with Gateway.open(runtime=...)."
-)
 
 requester_option = click.option(
     "--as", "requester", default="main", show_default=True, help="the requester session key"
-)
-script_option = click.option(
-    "--script",
-    "script_path",
-    type=click.Path(dir_okay=False),
-    help="answer runs with scripted agents: a ScriptedRuntime rules file (YAML or JSON)",
 )
 
 
@@ -45,17 +41,21 @@ def result_view(result: dict[str, Any]) -> RenderableType:
     return Text(call_summary(result), style="bold")
 
 
-def _runtime(script_path: str | None) -> dict[str, Any]:
-    if script_path is None:
-        return {}
-    try:
-        return {"runtime": ScriptedRuntime.from_file(script_path)}
-    except ScriptError as error:
-        fail(str(error), EXIT_USAGE)
+def _runtime(command: str, runtime_file: Path | None) -> AgentRuntime:
+    runtime = chosen_runtime(runtime_file)
+    if runtime is None:
+        # Refused before the store is opened: nothing is written for a run that cannot run.
+        fail(
+            f"{command} starts an agent run, and there is no agent runtime: pass --runtime "
+            "FILE (scripted agents, or an OpenAI-compatible server; see docs/cli.md)",
+            EXIT_USAGE,
+        )
+    return runtime
 
 
 def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]) -> Any:
     async def work(gateway: Gateway) -> int:
+        connect_runtime(gateway.runtime, gateway)
         feed = EventFeed(gateway.store, gateway.rules.display)
         result = await gateway.call_tool(requester, tool, params)
         code = options.show(result, result_view)
@@ -67,8 +67,6 @@ def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]
             out.print(Text("recorded:", style="bold"))
             for line in lines:
                 out.print(line.as_text(), overflow="ellipsis", no_wrap=True)
-        if lines and isinstance(gateway.runtime, NoRuntime):
-            click.echo(NO_RUNTIME_NOTE, err=True)
         return code
 
     return work
@@ -80,23 +78,23 @@ def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]
 @requester_option
 @click.option(
     "--timeout-seconds",
-    type=float,
+    type=click.IntRange(min=0),
     help="how long to wait for the reply (tool default 30; 0 returns at once)",
 )
-@script_option
+@runtime_option
 @pass_options
 def send(
     options: CliOptions,
     session: str,
     message: str,
     requester: str,
-    timeout_seconds: float | None,
-    script_path: str | None,
+    timeout_seconds: int | None,
+    runtime_file: Path | None,
 ) -> int:
     """Send MESSAGE into SESSION (sessions_send) and run the agent-to-agent exchange."""
     params = present(sessionKey=session, message=message, timeoutSeconds=timeout_seconds)
-    runtime = _runtime(script_path)
-    return options.run(_call(options, requester, "sessions_send", params), **runtime)
+    runtime = _runtime("sessions send", runtime_file)
+    return options.run(_call(options, requester, "sessions_send", params), runtime=runtime)
 
 
 @click.command("spawn")
@@ -105,9 +103,13 @@ def send(
 @click.option("--agent", "agent_id", help="the agent to spawn (default: the requester's)")
 @click.option("--label", help="a label for the child session")
 @click.option("--model", help="the model the child runs on (must be one the config names)")
-@click.option("--run-timeout-seconds", type=float, help="stop the child's run after this long")
+@click.option(
+    "--run-timeout-seconds",
+    type=click.IntRange(min=0),
+    help="stop the child's run after this many seconds (0: no limit)",
+)
 @click.option("--cleanup", type=click.Choice(["delete", "keep"]), help="delete the child at once")
-@script_option
+@runtime_option
 @pass_options
 def spawn(
     options: CliOptions,
@@ -116,9 +118,9 @@ def spawn(
     agent_id: str | None,
     label: str | None,
     model: str | None,
-    run_timeout_seconds: float | None,
+    run_timeout_seconds: int | None,
     cleanup: str | None,
-    script_path: str | None,
+    runtime_file: Path | None,
 ) -> int:
     """Spawn a sub-agent for TASK (sessions_spawn); it reports back when its run ends."""
     params = present(
@@ -129,5 +131,5 @@ def spawn(
         runTimeoutSeconds=run_timeout_seconds,
         cleanup=cleanup,
     )
-    runtime = _runtime(script_path)
-    return options.run(_call(options, requester, "sessions_spawn", params), **runtime)
+    runtime = _runtime("sessions spawn", runtime_file)
+    return options.run(_call(options, requester, "sessions_spawn", params), runtime=runtime)

@@ -27,8 +27,8 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from sessionwire.application.config.gateway_config import describe_errors
+from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
-from sessionwire.application.ports.store import Clock
 from sessionwire.application.tools.schemas import tool_schemas
 
 log = structlog.get_logger("sessionwire.openai_runtime")

@@ -10,7 +10,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from pydantic import BaseModel
 from sessionwire.adapters.store.chain import pages
-from sessionwire.adapters.store.event_store import EventSourcedStore, PostgresSessionRecorder
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.read_model_diff import (
     compare_and_replace,
     drop_statements,
@@ -45,8 +45,8 @@ _WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
 class StoreAuditLog(AuditLog):
     def __init__(self, store: EventSourcedStore) -> None:
         self.store = store
-        self.chain = store.recorder.chain
-        self.datastore = store.recorder.datastore
+        self.chain = store.chain
+        self.datastore = store.datastore
 
     def _reading(self) -> Any:
         return self.datastore.transaction(commit=False)
@@ -129,9 +129,7 @@ class StoreAuditLog(AuditLog):
                 if link is not None:
                     self.chain.write_links(cursor, [link])
                 count += 1
-            if isinstance(self.store.recorder, PostgresSessionRecorder):
-                # Explicit ids leave the id sequence behind; the next event must follow.
-                self.chain.advance_sequence(cursor)
+            self.store.backend.follow_explicit_ids(cursor, self.chain)
         self.store.rebuild_read_models()
         return count
 

@@ -1,46 +1,40 @@
-"""The event store: eventsourcing 9.5 on SQLite (file or memory) or PostgreSQL.
+"""The event store: eventsourcing 9.5 on one of its databases, with our read models.
 
-Each recorder subclass writes the read-model changes on the cursor that inserts the
-events, so events and read models commit together or not at all.
+What every backend shares lives here: the store itself (saving aggregates with their
+read-model changes, reading the log and the read models) and what the recorder
+subclasses have in common. What differs, a backend module holds (``sqlite.py``,
+``postgres.py``), chosen from the store URL as eventsourcing chooses its persistence
+module: each recorder subclass writes the read-model changes on the cursor that inserts
+the events, so events and read models commit together or not at all.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-import uuid
+from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
-from pathlib import Path
+from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, cast
-from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
-import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
-from psycopg.sql import SQL
-from sessionwire.adapters.store.chain import SqlChain, postgres_tables, sqlite_tables
-from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
-from sessionwire.application.ports.store import (
-    SessionQuery,
-    SessionStore,
-    StoreConflict,
-    StoredSession,
-    StoredWork,
-)
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.session_locks import SessionLocks
+from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
 KindOf = Callable[[SessionState], str]
+# The keyword the store passes its read-model changes to the recorder under.
 READ_MODEL_KEY = "read_model_changes"
 LOG_PAGE = 500
 WRITE_CACHE_SIZE = 10_000
@@ -51,13 +45,19 @@ class StoreURLError(ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
 
 
-def _no_kind(state: SessionState) -> str:
+class StoreUnavailable(StoreURLError):
+    """A well-formed store location whose server cannot be reached or has no such database."""
+
+
+def no_kind(state: SessionState) -> str:
+    """Every session's kind until the store is given its key rules."""
     return "other"
 
 
-def _contents(
+def record_contents(
     notification_ids: Sequence[int], stored_events: Sequence[StoredEvent]
 ) -> list[tuple[int, RecordContent]]:
+    """What the hash chain hashes of each event just inserted, at its log position."""
     return [
         (
             notification_id,
@@ -72,135 +72,12 @@ def _contents(
     ]
 
 
-class SQLiteSessionRecorder(SQLiteApplicationRecorder):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.read_model = SqlReadModel(marker="?", kind_of=_no_kind, write_options={})
-        self.chain = SqlChain(sqlite_tables(), write_options={})
-        super().__init__(*args, **kwargs)
+class RecordsReadModels:
+    """What our recorder subclasses add to eventsourcing's: the tables they also write."""
 
-    def construct_create_table_statements(self) -> list[str]:
-        return [
-            *super().construct_create_table_statements(),
-            *self.read_model.create_statements(),
-            *self.chain.create_statements(),
-        ]
-
-    def _insert_events(self, c: Any, stored_events: Any, **kwargs: Any) -> Any:
-        notification_ids = super()._insert_events(c, stored_events, **kwargs)
-        assert notification_ids is not None
-        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
-        if changes:
-            self.read_model.write(c, changes)
-        # The hash chain, in the transaction that records the events (ADR 0008).
-        self.chain.append(c, _contents(notification_ids, stored_events))
-        return notification_ids
-
-
-class PostgresSessionRecorder(PostgresApplicationRecorder):
-    def __init__(self, datastore: Any, **kwargs: Any) -> None:
-        super().__init__(datastore, **kwargs)
-        # No server-side prepared statements for our writes: they run in a pipeline,
-        # and when a conflicting save aborts it psycopg can lose track of a statement it
-        # was preparing ("prepared statement _pg3_N does not exist" on the next save).
-        self.read_model = SqlReadModel(
-            marker="%s",
-            prefix=f'"{self.datastore.schema}".',
-            kind_of=_no_kind,
-            write_options={"prepare": False},
-        )
-        self.chain = SqlChain(
-            postgres_tables(self.datastore.schema, self.events_table_name),
-            write_options={"prepare": False},
-        )
-        # The chain table last: _postgres_setup takes its presence to mean "all created".
-        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
-            self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
-
-    def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
-        # Same transaction (and pipeline) as the events, and after them: a conflicting
-        # save then fails on the events' primary key, where eventsourcing expects it.
-        # Failing earlier, in our statements, would skip the table-lock statement that
-        # psycopg believes it prepared, breaking the connection's next save.
-        try:
-            super()._insert_stored_events(curs, stored_events, **kwargs)
-            changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
-            if changes:
-                # Another cursor: eventsourcing reads the new notification ids from this one.
-                with curs.connection.cursor() as view_cursor:
-                    self.read_model.write(view_cursor, changes)
-        except psycopg.Error:
-            # The conflict came back early, while later statements were still being sent
-            # (the server answered first: a loaded machine). That leaves the pipeline
-            # aborted, and unless it is synced now the commit fails with "pipeline
-            # aborted", an OperationalError that hides the conflict from our retries.
-            _sync_pipeline(curs.connection)
-            raise
-
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Any, **kwargs: Any
-    ) -> Sequence[int] | None:
-        # After the pipeline's sync: the events are in (a conflict raised before this)
-        # and the table lock taken before them serialises every writer until commit, so
-        # the chain's head read here is the log's head (ADR 0008).
-        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        assert notification_ids is not None
-        with curs.connection.cursor() as chain_cursor:
-            self.chain.append(chain_cursor, _contents(notification_ids, stored_events))
-        return notification_ids
-
-
-def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
-    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
-    # reports it as an error, which the error being raised already explains.
-    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
-        pipeline.sync()
-
-
-# First half of the advisory-lock key pair for session locks (any fixed number).
-_SESSION_LOCK_SPACE = 7251
-
-
-class PostgresSessionLock(AbstractAsyncContextManager[None]):
-    """A session-level advisory lock: one run per session across every gateway process.
-
-    The lock belongs to a database connection, so a process that dies releases it.
-    """
-
-    POLL_SECONDS = 0.002
-
-    def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
-        self.recorder = recorder
-        # Advisory locks are database-wide: the schema is part of the key, so stores in
-        # other schemas of the same database never wait on this one's runs.
-        self.key = f"{recorder.datastore.schema}:{key}"
-        self._held: Any = None
-
-    async def __aenter__(self) -> None:
-        while True:
-            connection_context = self.recorder.datastore.get_connection()
-            connection = connection_context.__enter__()
-            locked = connection.execute(
-                "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
-                (_SESSION_LOCK_SPACE, self.key),
-            ).fetchone()
-            if locked and locked["locked"]:
-                self._held = (connection_context, connection)
-                return
-            connection_context.__exit__(None, None, None)
-            # A blocking pause, then a turn of the loop: event-loop timers stop under
-            # freezegun's frozen time, and this runs in frozen-time tests too.
-            time.sleep(self.POLL_SECONDS)
-            await asyncio.sleep(0)
-
-    async def __aexit__(self, *_: object) -> None:
-        connection_context, connection = self._held
-        self._held = None
-        try:
-            connection.execute(
-                "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_SESSION_LOCK_SPACE, self.key)
-            )
-        finally:
-            connection_context.__exit__(None, None, None)
+    read_model: SqlReadModel
+    chain: SqlChain
+    datastore: Any
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -211,107 +88,52 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
-def store_env(url: str) -> tuple[dict[str, str], str]:
-    """Application settings for a store URL, and a printable location (no password)."""
-    if url == "memory":
-        name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        return _sqlite_env(name), "memory"
-    if url.startswith("sqlite:"):
-        raw = url[len("sqlite:") :]
-        path = "/" + raw.lstrip("/") if raw.startswith("//") else raw
-        if not path or path == "/":
-            raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
-        file = Path(path).expanduser()
-        if not file.parent.is_dir():
-            raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
-        return _sqlite_env(str(file)), str(file)
+class StoreBackend(SessionLocks, ABC):
+    """What differs between databases: settings, opening, locks, planner statistics."""
+
+    env: dict[str, str]
+    """The eventsourcing application's settings for this store."""
+    location: str
+    """Where the store is, printable (no password)."""
+
+    def open_application(self) -> SessionwireApplication:
+        return SessionwireApplication(env=self.env)
+
+    def analyze(self, store: EventSourcedStore) -> None:
+        """Refresh the planner's statistics on the read models, if it plans by them."""
+
+    def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
+        """After events were written at explicit positions: let new ones follow them."""
+
+
+def backend_for(url: str) -> StoreBackend:
+    """The backend a store URL names; only its module is imported (no PostgreSQL driver
+    for a SQLite store)."""
+    if url == "memory" or url.startswith("sqlite:"):
+        from sessionwire.adapters.store.sqlite import SQLiteBackend
+
+        return SQLiteBackend(url)
     if url.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(url)
-        database = parts.path.lstrip("/")
-        if not database:
-            raise StoreURLError(f"no database in store URL {url!r}; use postgresql://user@host/db")
-        schema = parse_qs(parts.query).get("schema", ["public"])[0]
-        if not schema.replace("_", "").isalnum():
-            raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
-        env = {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
-            "POSTGRES_DBNAME": database,
-            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
-            "POSTGRES_PORT": str(parts.port or 5432),
-            "POSTGRES_USER": unquote(parts.username or "postgres"),
-            "POSTGRES_PASSWORD": unquote(parts.password or ""),
-            "POSTGRES_SCHEMA": schema,
-            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
-            "POSTGRES_CONNECT_TIMEOUT": "5",
-        }
-        host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
-        location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
-        if schema != "public":
-            location += f"?schema={schema}"
-        return env, location
+        from sessionwire.adapters.store.postgres import PostgresBackend
+
+        return PostgresBackend(url)
     raise StoreURLError(
         f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
         "or 'postgresql://user@host:port/db'"
     )
 
 
-def _sqlite_env(name: str) -> dict[str, str]:
-    return {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "APPLICATION_RECORDER_TOPIC": get_topic(SQLiteSessionRecorder),
-        "SQLITE_DBNAME": name,
-        "SQLITE_LOCK_TIMEOUT": "30",
-    }
-
-
-# Any fixed number: the advisory lock that serialises creating sessionwire's tables.
-_SETUP_LOCK = 7_251_030_117
-
-
-@contextmanager
-def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
-    """Create the schema and tables once, with no DDL at all when they exist.
-
-    Gateways starting together would otherwise run CREATE ... IF NOT EXISTS against
-    each other's writes: the DDL's table locks deadlock with a writer's row and table
-    locks, and concurrent catalog updates fail ("tuple concurrently updated").
-    """
-    schema = env["POSTGRES_SCHEMA"]
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=int(env["POSTGRES_PORT"]),
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=5,
-        autocommit=True,
-    ) as connection:
-        connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
-        try:
-            connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            found = connection.execute(
-                "SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)
-            ).fetchone()
-            if found is not None and found[0] is not None:
-                env["CREATE_TABLE"] = "n"
-            yield
-        finally:
-            connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
-
-
-class EventSourcedStore(SessionStore):
+class EventSourcedStore(Store):
     def __init__(self, url: str, *, kind_of: KindOf) -> None:
-        env, self.location = store_env(url)
-        if env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
-            with _postgres_setup(env):
-                self.app = SessionwireApplication(env=env)
-        else:
-            self.app = SessionwireApplication(env=env)
+        self.backend = backend_for(url)
+        self.location = self.backend.location
+        self.app = self.backend.open_application()
         recorder = self.app.recorder
-        assert isinstance(recorder, SQLiteSessionRecorder | PostgresSessionRecorder)
+        assert isinstance(recorder, RecordsReadModels)
         self.recorder = recorder
         self.read_model = recorder.read_model
+        self.chain = recorder.chain
+        self.datastore: Any = recorder.datastore
         self.read_model.kind_of = kind_of
         # Sessions as this process last wrote them: saves one read per append.
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
@@ -319,11 +141,13 @@ class EventSourcedStore(SessionStore):
         self._analyze_at = ANALYZE_FIRST_AT
         self.analyze()
 
-    def _reading(self) -> Any:
-        return self.recorder.datastore.transaction(commit=False)
+    def reading(self) -> Any:
+        """A transaction that reads (its cursor); nothing is committed."""
+        return self.datastore.transaction(commit=False)
 
-    def _writing(self) -> Any:
-        return self.recorder.datastore.transaction(commit=True)
+    def writing(self) -> Any:
+        """A transaction that writes (its cursor), committed at the end of ``with``."""
+        return self.datastore.transaction(commit=True)
 
     def save(self, *aggregates: Aggregate) -> None:
         events: list[DomainEvent] = []
@@ -359,12 +183,8 @@ class EventSourcedStore(SessionStore):
             self.analyze()
 
     def analyze(self) -> None:
-        """Refresh the database's statistics on the read-model tables (PostgreSQL only)."""
-        if not isinstance(self.recorder, PostgresSessionRecorder):
-            return
-        with self._writing() as cursor:
-            for table in (self.read_model.sessions, self.read_model.transcript):
-                cursor.execute(f"ANALYZE {table}")
+        """Refresh the database's statistics on the read-model tables, where it plans by them."""
+        self.backend.analyze(self)
 
     def _remember(self, session: Session) -> None:
         key = session.state.key
@@ -383,40 +203,38 @@ class EventSourcedStore(SessionStore):
         return self._written.get(key) or self.session(key)
 
     def session(self, key: str) -> StoredSession | None:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.session(cursor, session_uuid(key))
 
     def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.sessions_where(cursor, "session_id", session_id)
 
     def sessions_by_label(self, label: str) -> list[StoredSession]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.sessions_where(cursor, "label", label)
 
     def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.list_sessions(cursor, query)
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        if isinstance(self.recorder, PostgresSessionRecorder):
-            return PostgresSessionLock(self.recorder, key)
-        return super().session_lock(key)
+        return self.backend.session_lock(key)
 
     def work(self, aggregate_id: UUID) -> StoredWork | None:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.work(cursor, aggregate_id)
 
     def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.pending_work(cursor, kind, statuses)
 
     def agent_ids(self) -> list[str]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.agent_ids(cursor)
 
     def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.transcript_tail(
                 cursor, session, limit=limit, include_tools=include_tools
             )
@@ -443,7 +261,7 @@ class EventSourcedStore(SessionStore):
         return [cast(DomainEvent, event) for event in events]
 
     def rebuild_read_models(self) -> None:
-        with self._writing() as cursor:
+        with self.writing() as cursor:
             for statement in self.read_model.drop_statements():
                 cursor.execute(statement)
         replay = Replay()
@@ -458,11 +276,11 @@ class EventSourcedStore(SessionStore):
         self.analyze()
 
     def _write(self, changes: ReadModelChanges) -> None:
-        with self._writing() as cursor:
+        with self.writing() as cursor:
             self.read_model.write(cursor, changes)
 
     def read_model_snapshot(self) -> dict[str, list[tuple[object, ...]]]:
-        with self._reading() as cursor:
+        with self.reading() as cursor:
             return self.read_model.snapshot(cursor)
 
     def close(self) -> None:

@@ -13,7 +13,8 @@ from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
-from sessionwire.application.ports.store import SessionQuery, StoredSession, StoredWork
+from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.session import SessionState
 

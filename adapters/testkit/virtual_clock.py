@@ -8,7 +8,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from sessionwire.application.ports.store import Clock
+from sessionwire.application.ports.clock_and_ids import Clock
 
 SETTLE_ROUNDS = 20
 MAX_WAKEUPS = 10_000

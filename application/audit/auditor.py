@@ -11,12 +11,12 @@ from datetime import datetime
 
 from sessionwire.application.audit.state import SessionAsOf, session_as_of
 from sessionwire.application.audit.timeline import Timeline, session_timeline
-from sessionwire.application.ports.store import SessionStore
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import KeyRules
 
 
 class Auditor:
-    def __init__(self, store: SessionStore, rules: KeyRules) -> None:
+    def __init__(self, store: Store, rules: KeyRules) -> None:
         self.store = store
         self.rules = rules
 

@@ -17,7 +17,8 @@ from uuid import UUID
 
 import structlog
 from pydantic import BaseModel, ConfigDict
-from sessionwire.application.ports.store import IdSource, SessionStore
+from sessionwire.application.ports.clock_and_ids import IdSource
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey, KeyRules, agent_id_of
 from sessionwire.domain.session import InvalidPatch, Session, validate_patch
 from sessionwire.domain.transcript import MAX_MESSAGE_BYTES, TranscriptMessage
@@ -75,7 +76,7 @@ class ImportReport(BaseModel):
 
 
 def import_sessions(
-    store: SessionStore,
+    store: Store,
     rules: KeyRules,
     ids: IdSource,
     sessions: list[SourceSession],
@@ -108,7 +109,7 @@ def import_sessions(
 
 
 def _session(
-    store: SessionStore,
+    store: Store,
     rules: KeyRules,
     ids: IdSource,
     key: str,
@@ -155,7 +156,7 @@ def _session(
 
 
 def _checked_fields(
-    store: SessionStore, key: str, item: SourceSession, report: ImportReport
+    store: Store, key: str, item: SourceSession, report: ImportReport
 ) -> dict[str, Any]:
     fields = dict(item.fields)
     for name, patch_name in _PATCHED:

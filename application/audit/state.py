@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
-from sessionwire.application.ports.store import SessionStore
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
@@ -40,7 +40,7 @@ class SessionAsOf(BaseModel):
 
 
 def session_as_of(
-    store: SessionStore,
+    store: Store,
     key: str,
     *,
     version: int | None = None,
@@ -84,7 +84,7 @@ def session_as_of(
 FIRST_PREFIX = 64
 
 
-def _prefix_past(store: SessionStore, session_id: UUID, at: datetime) -> Sequence[DomainEvent]:
+def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[DomainEvent]:
     """A prefix of the stream that reaches past ``at`` (or the whole stream).
 
     Prefixes grow fourfold, so an early instant in a long stream reads a few events, not

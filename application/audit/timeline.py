@@ -15,7 +15,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
-from sessionwire.application.ports.store import SessionStore
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.exchange import Exchange
@@ -48,7 +48,7 @@ class Timeline(BaseModel):
     entries: list[TimelineEntry]
 
 
-def session_timeline(store: SessionStore, key: str) -> Timeline:
+def session_timeline(store: Store, key: str) -> Timeline:
     """The timeline of the session stored under canonical ``key``; LookupError if none."""
     session_id = session_uuid(key)
     if store.session(key) is None:

@@ -14,8 +14,9 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
-from sessionwire.application.ports.store import Clock, SessionStore
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
 from sessionwire.domain.exchange import (
     AwaitPrimary,
@@ -43,7 +44,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,

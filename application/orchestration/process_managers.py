@@ -10,7 +10,8 @@ from uuid import UUID
 
 import structlog
 from pydantic import BaseModel
-from sessionwire.application.ports.store import SessionStore, StoreConflict
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate
 
 A = TypeVar("A", bound=Aggregate)
@@ -23,7 +24,7 @@ class ProcessManager(ABC, Generic[A]):
     aggregate_class: type[A]
     state_class: type[BaseModel]
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self.log = structlog.get_logger(f"sessionwire.{self.kind}s")

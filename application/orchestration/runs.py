@@ -18,12 +18,16 @@ from typing import Any
 from uuid import UUID
 
 import structlog
-from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
+from sessionwire.application.orchestration.conflicts import back_off
+from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
-from sessionwire.application.ports.store import Clock, SessionStore, StoreConflict
+from sessionwire.application.ports.session_read_model import SessionReadModel
+from sessionwire.application.ports.store import Store
+from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
-from sessionwire.domain.session import Session, SessionClosed
+from sessionwire.domain.session import SessionClosed
 from sessionwire.domain.transcript import TranscriptMessage, Usage
 
 log = structlog.get_logger("sessionwire.runs")
@@ -62,7 +66,7 @@ class RunEngine:
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         clock: Clock,
         runtime: AgentRuntime,
         max_concurrent: int,
@@ -243,30 +247,26 @@ class RunEngine:
 
     async def _record_dispatch(self, run: Run) -> Run:
         """Mark the run dispatched; its first dispatch appends its user message."""
-        for attempt in range(MAX_SAVE_ATTEMPTS):
-            if run.state.ended:
-                return run
-            now = self.clock.now()
-            session = self._session(run.state.session_key)
-            run.dispatch(at=now)
-            changed: list[Aggregate] = [run]
-            if run.state.attempts == 1 and session is not None:
-                try:
-                    session.append_message(_user_message(run, now), at=now)
-                    changed.append(session)
-                except SessionClosed:
-                    run.fail(error=f"session {run.state.session_key} is closed", at=now)
-            elif session is None:
-                run.fail(error=f"Session not found: {run.state.session_key}", at=now)
-            try:
-                self.store.save(*changed)
-                return run
-            except StoreConflict:
-                await back_off(attempt)
-                reloaded = self.load(run.id)
+        async for uow in retrying(self.store, f"run {run.id}"):
+            with uow:
+                # The run just loaded serves the first attempt; after a conflict it is stale.
+                reloaded = uow.work(run.id, Run, RunState) if uow.attempt else uow.add(run)
                 assert reloaded is not None
                 run = reloaded
-        raise StoreConflict(f"run {run.id} kept changing")
+                if run.state.ended:
+                    return run
+                now = self.clock.now()
+                session = uow.session(run.state.session_key)
+                run.dispatch(at=now)
+                if run.state.attempts == 1 and session is not None:
+                    try:
+                        session.append_message(_user_message(run, now), at=now)
+                    except SessionClosed:
+                        run.fail(error=f"session {run.state.session_key} is closed", at=now)
+                elif session is None:
+                    run.fail(error=f"Session not found: {run.state.session_key}", at=now)
+                uow.commit()
+        return run
 
     async def _call_runtime(self, run: Run) -> object:
         """What the runtime returned, the error it raised, or TIMED_OUT."""
@@ -297,44 +297,37 @@ class RunEngine:
         return answer
 
     async def _record_outcome(self, run_id: UUID, outcome: object) -> Run:
-        for attempt in range(MAX_SAVE_ATTEMPTS):
-            run = self.load(run_id)
-            assert run is not None
-            if run.state.ended:
-                return run
-            now = self.clock.now()
-            changed: list[Aggregate] = [run]
-            try:
-                if outcome is TIMED_OUT:
-                    run.time_out(at=now)
-                elif isinstance(outcome, BaseException):
-                    run.fail(error=_describe(outcome), at=now)
-                elif not isinstance(outcome, RunReply) or not _is_text(outcome.text):
-                    run.fail(
-                        error=f"the agent runtime returned {_kind(outcome)}, not a reply", at=now
-                    )
-                else:
-                    usage = _usage(outcome.usage)
-                    model = outcome.model if isinstance(outcome.model, str) else None
-                    run.complete(reply=outcome.text, usage=usage, model=model, at=now)
-                    session = self._session(run.state.session_key)
-                    if session is not None and outcome.text:
-                        session.append_message(
-                            _assistant_message(outcome.text, usage, model, now), at=now
+        async for uow in retrying(self.store, f"run {run_id}"):
+            with uow:
+                found = uow.work(run_id, Run, RunState)
+                assert found is not None
+                run = found
+                if run.state.ended:
+                    return run
+                now = self.clock.now()
+                try:
+                    if outcome is TIMED_OUT:
+                        run.time_out(at=now)
+                    elif isinstance(outcome, BaseException):
+                        run.fail(error=_describe(outcome), at=now)
+                    elif not isinstance(outcome, RunReply) or not _is_text(outcome.text):
+                        run.fail(
+                            error=f"the agent runtime returned {_kind(outcome)}, not a reply",
+                            at=now,
                         )
-                        changed.append(session)
-            except (RunAlreadyEnded, SessionClosed) as error:
-                log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
-            try:
-                self.store.save(*changed)
-                return run
-            except StoreConflict:
-                await back_off(attempt)
-        raise StoreConflict(f"run {run_id} kept changing")
-
-    def _session(self, key: str) -> Session | None:
-        stored = self.store.session_for_update(key)
-        return None if stored is None else stored.to_aggregate()
+                    else:
+                        usage = _usage(outcome.usage)
+                        model = outcome.model if isinstance(outcome.model, str) else None
+                        run.complete(reply=outcome.text, usage=usage, model=model, at=now)
+                        session = uow.session(run.state.session_key)
+                        if session is not None and outcome.text:
+                            session.append_message(
+                                _assistant_message(outcome.text, usage, model, now), at=now
+                            )
+                except (RunAlreadyEnded, SessionClosed) as error:
+                    log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
+                uow.commit()
+        return run
 
     # Idle and shutdown ----------------------------------------------------------------
 
@@ -377,7 +370,7 @@ async def _with_timeout(call: Awaitable[object], clock: Clock, seconds: float) -
 
 
 def _transcript_reader(
-    store: SessionStore, session: UUID | None
+    store: SessionReadModel, session: UUID | None
 ) -> Callable[[int], list[dict[str, Any]]]:
     def read(limit: int) -> list[dict[str, Any]]:
         if session is None:

@@ -14,12 +14,13 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 import structlog
 from sessionwire.application.config.gateway_config import GatewayConfig
-from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.orchestration.exchanges import run_state_reply
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
-from sessionwire.application.ports.store import Clock, SessionStore, StoreConflict
+from sessionwire.application.ports.store import Store
+from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.spawn import (
@@ -48,7 +49,7 @@ class SpawnDriver(ProcessManager[Spawn]):
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: Store,
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,
@@ -198,56 +199,43 @@ class SpawnDriver(ProcessManager[Spawn]):
         denied_by: str | None,
     ) -> None:
         """Record the report in the requester's transcript and on the spawn, together."""
-        for attempt in range(MAX_SAVE_ATTEMPTS):
-            now = self.clock.now()
-            fresh = self.load(spawn.id)
-            if fresh is None or fresh.state.announced:
-                return
-            if denied_by is not None:
-                fresh.suppress_delivery(rule=denied_by, at=now)
-            fresh.announced(message=message, channel=channel, to=to, account_id=account_id, at=now)
-            stored = self.store.session_for_update(spawn.state.requester_key)
-            changed: list[object] = [fresh]
-            if stored is not None and stored.state.status == "active":
-                requester = stored.to_aggregate()
-                requester.append_message(
-                    TranscriptMessage(
-                        role="assistant",
-                        content=[{"type": "text", "text": message}],
-                        timestamp=int(now.timestamp() * 1000),
-                    ),
-                    at=now,
+        async for uow in retrying(self.store, f"spawn {spawn.id} announce"):
+            with uow:
+                now = self.clock.now()
+                fresh = uow.work(spawn.id, Spawn, SpawnState)
+                if fresh is None or fresh.state.announced:
+                    return
+                if denied_by is not None:
+                    fresh.suppress_delivery(rule=denied_by, at=now)
+                fresh.announced(
+                    message=message, channel=channel, to=to, account_id=account_id, at=now
                 )
-                changed.append(requester)
-            try:
-                self.store.save(*changed)  # type: ignore[arg-type]
-                return
-            except StoreConflict:
-                await back_off(attempt)
-        raise StoreConflict(f"spawn {spawn.id} announce kept colliding")
+                requester = uow.session(spawn.state.requester_key)
+                if requester is not None and requester.state.status == "active":
+                    requester.append_message(
+                        TranscriptMessage(
+                            role="assistant",
+                            content=[{"type": "text", "text": message}],
+                            timestamp=int(now.timestamp() * 1000),
+                        ),
+                        at=now,
+                    )
+                uow.commit()
 
     async def _close_child(self, spawn: Spawn, *, archive: bool) -> None:
-        for attempt in range(MAX_SAVE_ATTEMPTS):
-            now = self.clock.now()
-            fresh = self.load(spawn.id)
-            if fresh is None or fresh.state.status == "closed":
-                return
-            stored = self.store.session_for_update(fresh.state.child_key)
-            changed: list[object] = [fresh]
-            if stored is not None:
-                child = stored.to_aggregate()
-                if archive:
+        async for uow in retrying(self.store, f"spawn {spawn.id} cleanup"):
+            with uow:
+                now = self.clock.now()
+                fresh = uow.work(spawn.id, Spawn, SpawnState)
+                if fresh is None or fresh.state.status == "closed":
+                    return
+                child = uow.session(fresh.state.child_key)
+                if child is not None and archive:
                     child.archive(reason="archiveAfterMinutes elapsed", at=now)
-                else:
+                elif child is not None:
                     child.delete(reason='sessions_spawn cleanup "delete"', at=now)
-                changed.append(child)
-            if archive:
-                fresh.archived(at=now)
-            else:
-                fresh.deleted(at=now)
-            try:
-                self.store.save(*changed)  # type: ignore[arg-type]
-                return
-            except StoreConflict:
-                await back_off(attempt)
-        raise StoreConflict(f"spawn {spawn.id} cleanup kept colliding")
+                if archive:
+                    fresh.archived(at=now)
+                else:
+                    fresh.deleted(at=now)
+                uow.commit()

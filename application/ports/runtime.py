@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessionwire.application.ports.store import Clock
+from sessionwire.application.ports.clock_and_ids import Clock
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.ports.store import StoredSession
+from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.domain.keys import (
     InvalidSessionKey,
     agent_id_of,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.ports.store import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
 from sessionwire.application.tools.params import SessionsListParams
 from sessionwire.application.tools.results import (
     DeliveryContext,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.ports.store import StoredSession
+from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.tools.params import SessionsSendParams
 from sessionwire.application.tools.results import SendResult
 from sessionwire.application.tools.session_refs import (

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
+from sessionwire import ChannelDelivery, Delivery
 from sessionwire.testing import (
     INVARIANTS,
     FreshStores,

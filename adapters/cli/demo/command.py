@@ -12,6 +12,7 @@ import json
 import shlex
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -37,6 +38,11 @@ from sessionwire.adapters.cli.demo.runner import (
 )
 from sessionwire.adapters.cli.demo.scenario import Scenario, ScenarioError, Step, load_scenario
 from sessionwire.adapters.cli.event_lines import EventLine, call_summary
+from sessionwire.adapters.cli.runtime_option import (
+    chosen_runtime,
+    connect_runtime,
+    runtime_option,
+)
 from sessionwire.adapters.cli.terminal_views import sessions_table
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
@@ -108,13 +114,17 @@ class JsonView(DemoView):
     default=None,
     help="real seconds between steps (default 0.3 on a terminal, 0 otherwise)",
 )
+@runtime_option
 @pass_options
-def demo(options: CliOptions, scenario_path: str | None, pace: float | None) -> int:
+def demo(
+    options: CliOptions, scenario_path: str | None, pace: float | None, runtime_file: Path | None
+) -> int:
     """Play a scripted team of agents on the store and show each event as it is recorded.
 
     The built-in scenario: a user message, a sessions_send with its ping-pong loop and
     announce, a sessions_spawn whose child reports back, and the child archived after a
     simulated hour. The scenario holds its own config (--config is not used here).
+    --runtime FILE answers the runs with other agents than the scenario's scripted ones.
     """
     try:
         scenario = load_scenario(scenario_path)
@@ -127,9 +137,10 @@ def demo(options: CliOptions, scenario_path: str | None, pace: float | None) -> 
     interactive = sys.stdout.isatty() and not options.as_json
     pace_seconds = (0.3 if interactive else 0.0) if pace is None else pace
     clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))
-    runtime = ScriptedRuntime(scenario.replies)
+    runtime = chosen_runtime(runtime_file) or ScriptedRuntime(scenario.replies)
 
     async def work(gateway: Gateway) -> int:
+        connect_runtime(runtime, gateway)
         await start_after_the_log(gateway, clock)
         if options.as_json:
             return await _play_json(gateway, clock, scenario)

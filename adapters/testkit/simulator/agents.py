@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire.adapters.testkit.simulator.script import plan_text, read_plan
+from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
@@ -28,7 +29,6 @@ from sessionwire.application.ports.runtime import (
     RunReply,
     RunRequest,
 )
-from sessionwire.application.ports.store import Clock
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from sessionwire.application.ports.store import SessionStore
+from sessionwire.application.ports.event_log import EventLog
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class LogReader:
     digest: Any = field(default_factory=hashlib.sha256)
     """Over each event's type, aggregate, version and time: the run's fingerprint."""
 
-    def read(self, store: SessionStore) -> list[str]:
+    def read(self, store: EventLog) -> list[str]:
         """Read the events recorded since the last call; the problems they show."""
         problems: list[str] = []
         for position, event in store.events(start=self.position + 1):

@@ -54,8 +54,8 @@ from sessionwire.adapters.testkit.simulator.stores import FreshStores, MemorySto
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
-from sessionwire.application.ports.store import IdSource
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 # Work one step may record before it counts as never ending (a loop with no hop limit).

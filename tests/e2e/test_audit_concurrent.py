@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from audit_rig import verify_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PER_PROCESS = 40
 WRITER = """
 import sys

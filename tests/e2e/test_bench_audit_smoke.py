@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_audit_state.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_audit_state.py"
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "audit.md"
 BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
 

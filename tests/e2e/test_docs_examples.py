@@ -21,7 +21,7 @@ from sessionwire.adapters.runtimes.files import load_runtime
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

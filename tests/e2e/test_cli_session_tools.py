@@ -1,18 +1,18 @@
 """``sessionwire sessions send`` and ``sessions spawn`` through the real command line.
 
-Without ``--script`` the CLI has no agent runtime: runs fail, saying so, and that is
-recorded. With ``--script FILE`` scripted agents answer.
+Without ``--runtime`` the CLI has no agent runtime: the commands refuse before writing
+anything (exit 2). With ``--runtime FILE`` (or the older, hidden ``--script FILE``)
+scripted agents answer. Commands run through ``main`` in this process; the ones
+using ``cli_process`` run as a real process.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from command_line import Ran, run_in_process, run_process
 
 AGENTS = """
 rules:
@@ -25,15 +25,12 @@ rules:
 NO_RUNTIME = "no agent runtime is configured for this gateway"
 
 
-def cli(*args: str, store: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "SESSIONWIRE_STORE": store},
-        check=False,
-    )
+def cli(*args: str, store: str) -> Ran:
+    return run_in_process(*args, env={"SESSIONWIRE_STORE": store})
+
+
+def cli_process(*args: str, store: str) -> Ran:
+    return run_process(*args, env={"SESSIONWIRE_STORE": store})
 
 
 @pytest.fixture
@@ -57,7 +54,7 @@ def script(tmp_path: Path) -> str:
 def test_send_with_scripted_agents_shows_the_reply_and_the_exchange(
     store: str, script: str
 ) -> None:
-    result = cli(
+    result = cli_process(
         "sessions", "send", "discord:group:ops", "Deploy done?", "--script", script, store=store
     )
     assert result.returncode == 0, result.stderr
@@ -70,18 +67,50 @@ def test_send_with_scripted_agents_shows_the_reply_and_the_exchange(
     assert texts[1:3] == ["Deploy done?", "On it."]
 
 
-def test_send_without_a_runtime_exits_1_and_says_how_to_get_one(store: str) -> None:
-    result = cli("sessions", "send", "discord:group:ops", "Deploy done?", store=store)
-    assert result.returncode == 1
-    assert f"sessionwire: error: {NO_RUNTIME}" in result.stderr
-    assert "Pass --script FILE" in result.stderr
-    assert "Gateway.open(runtime=...)" in result.stderr
-    assert f"RunFailed                 error: {NO_RUNTIME}" in result.stdout
+def recorded(store: str) -> list[str]:
+    exported = cli("audit", "export", store=store)
+    assert exported.returncode == 0, exported.stderr
+    return exported.stdout.splitlines()
 
 
-def test_send_that_does_not_wait_is_accepted(store: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("sessions", "send", "discord:group:ops", "Deploy done?"),
+        ("sessions", "send", "discord:group:ops", "later", "--timeout-seconds", "0"),
+        ("sessions", "spawn", "Count open tickets"),
+    ],
+    ids=["send", "send-no-wait", "spawn"],
+)
+def test_without_a_runtime_it_refuses_before_writing(store: str, command: tuple[str, ...]) -> None:
+    before = recorded(store)
+    result = cli(*command, store=store)
+    assert result.returncode == 2
+    assert "there is no agent runtime: pass --runtime FILE" in result.stderr
+    assert NO_RUNTIME not in result.stdout
+    assert recorded(store) == before
+
+
+def test_runtime_file_answers_and_script_is_its_alias(store: str, script: str) -> None:
+    for option in ("--runtime", "--script"):
+        result = cli(
+            "sessions", "send", "discord:group:ops", "Deploy?", option, script, store=store
+        )
+        assert result.returncode == 0, result.stderr
+        assert "ok: reply 'On it.'" in result.stdout
+
+
+def test_send_that_does_not_wait_is_accepted(store: str, script: str) -> None:
     result = cli(
-        "sessions", "send", "discord:group:ops", "later", "--timeout-seconds", "0", store=store
+        "sessions",
+        "send",
+        "discord:group:ops",
+        "later",
+        "--timeout-seconds",
+        "0",
+        "--runtime",
+        script,
+        store=store,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("accepted")
@@ -109,8 +138,8 @@ def test_send_json_prints_the_tool_result(store: str, script: str) -> None:
     )
 
 
-def test_send_to_a_session_that_does_not_exist_exits_1(store: str) -> None:
-    result = cli("sessions", "send", "discord:group:nope", "hi", store=store)
+def test_send_to_a_session_that_does_not_exist_exits_1(store: str, script: str) -> None:
+    result = cli("sessions", "send", "discord:group:nope", "hi", "--runtime", script, store=store)
     assert result.returncode == 1
     assert "Session not found: discord:group:nope" in result.stderr
 
@@ -154,14 +183,6 @@ def test_spawn_with_cleanup_delete_removes_the_child(store: str, script: str) ->
     assert not [row for row in listed["sessions"] if ":subagent:" in row["key"]]
 
 
-def test_spawn_without_a_runtime_still_reports_the_failure(store: str) -> None:
-    result = cli("sessions", "spawn", "Count open tickets", store=store)
-    assert result.returncode == 0, result.stderr
-    assert f"child run ended error: {NO_RUNTIME}" in result.stdout
-    assert "Status: error" in result.stdout
-    assert "Pass --script FILE" in result.stderr
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -171,9 +192,9 @@ def test_spawn_without_a_runtime_still_reports_the_failure(store: str) -> None:
     ],
 )
 def test_spawn_refusals_exit_1_with_the_reason(
-    store: str, args: tuple[str, ...], message: str
+    store: str, script: str, args: tuple[str, ...], message: str
 ) -> None:
-    result = cli("sessions", "spawn", "task", *args, store=store)
+    result = cli("sessions", "spawn", "task", *args, "--runtime", script, store=store)
     assert result.returncode == 1
     assert message in result.stderr
 
@@ -181,7 +202,8 @@ def test_spawn_refusals_exit_1_with_the_reason(
 def test_a_bad_script_exits_2_naming_the_rule(store: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - {step: primry}\n")
-    result = cli("sessions", "spawn", "task", "--script", str(bad), store=store)
-    assert result.returncode == 2
-    assert "invalid script: rules[0].step:" in result.stderr
-    assert "unknown step 'primry'" in result.stderr
+    for option in ("--script", "--runtime"):
+        result = cli("sessions", "spawn", "task", option, str(bad), store=store)
+        assert result.returncode == 2
+        assert "invalid script: rules[0].step:" in result.stderr
+        assert "unknown step 'primry'" in result.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sessionwire import Gateway
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KILL_POINTS = [
     "before-turn-2-starts",
     "while-turn-2-runs",

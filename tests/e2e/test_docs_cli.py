@@ -1,20 +1,21 @@
 """docs/cli.md runs as written: every ``$ sessionwire …`` line, in order, in one scratch
 directory holding the page's ``file=NAME`` blocks, against one store.
 
-A line may end with ``# exits N``; otherwise it must exit 0.
+A line may end with ``# exits N``; otherwise it must exit 0. Each line runs through the
+console script's ``main`` in this process (its own argv, environment, directory and
+streams); tests/e2e/test_cli.py runs the same entry point as a real process.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+from command_line import run_in_process
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 EXITS = re.compile(r"#\s*exits\s+(\d+)\s*$")
 
@@ -73,17 +74,9 @@ def test_every_example_on_the_page_runs(tmp_path: Path) -> None:
     text = PAGE.read_text()
     for name, body in page_files(text).items():
         (tmp_path / name).write_text(body)
-    env = {**os.environ, "SESSIONWIRE_STORE": f"sqlite:///{tmp_path}/docs.db"}
+    env = {"SESSIONWIRE_STORE": f"sqlite:///{tmp_path}/docs.db"}
     for example in page_examples(text):
-        result = subprocess.run(
-            [sys.executable, "-m", "sessionwire.adapters.cli.main", *example.args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            check=False,
-        )
+        result = run_in_process(*example.args, env=env, cwd=tmp_path)
         assert result.returncode == example.exit_code, (
             f"{example.line}\nexit {result.returncode}\n{result.stdout}\n{result.stderr}"
         )

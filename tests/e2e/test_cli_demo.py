@@ -1,31 +1,27 @@
 """``sessionwire demo``: a scripted team plays a scenario on a real store, shown live.
 
-Every test goes through the real command line (a subprocess, or ``main`` in process).
+Every test goes through the real command line: ``main`` in this process, and the first
+one as a real process (``cli_process``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from command_line import Ran, run_in_process, run_process
 from sessionwire.adapters.cli.main import main
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "SESSIONWIRE_STORE": "memory"},
-        check=False,
-    )
+def cli(*args: str) -> Ran:
+    return run_in_process(*args, env={"SESSIONWIRE_STORE": "memory"})
+
+
+def cli_process(*args: str) -> Ran:
+    return run_process(*args, env={"SESSIONWIRE_STORE": "memory"})
 
 
 @pytest.fixture
@@ -45,7 +41,7 @@ def names(document: dict[str, Any]) -> list[str]:
 
 
 def test_the_demo_shows_each_part_of_the_exchange_as_it_is_recorded(store: str) -> None:
-    result = cli("--store", store, "demo")
+    result = cli_process("--store", store, "demo")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     # A user message, the send and its reply, the ping-pong loop, the announce.

@@ -10,7 +10,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-PAGE = Path(__file__).parent.parent / "docs" / "testing.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 

@@ -14,7 +14,7 @@ from uuid import UUID
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import ScriptedRuntime
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PER_PROCESS = 10
 SCRIPT = {
     "rules": [

@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
+from postgres_server import POSTGRES_URL
 from sessionwire import Gateway
-
-from tests.conftest import POSTGRES_URL
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 from live_http import cli_env, free_port, serve_process
 
-PAGE = Path(__file__).parent.parent / "docs" / "http.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "http.md"
 DOC_PORT = "8765"
 # Values that differ on every run: the shape is checked, not the value.
 VOLATILE = {

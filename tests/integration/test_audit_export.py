@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from audit_rig import populate, run_cli, verify_json
-from conftest import POSTGRES_URL
+from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore

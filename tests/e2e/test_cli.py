@@ -1,26 +1,22 @@
-"""The sessionwire command line, through its real entry point."""
+"""The sessionwire command line, through its real entry point: ``main`` in this process,
+and as a real process (``cli_process``) for the round trip and an exit status."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from command_line import Ran, run_in_process, run_process
 from sessionwire.adapters.cli.main import default_store, main
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sessionwire.adapters.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+def cli(*args: str) -> Ran:
+    return run_in_process(*args)
+
+
+def cli_process(*args: str) -> Ran:
+    return run_process(*args)
 
 
 @pytest.fixture
@@ -29,15 +25,18 @@ def store(tmp_path: Path) -> str:
 
 
 def test_record_list_and_history_round_trip(store: str) -> None:
-    assert cli("--store", store, "record", "main", "hello", "--channel", "whatsapp").returncode == 0
-    listed = cli("--store", store, "--json", "sessions", "list", "--message-limit", "1")
+    assert (
+        cli_process("--store", store, "record", "main", "hello", "--channel", "whatsapp").returncode
+        == 0
+    )
+    listed = cli_process("--store", store, "--json", "sessions", "list", "--message-limit", "1")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)["sessions"]
     assert [(r["key"], r["channel"]) for r in rows] == [("main", "whatsapp")]
-    history = cli("--store", store, "sessions", "history", "main")
+    history = cli_process("--store", store, "sessions", "history", "main")
     assert history.returncode == 0
     assert "hello" in history.stdout
-    table = cli("--store", store, "sessions", "list")
+    table = cli_process("--store", store, "sessions", "list")
     assert "main" in table.stdout
     assert "1 session(s)" in table.stdout
 
@@ -49,7 +48,7 @@ def test_a_refused_tool_call_exits_1_with_the_reason(store: str) -> None:
 
 
 def test_a_bad_store_url_exits_2(tmp_path: Path) -> None:
-    result = cli("--store", "redis://x", "sessions", "list")
+    result = cli_process("--store", "redis://x", "sessions", "list")
     assert result.returncode == 2
     assert "unknown store 'redis://x'" in result.stderr
 

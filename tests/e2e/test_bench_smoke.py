@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_core.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_core.py"
 FIGURES = (
     "append_ratio_vs_raw",
     "sessions_list_p50_ms",

@@ -1,0 +1,233 @@
+"""The PostgreSQL backend: one schema of a database, shared by any number of gateways.
+
+Gateway processes on one schema serialise their writes (the events table lock),
+create the tables once between them, and lock each session while a run executes in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import psycopg
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import get_topic
+from psycopg.sql import SQL
+from sessionwire.adapters.store.chain import SqlChain, postgres_tables
+from sessionwire.adapters.store.event_store import (
+    READ_MODEL_KEY,
+    EventSourcedStore,
+    RecordsReadModels,
+    SessionwireApplication,
+    StoreBackend,
+    StoreUnavailable,
+    StoreURLError,
+    no_kind,
+    record_contents,
+)
+from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
+from sessionwire.application.projection import ReadModelChanges
+
+
+class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
+    def __init__(self, datastore: Any, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        # No server-side prepared statements for our writes: they run in a pipeline,
+        # and when a conflicting save aborts it psycopg can lose track of a statement it
+        # was preparing ("prepared statement _pg3_N does not exist" on the next save).
+        self.read_model = SqlReadModel(
+            marker="%s",
+            prefix=f'"{self.datastore.schema}".',
+            kind_of=no_kind,
+            write_options={"prepare": False},
+        )
+        self.chain = SqlChain(
+            postgres_tables(self.datastore.schema, self.events_table_name),
+            write_options={"prepare": False},
+        )
+        # The chain table last: _postgres_setup takes its presence to mean "all created".
+        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
+            self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
+
+    def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
+        # Same transaction (and pipeline) as the events, and after them: a conflicting
+        # save then fails on the events' primary key, where eventsourcing expects it.
+        # Failing earlier, in our statements, would skip the table-lock statement that
+        # psycopg believes it prepared, breaking the connection's next save.
+        try:
+            super()._insert_stored_events(curs, stored_events, **kwargs)
+            changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+            if changes:
+                # Another cursor: eventsourcing reads the new notification ids from this one.
+                with curs.connection.cursor() as view_cursor:
+                    self.read_model.write(view_cursor, changes)
+        except psycopg.Error:
+            # The conflict came back early, while later statements were still being sent
+            # (the server answered first: a loaded machine). That leaves the pipeline
+            # aborted, and unless it is synced now the commit fails with "pipeline
+            # aborted", an OperationalError that hides the conflict from our retries.
+            _sync_pipeline(curs.connection)
+            raise
+
+    def _fetch_ids_after_insert_events(
+        self, curs: Any, stored_events: Any, **kwargs: Any
+    ) -> Sequence[int] | None:
+        # After the pipeline's sync: the events are in (a conflict raised before this)
+        # and the table lock taken before them serialises every writer until commit, so
+        # the chain's head read here is the log's head (ADR 0008).
+        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        assert notification_ids is not None
+        with curs.connection.cursor() as chain_cursor:
+            self.chain.append(chain_cursor, record_contents(notification_ids, stored_events))
+        return notification_ids
+
+
+def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
+    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
+    # reports it as an error, which the error being raised already explains.
+    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
+        pipeline.sync()
+
+
+# First half of the advisory-lock key pair for session locks (any fixed number).
+_SESSION_LOCK_SPACE = 7251
+
+
+class PostgresSessionLock(AbstractAsyncContextManager[None]):
+    """A session-level advisory lock: one run per session across every gateway process.
+
+    The lock belongs to a database connection, so a process that dies releases it.
+    """
+
+    POLL_SECONDS = 0.002
+
+    def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
+        self.recorder = recorder
+        # Advisory locks are database-wide: the schema is part of the key, so stores in
+        # other schemas of the same database never wait on this one's runs.
+        self.key = f"{recorder.datastore.schema}:{key}"
+        self._held: Any = None
+
+    async def __aenter__(self) -> None:
+        while True:
+            connection_context = self.recorder.datastore.get_connection()
+            connection = connection_context.__enter__()
+            locked = connection.execute(
+                "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
+                (_SESSION_LOCK_SPACE, self.key),
+            ).fetchone()
+            if locked and locked["locked"]:
+                self._held = (connection_context, connection)
+                return
+            connection_context.__exit__(None, None, None)
+            # A blocking pause, then a turn of the loop: event-loop timers stop under
+            # freezegun's frozen time, and this runs in frozen-time tests too.
+            time.sleep(self.POLL_SECONDS)
+            await asyncio.sleep(0)
+
+    async def __aexit__(self, *_: object) -> None:
+        connection_context, connection = self._held
+        self._held = None
+        try:
+            connection.execute(
+                "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_SESSION_LOCK_SPACE, self.key)
+            )
+        finally:
+            connection_context.__exit__(None, None, None)
+
+
+# Any fixed number: the advisory lock that serialises creating sessionwire's tables.
+_SETUP_LOCK = 7_251_030_117
+
+
+@contextmanager
+def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
+    """Create the schema and tables once, with no DDL at all when they exist.
+
+    Gateways starting together would otherwise run CREATE ... IF NOT EXISTS against
+    each other's writes: the DDL's table locks deadlock with a writer's row and table
+    locks, and concurrent catalog updates fail ("tuple concurrently updated").
+    """
+    schema = env["POSTGRES_SCHEMA"]
+    where = f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
+    try:
+        connecting = psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=int(env["POSTGRES_PORT"]),
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=5,
+            autocommit=True,
+        )
+    except psycopg.OperationalError as error:
+        # One line, not the driver's traceback: the server's or the network's reason.
+        reason = " ".join(str(error).split()).removeprefix("connection failed: ")
+        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {reason}") from None
+    with connecting as connection:
+        connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+        try:
+            connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            found = connection.execute(
+                "SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)
+            ).fetchone()
+            if found is not None and found[0] is not None:
+                env["CREATE_TABLE"] = "n"
+            yield
+        finally:
+            connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+
+
+class PostgresBackend(StoreBackend):
+    """``postgresql://user@host:port/db`` (``?schema=name`` picks a schema)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        database = parts.path.lstrip("/")
+        if not database:
+            raise StoreURLError(f"no database in store URL {url!r}; use postgresql://user@host/db")
+        schema = parse_qs(parts.query).get("schema", ["public"])[0]
+        if not schema.replace("_", "").isalnum():
+            raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
+        self.env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
+            "POSTGRES_DBNAME": database,
+            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_USER": unquote(parts.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_SCHEMA": schema,
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            "POSTGRES_CONNECT_TIMEOUT": "5",
+        }
+        host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5432}"
+        self.location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
+        if schema != "public":
+            self.location += f"?schema={schema}"
+        self._recorder: PostgresSessionRecorder | None = None
+
+    def open_application(self) -> SessionwireApplication:
+        with _postgres_setup(self.env):
+            app = SessionwireApplication(env=self.env)
+        assert isinstance(app.recorder, PostgresSessionRecorder)
+        self._recorder = app.recorder
+        return app
+
+    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
+        assert self._recorder is not None, "the lock of a store not opened yet"
+        return PostgresSessionLock(self._recorder, key)
+
+    def analyze(self, store: EventSourcedStore) -> None:
+        with store.writing() as cursor:
+            for table in (store.read_model.sessions, store.read_model.transcript):
+                cursor.execute(f"ANALYZE {table}")
+
+    def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
+        # Explicit ids leave the id sequence behind; the next event must follow.
+        chain.advance_sequence(cursor)

@@ -1,0 +1,103 @@
+"""The SQLite backend: a database file, or a private in-memory database ("memory").
+
+The in-memory store is SQLite too (a shared-cache memory database, one per store), so
+it runs exactly the code a file store runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+from eventsourcing.utils import get_topic
+from sessionwire.adapters.store.chain import SqlChain, sqlite_tables
+from sessionwire.adapters.store.event_store import (
+    READ_MODEL_KEY,
+    RecordsReadModels,
+    StoreBackend,
+    StoreURLError,
+    no_kind,
+    record_contents,
+)
+from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.application.projection import ReadModelChanges
+
+
+class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.read_model = SqlReadModel(marker="?", kind_of=no_kind, write_options={})
+        self.chain = SqlChain(sqlite_tables(), write_options={})
+        super().__init__(*args, **kwargs)
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            *self.read_model.create_statements(),
+            *self.chain.create_statements(),
+        ]
+
+    def _insert_events(
+        self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        assert notification_ids is not None
+        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+        if changes:
+            self.read_model.write(c, changes)
+        # The hash chain, in the transaction that records the events (ADR 0008).
+        self.chain.append(c, record_contents(notification_ids, stored_events))
+        return notification_ids
+
+
+class SQLiteBackend(StoreBackend):
+    """``memory`` or ``sqlite:///path/to/file.db``; sessions get the default no-op lock."""
+
+    def __init__(self, url: str) -> None:
+        if url == "memory":
+            name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
+            self.env, self.location = _settings(name), "memory"
+            return
+        file = sqlite_file(url)
+        if not file.parent.is_dir():
+            raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
+        self.env, self.location = _settings(str(file)), str(file)
+
+
+def sqlite_file(url: str) -> Path:
+    """The file an ``sqlite:`` URL names: ``sqlite:///abs/path.db`` (or four slashes), or
+    ``sqlite:~/path.db``. A relative path is refused rather than guessed at: three slashes
+    already mean the root, so ``sqlite:///relative.db`` would quietly be ``/relative.db``."""
+    raw = url[len("sqlite:") :]
+    if not raw.strip("/"):
+        raise StoreURLError(f"no file in store URL {url!r}; use sqlite:///path/to/file.db")
+    if raw.startswith("///") or (raw.startswith("/") and not raw.startswith("//")):
+        path = "/" + raw.lstrip("/")
+    elif raw.startswith("~"):
+        path = raw
+    else:
+        name = raw.lstrip("/")
+        raise StoreURLError(
+            f"store {url!r} has a relative path; write it absolute, e.g. "
+            f"sqlite:///{(Path.cwd() / (name or 'sessions.db')).as_posix().lstrip('/')}"
+        )
+    file = Path(path).expanduser()
+    if file.parent == Path("/") and not file.exists():
+        # Almost always a relative path written with three slashes.
+        raise StoreURLError(
+            f"store {url!r} would create {file} at the filesystem root; for a file in this "
+            f"directory write sqlite:///{(Path.cwd() / file.name).as_posix().lstrip('/')}"
+        )
+    return file
+
+
+def _settings(name: str) -> dict[str, str]:
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "APPLICATION_RECORDER_TOPIC": get_topic(SQLiteSessionRecorder),
+        "SQLITE_DBNAME": name,
+        "SQLITE_LOCK_TIMEOUT": "30",
+    }

@@ -1,0 +1,76 @@
+"""The sessions read model: session rows and their transcripts, as the tools read them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from sessionwire.domain.session import Session, SessionState
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A session row as the read model holds it, with the stream version it reflects."""
+
+    id: UUID
+    version: int
+    created_on: datetime
+    modified_on: datetime
+    state: SessionState
+
+    def to_aggregate(self) -> Session:
+        return Session.from_state(
+            id=self.id,
+            version=self.version,
+            state=self.state,
+            created_on=self.created_on,
+            modified_on=self.modified_on,
+        )
+
+
+@dataclass(frozen=True)
+class SessionQuery:
+    """What ``sessions_list`` asks the read model for; ``limit`` applies after every filter."""
+
+    limit: int
+    updated_since_ms: int | None = None
+    kinds: frozenset[str] | None = None
+    agent_ids: frozenset[str] | None = None
+    spawned_by: str | None = None
+    exclude_keys: frozenset[str] = field(default_factory=frozenset)
+
+
+class SessionReadModel(ABC):
+    @abstractmethod
+    def session(self, key: str) -> StoredSession | None:
+        """The session stored under a canonical key, whatever its status."""
+
+    def session_for_update(self, key: str) -> StoredSession | None:
+        """The session to change next; may come from a cache of this process's own writes.
+
+        A stale entry is harmless: the save collides on the stream position and raises
+        StoreConflict, which drops the entry, so the retry reads the store.
+        """
+        return self.session(key)
+
+    @abstractmethod
+    def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
+        """Active sessions whose sessionId is ``session_id``."""
+
+    @abstractmethod
+    def sessions_by_label(self, label: str) -> list[StoredSession]:
+        """Active sessions carrying this exact label."""
+
+    @abstractmethod
+    def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
+        """Active sessions, newest ``updatedAt`` first, filtered, then limited."""
+
+    @abstractmethod
+    def agent_ids(self) -> list[str]:
+        """Every agent id that has an active session."""
+
+    @abstractmethod
+    def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
+        """The last ``limit`` messages of a session as JSON texts, oldest first."""

@@ -1,0 +1,46 @@
+"""The work queue: runs, exchanges and spawns by id, and those still pending."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel
+from sessionwire.domain.base import Aggregate
+
+A = TypeVar("A", bound=Aggregate)
+
+
+@dataclass(frozen=True)
+class StoredWork:
+    """A run, an exchange or a spawn as its row holds it."""
+
+    id: UUID
+    kind: str
+    version: int
+    created_on: datetime
+    modified_on: datetime
+    state_json: str
+
+    def to_aggregate(self, cls: type[A], state_class: type[BaseModel]) -> A:
+        return cls.from_state(
+            id=self.id,
+            version=self.version,
+            state=state_class.model_validate_json(self.state_json),
+            created_on=self.created_on,
+            modified_on=self.modified_on,
+        )
+
+
+class WorkQueue(ABC):
+    @abstractmethod
+    def work(self, aggregate_id: UUID) -> StoredWork | None:
+        """The run, exchange or spawn with this id."""
+
+    @abstractmethod
+    def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+        """Work of one kind in one of ``statuses``, in the order it was created."""

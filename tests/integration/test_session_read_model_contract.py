@@ -1,0 +1,116 @@
+"""The SessionReadModel port's contract, on every store: rows and transcripts follow the
+events saved, lookups see active sessions only, listing filters then limits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+from sessionwire.application.ports.session_read_model import SessionQuery
+from sessionwire.application.ports.store import Store
+from sessionwire.domain.session import Session, session_uuid, to_millis
+from sessionwire.domain.transcript import Role, TranscriptMessage
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _message(text: str, role: Role = "user") -> TranscriptMessage:
+    return TranscriptMessage(role=role, content=[{"type": "text", "text": text}], timestamp=0)
+
+
+def _save(
+    store: Store,
+    key: str,
+    *,
+    at: datetime = NOW,
+    label: str | None = None,
+    spawned_by: str | None = None,
+) -> Session:
+    agent = key.split(":")[1]
+    session = Session.open(
+        key=key, session_id=uuid4(), agent_id=agent, at=at, spawned_by=spawned_by
+    )
+    if label is not None:
+        session.patch({"label": label}, at=at)
+    store.save(session)
+    return session
+
+
+def test_a_row_follows_the_sessions_events(event_store: Store) -> None:
+    assert event_store.session("agent:main:a") is None
+    session = _save(event_store, "agent:main:a", label="first")
+    session.append_message(_message("hello"), at=NOW + timedelta(seconds=1))
+    event_store.save(session)
+    stored = event_store.session("agent:main:a")
+    assert stored is not None
+    assert stored.id == session_uuid("agent:main:a")
+    assert stored.version == session.version
+    assert stored.state == session.state
+    assert stored.to_aggregate().state == session.state
+    assert event_store.session_for_update("agent:main:a") == stored
+
+
+def test_closed_sessions_keep_their_row_but_leave_the_lookups(event_store: Store) -> None:
+    session = _save(event_store, "agent:main:a", label="team")
+    _save(event_store, "agent:main:b")
+    assert [s.state.key for s in event_store.sessions_by_label("team")] == ["agent:main:a"]
+    by_id = event_store.sessions_by_session_id(session.state.session_id)
+    assert [s.state.key for s in by_id] == ["agent:main:a"]
+
+    session.archive(reason="done", at=NOW)
+    event_store.save(session)
+    assert event_store.sessions_by_label("team") == []
+    assert event_store.sessions_by_session_id(session.state.session_id) == []
+    stored = event_store.session("agent:main:a")
+    assert stored is not None
+    assert stored.state.status == "archived"
+
+
+def test_listing_is_newest_first_filtered_then_limited(event_store: Store) -> None:
+    for minute, key in enumerate(["agent:main:a", "agent:ops:b", "agent:main:c", "agent:main:d"]):
+        _save(event_store, key, at=NOW + timedelta(minutes=minute))
+    _save(event_store, "agent:main:subagent:x", at=NOW, spawned_by="agent:main:a")
+
+    def keys(query: SessionQuery) -> list[str]:
+        return [s.state.key for s in event_store.list_sessions(query)]
+
+    assert keys(SessionQuery(limit=2)) == ["agent:main:d", "agent:main:c"]
+    assert keys(SessionQuery(limit=10, agent_ids=frozenset({"ops"}))) == ["agent:ops:b"]
+    assert keys(SessionQuery(limit=10, agent_ids=frozenset())) == []
+    excluded = frozenset({"agent:main:d", "agent:main:subagent:x"})
+    assert keys(SessionQuery(limit=10, exclude_keys=excluded)) == [
+        "agent:main:c",
+        "agent:ops:b",
+        "agent:main:a",
+    ]
+    since = to_millis(NOW + timedelta(minutes=2))
+    assert keys(SessionQuery(limit=10, updated_since_ms=since)) == ["agent:main:d", "agent:main:c"]
+    assert keys(SessionQuery(limit=10, spawned_by="agent:main:a")) == ["agent:main:subagent:x"]
+    newest_of_main = SessionQuery(limit=1, agent_ids=frozenset({"main"}), updated_since_ms=since)
+    assert keys(newest_of_main) == ["agent:main:d"]
+
+
+def test_agent_ids_are_those_with_active_sessions(event_store: Store) -> None:
+    _save(event_store, "agent:ops:a")
+    _save(event_store, "agent:main:b")
+    gone = _save(event_store, "agent:zed:c")
+    gone.delete(reason="cleanup", at=NOW)
+    event_store.save(gone)
+    assert event_store.agent_ids() == ["main", "ops"]
+
+
+def test_a_transcript_is_the_last_messages_oldest_first(event_store: Store) -> None:
+    session = _save(event_store, "agent:main:a")
+    for n in range(5):
+        session.append_message(_message(f"m{n}"), at=NOW)
+    session.append_message(_message("tool output", role="toolResult"), at=NOW)
+    event_store.save(session)
+
+    def texts(limit: int, *, include_tools: bool) -> list[str]:
+        found = event_store.transcript(session.id, limit=limit, include_tools=include_tools)
+        return [TranscriptMessage.model_validate_json(text).text() for text in found]
+
+    assert texts(3, include_tools=True) == ["m3", "m4", "tool output"]
+    assert texts(3, include_tools=False) == ["m2", "m3", "m4"]
+    assert texts(100, include_tools=False) == [f"m{n}" for n in range(5)]
+    assert event_store.transcript(uuid4(), limit=5, include_tools=True) == []

@@ -1,0 +1,70 @@
+"""The WorkQueue port's contract, on every store: runs and exchanges by id, and the
+pending ones of a kind in the order they were created."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID, uuid4
+
+from sessionwire.application.ports.store import Store
+from sessionwire.domain.exchange import Exchange, ExchangeState
+from sessionwire.domain.run import Run, RunState
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+PENDING = ("queued", "running")
+
+
+def _run(store: Store, *, minute: int = 0) -> Run:
+    run = Run.start(
+        run_id=uuid4(),
+        session_key="agent:main:main",
+        agent_id="main",
+        step="primary",
+        message="hello",
+        timeout_seconds=30,
+        at=NOW + timedelta(minutes=minute),
+    )
+    store.save(run)
+    return run
+
+
+def test_work_is_found_by_id_as_saved(event_store: Store) -> None:
+    assert event_store.work(uuid4()) is None
+    run = _run(event_store)
+    run.dispatch(at=NOW)
+    event_store.save(run)
+    stored = event_store.work(run.id)
+    assert stored is not None
+    assert (stored.id, stored.kind, stored.version) == (run.id, "run", run.version)
+    restored = stored.to_aggregate(Run, RunState)
+    assert restored.state == run.state
+    assert restored.version == run.version
+
+
+def test_pending_work_is_one_kind_in_those_statuses_in_creation_order(event_store: Store) -> None:
+    first, second, third, done = (_run(event_store, minute=m) for m in range(4))
+    second.dispatch(at=NOW)
+    done.dispatch(at=NOW)
+    done.complete(reply="ok", usage=None, model=None, at=NOW)
+    event_store.save(second, done)
+    primary: UUID = first.id
+    exchange = Exchange.open(
+        primary_run_id=primary,
+        requester_key="agent:main:main",
+        requester_display="main",
+        requester_channel=None,
+        target_key="agent:ops:main",
+        target_display="ops",
+        target_channel=None,
+        original_message="hello",
+        max_turns=2,
+        at=NOW,
+    )
+    event_store.save(exchange)
+
+    pending = event_store.pending_work("run", PENDING)
+    assert [work.id for work in pending] == [first.id, second.id, third.id]
+    assert [w.id for w in event_store.pending_work("run", ("running",))] == [second.id]
+    assert [w.id for w in event_store.pending_work("run", ("ok",))] == [done.id]
+    exchanges = event_store.pending_work("exchange", ("open",))
+    assert [w.to_aggregate(Exchange, ExchangeState).id for w in exchanges] == [exchange.id]

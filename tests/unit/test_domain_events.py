@@ -1,0 +1,23 @@
+"""Domain events carry the time they happened, given by the caller: no clock default."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import UUID
+
+import pytest
+from pydantic import ValidationError
+from sessionwire.domain.run import Run
+
+
+def test_an_event_without_a_timestamp_is_refused() -> None:
+    with pytest.raises(ValidationError, match="timestamp"):
+        Run.RunFailed(originator_id=UUID(int=1), originator_version=2, error="x")  # type: ignore[call-arg]
+
+
+def test_an_event_keeps_the_timestamp_it_was_given() -> None:
+    moment = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    event = Run.RunFailed(
+        originator_id=UUID(int=1), originator_version=2, error="x", timestamp=moment
+    )
+    assert event.timestamp == moment
