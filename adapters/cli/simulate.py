@@ -143,6 +143,7 @@ async def _seeds(
     started = time.perf_counter()
     failures: list[SimulationResult] = []
     broken: Counter[str] = Counter()
+    unchecked: set[str] = set()
     total_steps = total_events = crashes = 0
     simulated = 0.0  # seconds spent playing seeds (not shrinking)
     shrunk_json: dict[str, Any] | None = None
@@ -152,6 +153,7 @@ async def _seeds(
         total_steps += result.steps
         total_events += result.events
         simulated += result.seconds
+        unchecked.update(result.unchecked)
         crashes += result.crashes
         if not result.ok:
             failures.append(result)
@@ -192,6 +194,7 @@ async def _seeds(
         "failed": [result.seed for result in failures],
         "broken": dict(broken),
         "shrunk": shrunk_json,
+        "unchecked": sorted(unchecked),
     }
     if options.as_json:
         click.echo(json.dumps(summary))
@@ -203,6 +206,8 @@ async def _seeds(
             f"({per_seed * 1000:.0f} ms a seed, shrinking aside); {len(failures)} failed"
             + _broken_text(broken)
         )
+        if unchecked:
+            click.echo(f"not checked (the gateway gave no way to): {', '.join(sorted(unchecked))}")
     return EXIT_REFUSED if failures else EXIT_OK
 
 

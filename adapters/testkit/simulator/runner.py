@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import time
 from collections import Counter
@@ -90,6 +91,8 @@ class SimulationResult:
     events: int
     crashes: int
     crashes_skipped: int
+    unchecked: list[str]
+    """Invariants this gateway gave no way to check (say, its lane is not visible)."""
     fingerprint: str
     """A digest of the events (type, aggregate, version, time) in log order: equal for
     two runs that recorded the same events, whatever the store."""
@@ -116,6 +119,7 @@ class SimulationResult:
             "seconds": round(self.seconds, 4),
             "violations": [violation.to_json() for violation in self.violations],
             "counts": self.counts,
+            "unchecked": self.unchecked,
         }
 
 
@@ -154,6 +158,7 @@ class _Run:
     step: int | None = None
     bystanders: set[asyncio.Task[Any]] = field(default_factory=set)
     seen: Counter[str] = field(default_factory=Counter)
+    unchecked: set[str] = field(default_factory=set)
 
 
 class Simulation:
@@ -196,6 +201,7 @@ class Simulation:
             steps=len(script.steps),
             violations=state.violations,
             counts=dict(state.seen),
+            unchecked=sorted(state.unchecked),
             events=state.log.events,
             crashes=state.crashes,
             crashes_skipped=state.crashes_skipped,
@@ -521,7 +527,9 @@ class Simulation:
                     state.children.append(child)
         state.agents.tool_results.clear()
         held, capacity = _lane_use(self._gateway(state))
-        if held is not None:
+        if held is None:
+            state.unchecked.add("slots-free")
+        else:
             running = len(self._gateway(state).store.pending_work("run", ("running",)))
             if held > running:
                 self._violate(
@@ -594,8 +602,8 @@ class Simulation:
             )
         work = gateway.store.work(UUID(request.run_id))
         if work is not None:
-            deadline = work.created_on + timedelta(seconds=_timeout_of(work.state_json))
-            if now > deadline:
+            deadline = _deadline_of(work.created_on, work.state_json)
+            if deadline is not None and now > deadline:
                 found.append(
                     Observation(
                         "deadlines",
@@ -617,11 +625,20 @@ class Simulation:
         return found
 
 
-def _timeout_of(state_json: str) -> float:
-    import json
-
+def _deadline_of(started: datetime, state_json: str) -> datetime | None:
+    """The run's recorded deadline if it has one (contract decision 16), else its start
+    plus its timeout."""
     state = json.loads(state_json)
-    return float(state.get("timeout_seconds", 0))
+    for name in ("deadline_ms", "deadline_at", "deadline"):
+        value = state.get(name)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
+        if isinstance(value, str):
+            return datetime.fromisoformat(value)
+    timeout = state.get("timeout_seconds")
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        return None
+    return started + timedelta(seconds=timeout)
 
 
 def _max_hops(config: GatewayConfig) -> int:
