@@ -529,7 +529,7 @@ class Simulation:
         held, capacity = _lane_use(self._gateway(state))
         if held is None:
             state.unchecked.add("slots-free")
-        else:
+        elif not state.runaway:  # a runaway step was cut short: the lane is mid-work
             running = len(self._gateway(state).store.pending_work("run", ("running",)))
             if held > running:
                 self._violate(
