@@ -484,6 +484,8 @@ class Simulation:
             await self._settle(state)
             if state.runaway:
                 return
+            # The event budget is per timer here: draining may fire many of them.
+            self._read_log(state)
             if state.incarnation.dead:  # never armed now; a dead process is a bug here
                 await self._restart(state)
             due = clock.next_wake()
