@@ -64,6 +64,7 @@ EVENT_BUDGET = 600
 MAX_SETTLE_ROUNDS = 50_000
 MAX_DRAIN_WAKEUPS = 2_000
 KILL_ROUNDS = 20
+DRAIN_BUDGETS = 10
 VIOLATIONS_KEPT = 3
 PENDING_RUN = ("queued", "running")
 PENDING_EXCHANGE = ("open",)
@@ -480,12 +481,22 @@ class Simulation:
             await self._restart(state)
         state.channels.all_up()
         clock = state.clock
+        drain_start = state.log.position
         for _ in range(MAX_DRAIN_WAKEUPS):
             await self._settle(state)
             if state.runaway:
                 return
-            # The event budget is per timer here: draining may fire many of them.
+            # The event budget is per timer here (draining may fire many), with a total.
             self._read_log(state)
+            if state.log.position - drain_start > DRAIN_BUDGETS * self.event_budget:
+                state.runaway = True
+                self._violate(
+                    state,
+                    "hop-limit",
+                    f"work never ends: {state.log.position - drain_start} events while "
+                    "draining the timers (a loop of waiting sends with no hop limit?)",
+                )
+                return
             if state.incarnation.dead:  # never armed now; a dead process is a bug here
                 await self._restart(state)
             due = clock.next_wake()
