@@ -18,10 +18,17 @@ from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
 T = TypeVar("T")
 
 
-def open_event_store(store: str, config: GatewayConfig) -> EventSourcedStore:
-    """The event store at ``store``, its session rows classified by ``config``'s key rules."""
+def open_event_store(
+    store: str, config: GatewayConfig, *, writer: bool = False
+) -> EventSourcedStore:
+    """The event store at ``store``, its session rows classified by ``config``'s key rules.
+
+    ``writer``: the caller carries on the store's work; an SQLite file then admits no
+    other such caller (StoreInUse names the live one)."""
     rules = config.key_rules
-    return EventSourcedStore(store, kind_of=lambda state: rules.kind(state.key, state.chat_type))
+    return EventSourcedStore(
+        store, kind_of=lambda state: rules.kind(state.key, state.chat_type), writer=writer
+    )
 
 
 class Gateway(GatewayService):
@@ -42,10 +49,14 @@ class Gateway(GatewayService):
         'postgresql://user@host:port/db' URL (``?schema=name`` picks a schema).
 
         ``resume=False`` leaves the store's unfinished runs, loops, announces and timers
-        alone (a reader, or a process with no agent runtime to carry them on)."""
+        alone (a reader, or a process with no agent runtime to carry them on).
+
+        One writer per SQLite file (decision 20): a resuming gateway on a file another
+        live gateway holds raises StoreInUse naming the holder (pid, host, since when);
+        ``resume=False`` opens beside it."""
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.load(config)
-        event_store = open_event_store(store, config)
+        event_store = open_event_store(store, config, writer=resume)
         gateway = cls(
             store=event_store,
             config=config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
@@ -12,8 +13,15 @@ from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.access_refusal import AccessRefusal
+from sessionwire.domain.causality import Causality, hop_limit_reached
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
-from sessionwire.domain.policy import AccessPolicy, AgentToAgentPolicy, Refusal
+from sessionwire.domain.policy import (
+    AccessPolicy,
+    AgentToAgentPolicy,
+    Refusal,
+    hop_limit_refusal,
+)
+from sessionwire.domain.run import RunState
 from sessionwire.domain.session import SessionState
 
 
@@ -50,6 +58,8 @@ class ToolContext:
     clock: Clock
     requester: Requester
     services: ToolServices | None = None
+    caller_run: RunState | None = None
+    """The run making this call, when an agent calls the tool during its turn."""
 
     @cached_property
     def rules(self) -> KeyRules:
@@ -75,11 +85,27 @@ class ToolContext:
             sandboxed=sandboxed,
         )
 
+    def next_hop(self, run_id: str) -> Causality:
+        """The chain of a run this call starts: the caller's next hop, or a new chain."""
+        caller = self.caller_run
+        if caller is None:
+            return Causality.root(run_id)
+        return caller.causality.next_hop(caller.run_id)
+
+    def hop_refusal(self) -> Refusal | None:
+        """Refuses a send or spawn from a run whose chain is at the hop limit."""
+        caller = self.caller_run
+        max_hops = self.config.session.agentToAgent.maxHops
+        if caller is None or not hop_limit_reached(caller.causality.hops, max_hops):
+            return None
+        return hop_limit_refusal(max_hops)
+
     def record_refusal(
         self, refusal: Refusal, *, tool: str, reference: str, target_key: str | None
     ) -> None:
-        """Keep a refused request as evidence (who, what, which rule)."""
+        """Keep a refused request as evidence (who, what, which rule, from which chain)."""
         assert self.services is not None, "refusals are recorded through the gateway's ids"
+        caller = self.caller_run
         self.store.save(
             AccessRefusal.record(
                 id=self.services.ids.new_id(),
@@ -89,8 +115,18 @@ class ToolContext:
                 reference=reference,
                 target_key=target_key,
                 at=self.clock.now(),
+                caller=caller.causality if caller else None,
+                caller_run_id=caller.run_id if caller else None,
             )
         )
+
+    def reader_view(self, target_key: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages of session ``target_key`` as this requester reads them: secrets masked
+        when it is another session's (``redaction`` config), as stored when its own."""
+        redactor = self.config.redaction.redactor()
+        if redactor is None or target_key == self.requester.key:
+            return messages
+        return [redactor.mask(message) for message in messages]
 
     def display_key(self, key: str) -> str:
         return self.rules.display(key, agent_id=self.requester.agent_id)

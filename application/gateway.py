@@ -14,15 +14,16 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 from sessionwire.application.audit.auditor import Auditor
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.outbox import DeliveryOutbox
+from sessionwire.application.orchestration.runs import RunEngine, current_run
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
 from sessionwire.application.ports.runtime import (
@@ -110,7 +111,7 @@ class GatewayService:
         self.runtime = runtime or NoRuntime()
         self.delivery = delivery or RecordedDelivery()
         self.rules = config.key_rules
-        self.log = structlog.get_logger("sessionwire.gateway").bind(store=store.location)
+        self.log = library_logger("sessionwire.gateway").bind(store=store.location)
         defaults = config.agents.defaults
         subagent_policy = config.tools.subagents.tools
         self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
@@ -121,17 +122,26 @@ class GatewayService:
             max_concurrent=defaults.maxConcurrent,
             tools_for=self.tools_for,
         )
+        self.outbox = DeliveryOutbox(
+            store=store, clock=clock, delivery=self.delivery, policy=config.deliveries.retry_policy
+        )
         self.exchanges = ExchangeDriver(
             store=store,
             clock=clock,
             runs=self.runs,
             delivery=self.delivery,
+            outbox=self.outbox,
             run_timeout_seconds=defaults.timeoutSeconds,
             send_policy=config.send_policy,
             rules=self.rules,
         )
         self.spawns = SpawnDriver(
-            store=store, clock=clock, runs=self.runs, delivery=self.delivery, config=config
+            store=store,
+            clock=clock,
+            runs=self.runs,
+            delivery=self.delivery,
+            outbox=self.outbox,
+            config=config,
         )
         self.services = ToolServices(
             runs=self.runs,
@@ -146,8 +156,15 @@ class GatewayService:
         runs = self.runs.resume()
         exchanges = self.exchanges.resume()
         spawns = self.spawns.resume()
-        if runs or exchanges or spawns:
-            self.log.info("resumed pending work", runs=runs, exchanges=exchanges, spawns=spawns)
+        deliveries = self.outbox.resume()
+        if runs or exchanges or spawns or deliveries:
+            self.log.info(
+                "resumed pending work",
+                runs=runs,
+                exchanges=exchanges,
+                spawns=spawns,
+                deliveries=deliveries,
+            )
 
     def tools_for(self, run: Run) -> tuple[str, ...]:
         """The tools a run may use: sub-agents get the full set minus the session tools."""
@@ -222,6 +239,8 @@ class GatewayService:
             if patch:
                 self._check_label_free(session.state.key, patch.get("label"))
                 session.patch(patch, at=now)
+            # No provenance stored: a recorded line is its role's default (user or agent),
+            # which readers get from with_provenance.
             session.append_message(message, at=now, origin=origin, sender_is_owner=sender_is_owner)
             if command is not None:
                 session.handle_send_command(command, sender_is_owner=sender_is_owner, at=now)
@@ -309,6 +328,7 @@ class GatewayService:
             clock=self.clock,
             requester=caller,
             services=self.services,
+            caller_run=current_run(),
         )
         if is_subagent_key(caller.key) and name not in self.subagent_tools:
             refusal = subagent_tool_refusal(name)
@@ -379,12 +399,18 @@ class GatewayService:
                 quiet_since = _real_seconds()
 
     def _active_tasks(self) -> list[asyncio.Task[None]]:
-        return self.runs.active_tasks() + self.exchanges.active_tasks() + self.spawns.active_tasks()
+        return (
+            self.runs.active_tasks()
+            + self.exchanges.active_tasks()
+            + self.spawns.active_tasks()
+            + self.outbox.active_tasks()
+        )
 
     def _virtual_clock(self) -> bool:
         return not isinstance(self.clock, SystemClock)
 
     async def close(self) -> None:
+        await self.outbox.close()
         await self.spawns.close()
         await self.exchanges.close()
         await self.runs.close()

@@ -2,9 +2,16 @@
 
 ``sessions.list``, ``sessions.resolve``, ``sessions.patch``, ``chat.history`` and
 ``agent.wait`` as OpenClaw's gateway offers them to operators: no requester, so no
-visibility or agent-to-agent filtering (the tools do that). Keys come back canonical
-(``agent:<id>:<rest>``). A method either returns its result or raises ``MethodFailed``
-(``invalid`` for bad parameters, ``not_found`` for a missing session or run).
+visibility or agent-to-agent filtering. Keys come back canonical (``agent:<id>:<rest>``).
+A method either returns its result or raises ``MethodFailed`` (``invalid`` for bad
+parameters, ``not_found`` for a missing session or run, ``forbidden`` for a policy).
+
+``GatewayMethods(gateway, requester=key)`` scopes the methods to one session (an HTTP
+token bound to it, contract decision 22): every answer then goes through the same
+``AccessPolicy`` as the tools. Lists and lookups only see what the session may see (a
+hidden session is "not found", exactly like a missing one), ``chat.history`` is refused
+as ``sessions_history`` would be (and the refusal recorded), and ``sessions.patch`` is an
+operator's method only.
 """
 
 from __future__ import annotations
@@ -19,6 +26,11 @@ from sessionwire.application.gateway import GatewayService, SessionNotFound
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
 from sessionwire.application.tools.params import MAX_ACTIVE_MINUTES
 from sessionwire.application.tools.results import SessionListRow
+from sessionwire.application.tools.session_refs import (
+    SessionNotResolved,
+    SessionRefused,
+    resolve_session,
+)
 from sessionwire.application.tools.sessions_history import MAX_HISTORY_BYTES, cap_bytes
 from sessionwire.application.tools.sessions_list import row
 from sessionwire.domain.keys import InvalidSessionKey, normalize_agent_id
@@ -36,16 +48,18 @@ WAIT_POLL_SECONDS = 1.0
 
 
 class MethodFailed(Exception):
-    """A method's refusal: ``code`` is ``invalid`` (bad parameters) or ``not_found``."""
+    """A method's refusal: ``code`` is ``invalid`` (bad parameters), ``not_found`` or
+    ``forbidden`` (the scoped session may not do this)."""
 
-    def __init__(self, code: Literal["invalid", "not_found"], message: str) -> None:
+    def __init__(self, code: Literal["invalid", "not_found", "forbidden"], message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
 
 class MethodModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict: JSON true is not the number 1 (the OpenAPI document types these integers).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 # Parameters -----------------------------------------------------------------------------
@@ -131,11 +145,24 @@ class AgentWaitResult(MethodModel):
 
 
 class GatewayMethods:
-    """The gateway's operator methods over one open gateway."""
+    """The gateway's methods over one open gateway: an operator's (``requester`` None)
+    or scoped to the session ``requester``."""
 
-    def __init__(self, gateway: GatewayService) -> None:
+    def __init__(self, gateway: GatewayService, *, requester: str | None = None) -> None:
         self.gateway = gateway
         self.rules = gateway.config.key_rules
+        self.scope: ToolContext | None = None
+        if requester is not None:
+            self.scope = ToolContext(
+                store=gateway.store,
+                config=gateway.config,
+                clock=gateway.clock,
+                requester=Requester.from_key(self.rules, requester),
+                services=gateway.services,
+            )
+
+    def _visible(self, stored: StoredSession) -> bool:
+        return self.scope is None or self.scope.access.sees(stored.state.policy_target(self.rules))
 
     def sessions_list(self, params: SessionsListMethodParams) -> SessionsListMethodResult:
         now = to_millis(self.gateway.clock.now())
@@ -161,7 +188,11 @@ class GatewayMethods:
             exclude_keys=frozenset(excluded),
         )
         context = self._context()
-        rows = [self._row(context, stored) for stored in self.gateway.store.list_sessions(query)]
+        rows = [
+            self._row(context, stored)
+            for stored in self.gateway.store.list_sessions(query)
+            if self._visible(stored)
+        ]
         return SessionsListMethodResult(
             ts=now, path=self.gateway.store.location, count=len(rows), sessions=rows
         )
@@ -183,7 +214,7 @@ class GatewayMethods:
         agent = normalize_agent_id(params.agentId) if params.agentId is not None else None
         if params.key is not None:
             found = self.gateway.store.session(self._canonical(params.key, agent_id=agent))
-            if found is None or found.state.status != "active":
+            if found is None or found.state.status != "active" or not self._visible(found):
                 raise MethodFailed("not_found", f"No session found: {params.key}")
             return SessionsResolveResult(key=found.state.key)
         if params.sessionId is not None:
@@ -206,6 +237,8 @@ class GatewayMethods:
         )
 
     async def sessions_patch(self, params: SessionsPatchParams) -> SessionsPatchResult:
+        if self.scope is not None:
+            raise MethodFailed("forbidden", "sessions.patch needs an operator token")
         changes = params.model_dump(exclude={"key"}, exclude_unset=True)
         try:
             patched = await self.gateway.patch_session(params.key, **changes)
@@ -222,10 +255,14 @@ class GatewayMethods:
 
         Archived and deleted sessions still answer: their history stays for auditors.
         """
-        key = self._canonical(params.sessionKey)
-        stored = self.gateway.store.session(key)
+        stored: StoredSession | None
+        if self.scope is not None:
+            stored = self._reachable(self.scope, params.sessionKey)
+        else:
+            stored = self.gateway.store.session(self._canonical(params.sessionKey))
         if stored is None:
             raise MethodFailed("not_found", f"Session not found: {params.sessionKey}")
+        key = stored.state.key
         texts = self.gateway.store.transcript(stored.id, limit=params.limit, include_tools=True)
         messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
         return ChatHistoryResult(
@@ -242,7 +279,8 @@ class GatewayMethods:
         except ValueError:
             raise MethodFailed("invalid", f"invalid runId: {params.runId!r}") from None
         runs = self.gateway.runs
-        if runs.load(run_id) is None:
+        first = runs.load(run_id)
+        if first is None or not self._run_visible(first.state.session_key):
             raise MethodFailed("not_found", f"Run not found: {params.runId}")
         timeout = min(params.timeoutMs, WAIT_MAX_MS) / 1000
         waited = 0.0
@@ -274,6 +312,28 @@ class GatewayMethods:
 
     # Shared steps -----------------------------------------------------------------------
 
+    def _reachable(self, scope: ToolContext, reference: str) -> StoredSession:
+        """The session ``sessions_history`` would read for the scoped requester, or the
+        refusal it would give (recorded as the tool records it)."""
+        try:
+            return resolve_session(scope, reference, access="history")
+        except SessionNotResolved as error:
+            raise MethodFailed("not_found", error.message) from None
+        except SessionRefused as refused:
+            scope.record_refusal(
+                refused.refusal,
+                tool="chat.history",
+                reference=refused.reference,
+                target_key=refused.target_key,
+            )
+            raise MethodFailed("forbidden", refused.refusal.message) from None
+
+    def _run_visible(self, session_key: str) -> bool:
+        if self.scope is None:
+            return True
+        stored = self.gateway.store.session(session_key)
+        return stored is not None and self._visible(stored)
+
     def _canonical(self, raw: str, *, agent_id: str | None = None) -> str:
         try:
             return self.rules.canonical(raw, agent_id=agent_id)
@@ -293,9 +353,10 @@ class GatewayMethods:
     def _row(context: ToolContext, stored: StoredSession) -> SessionListRow:
         return row(context, stored, 0).model_copy(update={"key": stored.state.key})
 
-    @staticmethod
-    def _of_agent(matches: list[StoredSession], agent: str | None) -> list[StoredSession]:
-        return [m for m in matches if agent is None or m.state.agent_id == agent]
+    def _of_agent(self, matches: list[StoredSession], agent: str | None) -> list[StoredSession]:
+        return [
+            m for m in matches if (agent is None or m.state.agent_id == agent) and self._visible(m)
+        ]
 
     @staticmethod
     def _one(matches: list[StoredSession], *, missing: str, several: str) -> SessionsResolveResult:

@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, SessionState
 from sessionwire.domain.spawn import Spawn
@@ -52,14 +54,47 @@ class WorkRow:
     is_new: bool
 
 
+@dataclass(frozen=True)
+class StreamMember:
+    """A stream (run, exchange, spawn, refusal) that took part in a session: the index
+    that lets a session's timeline read its own streams instead of the whole log."""
+
+    session_key: str
+    stream_id: UUID
+    kind: str
+
+
+def stream_members(event: DomainEvent) -> list[StreamMember]:
+    """The sessions the stream this first event creates belongs to (a run to the session
+    it runs in and the one that asked; an exchange, a spawn and a refusal to both ends)."""
+    keys: tuple[str | None, ...]
+    if isinstance(event, Run.RunStarted):
+        kind, keys = "run", (event.session_key, event.requester_key)
+    elif isinstance(event, Exchange.ExchangeOpened):
+        kind, keys = "exchange", (event.requester_key, event.target_key)
+    elif isinstance(event, Spawn.SubagentSpawned):
+        kind, keys = "spawn", (event.requester_key, event.child_key)
+    elif isinstance(event, AccessRefusal.AccessRefused):
+        kind, keys = "refusal", (event.requester_key, event.target_key)
+    elif isinstance(event, OutboundDelivery.DeliveryQueued):
+        kind, keys = "delivery", (event.session_key,)
+    else:
+        return []
+    unique = dict.fromkeys(key for key in keys if key)
+    return [
+        StreamMember(session_key=key, stream_id=event.originator_id, kind=kind) for key in unique
+    ]
+
+
 @dataclass
 class ReadModelChanges:
     rows: dict[UUID, SessionRow] = field(default_factory=dict)
     transcript: list[TranscriptEntry] = field(default_factory=list)
     work: dict[UUID, WorkRow] = field(default_factory=dict)
+    members: list[StreamMember] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.transcript or self.work)
+        return bool(self.rows or self.transcript or self.work or self.members)
 
 
 def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntry]:
@@ -69,7 +104,7 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 session=event.originator_id,
                 seq=event.originator_version,
                 role=event.message.role,
-                message_json=event.message.to_json(),
+                message_json=event.transcript_message().to_json(),
             )
 
 
@@ -86,7 +121,15 @@ def session_row(session: Session, *, is_new: bool) -> SessionRow:
 
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
-    changes = ReadModelChanges(transcript=list(transcript_entries(events)))
+    changes = ReadModelChanges(
+        transcript=list(transcript_entries(events)),
+        members=[
+            member
+            for event in events
+            if isinstance(event, Aggregate.Created)
+            for member in stream_members(event)
+        ],
+    )
     created = {e.originator_id for e in events if isinstance(e, Aggregate.Created)}
     for aggregate in aggregates:
         is_new = aggregate.id in created
@@ -103,6 +146,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, Exchange):
             changes.work[aggregate.id] = work_row(
                 aggregate, "exchange", aggregate.state.status, aggregate.state.target_key, is_new
+            )
+        elif isinstance(aggregate, OutboundDelivery):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "delivery", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 
@@ -121,6 +168,14 @@ def work_row(
         state_json=aggregate.state.model_dump_json(),
         is_new=is_new,
     )
+
+
+class ReplayFailed(Exception):
+    """An event that cannot be applied where the log puts it (``index`` in its batch)."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.index = index
 
 
 class Replay:
@@ -148,18 +203,27 @@ class Replay:
             while len(self._aggregates) > self._keep:
                 self._aggregates.popitem(last=False)
         touched: dict[UUID, Aggregate] = {}
-        for event in events:
-            if isinstance(event, Aggregate.Created):
-                aggregate = event.mutate(None)
-                assert isinstance(aggregate, Aggregate)
-            else:
-                aggregate = self._current(event.originator_id)
-                assert isinstance(event, Aggregate.Event)
-                event.mutate(aggregate)
+        for index, event in enumerate(events):
+            try:
+                aggregate = self._mutate(event)
+            except Exception as error:
+                raise ReplayFailed(index, error) from error
             self._aggregates[aggregate.id] = aggregate
             self._aggregates.move_to_end(aggregate.id)
             touched[aggregate.id] = aggregate
         return project(list(touched.values()), events)
+
+    def _mutate(self, event: DomainEvent) -> Aggregate:
+        if isinstance(event, Aggregate.Created):
+            created = event.mutate(None)
+            if not isinstance(created, Aggregate):
+                raise TypeError(f"{type(event).__name__} created no aggregate")
+            return created
+        aggregate = self._current(event.originator_id)
+        if not isinstance(event, Aggregate.Event):
+            raise TypeError(f"{type(event).__name__} is not an aggregate event")
+        event.mutate(aggregate)
+        return aggregate
 
     def _current(self, aggregate_id: UUID) -> Aggregate:
         found = self._aggregates.get(aggregate_id)

@@ -18,8 +18,8 @@ from types import TracebackType
 from typing import TypeVar
 from uuid import UUID
 
-import structlog
 from pydantic import BaseModel
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.store import Store
@@ -28,7 +28,7 @@ from sessionwire.domain.session import Session
 
 A = TypeVar("A", bound=Aggregate)
 
-log = structlog.get_logger("sessionwire.unit_of_work")
+log = library_logger("sessionwire.unit_of_work")
 
 
 class UnitOfWork:

@@ -14,11 +14,12 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.causality import Causality
 from sessionwire.domain.policy import Check, Refusal
 
 
 class AccessRefusalState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     requester_key: str
     tool: str
@@ -28,6 +29,9 @@ class AccessRefusalState(BaseModel):
     rule: str
     status: Literal["forbidden", "error"]
     message: str
+    trace_id: str | None = None
+    run_id: str | None = None
+    hops: int | None = None
 
 
 class AccessRefusal(Aggregate):
@@ -42,6 +46,10 @@ class AccessRefusal(Aggregate):
         rule: str
         status: Literal["forbidden", "error"]
         message: str
+        # The chain of the run that made the refused call, when a run made it.
+        trace_id: str | None = None
+        run_id: str | None = None
+        hops: int | None = None
 
     def __init__(
         self,
@@ -53,6 +61,9 @@ class AccessRefusal(Aggregate):
         status: Literal["forbidden", "error"],
         message: str,
         target_key: str | None = None,
+        trace_id: str | None = None,
+        run_id: str | None = None,
+        hops: int | None = None,
     ) -> None:
         self.state = AccessRefusalState(
             requester_key=requester_key,
@@ -63,6 +74,9 @@ class AccessRefusal(Aggregate):
             rule=rule,
             status=status,
             message=message,
+            trace_id=trace_id,
+            run_id=run_id,
+            hops=hops,
         )
 
     @classmethod
@@ -76,6 +90,8 @@ class AccessRefusal(Aggregate):
         reference: str,
         target_key: str | None,
         at: datetime,
+        caller: Causality | None = None,
+        caller_run_id: str | None = None,
     ) -> AccessRefusal:
         return cls._create(
             cls.AccessRefused,
@@ -89,4 +105,7 @@ class AccessRefusal(Aggregate):
             rule=refusal.rule,
             status=refusal.status,
             message=refusal.message,
+            trace_id=caller.trace_id if caller else None,
+            run_id=caller_run_id,
+            hops=caller.hops if caller else None,
         )

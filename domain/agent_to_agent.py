@@ -98,14 +98,31 @@ def announce_step_context(
 
 _THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
 _MINIMAX_CALL = re.compile(r"<invoke\b.*?</invoke>|</?minimax:tool_call>", re.DOTALL)
-_TOOL_MARKER = re.compile(r"\[Tool Call: [^\]]*\]")
+# A downgraded tool call, and the blanks after it up to and across one line break, as
+# OpenClaw's stripDowngradedToolCallText removes them ("Hello  [Tool Call: x] world" →
+# "Hello  world", not "Hello   world").
+_TOOL_MARKER = re.compile(r"\[Tool Call:[^\]]*\][ \t]*(?:\r\n|\r|\n)?[ \t]*", re.IGNORECASE)
+
+
+def _strip_tool_calls(text: str) -> str:
+    out: list[str] = []
+    cursor = 0
+    for match in _TOOL_MARKER.finditer(text):
+        out.append(text[cursor : match.start()])
+        cursor = match.end()
+        # A marker on a line of its own leaves no blank line behind.
+        kept = "".join(out)
+        if text[cursor : cursor + 1] in {"\n", "\r"} and (not kept or kept.endswith(("\n", "\r"))):
+            cursor += 2 if text[cursor : cursor + 2] == "\r\n" else 1
+    out.append(text[cursor:])
+    return "".join(out)
 
 
 def reply_text(text: str | None) -> str | None:
     """What a reader sees of an agent's reply: no thinking, no tool-call markup (§6.8)."""
     if text is None:
         return None
-    cleaned = _TOOL_MARKER.sub("", _MINIMAX_CALL.sub("", _THINKING.sub("", text))).strip()
+    cleaned = _strip_tool_calls(_MINIMAX_CALL.sub("", _THINKING.sub("", text))).strip()
     return cleaned or None
 
 
@@ -162,3 +179,24 @@ def resolve_announce_target(
     if stored_channel and stored_to:
         return AnnounceTarget(channel=stored_channel, to=stored_to, account_id=stored_account_id)
     return parsed
+
+
+def report_route(
+    requester_key: str,
+    *,
+    channel: str | None,
+    to: str | None,
+    account_id: str | None,
+) -> AnnounceTarget | None:
+    """Where a sub-agent's report goes (decisions 14, 15): the requester's recorded route;
+    a group or channel requester with no recorded ``to`` is routed from its key, as the
+    agent-to-agent announce is. The key's thread/topic id is kept either way."""
+    parsed = parse_announce_target(requester_key)
+    thread_id = parsed.thread_id if parsed else None
+    if channel and to:
+        return AnnounceTarget(channel=channel, to=to, account_id=account_id, thread_id=thread_id)
+    if parsed is None:
+        return None
+    return AnnounceTarget(
+        channel=parsed.channel, to=parsed.to, account_id=account_id, thread_id=thread_id
+    )

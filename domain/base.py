@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Immutable(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class DomainEvent(Immutable):

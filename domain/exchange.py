@@ -23,6 +23,7 @@ from sessionwire.domain.agent_to_agent import (
     reply_step_context,
 )
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.causality import Causality
 
 EXCHANGE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/exchanges")
 
@@ -32,7 +33,7 @@ def exchange_id_for(primary_run_id: UUID) -> UUID:
 
 
 class Turn(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     turn: int
     speaker: Literal["requester", "target"]
@@ -42,7 +43,7 @@ class Turn(BaseModel):
 
 
 class ExchangeState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     exchange_id: str
     requester_key: str
@@ -54,6 +55,8 @@ class ExchangeState(BaseModel):
     original_message: str
     primary_run_id: str
     max_turns: int
+    trace_id: str | None = None
+    hops: int = 0
     status: Literal["open", "closed"] = "open"
     round_one_done: bool = False
     round_one_reply: str | None = None
@@ -92,6 +95,7 @@ class StartRun:
     context: str
     step: Literal["reply_back", "announce"]
     turn: int | None
+    causality: Causality | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,9 @@ class Exchange(Aggregate):
         original_message: str
         primary_run_id: str
         max_turns: int
+        # The primary run's chain (decision 17); absent from exchanges recorded before it.
+        trace_id: str | None = None
+        hops: int = 0
 
     class RoundOneReplied(Aggregate.Event):
         reply: str | None
@@ -218,13 +225,17 @@ class Exchange(Aggregate):
         channel: str
         to: str
         account_id: str | None = None
+        thread_id: str | None = None
         message: str
 
         def apply(self, aggregate: Exchange) -> None:
             aggregate._update(announce_outcome="delivered")
 
     class AnnounceFailed(Aggregate.Event):
+        """The first attempt failed; the outbox entry ``retry_delivery_id`` retries it."""
+
         error: str
+        retry_delivery_id: str | None = None
 
         def apply(self, aggregate: Exchange) -> None:
             aggregate._update(announce_outcome="failed")
@@ -246,6 +257,8 @@ class Exchange(Aggregate):
         max_turns: int,
         requester_channel: str | None = None,
         target_channel: str | None = None,
+        trace_id: str | None = None,
+        hops: int = 0,
     ) -> None:
         self.state = ExchangeState(
             exchange_id=str(self.id),
@@ -258,6 +271,8 @@ class Exchange(Aggregate):
             original_message=original_message,
             primary_run_id=primary_run_id,
             max_turns=max_turns,
+            trace_id=trace_id,
+            hops=hops,
         )
 
     def _update(self, **changes: object) -> None:
@@ -277,6 +292,7 @@ class Exchange(Aggregate):
         original_message: str,
         max_turns: int,
         at: datetime,
+        causality: Causality | None = None,
     ) -> Exchange:
         return cls._create(
             cls.ExchangeOpened,
@@ -291,12 +307,21 @@ class Exchange(Aggregate):
             original_message=original_message,
             primary_run_id=str(primary_run_id),
             max_turns=max_turns,
+            trace_id=causality.trace_id if causality else None,
+            hops=causality.hops if causality else 0,
         )
 
     # Decisions ------------------------------------------------------------------------
 
     def run_id_for(self, step: str) -> UUID:
         return uuid5(self.id, step)
+
+    def _step_causality(self, parent_run_id: str) -> Causality | None:
+        """Turns and the announce stay on the primary run's hop (decision 17)."""
+        state = self.state
+        if state.trace_id is None:
+            return None
+        return Causality(trace_id=state.trace_id, parent_run_id=parent_run_id, hops=state.hops)
 
     def next_step(self) -> NextStep:
         """The one thing to do next, from the recorded state alone."""
@@ -351,6 +376,10 @@ class Exchange(Aggregate):
             ),
             step="reply_back",
             turn=turn,
+            # Each turn answers the one before it; the first answers the primary run.
+            causality=self._step_causality(
+                str(self.run_id_for(f"turn-{turn - 1}")) if turn > 1 else state.primary_run_id
+            ),
         )
 
     def _announce_step(self) -> StartRun:
@@ -370,6 +399,7 @@ class Exchange(Aggregate):
             ),
             step="announce",
             turn=None,
+            causality=self._step_causality(state.primary_run_id),
         )
 
     # Commands -------------------------------------------------------------------------
@@ -444,7 +474,14 @@ class Exchange(Aggregate):
         self.trigger_event(self.AnnounceSkipped, timestamp=at, reason=reason)
 
     def delivered(
-        self, *, channel: str, to: str, account_id: str | None, message: str, at: datetime
+        self,
+        *,
+        channel: str,
+        to: str,
+        account_id: str | None,
+        message: str,
+        at: datetime,
+        thread_id: str | None = None,
     ) -> None:
         self.trigger_event(
             self.AnnounceDelivered,
@@ -452,11 +489,16 @@ class Exchange(Aggregate):
             channel=channel,
             to=to,
             account_id=account_id,
+            thread_id=thread_id,
             message=message,
         )
 
-    def delivery_failed(self, error: str, *, at: datetime) -> None:
-        self.trigger_event(self.AnnounceFailed, timestamp=at, error=error)
+    def delivery_failed(
+        self, error: str, *, at: datetime, retry_delivery_id: str | None = None
+    ) -> None:
+        self.trigger_event(
+            self.AnnounceFailed, timestamp=at, error=error, retry_delivery_id=retry_delivery_id
+        )
 
     def close(self, reason: str, *, at: datetime) -> None:
         if self.state.status != "closed":

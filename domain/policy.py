@@ -15,17 +15,18 @@ the same answer (contract decision 11).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from sessionwire.domain.causality import hop_limit_message
 
 SEND_BLOCKED = "send blocked by session policy"
 SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this agent"
 
 Access = Literal["history", "messaging"]
 Action = Literal["allow", "deny"]
-Check = Literal["agent_to_agent", "sandbox", "send_policy", "subagent_tools"]
+Check = Literal["agent_to_agent", "sandbox", "send_policy", "subagent_tools", "hop_limit"]
 
 
 def not_visible(reference: str) -> str:
@@ -36,6 +37,32 @@ def not_visible(reference: str) -> str:
 # The agent-to-agent rule ------------------------------------------------------------------
 
 
+def glob_matches(pattern: str, text: str) -> bool:
+    """``*``-only glob matching, case-insensitive, in time linear in the pattern and text.
+
+    A regex built from the pattern (``a*b*c`` → ``a.*b.*c``) backtracks: six ``*`` in an
+    ``allow`` pattern held the gateway for seconds per call. Here the first piece must
+    start the text, the last must end it, and each piece between is taken at its leftmost
+    place after the one before (leftmost is always safe: it leaves the most text behind).
+    """
+    pieces = pattern.casefold().split("*")
+    text = text.casefold()
+    if len(pieces) == 1:
+        return text == pieces[0]
+    first, *middle, last = pieces
+    if len(first) + len(last) > len(text):
+        return False
+    if not (text.startswith(first) and text.endswith(last)):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for piece in middle:
+        found = text.find(piece, position, end)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return True
+
+
 def _pattern_matches(pattern: str, agent_id: str) -> bool:
     pattern = pattern.strip()
     if not pattern:
@@ -44,8 +71,7 @@ def _pattern_matches(pattern: str, agent_id: str) -> bool:
         return True
     if "*" not in pattern:
         return pattern == agent_id
-    regex = "^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$"
-    return re.match(regex, agent_id, re.IGNORECASE) is not None
+    return glob_matches(pattern, agent_id)
 
 
 @dataclass(frozen=True)
@@ -211,6 +237,13 @@ def subagent_tool_refusal(tool: str) -> Refusal:
         else f"{tool} is not available to sub-agent sessions"
     )
     return Refusal("forbidden", message, "subagent_tools", "tools.subagents.tools")
+
+
+def hop_limit_refusal(max_hops: int) -> Refusal:
+    """A send or spawn from a run whose chain has ``max_hops`` hops already (decision 17)."""
+    return Refusal(
+        "forbidden", hop_limit_message(max_hops), "hop_limit", "session.agentToAgent.maxHops"
+    )
 
 
 @dataclass(frozen=True)

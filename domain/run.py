@@ -6,12 +6,14 @@ A run is started (accepted, queued in its session), dispatched to the agent runt
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.causality import Causality, Provenance, ProvenanceKind
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
@@ -24,6 +26,8 @@ RUN_STEPS: tuple[RunStep, ...] = (
     "subagent_announce",
 )
 RunStatus = Literal["queued", "running", "ok", "error", "timeout"]
+# Steps whose message is the gateway's prompt, not another agent's words.
+PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
 ENDED: frozenset[str] = frozenset({"ok", "error", "timeout"})
 
 
@@ -31,8 +35,12 @@ class RunAlreadyEnded(Exception):
     """A run reached its outcome already; it never ends twice."""
 
 
+class RunOverdue(Exception):
+    """A run past its deadline is never dispatched; it is timed out instead."""
+
+
 class RunState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str
     session_key: str
@@ -42,8 +50,15 @@ class RunState(BaseModel):
     message: str
     context: str | None = None
     timeout_seconds: float
+    deadline_at: int | None = None
+    """When the run must have ended (ms since the epoch): recorded when it starts, so a
+    gateway reopened after it never dispatches the run (decision 16)."""
     exchange_id: str | None = None
     turn: int | None = None
+    trace_id: str | None = None
+    parent_run_id: str | None = None
+    hops: int = 0
+    sender_key: str | None = None
     status: RunStatus = "queued"
     attempts: int = 0
     started_at: int | None = None
@@ -56,6 +71,42 @@ class RunState(BaseModel):
     @property
     def ended(self) -> bool:
         return self.status in ENDED
+
+    @property
+    def causality(self) -> Causality:
+        """The run's place in its chain; a run recorded before causality starts its own."""
+        if self.trace_id is None:
+            return Causality.root(self.run_id)
+        return Causality(trace_id=self.trace_id, parent_run_id=self.parent_run_id, hops=self.hops)
+
+    def _provenance(self, kind: ProvenanceKind, session_key: str | None) -> Provenance:
+        chain = self.causality
+        return Provenance(
+            kind=kind,
+            session_key=session_key,
+            run_id=self.run_id,
+            trace_id=chain.trace_id,
+            parent_run_id=chain.parent_run_id,
+            hops=chain.hops,
+        )
+
+    def message_provenance(self) -> Provenance:
+        """The line the run's first dispatch appends: another agent's words, or a prompt."""
+        if self.step in PROMPT_STEPS:
+            return self._provenance("system", None)
+        return self._provenance("a2a", self.sender_key or self.requester_key)
+
+    def reply_provenance(self) -> Provenance:
+        """The agent's reply; an announce step's reply is what is posted to the channel."""
+        return self._provenance(
+            "announce" if self.step in PROMPT_STEPS else "agent", self.session_key
+        )
+
+    def seconds_left(self, now: datetime) -> float:
+        """Seconds until the deadline (zero or less: it has passed)."""
+        if self.deadline_at is None:
+            return self.timeout_seconds
+        return (self.deadline_at - to_millis(now)) / 1000
 
 
 class Run(Aggregate):
@@ -71,8 +122,15 @@ class Run(Aggregate):
         message: str
         context: str | None = None
         timeout_seconds: float
+        deadline_at: int | None = None
         exchange_id: str | None = None
         turn: int | None = None
+        # Causality (decision 17); absent from runs recorded before it.
+        trace_id: str | None = None
+        parent_run_id: str | None = None
+        hops: int = 0
+        sender_key: str | None = None
+        """The session whose words ``message`` is (decision 18), when another agent's."""
 
     class RunDispatched(Aggregate.Event):
         """Handed to the agent runtime; a second attempt follows a crash."""
@@ -139,7 +197,16 @@ class Run(Aggregate):
         context: str | None = None,
         exchange_id: str | None = None,
         turn: int | None = None,
+        trace_id: str | None = None,
+        parent_run_id: str | None = None,
+        hops: int = 0,
+        sender_key: str | None = None,
+        deadline_at: int | None = None,
+        timestamp: datetime | None = None,
     ) -> None:
+        if deadline_at is None and timestamp is not None:
+            # Recorded before deadlines were: the deadline its start implied.
+            deadline_at = _deadline(timestamp, timeout_seconds)
         self.state = RunState(
             run_id=str(self.id),
             session_key=session_key,
@@ -149,8 +216,13 @@ class Run(Aggregate):
             message=message,
             context=context,
             timeout_seconds=timeout_seconds,
+            deadline_at=deadline_at,
             exchange_id=exchange_id,
             turn=turn,
+            trace_id=trace_id,
+            parent_run_id=parent_run_id,
+            hops=hops,
+            sender_key=sender_key,
         )
 
     @classmethod
@@ -168,6 +240,8 @@ class Run(Aggregate):
         context: str | None = None,
         exchange_id: str | None = None,
         turn: int | None = None,
+        causality: Causality | None = None,
+        sender_key: str | None = None,
     ) -> Run:
         return cls._create(
             cls.RunStarted,
@@ -178,18 +252,29 @@ class Run(Aggregate):
             step=step,
             message=message,
             timeout_seconds=timeout_seconds,
+            deadline_at=_deadline(at, timeout_seconds),
             requester_key=requester_key,
             context=context,
             exchange_id=exchange_id,
             turn=turn,
+            trace_id=causality.trace_id if causality else None,
+            parent_run_id=causality.parent_run_id if causality else None,
+            hops=causality.hops if causality else 0,
+            sender_key=sender_key,
         )
 
     def _require_open(self) -> None:
         if self.state.ended:
             raise RunAlreadyEnded(f"run {self.state.run_id} already ended ({self.state.status})")
 
+    def overdue(self, now: datetime) -> bool:
+        """Its deadline has passed: it may not be handed to an agent any more."""
+        return self.state.seconds_left(now) <= 0
+
     def dispatch(self, *, at: datetime) -> None:
         self._require_open()
+        if self.overdue(at):
+            raise RunOverdue(f"run {self.state.run_id} is past its deadline")
         self.trigger_event(self.RunDispatched, timestamp=at, attempt=self.state.attempts + 1)
 
     def complete(
@@ -207,3 +292,10 @@ class Run(Aggregate):
         self.trigger_event(
             self.RunTimedOut, timestamp=at, timeout_seconds=self.state.timeout_seconds
         )
+
+
+def _deadline(start: datetime, timeout_seconds: float) -> int | None:
+    """``start`` plus the timeout, in ms since the epoch; None for a timeout without end."""
+    if not math.isfinite(timeout_seconds):
+        return None
+    return to_millis(start) + round(timeout_seconds * 1000)

@@ -12,6 +12,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate, Immutable
+from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
 from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
 from sessionwire.domain.policy import PolicyTarget, normalize_chat_type
@@ -61,7 +62,7 @@ class MessageOrigin(Immutable):
 class SessionState(BaseModel):
     """Everything a session row shows; kept current in the read model with the events."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     session_id: str
@@ -186,9 +187,17 @@ class Session(Aggregate):
         message: TranscriptMessage
         origin: MessageOrigin | None = None
         sender_is_owner: bool = False
+        # Who wrote the line and in which chain (decisions 17, 18); absent before them.
+        provenance: Provenance | None = None
 
         def apply(self, aggregate: Session) -> None:
             aggregate.state = aggregate._with_message(self)
+
+        def transcript_message(self) -> TranscriptMessage:
+            """The line as the transcript keeps it: the raw message plus its provenance."""
+            if self.provenance is None:
+                return self.message
+            return self.message.model_copy(update={"provenance": self.provenance.for_reader()})
 
     class SessionPatched(Aggregate.Event):
         changes: dict[str, str | None]
@@ -288,6 +297,7 @@ class Session(Aggregate):
         at: datetime,
         origin: MessageOrigin | None = None,
         sender_is_owner: bool = False,
+        provenance: Provenance | None = None,
     ) -> None:
         self._require_active()
         self.trigger_event(
@@ -296,6 +306,7 @@ class Session(Aggregate):
             message=message,
             origin=None if origin is None or origin.is_empty() else origin,
             sender_is_owner=sender_is_owner,
+            provenance=provenance,
         )
 
     def patch(self, changes: dict[str, Any], *, at: datetime) -> None:

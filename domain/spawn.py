@@ -16,8 +16,9 @@ from typing import Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
-from sessionwire.domain.agent_to_agent import is_announce_skip
+from sessionwire.domain.agent_to_agent import AnnounceTarget, is_announce_skip
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.causality import Causality
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.subagent_announce import (
     SUBAGENT_ANNOUNCE_MESSAGE,
@@ -36,7 +37,7 @@ def spawn_id_for(child_key: str) -> UUID:
 
 
 class SpawnState(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     spawn_id: str
     run_id: str
@@ -50,6 +51,14 @@ class SpawnState(BaseModel):
     run_timeout_seconds: float = 0
     cleanup: Cleanup = "keep"
     archive_after_minutes: float | None = 60
+    trace_id: str | None = None
+    parent_run_id: str | None = None
+    hops: int = 0
+    route_captured: bool = False
+    report_channel: str | None = None
+    report_to: str | None = None
+    report_account_id: str | None = None
+    report_thread_id: str | None = None
     status: Literal["running", "announcing", "waiting_archive", "closed"] = "running"
     outcome: Outcome | None = None
     error: str | None = None
@@ -75,6 +84,7 @@ class StartAnnounceRun:
     session_key: str
     message: str
     context: str
+    causality: Causality | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,17 @@ class Spawn(Aggregate):
         run_timeout_seconds: float = 0
         cleanup: Cleanup = "keep"
         archive_after_minutes: float | None = 60
+        # The child run's chain (decision 17); absent from spawns recorded before it.
+        trace_id: str | None = None
+        parent_run_id: str | None = None
+        hops: int = 0
+        # Where the report goes, taken when the requester asked (decision 14); spawns
+        # recorded before it have none and route by the requester's row at announce time.
+        route_captured: bool = False
+        report_channel: str | None = None
+        report_to: str | None = None
+        report_account_id: str | None = None
+        report_thread_id: str | None = None
 
     class SubagentRunStarted(Aggregate.Event):
         def apply(self, aggregate: Spawn) -> None:
@@ -154,7 +175,11 @@ class Spawn(Aggregate):
         channel: str | None = None
         to: str | None = None
         account_id: str | None = None
+        thread_id: str | None = None
         archive_at: int | None = None
+        delivery_error: str | None = None
+        retry_delivery_id: str | None = None
+        """When the first attempt failed: the outbox entry that retries it."""
 
         def apply(self, aggregate: Spawn) -> None:
             aggregate._after_announce(self.archive_at)
@@ -193,6 +218,14 @@ class Spawn(Aggregate):
         run_timeout_seconds: float = 0,
         cleanup: Cleanup = "keep",
         archive_after_minutes: float | None = 60,
+        trace_id: str | None = None,
+        parent_run_id: str | None = None,
+        hops: int = 0,
+        route_captured: bool = False,
+        report_channel: str | None = None,
+        report_to: str | None = None,
+        report_account_id: str | None = None,
+        report_thread_id: str | None = None,
     ) -> None:
         self.state = SpawnState(
             spawn_id=str(self.id),
@@ -207,6 +240,14 @@ class Spawn(Aggregate):
             run_timeout_seconds=run_timeout_seconds,
             cleanup=cleanup,
             archive_after_minutes=archive_after_minutes,
+            trace_id=trace_id,
+            parent_run_id=parent_run_id,
+            hops=hops,
+            route_captured=route_captured,
+            report_channel=report_channel,
+            report_to=report_to,
+            report_account_id=report_account_id,
+            report_thread_id=report_thread_id,
         )
 
     def _update(self, **changes: object) -> None:
@@ -238,6 +279,8 @@ class Spawn(Aggregate):
         cleanup: Cleanup,
         archive_after_minutes: float | None,
         at: datetime,
+        causality: Causality | None = None,
+        report_route: AnnounceTarget | None = None,
     ) -> Spawn:
         spawn = cls._create(
             cls.SubagentSpawned,
@@ -254,6 +297,14 @@ class Spawn(Aggregate):
             run_timeout_seconds=run_timeout_seconds,
             cleanup=cleanup,
             archive_after_minutes=archive_after_minutes,
+            trace_id=causality.trace_id if causality else None,
+            parent_run_id=causality.parent_run_id if causality else None,
+            hops=causality.hops if causality else 0,
+            route_captured=True,
+            report_channel=report_route.channel if report_route else None,
+            report_to=report_route.to if report_route else None,
+            report_account_id=report_route.account_id if report_route else None,
+            report_thread_id=report_route.thread_id if report_route else None,
         )
         spawn.trigger_event(cls.SubagentRunStarted, timestamp=at)
         return spawn
@@ -274,6 +325,12 @@ class Spawn(Aggregate):
                 context=announce_step_context(
                     task=state.task, label=state.label, requester_key=state.requester_display
                 ),
+                # The announce step answers the child's run, on its hop.
+                causality=(
+                    Causality(trace_id=state.trace_id, parent_run_id=state.run_id, hops=state.hops)
+                    if state.trace_id is not None
+                    else None
+                ),
             )
         if not state.announced:
             return Announce(reply=state.announce_reply, skip=is_announce_skip(state.announce_reply))
@@ -282,6 +339,18 @@ class Spawn(Aggregate):
         if state.archive_at is not None:
             return ArchiveAt(due_ms=state.archive_at)
         return None  # kept, archiving off (a row recorded before such spawns closed)
+
+    def captured_route(self) -> AnnounceTarget | None:
+        """The report route taken at spawn (None: no route then, or not captured)."""
+        state = self.state
+        if not (state.route_captured and state.report_channel and state.report_to):
+            return None
+        return AnnounceTarget(
+            channel=state.report_channel,
+            to=state.report_to,
+            account_id=state.report_account_id,
+            thread_id=state.report_thread_id,
+        )
 
     def archive_time(self) -> int | None:
         """When the child is archived: ``archiveAfterMinutes`` after its run ended."""
@@ -329,6 +398,9 @@ class Spawn(Aggregate):
         to: str | None,
         account_id: str | None,
         at: datetime,
+        thread_id: str | None = None,
+        delivery_error: str | None = None,
+        retry_delivery_id: str | None = None,
     ) -> None:
         self.trigger_event(
             self.SubagentAnnounced,
@@ -337,7 +409,10 @@ class Spawn(Aggregate):
             channel=channel,
             to=to,
             account_id=account_id,
+            thread_id=thread_id,
             archive_at=self.archive_time(),
+            delivery_error=delivery_error,
+            retry_delivery_id=retry_delivery_id,
         )
 
     def suppress_delivery(self, *, rule: str, at: datetime) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any, Literal
@@ -15,12 +16,22 @@ ROLES: tuple[Role, ...] = ("user", "assistant", "toolResult")
 # One message's JSON may not exceed this; sessions_history caps whole answers at 6 MiB,
 # so a single message larger than the cap could never be read back whole.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# What a message's text may take of that, leaving room for the message's other fields.
+MAX_TEXT_BYTES = MAX_MESSAGE_BYTES - 4096
+
+
+def text_json_bytes(text: str) -> int:
+    """The size of ``text`` as a JSON string in a stored message (escapes counted)."""
+    # JSON-escaping makes a character at most 6 bytes: only a long text pays for encoding.
+    if 6 * len(text) + 2 <= MAX_TEXT_BYTES:
+        return len(text.encode("utf-8", "surrogatepass"))
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 class Usage(BaseModel):
     """Token usage of one assistant message (OpenClaw field names)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     input: int = Field(default=0, ge=0)
     output: int = Field(default=0, ge=0)
@@ -32,7 +43,7 @@ class Usage(BaseModel):
 class TranscriptMessage(BaseModel):
     """One message; unknown fields (toolCallId, stopReason, ...) are kept as recorded."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     role: Role
     content: list[dict[str, Any]]

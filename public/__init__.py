@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         AgentRuntime,
         ChannelDelivery,
         Delivery,
+        DeliveryRejected,
         RunReply,
         RunRequest,
     )
@@ -43,6 +44,7 @@ _HOMES = {
     "RunReply": "sessionwire.application.ports.runtime",
     "ChannelDelivery": "sessionwire.application.ports.runtime",
     "Delivery": "sessionwire.application.ports.runtime",
+    "DeliveryRejected": "sessionwire.application.ports.runtime",
     "InvalidSessionKey": "sessionwire.domain.keys",
     "OpenAIRuntime": "sessionwire.adapters.runtimes.openai_compatible",
 }
@@ -79,6 +81,7 @@ __all__ = [
     "ChannelDelivery",
     "ConfigError",
     "Delivery",
+    "DeliveryRejected",
     "Gateway",
     "GatewayConfig",
     "InvalidSessionKey",

@@ -60,6 +60,13 @@ quiet_logging()
 
 
 @pytest.fixture(autouse=True)
+def _own_data_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: Any) -> None:
+    # The CLI's default stores (sessions.db, the demo's demo.db) live in the data
+    # directory: each test gets its own, so no test reads another's (or the user's) store.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(autouse=True)
 def _reset_logging() -> Iterator[None]:
     # The CLI configures logging for its process; in-process CLI tests must not leave
     # later tests logging to a stream pytest has closed.

@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import uvicorn
 from sessionwire import Gateway, SyncGateway
-from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, create_app
+from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.testing import ScriptedRuntime
 
 TOKEN = "test-token-0123456789"
@@ -64,9 +65,13 @@ def live_server(
     *,
     runtime: Any = None,
     config: Any = None,
-    token: str = TOKEN,
+    token: str | TokenSet = TOKEN,
     max_body_bytes: int = MAX_BODY_BYTES,
+    attempts: FailedAttempts | None = None,
 ) -> Iterator[LiveServer]:
+    # These servers answer many deliberate 401s from one address; the failed-attempt
+    # limit has its own tests (tests/e2e/test_http_tokens.py).
+    attempts = attempts or FailedAttempts(limit=1_000_000)
     port = free_port()
     servers: list[uvicorn.Server] = []
     failures: list[BaseException] = []
@@ -74,7 +79,7 @@ def live_server(
     async def serve() -> None:
         gateway = await Gateway.open(config=config, store=store, runtime=runtime)
         try:
-            app = create_app(gateway, token, max_body_bytes=max_body_bytes)
+            app = create_app(gateway, token, max_body_bytes=max_body_bytes, attempts=attempts)
             server = uvicorn.Server(
                 uvicorn.Config(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
@@ -101,7 +106,8 @@ def live_server(
             raise RuntimeError("the HTTP gateway did not start within 30 s")
         time.sleep(0.02)
     try:
-        yield LiveServer(url=f"http://127.0.0.1:{port}", token=token)
+        clear = token if isinstance(token, str) else ""
+        yield LiveServer(url=f"http://127.0.0.1:{port}", token=clear)
     finally:
         servers[0].should_exit = True
         thread.join(30)

@@ -9,6 +9,7 @@ cannot take the import.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,11 @@ from sessionwire.adapters.cli.context import (
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.application.audit.export import ExportFormatError, export_lines, import_export
 from sessionwire.application.audit.verify import VerifyReport, verify
-from sessionwire.application.ports.audit_log import ImportRefused, TableDifference
+from sessionwire.application.ports.audit_log import (
+    ImportRefused,
+    ImportRejected,
+    TableDifference,
+)
 from sessionwire.domain.keys import InvalidSessionKey
 
 pass_options = click.make_pass_decorator(CliOptions)
@@ -135,7 +140,9 @@ def export_command(options: CliOptions, session_key: str | None, format_: str, o
         if output == "-":
             _write(lines, sys.stdout)
         else:
-            with Path(output).open("w", encoding="utf-8") as file:
+            # The export holds every transcript: a new file is its owner's only (0600).
+            descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(descriptor, "w", encoding="utf-8") as file:
                 _write(lines, file)
     return EXIT_OK
 
@@ -150,7 +157,10 @@ def _write(lines: Iterator[str], file: TextIO) -> None:
 @click.argument("source")
 @pass_options
 def import_command(options: CliOptions, source: str) -> int:
-    """Load a complete export (SOURCE, or - for stdin) into an empty store."""
+    """Load a complete export (SOURCE, or - for stdin) into an empty store.
+
+    Every hash is checked and only sessionwire's own events are accepted; any error
+    leaves the store as it was."""
     with open_log(options) as log:
         try:
             if source == "-":
@@ -164,7 +174,7 @@ def import_command(options: CliOptions, source: str) -> int:
                     count = import_export(log, file)
         except ImportRefused as error:
             fail(f"{error}; import only into an empty store", EXIT_USAGE)
-        except (ExportFormatError, UnicodeDecodeError) as error:
+        except (ExportFormatError, ImportRejected, UnicodeDecodeError) as error:
             fail(f"{source}: {error}; nothing was imported")
         location = log.store.location
     result: dict[str, Any] = {"imported": count, "store": location}

@@ -15,6 +15,7 @@ KIND_STYLES = {
     "exchange": "magenta",
     "spawn": "yellow",
     "refusal": "red",
+    "delivery": "blue",
 }
 
 
@@ -28,6 +29,7 @@ def timeline_view(result: dict[str, Any]) -> RenderableType:
     table.add_column("KIND")
     table.add_column("EVENT", no_wrap=True)
     table.add_column("WHAT HAPPENED")
+    table.add_column("TRACE / PARENT / HOP", no_wrap=True)
     for entry in entries:
         table.add_row(
             str(entry["position"]),
@@ -36,8 +38,22 @@ def timeline_view(result: dict[str, Any]) -> RenderableType:
             entry["event"],
             # Text, not a str: recorded text is shown as it is, never read as markup.
             Text(entry["summary"]),
+            chain_cell(entry),
         )
     return table
+
+
+def chain_cell(entry: dict[str, Any]) -> Text:
+    """The chain an event belongs to, shortened: trace, the run that caused it, its hop."""
+    trace = entry.get("trace_id")
+    if not trace:
+        return Text("")
+    parent = entry.get("parent_run_id")
+    hops = entry.get("hops")
+    return Text(
+        f"{trace[:8]} / {parent[:8] if parent else '-'} / {hops if hops is not None else '-'}",
+        style="dim",
+    )
 
 
 ROW_FIELDS = (

@@ -9,13 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import click
-import json5
 from pydantic import ValidationError
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.cli.context import EXIT_OK, EXIT_USAGE, CliOptions, console
-from sessionwire.application.config.gateway_config import GatewayConfig, key_path
+from sessionwire.application.config.gateway_config import (
+    ConfigError,
+    GatewayConfig,
+    NearMissKey,
+    key_path,
+    read_config_file,
+)
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -48,7 +53,9 @@ def problems_in(error: ValidationError) -> list[Problem]:
         context = item.get("ctx") or {}
         cause = context.get("error")
         kind = item["type"]
-        if isinstance(cause, ValueError):
+        if isinstance(cause, NearMissKey):
+            message, fix = str(cause), "rename the key as suggested (keys are case-sensitive)"
+        elif isinstance(cause, ValueError):
             message, fix = str(cause), "change the value as the problem says"
         else:
             message, fix = item["msg"], FIXES.get(kind, "")
@@ -63,17 +70,17 @@ def problems_in(error: ValidationError) -> list[Problem]:
 def check_file(path: Path) -> tuple[GatewayConfig | None, list[Problem]]:
     """The config in ``path`` when it is valid, else every problem found."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        return None, [Problem("(file)", f"cannot read {path}: {error.strerror}", "check the path")]
-    try:
-        data = json5.loads(text)
-    except ValueError as error:
-        fix = "fix the JSON5 syntax there (braces, commas, quotes)"
-        return None, [Problem("(syntax)", str(error).replace("<string>:", "line "), fix)]
-    if not isinstance(data, dict):
-        fix = "wrap the settings in { … }"
-        return None, [Problem("(top level)", "the file must hold an object", fix)]
+        data = read_config_file(path)
+    except ConfigError as error:
+        message = str(error)
+        if "not valid JSON5" in message:
+            fix = "fix the JSON5 syntax there (braces, commas, quotes)"
+            return None, [Problem("(syntax)", message.replace("<string>:", "line "), fix)]
+        if "top level" in message:
+            return None, [
+                Problem("(top level)", "the file must hold an object", "wrap the settings in { … }")
+            ]
+        return None, [Problem("(file)", message, "check the file (path, encoding, size, nesting)")]
     try:
         return GatewayConfig.model_validate(data), []
     except ValidationError as error:
@@ -91,6 +98,10 @@ def summary(config: GatewayConfig) -> dict[str, Any]:
         "scope": config.session.scope,
         "agentToAgent": {"enabled": a2a.enabled, "allow": a2a.allow or ["*"]},
         "maxPingPongTurns": config.session.agentToAgent.max_ping_pong_turns,
+        "maxHops": config.session.agentToAgent.maxHops,
+        "deliveries": config.deliveries.model_dump(
+            include=set(type(config.deliveries).model_fields)
+        ),
         "archiveAfterMinutes": config.archive_after_minutes,
         "sendPolicy": {
             "default": policy.default if policy else "allow",

@@ -42,17 +42,54 @@ def default_store() -> str:
     return data_dir_store()
 
 
-def data_dir_store() -> str:
+def data_dir_store(name: str = "sessions.db") -> str:
     """The store used when none is chosen: an SQLite file in the user's data directory."""
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return f"sqlite:///{base / 'sessionwire' / 'sessions.db'}"
+    return f"sqlite:///{base / 'sessionwire' / name}"
 
 
-def configure_logging(verbose: bool) -> None:
+LOG_FORMATS = ("console", "json")
+
+
+def configure_logging(verbose: bool, log_format: str = "console") -> None:
+    """The CLI's and servers' logs: the library's ``sessionwire.*`` records (and
+    structlog's own) to stderr, never stdout; ``json`` for machines. Tracebacks are plain,
+    never with local variables (they may hold a token or a request body)."""
     level = logging.DEBUG if verbose else logging.WARNING
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if log_format == "json"
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
+    )
+    shared: list[Any] = [
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if log_format == "json":
+        shared.append(structlog.processors.format_exc_info)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
+        )
+    )
+    # On the root logger, so that uvicorn's and other libraries' records come out the same
+    # way; only ours follow --verbose.
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "sessionwire_cli", False)]:
+        root.removeHandler(old)
+    handler.sessionwire_cli = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("sessionwire").setLevel(level)
     structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
     )
 
 
@@ -70,6 +107,8 @@ def _override(attribute: str) -> Callable[[click.Context, click.Parameter, Any],
         if options is None or value in (None, False):
             return value
         setattr(options, attribute, value)
+        if attribute == "store":
+            options.store_given = True
         if attribute == "verbose":
             configure_logging(True)
         return value
@@ -124,11 +163,16 @@ def accept_global_options(command: click.Command) -> None:
             command.params.append(option)
 
 
+# Piped output keeps long session keys on one line instead of rich's 80 columns. (Not
+# COLUMNS: test runners such as pytest-xdist set it for every process they start.)
+PIPED_WIDTH = 160
+
+
 def console(stderr: bool = False) -> Console:
-    # Piped output keeps long session keys on one line instead of rich's 80 columns.
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 160
-    return Console(file=stream, width=width, highlight=False, soft_wrap=stream.isatty())
+    width = None if stream.isatty() else PIPED_WIDTH
+    # A terminal's own width, with words wrapped by rich: never cut, never split mid-word.
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
 class CommandFailed(click.ClickException):
@@ -156,6 +200,8 @@ class CliOptions:
     verbose: bool
     # Create a missing SQLite directory: a mistyped --store path is an error otherwise.
     create: bool = False
+    # --store was given (before or after the subcommand), not taken from a default.
+    store_given: bool = False
 
     def config(self) -> GatewayConfig:
         from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
@@ -173,6 +219,7 @@ class CliOptions:
         from sessionwire.adapters.bootstrap import Gateway
         from sessionwire.adapters.store.event_store import StoreURLError
         from sessionwire.application.config.gateway_config import ConfigError
+        from sessionwire.application.ports.store import StoreInUse
 
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
@@ -184,6 +231,8 @@ class CliOptions:
             gateway = await Gateway.open(config=config, store=self.store, **kwargs)
         except (StoreURLError, ConfigError) as error:
             fail(self._explain(error), EXIT_USAGE)
+        except StoreInUse as error:
+            fail(str(error))
         try:
             return await work(gateway)
         except ValueError as error:
@@ -241,7 +290,8 @@ def make_parent(store: str) -> None:
         path = sqlite_file(store)
     except StoreURLError:
         return  # opening the store reports it
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Its own directory is for its owner only (0700): it holds every conversation.
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def present(**values: Any) -> dict[str, Any]:

@@ -28,7 +28,10 @@ STREAM_STYLES = {
     "exchange": "yellow",
     "spawn": "green",
     "refusal": "red",
+    "delivery": "blue",
 }
+# Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
+WIDE = 120
 QUIET_EVENTS = {"RunDispatched", "SubagentRunStarted"}
 # The stream each aggregate's first event opens, and the field naming its session.
 OPENERS = {
@@ -37,6 +40,7 @@ OPENERS = {
     "ExchangeOpened": ("exchange", "target_key"),
     "SubagentSpawned": ("spawn", "child_key"),
     "AccessRefused": ("refusal", "requester_key"),
+    "DeliveryQueued": ("delivery", "session_key"),
 }
 
 
@@ -59,9 +63,17 @@ class EventLine:
             "gist": self.gist,
         }
 
-    def as_text(self) -> Text:
-        """The line for a terminal: time, stream, session, event, gist."""
+    def as_text(self, width: int | None = None) -> Text:
+        """The line for a terminal: time, stream, session, event, gist. Narrower than
+        ``WIDE`` columns, the gist goes on a line of its own (and wraps, never cut)."""
         quiet = self.event in QUIET_EVENTS
+        if width is not None and width < WIDE:
+            text = Text(f"  {self.time:%H:%M:%S}  ", style="dim")
+            text.append(f"{self.stream:<8} ", style=STREAM_STYLES.get(self.stream, ""))
+            text.append(f"{self.event} ", style="dim" if quiet else "bold")
+            text.append(short_key(self.subject))
+            text.append(f"\n            {self.gist}", style="dim" if quiet else "")
+            return text
         text = Text(f"  {self.time:%H:%M:%S}  ", style="dim")
         text.append(f"{self.stream:<8} ", style=STREAM_STYLES.get(self.stream, ""))
         text.append(f"{short_key(self.subject):<34} ")

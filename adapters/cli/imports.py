@@ -2,7 +2,8 @@
 so their histories can be listed, read and audited.
 
 Malformed stores, entries and transcript lines are reported with file and line and
-skipped. Sessions already in the store are skipped too, so importing again is safe.
+skipped; paths leading out of the directory are reported and not followed. Sessions
+already in the store are skipped too, so importing again is safe.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.cli.audit_replay import store_alone
 from sessionwire.adapters.cli.context import CliOptions, fail
-from sessionwire.adapters.importers.openclaw import STORE_FILE, read_state_dir
+from sessionwire.adapters.importers.openclaw import AGENT_DATABASE, STORE_FILE, read_state_dir
 from sessionwire.application.audit.history_import import import_sessions
 from sessionwire.application.ports.clock_and_ids import RandomIds
 
@@ -33,13 +34,16 @@ def import_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
 @pass_options
 def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
-    """Import an OpenClaw state DIRECTORY (sessions.json stores and <sessionId>.jsonl)."""
+    """Import an OpenClaw state DIRECTORY: sessions.json stores with their <sessionId>.jsonl
+    transcripts, and newer releases' agents/<id>/agent/openclaw-agent.sqlite databases.
+
+    Nothing outside DIRECTORY is read; every bad line is reported with file and line."""
     options.as_json = options.as_json or as_json
     if not directory.is_dir():
         fail(f"{directory} is not a directory")
     sessions, problems = read_state_dir(directory)
     if not sessions and not problems:
-        fail(f"no {STORE_FILE} found under {directory}")
+        fail(f"no {STORE_FILE} found under {directory} (nor any {AGENT_DATABASE})")
     with store_alone(options) as (store, config):
         report = import_sessions(
             store, config.key_rules, RandomIds(), sessions, source="openclaw", problems=problems

@@ -137,6 +137,7 @@ def cli(
         as_json=as_json,
         verbose=verbose,
         create=create,
+        store_given=store is not None,
     )
 
 
@@ -248,11 +249,34 @@ def agents_list(options: CliOptions, requester: str) -> int:
     return options.run(work)
 
 
+COMPLETE_VAR = "_SESSIONWIRE_COMPLETE"
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    Load it for this shell with eval "$(sessionwire completion bash)", or save it where
+    your shell reads completions (e.g. ~/.local/share/bash-completion/completions/sessionwire).
+    """
+    from click.shell_completion import get_completion_class
+
+    complete = get_completion_class(shell)
+    assert complete is not None  # the Choice above names only supported shells
+    click.echo(complete(cli, {}, "sessionwire", COMPLETE_VAR).source())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (the console script's entry point)."""
     try:
         args = list(argv) if argv is not None else None
-        result = cli.main(args=args, standalone_mode=False, prog_name="sessionwire")
+        result = cli.main(
+            args=args,
+            standalone_mode=False,
+            prog_name="sessionwire",
+            complete_var=COMPLETE_VAR,
+        )
     except CommandFailed as error:
         error.show()
         return error.exit_code

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import click
 from sessionwire.adapters.bootstrap import Gateway
-from sessionwire.adapters.cli.context import EXIT_OK, EXIT_USAGE, CliOptions, fail
+from sessionwire.adapters.cli.context import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliOptions,
+    configure_logging,
+    fail,
+)
+from sessionwire.adapters.cli.serve import DEFAULT_TOKEN_ENV, log_format_option, read_tokens
 from sessionwire.adapters.mcp.server import build_server, serve_http, serve_stdio
 from sessionwire.adapters.runtimes.files import load_runtime
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
@@ -41,6 +48,20 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="the agents' runtime: a ScriptedRuntime script or an OpenAI-compatible config "
     "(JSON or YAML)",
 )
+@click.option(
+    "--token-env",
+    default=DEFAULT_TOKEN_ENV,
+    show_default=True,
+    help="with --http: environment variable holding the (operator) bearer token",
+)
+@click.option("--token-file", default=None, help="with --http: file whose first line is the token")
+@click.option(
+    "--tokens",
+    "tokens_file",
+    default=None,
+    help="with --http: JSON or YAML tokens file (operator, or bound to --session)",
+)
+@log_format_option
 @pass_options
 def mcp_command(
     options: CliOptions,
@@ -49,13 +70,30 @@ def mcp_command(
     host: str,
     port: int,
     runtime_file: Path | None,
+    token_env: str,
+    token_file: str | None,
+    tokens_file: str | None,
+    log_format: str,
 ) -> int:
     """Serve sessions_list, sessions_history, sessions_send, sessions_spawn and
-    agents_list over MCP, every call made by the session --session."""
+    agents_list over MCP, every call made by the session --session.
+
+    Over --http a bearer token is required, as for `serve`: an operator token or one bound
+    to the --session session."""
+    configure_logging(options.verbose, log_format)
+    tokens = read_tokens(tokens_file, token_env, token_file, host) if http else None
+    rules = options.config().key_rules
     try:
-        Requester.from_key(options.config().key_rules, requester)
+        acting = Requester.from_key(rules, requester)
     except InvalidSessionKey as error:
         fail(f"--session: {error}", EXIT_USAGE)
+
+    def same_session(bound: str) -> bool:
+        try:
+            return Requester.from_key(rules, bound).key == acting.key
+        except InvalidSessionKey:
+            return False
+
     runtime: AgentRuntime | None = None
     if runtime_file is not None:
         try:
@@ -68,8 +106,8 @@ def mcp_command(
             # Its agents get their runs' session tools, before any resumed run starts.
             runtime.use_tools(gateway.call_tool)
         server = build_server(gateway, requester)
-        if http:
-            await serve_http(server, host, port)
+        if tokens is not None:
+            await serve_http(server, host, port, tokens, requester, same_session)
         else:
             await serve_stdio(server)
         return EXIT_OK

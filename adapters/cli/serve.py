@@ -1,24 +1,41 @@
-"""``sessionwire serve``: the HTTP gateway (docs/http.md) on the chosen store."""
+"""``sessionwire serve``: the HTTP gateway (docs/http.md) on the chosen store.
+
+Tokens (docs/security.md): ``--tokens FILE`` binds each token to one session or to the
+operator role; without it, the one token of ``$SESSIONWIRE_TOKEN`` or ``--token-file`` is
+an operator token. Beyond loopback every token given in clear must be at least
+``MIN_TOKEN_LENGTH`` characters.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 import uvicorn
 from sessionwire.adapters.bootstrap import Gateway
-from sessionwire.adapters.cli.context import EXIT_USAGE, CliOptions, fail
+from sessionwire.adapters.cli.context import (
+    EXIT_USAGE,
+    LOG_FORMATS,
+    CliOptions,
+    configure_logging,
+    fail,
+)
 from sessionwire.adapters.cli.runtime_option import (
     chosen_runtime,
     connect_runtime,
     runtime_option,
 )
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
 
 DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
+# A connection idle this long between requests is closed.
+IDLE_TIMEOUT_SECONDS = 5
+MAX_CONNECTIONS = 200
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -49,6 +66,38 @@ def read_token(token_env: str, token_file: str | None) -> str:
     return token
 
 
+def read_tokens(
+    tokens_file: str | None, token_env: str, token_file: str | None, host: str
+) -> TokenSet:
+    """The accepted tokens; beyond loopback, none given in clear may be short."""
+    try:
+        if tokens_file is not None:
+            tokens = TokenSet.from_file(tokens_file)
+        else:
+            tokens = TokenSet.operator(read_token(token_env, token_file))
+    except TokenFileError as error:
+        fail(str(error), EXIT_USAGE)
+    short = tokens.shortest_clear
+    if not is_loopback(host) and short is not None and short < MIN_TOKEN_LENGTH:
+        fail(
+            f"a token of {short} characters on {host}: beyond loopback every token must have "
+            f"at least {MIN_TOKEN_LENGTH} (e.g. `python -c 'import secrets; "
+            f"print(secrets.token_urlsafe(32))'`)",
+            EXIT_USAGE,
+        )
+    return tokens
+
+
+def log_format_option(command: Any) -> Any:
+    return click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="console",
+        show_default=True,
+        help="logs on stderr: for people (console) or one JSON object a line (json)",
+    )(command)
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option(
@@ -64,7 +113,15 @@ def read_token(token_env: str, token_file: str | None) -> str:
     show_default=True,
     help="environment variable holding the bearer token",
 )
-@click.option("--token-file", default=None, help="file whose first line is the bearer token")
+@click.option(
+    "--token-file", default=None, help="file whose first line is the (operator) bearer token"
+)
+@click.option(
+    "--tokens",
+    "tokens_file",
+    default=None,
+    help="JSON or YAML file of tokens, each bound to one session or the operator role",
+)
 @click.option(
     "--max-body-bytes",
     default=MAX_BODY_BYTES,
@@ -73,6 +130,7 @@ def read_token(token_env: str, token_file: str | None) -> str:
     help="larger request bodies get 413",
 )
 @runtime_option
+@log_format_option
 @pass_options
 def serve(
     options: CliOptions,
@@ -80,20 +138,23 @@ def serve(
     port: int,
     token_env: str,
     token_file: str | None,
+    tokens_file: str | None,
     max_body_bytes: int,
     runtime_file: Path | None,
+    log_format: str,
 ) -> int:
     """Serve the session tools and gateway methods over HTTP (bearer token required).
 
     Without --runtime the gateway has no agent runtime: runs that sessions_send or
     sessions_spawn start end in an error saying so.
     """
-    token = read_token(token_env, token_file)
+    configure_logging(options.verbose, log_format)
+    tokens = read_tokens(tokens_file, token_env, token_file, host)
     runtime = chosen_runtime(runtime_file)
 
     async def work(gateway: Gateway) -> int:
         connect_runtime(runtime, gateway)
-        app = create_app(gateway, token, max_body_bytes=max_body_bytes)
+        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
         server = uvicorn.Server(
             uvicorn.Config(
@@ -103,6 +164,10 @@ def serve(
                 log_level="info" if options.verbose else "warning",
                 access_log=options.verbose,
                 lifespan="off",
+                # uvicorn's own loggers propagate to ours (stderr, --log-format).
+                log_config=None,
+                timeout_keep_alive=IDLE_TIMEOUT_SECONDS,
+                limit_concurrency=MAX_CONNECTIONS,
             )
         )
         click.echo(
@@ -110,8 +175,8 @@ def serve(
         )
         if not is_loopback(host):
             click.echo(
-                "sessionwire: warning: listening beyond this machine; the token is all that "
-                "guards every session (put TLS in front)",
+                "sessionwire: warning: listening beyond this machine; the tokens are all "
+                "that guard the sessions (put TLS in front)",
                 err=True,
             )
         await server.serve()

@@ -66,7 +66,7 @@ def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]
         if lines and not options.as_json:
             out.print(Text("recorded:", style="bold"))
             for line in lines:
-                out.print(line.as_text(), overflow="ellipsis", no_wrap=True)
+                out.print(line.as_text(out.width))
         return code
 
     return work

@@ -23,25 +23,32 @@ def message_text(message: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in content or [] if block.get("type") == "text")
 
 
-def sessions_table(result: dict[str, Any]) -> RenderableType:
+# Narrower than this, the sessions table leaves out the update time and the tokens.
+TABLE_WIDE = 100
+
+
+def sessions_table(result: dict[str, Any], width: int | None = None) -> RenderableType:
+    wide = width is None or width >= TABLE_WIDE
     table = Table(title=f"{result['count']} session(s)", title_justify="left")
-    table.add_column("KEY", no_wrap=True)
+    longest_key = max((len(row["key"]) for row in result["sessions"]), default=3)
+    # The key whole on one line when it fits beside the others; folded, never cut.
+    table.add_column("KEY", overflow="fold", min_width=min(longest_key, 34))
     table.add_column("KIND")
     table.add_column("CHANNEL")
-    table.add_column("UPDATED (UTC)")
-    table.add_column("TOKENS", justify="right")
-    table.add_column("LAST MESSAGE", overflow="ellipsis", max_width=48, no_wrap=True)
+    if wide:
+        table.add_column("UPDATED (UTC)")
+        table.add_column("TOKENS", justify="right")
+    table.add_column(
+        "LAST MESSAGE", overflow="ellipsis", max_width=48 if wide else 24, no_wrap=True
+    )
     for row in result["sessions"]:
         tokens = row.get("totalTokens")
         last = row.get("messages") or []
-        table.add_row(
-            row["key"],
-            row["kind"],
-            row.get("channel") or "-",
-            when(row.get("updatedAt")),
-            "-" if tokens is None else str(tokens),
-            " ".join(message_text(last[-1]).split()) if last else "",
-        )
+        cells = [row["key"], row["kind"], row.get("channel") or "-"]
+        if wide:
+            cells += [when(row.get("updatedAt")), "-" if tokens is None else str(tokens)]
+        cells.append(" ".join(message_text(last[-1]).split()) if last else "")
+        table.add_row(*cells)
     return table
 
 

@@ -1,31 +1,39 @@
-"""The HTTP gateway: the session tools and the gateway methods over JSON, for one bearer token.
+"""The HTTP gateway: the session tools and the gateway methods over JSON, for scoped tokens.
 
-``create_app(gateway, token)`` builds a FastAPI app over an open gateway (it neither opens
-nor closes it). Routes (docs/http.md has examples):
+``create_app(gateway, tokens)`` builds a FastAPI app over an open gateway (it neither opens
+nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator token). Routes
+(docs/http.md has examples):
 
 - ``POST /v1/tools/<tool>``: body = the tool's parameters, header ``X-Sessionwire-Session``
-  names the calling session; the response is the tool's JSON result, 200 even for a
-  refusal (``status`` ``error``/``forbidden``), as OpenClaw hands refusals back as results.
+  names the calling session (with a session-bound token, naming another is 403); the
+  response is the tool's JSON result, 200 even for a refusal (``status``
+  ``error``/``forbidden``).
 - ``POST /v1/methods/<method>``: ``sessions.list``, ``sessions.resolve``, ``sessions.patch``,
-  ``chat.history``, ``agent.wait``; refusals are 400 (bad request) or 404 (not found).
+  ``chat.history``, ``agent.wait``; with a session-bound token they apply the tools'
+  policy (``GatewayMethods(requester=…)``); refusals are 400, 403 or 404.
 - ``GET /v1/tools``: the tools' JSON Schemas. ``GET /healthz``, ``GET /readyz``: unauthenticated.
 
-Every error is ``{"error": {"code", "message"}}``; see docs/adr/0007-http-gateway.md.
+The token is checked from the headers alone, before a byte of the body is read; failed
+attempts are rate-limited per client; bodies are bounded in size, JSON depth and read
+time. Nothing a client sends (token, body) is ever logged. Every error is
+``{"error": {"code", "message"}}``; see docs/adr/0007-http-gateway.md and 0014.
 """
 
-import hashlib
-import hmac
+import asyncio
 import json
+import re
+import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-import structlog
 from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.gateway_methods import (
     AgentWaitParams,
@@ -41,6 +49,7 @@ from sessionwire.application.gateway_methods import (
     SessionsResolveParams,
     SessionsResolveResult,
 )
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.tools.results import (
     AgentsListResult,
     SendResult,
@@ -50,14 +59,24 @@ from sessionwire.application.tools.results import (
     ToolError,
 )
 from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
+from sessionwire.domain.keys import InvalidSessionKey
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 1024 * 1024
+# Tool parameters nest a few levels; a deeper body is refused before it is parsed (a
+# 100,000-deep one was a 500 that held the server ~0.9 s).
+MAX_JSON_DEPTH = 32
+# A client has this long to send its whole body once the headers are in.
+BODY_READ_SECONDS = 30.0
+# Failed token attempts per client address before it must wait (429).
+MAX_FAILED_ATTEMPTS = 10
+FAILED_ATTEMPTS_WINDOW_SECONDS = 60.0
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 LIST_EVERYTHING = SessionsListMethodParams()
 SESSION_HEADER = "X-Sessionwire-Session"
 
-log = structlog.get_logger("sessionwire.http")
+log = library_logger("sessionwire.http")
 
 
 class ErrorDetail(BaseModel):
@@ -102,11 +121,14 @@ assert set(TOOL_RESULTS) == set(TOOL_PARAMETERS)
 STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "too_large",
     415: "unsupported_media_type",
     422: "invalid_request",
+    429: "too_many_requests",
     500: "internal",
     503: "unavailable",
 }
@@ -125,40 +147,150 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes with 413, declared or streamed.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
-    The body is read here (at most ``limit`` bytes are kept) and replayed to the app, so a
-    chunked upload without Content-Length is cut off as soon as it passes the limit.
-    """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+def json_depth_exceeds(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Does ``raw`` nest arrays and objects deeper than ``limit``? Linear, before parsing."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+class FailedAttempts:
+    """Failed token attempts per client address in a sliding window (bounded memory)."""
+
+    def __init__(
+        self,
+        limit: int = MAX_FAILED_ATTEMPTS,
+        window: float = FAILED_ATTEMPTS_WINDOW_SECONDS,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
+        self.window = window
+        self.now = now
+        self.by_client: dict[str, list[float]] = {}
+
+    def _recent(self, client: str) -> list[float]:
+        cutoff = self.now() - self.window
+        recent = [t for t in self.by_client.get(client, ()) if t > cutoff]
+        if recent:
+            self.by_client[client] = recent
+        else:
+            self.by_client.pop(client, None)
+        return recent
+
+    def retry_after(self, client: str) -> int | None:
+        """Seconds the client must wait, or None when it may try."""
+        recent = self._recent(client)
+        if len(recent) < self.limit:
+            return None
+        return max(1, int(recent[0] + self.window - self.now()) + 1)
+
+    def failed(self, client: str) -> None:
+        if len(self.by_client) > 10_000:  # many addresses: forget the quiet ones
+            for quiet in [c for c in self.by_client if not self._recent(c)]:
+                self.by_client.pop(quiet, None)
+        self.by_client.setdefault(client, []).append(self.now())
+
+
+def bearer_token(headers: dict[bytes, bytes]) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, decoded as UTF-8."""
+    value = headers.get(b"authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(b" ")
+    if scheme.lower() != b"bearer":
+        return None
+    try:
+        return token.strip().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class Gatekeeper:
+    """Everything before the app: the token (from headers only, so an unauthenticated
+    client cannot make the server buffer a body), the failed-attempt limit, and the body:
+    at most ``limit`` bytes, read within ``read_seconds``, nested at most
+    ``MAX_JSON_DEPTH`` deep. The body is then replayed to the app."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenSet,
+        limit: int,
+        attempts: FailedAttempts,
+        read_seconds: float = BODY_READ_SECONDS,
+        refuse: Callable[[Grant], str | None] | None = None,
+    ) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.limit = limit
+        self.attempts = attempts
+        self.read_seconds = read_seconds
+        self.refuse = refuse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        if scope["path"] not in PUBLIC_PATHS:
+            client = scope["client"][0] if scope.get("client") else "unknown"
+            wait = self.attempts.retry_after(client)
+            if wait is not None:
+                await error_response(
+                    429,
+                    "too_many_requests",
+                    f"too many failed token attempts; retry in {wait} s",
+                    {"Retry-After": str(wait)},
+                )(scope, receive, send)
+                return
+            grant = self.tokens.grant_for(bearer_token(headers))
+            if grant is None:
+                self.attempts.failed(client)
+                log.info("request refused: bad or missing token", path=scope["path"])
+                await error_response(
+                    401,
+                    "unauthorized",
+                    "a valid bearer token is required (Authorization: Bearer <token>)",
+                    {"WWW-Authenticate": "Bearer"},
+                )(scope, receive, send)
+                return
+            refusal = self.refuse(grant) if self.refuse is not None else None
+            if refusal is not None:
+                await error_response(403, "forbidden", refusal)(scope, receive, send)
+                return
+            scope.setdefault("state", {})["grant"] = grant
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send)
+            await self._too_large(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            async with asyncio.timeout(self.read_seconds):
+                body = await self._read(receive)
+        except TimeoutError:
+            await error_response(
+                408, "request_timeout", f"the body was not sent within {self.read_seconds:g} s"
+            )(scope, receive, send)
+            return
+        if body is None:  # the client went away
+            return
+        if len(body) > self.limit:
+            await self._too_large(scope, receive, send)
+            return
+        if json_depth_exceeds(body):
+            await error_response(
+                400, "too_deep", f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels"
+            )(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -170,23 +302,50 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _read(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            chunks.append(chunk)
+            if size > self.limit:  # stop reading: the answer is 413 whatever follows
+                break
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(413, "too_large", f"request body larger than {self.limit} bytes")
         await response(scope, receive, send)
 
 
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+def header_text(value: str) -> str:
+    """A header value as UTF-8 (HTTP servers hand it over decoded as latin-1)."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise ApiError(400, "bad_request", f"{SESSION_HEADER} is not valid UTF-8") from None
 
 
 def create_app(
-    gateway: GatewayService, token: str, *, max_body_bytes: int = MAX_BODY_BYTES
+    gateway: GatewayService,
+    tokens: TokenSet | str,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    attempts: FailedAttempts | None = None,
+    body_read_seconds: float = BODY_READ_SECONDS,
 ) -> FastAPI:
-    """The HTTP gateway over ``gateway`` for callers presenting ``token`` as a bearer token."""
-    if not token or not token.strip():
-        raise ValueError("the HTTP gateway needs a non-empty token")
-    expected = _digest(token.strip())
-    methods = GatewayMethods(gateway)
+    """The HTTP gateway over ``gateway`` for callers presenting one of ``tokens`` (a lone
+    string is one operator token) as a bearer token."""
+    if isinstance(tokens, str):
+        if not tokens.strip():
+            raise ValueError("the HTTP gateway needs a non-empty token")
+        tokens = TokenSet.operator(tokens)
+    operator_methods = GatewayMethods(gateway)
     app = FastAPI(
         title="sessionwire",
         version="0.1.0",
@@ -194,24 +353,44 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    bearer = HTTPBearer(auto_error=False, description="the token given to `sessionwire serve`")
+    bearer = HTTPBearer(
+        auto_error=False,
+        description="a token given to `sessionwire serve` (operator or bound to one session)",
+    )
 
     async def authenticated(
         request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> None:
-        given = _digest(credentials.credentials if credentials is not None else "")
-        # Equal-length digests, compared in constant time: neither a near miss nor the
-        # token's length shows in the response time.
-        if not hmac.compare_digest(given, expected):
-            client = request.client.host if request.client else None
-            log.info("request refused: bad or missing token", path=request.url.path, client=client)
+        _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Grant:
+        # The Gatekeeper checked the token before the body was read; this declares the
+        # scheme in the OpenAPI document and hands the grant to the route.
+        grant = request.scope.get("state", {}).get("grant")
+        assert isinstance(grant, Grant), "the Gatekeeper runs before every private route"
+        return grant
+
+    def methods_for(grant: Grant) -> GatewayMethods:
+        if grant.session is None:
+            return operator_methods
+        return GatewayMethods(gateway, requester=grant.session)
+
+    def requester_for(grant: Grant, named: str) -> str:
+        """The session a tool call acts as: any the header names for an operator token;
+        for a session-bound token its own (naming another is 403)."""
+        named = header_text(named)
+        if grant.session is None:
+            return named
+        if not same_session(named, grant.session):
             raise ApiError(
-                401,
-                "unauthorized",
-                "a valid bearer token is required (Authorization: Bearer <token>)",
-                {"WWW-Authenticate": "Bearer"},
+                403, "forbidden", f"this token acts only as the session {grant.session!r}"
             )
+        return grant.session
+
+    def same_session(named: str, bound: str) -> bool:
+        rules = gateway.config.key_rules
+        try:
+            return rules.canonical(named) == rules.canonical(bound)
+        except InvalidSessionKey:
+            return False
 
     async def json_content(request: Request) -> None:
         # One rule for every POST: a body is JSON and says so. (FastAPI would otherwise
@@ -255,7 +434,15 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:
-        log.exception("request failed", path=request.url.path)
+        # Where it failed, never with what: no locals, no exception text (either may hold
+        # the body or a token), only the error's type and the stack's file:line list.
+        frames = traceback.extract_tb(error.__traceback__)
+        log.error(
+            "request failed",
+            path=request.url.path,
+            error=type(error).__name__,
+            stack=[f"{frame.filename}:{frame.lineno} {frame.name}" for frame in frames[-8:]],
+        )
         return error_response(500, "internal", f"internal error: {type(error).__name__}")
 
     # Health -----------------------------------------------------------------------------
@@ -285,20 +472,25 @@ def create_app(
     def tool_route(name: str) -> Callable[..., Awaitable[JSONResponse]]:
         async def call_tool(
             request: Request,
+            grant: Annotated[Grant, Depends(authenticated)],
             session: Annotated[
                 str,
                 Header(
                     alias=SESSION_HEADER,
-                    description="the calling session's key (decides visibility and policy)",
+                    description=(
+                        "the calling session's key (decides visibility and policy); a "
+                        "session-bound token must name its own session"
+                    ),
                 ),
             ],
         ) -> JSONResponse:
+            requester = requester_for(grant, session)
             raw = await request.body()
             try:
                 params = json.loads(raw) if raw.strip() else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-            result = await gateway.call_tool(session, name, params)
+            result = await gateway.call_tool(requester, name, params)
             return JSONResponse(result)
 
         return call_tool
@@ -317,7 +509,7 @@ def create_app(
             tags=["tools"],
             dependencies=posted,
             response_model=TOOL_RESULTS[name],
-            responses=_errors(400, 401, 413, 415, 422),
+            responses=_errors(400, 401, 403, 413, 415, 422),
             openapi_extra={
                 "requestBody": {
                     "required": False,
@@ -337,14 +529,14 @@ def create_app(
 
     # Gateway methods --------------------------------------------------------------------
 
-    method_errors = _errors(400, 401, 404, 413, 415, 422)
+    method_errors = _errors(400, 401, 403, 404, 413, 415, 422)
 
     @contextmanager
     def refusals() -> Iterator[None]:
         try:
             yield
         except MethodFailed as failed:
-            status = 404 if failed.code == "not_found" else 400
+            status = {"not_found": 404, "forbidden": 403}.get(failed.code, 400)
             raise ApiError(status, STATUS_CODES[status], failed.message) from None
 
     def method(path: str, model: type[BaseModel]) -> Callable[[Callable[..., Any]], Any]:
@@ -360,37 +552,54 @@ def create_app(
 
     @method("sessions.list", SessionsListMethodResult)
     async def sessions_list(
+        grant: Annotated[Grant, Depends(authenticated)],
         params: Annotated[SessionsListMethodParams, Body()] = LIST_EVERYTHING,
     ) -> SessionsListMethodResult:
-        """Every active session, newest first, keys canonical (no requester filtering).
+        """Every active session (a session-bound token: every one its session may see),
+        newest first, keys canonical.
 
         The body may be left out: every parameter has a default."""
         with refusals():
-            return methods.sessions_list(params)
+            return methods_for(grant).sessions_list(params)
 
     @method("sessions.resolve", SessionsResolveResult)
-    async def sessions_resolve(params: SessionsResolveParams) -> SessionsResolveResult:
+    async def sessions_resolve(
+        grant: Annotated[Grant, Depends(authenticated)], params: SessionsResolveParams
+    ) -> SessionsResolveResult:
         """The canonical key of the session a key, sessionId or label names."""
         with refusals():
-            return methods.sessions_resolve(params)
+            return methods_for(grant).sessions_resolve(params)
 
     @method("sessions.patch", SessionsPatchResult)
-    async def sessions_patch(params: SessionsPatchParams) -> SessionsPatchResult:
-        """Set or clear (null) label, model, thinkingLevel, verboseLevel, sendPolicy."""
+    async def sessions_patch(
+        grant: Annotated[Grant, Depends(authenticated)], params: SessionsPatchParams
+    ) -> SessionsPatchResult:
+        """Set or clear (null) label, model, thinkingLevel, verboseLevel, sendPolicy
+        (an operator token only)."""
         with refusals():
-            return await methods.sessions_patch(params)
+            return await methods_for(grant).sessions_patch(params)
 
     @method("chat.history", ChatHistoryResult)
-    async def chat_history(params: ChatHistoryParams) -> ChatHistoryResult:
+    async def chat_history(
+        grant: Annotated[Grant, Depends(authenticated)], params: ChatHistoryParams
+    ) -> ChatHistoryResult:
         """A session's transcript, oldest first, toolResult messages included."""
         with refusals():
-            return methods.chat_history(params)
+            return methods_for(grant).chat_history(params)
 
     @method("agent.wait", AgentWaitResult)
-    async def agent_wait(params: AgentWaitParams) -> AgentWaitResult:
+    async def agent_wait(
+        grant: Annotated[Grant, Depends(authenticated)], params: AgentWaitParams
+    ) -> AgentWaitResult:
         """Wait until a run ends (ok/error) or timeoutMs passes (timeout)."""
         with refusals():
-            return await methods.agent_wait(params)
+            return await methods_for(grant).agent_wait(params)
 
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(
+        Gatekeeper,
+        tokens=tokens,
+        limit=max_body_bytes,
+        attempts=attempts or FailedAttempts(),
+        read_seconds=body_read_seconds,
+    )
     return app

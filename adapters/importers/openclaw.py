@@ -11,14 +11,23 @@ passed over. A store elsewhere in the directory belongs to agent ``main``.
 
 Malformed stores, entries and lines are reported (file, line, reason) and skipped; they
 never stop the rest of the import.
+
+The directory is untrusted input. Nothing outside it is read: a ``sessionFile`` path, a
+``sessionId`` with ``../`` in it, or a symlink that leads elsewhere is reported and not
+followed. Files, lines and JSON nesting are bounded (MAX_FILE_BYTES, MAX_LINE_BYTES,
+MAX_DEPTH) and so are timestamps, so one oversized, deeply nested or out-of-range line is
+one problem, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeGuard
 
 from pydantic import ValidationError
 from sessionwire.application.audit.history_import import (
@@ -27,9 +36,21 @@ from sessionwire.application.audit.history_import import (
     SourceSession,
 )
 from sessionwire.application.tools.params import friendly
-from sessionwire.domain.transcript import ROLES, TranscriptMessage, content_blocks
+from sessionwire.domain.transcript import (
+    MAX_MESSAGE_BYTES,
+    ROLES,
+    TranscriptMessage,
+    content_blocks,
+)
 
 STORE_FILE = "sessions.json"
+AGENT_DATABASE = "openclaw-agent.sqlite"
+# Bounds on what one import reads (docs/security.md, "Importing from OpenClaw").
+MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_LINE_BYTES = MAX_MESSAGE_BYTES + 64 * 1024  # a largest message and its line's framing
+MAX_DEPTH = 64
+# Milliseconds since 1970 up to the end of year 9999: what a datetime can hold.
+MAX_MILLIS = 253_402_300_799_999
 
 # Entry field -> row field, for plain values of the given type.
 _TEXT_FIELDS = {
@@ -55,29 +76,79 @@ _FLAG_FIELDS = {"systemSent": "system_sent", "abortedLastRun": "aborted_last_run
 _CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 
+class Outside(ValueError):
+    """A path that leads out of the imported directory."""
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path`` with every symlink resolved, when it stays under ``root``; else Outside."""
+    real = path.resolve()
+    if not real.is_relative_to(root.resolve()):
+        raise Outside(f"{path} leads outside {root}")
+    return real
+
+
 def read_state_dir(root: Path) -> tuple[list[SourceSession], list[Problem]]:
-    """Every session of every store under ``root``, with the problems met on the way."""
+    """Every session of every store under ``root`` (both layouts), with the problems met."""
     sessions: list[SourceSession] = []
     problems: list[Problem] = []
-    for store in sorted(root.rglob(STORE_FILE)):
-        read, found = read_store(store, agent_id=_agent_of(store, root))
+    for path in _files(root, {STORE_FILE, AGENT_DATABASE}):
+        try:
+            inside(root, path)
+        except Outside as error:
+            problems.append(Problem(file=str(path), line=0, reason=f"not read: {error}"))
+            continue
+        if path.name == STORE_FILE:
+            read, found = read_store(path, agent_id=_agent_of(path, root), root=root)
+        else:
+            read, found = read_agent_database(path, agent_id=_agent_of(path, root), root=root)
         sessions.extend(read)
         problems.extend(found)
     return sessions, problems
 
 
+def _files(root: Path, names: set[str]) -> list[Path]:
+    # os.walk does not descend into symlinked directories; a symlinked file is checked
+    # by the caller like any other path.
+    found = [
+        Path(folder) / name
+        for folder, _, files in os.walk(root, followlinks=False)
+        for name in files
+        if name in names
+    ]
+    return sorted(found)
+
+
 def _agent_of(store: Path, root: Path) -> str:
     parts = store.relative_to(root).parts
-    # agents/<agentId>/sessions/sessions.json
-    if len(parts) >= 4 and parts[-4] == "agents" and parts[-2] == "sessions":
+    # agents/<agentId>/sessions/sessions.json or agents/<agentId>/agent/openclaw-agent.sqlite
+    if len(parts) >= 4 and parts[-4] == "agents" and parts[-2] in ("sessions", "agent"):
         return parts[-3]
     return "main"
 
 
-def read_store(store: Path, *, agent_id: str) -> tuple[list[SourceSession], list[Problem]]:
-    problems: list[Problem] = []
+def _too_big(path: Path) -> str | None:
     try:
-        data = json.loads(store.read_text(encoding="utf-8"))
+        size = path.stat().st_size
+    except OSError as error:
+        return f"unreadable: {error.strerror}"
+    if size > MAX_FILE_BYTES:
+        return f"{size} bytes, more than the {MAX_FILE_BYTES} an import reads"
+    return None
+
+
+def read_store(
+    store: Path, *, agent_id: str, root: Path | None = None
+) -> tuple[list[SourceSession], list[Problem]]:
+    problems: list[Problem] = []
+    root = root or store.parent
+    refused = _too_big(store)
+    if refused:
+        return [], [Problem(file=str(store), line=0, reason=f"store not read: {refused}")]
+    try:
+        data = parse_json(store.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        return [], [Problem(file=str(store), line=error.lineno, reason=f"not JSON: {error.msg}")]
     except (OSError, UnicodeDecodeError, ValueError) as error:
         return [], [Problem(file=str(store), line=0, reason=f"unreadable store: {error}")]
     if not isinstance(data, dict):
@@ -85,9 +156,45 @@ def read_store(store: Path, *, agent_id: str) -> tuple[list[SourceSession], list
     sessions = []
     for key, entry in data.items():
         session = _session(store, agent_id, key, entry, problems)
-        if session is not None:
-            sessions.append(session)
+        if session is None:
+            continue
+        transcript = _transcript_path(store, entry, session.session_id)
+        try:
+            transcript = inside(root, transcript)
+        except Outside as error:
+            problems.append(
+                Problem(file=str(store), line=0, reason=f"entry {key!r}: transcript {error}")
+            )
+        else:
+            if transcript.is_file():
+                session.messages = read_transcript(transcript, problems)
+        sessions.append(session)
     return sessions, problems
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON nested at most MAX_DEPTH deep; ValueError otherwise (never a RecursionError)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    if _depth(value) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _depth(value: Any) -> int:
+    deepest = 0
+    todo = [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            children = item.values() if isinstance(item, dict) else item
+            todo.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _session(
@@ -104,13 +211,13 @@ def _session(
         problem("no sessionId")
         return None
     updated = entry.get("updatedAt")
-    if isinstance(updated, int) and _is_count(updated):
+    if _is_millis(updated):
         updated_ms = updated
     else:
-        problem("no updatedAt (milliseconds); the import time is used")
+        problem("no updatedAt (milliseconds since 1970); the import time is used")
         updated_ms = int(datetime.now(tz=UTC).timestamp() * 1000)
     spawned_by = entry.get("spawnedBy")
-    session = SourceSession(
+    return SourceSession(
         key=key,
         agent_id=agent_id,
         session_id=session_id.strip(),
@@ -119,14 +226,14 @@ def _session(
         spawned_by=spawned_by if isinstance(spawned_by, str) else None,
         fields=_fields(entry),
     )
-    transcript = _transcript_path(store, entry, session.session_id)
-    if transcript.is_file():
-        session.messages = read_transcript(transcript, problems)
-    return session
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_millis(value: Any) -> TypeGuard[int]:
+    return _is_count(value) and value <= MAX_MILLIS
 
 
 def _fields(entry: dict[str, Any]) -> dict[str, Any]:
@@ -168,29 +275,168 @@ def _transcript_path(store: Path, entry: dict[str, Any], session_id: str) -> Pat
 
 def read_transcript(path: Path, problems: list[Problem]) -> list[SourceMessage]:
     messages: list[SourceMessage] = []
+    refused = _too_big(path)
+    if refused:
+        problems.append(Problem(file=str(path), line=0, reason=f"transcript not read: {refused}"))
+        return messages
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with path.open("rb") as file:
+            for number, raw in _bounded_lines(file):
+                if raw is None:
+                    problems.append(
+                        Problem(
+                            file=str(path),
+                            line=number,
+                            reason=f"line longer than {MAX_LINE_BYTES} bytes",
+                        )
+                    )
+                    continue
+                text = raw.decode("utf-8", errors="replace")
+                add_line(messages, problems, str(path), number, text)
     except OSError as error:
         problems.append(Problem(file=str(path), line=0, reason=f"unreadable: {error.strerror}"))
-        return messages
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
+    return messages
+
+
+def add_line(
+    messages: list[SourceMessage], problems: list[Problem], file: str, number: int, text: str
+) -> None:
+    """The message on one transcript line, or the problem with it."""
+    if not text.strip():
+        return
+    try:
+        message = _message(text)
+    except ValueError as error:
+        problems.append(Problem(file=file, line=number, reason=str(error)))
+        return
+    if message is not None:
+        messages.append(SourceMessage(message=message, file=file, line=number))
+
+
+def _bounded_lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """(number, bytes) per line, or (number, None) for a line over MAX_LINE_BYTES, which
+    is skipped without being held in memory."""
+    number = 0
+    while True:
+        line = file.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) <= MAX_LINE_BYTES:
+            yield number, line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = file.readline(MAX_LINE_BYTES)
+        yield number, None
+
+
+def read_agent_database(
+    path: Path, *, agent_id: str, root: Path | None = None
+) -> tuple[list[SourceSession], list[Problem]]:
+    """Sessions of a newer OpenClaw's per-agent SQLite database (AGENT_DATABASE).
+
+    Its ``session_entries`` rows hold the same entry JSON as ``sessions.json`` (keyed by
+    session key) and ``transcript_events`` the transcript, one row per JSONL record in
+    ``event_json``, ordered by ``seq`` (OpenClaw's src/state/openclaw-agent-schema.sql).
+    A problem in a transcript row names ``<database>:transcript_events:<sessionId>`` as
+    its file and the row's ``seq`` as its line.
+    """
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        return [], [Problem(file=str(path), line=0, reason=f"unreadable database: {error}")]
+    try:
+        # A crafted database's views and triggers never run: only its two tables are read.
+        connection.execute("PRAGMA trusted_schema = OFF")
+        tables = {
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name IN ('session_entries', 'transcript_events')"
+            )
+        }
+        if tables != {"session_entries", "transcript_events"}:
+            return [], [
+                Problem(
+                    file=str(path),
+                    line=0,
+                    reason="not an OpenClaw agent database: no session_entries and "
+                    "transcript_events tables",
+                )
+            ]
+        return _database_sessions(connection, path, agent_id)
+    except sqlite3.Error as error:
+        return [], [Problem(file=str(path), line=0, reason=f"unreadable database: {error}")]
+    finally:
+        connection.close()
+
+
+# Longer texts are not fetched: SQLite measures them, Python never holds them.
+_BOUNDED = "CASE WHEN length(CAST({0} AS BLOB)) > ? THEN NULL ELSE {0} END"
+
+
+def _database_sessions(
+    connection: sqlite3.Connection, path: Path, agent_id: str
+) -> tuple[list[SourceSession], list[Problem]]:
+    problems: list[Problem] = []
+    sessions: list[SourceSession] = []
+    rows = connection.execute(
+        f"SELECT session_key, session_id, {_BOUNDED.format('entry_json')}, updated_at "
+        "FROM session_entries ORDER BY session_key",
+        (MAX_LINE_BYTES,),
+    ).fetchall()
+    for key, session_id, entry_json, updated_at in rows:
+        if not isinstance(key, str) or not isinstance(session_id, str):
+            problems.append(Problem(file=str(path), line=0, reason="a row without its keys"))
             continue
         try:
-            message = _message(text)
+            if entry_json is None:
+                raise ValueError(f"entry longer than {MAX_LINE_BYTES} bytes")
+            entry = parse_json(entry_json)
         except ValueError as error:
-            problems.append(Problem(file=str(path), line=number, reason=str(error)))
+            problems.append(Problem(file=str(path), line=0, reason=f"entry {key!r}: {error}"))
             continue
-        if message is not None:
-            messages.append(SourceMessage(message=message, file=str(path), line=number))
+        if isinstance(entry, dict):
+            # The row's columns are OpenClaw's own record of these two.
+            entry = {**entry, "sessionId": session_id}
+            if _is_millis(updated_at) and not _is_millis(entry.get("updatedAt")):
+                entry["updatedAt"] = updated_at
+        session = _session(path, agent_id, key, entry, problems)
+        if session is None:
+            continue
+        session.messages = _database_transcript(connection, path, session_id, problems)
+        sessions.append(session)
+    return sessions, problems
+
+
+def _database_transcript(
+    connection: sqlite3.Connection, path: Path, session_id: str, problems: list[Problem]
+) -> list[SourceMessage]:
+    messages: list[SourceMessage] = []
+    where = f"{path}:transcript_events:{session_id}"
+    rows = connection.execute(
+        f"SELECT seq, {_BOUNDED.format('event_json')} FROM transcript_events "
+        "WHERE session_id = ? ORDER BY seq",
+        (MAX_LINE_BYTES, session_id),
+    )
+    for seq, text in rows:
+        if not isinstance(seq, int):
+            problems.append(Problem(file=where, line=0, reason=f"seq {seq!r} is not a number"))
+            continue
+        if text is None:
+            problems.append(
+                Problem(file=where, line=seq, reason=f"event longer than {MAX_LINE_BYTES} bytes")
+            )
+            continue
+        add_line(messages, problems, where, seq, str(text))
     return messages
 
 
 def _message(text: str) -> TranscriptMessage | None:
     """The message on one transcript line, None for a line that holds none."""
     try:
-        line = json.loads(text)
-    except ValueError as error:
+        line = parse_json(text)
+    except json.JSONDecodeError as error:
         raise ValueError(f"not JSON: {error}") from None
     if not isinstance(line, dict):
         raise ValueError("a transcript line must be a JSON object")
@@ -203,7 +449,10 @@ def _message(text: str) -> TranscriptMessage | None:
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
     data = dict(raw)
-    if "timestamp" not in data or not _is_count(data["timestamp"]):
+    stamp = data.get("timestamp")
+    if _is_count(stamp) and not _is_millis(stamp):
+        raise ValueError(f"timestamp {stamp} is out of range")
+    if not _is_millis(stamp):
         data["timestamp"] = _line_time(line.get("timestamp"))
     try:
         data["content"] = content_blocks(data.get("content", []))
@@ -213,14 +462,19 @@ def _message(text: str) -> TranscriptMessage | None:
 
 
 def _line_time(value: Any) -> int:
-    if _is_count(value):
+    if _is_millis(value):
         return int(value)
+    if _is_count(value):
+        raise ValueError(f"timestamp {value} is out of range")
     if isinstance(value, str):
         try:
             moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"timestamp {value!r} is not ISO 8601") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return int(moment.timestamp() * 1000)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            millis = int(moment.timestamp() * 1000)
+        except (ValueError, OverflowError):
+            raise ValueError(f"timestamp {value[:40]!r} is not ISO 8601") from None
+        if not 0 <= millis <= MAX_MILLIS:
+            raise ValueError(f"timestamp {value[:40]!r} is out of range")
+        return millis
     raise ValueError("the message has no timestamp")

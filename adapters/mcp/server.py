@@ -16,24 +16,26 @@ import asyncio
 import contextlib
 import json
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import Any
 
-import structlog
 import uvicorn
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
+from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.application.gateway import GatewayService
+from sessionwire.application.library_logging import library_logger
 from starlette.applications import Starlette
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-log = structlog.get_logger("sessionwire.mcp")
+log = library_logger("sessionwire.mcp")
 
 REFUSED = frozenset({"error", "forbidden"})
 # Hints for MCP hosts deciding what to confirm with a user: the reading tools change
@@ -111,8 +113,17 @@ async def serve_stdio(server: Server[Any, Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def http_app(server: Server[Any, Any], host: str, port: int) -> Starlette:
-    """A Starlette app serving the MCP streamable HTTP transport at ``/mcp``."""
+def http_app(
+    server: Server[Any, Any],
+    host: str,
+    port: int,
+    tokens: TokenSet,
+    requester: str,
+    same_session: Callable[[str], bool],
+) -> ASGIApp:
+    """The MCP streamable HTTP transport at ``/mcp``, behind the HTTP gateway's
+    Gatekeeper: a bearer token from ``tokens`` (an operator's, or one bound to the
+    server's session ``requester``), checked before the body is read."""
     # Host and Origin headers are checked: a web page cannot reach a loopback server
     # through DNS rebinding.
     names = {host, "127.0.0.1", "localhost"} if host in {"127.0.0.1", "localhost"} else {host}
@@ -130,7 +141,16 @@ def http_app(server: Server[Any, Any], host: str, port: int) -> Starlette:
         async with manager.run():
             yield
 
-    return Starlette(routes=[Route(HTTP_PATH, _Endpoint(manager))], lifespan=lifespan)
+    app = Starlette(routes=[Route(HTTP_PATH, _Endpoint(manager))], lifespan=lifespan)
+
+    def refuse(grant: Grant) -> str | None:
+        if grant.session is None or same_session(grant.session):
+            return None
+        return f"this token acts only as the session {grant.session!r}, not {requester!r}"
+
+    return Gatekeeper(
+        app, tokens=tokens, limit=MAX_BODY_BYTES, attempts=FailedAttempts(), refuse=refuse
+    )
 
 
 class _Endpoint:
@@ -143,10 +163,23 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-async def serve_http(server: Server[Any, Any], host: str, port: int) -> None:
+async def serve_http(
+    server: Server[Any, Any],
+    host: str,
+    port: int,
+    tokens: TokenSet,
+    requester: str,
+    same_session: Callable[[str], bool],
+) -> None:
     """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM."""
     config = uvicorn.Config(
-        http_app(server, host, port), host=host, port=port, log_level="warning", lifespan="on"
+        http_app(server, host, port, tokens, requester, same_session),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        log_config=None,
+        timeout_keep_alive=5,
     )
     log.info("mcp http listening", url=f"http://{host}:{port}{HTTP_PATH}")
     await _StoppableServer(config).serve()

@@ -23,15 +23,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from sessionwire.application.config.gateway_config import describe_errors
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.tools.schemas import tool_schemas
 
-log = structlog.get_logger("sessionwire.openai_runtime")
+log = library_logger("sessionwire.openai_runtime")
 
 RETRIED_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 

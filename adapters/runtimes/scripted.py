@@ -5,6 +5,11 @@ wins (``agent`` exact, ``session`` glob, ``step`` exact, ``match`` regex search 
 incoming message). ``reply`` may use ``{message}``, ``{session}`` and ``{turn}``;
 ``delaySeconds`` waits on the gateway clock; ``fail`` makes the run fail with that error.
 No rule matching gives an empty reply.
+
+``match`` runs on what agents send, so it is bounded (Python's engine backtracks: ``a*a*x``
+took 6 s on 2,000 characters): at most one unbounded repeat, none nested inside another,
+no backreferences, at most 256 characters of pattern, and it looks at the first
+``MATCH_WINDOW`` characters of the message only.
 """
 
 from __future__ import annotations
@@ -20,6 +25,61 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sessionwire.application.config.gateway_config import describe_errors
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.run import RUN_STEPS
+
+MAX_MATCH_PATTERN = 256
+MATCH_WINDOW = 4096
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _repeat_problems(items: Any, inside_repeat: bool) -> tuple[int, list[str]]:
+    """(unbounded repeats, problems) in a parsed pattern."""
+    unbounded = 0
+    problems: list[str] = []
+    for op, value in items:
+        name = str(op)
+        if name in {"GROUPREF", "GROUPREF_EXISTS"}:
+            problems.append("backreferences are not allowed")
+        if name in _REPEATS:
+            low, high, body = value
+            if inside_repeat and high != low:
+                problems.append("a repeat inside a repeat can take exponential time")
+            if high == re._constants.MAXREPEAT:  # type: ignore[attr-defined]
+                unbounded += 1
+            inner, found = _repeat_problems(body, inside_repeat or high > 1)
+            unbounded += inner
+            problems += found
+        elif name == "SUBPATTERN":
+            inner, found = _repeat_problems(value[-1], inside_repeat)
+            unbounded += inner
+            problems += found
+        elif name == "BRANCH":
+            if inside_repeat:
+                problems.append("alternatives inside a repeat can take exponential time")
+            for branch in value[1]:
+                inner, found = _repeat_problems(branch, inside_repeat)
+                unbounded += inner
+                problems += found
+        elif name in {"ASSERT", "ASSERT_NOT"}:
+            inner, found = _repeat_problems(value[1], inside_repeat)
+            unbounded += inner
+            problems += found
+    return unbounded, problems
+
+
+def check_match_pattern(pattern: str) -> None:
+    """Raise ValueError unless ``pattern`` is a regex that runs in bounded time."""
+    if len(pattern) > MAX_MATCH_PATTERN:
+        raise ValueError(f"match is longer than {MAX_MATCH_PATTERN} characters")
+    try:
+        parsed = re._parser.parse(pattern)  # type: ignore[attr-defined]
+        re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"match is not a valid regular expression: {error}") from None
+    unbounded, problems = _repeat_problems(parsed, False)
+    if unbounded > 1:
+        problems.append("more than one unbounded repeat (*, +, {n,}) can take polynomial time")
+    if problems:
+        raise ValueError(f"match {pattern!r}: {problems[0]}")
 
 
 class ScriptError(ValueError):
@@ -50,10 +110,7 @@ class ScriptRule(BaseModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
-            try:
-                re.compile(value)
-            except re.error as error:
-                raise ValueError(f"match is not a valid regular expression: {error}") from None
+            check_match_pattern(value)
         return value
 
     def applies_to(self, request: RunRequest) -> bool:
@@ -63,7 +120,9 @@ class ScriptRule(BaseModel):
             return False
         if self.step is not None and self.step != request.step:
             return False
-        return self.match is None or re.search(self.match, request.message) is not None
+        if self.match is None:
+            return True
+        return re.search(self.match, request.message[:MATCH_WINDOW]) is not None
 
     def render(self, request: RunRequest) -> str:
         values = {

@@ -7,8 +7,8 @@ from functools import partial
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-from pydantic import BaseModel
+from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
+from pydantic import BaseModel, ValidationError
 from sessionwire.adapters.store.chain import pages
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.read_model_diff import (
@@ -21,11 +21,13 @@ from sessionwire.application.ports.audit_log import (
     AuditLog,
     CheckedRecord,
     ImportRefused,
+    ImportRejected,
+    LoadedRecord,
     LogBounds,
     StoredRecord,
     TableDifference,
 )
-from sessionwire.application.projection import Replay
+from sessionwire.application.projection import Replay, ReplayFailed
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink
@@ -119,18 +121,42 @@ class StoreAuditLog(AuditLog):
                     names[UUID(found["id"])] = found["name"]
         return names
 
-    def import_records(self, records: Iterable[tuple[StoredRecord, ChainLink | None]]) -> int:
+    def import_records(self, records: Iterable[LoadedRecord]) -> int:
         count = 0
+        model = self.store.read_model
+        replay = Replay()
+        batch: list[tuple[int, DomainEvent]] = []
+
+        def project(cursor: Any) -> None:
+            try:
+                changes = replay.apply([event for _, event in batch])
+            except ReplayFailed as error:
+                raise ImportRejected(f"line {batch[error.index][0]}: {error}") from error
+            model.write(cursor, changes)
+            batch.clear()
+
+        # One transaction for the events, their links and the read models projected from
+        # them: a failure anywhere (a bad line, an unknown topic, an event that cannot be
+        # applied) rolls all of it back and leaves the store as it was.
         with self._writing() as cursor:
             if not self.chain.is_empty(cursor):
                 raise ImportRefused(f"the store {self.store.location} already holds events")
-            for record, link in records:
-                self.chain.insert_record(cursor, record)
-                if link is not None:
-                    self.chain.write_links(cursor, [link])
+            for loaded in records:
+                try:
+                    event = self.decode(loaded.record)
+                except (MapperDeserialisationError, ValidationError, ValueError) as error:
+                    raise ImportRejected(f"line {loaded.line}: {error}") from error
+                self.chain.insert_record(cursor, loaded.record)
+                if loaded.link is not None:
+                    self.chain.write_links(cursor, [loaded.link])
+                batch.append((loaded.line, event))
+                if len(batch) >= REBUILD_PAGE:
+                    project(cursor)
                 count += 1
+            project(cursor)
+            # Last: PostgreSQL's setval is not undone by a rollback.
             self.store.backend.follow_explicit_ids(cursor, self.chain)
-        self.store.rebuild_read_models()
+        self.store.analyze()
         return count
 
     def rebuild_and_compare(self, *, replace: bool) -> dict[str, TableDifference]:

@@ -202,6 +202,22 @@ class SqlChain:
             for row in cursor.fetchall()
         ]
 
+    def stream_records(self, cursor: Cursor, ids: Sequence[UUID]) -> list[StoredRecord]:
+        """Every event of these streams, in log order: read through the events' primary
+        key (originator id, version), so the cost follows these streams, not the log."""
+        t, m = self.t, self.t.marker
+        found: list[StoredRecord] = []
+        for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
+            cursor.execute(
+                f"SELECT {t.position} AS n, originator_id, originator_version, topic, state "
+                f"FROM {t.events} WHERE originator_id IN ({', '.join([m] * len(chunk))})",
+                [t.to_db_id(i) for i in chunk],
+            )
+            found.extend(self._record(row) for row in cursor.fetchall())
+        found.sort(key=lambda record: record.notification_id)
+        return found
+
     def _record(self, row: Any) -> StoredRecord:
         return StoredRecord(
             notification_id=int(row["n"]),

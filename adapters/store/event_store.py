@@ -105,6 +105,13 @@ class StoreBackend(SessionLocks, ABC):
     def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
         """After events were written at explicit positions: let new ones follow them."""
 
+    def hold_writer(self) -> None:
+        """Become the store's one writer if the database admits only one (decision 20);
+        raise StoreInUse naming the live writer otherwise."""
+
+    def release_writer(self) -> None:
+        """Stop being the one writer (``hold_writer``'s undo; nothing if not held)."""
+
 
 def backend_for(url: str) -> StoreBackend:
     """The backend a store URL names; only its module is imported (no PostgreSQL driver
@@ -124,10 +131,18 @@ def backend_for(url: str) -> StoreBackend:
 
 
 class EventSourcedStore(Store):
-    def __init__(self, url: str, *, kind_of: KindOf) -> None:
+    def __init__(self, url: str, *, kind_of: KindOf, writer: bool = False) -> None:
+        """``writer``: this store carries on the work it holds (a resuming gateway); an
+        SQLite file then admits no other writer (decision 20)."""
         self.backend = backend_for(url)
         self.location = self.backend.location
-        self.app = self.backend.open_application()
+        if writer:
+            self.backend.hold_writer()
+        try:
+            self.app = self.backend.open_application()
+        except BaseException:
+            self.backend.release_writer()
+            raise
         recorder = self.app.recorder
         assert isinstance(recorder, RecordsReadModels)
         self.recorder = recorder
@@ -260,6 +275,31 @@ class EventSourcedStore(Store):
         events = self.app.events.get(aggregate_id, lte=up_to_version)
         return [cast(DomainEvent, event) for event in events]
 
+    def session_streams(self, key: str) -> dict[UUID, str] | None:
+        with self.reading() as cursor:
+            return self.read_model.session_streams(cursor, key)
+
+    def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
+        with self.reading() as cursor:
+            records = self.chain.stream_records(cursor, ids)
+        return [
+            (
+                record.notification_id,
+                cast(
+                    DomainEvent,
+                    self.app.mapper.to_domain_event(
+                        StoredEvent(
+                            originator_id=record.content.originator_id,
+                            originator_version=record.content.originator_version,
+                            topic=record.content.topic,
+                            state=record.content.state,
+                        )
+                    ),
+                ),
+            )
+            for record in records
+        ]
+
     def rebuild_read_models(self) -> None:
         with self.writing() as cursor:
             for statement in self.read_model.drop_statements():
@@ -284,4 +324,7 @@ class EventSourcedStore(Store):
             return self.read_model.snapshot(cursor)
 
     def close(self) -> None:
-        self.app.close()
+        try:
+            self.app.close()
+        finally:
+            self.backend.release_writer()

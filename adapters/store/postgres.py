@@ -125,10 +125,10 @@ class PostgresSessionLock(AbstractAsyncContextManager[None]):
                 self._held = (connection_context, connection)
                 return
             connection_context.__exit__(None, None, None)
-            # A blocking pause, then a turn of the loop: event-loop timers stop under
-            # freezegun's frozen time, and this runs in frozen-time tests too.
-            time.sleep(self.POLL_SECONDS)
-            await asyncio.sleep(0)
+            # The pause in a worker thread: the event loop runs on while this waits (it
+            # must not block, issue 12), and no event-loop timer is used, since those
+            # stop under freezegun's frozen time and this runs in frozen-time tests too.
+            await asyncio.to_thread(time.sleep, self.POLL_SECONDS)
 
     async def __aexit__(self, *_: object) -> None:
         connection_context, connection = self._held

@@ -24,6 +24,7 @@ _TABLES: dict[str, tuple[str, list[str], list[str]]] = {
     ),
     "transcript": ("transcript", ["session", "seq"], ["role", "message"]),
     "work": ("work_table", ["id"], [c for c in WORK_ROW_COLUMNS if c != "id"]),
+    "session_streams": ("streams_table", ["session_key", "stream_id"], ["kind"]),
 }
 
 
@@ -40,7 +41,7 @@ def shadow_model(live: SqlReadModel) -> SqlReadModel:
 def drop_statements(model: SqlReadModel) -> list[str]:
     return [
         f"DROP TABLE IF EXISTS {table}"
-        for table in (model.sessions, model.transcript, model.work_table)
+        for table in (model.sessions, model.transcript, model.work_table, model.streams_table)
     ]
 
 

@@ -49,6 +49,7 @@ class SqlReadModel:
         self.sessions = f"{prefix}{name_prefix}sw_sessions"
         self.transcript = f"{prefix}{name_prefix}sw_transcript"
         self.work_table = f"{prefix}{name_prefix}sw_work"
+        self.streams_table = f"{prefix}{name_prefix}sw_session_streams"
         self.prefix = prefix
         m = marker
         self.insert_session = (
@@ -76,6 +77,10 @@ class SqlReadModel:
             f"UPDATE {self.work_table} SET status={m}, version={m}, modified_on={m}, state={m} "
             f"WHERE id={m}"
         )
+        self.insert_member = (
+            f"INSERT INTO {self.streams_table} (session_key, stream_id, kind) "
+            f"VALUES ({m}, {m}, {m}) ON CONFLICT DO NOTHING"
+        )
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
 
@@ -101,6 +106,10 @@ class SqlReadModel:
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_work_pending ON {self.work_table} "
             "(kind, status, position)",
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_work_position ON {self.work_table} (position)",
+            # The timeline index: which streams each session took part in.
+            f"CREATE TABLE IF NOT EXISTS {self.streams_table} ("
+            "session_key TEXT NOT NULL, stream_id TEXT NOT NULL, kind TEXT NOT NULL, "
+            "PRIMARY KEY (session_key, stream_id))",
         ]
 
     def drop_statements(self) -> list[str]:
@@ -108,6 +117,7 @@ class SqlReadModel:
             f"DELETE FROM {self.transcript}",
             f"DELETE FROM {self.sessions}",
             f"DELETE FROM {self.work_table}",
+            f"DELETE FROM {self.streams_table}",
         ]
 
     # Writes ---------------------------------------------------------------------------
@@ -173,8 +183,26 @@ class SqlReadModel:
                     self.update_work,
                     (work.status, work.version, work.modified_on_iso, work.state_json, work.id.hex),
                 )
+        for member in changes.members:
+            execute(self.insert_member, (member.session_key, member.stream_id.hex, member.kind))
 
     # Reads ----------------------------------------------------------------------------
+
+    def session_streams(self, cursor: Cursor, key: str) -> dict[UUID, str] | None:
+        """The streams session ``key`` took part in, by kind; None when the index was
+        never filled on a store that has runs (recorded before it existed)."""
+        cursor.execute(
+            f"SELECT stream_id, kind FROM {self.streams_table} WHERE session_key = {self.m}",
+            (key,),
+        )
+        found = {UUID(row["stream_id"]): row["kind"] for row in cursor.fetchall()}
+        if found:
+            return found
+        cursor.execute(f"SELECT 1 AS found FROM {self.streams_table} LIMIT 1")
+        if cursor.fetchone() is not None:
+            return found
+        cursor.execute(f"SELECT 1 AS found FROM {self.work_table} LIMIT 1")
+        return None if cursor.fetchone() is not None else found
 
     def session(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
         cursor.execute(
@@ -268,7 +296,17 @@ class SqlReadModel:
         columns = ", ".join(WORK_ROW_COLUMNS)
         cursor.execute(f"SELECT {columns} FROM {self.work_table} ORDER BY position")
         work = [tuple(found[c] for c in WORK_ROW_COLUMNS) for found in cursor.fetchall()]
-        return {"sessions": sessions, "transcript": transcript, "work": work}
+        cursor.execute(
+            f"SELECT session_key, stream_id, kind FROM {self.streams_table} "
+            "ORDER BY session_key, stream_id"
+        )
+        members = [(f["session_key"], f["stream_id"], f["kind"]) for f in cursor.fetchall()]
+        return {
+            "sessions": sessions,
+            "transcript": transcript,
+            "work": work,
+            "session_streams": members,
+        }
 
 
 def _column_names() -> Sequence[str]:

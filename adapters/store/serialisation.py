@@ -2,18 +2,67 @@
 
 eventsourcing's default mapper builds events with ``object.__new__`` and so skips
 pydantic; this mapper validates on the way back in and upcasts by ``class_version``.
+
+A stored topic names a module to import (``module:Class``), so it is looked up only among
+sessionwire's own events: a crafted record (an edited store, an imported export) can never
+make the mapper import an arbitrary module. The same holds for the aggregate topic a
+creation event carries, which eventsourcing resolves when the event builds its aggregate.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
+from functools import cache
 from typing import Any, cast
 
+import sessionwire.domain
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
-from eventsourcing.utils import get_topic, resolve_topic
+from eventsourcing.utils import get_topic
 from pydantic import BaseModel
+from sessionwire.domain.base import Aggregate
 
 _COORDINATES = {"originator_id", "originator_version"}
+
+
+class UnknownTopic(MapperDeserialisationError):
+    """A stored record whose topic is not one of sessionwire's events."""
+
+
+@cache
+def event_classes() -> dict[str, type[Aggregate.Event]]:
+    """Every event class of every aggregate in sessionwire.domain, by topic."""
+    for module in pkgutil.iter_modules(sessionwire.domain.__path__):
+        importlib.import_module(f"{sessionwire.domain.__name__}.{module.name}")
+    found: dict[str, type[Aggregate.Event]] = {}
+    for aggregate in _subclasses(Aggregate):
+        for value in vars(aggregate).values():
+            if isinstance(value, type) and issubclass(value, Aggregate.Event):
+                found[get_topic(value)] = value
+    return found
+
+
+@cache
+def aggregate_topics() -> frozenset[str]:
+    return frozenset(get_topic(cls) for cls in _subclasses(Aggregate))
+
+
+def _subclasses(cls: type) -> list[type]:
+    found: list[type] = []
+    direct: list[type] = cls.__subclasses__()
+    for sub in direct:
+        found.append(sub)
+        found.extend(_subclasses(sub))
+    return found
+
+
+def event_class(topic: str) -> type[Aggregate.Event]:
+    """The event class a stored topic names; UnknownTopic for anything else."""
+    found = event_classes().get(topic)
+    if found is None:
+        raise UnknownTopic(f"{topic!r} is not a sessionwire event topic")
+    return found
 
 
 class JSONBytesTranscoder(Transcoder):
@@ -47,7 +96,7 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        cls = resolve_topic(stored_event.topic)
+        cls = event_class(stored_event.topic)
         data = stored_event.state
         try:
             if self.cipher:
@@ -55,6 +104,8 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
             if self.compressor:
                 data = self.compressor.decompress(data)
             state: dict[str, Any] = self.transcoder.decode(data)
+            if not isinstance(state, dict):
+                raise TypeError("the stored state is not a JSON object")
         except Exception as error:
             raise MapperDeserialisationError(
                 f"cannot read {stored_event.topic} of {stored_event.originator_id} "
@@ -64,6 +115,12 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
         while version < getattr(cls, "class_version", 1):
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
             version += 1
+        created = state.get("originator_topic")
+        if created is not None and created not in aggregate_topics():
+            raise UnknownTopic(
+                f"{stored_event.topic} of {stored_event.originator_id} creates {created!r}, "
+                "which is not a sessionwire aggregate"
+            )
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
         return cls.model_validate(state)

@@ -6,6 +6,7 @@ it runs exactly the code a file store runs.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
 from sessionwire.application.projection import ReadModelChanges
 
 
@@ -57,6 +59,7 @@ class SQLiteBackend(StoreBackend):
     """``memory`` or ``sqlite:///path/to/file.db``; sessions get the default no-op lock."""
 
     def __init__(self, url: str) -> None:
+        self._writer_lock: SQLiteWriterLock | None = None
         if url == "memory":
             name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
             self.env, self.location = _settings(name), "memory"
@@ -64,7 +67,30 @@ class SQLiteBackend(StoreBackend):
         file = sqlite_file(url)
         if not file.parent.is_dir():
             raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
+        create_private(file)
         self.env, self.location = _settings(str(file)), str(file)
+        self._writer_lock = SQLiteWriterLock(file)
+
+    def hold_writer(self) -> None:
+        # A memory store is private to its process: only a file has other writers.
+        if self._writer_lock is not None:
+            self._writer_lock.acquire()
+
+    def release_writer(self) -> None:
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+
+
+def create_private(file: Path) -> None:
+    """Create a new SQLite file readable by its owner only (0600; SQLite gives its -wal
+    and -shm files the same mode). The sessions hold every conversation; a world-readable
+    default store leaked them to every local user. An existing file is left as it is."""
+    try:
+        os.close(os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise StoreURLError(f"cannot create store {file}: {error.strerror}") from None
 
 
 def sqlite_file(url: str) -> Path:

@@ -3,6 +3,9 @@
 A file is a header line, one line per stored event in log order (its position, stream
 coordinates, topic, stored bytes and chain hashes) and an end line with the count and
 the chain's head. The end line is how a cut-off file is told from a complete one.
+
+Importing trusts nothing in the file: the chain is recomputed line by line, and the
+store takes only its own event topics (docs/audit.md, "Importing an export").
 """
 
 from __future__ import annotations
@@ -14,9 +17,16 @@ from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from sessionwire.application.ports.audit_log import AuditLog, StoredRecord
+from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain.base import Aggregate, DomainEvent
-from sessionwire.domain.hash_chain import HASH_SIZE, ChainLink, RecordContent
+from sessionwire.domain.hash_chain import (
+    GENESIS,
+    HASH_SIZE,
+    ChainLink,
+    RecordContent,
+    log_hash,
+    stream_hash,
+)
 from sessionwire.domain.session import session_uuid
 
 FORMAT = "sessionwire-audit-export"
@@ -30,7 +40,7 @@ class ExportFormatError(ValueError):
 
 
 class _Line(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ExportHeader(_Line):
@@ -151,14 +161,23 @@ def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[s
     ).model_dump_json(exclude_none=True)
 
 
-def read_export(lines: Iterable[str]) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
     """Records of a complete export, checked as they stream; raises ExportFormatError
-    naming the line when the file is garbled, cut off or only one session's."""
+    naming the line when the file is garbled, cut off, only one session's, or when a
+    record does not match its chain hashes.
+
+    The chain is recomputed while reading (docs/adr/0008-hash-chain.md): every event's
+    stream and log hash must be the ones its bytes and its predecessors give, a stream's
+    versions follow each other, and once the chain has begun every later event carries
+    its hashes, so an edited record, a deleted or altered hash, or a dropped event is
+    refused at its line. The end line's head must be the chain's last link.
+    """
     count = 0
     previous = 0
     ended: ExportEnd | None = None
     header_seen = False
     number = 0
+    checker = _ChainCheck()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -186,14 +205,17 @@ def read_export(lines: Iterable[str]) -> Iterator[tuple[StoredRecord, ChainLink 
                 raise ValueError(f"unknown line type {kind!r}")
         except ExportFormatError:
             raise
-        except (ValueError, ValidationError) as error:
+        except (ValueError, ValidationError, RecursionError) as error:
             what = "an event line" if header_seen else "the header"
             raise ExportFormatError(f"line {number}: not {what} of an export: {error}") from error
         if record.notification_id <= previous:
             raise ExportFormatError(f"line {number}: positions must increase")
         previous = record.notification_id
+        problem = checker.check(record, link)
+        if problem:
+            raise ExportFormatError(f"line {number}: {problem}")
         count += 1
-        yield record, link
+        yield LoadedRecord(line=number, record=record, link=link)
     if not header_seen:
         raise ExportFormatError("the file is empty")
     if ended is None:
@@ -202,6 +224,50 @@ def read_export(lines: Iterable[str]) -> Iterator[tuple[StoredRecord, ChainLink 
         )
     if ended.events != count:
         raise ExportFormatError(f"the end line counts {ended.events} events, the file has {count}")
+    head = checker.head
+    named = (ended.head_notification_id, ended.head_log_hash)
+    actual = (None, None) if head is None else (head.notification_id, head.log_hash.hex())
+    if named != actual:
+        raise ExportFormatError(
+            f"line {number}: the end line names head {_head_text(*named)} but the events "
+            f"chain to {_head_text(*actual)}"
+        )
+
+
+def _head_text(position: int | None, hash_hex: str | None) -> str:
+    return "none" if hash_hex is None else f"#{position} {hash_hex}"
+
+
+class _ChainCheck:
+    """The hash chain recomputed over records in log order (one hash kept per stream)."""
+
+    def __init__(self) -> None:
+        self.head: ChainLink | None = None
+        self.versions: dict[UUID, int] = {}
+        self.streams: dict[UUID, bytes] = {}
+
+    def check(self, record: StoredRecord, link: ChainLink | None) -> str | None:
+        content = record.content
+        expected_version = self.versions.get(content.originator_id, 0) + 1
+        if content.originator_version != expected_version:
+            return (
+                f"stream {content.originator_id} jumps to version "
+                f"{content.originator_version}; version {expected_version} is missing"
+            )
+        self.versions[content.originator_id] = expected_version
+        if link is None:
+            if self.head is not None:
+                return "no chain hashes, though the chain began before this event"
+            return None  # recorded before the store kept a chain
+        own = stream_hash(self.streams.get(content.originator_id, GENESIS), content)
+        if own != link.stream_hash:
+            return "the stream hash does not match the event's bytes and its predecessor"
+        previous = GENESIS if self.head is None else self.head.log_hash
+        if log_hash(previous, record.notification_id, own) != link.log_hash:
+            return "the log hash does not match the record and the chain before it"
+        self.streams[content.originator_id] = own
+        self.head = link
+        return None
 
 
 def import_export(log: AuditLog, lines: Iterable[str]) -> int:

@@ -6,6 +6,7 @@ of the source entry, saved in one transaction. Timestamps never go backwards wit
 stream, so ``audit state --at`` works on imported history too.
 
 Re-importing is safe: a key already in the store is skipped and reported, never merged.
+A session that cannot be built is reported and skipped; it never stops the others.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import structlog
 from pydantic import BaseModel, ConfigDict
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey, KeyRules, agent_id_of
 from sessionwire.domain.session import InvalidPatch, Session, validate_patch
 from sessionwire.domain.transcript import MAX_MESSAGE_BYTES, TranscriptMessage
 
-log = structlog.get_logger("sessionwire.import")
+log = library_logger("sessionwire.import")
 
 # Source entry fields that pass through sessions.patch validation (entry name, patch name).
 _PATCHED = (
@@ -38,7 +39,7 @@ _PATCHED = (
 class Problem(BaseModel):
     """Something in the source that was not imported, and why."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     file: str
     line: int
@@ -100,7 +101,13 @@ def import_sessions(
         if store.session(key) is not None:
             report.skipped.append(key)
             continue
-        session = _session(store, rules, ids, key, item, source, report)
+        try:
+            session = _session(store, rules, ids, key, item, source, report)
+        except (ValueError, OverflowError) as error:
+            # A value the reader let through but the session refuses: this session is
+            # reported and left out, the others are still imported.
+            report.problems.append(Problem(file=item.file, line=0, reason=f"{key}: {error}"))
+            continue
         store.save(session)
         report.imported.append(key)
         report.messages += session.state.message_count

@@ -25,7 +25,7 @@ class SessionNotRecorded(LookupError):
 class SessionAsOf(BaseModel):
     """A session's row fields and transcript at one version of its stream."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     version: int
@@ -119,5 +119,5 @@ def replay_session(events: Sequence[DomainEvent]) -> tuple[Session, list[dict[st
         assert isinstance(event, Aggregate.Event)
         event.mutate(session)
         if isinstance(event, Session.MessageAppended):
-            transcript.append(event.message.model_dump(mode="json", exclude_none=True))
+            transcript.append(event.transcript_message().model_dump(mode="json", exclude_none=True))
     return session, transcript

@@ -2,33 +2,35 @@
 runs, exchanges and spawns it took part in, each with a line a person can read.
 
 A run belongs to the session it ran in and to the session that asked for it; an
-exchange to its requester and its target; a spawn to its requester and its child. Only
-their first events name the sessions, so one pass over the log decides membership when
-an aggregate is created and keeps its later events.
+exchange to its requester and its target; a spawn to its requester and its child
+(application.projection.stream_members). Only their first events name the sessions, so
+the membership is recorded in an index when they are created, in the same transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports.store import Store
+from sessionwire.application.projection import stream_members
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.exchange import Exchange
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery"]
 SNIPPET = 60
 
 
 class TimelineEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     position: int
     """Position in the store's whole event log."""
@@ -39,54 +41,102 @@ class TimelineEntry(BaseModel):
     event: str
     summary: str
     data: dict[str, Any]
+    trace_id: str | None = None
+    """The chain this event belongs to (decision 17); None before causality was recorded."""
+    parent_run_id: str | None = None
+    """The run that caused the aggregate (or the message) this event is about."""
+    hops: int | None = None
 
 
 class Timeline(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     entries: list[TimelineEntry]
 
 
 def session_timeline(store: Store, key: str) -> Timeline:
-    """The timeline of the session stored under canonical ``key``; LookupError if none."""
+    """The timeline of the session stored under canonical ``key``; LookupError if none.
+
+    It reads the session's stream and the streams the index names for it (written with
+    the events, like the read models), so its cost follows the session, not the log. A
+    store recorded before the index existed is read whole, as before, until
+    ``audit rebuild`` fills the index.
+    """
     session_id = session_uuid(key)
     if store.session(key) is None:
         raise LookupError(f"Session not found: {key}")
-    members: dict[UUID, Kind] = {session_id: "session"}
-    entries: list[TimelineEntry] = []
-    for position, event in store.events():
-        kind = members.get(event.originator_id)
-        if kind is None:
-            kind = _joins(event, key)
-            if kind is None:
-                continue
-            members[event.originator_id] = kind
-        entries.append(
-            TimelineEntry(
-                position=position,
-                timestamp=event.timestamp,
-                kind=kind,
-                aggregate_id=str(event.originator_id),
-                version=event.originator_version,
-                event=type(event).__name__,
-                summary=describe(event),
-                data=event_payload(event),
-            )
-        )
+    indexed = store.session_streams(key)
+    if indexed is None:
+        return Timeline(key=key, entries=list(_scanned(store, key)))
+    members: dict[UUID, str] = {session_id: "session", **indexed}
+    chains: dict[UUID, Chain] = {}
+    entries = [
+        _entry(position, event, cast(Kind, members[event.originator_id]), chains)
+        for position, event in store.streams_events(list(members))
+    ]
     return Timeline(key=key, entries=entries)
 
 
-def _joins(event: DomainEvent, key: str) -> Kind | None:
-    """The kind of aggregate this first event creates, when it involves session ``key``."""
-    if isinstance(event, Run.RunStarted):
-        return "run" if key in (event.session_key, event.requester_key) else None
-    if isinstance(event, Exchange.ExchangeOpened):
-        return "exchange" if key in (event.requester_key, event.target_key) else None
-    if isinstance(event, Spawn.SubagentSpawned):
-        return "spawn" if key in (event.requester_key, event.child_key) else None
-    if isinstance(event, AccessRefusal.AccessRefused):
-        return "refusal" if key in (event.requester_key, event.target_key) else None
+def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
+    """The timeline from one pass over the whole log (membership decided on creation)."""
+    members: dict[UUID, Kind] = {session_uuid(key): "session"}
+    chains: dict[UUID, Chain] = {}
+    for position, event in store.events():
+        kind = members.get(event.originator_id)
+        if kind is None:
+            joined = [m for m in stream_members(event) if m.session_key == key]
+            if not joined:
+                continue
+            kind = members[event.originator_id] = cast(Kind, joined[0].kind)
+        yield _entry(position, event, kind, chains)
+
+
+def _entry(
+    position: int, event: DomainEvent, kind: Kind, chains: dict[UUID, Chain]
+) -> TimelineEntry:
+    # An aggregate's chain is on its first event; a transcript line's on its provenance.
+    if event.originator_version == 1:
+        chains[event.originator_id] = _chain_of_first(event)
+    trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
+        event.originator_id, NO_CHAIN
+    )
+    return TimelineEntry(
+        position=position,
+        timestamp=event.timestamp,
+        kind=kind,
+        aggregate_id=str(event.originator_id),
+        version=event.originator_version,
+        event=type(event).__name__,
+        summary=describe(event),
+        data=event_payload(event),
+        trace_id=trace_id,
+        parent_run_id=parent_run_id,
+        hops=hops,
+    )
+
+
+Chain = tuple[str | None, str | None, int | None]
+"""(traceId, parentRunId, hops) of an aggregate, from its first event."""
+NO_CHAIN: Chain = (None, None, None)
+
+
+def _chain_of_first(event: DomainEvent) -> Chain:
+    """A run's, exchange's, spawn's or refusal's chain, as its first event records it."""
+    if isinstance(event, Run.RunStarted | Spawn.SubagentSpawned) and event.trace_id:
+        return (event.trace_id, event.parent_run_id, event.hops)
+    if isinstance(event, Exchange.ExchangeOpened) and event.trace_id:
+        return (event.trace_id, event.primary_run_id, event.hops)
+    if isinstance(event, AccessRefusal.AccessRefused) and event.trace_id:
+        return (event.trace_id, event.run_id, event.hops)
+    return NO_CHAIN
+
+
+def _message_chain(event: DomainEvent) -> Chain | None:
+    """A transcript line's chain, from its provenance: the run that wrote it is its parent."""
+    if isinstance(event, Session.MessageAppended) and event.provenance is not None:
+        provenance = event.provenance
+        return (provenance.trace_id, provenance.run_id, provenance.hops)
     return None
 
 
@@ -214,6 +264,22 @@ def _refusal(event: Any) -> str:
     return type(event).__name__
 
 
+def _delivery(event: Any) -> str:
+    if isinstance(event, OutboundDelivery.DeliveryQueued):
+        return (
+            f"{event.source} to {event.channel} {event.to} queued for retry: {_snip(event.message)}"
+        )
+    if isinstance(event, OutboundDelivery.DeliveryAttemptFailed):
+        return f"delivery attempt {event.attempt} failed: {event.error}; next attempt due"
+    if isinstance(event, OutboundDelivery.DeliverySucceeded):
+        return f"delivered at attempt {event.attempt}"
+    if isinstance(event, OutboundDelivery.DeliveryAbandoned):
+        return (
+            f"delivery abandoned after {event.attempt} attempt(s): {event.reason} ({event.error})"
+        )
+    return type(event).__name__
+
+
 # Events are classes nested in their aggregate (Session.MessageAppended, ...); the
 # aggregates share one Event base, so the enclosing class picks the describer.
 _DESCRIBERS: dict[str, Callable[[Any], str]] = {
@@ -222,6 +288,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Exchange": _exchange,
     "Spawn": _spawn,
     "AccessRefusal": _refusal,
+    "OutboundDelivery": _delivery,
 }
 
 

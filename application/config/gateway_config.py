@@ -1,20 +1,27 @@
 """GatewayConfig: OpenClaw's config shape (contract §4), validated with pydantic.
 
-Unknown keys are ignored with a warning naming their path; a known key with a wrong
-type is an error naming the key.
+A known key with a wrong type is an error naming the key. An unknown key is ignored with
+a warning naming its path, unless it is a near miss of a known one (the same but for
+case, or an edit or two away: ``sandBox``, ``sendpolicy``): a misspelt protection must
+not silently stay off, so that is an error naming the intended key. Agent ids that are
+the same once normalised (``ops`` and ``OPS``) are an error too. Files are read bounded
+(size, nesting) and every failure is a ``ConfigError``, never a traceback.
 """
 
 from __future__ import annotations
 
 import builtins
+import json
 import math
 from pathlib import Path
 from typing import Any, Literal
 
 import json5
-import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sessionwire.application.library_logging import library_logger
+from sessionwire.domain.causality import DEFAULT_MAX_HOPS
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
+from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
     AgentToAgentPolicy,
     SandboxPolicy,
@@ -23,8 +30,9 @@ from sessionwire.domain.policy import (
     SendRule,
     normalize_chat_type,
 )
+from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
 
-log = structlog.get_logger("sessionwire.config")
+log = library_logger("sessionwire.config")
 
 DEFAULT_PING_PONG_TURNS = 5
 MAX_PING_PONG_TURNS = 5
@@ -34,11 +42,67 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message names each bad key."""
 
 
+# A config file is a few KiB; JSON5 parsing is slow (~28 s per MB), so it is bounded.
+MAX_CONFIG_BYTES = 256 * 1024
+MAX_CONFIG_DEPTH = 32
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance, or ``limit + 1`` once it must exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        current = [i]
+        for j, char_b in enumerate(b, start=1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b))
+            )
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+def intended_key(unknown: str, known: builtins.list[str]) -> str | None:
+    """The known key ``unknown`` is a near miss of, if any."""
+    for name in known:
+        if unknown.lower() == name.lower():
+            return name
+    folded = unknown.lower()
+    for name in known:
+        # A plural or singular of a known key is another setting (OpenClaw has both
+        # `model` and `models`), not a typo.
+        if len(name) < 5 or folded.rstrip("s") == name.lower().rstrip("s"):
+            continue
+        if edit_distance(folded, name.lower(), 2 if len(name) >= 8 else 1) <= (
+            2 if len(name) >= 8 else 1
+        ):
+            return name
+    return None
+
+
+class NearMissKey(ValueError):
+    """Unknown keys that look like misspelt known ones."""
+
+
 class _Section(BaseModel):
     # Unknown keys are kept aside so they can be reported, never acted on. Strict: a
     # wrong type is an error naming the key, never coerced ("3" is not a number,
     # "yes" is not `true`; openclaw-behaviour §2.7 enables A2A only on `=== true`).
-    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True, defer_build=True)
+
+    @model_validator(mode="after")
+    def _no_near_misses(self) -> _Section:
+        known = builtins.list(type(self).model_fields)
+        misses = [
+            f"unknown key {name!r}: did you mean {intended!r}?"
+            for name in (self.model_extra or {})
+            if (intended := intended_key(name, known)) is not None
+        ]
+        if misses:
+            raise NearMissKey("; ".join(misses))
+        return self
 
 
 class SendPolicyMatch(_Section):
@@ -78,6 +142,8 @@ class SendPolicyConfig(_Section):
 
 class AgentToAgentSession(_Section):
     maxPingPongTurns: float | None = None
+    maxHops: int = Field(default=DEFAULT_MAX_HOPS, ge=1)
+    """Sends and spawns in one chain before the next is refused (decision 17)."""
 
     @property
     def max_ping_pong_turns(self) -> int:
@@ -158,6 +224,23 @@ class AgentsConfig(_Section):
     defaults: AgentDefaults = Field(default_factory=AgentDefaults)
     list: builtins.list[AgentEntry] = Field(default_factory=builtins.list)
 
+    @model_validator(mode="after")
+    def _ids_unique(self) -> AgentsConfig:
+        # `ops` and `OPS` are one agent: a second entry would silently lose its settings
+        # (its sandbox, say) to the first.
+        first: dict[str, int] = {}
+        for index, agent in enumerate(self.list):
+            normalized = normalize_agent_id(agent.id)
+            if normalized in first:
+                earlier = self.list[first[normalized]].id
+                raise ValueError(
+                    f"list[{index}].id {agent.id!r} is the same agent as "
+                    f"list[{first[normalized]}].id {earlier!r} (ids ignore case); "
+                    "merge the two entries"
+                )
+            first[normalized] = index
+        return self
+
 
 class ModelCost(_Section):
     input: float = Field(default=0, ge=0)
@@ -186,11 +269,56 @@ def _primary(model: str | dict[str, Any] | None) -> str | None:
     return model.strip() or None if isinstance(model, str) else None
 
 
+class DeliveriesConfig(_Section):
+    """How a failed channel delivery is retried (contract §6 decision 13)."""
+
+    firstRetrySeconds: float = Field(default=10, gt=0, allow_inf_nan=False)
+    maxRetrySeconds: float = Field(default=600, gt=0, allow_inf_nan=False)
+    abandonAfterSeconds: float = Field(default=24 * 3600, gt=0, allow_inf_nan=False)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            first_retry_seconds=self.firstRetrySeconds,
+            max_retry_seconds=max(self.firstRetrySeconds, self.maxRetrySeconds),
+            abandon_after_seconds=self.abandonAfterSeconds,
+        )
+
+
+class RedactionConfig(_Section):
+    """Secrets masked when a session reads another session's messages (docs/security.md)."""
+
+    crossSession: bool = True
+    defaults: bool = True
+    """The built-in patterns (API keys, tokens, private keys, ...); false keeps only
+    ``patterns``."""
+    patterns: builtins.list[str] = Field(default_factory=builtins.list)
+    """More RE2 patterns; a group named ``secret`` masks only that part of a match."""
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: builtins.list[str]) -> builtins.list[str]:
+        for pattern in patterns:
+            try:
+                check_pattern(pattern)
+            except InvalidPattern as error:
+                raise ValueError(str(error)) from None
+        return patterns
+
+    def redactor(self) -> Redactor | None:
+        """What masks another session's messages; None when cross-session masking is off."""
+        if not self.crossSession:
+            return None
+        return redactor_for(tuple(self.patterns), defaults=self.defaults)
+
+
 class GatewayConfig(_Section):
     session: SessionConfig = Field(default_factory=SessionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    deliveries: DeliveriesConfig = Field(default_factory=DeliveriesConfig)
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     def known_models(self) -> set[str]:
         """Every model the config names: the catalog (``provider/id`` and ``id``) and the
@@ -238,16 +366,7 @@ class GatewayConfig(_Section):
         if source is None:
             return cls()
         if isinstance(source, str | Path):
-            path = Path(source)
-            try:
-                data = json5.loads(path.read_text(encoding="utf-8"))
-            except OSError as error:
-                raise ConfigError(f"cannot read config file {path}: {error.strerror}") from error
-            except ValueError as error:
-                raise ConfigError(f"config file {path} is not valid JSON5: {error}") from error
-            if not isinstance(data, dict):
-                raise ConfigError(f"config file {path} must hold an object at the top level")
-            source = data
+            source = read_config_file(Path(source))
         try:
             config = cls.model_validate(source)
         except ValidationError as error:
@@ -315,6 +434,49 @@ class GatewayConfig(_Section):
             if agent.sandbox is not None
         }
         return SandboxPolicy(default=default, per_agent=per_agent)
+
+
+def _too_deep(text: str, limit: int = MAX_CONFIG_DEPTH) -> bool:
+    # Counted on brackets alone (a bracket in a string counts too: harmless, configs
+    # nest a few levels), so that json5's recursive parser is never asked to go deep.
+    depth = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A JSON5 config file's object, read bounded; every failure is a ConfigError."""
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_CONFIG_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 (byte {error.start} cannot be decoded)"
+        ) from None
+    if _too_deep(text):
+        raise ConfigError(f"config file {path} nests deeper than {MAX_CONFIG_DEPTH} levels")
+    try:
+        data = json.loads(text)  # most configs are plain JSON: parsed fast
+    except ValueError:
+        try:
+            data = json5.loads(text)
+        except (ValueError, RecursionError) as error:
+            raise ConfigError(f"config file {path} is not valid JSON5: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold an object at the top level")
+    return data
 
 
 def _unknown_keys(model: BaseModel, prefix: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.clock_and_ids import Clock
@@ -29,6 +30,7 @@ from sessionwire.domain.exchange import (
     StartRun,
 )
 from sessionwire.domain.keys import KeyRules, agent_id_of
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.policy import SendPolicy
 from sessionwire.domain.run import Run, RunState
 
@@ -48,6 +50,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,
+        outbox: DeliveryOutbox,
         run_timeout_seconds: float,
         send_policy: SendPolicy,
         rules: KeyRules,
@@ -56,6 +59,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         self.clock = clock
         self.runs = runs
         self.delivery = delivery
+        self.outbox = outbox
         self.run_timeout_seconds = run_timeout_seconds
         self.send_policy = send_policy
         self.rules = rules
@@ -81,7 +85,12 @@ class ExchangeDriver(ProcessManager[Exchange]):
             exchange.skip_announce(step.reason, at=now)
             exchange.close(f"announce skipped: {step.reason}", at=now)
         elif isinstance(step, Deliver):
-            await self._deliver(exchange, step)
+            retry = await self._deliver(exchange, step)
+            if retry is not None:
+                # The failure and the outbox entry that retries it are recorded together.
+                self.store.save(exchange, retry)
+                self.outbox.start(retry.id)
+                return
         else:
             exchange.close(step.reason, at=self.clock.now())
         self.store.save(exchange)
@@ -129,6 +138,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
             exchange_id=str(exchange.id),
             turn=step.turn,
             at=now,
+            causality=step.causality,
+            sender_key=_other_side(exchange.state, step.session_key),
         )
         self.runs.ensure_started(run, exchange)
         state = await self.runs.wait(step.run_id)
@@ -145,7 +156,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
             exchange.record_turn(step, reply=reply, failed=failed, at=now)
         self.store.save(exchange)
 
-    async def _deliver(self, exchange: Exchange, step: Deliver) -> None:
+    async def _deliver(self, exchange: Exchange, step: Deliver) -> OutboundDelivery | None:
+        """Attempt the announce once; a failed attempt returns the outbox entry retrying it."""
         state = exchange.state
         now = self.clock.now()
         stored = self.store.session(state.target_key)
@@ -158,34 +170,47 @@ class ExchangeDriver(ProcessManager[Exchange]):
         if target is None:
             exchange.skip_announce("no announce target", at=now)
             exchange.close("announce skipped: no announce target", at=now)
-            return
+            return None
         denied_by = self._send_denied(state.target_key, channel=target.channel)
         if denied_by is not None:
             exchange.suppress_announce(stage="delivery", rule=denied_by, message=step.reply, at=now)
             exchange.close("announce suppressed: send blocked by session policy", at=now)
-            return
+            return None
         delivery = Delivery(
             channel=target.channel,
             to=target.to,
             account_id=target.account_id,
+            thread_id=target.thread_id,
             message=step.reply,
             session_key=state.target_key,
             idempotency_key=str(uuid5(DELIVERY_NAMESPACE, state.exchange_id)),
         )
         try:
             await self.delivery.deliver(delivery)
-        except Exception as error:  # a channel failing is recorded, never raised
-            exchange.delivery_failed(f"{type(error).__name__}: {error}", at=now)
-            exchange.close("announce failed", at=now)
-            return
+        except Exception as error:  # a channel failing is recorded and retried, never raised
+            retry = self.outbox.entry_after_failure(
+                delivery, error, source="a2a_announce", source_id=state.exchange_id
+            )
+            exchange.delivery_failed(
+                describe_failure(error), at=now, retry_delivery_id=str(retry.id)
+            )
+            exchange.close("announce failed; the outbox retries it", at=now)
+            return retry
         exchange.delivered(
             channel=target.channel,
             to=target.to,
             account_id=target.account_id,
+            thread_id=target.thread_id,
             message=step.reply,
             at=now,
         )
         exchange.close("announce delivered", at=now)
+        return None
+
+
+def _other_side(state: ExchangeState, session_key: str) -> str:
+    """Whose words a turn's message is: the other party's latest reply."""
+    return state.target_key if session_key == state.requester_key else state.requester_key
 
 
 def run_state_reply(state: RunState | None) -> str | None:

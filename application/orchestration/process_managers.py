@@ -8,8 +8,9 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 from uuid import UUID
 
-import structlog
 from pydantic import BaseModel
+from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.runs import outside_any_run
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate
@@ -27,13 +28,17 @@ class ProcessManager(ABC, Generic[A]):
     def __init__(self, store: Store) -> None:
         self.store = store
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
-        self.log = structlog.get_logger(f"sessionwire.{self.kind}s")
+        self.log = library_logger(f"sessionwire.{self.kind}s")
 
     def start(self, aggregate_id: UUID) -> None:
         task = self._tasks.get(aggregate_id)
         if task is None or task.done():
+            # Outside any run: a driver started from inside a turn (a nested send) must
+            # not inherit that turn's lane slot.
             task = asyncio.create_task(
-                self._drive(aggregate_id), name=f"{self.kind}:{aggregate_id}"
+                self._drive(aggregate_id),
+                name=f"{self.kind}:{aggregate_id}",
+                context=outside_any_run(),
             )
             self._tasks[aggregate_id] = task
             # Finished drivers leave the table, so it holds only open work.

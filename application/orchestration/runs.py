@@ -10,14 +10,16 @@ its first dispatch only, its outcome exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import structlog
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -30,7 +32,7 @@ from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
 from sessionwire.domain.session import SessionClosed
 from sessionwire.domain.transcript import TranscriptMessage, Usage
 
-log = structlog.get_logger("sessionwire.runs")
+log = library_logger("sessionwire.runs")
 
 PENDING = ("queued", "running")
 # Times a run is retried in this process when executing it raises (not the agent
@@ -39,17 +41,43 @@ MAX_RUN_CRASHES = 3
 
 
 class LaneSlot:
-    """One of the ``maxConcurrent`` slots, held by a running run."""
+    """The lane slot of one executing run: it holds at most one of the ``maxConcurrent``
+    permits, lends it while the run waits for another run, and takes it back."""
 
-    def __init__(self, lane: asyncio.Semaphore) -> None:
+    def __init__(self, lane: asyncio.Semaphore, run_id: UUID) -> None:
         self._lane = lane
+        self.run_id = run_id
         self.held = False
+        self._lenders = 0
+        self._closed = False
 
     async def acquire(self) -> None:
         await self._lane.acquire()
         self.held = True
 
-    def release(self) -> None:
+    def lend(self) -> None:
+        """The run waits: free its permit for the run it waits on (nested sends)."""
+        self._lenders += 1
+        if self.held:
+            self.held = False
+            self._lane.release()
+
+    async def take_back(self) -> None:
+        """The wait is over: the run gets a permit again (unless it has ended meanwhile or
+        another of its waits still lends it)."""
+        self._lenders -= 1
+        if self._lenders > 0 or self._closed or self.held:
+            return
+        await self._lane.acquire()
+        if self._closed or self._lenders > 0:
+            # Ended, or lent again, while this wait queued for the permit.
+            self._lane.release()
+            return
+        self.held = True
+
+    def close(self) -> None:
+        """The run is done with the lane: its permit, if it holds one, goes back."""
+        self._closed = True
         if self.held:
             self.held = False
             self._lane.release()
@@ -58,8 +86,28 @@ class LaneSlot:
 # The slot of the run whose turn the current task is in. A run that waits for another
 # run (sessions_send in wait mode from inside its turn) lends its slot while it waits,
 # so a nested send never starves on maxConcurrent (OpenClaw gives nested runs a lane of
-# their own). Tool calls from an in-process runtime share the run's task, so they see it.
+# their own). Tool calls from an in-process runtime run in the run's turn, so they see
+# it; the exchange and spawn drivers are started outside any run (``outside_any_run``),
+# so they never lend, nor take back, a slot that is not theirs.
 _current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
+
+# The run whose turn the current task is in: a tool call an in-process runtime makes
+# during its turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
+_current_run: ContextVar[RunState | None] = ContextVar("sessionwire_current_run", default=None)
+
+
+def current_run() -> RunState | None:
+    """The run making the current call, when it is made from inside a run's turn."""
+    return _current_run.get()
+
+
+def outside_any_run() -> contextvars.Context:
+    """A copy of the current context in which no run's turn is current (for tasks that
+    drive work on their own: exchange and spawn drivers, timers)."""
+    context = contextvars.copy_context()
+    context.run(_current_slot.set, None)
+    context.run(_current_run.set, None)
+    return context
 
 
 class RunEngine:
@@ -114,7 +162,9 @@ class RunEngine:
         worker = self._workers.get(session_key)
         if worker is None or worker.done():
             worker = asyncio.create_task(
-                self._work(session_key, mailbox), name=f"session-actor:{session_key}"
+                self._work(session_key, mailbox),
+                name=f"session-actor:{session_key}",
+                context=outside_any_run(),
             )
             self._workers[session_key] = worker
             worker.add_done_callback(lambda done: self._retire(session_key, done))
@@ -130,10 +180,24 @@ class RunEngine:
     def resume(self) -> int:
         """Queue every run the store still has pending, in the order they arrived."""
         pending = self.store.pending_work("run", PENDING)
+        now = self.clock.now()
         for stored in pending:
             run = stored.to_aggregate(Run, RunState)
+            if run.overdue(now):
+                # Decision 16: recorded as timed out now, whatever else is queued before
+                # it; its actor then only settles it (never dispatches it).
+                self._time_out_overdue(run, now)
             self.enqueue(run.id, run.state.session_key)
         return len(pending)
+
+    def _time_out_overdue(self, run: Run, now: datetime) -> None:
+        run.time_out(at=now)
+        try:
+            self.store.save(run)
+        except StoreConflict:
+            pass  # another gateway recorded its end (or a dispatch) first: its actor sees
+        else:
+            log.info("overdue run timed out", session_key=run.state.session_key, run_id=str(run.id))
 
     # Waiting for outcomes -------------------------------------------------------------
 
@@ -160,9 +224,8 @@ class RunEngine:
             self.enqueue(run_id, run.state.session_key)
         future = self._ending(run_id)
         slot = _current_slot.get()
-        lent = slot is not None and slot.held
-        if slot is not None and lent:
-            slot.release()
+        if slot is not None:
+            slot.lend()
         try:
             if timeout is None:
                 return await asyncio.shield(future)
@@ -174,8 +237,8 @@ class RunEngine:
                 timer.cancel()
             return future.result() if future in done else None
         finally:
-            if slot is not None and lent:
-                await slot.acquire()
+            if slot is not None:
+                await slot.take_back()
 
     def _settle(self, run: Run) -> None:
         future = self._endings.pop(run.id, None)
@@ -204,7 +267,7 @@ class RunEngine:
                 await self._fail_crashed(run_id)
 
     async def _execute_in_lane(self, session_key: str, run_id: UUID) -> None:
-        slot = LaneSlot(self._lane)
+        slot = LaneSlot(self._lane, run_id)
         token = _current_slot.set(slot)
         try:
             # The lane first: a session lock may hold a database connection (PostgreSQL),
@@ -215,7 +278,7 @@ class RunEngine:
                 await self._execute(run_id)
         finally:
             _current_slot.reset(token)
-            slot.release()
+            slot.close()
 
     async def _fail_crashed(self, run_id: UUID) -> None:
         try:
@@ -256,11 +319,21 @@ class RunEngine:
                 if run.state.ended:
                     return run
                 now = self.clock.now()
+                if run.overdue(now):
+                    # Decision 16: past its deadline (the gateway was down, or the run
+                    # waited in its mailbox that long) it is timed out, never dispatched.
+                    run.time_out(at=now)
+                    uow.commit()
+                    continue
                 session = uow.session(run.state.session_key)
                 run.dispatch(at=now)
                 if run.state.attempts == 1 and session is not None:
                     try:
-                        session.append_message(_user_message(run, now), at=now)
+                        session.append_message(
+                            _user_message(run, now),
+                            at=now,
+                            provenance=run.state.message_provenance(),
+                        )
                     except SessionClosed:
                         run.fail(error=f"session {run.state.session_key} is closed", at=now)
                 elif session is None:
@@ -287,7 +360,16 @@ class RunEngine:
             requester_key=state.requester_key,
             tools=self.tools_for(run),
         )
-        return await _with_timeout(self._ask(request), self.clock, state.timeout_seconds)
+        # The deadline was recorded when the run started: time spent queued, or before
+        # a crash, counts against it.
+        seconds = max(0.0, state.seconds_left(self.clock.now()))
+        # Set while the runtime's task is created, so its tool calls see their run.
+        token = _current_run.set(state)
+        try:
+            call = asyncio.ensure_future(self._ask(request))
+        finally:
+            _current_run.reset(token)
+        return await _with_timeout(call, self.clock, seconds)
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
@@ -322,7 +404,9 @@ class RunEngine:
                         session = uow.session(run.state.session_key)
                         if session is not None and outcome.text:
                             session.append_message(
-                                _assistant_message(outcome.text, usage, model, now), at=now
+                                _assistant_message(outcome.text, usage, model, now),
+                                at=now,
+                                provenance=run.state.reply_provenance(),
                             )
                 except (RunAlreadyEnded, SessionClosed) as error:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
@@ -330,6 +414,10 @@ class RunEngine:
         return run
 
     # Idle and shutdown ----------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        """How many of the ``maxConcurrent`` lane slots no run holds now."""
+        return self._lane._value
 
     def active_tasks(self) -> list[asyncio.Task[None]]:
         return [worker for worker in self._workers.values() if not worker.done()]

@@ -9,20 +9,25 @@ after it archives at once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-import structlog
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import run_state_reply
+from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.ports.store import Store
 from sessionwire.application.unit_of_work import retrying
+from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
+from sessionwire.domain.causality import Provenance
+from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
-from sessionwire.domain.session import to_millis
+from sessionwire.domain.session import SessionState, to_millis
 from sessionwire.domain.spawn import (
     Announce,
     ArchiveAt,
@@ -35,7 +40,7 @@ from sessionwire.domain.spawn import (
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
 
-log = structlog.get_logger("sessionwire.spawns")
+log = library_logger("sessionwire.spawns")
 
 ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-announces")
 
@@ -53,12 +58,14 @@ class SpawnDriver(ProcessManager[Spawn]):
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,
+        outbox: DeliveryOutbox,
         config: GatewayConfig,
     ) -> None:
         super().__init__(store)
         self.clock = clock
         self.runs = runs
         self.delivery = delivery
+        self.outbox = outbox
         self.config = config
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
@@ -115,6 +122,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             timeout_seconds=self.config.agents.defaults.timeoutSeconds,
             requester_key=spawn.state.requester_key,
             at=now,
+            causality=step.causality,
         )
         self.runs.ensure_started(run, spawn)
         state = await self.runs.wait(step.run_id)
@@ -145,70 +153,97 @@ class SpawnDriver(ProcessManager[Spawn]):
             reply, status=state.outcome or "unknown", error=state.error, stats=stats
         )
 
+    def _route(self, spawn: Spawn, requester: SessionState | None) -> AnnounceTarget | None:
+        """The route taken at spawn (decision 14); a spawn recorded before routes were
+        captured goes by the requester's row now, as it always did."""
+        if spawn.state.route_captured:
+            return spawn.captured_route()
+        return report_route(
+            spawn.state.requester_key,
+            channel=requester.last_channel if requester else None,
+            to=requester.last_to if requester else None,
+            account_id=requester.last_account_id if requester else None,
+        )
+
     async def _announce(self, spawn: Spawn, step: Announce) -> None:
         if step.skip:
             spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
             self.store.save(spawn)
             return
         message = self._report(spawn, step.reply)
-        requester = self.store.session(spawn.state.requester_key)
-        origin = requester.state if requester else None
-        channel = origin.last_channel if origin else None
-        to = origin.last_to if origin else None
-        account_id = origin.last_account_id if origin else None
+        stored = self.store.session(spawn.state.requester_key)
+        requester = stored.state if stored else None
+        route = self._route(spawn, requester)
         # Decision 10: a session whose send policy denies gets no delivery on its channel;
         # the report is still recorded (its transcript, the spawn's events), never lost.
         denied_by = None
-        if origin is not None:
+        if requester is not None:
             decision = self.config.send_policy.decide(
-                origin.policy_target(self.config.key_rules), channel=channel
+                requester.policy_target(self.config.key_rules),
+                channel=route.channel if route else None,
             )
             denied_by = None if decision.allowed else decision.rule
-        if channel and to and denied_by is None:
-            try:
-                await self.delivery.deliver(
-                    Delivery(
-                        channel=channel,
-                        to=to,
-                        account_id=account_id,
-                        message=message,
-                        session_key=spawn.state.requester_key,
-                        idempotency_key=str(uuid5(ANNOUNCE_NAMESPACE, str(spawn.id))),
-                    )
+        if route is None or denied_by is not None:
+            await self._save_announce(spawn, message, None, denied_by, None)
+            return
+        delivery = Delivery(
+            channel=route.channel,
+            to=route.to,
+            account_id=route.account_id,
+            thread_id=route.thread_id,
+            message=message,
+            session_key=spawn.state.requester_key,
+            idempotency_key=str(uuid5(ANNOUNCE_NAMESPACE, str(spawn.id))),
+        )
+        try:
+            await self.delivery.deliver(delivery)
+        except Exception as error:  # recorded in the transcript, and retried by the outbox
+            log.warning(
+                "sub-agent announce delivery failed; the outbox retries it",
+                session_key=spawn.state.requester_key,
+                error=describe_failure(error),
+            )
+            failure = error
+
+            def retry() -> OutboundDelivery:
+                return self.outbox.entry_after_failure(
+                    delivery, failure, source="subagent_report", source_id=str(spawn.id)
                 )
-            except Exception as error:  # recorded in the transcript even if the channel fails
-                log.warning(
-                    "sub-agent announce delivery failed",
-                    session_key=spawn.state.requester_key,
-                    error=f"{type(error).__name__}: {error}",
-                )
-                channel = to = account_id = None
-        else:
-            channel = to = account_id = None
-        if denied_by is not None:
-            channel = to = account_id = None
-        await self._save_announce(spawn, message, channel, to, account_id, denied_by)
+
+            entry_id = await self._save_announce(spawn, message, None, None, retry)
+            if entry_id is not None:
+                self.outbox.start(entry_id)
+            return
+        await self._save_announce(spawn, message, route, None, None)
 
     async def _save_announce(
         self,
         spawn: Spawn,
         message: str,
-        channel: str | None,
-        to: str | None,
-        account_id: str | None,
+        route: AnnounceTarget | None,
         denied_by: str | None,
-    ) -> None:
-        """Record the report in the requester's transcript and on the spawn, together."""
+        retry: Callable[[], OutboundDelivery] | None,
+    ) -> UUID | None:
+        """Record the report in the requester's transcript and on the spawn, together,
+        with the outbox entry (made by ``retry``) retrying a failed delivery: its id."""
         async for uow in retrying(self.store, f"spawn {spawn.id} announce"):
             with uow:
                 now = self.clock.now()
                 fresh = uow.work(spawn.id, Spawn, SpawnState)
                 if fresh is None or fresh.state.announced:
-                    return
+                    return None
+                entry = uow.add(retry()) if retry is not None else None
                 if denied_by is not None:
                     fresh.suppress_delivery(rule=denied_by, at=now)
                 fresh.announced(
-                    message=message, channel=channel, to=to, account_id=account_id, at=now
+                    message=message,
+                    channel=route.channel if route else None,
+                    to=route.to if route else None,
+                    account_id=route.account_id if route else None,
+                    thread_id=route.thread_id if route else None,
+                    delivery_error=entry.state.last_error if entry else None,
+                    retry_delivery_id=str(entry.id) if entry else None,
+                    at=now,
                 )
                 requester = uow.session(spawn.state.requester_key)
                 if requester is not None and requester.state.status == "active":
@@ -219,8 +254,11 @@ class SpawnDriver(ProcessManager[Spawn]):
                             timestamp=int(now.timestamp() * 1000),
                         ),
                         at=now,
+                        provenance=report_provenance(fresh.state),
                     )
                 uow.commit()
+                return entry.id if entry else None
+        return None
 
     async def _close_child(self, spawn: Spawn, *, archive: bool) -> None:
         async for uow in retrying(self.store, f"spawn {spawn.id} cleanup"):
@@ -239,3 +277,15 @@ class SpawnDriver(ProcessManager[Spawn]):
                 else:
                     fresh.deleted(at=now)
                 uow.commit()
+
+
+def report_provenance(state: SpawnState) -> Provenance:
+    """The report in the requester's transcript: written by the child's announce step."""
+    return Provenance(
+        kind="subagent_report",
+        session_key=state.child_key,
+        run_id=state.announce_run_id,
+        trace_id=state.trace_id,
+        parent_run_id=state.run_id,
+        hops=state.hops,
+    )

@@ -58,6 +58,20 @@ class ImportRefused(Exception):
     """An import into a store that already holds events."""
 
 
+class ImportRejected(ValueError):
+    """A record the store cannot take (not one of its event topics, state it cannot read,
+    a stream out of order); the message names the line of the file it came from."""
+
+
+@dataclass(frozen=True)
+class LoadedRecord:
+    """A record read from an export, with the line it was read from."""
+
+    line: int
+    record: StoredRecord
+    link: ChainLink | None
+
+
 class AuditLog(ABC):
     @abstractmethod
     def log_bounds(self) -> LogBounds: ...
@@ -83,10 +97,13 @@ class AuditLog(ABC):
         """Session keys of the streams the read models know (sessions, runs, exchanges)."""
 
     @abstractmethod
-    def import_records(self, records: Iterable[tuple[StoredRecord, ChainLink | None]]) -> int:
-        """Write records at their own positions into an empty store, in one transaction,
-        then rebuild the read models. Raises ImportRefused when the store has events; an
-        exception from ``records`` leaves the store empty."""
+    def import_records(self, records: Iterable[LoadedRecord]) -> int:
+        """Write records at their own positions into an empty store and project its read
+        models from them, all in one transaction: any failure leaves the store as it was.
+
+        Raises ImportRefused when the store has events, ImportRejected for a record it
+        cannot read (an unknown topic is never resolved); an exception from ``records``
+        propagates, with nothing written."""
 
     @abstractmethod
     def rebuild_and_compare(self, *, replace: bool) -> dict[str, TableDifference]:

@@ -36,3 +36,8 @@ class EventLog(ABC):
         self, aggregate_id: UUID, *, up_to_version: int | None = None
     ) -> Sequence[DomainEvent]:
         """The events of one aggregate, in order; only up to ``up_to_version`` if given."""
+
+    @abstractmethod
+    def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
+        """Every event of these streams with its log position, in log order (read through
+        the streams, not the whole log)."""

@@ -73,8 +73,17 @@ class Delivery:
         }
 
 
+class DeliveryRejected(Exception):
+    """Raised by a ``ChannelDelivery`` for a delivery that can never succeed (the chat is
+    gone, the account was removed): it is abandoned at once instead of retried."""
+
+
 class ChannelDelivery(ABC):
-    """Posts a message to a chat channel. ``idempotency_key`` is stable across retries."""
+    """Posts a message to a chat channel. ``idempotency_key`` is stable across retries.
+
+    Any exception but ``DeliveryRejected`` is a retryable failure: the delivery goes to
+    the outbox and is attempted again with back-off on the gateway clock.
+    """
 
     @abstractmethod
     async def deliver(self, delivery: Delivery) -> None: ...

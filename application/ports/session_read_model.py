@@ -74,3 +74,8 @@ class SessionReadModel(ABC):
     @abstractmethod
     def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         """The last ``limit`` messages of a session as JSON texts, oldest first."""
+
+    @abstractmethod
+    def session_streams(self, key: str) -> dict[UUID, str] | None:
+        """The runs, exchanges, spawns and refusals session ``key`` took part in (id ->
+        kind), from the index written with the events; None when the store predates it."""

@@ -31,6 +31,10 @@ class Store(EventLog, SessionReadModel, WorkQueue, SessionLocks, ReadModelMainte
     def close(self) -> None: ...
 
 
+class StoreInUse(RuntimeError):
+    """The store has a live writer already (an SQLite file another gateway holds)."""
+
+
 # Names that lived here before the split, so existing imports keep working.
 __all__ = [
     "Clock",
@@ -43,6 +47,7 @@ __all__ = [
     "SessionReadModel",
     "Store",
     "StoreConflict",
+    "StoreInUse",
     "StoredSession",
     "StoredWork",
     "SystemClock",

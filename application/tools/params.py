@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from sessionwire.domain.keys import SESSION_KINDS, has_control_characters
+from sessionwire.domain.transcript import MAX_TEXT_BYTES, text_json_bytes
 
 MAX_STRING_PARAM = 1024
 # A window longer than any session has existed lists everything, like +inf; larger values
@@ -49,6 +50,14 @@ def clamped_int(name: str, value: Any, *, low: int, high: int | None = None) -> 
     return result if high is None else min(high, result)
 
 
+def within_message_cap(name: str, value: str | None) -> str | None:
+    """A text that becomes a transcript message must fit the store's message cap as JSON
+    (a million control characters are six million bytes once escaped)."""
+    if value is not None and (size := text_json_bytes(value)) > MAX_TEXT_BYTES:
+        raise ValueError(f"{name} is too large ({size} bytes as JSON, max {MAX_TEXT_BYTES})")
+    return value
+
+
 def text(name: str, value: Any, *, max_length: int = MAX_STRING_PARAM) -> str | None:
     """A trimmed string, or None when missing, empty or whitespace."""
     if value is None:
@@ -82,7 +91,7 @@ def quoted_name(name: object) -> str:
 
 
 class ToolParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     tool: ClassVar[str]
 
     @classmethod
@@ -213,7 +222,9 @@ class SessionsSendParams(ToolParams):
     @field_validator("message", mode="before")
     @classmethod
     def _message(cls, value: Any) -> str | None:
-        return text("message", value, max_length=MAX_SEND_MESSAGE_CHARS)
+        return within_message_cap(
+            "message", text("message", value, max_length=MAX_SEND_MESSAGE_CHARS)
+        )
 
     @field_validator("sessionKey", mode="before")
     @classmethod
@@ -281,7 +292,7 @@ class SessionsSpawnParams(ToolParams):
     @field_validator("task", mode="before")
     @classmethod
     def _task(cls, value: Any) -> str | None:
-        return text("task", value, max_length=MAX_TASK_CHARS)
+        return within_message_cap("task", text("task", value, max_length=MAX_TASK_CHARS))
 
     @field_validator("label", mode="before")
     @classmethod

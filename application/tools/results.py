@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class ToolResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -23,8 +23,15 @@ class ToolError(ToolResult):
         return self.model_dump(mode="json")
 
 
+class HopLimitRefused(ToolResult):
+    """A send or spawn refused at the hop limit: exactly these two fields (decision 17)."""
+
+    status: Literal["forbidden"] = "forbidden"
+    error: str
+
+
 class DeliveryContext(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     channel: str | None = None
     to: str | None = None
@@ -34,7 +41,7 @@ class DeliveryContext(BaseModel):
 class SessionListRow(BaseModel):
     """One ``sessions_list`` row; every field the source document names is present."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     key: str
     kind: str
@@ -77,7 +84,7 @@ class SessionsHistoryResult(ToolResult):
 
 
 class AgentListEntry(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     id: str
     name: str | None = None

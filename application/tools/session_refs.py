@@ -86,7 +86,11 @@ def resolve_session(context: ToolContext, raw: str, *, access: Access) -> Stored
         return matches[0]
     sandbox_refusal = policy.sandbox_refusal(None, reference)
     if sandbox_refusal:
-        raise SessionRefused(sandbox_refusal, reference=reference)
+        if looks_like_session_id(raw):
+            raise SessionRefused(sandbox_refusal, reference=reference)
+        # A key names what a stored session it may not see would: the same answer, its
+        # sessionKey included (leaving it out only when nothing is stored tells).
+        raise _refused(context, sandbox_refusal, reference, key)
     if len(matches) > 1:
         keys = ", ".join(m.state.key for m in matches)
         raise SessionNotResolved(f"Multiple sessions found for sessionId: {raw} ({keys})")

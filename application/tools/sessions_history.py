@@ -8,6 +8,7 @@ from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import SessionsHistoryParams
 from sessionwire.application.tools.results import SessionsHistoryResult
 from sessionwire.application.tools.session_refs import resolve_session
+from sessionwire.domain.causality import with_provenance
 from sessionwire.domain.transcript import clean_for_reader
 
 MAX_HISTORY_BYTES = 6 * 1024 * 1024
@@ -18,7 +19,13 @@ def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> Ses
     texts = context.store.transcript(
         stored.id, limit=params.limit, include_tools=params.includeTools
     )
-    messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
+    messages = context.reader_view(
+        stored.state.key,
+        [
+            with_provenance(clean_for_reader(json.loads(t)))
+            for t in cap_bytes(texts, MAX_HISTORY_BYTES)
+        ],
+    )
     return SessionsHistoryResult(
         sessionKey=context.display_key(stored.state.key), messages=messages
     )

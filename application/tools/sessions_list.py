@@ -12,6 +12,7 @@ from sessionwire.application.tools.results import (
     SessionListRow,
     SessionsListResult,
 )
+from sessionwire.domain.causality import with_provenance
 from sessionwire.domain.keys import derive_channel
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import clean_for_reader
@@ -72,7 +73,9 @@ def row(context: ToolContext, stored: StoredSession, message_limit: int) -> Sess
     messages = None
     if message_limit > 0:
         texts = context.store.transcript(stored.id, limit=message_limit, include_tools=False)
-        messages = [clean_for_reader(json.loads(t)) for t in texts]
+        messages = context.reader_view(
+            state.key, [with_provenance(clean_for_reader(json.loads(t))) for t in texts]
+        )
     return SessionListRow(
         key=context.display_key(state.key),
         kind=kind,

@@ -7,7 +7,7 @@ from typing import Any
 from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.tools.params import SessionsSendParams
-from sessionwire.application.tools.results import SendResult
+from sessionwire.application.tools.results import HopLimitRefused, SendResult
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
     SessionRefused,
@@ -72,9 +72,19 @@ def _target(context: ToolContext, params: SessionsSendParams) -> StoredSession:
     return target
 
 
-async def sessions_send(context: ToolContext, params: SessionsSendParams) -> SendResult:
+async def sessions_send(
+    context: ToolContext, params: SessionsSendParams
+) -> SendResult | HopLimitRefused:
     services = context.services
     assert services is not None, "sessions_send needs the gateway's run engine"
+    hop_refusal = context.hop_refusal()
+    if hop_refusal is not None:
+        # Whatever the target: the chain this run belongs to has sent enough (decision 17).
+        reference = (params.sessionKey or params.label or "").strip()
+        context.record_refusal(
+            hop_refusal, tool="sessions_send", reference=reference, target_key=None
+        )
+        return HopLimitRefused(error=hop_refusal.message)
     run_id = services.ids.new_id()
     try:
         target = _target(context, params)
@@ -106,6 +116,7 @@ async def sessions_send(context: ToolContext, params: SessionsSendParams) -> Sen
     requester_session = context.store.session(requester.key)
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
+    chain = context.next_hop(str(run_id))
     run = Run.start(
         run_id=run_id,
         session_key=target.state.key,
@@ -120,6 +131,8 @@ async def sessions_send(context: ToolContext, params: SessionsSendParams) -> Sen
         timeout_seconds=services.run_timeout_seconds,
         requester_key=requester.key,
         at=now,
+        causality=chain,
+        sender_key=requester.key,
     )
     exchange = Exchange.open(
         primary_run_id=run_id,
@@ -132,6 +145,7 @@ async def sessions_send(context: ToolContext, params: SessionsSendParams) -> Sen
         original_message=params.message,
         max_turns=context.config.session.agentToAgent.max_ping_pong_turns,
         at=now,
+        causality=chain,
     )
     services.runs.save_and_enqueue(run, exchange)
     services.exchanges.start(exchange.id)

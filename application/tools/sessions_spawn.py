@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import SessionsSpawnParams
-from sessionwire.application.tools.results import SpawnResult
+from sessionwire.application.tools.results import HopLimitRefused, SpawnResult
+from sessionwire.domain.agent_to_agent import report_route
 from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
@@ -23,12 +24,20 @@ def allowed_targets(context: ToolContext) -> tuple[bool, set[str]]:
     return allow_any, {normalize_agent_id(item) for item in allow if item.strip() not in {"", "*"}}
 
 
-async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> SpawnResult:
+async def sessions_spawn(
+    context: ToolContext, params: SessionsSpawnParams
+) -> SpawnResult | HopLimitRefused:
     services = context.services
     assert services is not None, "sessions_spawn needs the gateway's spawn driver"
     requester = context.requester
     if is_subagent_key(requester.key):
         return SpawnResult(status="forbidden", tool="sessions_spawn", error=NOT_FROM_SUBAGENTS)
+    hop_refusal = context.hop_refusal()
+    if hop_refusal is not None:
+        context.record_refusal(
+            hop_refusal, tool="sessions_spawn", reference=params.task[:80], target_key=None
+        )
+        return HopLimitRefused(error=hop_refusal.message)
     target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
     if target_agent != requester.agent_id:
         allow_any, allowed = allowed_targets(context)
@@ -48,7 +57,7 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
             error=f"invalid model: {params.model} (configured models: {known})",
         )
     model = params.model or config.subagent_model(target_agent)
-    if params.label is not None and context.store.sessions_by_label(params.label):
+    if params.label is not None and _label_taken(context, params.label):
         return SpawnResult(
             status="error", tool="sessions_spawn", error=f"label already in use: {params.label}"
         )
@@ -58,7 +67,8 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
     child_key = f"agent:{target_agent}:subagent:{ids.new_id()}"
     now = context.clock.now()
     requester_session = context.store.session(requester.key)
-    requester_channel = requester_session.state.last_channel if requester_session else None
+    requester_row = requester_session.state if requester_session else None
+    requester_channel = requester_row.last_channel if requester_row else None
     child = Session.open(
         key=child_key,
         session_id=ids.new_id(),
@@ -85,6 +95,7 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
         )
         return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
     run_timeout = params.run_timeout
+    chain = context.next_hop(str(run_id))
     run = Run.start(
         run_id=run_id,
         session_key=child_key,
@@ -101,6 +112,8 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
         timeout_seconds=run_timeout or services.run_timeout_seconds,
         requester_key=requester.key,
         at=now,
+        causality=chain,
+        sender_key=requester.key,
     )
     spawn = Spawn.spawn(
         run_id=run_id,
@@ -115,6 +128,14 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
         cleanup="delete" if params.cleanup == "delete" else "keep",
         archive_after_minutes=config.archive_after_minutes,
         at=now,
+        causality=chain,
+        # Where the report goes is decided now, from where the requester asked (decision 14).
+        report_route=report_route(
+            requester.key,
+            channel=requester_row.last_channel if requester_row else None,
+            to=requester_row.last_to if requester_row else None,
+            account_id=requester_row.last_account_id if requester_row else None,
+        ),
     )
     services.runs.save_and_enqueue(run, child, spawn)
     services.spawns.start(spawn.id)
@@ -123,4 +144,15 @@ async def sessions_spawn(context: ToolContext, params: SessionsSpawnParams) -> S
         runId=str(run_id),
         childSessionKey=child_key,
         modelApplied=True if model is not None else None,
+    )
+
+
+def _label_taken(context: ToolContext, label: str) -> bool:
+    """Is ``label`` held by a session the requester may see? A label held by a hidden
+    session (another agent's, with agent-to-agent off) does not count: refusing would
+    tell the requester that the hidden session exists (issue 16, finding 4)."""
+    policy = context.access
+    return any(
+        policy.sees(stored.state.policy_target(context.rules))
+        for stored in context.store.sessions_by_label(label)
     )

@@ -17,7 +17,8 @@ WRITER = """
 import sys
 from sessionwire import SyncGateway
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with SyncGateway.open(store=url) as gateway:
+# One writer per SQLite file resumes work (decision 20): on SQLite both only record.
+with SyncGateway.open(store=url, resume=not url.startswith("sqlite:")) as gateway:
     for number in range(count):
         # A session both processes write to, and one of each process's own.
         gateway.record_message("main", role="user", content=f"{name} {number}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ def run_block(block: str, workdir: Path) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_on_the_audit_page_runs(tmp_path: Path) -> None:
     blocks = BLOCK.findall(PAGE.read_text())
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     outputs = []
     exports: list[str] = []  # a reader runs the blocks in one shell: variables carry over
     for block in blocks:
@@ -51,7 +52,11 @@ def test_every_example_on_the_audit_page_runs(tmp_path: Path) -> None:
     assert "agent:main:main" in tampered
     assert "verify exited with 1" in tampered
     assert "clean: 2 event(s) checked" in outputs[2]
-    assert "the live read models equal the log's" in outputs[3]
+    assert "line 3: the stream hash does not match" in outputs[3]
+    assert "import exited with 1" in outputs[3]
+    with sqlite3.connect(tmp_path / "fresh.db") as fresh:
+        assert fresh.execute("SELECT COUNT(*) FROM stored_events").fetchone() == (0,)
+    assert "the live read models equal the log's" in outputs[4]
 
 
 @pytest.mark.slow

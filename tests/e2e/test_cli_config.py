@@ -21,7 +21,7 @@ GOOD = """
     list: [{ id: "main", default: true }, { id: "ops", name: "Ops bot" }],
     defaults: { subagents: { archiveAfterMinutes: 30 } },
   },
-  sesion: {},
+  gateway: { port: 18789 },
 }
 """
 
@@ -61,7 +61,7 @@ def test_a_valid_config_exits_0_and_says_what_the_gateway_will_do(tmp_path: Path
     result = cli("config", "check", write(tmp_path, GOOD))
     assert result.returncode == 0, result.stderr
     assert "is a valid config" in result.stdout
-    assert "note: sesion is not a key sessionwire uses; it is ignored" in result.stdout
+    assert "note: gateway is not a key sessionwire uses; it is ignored" in result.stdout
 
 
 def test_the_summary_shows_effective_values(
@@ -71,7 +71,7 @@ def test_the_summary_shows_effective_values(
     assert code == 0
     assert report["valid"] is True
     assert report["errors"] == []
-    assert report["ignoredKeys"] == ["sesion"]
+    assert report["ignoredKeys"] == ["gateway"]
     summary = report["summary"]
     assert summary["agents"] == ["main", "ops"]
     assert summary["mainKey"] == "main"  # lower-cased, as OpenClaw does
@@ -127,3 +127,21 @@ def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, report = check_json(str(tmp_path / "nope.json5"), capsys)
     assert code == 2
     assert report["errors"][0]["problem"].startswith("cannot read")
+
+
+def test_a_near_miss_key_fails_check_naming_the_intended_key(tmp_path: Path) -> None:
+    result = cli(
+        "config", "check", write(tmp_path, '{ agents: { defaults: { sandBox: {mode: "all"} } } }')
+    )
+    assert result.returncode == 2
+    assert "did you mean 'sandbox'?" in result.stdout + result.stderr
+    assert "rename the key" in result.stdout + result.stderr
+
+
+def test_check_explains_invalid_utf8_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json5"
+    path.write_bytes(b'{"session": {"mainKey": "\xff"}}')
+    result = cli("--json", "config", "check", str(path))
+    assert result.returncode == 2
+    assert "is not UTF-8" in result.stdout
+    assert "Traceback" not in result.stderr

@@ -282,6 +282,10 @@ def test_sessions_list_method_shows_every_agent_with_canonical_keys(client: http
     assert error_of(too_small)["message"].startswith("limit:")
     extra = client.post("/v1/methods/sessions.list", json={"search": "x"})
     assert extra.status_code == 422
+    # JSON true is not a number of minutes (found by the schemathesis run).
+    boolean = client.post("/v1/methods/sessions.list", json={"activeMinutes": True})
+    assert boolean.status_code == 422
+    assert error_of(boolean)["message"].startswith("activeMinutes:")
 
 
 def test_sessions_resolve_by_key_session_id_and_label(client: httpx.Client) -> None:

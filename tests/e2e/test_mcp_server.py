@@ -242,11 +242,19 @@ def free_port() -> int:
         return port
 
 
+MCP_TOKEN = "mcp-operator-token-0123456789abcdefghijkl"
+
+
+def authorized(token: str = MCP_TOKEN) -> httpx.AsyncClient:
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+
+
 @asynccontextmanager
 async def http_server(store: str, *args: str) -> AsyncIterator[str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, *server_command(store, *args, "--http", "--port", str(port))],
+        env=dict(os.environ) | {"SESSIONWIRE_TOKEN": MCP_TOKEN},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -273,7 +281,8 @@ async def http_server(store: str, *args: str) -> AsyncIterator[str]:
 async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -> None:
     async with (
         http_server(store, "--session", "main", "--runtime", str(script)) as url,
-        streamable_http_client(url) as (read, write, _),
+        authorized() as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -290,10 +299,35 @@ async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -
 
 async def test_http_refuses_a_foreign_host_header(store: str) -> None:
     """DNS rebinding: a page on another origin must not reach the loopback server."""
-    async with http_server(store, "--session", "main") as url, httpx.AsyncClient() as client:
+    async with http_server(store, "--session", "main") as url, authorized() as client:
         response = await client.post(
             url,
             headers={"Host": "evil.example:80", "Accept": "application/json"},
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         )
     assert response.status_code == 421
+
+
+async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
+    store: str, tmp_path: Path
+) -> None:
+    """MCP over HTTP takes the same tokens as `serve` (issue 16, finding 9)."""
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(
+        "tokens:\n"
+        "  - {token: main-bound-token-0123456789abcdefghij, session: main}\n"
+        "  - {token: ops-bound-token-0123456789abcdefghijk, session: 'discord:group:ops'}\n"
+    )
+    tokens.chmod(0o600)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with http_server(store, "--session", "main", "--tokens", str(tokens)) as url:
+        async with httpx.AsyncClient() as anonymous:
+            missing = await anonymous.post(url, json=request, headers=accept)
+        async with authorized("ops-bound-token-0123456789abcdefghijk") as other:
+            foreign = await other.post(url, json=request, headers=accept)
+        async with authorized("main-bound-token-0123456789abcdefghij") as own:
+            allowed = await own.post(url, json=request, headers=accept)
+    assert missing.status_code == 401
+    assert foreign.status_code == 403
+    assert allowed.status_code == 200

@@ -14,7 +14,9 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from sessionwire import SyncGateway
-    gw = SyncGateway.open(store=sys.argv[1])
+    # One writer per SQLite file (decision 20): beside a live gateway, a second process
+    # opens without resuming its work; PostgreSQL takes several full gateways.
+    gw = SyncGateway.open(store=sys.argv[1], resume=not sys.argv[1].startswith("sqlite:"))
     gw.record_message("cron:from-child", role="user", content="written by the child")
     listed = gw.call_tool("main", "sessions_list", {})
     print(json.dumps(sorted(row["key"] for row in listed["sessions"])))
@@ -66,7 +68,9 @@ async def test_concurrent_writers_lose_nothing(shared_store: str) -> None:
         """
         import sys
         from sessionwire import SyncGateway
-        gw = SyncGateway.open(store=sys.argv[1])
+        # Beside the parent's live gateway an SQLite file admits no second resuming
+        # gateway (decision 20): these writers do not resume its work.
+        gw = SyncGateway.open(store=sys.argv[1], resume=not sys.argv[1].startswith("sqlite:"))
         for i in range(40):
             gw.record_message("main", role="user", content=f"{sys.argv[2]}-{i}")
         gw.close()

@@ -35,7 +35,12 @@ def counts(report: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
     }
 
 
-NONE = {"sessions": (0, 0, 0), "transcript": (0, 0, 0), "work": (0, 0, 0)}
+NONE = {
+    "sessions": (0, 0, 0),
+    "transcript": (0, 0, 0),
+    "work": (0, 0, 0),
+    "session_streams": (0, 0, 0),
+}
 
 
 def test_live_read_models_that_match_the_log_rebuild_without_differences(
@@ -65,7 +70,12 @@ def test_differences_are_reported_per_table_and_then_repaired(
 
     code, checked = rebuild(capsys, raw.url, "--check")
     assert code == 1
-    assert counts(checked) == {"sessions": (0, 0, 1), "transcript": (1, 0, 0), "work": (0, 1, 0)}
+    assert counts(checked) == {
+        "sessions": (0, 0, 1),
+        "transcript": (1, 0, 0),
+        "work": (0, 1, 0),
+        "session_streams": (0, 0, 0),
+    }
     assert checked["tables"]["sessions"]["examples"] == [f"changed {dev}"]
     assert checked["tables"]["transcript"]["examples"] == [f"added {main}/2"]
     assert checked["replaced"] is False

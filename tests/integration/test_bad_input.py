@@ -62,11 +62,15 @@ def short(value: Any) -> str:
 
 
 def store_state(gateway: Gateway) -> tuple[Any, int]:
-    """The read models and the event count; a policy refusal's AccessRefused event is
-    evidence, not a change, so it is not counted."""
+    """The read models and the event count; a policy refusal's AccessRefused event (and
+    its timeline index rows) is evidence, not a change, so it is not counted."""
     store = gateway.store
     events = sum(1 for _, e in store.events() if type(e).__name__ != "AccessRefused")
-    return store.read_model_snapshot(), events
+    snapshot = store.read_model_snapshot()
+    snapshot["session_streams"] = [
+        row for row in snapshot.get("session_streams", []) if row[2] != "refusal"
+    ]
+    return snapshot, events
 
 
 async def call(gateway: Gateway, requester: Any, tool: Any, params: Any) -> Result:

@@ -40,6 +40,8 @@ async def test_messages_are_raw_transcript_objects(gateway: Gateway, clock: Virt
             ],
             "timestamp": int(clock.now().timestamp() * 1000),
             "usage": {"input": 3, "output": 4},
+            # Additive (decision 18): a recorded line is its role's default kind.
+            "provenance": {"kind": "agent"},
         }
     ]
 

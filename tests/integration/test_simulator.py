@@ -21,12 +21,10 @@ from sessionwire.testing import (
     shrink,
 )
 
-# Invariants that need work not merged yet (issue 12 items 2-5: slots that belong to
-# runs, deadlines as facts, the delivery outbox, the hop limit), and the workload parts
-# that trip them today (nested sends leak lane slots; cycles never end). Drop both once
-# that work is in main: the CI seeds then check everything.
-PENDING = frozenset({"slots-free", "deadlines", "deliveries-settle", "hop-limit"})
-TODAY = {"nested": False, "cycles": False}
+# Invariants to leave unchecked and workload parts to leave out while a fix is not
+# merged (both empty: issue 12 items 1-5 are in main, so the CI seeds check everything).
+PENDING: frozenset[str] = frozenset()
+TODAY: dict[str, bool] = {}
 # A few minutes at most in CI: PostgreSQL pays a schema per seed.
 CI_SEEDS = {"memory": range(20), "sqlite": range(20), "postgres": range(8)}
 
@@ -145,9 +143,8 @@ def _known_bug(steps: list[dict[str, Any]], **config: Any) -> SimulationScript:
     )
 
 
-# The known bugs of issue 12, each caught by its invariant on today's gateway. Strict:
-# when the fix lands (H4/H5 branches) the test passes, and its xfail mark must go.
-@pytest.mark.xfail(strict=True, reason="issue 12 item 1: nested spawn leaks a lane slot")
+# The known bugs of issue 12 (items 1-4), each caught by its invariant before its fix
+# (these tests were strict xfails until the fixes were merged).
 async def test_a_spawn_from_inside_a_turn_leaves_every_slot_free() -> None:
     hanging_child = {"tool": "spawn", "cleanup": "keep", "plan": {"id": 2, "kind": "hang"}}
     script = _known_bug(
@@ -165,7 +162,6 @@ async def test_a_spawn_from_inside_a_turn_leaves_every_slot_free() -> None:
     assert "slots-free" not in result.counts, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 item 3: a forwarding cycle never ends")
 async def test_a_forwarding_cycle_ends_at_the_hop_limit() -> None:
     cycle = ["agent:main:discord:group:ops", "agent:main:discord:group:dev"]
     plan = {"id": 1, "kind": "ok", "ann": "skip", "cycle": cycle, "at": 0, "wait": 0}
@@ -176,7 +172,6 @@ async def test_a_forwarding_cycle_ends_at_the_hop_limit() -> None:
     assert "hop-limit" not in result.counts, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 item 4: a failed delivery is never retried")
 async def test_an_announce_that_failed_is_delivered_once_the_channel_is_back() -> None:
     script = _known_bug(
         [
@@ -194,7 +189,6 @@ async def test_an_announce_that_failed_is_delivered_once_the_channel_is_back() -
     assert "deliveries-settle" not in result.counts, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 item 2: a run is resurrected after downtime")
 async def test_a_run_in_flight_at_a_crash_is_not_dispatched_after_its_deadline(
     tmp_path: Path,
 ) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
 from sessionwire.domain.keys import KeyRules
 
@@ -16,11 +15,12 @@ def load(data: dict[str, Any]) -> GatewayConfig:
     return GatewayConfig.load(data)
 
 
-@pytest.fixture(autouse=True)
-def logs() -> Iterator[list[dict[str, Any]]]:
-    """Capture structlog events here, whatever an earlier test configured structlog to write to."""
-    with structlog.testing.capture_logs() as captured:
-        yield captured
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The library's log records go to stdlib logging (decision 21); a test fills this
+    list from ``caplog`` once its records are in."""
+    caplog.set_level(logging.DEBUG, logger="sessionwire")
+    return []
 
 
 # --- defaults ---------------------------------------------------------------------------
@@ -164,9 +164,9 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
             id="second-agent-two-keys",
         ),
         pytest.param(
-            {"tools": {"agentToAgent": {"enabled": True, "alow": ["x"]}}},
-            ["tools.agentToAgent.alow"],
-            id="typo-in-tools",
+            {"tools": {"agentToAgent": {"enabled": True, "allowedGroups": ["x"]}}},
+            ["tools.agentToAgent.allowedGroups"],
+            id="unknown-in-tools",
         ),
         pytest.param(
             {"session": {"sendPolicy": {"rules": [{"action": "deny", "match": {"peer": "x"}}]}}},
@@ -194,8 +194,14 @@ def test_unknown_keys(data: dict[str, Any], expected: list[str]) -> None:
     assert load(data).unknown_keys() == expected
 
 
-def test_unknown_keys_are_warned_with_their_path(logs: list[dict[str, Any]]) -> None:
+def test_unknown_keys_are_warned_with_their_path(
+    logs: list[dict[str, Any]], caplog: pytest.LogCaptureFixture
+) -> None:
     GatewayConfig.load({"session": {"bogus": 1}, "agents": {"list": [{"id": "a", "q": 1}]}})
+    logs.extend(
+        {"event": r.getMessage(), "log_level": r.levelname.lower(), "key": getattr(r, "key", None)}
+        for r in caplog.records
+    )
     warnings = [(e["event"], e["key"]) for e in logs if e["log_level"] == "warning"]
     assert warnings == [
         ("config key ignored", "session.bogus"),
@@ -471,3 +477,70 @@ def test_max_ping_pong_turns_not_a_number(value: Any) -> None:
     with pytest.raises(ConfigError) as raised:
         load({"session": {"agentToAgent": {"maxPingPongTurns": value}}})
     assert "session.agentToAgent.maxPingPongTurns: " in str(raised.value)
+
+
+# --- failing closed (issue 16, finding 8) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(
+            {"agents": {"defaults": {"sandBox": {"mode": "all"}}}},
+            "agents.defaults: Value error, unknown key 'sandBox': did you mean 'sandbox'?",
+            id="case",
+        ),
+        pytest.param(
+            {"session": {"sendpolicy": {"default": "deny"}}},
+            "session: Value error, unknown key 'sendpolicy': did you mean 'sendPolicy'?",
+            id="case-inside",
+        ),
+        pytest.param(
+            {"tools": {"agentToAgent": {"enabled": True, "alow": ["x"]}}},
+            "unknown key 'alow': did you mean 'allow'?",
+            id="one-edit",
+        ),
+        pytest.param(
+            {"agents": {"list": [{"id": "a", "sandbx": {"mode": "all"}}]}},
+            "unknown key 'sandbx': did you mean 'sandbox'?",
+            id="dropped-letter",
+        ),
+    ],
+)
+def test_a_near_miss_of_a_known_key_is_an_error_naming_it(
+    data: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load(data)
+    assert expected in str(refused.value)
+
+
+def test_agent_ids_that_differ_only_in_case_are_an_error() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load({"agents": {"list": [{"id": "ops", "sandbox": {"mode": "all"}}, {"id": "OPS"}]}})
+    assert "list[1].id 'OPS' is the same agent as list[0].id 'ops'" in str(refused.value)
+
+
+async def test_gateway_open_refuses_an_invalid_config() -> None:
+    from sessionwire import Gateway
+
+    with pytest.raises(ConfigError):
+        await Gateway.open(config={"agents": {"defaults": {"sandBox": {"mode": "all"}}}})
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        pytest.param(b'{"session": {"mainKey": "\xff"}}', "is not UTF-8", id="invalid-utf8"),
+        pytest.param(b"{a:" * 5000 + b"1" + b"}" * 5000, "nests deeper than 32", id="deep"),
+        pytest.param(b"{" + b" " * (300 * 1024) + b"}", "larger than 256 KiB", id="size"),
+    ],
+)
+def test_a_config_file_is_read_bounded_never_with_a_traceback(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "config.json5"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as refused:
+        GatewayConfig.load(path)
+    assert problem in str(refused.value)

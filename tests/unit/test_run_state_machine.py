@@ -12,7 +12,7 @@ from uuid import UUID
 
 import pytest
 from event_replay import event_names, replayed
-from sessionwire.domain.run import Run, RunAlreadyEnded
+from sessionwire.domain.run import Run, RunAlreadyEnded, RunOverdue
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
@@ -135,12 +135,30 @@ def test_failing_keeps_the_error() -> None:
 )
 def test_timing_out_says_after_how_long(timeout_seconds: float, error: str) -> None:
     run = new_run(timeout_seconds)
-    run.dispatch(at=at(1))
-    run.time_out(at=at(1 + timeout_seconds))
+    # Dispatched at once: the deadline counts from acceptance (decision 16).
+    run.dispatch(at=at(0))
+    run.time_out(at=at(timeout_seconds))
     events = recorded(run)
     assert event_names(events)[-1] == "RunTimedOut"
     assert (run.state.status, run.state.error) == ("timeout", error)
-    assert run.state.ended_at == to_millis(at(1 + timeout_seconds))
+    assert run.state.ended_at == to_millis(at(timeout_seconds))
+    assert_replays(run, events)
+
+
+def test_a_run_past_its_deadline_is_never_dispatched_only_timed_out() -> None:
+    # Decision 16: the deadline is recorded at start; however late the gateway comes back,
+    # the run is not handed to an agent.
+    run = new_run(30)
+    assert run.state.deadline_at == to_millis(at(30))
+    assert not run.overdue(at(29))
+    with pytest.raises(RunOverdue):
+        run.dispatch(at=at(30))
+    started = recorded(run)
+    assert event_names(started) == ["RunStarted"]
+    run.time_out(at=at(30 * 86_400))
+    events = recorded(run, *started)
+    assert event_names(events) == ["RunStarted", "RunTimedOut"]
+    assert run.state.status == "timeout"
     assert_replays(run, events)
 
 

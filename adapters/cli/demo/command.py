@@ -1,7 +1,12 @@
 """``sessionwire demo``: a scripted team of agents plays a scenario on a real store.
 
 Every event the store records is shown as it is recorded; the demo ends with the
-sessions_list table and where the store lives. Time is simulated (a virtual clock), so
+sessions_list table, where the store lives and commands to look around in it.
+
+The demo plays in a store of its own (``demo.db`` in the data directory) unless
+``--store`` names one: its simulated, future-dated events never land in the user's
+store. The config it played with is saved beside the store, and the closing commands
+pass it, so they see what the demo showed. Time is simulated (a virtual clock), so
 the hour before a finished sub-agent is archived passes at once, and nothing leaves the
 machine (no network, announces are recorded rather than posted).
 """
@@ -9,6 +14,7 @@ machine (no network, announces are recorded rather than posted).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from datetime import UTC, datetime
@@ -25,7 +31,7 @@ from sessionwire.adapters.cli.context import (
     EXIT_USAGE,
     CliOptions,
     console,
-    default_store,
+    data_dir_store,
     fail,
 )
 from sessionwire.adapters.cli.demo.runner import (
@@ -73,7 +79,7 @@ class TerminalView(DemoView):
         self.progress.update(self.task, description=f"simulated {now:%H:%M:%S} UTC")
 
     def event_recorded(self, line: EventLine) -> None:
-        self.out.print(line.as_text(), overflow="ellipsis", no_wrap=True)
+        self.out.print(line.as_text(self.out.width))
         self.progress.update(self.task, description=f"simulated {line.time:%H:%M:%S} UTC")
 
     def step_finished(self, number: int, step: Step, outcome: StepOutcome) -> None:
@@ -134,6 +140,11 @@ def demo(
         click.echo("note: the demo uses its scenario's config; --config is not used", err=True)
     for key in scenario.config.unknown_keys():
         click.echo(f"note: scenario config key {key} is not one sessionwire uses", err=True)
+    if not options.store_given:
+        # Its own store, not the user's: the demo's simulated time runs ahead of the clock.
+        options.store = data_dir_store("demo.db")
+        options.create = True
+    config_file = save_config(options.store, scenario)
     interactive = sys.stdout.isatty() and not options.as_json
     pace_seconds = (0.3 if interactive else 0.0) if pace is None else pace
     clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))
@@ -143,12 +154,46 @@ def demo(
         connect_runtime(runtime, gateway)
         await start_after_the_log(gateway, clock)
         if options.as_json:
-            return await _play_json(gateway, clock, scenario)
-        default = options.store == default_store()
-        store_option = "" if default else f" --store {shlex.quote(options.store)}"
-        return await _play_terminal(gateway, clock, scenario, pace_seconds, store_option)
+            return await _play_json(gateway, clock, scenario, config_file)
+        hints = closing_hints(options.store, config_file, scenario)
+        return await _play_terminal(gateway, clock, scenario, pace_seconds, hints)
 
     return options.run(work, config=scenario.config, runtime=runtime, clock=clock)
+
+
+def save_config(store: str, scenario: Scenario) -> Path | None:
+    """Write the scenario's config beside an SQLite store (``<name>.config.json``), so the
+    commands the demo suggests can pass it; None for a store that is not a file."""
+    from sessionwire.adapters.store.event_store import StoreURLError
+    from sessionwire.adapters.store.sqlite import sqlite_file
+
+    if not store.startswith("sqlite:"):
+        return None
+    try:
+        path = sqlite_file(store).with_suffix(".config.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (StoreURLError, OSError):
+        return None  # opening the store reports it
+    config = scenario.config.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def closing_hints(store: str, config_file: Path | None, scenario: Scenario) -> list[str]:
+    """Commands to look around the store the demo used, exactly as they can be run.
+    ``./run`` sets SESSIONWIRE_PROG so they read ``./run sessionwire …`` there."""
+    if store == "memory":
+        return []  # gone when the demo ends
+    prog = os.environ.get("SESSIONWIRE_PROG", "sessionwire")
+    base = f"{prog} --store {shlex.quote(store)}"
+    if config_file is not None:
+        base += f" --config {shlex.quote(str(config_file))}"
+    as_option = "" if scenario.listAs == "main" else f" --as {shlex.quote(scenario.listAs)}"
+    return [
+        f"{base} sessions list{as_option}",
+        f"{base} sessions history main",
+        f"{base} audit verify",
+    ]
 
 
 async def _play_terminal(
@@ -156,7 +201,7 @@ async def _play_terminal(
     clock: VirtualClock,
     scenario: Scenario,
     pace_seconds: float,
-    store_option: str,
+    hints: list[str],
 ) -> int:
     out = console()
     out.print(Text(f"sessionwire demo: {scenario.name}", style="bold"))
@@ -175,20 +220,25 @@ async def _play_terminal(
     with view.progress:
         report = await player.play()
     out.print()
-    out.print(sessions_table(report.sessions))
+    out.print(sessions_table(report.sessions, width=out.width))
     out.print(f"\nstore: {gateway.store.location}")
-    out.print(
-        Text(f"read a transcript: sessionwire{store_option} sessions history main", style="dim")
-    )
+    if hints:
+        out.print("look around (copy a line):")
+        # Plain echo, not rich: a command must stay on one line to be copied whole.
+        for hint in hints:
+            click.echo(f"  {hint}")
     return _exit(report)
 
 
-async def _play_json(gateway: Gateway, clock: VirtualClock, scenario: Scenario) -> int:
+async def _play_json(
+    gateway: Gateway, clock: VirtualClock, scenario: Scenario, config_file: Path | None
+) -> int:
     view = JsonView()
     report = await DemoPlayer(gateway, clock, scenario, view).play()
     document = {
         "scenario": scenario.name,
         "store": gateway.store.location,
+        "config": None if config_file is None else str(config_file),
         "steps": view.steps,
         "events": view.events,
         "sessions": report.sessions,
