@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import structlog
 from sessionwire.adapters.cli.context import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliOptions, fail
 
 if TYPE_CHECKING:  # the simulator is imported when the command runs, not with the CLI
@@ -93,10 +91,7 @@ def simulate(
         return EXIT_OK
     if not options.verbose:
         # A simulation makes agents and channels fail on purpose: their warnings are noise.
-        structlog.configure(
-            wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
-            logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        )
+        logging.getLogger("sessionwire").setLevel(logging.CRITICAL)
     try:
         stores = fresh_stores(store_spec)
         simulation = Simulation(stores, skip=skip)
