@@ -74,6 +74,10 @@ COMMANDS = {
         f"{CLI}.serve:serve",
         "Serve the session tools and gateway methods over HTTP (bearer token required).",
     ),
+    "simulate": LazyCommand(
+        f"{CLI}.simulate:simulate",
+        "Play seeded random workloads and check the gateway's invariants.",
+    ),
 }
 SESSION_COMMANDS = {
     "send": LazyCommand(

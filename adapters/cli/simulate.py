@@ -1,0 +1,234 @@
+"""``sessionwire simulate``: seeded random workloads against a real gateway, invariants
+checked after every step, a failing seed shrunk to a minimal replayable script.
+
+Exit codes: 0 no invariant broken, 1 some broken, 2 bad usage (an unknown store or
+invariant, a file that is not a script).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from sessionwire.adapters.cli.context import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliOptions, fail
+
+if TYPE_CHECKING:  # the simulator is imported when the command runs, not with the CLI
+    from sessionwire.adapters.testkit.simulator import (
+        FreshStores,
+        Simulation,
+        SimulationResult,
+        SimulationScript,
+    )
+
+pass_options = click.make_pass_decorator(CliOptions)
+
+
+@click.command("simulate")
+@click.option("--seeds", default=100, show_default=True, type=click.IntRange(min=0))
+@click.option("--start", default=0, show_default=True, type=int, help="the first seed")
+@click.option(
+    "--store",
+    "store_spec",
+    default="memory",
+    show_default=True,
+    help="memory, sqlite, sqlite:///DIR, postgres or a postgresql:// URL (a fresh store per seed)",
+)
+@click.option("--steps", default=16, show_default=True, type=click.IntRange(min=0))
+@click.option("--skip", multiple=True, help="an invariant not to check (repeat)")
+@click.option(
+    "--replay",
+    "replay",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="run this script (a saved reproduction) instead of seeds",
+)
+@click.option(
+    "--save",
+    "save_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="write each shrunk reproduction here as seed-N.json",
+)
+@click.option("--shrink/--no-shrink", default=True, help="shrink the first failing seed")
+@click.option("--list-invariants", is_flag=True, help="list the invariants and exit")
+@pass_options
+def simulate(
+    options: CliOptions,
+    seeds: int,
+    start: int,
+    store_spec: str,
+    steps: int,
+    skip: tuple[str, ...],
+    replay: Path | None,
+    save_dir: Path | None,
+    shrink: bool,
+    list_invariants: bool,
+) -> int:
+    """Play seeded random workloads and check the gateway's invariants.
+
+    Each seed makes a script (messages, sends, nested sends and cycles, spawns, failing
+    and hanging agents, failing channels, policy changes, clock jumps, crashes) played
+    on a VirtualClock against a fresh store. The first failing seed is shrunk to a
+    minimal script, printed and replayable with --replay FILE.
+    """
+    from sessionwire.adapters.testkit.simulator import (
+        INVARIANTS,
+        Simulation,
+        SimulationScript,
+        SimulationScriptError,
+        StoreSpecError,
+        fresh_stores,
+    )
+
+    if list_invariants:
+        for invariant in INVARIANTS.values():
+            needs = f" (needs {invariant.needs})" if invariant.needs else ""
+            click.echo(f"{invariant.name}: {invariant.promise}{needs}")
+        return EXIT_OK
+    if not options.verbose:
+        # A simulation makes agents and channels fail on purpose: their warnings are noise.
+        logging.getLogger("sessionwire").setLevel(logging.CRITICAL)
+    try:
+        stores = fresh_stores(store_spec)
+        simulation = Simulation(stores, skip=skip)
+        script = SimulationScript.load(replay) if replay is not None else None
+    except (StoreSpecError, SimulationScriptError, ValueError) as error:
+        fail(str(error), EXIT_USAGE)
+    try:
+        if script is not None:
+            return _replay(options, simulation, script)
+        return asyncio.run(
+            _seeds(options, simulation, stores, seeds, start, steps, save_dir, shrink)
+        )
+    finally:
+        stores.close()
+
+
+def _replay(options: CliOptions, simulation: Simulation, script: SimulationScript) -> int:
+    result = simulation.run_sync(script)
+    if options.as_json:
+        click.echo(json.dumps(result.to_json()))
+    else:
+        click.echo(
+            f"replayed seed {script.seed}: {len(script.steps)} steps, {result.events} events, "
+            f"{result.seconds:.2f}s on {result.store}"
+        )
+        _print_violations(result)
+    return EXIT_OK if result.ok else EXIT_REFUSED
+
+
+async def _seeds(
+    options: CliOptions,
+    simulation: Simulation,
+    stores: FreshStores,
+    seeds: int,
+    start: int,
+    steps: int,
+    save_dir: Path | None,
+    shrink: bool,
+) -> int:
+    from sessionwire.adapters.testkit.simulator import WorkloadOptions, generate
+    from sessionwire.adapters.testkit.simulator import shrink as shrink_script
+
+    workload = WorkloadOptions(steps=steps, crashes=stores.can_reopen)
+    started = time.perf_counter()
+    failures: list[SimulationResult] = []
+    broken: Counter[str] = Counter()
+    unchecked: set[str] = set()
+    total_steps = total_events = crashes = 0
+    simulated = 0.0  # seconds spent playing seeds (not shrinking)
+    shrunk_json: dict[str, Any] | None = None
+    for seed in range(start, start + seeds):
+        script = generate(seed, workload)
+        result = await simulation.run(script)
+        total_steps += result.steps
+        total_events += result.events
+        simulated += result.seconds
+        unchecked.update(result.unchecked)
+        crashes += result.crashes
+        if not result.ok:
+            failures.append(result)
+            broken.update(result.counts.keys())
+            if not options.as_json:
+                click.echo(f"seed {seed}: FAILED ({', '.join(result.counts)})")
+                _print_violations(result)
+            if shrink and len(failures) == 1:
+                shrunk = await shrink_script(simulation, script)
+                shrunk_json = {
+                    "seed": seed,
+                    "invariant": shrunk.invariant,
+                    "steps": len(shrunk.script.steps),
+                    "tries": shrunk.tries,
+                    "script": json.loads(shrunk.script.to_json()),
+                }
+                path = None
+                if save_dir is not None:
+                    save_dir.mkdir(parents=True, exist_ok=True)
+                    path = save_dir / f"seed-{seed}.json"
+                    shrunk.script.save(path)
+                if not options.as_json:
+                    _print_shrunk(shrunk.script, shrunk.invariant, shrunk.tries, path)
+        done = seed - start + 1
+        if not options.as_json and (done % 100 == 0 or done == seeds):
+            elapsed = time.perf_counter() - started
+            click.echo(f"{done}/{seeds} seeds, {len(failures)} failed, {elapsed:.1f}s", err=True)
+    elapsed = time.perf_counter() - started
+    summary = {
+        "store": stores.name,
+        "seeds": seeds,
+        "start": start,
+        "steps": total_steps,
+        "events": total_events,
+        "crashes": crashes,
+        "seconds": round(elapsed, 2),
+        "simulatedSeconds": round(simulated, 2),
+        "failed": [result.seed for result in failures],
+        "broken": dict(broken),
+        "shrunk": shrunk_json,
+        "unchecked": sorted(unchecked),
+    }
+    if options.as_json:
+        click.echo(json.dumps(summary))
+    else:
+        per_seed = simulated / seeds if seeds else 0.0
+        click.echo(
+            f"{seeds} seeds ({start}..{start + seeds - 1}) on {stores.name}: {total_steps} "
+            f"steps, {total_events} events, {crashes} crashes, {elapsed:.1f}s "
+            f"({per_seed * 1000:.0f} ms a seed, shrinking aside); {len(failures)} failed"
+            + _broken_text(broken)
+        )
+        if unchecked:
+            click.echo(f"not checked (the gateway gave no way to): {', '.join(sorted(unchecked))}")
+    return EXIT_REFUSED if failures else EXIT_OK
+
+
+def _broken_text(broken: Counter[str]) -> str:
+    return ": " + ", ".join(f"{name} x{count}" for name, count in broken.items()) if broken else ""
+
+
+def _print_violations(result: SimulationResult) -> None:
+    for violation in result.violations:
+        click.echo(f"  {violation}")
+    hidden = sum(result.counts.values()) - len(result.violations)
+    if hidden > 0:
+        click.echo(f"  (and {hidden} more like these)")
+
+
+def _print_shrunk(script: SimulationScript, invariant: str, tries: int, path: Path | None) -> None:
+    click.echo(
+        f"minimal reproduction of [{invariant}] (seed {script.seed}, "
+        f"{len(script.steps)} steps, shrunk in {tries} runs):"
+    )
+    for index, step in enumerate(script.steps):
+        click.echo(f"  {index}: {step.model_dump_json()}")
+    if path is not None:
+        click.echo(f"saved to {path}; replay: sessionwire simulate --replay {path}")
+    else:
+        click.echo("save it with --save DIR, then replay: sessionwire simulate --replay FILE")
+
+
+__all__ = ["simulate"]

@@ -1,0 +1,682 @@
+"""Running a script against a real gateway and checking the invariants after each step.
+
+Everything runs on one event loop over a VirtualClock with seeded ids, so a script
+always does the same thing. After each step the loop is run until nothing is runnable
+(the clock's sleepers wait for the next ``advance``); at the end every channel comes
+back up and the clock jumps from timer to timer until none is left, and the end-state
+invariants are checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.testkit.simulator.agents import (
+    DeliveryRecord,
+    Incarnation,
+    Observation,
+    SimulatedAgents,
+    SimulatedChannels,
+)
+from sessionwire.adapters.testkit.simulator.invariants import (
+    DEFAULT_MAX_HOPS,
+    INVARIANTS,
+    LogReader,
+    Violation,
+)
+from sessionwire.adapters.testkit.simulator.script import (
+    Advance,
+    ChannelDown,
+    Command,
+    Crash,
+    Message,
+    Policy,
+    Send,
+    SimulationScript,
+    Spawn,
+    Step,
+    plan_text,
+    read_plan,
+)
+from sessionwire.adapters.testkit.simulator.stores import FreshStores, MemoryStores
+from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+from sessionwire.application.audit.verify import verify
+from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.ports.clock_and_ids import IdSource
+from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
+
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+# Work one step may record before it counts as never ending (a loop with no hop limit).
+EVENT_BUDGET = 600
+MAX_SETTLE_ROUNDS = 50_000
+MAX_DRAIN_WAKEUPS = 2_000
+KILL_ROUNDS = 20
+DRAIN_BUDGETS = 10
+VIOLATIONS_KEPT = 3
+PENDING_RUN = ("queued", "running")
+PENDING_EXCHANGE = ("open",)
+PENDING_SPAWN = ("running", "announcing", "waiting_archive")
+
+
+class SeededIds(IdSource):
+    """Ids from a seeded generator: the same script makes the same ids."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def new_id(self) -> UUID:
+        return UUID(int=self._random.getrandbits(128), version=4)
+
+
+@dataclass
+class SimulationResult:
+    seed: int
+    steps: int
+    violations: list[Violation]
+    """The first few of each invariant broken, in the order seen."""
+    counts: dict[str, int]
+    """How many times each broken invariant was seen."""
+    events: int
+    crashes: int
+    crashes_skipped: int
+    unchecked: list[str]
+    """Invariants this gateway gave no way to check (say, its lane is not visible)."""
+    fingerprint: str
+    """A digest of the events (type, aggregate, version, time) in log order: equal for
+    two runs that recorded the same events, whatever the store."""
+    seconds: float
+    store: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def first_invariant(self) -> str | None:
+        return self.violations[0].invariant if self.violations else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "store": self.store,
+            "steps": self.steps,
+            "events": self.events,
+            "crashes": self.crashes,
+            "crashesSkipped": self.crashes_skipped,
+            "fingerprint": self.fingerprint,
+            "seconds": round(self.seconds, 4),
+            "violations": [violation.to_json() for violation in self.violations],
+            "counts": self.counts,
+            "unchecked": self.unchecked,
+        }
+
+
+RuntimeWrapper = Callable[[AgentRuntime], AgentRuntime]
+DeliveryWrapper = Callable[[ChannelDelivery], ChannelDelivery]
+
+
+@dataclass
+class _Armed:
+    after_events: int
+    down_seconds: float
+    saved: int = 0
+
+
+@dataclass
+class _Run:
+    """The state of one simulation run (one script on one fresh store)."""
+
+    script: SimulationScript
+    url: str
+    clock: VirtualClock
+    agents: SimulatedAgents
+    channels: SimulatedChannels
+    ids: SeededIds
+    config: GatewayConfig
+    gateway: Gateway | None = None
+    incarnation: Incarnation = field(default_factory=lambda: Incarnation(0))
+    calls: list[asyncio.Task[None]] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    log: LogReader = field(default_factory=LogReader)
+    violations: list[Violation] = field(default_factory=list)
+    armed: _Armed | None = None
+    crashes: int = 0
+    crashes_skipped: int = 0
+    runaway: bool = False
+    step: int | None = None
+    bystanders: set[asyncio.Task[Any]] = field(default_factory=set)
+    seen: Counter[str] = field(default_factory=Counter)
+    unchecked: set[str] = field(default_factory=set)
+
+
+class Simulation:
+    """Runs scripts; ``skip`` names invariants not to check (see ``INVARIANTS``)."""
+
+    def __init__(
+        self,
+        stores: FreshStores | None = None,
+        *,
+        skip: Collection[str] = (),
+        wrap_runtime: RuntimeWrapper | None = None,
+        wrap_delivery: DeliveryWrapper | None = None,
+        deep_every: int = 0,
+        event_budget: int = EVENT_BUDGET,
+    ) -> None:
+        unknown = set(skip) - set(INVARIANTS)
+        if unknown:
+            raise ValueError(
+                f"unknown invariant(s) {', '.join(sorted(unknown))}; known: {', '.join(INVARIANTS)}"
+            )
+        self.stores = stores or MemoryStores()
+        self.skip = frozenset(skip)
+        self.wrap_runtime = wrap_runtime
+        self.wrap_delivery = wrap_delivery
+        self.deep_every = deep_every
+        self.event_budget = event_budget
+
+    async def run(self, script: SimulationScript) -> SimulationResult:
+        started = time.perf_counter()
+        with self.stores.fresh() as url:
+            state = self._new_run(script, url)
+            # Tasks that are not the simulated gateway's (this one, the test's own).
+            state.bystanders = set(asyncio.all_tasks())
+            try:
+                await self._play(state)
+            finally:
+                await self._stop(state)
+        return SimulationResult(
+            seed=script.seed,
+            steps=len(script.steps),
+            violations=state.violations,
+            counts=dict(state.seen),
+            unchecked=sorted(state.unchecked),
+            events=state.log.events,
+            crashes=state.crashes,
+            crashes_skipped=state.crashes_skipped,
+            fingerprint=state.log.fingerprint,
+            seconds=time.perf_counter() - started,
+            store=self.stores.name,
+        )
+
+    def run_sync(self, script: SimulationScript) -> SimulationResult:
+        return asyncio.run(self.run(script))
+
+    # Setting up ---------------------------------------------------------------------
+
+    def _new_run(self, script: SimulationScript, url: str) -> _Run:
+        clock = VirtualClock(start=START)
+        agents = SimulatedAgents(clock)
+        state = _Run(
+            script=script,
+            url=url,
+            clock=clock,
+            agents=agents,
+            channels=SimulatedChannels(clock),
+            ids=SeededIds(script.seed),
+            config=GatewayConfig.load(script.config),
+        )
+        agents.inspect = lambda request: self._inspect_dispatch(state, request)
+        return state
+
+    async def _open(self, state: _Run) -> None:
+        incarnation = Incarnation(state.incarnation.number + 1)
+        state.incarnation = incarnation
+        state.agents.incarnation = incarnation
+        runtime: AgentRuntime = state.agents
+        if self.wrap_runtime is not None:
+            runtime = self.wrap_runtime(runtime)
+        delivery = state.channels.port(incarnation)
+        if self.wrap_delivery is not None:
+            delivery = self.wrap_delivery(delivery)
+        gateway = await Gateway.open(
+            config=state.config,
+            store=state.url,
+            runtime=runtime,
+            clock=state.clock,
+            delivery=delivery,
+            ids=state.ids,
+        )
+        state.gateway = gateway
+        state.agents.call_tool = gateway.call_tool
+        self._watch_saves(state, gateway, incarnation)
+
+    def _watch_saves(self, state: _Run, gateway: Gateway, incarnation: Incarnation) -> None:
+        """Make the store's saves stop dead at an armed crash point (an event boundary)."""
+        store = gateway.store
+        save = store.save
+
+        def watched_save(*aggregates: Any) -> None:
+            incarnation.check_alive()
+            armed = state.armed
+            if armed is not None:
+                if armed.saved >= armed.after_events:
+                    incarnation.dead = True
+                    incarnation.check_alive()
+                armed.saved += sum(len(getattr(a, "pending_events", ())) for a in aggregates)
+            save(*aggregates)
+
+        store.save = watched_save  # type: ignore[method-assign]
+
+    async def _stop(self, state: _Run) -> None:
+        if state.gateway is not None:
+            await self._kill(state)
+
+    async def _kill(self, state: _Run) -> None:
+        """End the gateway process: every task it started dies, then its store closes.
+
+        Its tasks are cancelled until none is left (``gateway.close()`` alone can wait
+        forever on a task whose ``finally`` waits for a leaked lane slot).
+        """
+        gateway = self._gateway(state)
+        state.incarnation.dead = True
+        for _ in range(KILL_ROUNDS):
+            alive = [task for task in asyncio.all_tasks() if task not in state.bystanders]
+            if not alive:
+                break
+            for task in alive:
+                task.cancel()
+            await asyncio.wait(alive, timeout=0)
+            await self._settle(state)
+        state.calls = []
+        await gateway.close()
+        state.gateway = None
+
+    # Playing ------------------------------------------------------------------------
+
+    async def _play(self, state: _Run) -> None:
+        await self._open(state)
+        gateway = self._gateway(state)
+        for session in state.script.sessions:
+            await gateway.record_message(
+                session.key,
+                role="user",
+                content="hello",
+                channel=session.channel,
+                to=session.to,
+                chat_type=session.chat_type,
+            )
+        self._read_log(state)
+        for index, step in enumerate(state.script.steps):
+            state.step = index
+            await self._take(state, step)
+            await self._settle(state)
+            if state.incarnation.dead:
+                await self._restart(state)
+            self._check_step(state)
+            if state.runaway:
+                return
+            if self.deep_every and (index + 1) % self.deep_every == 0:
+                self._check_deep(state)
+        state.step = None
+        await self._drain(state)
+        if state.runaway:
+            return
+        self._check_step(state)
+        self._check_idle(state)
+        self._check_deep(state)
+
+    def _gateway(self, state: _Run) -> Gateway:
+        assert state.gateway is not None
+        return state.gateway
+
+    async def _take(self, state: _Run, step: Step) -> None:
+        gateway = self._gateway(state)
+        if isinstance(step, Advance):
+            await self._advance(state, step.seconds)
+        elif isinstance(step, ChannelDown):
+            state.channels.take_down(step.channel, step.seconds)
+        elif isinstance(step, Crash):
+            if not self.stores.can_reopen:
+                state.crashes_skipped += 1
+            elif state.armed is None:
+                state.armed = _Armed(step.after_events, step.down_seconds)
+                if step.after_events == 0:
+                    state.incarnation.dead = True
+        elif isinstance(step, Message):
+            self._call(state, gateway.record_message(step.session, role="user", content=step.text))
+        elif isinstance(step, Command):
+            self._call(
+                state,
+                gateway.record_message(
+                    step.session, role="user", content=f"/send {step.mode}", sender_is_owner=True
+                ),
+            )
+        elif isinstance(step, Policy):
+            self._call(state, gateway.patch_session(step.session, sendPolicy=step.send_policy))
+        elif isinstance(step, Send):
+            target = self._target(state, step.target)
+            if target is not None:
+                params = {
+                    "sessionKey": target,
+                    "message": plan_text(step.plan),
+                    "timeoutSeconds": step.wait,
+                }
+                self._tool(state, step.source, "sessions_send", params)
+        elif isinstance(step, Spawn):
+            params = {"task": plan_text(step.plan), "cleanup": step.cleanup}
+            if step.agent is not None:
+                params["agentId"] = step.agent
+            if step.timeout is not None:
+                params["runTimeoutSeconds"] = step.timeout
+            self._tool(state, step.source, "sessions_spawn", params)
+
+    async def _advance(self, state: _Run, seconds: float) -> None:
+        """Move the clock timer by timer, watching for work that never ends on the way
+        (a loop of waiting sends can fill a week of virtual time with hops)."""
+        clock = state.clock
+        target = clock.now() + timedelta(seconds=seconds)
+        start = state.log.position
+        while not state.runaway:
+            due = clock.next_wake()
+            if due is None or due > target:
+                break
+            await clock.advance_to(max(due, clock.now()))
+            await self._settle(state, start)
+            if state.incarnation.dead:
+                return  # the crash point was reached: the process is gone
+        if not state.runaway:
+            await clock.advance_to(target)
+
+    def _target(self, state: _Run, target: str) -> str | None:
+        if not target.startswith("@child:"):
+            return target
+        index = int(target.split(":", 1)[1])
+        try:
+            return state.children[index]
+        except IndexError:
+            return None
+
+    def _call(self, state: _Run, work: Coroutine[Any, Any, Any]) -> None:
+        async def call() -> None:
+            # Bad input (a patch of a closed session, say) is an answer too.
+            with contextlib.suppress(ValueError):
+                await work
+
+        state.calls.append(asyncio.ensure_future(call()))
+
+    def _tool(self, state: _Run, requester: str, tool: str, params: dict[str, Any]) -> None:
+        gateway = self._gateway(state)
+
+        async def call() -> None:
+            result = await gateway.call_tool(requester, tool, params)
+            state.agents.tool_results.append((tool, result))
+
+        state.calls.append(asyncio.ensure_future(call()))
+
+    async def _settle(self, state: _Run, start: int | None = None) -> None:
+        """Run the loop until nothing is runnable (or the step's work never ends)."""
+        loop = asyncio.get_running_loop()
+        ready = getattr(loop, "_ready", None)
+        start = state.log.position if start is None else start
+        quiet = 0
+        for rounds in range(MAX_SETTLE_ROUNDS):
+            await asyncio.sleep(0)
+            if ready is not None and len(ready) == 0:
+                quiet += 1
+            elif ready is None:
+                quiet += 1 if rounds % 50 else 0  # no view of the loop: a fixed number of turns
+            else:
+                quiet = 0
+            if quiet >= 3:
+                break
+            if rounds % 256 == 255 and self._runaway(state, start):
+                return
+        else:
+            state.runaway = True
+            self._violate(
+                state,
+                "runs-end",
+                f"the gateway never goes idle: still busy after {MAX_SETTLE_ROUNDS} turns "
+                "of the event loop with no clock move (a livelock?)",
+            )
+        self._runaway(state, start)
+        for call in state.calls:
+            if call.done() and not call.cancelled() and call.exception() is not None:
+                self._violate(state, "tool-answers", f"a call raised {call.exception()!r}")
+        state.calls = [call for call in state.calls if not call.done()]
+
+    def _runaway(self, state: _Run, start: int) -> bool:
+        if state.runaway or state.gateway is None or state.incarnation.dead:
+            return state.runaway
+        recorded = state.gateway.store.log_position() - start
+        if recorded > self.event_budget:
+            state.runaway = True
+            self._violate(
+                state,
+                "hop-limit",
+                f"work never ends: {recorded} events recorded in one step "
+                f"(a loop of sends with no hop limit?)",
+            )
+        return state.runaway
+
+    async def _restart(self, state: _Run) -> None:
+        """The process died: stop its tasks, keep the clock running, open a new one."""
+        armed = state.armed
+        state.armed = None
+        state.crashes += 1
+        await self._kill(state)
+        if armed is not None and armed.down_seconds:
+            await state.clock.advance(armed.down_seconds)
+        await self._open(state)
+        await self._settle(state)
+
+    async def _drain(self, state: _Run) -> None:
+        """Bring every channel up and run every timer until none is left."""
+        if state.armed is not None:
+            state.incarnation.dead = True
+            await self._settle(state)
+            await self._restart(state)
+        state.channels.all_up()
+        clock = state.clock
+        drain_start = state.log.position
+        for _ in range(MAX_DRAIN_WAKEUPS):
+            await self._settle(state)
+            if state.runaway:
+                return
+            # The event budget is per timer here (draining may fire many), with a total.
+            self._read_log(state)
+            if state.log.position - drain_start > DRAIN_BUDGETS * self.event_budget:
+                state.runaway = True
+                self._violate(
+                    state,
+                    "hop-limit",
+                    f"work never ends: {state.log.position - drain_start} events while "
+                    "draining the timers (a loop of waiting sends with no hop limit?)",
+                )
+                return
+            if state.incarnation.dead:  # never armed now; a dead process is a bug here
+                await self._restart(state)
+            due = clock.next_wake()
+            if due is None:
+                return
+            await clock.advance_to(max(due, clock.now()))
+        self._violate(state, "hop-limit", f"timers still firing after {MAX_DRAIN_WAKEUPS}")
+
+    # Checking -----------------------------------------------------------------------
+
+    def _violate(self, state: _Run, invariant: str, detail: str) -> None:
+        if invariant in self.skip:
+            return
+        # The first few of each kind: one bug tends to break an invariant at every step.
+        state.seen[invariant] += 1
+        if state.seen[invariant] <= VIOLATIONS_KEPT:
+            state.violations.append(Violation(invariant, detail, state.step))
+
+    def _observe(self, state: _Run, observations: list[Observation]) -> None:
+        for observation in observations:
+            self._violate(state, observation.invariant, observation.detail)
+        observations.clear()
+
+    def _read_log(self, state: _Run) -> None:
+        store = self._gateway(state).store
+        for problem in state.log.read(store):
+            kind = "runs-end" if "ended twice" in problem else "exactly-once"
+            self._violate(state, kind, problem)
+
+    def _check_step(self, state: _Run) -> None:
+        self._read_log(state)
+        self._observe(state, state.agents.observations)
+        self._observe(state, state.channels.observations)
+        for tool, result in state.agents.tool_results:
+            error = str(result.get("error", ""))
+            if "internal error" in error:
+                self._violate(state, "tool-answers", f"{tool} answered {error!r}")
+            if tool == "sessions_spawn" and result.get("status") == "accepted":
+                child = result.get("childSessionKey")
+                if isinstance(child, str):
+                    state.children.append(child)
+        state.agents.tool_results.clear()
+        held, capacity = _lane_use(self._gateway(state))
+        if held is None:
+            state.unchecked.add("slots-free")
+        elif not state.runaway:  # a runaway step was cut short: the lane is mid-work
+            running = len(self._gateway(state).store.pending_work("run", ("running",)))
+            if held > running:
+                self._violate(
+                    state,
+                    "slots-free",
+                    f"{held} of {capacity} lane slots held with {running} run(s) running",
+                )
+
+    def _check_idle(self, state: _Run) -> None:
+        store = self._gateway(state).store
+        for kind, statuses, invariant in (
+            ("run", PENDING_RUN, "runs-end"),
+            ("exchange", PENDING_EXCHANGE, "runs-end"),
+            ("spawn", PENDING_SPAWN, "runs-end"),
+        ):
+            for work in store.pending_work(kind, statuses):
+                self._violate(state, invariant, f"{kind} {work.id} still pending at idle")
+        for run in state.log.runs_without_one_outcome():
+            session, step = state.log.runs.get(run, ("?", "?"))
+            count = state.log.outcomes[run]
+            self._violate(
+                state, "runs-end", f"run {run} ({step} in {session}) has {count} outcomes"
+            )
+        held, capacity = _lane_use(self._gateway(state))
+        if held:
+            self._violate(state, "slots-free", f"{held} of {capacity} lane slots held at idle")
+        for key, record in _failed_never_delivered(state).items():
+            self._violate(
+                state,
+                "deliveries-settle",
+                f"delivery {key} to {record.channel} for {record.session_key} failed at "
+                f"{record.at.isoformat()} and was never delivered nor abandoned",
+            )
+
+    def _check_deep(self, state: _Run) -> None:
+        store = self._gateway(state).store
+        assert isinstance(store, EventSourcedStore)
+        log = StoreAuditLog(store)
+        if "read-models" not in self.skip:
+            differences = log.rebuild_and_compare(replace=False)
+            for table, difference in differences.items():
+                if difference.total:
+                    self._violate(
+                        state,
+                        "read-models",
+                        f"table {table} differs from a rebuild: {difference.added} added, "
+                        f"{difference.removed} removed, {difference.changed} changed "
+                        f"({'; '.join(difference.examples[:2])})",
+                    )
+        if "hash-chain" not in self.skip:
+            report = verify(log)
+            for finding in report.findings[:VIOLATIONS_KEPT]:
+                self._violate(state, "hash-chain", str(finding.to_json()))
+
+    def _inspect_dispatch(self, state: _Run, request: RunRequest) -> list[Observation]:
+        """What is wrong with handing this run to an agent now."""
+        gateway = state.gateway
+        if gateway is None:
+            return []
+        found: list[Observation] = []
+        now = state.clock.now()
+        stored = gateway.store.session(request.session_key)
+        if stored is not None and stored.state.status != "active":
+            found.append(
+                Observation(
+                    "closed-sessions",
+                    f"run {request.run_id} ({request.step}) handed to an agent in "
+                    f"{request.session_key}, which is {stored.state.status}",
+                )
+            )
+        work = gateway.store.work(UUID(request.run_id))
+        if work is not None:
+            deadline = _deadline_of(work.created_on, work.state_json)
+            if deadline is not None and now > deadline:
+                found.append(
+                    Observation(
+                        "deadlines",
+                        f"run {request.run_id} ({request.step} in {request.session_key}) "
+                        f"handed to an agent at {now.isoformat()}, past its deadline "
+                        f"{deadline.isoformat()}",
+                    )
+                )
+        plan = read_plan(request.message) if request.step == "primary" else None
+        limit = _max_hops(state.config)
+        if plan is not None and int(plan.get("depth", 1)) > limit + 1:
+            found.append(
+                Observation(
+                    "hop-limit",
+                    f"run {request.run_id} in {request.session_key} is hop "
+                    f"{plan.get('depth')} of a chain (limit {limit})",
+                )
+            )
+        return found
+
+
+def _deadline_of(started: datetime, state_json: str) -> datetime | None:
+    """The run's recorded deadline if it has one (contract decision 16), else its start
+    plus its timeout."""
+    state = json.loads(state_json)
+    for name in ("deadline_ms", "deadline_at", "deadline"):
+        value = state.get(name)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
+        if isinstance(value, str):
+            return datetime.fromisoformat(value)
+    timeout = state.get("timeout_seconds")
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        return None
+    return started + timedelta(seconds=timeout)
+
+
+def _max_hops(config: GatewayConfig) -> int:
+    value = getattr(config.session.agentToAgent, "maxHops", None)
+    return int(value) if isinstance(value, int | float) else DEFAULT_MAX_HOPS
+
+
+def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
+    """Lane slots held now and the lane's size (None when the gateway hides its lane)."""
+    capacity = gateway.config.agents.defaults.maxConcurrent
+    lane = getattr(gateway.runs, "_lane", None)
+    value = getattr(lane, "_value", None)
+    if not isinstance(value, int):
+        return None, capacity
+    return capacity - value, capacity
+
+
+def _failed_never_delivered(state: _Run) -> dict[str, DeliveryRecord]:
+    failed: dict[str, DeliveryRecord] = {}
+    for record in state.channels.attempts:
+        if not record.delivered and record.idempotency_key not in state.channels.delivered:
+            owner = state.log.delivery_owner.get(record.idempotency_key)
+            if owner is None or owner not in state.log.abandoned:
+                failed.setdefault(record.idempotency_key, record)
+    return failed
+
+
+__all__ = ["SeededIds", "Simulation", "SimulationResult"]

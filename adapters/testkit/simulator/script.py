@@ -1,0 +1,219 @@
+"""A simulation script: the world (config, sessions), then a list of steps.
+
+A script is plain JSON, so a failing seed's shrunk script can be saved, read, edited and
+replayed. Every step stands on its own (it names sessions from the fixed world, never
+something an earlier step made, except ``@child:N``, skipped when there is no such
+child), so removing steps while shrinking always leaves a script that runs.
+
+What an agent does in a run is written in the message that starts the run: a *plan*
+(``sim:{...}`` JSON) that the simulated agents read (see ``agents.py``). So a run behaves
+the same wherever and whenever it is dispatched, and a replay is exact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+SCRIPT_VERSION = 1
+
+# Agent behaviour in a plan: how the run ends.
+KINDS = ("ok", "slow", "fail", "hang", "garbage", "empty")
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Message(_Step):
+    """A user's message in a session (no run starts)."""
+
+    op: Literal["message"] = "message"
+    session: str
+    text: str
+
+
+class Send(_Step):
+    """``sessions_send`` from ``source`` (outside any run) into ``target``."""
+
+    op: Literal["send"] = "send"
+    source: str
+    target: str
+    wait: float = Field(ge=0, description="timeoutSeconds: 0 is fire-and-forget")
+    plan: dict[str, Any]
+
+
+class Spawn(_Step):
+    """``sessions_spawn`` from ``source``; the child's task run follows ``plan``."""
+
+    op: Literal["spawn"] = "spawn"
+    source: str
+    agent: str | None = None
+    cleanup: Literal["keep", "delete"] = "keep"
+    timeout: float | None = Field(default=None, ge=0)
+    plan: dict[str, Any]
+
+
+class Policy(_Step):
+    """``sessions.patch {sendPolicy}`` on a session (``None`` clears it)."""
+
+    op: Literal["policy"] = "policy"
+    session: str
+    send_policy: Literal["allow", "deny"] | None
+
+
+class Command(_Step):
+    """An owner's ``/send on|off|inherit`` in a session."""
+
+    op: Literal["command"] = "command"
+    session: str
+    mode: Literal["on", "off", "inherit"]
+
+
+class Advance(_Step):
+    """Move the virtual clock (seconds to weeks), firing what falls due."""
+
+    op: Literal["advance"] = "advance"
+    seconds: float = Field(ge=0)
+
+
+class ChannelDown(_Step):
+    """A chat channel fails every delivery for ``seconds`` from now, then recovers."""
+
+    op: Literal["channel_down"] = "channel_down"
+    channel: str
+    seconds: float = Field(ge=0)
+
+
+class Crash(_Step):
+    """The gateway process dies once ``after_events`` more events are recorded (at once
+    if 0; at the end of the script if never), stays down ``down_seconds`` of clock time,
+    and a new gateway reopens the store. Skipped on memory (it cannot reopen)."""
+
+    op: Literal["crash"] = "crash"
+    after_events: int = Field(ge=0)
+    down_seconds: float = Field(ge=0)
+
+
+Step = Annotated[
+    Message | Send | Spawn | Policy | Command | Advance | ChannelDown | Crash,
+    Field(discriminator="op"),
+]
+_STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
+
+
+class SessionSeed(BaseModel):
+    """A session of the world: opened by one user message before the first step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    channel: str | None = None
+    to: str | None = None
+    chat_type: Literal["direct", "group", "channel"] | None = None
+
+
+class SimulationScriptError(ValueError):
+    """A script file that is not a simulation script; the message says what is wrong."""
+
+
+class SimulationScript(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = SCRIPT_VERSION
+    seed: int
+    config: dict[str, Any]
+    sessions: list[SessionSeed]
+    steps: list[Step]
+
+    def with_steps(self, steps: list[Step]) -> SimulationScript:
+        return self.model_copy(update={"steps": list(steps)})
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, text: str) -> SimulationScript:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SimulationScriptError(f"not JSON: {error}") from None
+        if not isinstance(raw, dict):
+            raise SimulationScriptError(
+                "a script is a JSON object with seed, config, sessions, steps"
+            )
+        if raw.get("version", SCRIPT_VERSION) != SCRIPT_VERSION:
+            raise SimulationScriptError(
+                f"script version {raw.get('version')!r} is not {SCRIPT_VERSION}"
+            )
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
+                for problem in error.errors()[:5]
+            )
+            raise SimulationScriptError(f"invalid script: {problems}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> SimulationScript:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise SimulationScriptError(f"cannot read {path}: {error.strerror}") from None
+        return cls.from_json(text)
+
+
+def parse_steps(raw: list[dict[str, Any]]) -> list[Step]:
+    return _STEPS.validate_python(raw)
+
+
+PLAN_MARK = "sim:"
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """The message text that carries ``plan`` to the agent that runs it."""
+    return PLAN_MARK + json.dumps(plan, sort_keys=True, separators=(",", ":"))
+
+
+def read_plan(*texts: str | None) -> dict[str, Any] | None:
+    """The first plan written in any of ``texts`` (a message, a reply, a context)."""
+    decoder = json.JSONDecoder()
+    for text in texts:
+        if not text:
+            continue
+        at = text.find(PLAN_MARK + "{")
+        if at < 0:
+            continue
+        try:
+            plan, _ = decoder.raw_decode(text, at + len(PLAN_MARK))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(plan, dict):
+            return plan
+    return None
+
+
+__all__ = [
+    "Advance",
+    "ChannelDown",
+    "Command",
+    "Crash",
+    "Message",
+    "Policy",
+    "Send",
+    "SessionSeed",
+    "SimulationScript",
+    "SimulationScriptError",
+    "Spawn",
+    "Step",
+    "parse_steps",
+    "plan_text",
+    "read_plan",
+]

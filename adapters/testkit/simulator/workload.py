@@ -1,0 +1,220 @@
+"""Seeded workloads: the same seed and options always give the same script.
+
+The mix: users' messages, sends (waiting, fire-and-forget, short timeouts) with agents
+that answer, are slow, fail, hang or return garbage, nested sends and spawns made from
+inside turns, forwarding cycles, spawns, policy changes and ``/send`` commands, channels
+that go down and recover, clock jumps of seconds to weeks, and crashes with downtime.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from sessionwire.adapters.testkit.simulator.script import (
+    Advance,
+    ChannelDown,
+    Command,
+    Crash,
+    Message,
+    Policy,
+    Send,
+    SessionSeed,
+    SimulationScript,
+    Spawn,
+    Step,
+)
+
+WORLD: tuple[SessionSeed, ...] = (
+    SessionSeed(key="agent:main:main", channel="whatsapp", to="+15550001", chat_type="direct"),
+    SessionSeed(
+        key="agent:main:discord:group:ops", channel="discord", to="channel:ops", chat_type="group"
+    ),
+    SessionSeed(
+        key="agent:main:discord:group:dev", channel="discord", to="channel:dev", chat_type="group"
+    ),
+    SessionSeed(key="agent:beta:main", channel="telegram", to="@beta", chat_type="direct"),
+    SessionSeed(
+        key="agent:beta:telegram:group:fam",
+        channel="telegram",
+        to="group:fam",
+        chat_type="group",
+    ),
+)
+CHANNELS = ("whatsapp", "discord", "telegram")
+AGENTS = ("main", "beta")
+# A send into "@child:N" goes to the N-th child spawned so far (skipped if none).
+CHILD_TARGETS = ("@child:0", "@child:1", "@child:-1")
+MAX_PLAN_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """How big a workload is and what it may contain."""
+
+    steps: int = 16
+    crashes: bool = True
+    """Crash + reopen steps (only stores that can reopen: SQLite, PostgreSQL)."""
+    cycles: bool = True
+    """Agents forwarding each message round a cycle (ends only with a hop limit)."""
+    nested: bool = True
+    """Sends and spawns made by agents from inside their turns."""
+
+
+def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
+    """The script of ``seed``."""
+    return _Generator(seed, options or WorkloadOptions()).script()
+
+
+class _Generator:
+    def __init__(self, seed: int, options: WorkloadOptions) -> None:
+        self.seed = seed
+        self.options = options
+        self.rng = random.Random(seed)
+        self.plans = 0
+        self.keys = [session.key for session in WORLD]
+
+    def script(self) -> SimulationScript:
+        rng = self.rng
+        config: dict[str, Any] = {
+            "session": {"agentToAgent": {"maxPingPongTurns": rng.choice([0, 1, 2, 5])}},
+            "tools": {"agentToAgent": {"enabled": True, "allow": ["*"]}},
+            "agents": {
+                "defaults": {
+                    "maxConcurrent": rng.choice([1, 2, 4]),
+                    "timeoutSeconds": rng.choice([30, 120, 600]),
+                    "subagents": {"archiveAfterMinutes": rng.choice([1, 60])},
+                },
+                "list": [
+                    {"id": "main", "default": True, "subagents": {"allowAgents": ["*"]}},
+                    {"id": "beta", "subagents": {"allowAgents": ["*"]}},
+                ],
+            },
+        }
+        steps = [self.step() for _ in range(self.options.steps)]
+        return SimulationScript(seed=self.seed, config=config, sessions=list(WORLD), steps=steps)
+
+    def step(self) -> Step:
+        rng = self.rng
+        choices: list[tuple[str, int]] = [
+            ("send", 30),
+            ("message", 6),
+            ("spawn", 12),
+            ("advance", 22),
+            ("policy", 5),
+            ("command", 4),
+            ("channel", 7),
+        ]
+        if self.options.crashes:
+            choices.append(("crash", 6))
+        if self.options.cycles:
+            choices.append(("cycle", 3))
+        names, weights = zip(*choices, strict=True)
+        kind = rng.choices(names, weights)[0]
+        if kind == "send":
+            target = rng.choice(self.keys) if rng.random() > 0.08 else rng.choice(CHILD_TARGETS)
+            return Send(
+                source=rng.choice(self.keys),
+                target=target,
+                wait=self.wait(),
+                plan=self.plan(depth=1),
+            )
+        if kind == "message":
+            return Message(session=rng.choice(self.keys), text=f"note {rng.randrange(1000)}")
+        if kind == "spawn":
+            return Spawn(
+                source=rng.choice(self.keys),
+                agent=rng.choice([None, *AGENTS]),
+                cleanup=rng.choice(["keep", "keep", "delete"]),
+                timeout=rng.choice([None, None, 0, 20, 300]),
+                plan=self.plan(depth=1, calls=False),
+            )
+        if kind == "advance":
+            return Advance(seconds=self.jump())
+        if kind == "policy":
+            return Policy(
+                session=rng.choice(self.keys), send_policy=rng.choice(["allow", "deny", None])
+            )
+        if kind == "command":
+            return Command(session=rng.choice(self.keys), mode=rng.choice(["on", "off", "inherit"]))
+        if kind == "channel":
+            return ChannelDown(
+                channel=rng.choice(CHANNELS), seconds=rng.choice([5, 60, 600, 3600, 6 * 3600])
+            )
+        if kind == "crash":
+            return Crash(
+                after_events=rng.choice([0, 1, 2, 3, 5, 8, 13, 30]),
+                down_seconds=self.jump() if rng.random() < 0.7 else 0,
+            )
+        return self.cycle()
+
+    def wait(self) -> float:
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.45:
+            return 0  # fire and forget
+        if roll < 0.75:
+            return rng.choice([1, 5, 10, 30])
+        return rng.choice([60, 300, 600])
+
+    def jump(self) -> float:
+        """Seconds to weeks, mostly short."""
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.6:
+            return rng.choice([1, 2, 5, 10, 30, 60, 120])
+        if roll < 0.85:
+            return rng.choice([600, 1800, 3600, 3 * 3600, 12 * 3600])
+        return rng.choice([86_400, 3 * 86_400, 7 * 86_400, 14 * 86_400, 30 * 86_400])
+
+    def plan(self, *, depth: int, calls: bool = True) -> dict[str, Any]:
+        rng = self.rng
+        self.plans += 1
+        kind = rng.choices(
+            ["ok", "slow", "fail", "hang", "garbage", "empty"], [55, 17, 8, 7, 7, 6]
+        )[0]
+        plan: dict[str, Any] = {"id": self.plans, "kind": kind, "depth": depth}
+        if kind == "slow":
+            plan["delay"] = rng.choice([1, 5, 30, 120, 900, 3600])
+        plan["pp"] = rng.choice([0, 0, 1, 2, 5])
+        plan["ann"] = rng.choices(["say", "skip", "fail", "hang"], [60, 28, 7, 5])[0]
+        if calls and depth < MAX_PLAN_DEPTH and rng.random() < 0.3 and self.options.nested:
+            plan["calls"] = [self.nested_call(depth) for _ in range(rng.choice([1, 1, 2]))]
+        return plan
+
+    def nested_call(self, depth: int) -> dict[str, Any]:
+        rng = self.rng
+        if rng.random() < 0.7:
+            return {
+                "tool": "send",
+                "target": rng.choice(self.keys),
+                "wait": self.wait(),
+                "plan": self.plan(depth=depth + 1),
+            }
+        return {
+            "tool": "spawn",
+            "agent": rng.choice([None, *AGENTS]),
+            "cleanup": rng.choice(["keep", "delete"]),
+            "plan": self.plan(depth=depth + 1, calls=False),
+        }
+
+    def cycle(self) -> Send:
+        """Agents that forward every message to the next one round a cycle."""
+        rng = self.rng
+        members = rng.sample(self.keys, rng.choice([2, 3]))
+        self.plans += 1
+        plan = {
+            "id": self.plans,
+            "kind": "ok",
+            "depth": 1,
+            "pp": 0,
+            "ann": "skip",
+            "cycle": members,
+            "at": 0,
+            "wait": rng.choice([0, 0, 5, 60]),
+        }
+        return Send(source=members[-1], target=members[0], wait=self.wait(), plan=plan)
+
+
+__all__ = ["WORLD", "WorkloadOptions", "generate"]

@@ -1,0 +1,65 @@
+"""``sessionwire simulate``: seeds, a summary, exit 1 on a broken invariant with a
+shrunk reproduction that ``--replay`` plays again; exit 2 on bad usage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sessionwire import ChannelDelivery, Delivery
+from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.testkit.simulator.agents import SimulatedChannels
+
+
+def test_seeds_that_hold_every_invariant_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--seeds", "2", "--start", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "2 seeds (2..3) on memory: 32 steps" in out
+    assert "0 failed" in out
+
+
+class PostingTwice(ChannelDelivery):
+    """An injected bug: every delivery posted twice by one process."""
+
+    def __init__(self, inner: ChannelDelivery) -> None:
+        self.inner = inner
+
+    async def deliver(self, delivery: Delivery) -> None:
+        await self.inner.deliver(delivery)
+        await self.inner.deliver(delivery)
+
+
+def test_a_failing_seed_exits_1_with_a_replayable_minimal_script(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = SimulatedChannels.port
+    monkeypatch.setattr(SimulatedChannels, "port", lambda self, i: PostingTwice(port(self, i)))
+    code = main(["simulate", "--seeds", "1", "--start", "11", "--save", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "seed 11: FAILED (exactly-once" in out
+    assert "minimal reproduction of [exactly-once] (seed 11, 1 steps" in out
+    saved = tmp_path / "seed-11.json"
+    assert f"replay: sessionwire simulate --replay {saved}" in out
+    assert main(["--json", "simulate", "--replay", str(saved)]) == 1
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["steps"] == 1
+    assert "exactly-once" in replayed["counts"]
+
+
+def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["simulate", "--store", "oracle"]) == 2
+    assert "unknown store 'oracle'" in capsys.readouterr().err
+    assert main(["simulate", "--skip", "nonsense"]) == 2
+    assert "unknown invariant(s) nonsense" in capsys.readouterr().err
+    (tmp_path / "x.json").write_text("{}")
+    assert main(["simulate", "--replay", str(tmp_path / "x.json")]) == 2
+    assert "invalid script" in capsys.readouterr().err
+
+
+def test_the_invariants_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--list-invariants"]) == 0
+    out = capsys.readouterr().out
+    assert "deliveries-settle: a delivery that failed is retried" in out
