@@ -332,3 +332,46 @@ async def test_k14_spawned_by_is_recorded_by_spawns_only(
         assert [row.key for row in spawned.sessions] == [child]
     finally:
         await gw.close()
+
+
+async def test_k5_sessions_list_includes_global_only_when_asked(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """K.3 and K.5: ``sessions.list`` leaves ``global`` out by default; with
+    ``includeGlobal`` and ``limit: 1`` it is the newest row and the only one."""
+    gw, _ = await open_gateway(store_url, clock, REPORT)
+    try:
+        await gw.record_message(MAIN, role="user", content="hi")
+        await clock.advance(5)
+        await gw.record_message("global", role="user", content="hi")
+        methods = GatewayMethods(gw)
+        default = methods.sessions_list(SessionsListMethodParams())
+        assert [row.key for row in default.sessions] == [MAIN]
+        newest = methods.sessions_list(SessionsListMethodParams(includeGlobal=True, limit=1))
+        assert [row.key for row in newest.sessions] == ["global"]
+    finally:
+        await gw.close()
+
+
+async def test_h5_reports_with_different_origins_are_separate_deliveries(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """H.5 and H.6: OpenClaw's collect queue must split a batch whose origins differ. Here
+    every report is its own delivery (decision 13) on the route captured at its spawn
+    (decision 14), so reports finishing together keep their own account ids."""
+    gw, delivery = await open_gateway(store_url, clock, REPORT)
+    try:
+        await gw.record_message(
+            MAIN, role="user", content="a", channel="whatsapp", to="+1555", account_id="acct-a"
+        )
+        await gw.call_tool(MAIN, "sessions_spawn", {"task": "first"})
+        await gw.record_message(
+            MAIN, role="user", content="b", channel="whatsapp", to="+1555", account_id="acct-b"
+        )
+        await gw.call_tool(MAIN, "sessions_spawn", {"task": "second"})
+        await gw.wait_idle()
+        await clock.advance(30)  # both children end at the same moment
+        await gw.wait_idle()
+        assert sorted(report["accountId"] for report in sent(delivery)) == ["acct-a", "acct-b"]
+    finally:
+        await gw.close()
