@@ -375,3 +375,39 @@ async def test_h5_reports_with_different_origins_are_separate_deliveries(
         assert sorted(report["accountId"] for report in sent(delivery)) == ["acct-a", "acct-b"]
     finally:
         await gw.close()
+
+
+async def test_i2_a_spawn_in_flight_at_a_restart_reports_once_to_its_origin(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """I.2: after a restart the unfinished spawn still reports, once, to the requester's
+    route recorded at spawn (OpenClaw reloads it from ``runs.json``; here it is in the log)."""
+    if store_url == "memory":
+        pytest.skip("a memory store does not survive its gateway")
+    gw, before = await open_gateway(store_url, clock, REPORT)
+    try:
+        await gw.record_message(
+            MAIN, role="user", content="go", channel=" whatsapp ", to="+1555", account_id="kev"
+        )
+        await gw.call_tool(MAIN, "sessions_spawn", {"task": "research", "runTimeoutSeconds": 600})
+        await gw.wait_idle()
+        await clock.advance(10)  # the child is still working when the gateway stops
+    finally:
+        await gw.close()
+    assert sent(before) == []
+
+    await clock.advance(20)
+    gw, after = await open_gateway(store_url, clock, REPORT)
+    try:
+        await gw.wait_idle()
+        await clock.advance(60)
+        await gw.wait_idle()
+        (report,) = sent(after)
+        assert (report["channel"], report["to"], report["accountId"]) == (
+            "whatsapp",
+            "+1555",
+            "kev",
+        )
+        assert "the findings" in report["message"]
+    finally:
+        await gw.close()
