@@ -30,7 +30,13 @@ pass_options = click.make_pass_decorator(CliOptions)
 
 
 @click.command("simulate")
-@click.option("--seeds", default=100, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--seeds",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="how many seeds to play, from --start on",
+)
 @click.option("--start", default=0, show_default=True, type=int, help="the first seed")
 @click.option(
     "--store",
@@ -39,7 +45,13 @@ pass_options = click.make_pass_decorator(CliOptions)
     show_default=True,
     help="memory, sqlite, sqlite:///DIR, postgres or a postgresql:// URL (a fresh store per seed)",
 )
-@click.option("--steps", default=16, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--steps",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="steps in each seed's workload",
+)
 @click.option("--skip", multiple=True, help="an invariant not to check (repeat)")
 @click.option(
     "--replay",
