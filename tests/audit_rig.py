@@ -11,6 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 QUICK = [
@@ -115,3 +117,15 @@ def verify_json(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, dict
     code, out, err = run_cli(capsys, "--store", url, "--json", "audit", "verify")
     assert out, err
     return code, json.loads(out)
+
+
+def stored_contents(url: str) -> tuple[list[Any], dict[str, list[tuple[object, ...]]]]:
+    """The stored log (positions, bytes, chain) and the read-model rows of a store."""
+    store = EventSourcedStore(
+        url, kind_of=lambda state: GatewayConfig().key_rules.kind(state.key, state.chat_type)
+    )
+    try:
+        log = list(StoreAuditLog(store).stored_records(stop=10**9))
+        return log, store.read_model_snapshot()
+    finally:
+        store.close()

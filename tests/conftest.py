@@ -124,3 +124,18 @@ def event_store(store_url: str, config: GatewayConfig) -> Iterator[EventSourcedS
     opened = open_event_store(store_url, config)
     yield opened
     opened.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A source store and an empty one to import into (SQLite, PostgreSQL)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/source.db", f"sqlite:///{tmp_path}/copy.db"
+        return
+    import psycopg
+
+    source = str(request.getfixturevalue("postgres_url"))
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield source, f"{POSTGRES_URL}?schema={schema}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -4,46 +4,13 @@ empty store as the same log (positions, bytes, chain) and the same read models."
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from audit_rig import populate, run_cli, verify_json
-from postgres_server import POSTGRES_URL
+from audit_rig import populate, run_cli, stored_contents, verify_json
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.store.audit import StoreAuditLog
-from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.domain.session import session_uuid
 from sessionwire.testing import VirtualClock
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A source store and an empty one to import into."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/source.db", f"sqlite:///{tmp_path}/copy.db"
-        return
-    import psycopg
-
-    source = str(request.getfixturevalue("postgres_url"))
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield source, f"{POSTGRES_URL}?schema={schema}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def contents(url: str) -> tuple[list[Any], dict[str, list[tuple[object, ...]]]]:
-    """The stored log (positions, bytes, chain) and the read-model rows of a store."""
-    store = EventSourcedStore(
-        url, kind_of=lambda state: GatewayConfig().key_rules.kind(state.key, state.chat_type)
-    )
-    try:
-        log = list(StoreAuditLog(store).stored_records(stop=10**9))
-        return log, store.read_model_snapshot()
-    finally:
-        store.close()
 
 
 async def test_an_export_imports_as_the_same_store(
@@ -63,8 +30,8 @@ async def test_an_export_imports_as_the_same_store(
     code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "import", str(exported))
     assert code == 0, err
 
-    source_log, source_models = contents(source)
-    copy_log, copy_models = contents(copy)
+    source_log, source_models = stored_contents(source)
+    copy_log, copy_models = stored_contents(copy)
     assert json.loads(out)["imported"] == len(source_log) > 10
     assert copy_log == source_log
     assert copy_models == source_models
@@ -154,7 +121,7 @@ async def test_a_cut_off_or_garbled_file_imports_nothing(
     assert code == 2
     assert "cannot read" in err
 
-    assert contents(copy)[0] == []  # nothing half-imported: a good file still goes in
+    assert stored_contents(copy)[0] == []  # nothing half-imported: a good file still goes in
     whole = tmp_path / "whole.jsonl"
     whole.write_text(out)
     assert run_cli(capsys, "--store", copy, "audit", "import", str(whole))[0] == 0
@@ -170,7 +137,7 @@ def test_import_refuses_a_store_that_holds_events(
     code, _, err = run_cli(capsys, "--store", store, "audit", "import", str(exported))
     assert code == 2
     assert "already holds events; import only into an empty store" in err
-    assert len(contents(store)[0]) == 2
+    assert len(stored_contents(store)[0]) == 2
 
 
 def test_a_session_export_needs_a_valid_key(

@@ -7,45 +7,18 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_rig import populate, run_cli
+from audit_rig import populate, run_cli, stored_contents
 from conftest import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.store.audit import StoreAuditLog
-from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.domain.hash_chain import GENESIS, RecordContent, log_hash, stream_hash
 from sessionwire.testing import VirtualClock
 
 Line = dict[str, Any]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A populated source store's URL and an empty one to import into."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/source.db", f"sqlite:///{tmp_path}/copy.db"
-        return
-    import psycopg
-
-    source = str(request.getfixturevalue("postgres_url"))
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield source, f"{POSTGRES_URL}?schema={schema}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def stored(url: str) -> tuple[list[Any], dict[str, list[tuple[object, ...]]]]:
-    store = EventSourcedStore(
-        url, kind_of=lambda state: GatewayConfig().key_rules.kind(state.key, state.chat_type)
-    )
-    try:
-        return list(StoreAuditLog(store).stored_records(stop=10**9)), store.read_model_snapshot()
-    finally:
-        store.close()
 
 
 async def exported(capsys: pytest.CaptureFixture[str], url: str, clock: VirtualClock) -> list[Line]:
@@ -146,7 +119,7 @@ async def test_a_crafted_topic_is_never_imported_as_a_module(
     assert f"line {len(crafted) - 1}:" in output
     assert "this:s" in output
     assert "nothing was imported" in output
-    assert stored(copy) == ([], stored(copy)[1])
+    assert stored_contents(copy) == ([], stored_contents(copy)[1])
     assert import_file(capsys, copy, write(tmp_path / "good.jsonl", lines))[0] == 0
 
 
@@ -201,7 +174,7 @@ async def test_hashes_deleted_or_altered_are_refused_at_their_line(
             name,
             output,
         )
-    assert stored(copy)[0] == []
+    assert stored_contents(copy)[0] == []
     assert import_file(capsys, copy, write(tmp_path / "good.jsonl", lines))[0] == 0
 
 
@@ -213,7 +186,7 @@ async def test_a_failed_import_leaves_the_store_as_it_was(
 ) -> None:
     source, copy = urls
     lines = await exported(capsys, source, clock)
-    empty = stored(copy)
+    empty = stored_contents(copy)
     # Correctly chained, so only loading the events can find them wrong: a message
     # whose state is not a message, and an event for a stream that was never opened.
     broken = {
@@ -231,14 +204,14 @@ async def test_a_failed_import_leaves_the_store_as_it_was(
         assert code == 1, (name, output)
         assert f"line {len(crafted) - 1}:" in output, (name, output)
         assert "nothing was imported" in output
-        assert stored(copy) == empty, name
+        assert stored_contents(copy) == empty, name
 
     # Still a store like any other: written, rebuilt, and imported into.
     assert run_cli(capsys, "--store", copy, "audit", "rebuild", "--check")[0] == 0
     gateway = await Gateway.open(config=GatewayConfig(), store=copy, clock=clock)
     await gateway.record_message("main", role="user", content="a store after all")
     await gateway.close()
-    assert stored(copy)[0] != []
+    assert stored_contents(copy)[0] != []
     fresh = copy.replace("copy.db", "fresh.db") if copy.startswith("sqlite") else None
     target = fresh or copy
     if fresh is None:
@@ -249,4 +222,4 @@ async def test_a_failed_import_leaves_the_store_as_it_was(
             connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     code, output = import_file(capsys, target, write(tmp_path / "good.jsonl", lines))
     assert code == 0, output
-    assert stored(target) == stored(source)
+    assert stored_contents(target) == stored_contents(source)
