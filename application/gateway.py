@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from sessionwire.application.audit.auditor import Auditor
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
+from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.library_logging import library_logger
@@ -368,6 +369,10 @@ class GatewayService:
     def timeline(self, session_key: str) -> Timeline:
         """Every event of the session and of the runs, exchanges and spawns it took part in."""
         return Auditor(self.store, self.rules).timeline(session_key)
+
+    def trace(self, trace_id: str) -> Trace:
+        """The chain of a trace: who caused what, as a tree in causal order."""
+        return Auditor(self.store, self.rules).trace(trace_id)
 
     async def wait_idle(self) -> None:
         """Return once every started run, exchange and announce has settled.

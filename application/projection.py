@@ -81,9 +81,22 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)
+    trace_id = getattr(event, "trace_id", None)
+    if trace_id:
+        # The same index answers "which streams belong to this trace" (audit trace).
+        unique[trace_index_key(trace_id)] = None
     return [
         StreamMember(session_key=key, stream_id=event.originator_id, kind=kind) for key in unique
     ]
+
+
+TRACE_KEY_PREFIX = "trace:"
+"""Index rows under ``trace:<traceId>`` list a trace's streams. Canonical session keys
+start with ``agent:`` (or are a reserved word), so the two never meet in the one index."""
+
+
+def trace_index_key(trace_id: str) -> str:
+    return f"{TRACE_KEY_PREFIX}{trace_id}"
 
 
 @dataclass

@@ -72,6 +72,11 @@ class Provenance(Immutable):
             shown["runId"] = self.run_id
         if self.trace_id:
             shown["traceId"] = self.trace_id
+        # Additive to decision 18: the run that caused the writing run, and its hop.
+        if self.parent_run_id:
+            shown["parentRunId"] = self.parent_run_id
+        if self.hops is not None:
+            shown["hops"] = self.hops
         return shown
 
 

@@ -11,7 +11,7 @@ from sessionwire.adapters.cli.audit_integrity import (
     rebuild_command,
     verify_command,
 )
-from sessionwire.adapters.cli.audit_replay import state, timeline
+from sessionwire.adapters.cli.audit_replay import state, timeline, trace
 
 
 @click.group()
@@ -25,3 +25,4 @@ audit.add_command(import_command)
 audit.add_command(rebuild_command)
 audit.add_command(timeline)
 audit.add_command(state)
+audit.add_command(trace)

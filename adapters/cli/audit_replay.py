@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import click
-from sessionwire.adapters.cli.audit_views import state_view, timeline_view
+from sessionwire.adapters.cli.audit_views import state_view, timeline_view, trace_view
 from sessionwire.adapters.cli.context import EXIT_USAGE, CliOptions, fail
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.application.audit.auditor import Auditor
@@ -52,6 +52,19 @@ def timeline(options: CliOptions, key: str, as_json: bool) -> int:
     return options.show(found.model_dump(mode="json"), timeline_view)
 
 
+@click.command()
+@click.argument("trace_id")
+@json_option
+@pass_options
+def trace(options: CliOptions, trace_id: str, as_json: bool) -> int:
+    """The chain of TRACE_ID: who caused what (runs, sends, spawns, announces,
+    deliveries), as a tree in causal order."""
+    options.as_json = options.as_json or as_json
+    with recorded_store(options) as auditor:
+        found = auditor.trace(trace_id)
+    return options.show(found.model_dump(mode="json"), trace_view)
+
+
 def _instant(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text)
@@ -80,4 +93,4 @@ def state(
     return options.show(found.model_dump(mode="json"), state_view)
 
 
-__all__ = ["recorded_store", "state", "store_alone", "timeline"]
+__all__ = ["recorded_store", "state", "store_alone", "timeline", "trace"]

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 from sessionwire.adapters.cli.terminal_views import message_text, when
 
 KIND_STYLES = {
@@ -54,6 +55,24 @@ def chain_cell(entry: dict[str, Any]) -> Text:
         f"{trace[:8]} / {parent[:8] if parent else '-'} / {hops if hops is not None else '-'}",
         style="dim",
     )
+
+
+def trace_view(result: dict[str, Any]) -> RenderableType:
+    """The trace as a tree: each stream under the one that caused it, with its events."""
+    nodes = result["nodes"]
+    root = Tree(Text(f"trace {result['trace_id']}: {len(nodes)} stream(s)", style="bold"))
+    branches: dict[str | None, Tree] = {None: root}
+    for node in nodes:
+        label = Text(f"{node['kind']} {node['id'][:8]}", style=KIND_STYLES[node["kind"]])
+        hop = f" hop {node['hops']}" if node.get("hops") is not None else ""
+        label.append(f"  {node['session_key']}{hop}", style="dim")
+        branch = branches.get(node["parent_id"], root).add(label)
+        for entry in node["entries"]:
+            line = Text(f"#{entry['position']} {entry['timestamp'][11:23]}  ", style="dim")
+            line.append(entry["summary"])  # recorded text, never markup
+            branch.add(line)
+        branches[node["id"]] = branch
+    return root
 
 
 ROW_FIELDS = (

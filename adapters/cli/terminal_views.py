@@ -52,12 +52,34 @@ def sessions_table(result: dict[str, Any], width: int | None = None) -> Renderab
     return table
 
 
+def provenance_text(provenance: dict[str, Any] | None) -> str:
+    """Who wrote a line and in which chain, short: ``a2a from KEY · trace 1a2b… run 3c4d…
+    parent 5e6f… hop 2`` (empty fields left out)."""
+    if not provenance:
+        return ""
+    parts = [provenance.get("kind", "?")]
+    if provenance.get("sessionKey"):
+        parts.append(f"from {provenance['sessionKey']}")
+    chain = [
+        f"{label} {provenance[name][:8]}"
+        for label, name in (("trace", "traceId"), ("run", "runId"), ("parent", "parentRunId"))
+        if provenance.get(name)
+    ]
+    if provenance.get("hops") is not None:
+        chain.append(f"hop {provenance['hops']}")
+    return " ".join(parts) + (" · " + " ".join(chain) if chain else "")
+
+
 def history_view(result: dict[str, Any]) -> RenderableType:
     lines: list[RenderableType] = [Text(f"history of {result['sessionKey']}:", style="bold")]
     for message in result["messages"]:
         line = Text(f"  {when(message.get('timestamp'))}  ")
         line.append(f"{message['role']:<10}", style="cyan")
         line.append(message_text(message))
+        source = provenance_text(message.get("provenance"))
+        if source:
+            # Who caused the line: the writer, its trace, its run, the run's cause, hop.
+            line.append(f"  [{source}]", style="dim")
         lines.append(line)
     if result.get("truncated"):
         lines.append(Text("  (older messages or long text truncated)", style="dim"))

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sessionwire.application.audit.state import SessionAsOf, session_as_of
 from sessionwire.application.audit.timeline import Timeline, session_timeline
+from sessionwire.application.audit.trace import Trace, trace_chain
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import KeyRules
 
@@ -30,3 +31,8 @@ class Auditor:
     def timeline(self, session_key: str) -> Timeline:
         """Every event of the session and of the runs, exchanges and spawns it took part in."""
         return session_timeline(self.store, self.rules.canonical(session_key))
+
+    def trace(self, trace_id: str) -> Trace:
+        """The chain of trace ``trace_id``: its runs, exchanges, spawns, refusals and
+        deliveries, each under the one that caused it."""
+        return trace_chain(self.store, trace_id.strip())

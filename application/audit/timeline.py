@@ -72,7 +72,7 @@ def session_timeline(store: Store, key: str) -> Timeline:
     members: dict[UUID, str] = {session_id: "session", **indexed}
     chains: dict[UUID, Chain] = {}
     entries = [
-        _entry(position, event, cast(Kind, members[event.originator_id]), chains)
+        timeline_entry(position, event, cast(Kind, members[event.originator_id]), chains)
         for position, event in store.streams_events(list(members))
     ]
     return Timeline(key=key, entries=entries)
@@ -89,10 +89,10 @@ def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
             if not joined:
                 continue
             kind = members[event.originator_id] = cast(Kind, joined[0].kind)
-        yield _entry(position, event, kind, chains)
+        yield timeline_entry(position, event, kind, chains)
 
 
-def _entry(
+def timeline_entry(
     position: int, event: DomainEvent, kind: Kind, chains: dict[UUID, Chain]
 ) -> TimelineEntry:
     # An aggregate's chain is on its first event; a transcript line's on its provenance.

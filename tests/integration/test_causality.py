@@ -224,13 +224,16 @@ async def test_history_says_who_wrote_each_line(store_url: str, clock: VirtualCl
         run_id = sent["runId"]
         (announce,) = started_runs(gw, "announce")
         announce_id = str(announce.originator_id)
+        first = {"runId": run_id, "traceId": run_id, "hops": 1}
+        # The announce step answers the primary run: that run is its parent.
+        announce = {"runId": announce_id, "traceId": run_id, "parentRunId": run_id, "hops": 1}
         assert provenance == [
             {"kind": "user"},  # recorded from outside: no run, no chain
-            {"kind": "a2a", "sessionKey": OPERATOR, "runId": run_id, "traceId": run_id},
-            {"kind": "agent", "sessionKey": A, "runId": run_id, "traceId": run_id},
+            {"kind": "a2a", "sessionKey": OPERATOR, **first},
+            {"kind": "agent", "sessionKey": A, **first},
             # The exchange's announce step: the gateway's prompt, then what is posted.
-            {"kind": "system", "runId": announce_id, "traceId": run_id},
-            {"kind": "announce", "sessionKey": A, "runId": announce_id, "traceId": run_id},
+            {"kind": "system", **announce},
+            {"kind": "announce", "sessionKey": A, **announce},
         ]
     finally:
         await gw.close()
