@@ -85,6 +85,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
     if trace_id:
         # The same index answers "which streams belong to this trace" (audit trace).
         unique[trace_index_key(trace_id)] = None
+    if kind == "refusal":
+        unique[REFUSALS_KEY] = None  # every refusal, for the console's refusals page
     return [
         StreamMember(session_key=key, stream_id=event.originator_id, kind=kind) for key in unique
     ]
@@ -93,6 +95,9 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
 TRACE_KEY_PREFIX = "trace:"
 """Index rows under ``trace:<traceId>`` list a trace's streams. Canonical session keys
 start with ``agent:`` (or are a reserved word), so the two never meet in the one index."""
+
+
+REFUSALS_KEY = "refusals:all"
 
 
 def trace_index_key(trace_id: str) -> str:

@@ -58,6 +58,10 @@ COMMANDS = {
     "config": LazyCommand(
         f"{CLI}.config:config_group", "Check an OpenClaw-shaped JSON5 config file."
     ),
+    "console": LazyCommand(
+        f"{CLI}.console_command:console_command",
+        "Serve the read-only web console alone, on loopback (operator token required).",
+    ),
     "demo": LazyCommand(
         f"{CLI}.demo.command:demo",
         "Play a scripted team of agents on the store and show each event as it is recorded.",

@@ -75,6 +75,7 @@ FAILED_ATTEMPTS_WINDOW_SECONDS = 60.0
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 LIST_EVERYTHING = SessionsListMethodParams()
 SESSION_HEADER = "X-Sessionwire-Session"
+CONSOLE_PREFIX = "/console"
 
 log = library_logger("sessionwire.http")
 
@@ -201,6 +202,12 @@ class FailedAttempts:
         self.by_client.setdefault(client, []).append(self.now())
 
 
+def is_console_path(path: str) -> bool:
+    """The console's pages: it checks tokens itself (a browser sends a cookie, not a
+    bearer header), operators only; bodies are still bounded here."""
+    return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
+
+
 def bearer_token(headers: dict[bytes, bytes]) -> str | None:
     """The token of an ``Authorization: Bearer`` header, decoded as UTF-8."""
     value = headers.get(b"authorization")
@@ -242,7 +249,7 @@ class Gatekeeper:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if scope["path"] not in PUBLIC_PATHS:
+        if scope["path"] not in PUBLIC_PATHS and not is_console_path(scope["path"]):
             client = scope["client"][0] if scope.get("client") else "unknown"
             wait = self.attempts.retry_after(client)
             if wait is not None:
@@ -338,9 +345,11 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     attempts: FailedAttempts | None = None,
     body_read_seconds: float = BODY_READ_SECONDS,
+    console: bool = True,
 ) -> FastAPI:
     """The HTTP gateway over ``gateway`` for callers presenting one of ``tokens`` (a lone
-    string is one operator token) as a bearer token."""
+    string is one operator token) as a bearer token; the read-only web console under
+    ``/console`` (docs/console.md) unless ``console`` is False."""
     if isinstance(tokens, str):
         if not tokens.strip():
             raise ValueError("the HTTP gateway needs a non-empty token")
@@ -595,11 +604,18 @@ def create_app(
         with refusals():
             return await methods_for(grant).agent_wait(params)
 
+    attempts = attempts or FailedAttempts()
+    if console:
+        # Imported here: the console's templates load only where it is served.
+        from sessionwire.adapters.console.app import create_console
+
+        # The console checks its own tokens (a header or its login cookie; operators only).
+        app.mount("/console", create_console(gateway.store, gateway.config, tokens, attempts))
     app.add_middleware(
         Gatekeeper,
         tokens=tokens,
         limit=max_body_bytes,
-        attempts=attempts or FailedAttempts(),
+        attempts=attempts,
         read_seconds=body_read_seconds,
     )
     return app

@@ -25,7 +25,11 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_locks import SessionLocks
-from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import (
+    SessionPage,
+    SessionQuery,
+    StoredSession,
+)
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, Replay, project
@@ -232,6 +236,16 @@ class EventSourcedStore(Store):
     def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
         with self.reading() as cursor:
             return self.read_model.list_sessions(cursor, query)
+
+    def session_page(self, page: SessionPage) -> list[StoredSession]:
+        with self.reading() as cursor:
+            return self.read_model.session_page(cursor, page)
+
+    def recent_work(
+        self, kind: str, *, limit: int, status: str | None = None, before: int | None = None
+    ) -> list[tuple[int, StoredWork]]:
+        with self.reading() as cursor:
+            return self.read_model.recent_work(cursor, kind, limit, status, before)
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self.backend.session_lock(key)

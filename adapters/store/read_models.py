@@ -13,7 +13,11 @@ from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
-from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import (
+    SessionPage,
+    SessionQuery,
+    StoredSession,
+)
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.session import SessionState
@@ -248,6 +252,54 @@ class SqlReadModel:
         )
         return [stored_session(found) for found in cursor.fetchall()]
 
+    def session_page(self, cursor: Cursor, page: SessionPage) -> list[StoredSession]:
+        m = self.m
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("status", page.status), ("kind", page.kind)):
+            if value is not None:
+                where.append(f"{column} = {m}")
+                params.append(value)
+        if page.agent_id is not None:
+            where.append(f"agent_id = {m}")
+            params.append(page.agent_id)
+        if page.search:
+            pattern = "%" + escape_like(page.search.lower()) + "%"
+            where.append(
+                f"(key LIKE {m} ESCAPE '!' OR LOWER(COALESCE(label, '')) LIKE {m} ESCAPE '!')"
+            )
+            params += [pattern, pattern]
+        if page.after is not None:
+            # Keyset paging in the index's order (updated_at DESC, key).
+            where.append(f"(updated_at < {m} OR (updated_at = {m} AND key > {m}))")
+            params += [page.after[0], page.after[0], page.after[1]]
+        params.append(page.limit)
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        cursor.execute(
+            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} {condition}"
+            f"ORDER BY updated_at DESC, key LIMIT {m}",
+            params,
+        )
+        return [stored_session(found) for found in cursor.fetchall()]
+
+    def recent_work(
+        self, cursor: Cursor, kind: str, limit: int, status: str | None, before: int | None
+    ) -> list[tuple[int, StoredWork]]:
+        m = self.m
+        where, params = [f"kind = {m}"], list[Any]([kind])
+        if status is not None:
+            where.append(f"status = {m}")
+            params.append(status)
+        if before is not None:
+            where.append(f"position < {m}")
+            params.append(before)
+        cursor.execute(
+            f"SELECT position, {WORK_COLUMNS} FROM {self.work_table} "
+            f"WHERE {' AND '.join(where)} ORDER BY position DESC LIMIT {m}",
+            (*params, limit),
+        )
+        return [(int(found["position"]), stored_work(found)) for found in cursor.fetchall()]
+
     def work(self, cursor: Cursor, aggregate_id: UUID) -> StoredWork | None:
         cursor.execute(
             f"SELECT {WORK_COLUMNS} FROM {self.work_table} WHERE id = {self.m}",
@@ -307,6 +359,11 @@ class SqlReadModel:
             "work": work,
             "session_streams": members,
         }
+
+
+def escape_like(text: str) -> str:
+    """``text`` matched literally inside a LIKE pattern (``!`` is the escape character)."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 def _column_names() -> Sequence[str]:

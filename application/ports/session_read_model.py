@@ -42,6 +42,24 @@ class SessionQuery:
     exclude_keys: frozenset[str] = field(default_factory=frozenset)
 
 
+@dataclass(frozen=True)
+class SessionPage:
+    """One page of sessions for people browsing (the console), newest first.
+
+    Paging is by keyset: ``after`` is the (updatedAt, key) of the last row of the page
+    before, so a page costs the same at row 100,000 as at row 1.
+    """
+
+    limit: int
+    status: str | None = "active"
+    """None: every status."""
+    kind: str | None = None
+    agent_id: str | None = None
+    search: str | None = None
+    """A piece of the key or of the label, any case."""
+    after: tuple[int, str] | None = None
+
+
 class SessionReadModel(ABC):
     @abstractmethod
     def session(self, key: str) -> StoredSession | None:
@@ -66,6 +84,10 @@ class SessionReadModel(ABC):
     @abstractmethod
     def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
         """Active sessions, newest ``updatedAt`` first, filtered, then limited."""
+
+    @abstractmethod
+    def session_page(self, page: SessionPage) -> list[StoredSession]:
+        """Sessions of any status, newest ``updatedAt`` first (then key), filtered."""
 
     @abstractmethod
     def agent_ids(self) -> list[str]:

@@ -44,3 +44,10 @@ class WorkQueue(ABC):
     @abstractmethod
     def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
         """Work of one kind in one of ``statuses``, in the order it was created."""
+
+    @abstractmethod
+    def recent_work(
+        self, kind: str, *, limit: int, status: str | None = None, before: int | None = None
+    ) -> list[tuple[int, StoredWork]]:
+        """Work of one kind, newest first, each with its creation position; ``before``
+        pages on from a position (keyset)."""

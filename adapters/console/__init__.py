@@ -1,0 +1,1 @@
+"""The read-only web console (docs/console.md, docs/adr/0018-console.md)."""

@@ -1,0 +1,244 @@
+"""The read-only web console: server-rendered pages over a store (docs/console.md).
+
+``create_console(store, config, tokens)`` builds the ASGI app that ``serve`` mounts at
+``/console`` and ``sessionwire console`` serves alone. It never writes: every route is a
+GET but the login form. Only operator tokens open it (ADR 0014): from an
+``Authorization: Bearer`` header, or from the HttpOnly, SameSite=Strict cookie the login
+form sets (``/console/login``; ``?token=`` on that page logs in from a link, as the one
+``sessionwire console`` prints, then redirects so the token leaves the address bar).
+Failed attempts count against the same per-client limit as the API's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from importlib.resources import files
+from typing import Any
+from urllib.parse import parse_qs, quote
+from uuid import UUID
+
+import jinja2
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from sessionwire.adapters.console import page_data
+from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
+from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.application.audit.verify import verify
+from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.ports.store import Store
+from sessionwire.domain.keys import InvalidSessionKey
+
+COOKIE = "sessionwire_console"
+LOGIN_BODY_BYTES = 8192
+STATUSES = ("active", "archived", "deleted")
+RUN_STATUSES = ("queued", "running", "ok", "error", "timeout")
+# The console's pages hold no script; styles and images come from the console itself.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class FailedLogins:
+    """What the console needs of the API's failed-attempt counter."""
+
+    def retry_after(self, client: str) -> int | None:
+        return None
+
+    def failed(self, client: str) -> None:
+        return None
+
+
+def _when(millis: int | None) -> str:
+    if millis is None:
+        return "-"
+    return datetime.fromtimestamp(millis / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for block in content or []:
+        if block.get("type") == "text":
+            pieces.append(str(block.get("text", "")))
+        elif block.get("type") in {"toolCall", "tool_use"}:
+            pieces.append(f"[tool call {block.get('name', '')}]")
+    return "\n".join(pieces)
+
+
+def _environment() -> jinja2.Environment:
+    templates = files("sessionwire.adapters.console") / "templates"
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        autoescape=True,  # every recorded text is escaped
+    )
+    environment.filters["when"] = _when
+    environment.filters["text"] = _text
+    environment.filters["q"] = lambda value: quote(str(value), safe="")
+    return environment
+
+
+def create_console(
+    store: Store,
+    config: GatewayConfig,
+    tokens: TokenSet,
+    attempts: Any | None = None,
+) -> FastAPI:
+    """The console over ``store``; mount it at ``/console`` (its links assume so)."""
+    templates = _environment()
+    limiter = attempts if attempts is not None else FailedLogins()
+    rules = config.key_rules
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    static = files("sessionwire.adapters.console") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+
+    def render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
+        html = templates.get_template(name).render(base="/console", rules=rules, **context)
+        return HTMLResponse(html, status_code=code, headers=SECURITY_HEADERS)
+
+    def granted(request: Request) -> bool:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        presented = token.strip() if scheme.lower() == "bearer" else None
+        presented = presented or request.cookies.get(COOKIE)
+        grant = tokens.grant_for(presented)
+        return grant is not None and grant.is_operator
+
+    @app.middleware("http")
+    async def gate(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        path = request.url.path.removeprefix(request.scope.get("root_path", ""))
+        if path in {"/login", "/static/console.css"} or granted(request):
+            return await call_next(request)
+        client = request.client.host if request.client else "unknown"
+        if request.headers.get("authorization") or request.cookies.get(COOKIE):
+            limiter.failed(client)
+        return RedirectResponse("/console/login", status_code=303, headers=SECURITY_HEADERS)
+
+    def log_in(token: str, client: str) -> Response:
+        grant = tokens.grant_for(token)
+        if grant is None or not grant.is_operator:
+            limiter.failed(client)
+            message = "That token does not open the console (an operator token is needed)."
+            return render("login.html", code=401, message=message)
+        response = RedirectResponse("/console/", status_code=303, headers=SECURITY_HEADERS)
+        response.set_cookie(
+            COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=8 * 3600
+        )
+        return response
+
+    @app.get("/login", response_class=HTMLResponse)
+    async def login_page(request: Request, token: str | None = None) -> Response:
+        client = request.client.host if request.client else "unknown"
+        wait = limiter.retry_after(client)
+        if wait is not None:
+            return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
+        if token:
+            return log_in(token, client)
+        return render("login.html", message=None)
+
+    @app.post("/login")
+    async def login_form(request: Request) -> Response:
+        client = request.client.host if request.client else "unknown"
+        wait = limiter.retry_after(client)
+        if wait is not None:
+            return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > LOGIN_BODY_BYTES:
+                return render("login.html", code=413, message="The form was too large.")
+        token = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
+        return log_in(token, client)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def sessions(
+        q: str | None = None,
+        status: str = "active",
+        kind: str | None = None,
+        agent: str | None = None,
+        after: str | None = None,
+    ) -> Response:
+        chosen = status if status in STATUSES else None
+        found = page_data.sessions_page(
+            store,
+            search=q,
+            status=chosen,
+            kind=kind or None,
+            agent_id=agent or None,
+            after=after,
+        )
+        filters = {"q": q or "", "status": status, "kind": kind or "", "agent": agent or ""}
+        return render(
+            "sessions.html",
+            page=found,
+            filters=filters,
+            statuses=STATUSES,
+            kinds=("main", "group", "cron", "hook", "node", "other"),
+            agents=store.agent_ids(),
+            more_query="&".join(f"{k}={quote(v, safe='')}" for k, v in filters.items() if v),
+        )
+
+    @app.get("/sessions/{key:path}", response_class=HTMLResponse)
+    async def session(key: str) -> Response:
+        try:
+            canonical = rules.canonical(key)
+        except InvalidSessionKey as error:
+            return render("missing.html", code=404, what=str(error))
+        detail = page_data.session_detail(store, config, canonical)
+        if detail is None:
+            return render("missing.html", code=404, what=f"Session not found: {canonical}")
+        return render("session.html", detail=detail)
+
+    @app.get("/exchanges/{exchange_id}", response_class=HTMLResponse)
+    async def exchange(exchange_id: str) -> Response:
+        try:
+            first, entries = page_data.exchange_entries(store, UUID(exchange_id))
+        except (ValueError, LookupError):
+            return render("missing.html", code=404, what=f"Exchange not found: {exchange_id}")
+        data = first.data
+        title = f"Exchange {data['requester_key']} → {data['target_key']}"
+        svg = sequence_svg(exchange_sequence(entries), title)
+        return render("exchange.html", first=first, entries=entries, svg=svg, title=title)
+
+    @app.get("/traces/{trace_id}", response_class=HTMLResponse)
+    async def trace(trace_id: str) -> Response:
+        found = page_data.trace_of(store, trace_id)
+        if found is None:
+            return render("missing.html", code=404, what=f"Trace not found: {trace_id}")
+        return render("trace.html", trace=found, children=page_data.tree_children(found))
+
+    @app.get("/runs", response_class=HTMLResponse)
+    async def runs(status: str | None = None, before: int | None = None) -> Response:
+        chosen = status if status in RUN_STATUSES else None
+        rows, next_before = page_data.runs_page(store, status=chosen, before=before)
+        return render(
+            "runs.html",
+            rows=rows,
+            next_before=next_before,
+            status=chosen or "",
+            statuses=RUN_STATUSES,
+        )
+
+    @app.get("/refusals", response_class=HTMLResponse)
+    async def refusals() -> Response:
+        return render("refusals.html", entries=page_data.refusals(store))
+
+    @app.get("/store", response_class=HTMLResponse)
+    async def integrity(check: bool = False) -> Response:
+        # Verifying reads the whole log: only when asked, never on a page load.
+        report = verify(StoreAuditLog(store)) if check else None  # type: ignore[arg-type]
+        return render("store.html", report=report, location=getattr(store, "location", ""))
+
+    return app

@@ -1,0 +1,181 @@
+"""The web console's pages, in process (the browser tests are in tests/e2e).
+
+Through ``serve``'s app (create_app mounts the console at /console) on a store with
+something of everything (console_scenario): who may open it, what each page shows,
+and that it shows a transcript masked while the log keeps every byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from console_scenario import MAIN, OPS, SECRET, SESSION_TOKEN, TOKEN, Recorded, record_scenario
+from fastapi.testclient import TestClient
+from sessionwire import Gateway
+from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.http.tokens import TokenSet
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Recorded]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('console')}/store.db"
+    return url, asyncio.run(record_scenario(url))
+
+
+@pytest.fixture
+def client(recorded: tuple[str, Recorded]) -> Iterator[TestClient]:
+    url, _ = recorded
+    tokens = TokenSet.from_data(
+        {
+            "tokens": [
+                {"token": TOKEN, "role": "operator"},
+                {"token": SESSION_TOKEN, "session": "main"},
+            ]
+        }
+    )
+
+    async def opened() -> Gateway:
+        return await Gateway.open(store=url)
+
+    loop = asyncio.new_event_loop()
+    gateway = loop.run_until_complete(opened())
+    try:
+        with TestClient(create_app(gateway, tokens)) as test_client:
+            yield test_client
+    finally:
+        loop.run_until_complete(gateway.close())
+        loop.close()
+
+
+def words(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_only_an_operator_opens_the_console(client: TestClient) -> None:
+    anonymous = client.get("/console/", follow_redirects=False)
+    assert anonymous.status_code == 303
+    assert anonymous.headers["location"] == "/console/login"
+    bound = client.get(
+        "/console/", headers={"Authorization": f"Bearer {SESSION_TOKEN}"}, follow_redirects=False
+    )
+    assert bound.status_code == 303, "a session's token does not open the operator's view"
+    refused = client.post("/console/login", content=f"token={SESSION_TOKEN}")
+    assert refused.status_code == 401
+    assert "operator token is needed" in refused.text
+    # The API beside it still wants its bearer token.
+    assert client.get("/v1/tools").status_code == 401
+
+
+def test_the_login_form_sets_a_strict_http_only_cookie(client: TestClient) -> None:
+    answer = client.post(
+        "/console/login",
+        content=f"token={TOKEN}",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303
+    cookie = answer.headers["set-cookie"].lower()
+    assert "httponly" in cookie
+    assert "samesite=strict" in cookie
+    assert "path=/console" in cookie
+    page = client.get("/console/")
+    assert page.status_code == 200
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_sessions_are_paged_filtered_and_searched(client: TestClient) -> None:
+    first = client.get("/console/", headers=AUTH)
+    keys = re.findall(r'href="/console/sessions/([^"]+)"', first.text)
+    assert len(keys) == 50
+    after = re.search(r'rel="next" href="([^"]+)"', first.text)
+    assert after is not None
+    second = client.get(after.group(1).replace("&amp;", "&"), headers=AUTH)
+    more = re.findall(r'href="/console/sessions/([^"]+)"', second.text)
+    assert more
+    assert not set(keys) & set(more), "a row is on one page only"
+    assert len(set(keys) | set(more)) == len(keys) + len(more)
+
+    searched = client.get("/console/", params={"q": "GROUP:OPS"}, headers=AUTH)
+    assert re.findall(r'href="/console/sessions/([^"]+)"', searched.text) == [
+        "agent%3Amain%3Adiscord%3Agroup%3Aops"
+    ]
+    crons = client.get("/console/", params={"kind": "cron", "q": "job-0"}, headers=AUTH)
+    found = re.findall(r'href="/console/sessions/agent%3Amain%3Acron%3Ajob-0(\d)"', crons.text)
+    assert sorted(found) == [str(n) for n in range(10)]
+
+
+def test_a_transcript_shows_provenance_and_masks_secrets(
+    client: TestClient, recorded: tuple[str, Recorded]
+) -> None:
+    _, ids = recorded
+    page = client.get(f"/console/sessions/{OPS}", headers=AUTH)
+    assert page.status_code == 200
+    assert SECRET not in page.text
+    assert "api_key=[redacted:api-key]" in page.text
+    text = words(page.text)
+    assert f"a2a from {MAIN} · trace {ids.trace_id[:8]}" in text
+    assert f'href="/console/traces/{ids.trace_id}"' in page.text
+    assert "Policy refusals" in text
+    assert "sessions_history by agent:main:discord:group:ops refused" in text
+
+
+def test_the_log_keeps_the_secret_the_console_masks(recorded: tuple[str, Recorded]) -> None:
+    url, _ = recorded
+    path = Path(url.removeprefix("sqlite:///"))
+    assert SECRET.encode() in path.read_bytes()
+
+
+def test_an_exchange_is_drawn_as_a_sequence_diagram(client: TestClient) -> None:
+    session = client.get(f"/console/sessions/{OPS}", headers=AUTH).text
+    (exchange,) = set(re.findall(r'href="(/console/exchanges/[0-9a-f-]+)"', session))
+    page = client.get(exchange, headers=AUTH)
+    svg = re.search(r"<svg.*?</svg>", page.text, re.S)
+    assert svg is not None
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg.group(0))
+    assert labels[:3] == [MAIN, OPS, "discord channel:ops"]
+    steps = labels[3:]
+    assert steps[:4] == [
+        "deploy?",
+        "deploying now",
+        "turn 1: no, thanks",
+        "turn 2: done, anything else?",
+    ]
+    assert "failed: ConnectionError: channel unreachable" in steps
+    assert steps[-1] == "attempt 2 delivered"
+    assert 'role="img"' in svg.group(0)
+    assert "<title" in svg.group(0)
+
+
+def test_the_spawn_tree_runs_refusals_and_verify_status(
+    client: TestClient, recorded: tuple[str, Recorded]
+) -> None:
+    _, ids = recorded
+    tree = words(client.get(f"/console/traces/{ids.spawn_trace_id}", headers=AUTH).text)
+    assert "spawn agent:main:subagent:" in tree
+    assert "subagent_task run queued" in tree
+    runs = words(client.get("/console/runs", headers=AUTH).text)
+    assert "subagent_announce ok" in runs
+    assert "primary ok" in runs
+    assert "No runs." in words(client.get("/console/runs?status=error", headers=AUTH).text)
+    refusals = words(client.get("/console/refusals", headers=AUTH).text)
+    assert "agent_to_agent (tools.agentToAgent.enabled)" in refusals
+    before = words(client.get("/console/store", headers=AUTH).text)
+    assert "Verify the store now" in before
+    verified = words(client.get("/console/store?check=true", headers=AUTH).text)
+    assert re.search(r"Clean: \d+ event\(s\) checked", verified)
+
+
+def test_unknown_things_are_404(client: TestClient) -> None:
+    for path in (
+        "/console/sessions/agent:main:nobody",
+        "/console/exchanges/not-a-uuid",
+        "/console/exchanges/00000000-0000-0000-0000-000000000000",
+        "/console/traces/nope",
+    ):
+        assert client.get(path, headers=AUTH).status_code == 404, path
