@@ -53,7 +53,16 @@ def _short(text: str | None) -> str:
 def exchange_sequence(entries: list[TimelineEntry]) -> Sequence:
     """The steps of one exchange, from its entries and its deliveries' (log order)."""
     requester = target = ""
-    channel = "channel"
+    # Where the announce goes, known once a delivery names it; an announce that failed
+    # before anything was queued names no channel.
+    channel = next(
+        (
+            f"{entry.data['channel']} {entry.data['to']}"
+            for entry in entries
+            if entry.event in {"AnnounceDelivered", "DeliveryQueued"}
+        ),
+        "channel",
+    )
     steps: list[Step] = []
     for entry in entries:
         data: dict[str, Any] = entry.data
@@ -80,12 +89,10 @@ def exchange_sequence(entries: list[TimelineEntry]) -> Sequence:
         elif event == "AnnounceReplied":
             steps.append(Note(f"announce reply: {_short(data.get('reply'))}"))
         elif event == "AnnounceDelivered":
-            channel = f"{data['channel']} {data['to']}"
             steps.append(Arrow(target, channel, _short(data["message"]), "delivery"))
         elif event == "AnnounceFailed":
             steps.append(Arrow(target, channel, f"failed: {_short(data['error'])}", "failure"))
         elif event == "DeliveryQueued":
-            channel = f"{data['channel']} {data['to']}"
             steps.append(Note(f"queued for retry: {_short(data['message'])}"))
         elif event == "DeliveryAttemptFailed":
             label = f"attempt {data['attempt']} failed: {_short(data['error'])}"
@@ -105,7 +112,7 @@ def sequence_svg(sequence: Sequence, title: str) -> str:
     names = sequence.participants or ["(none)"]
     x = {name: MARGIN + i * COLUMN for i, name in enumerate(names)}
     width = MARGIN * 2 + COLUMN * (len(names) - 1)
-    height = HEAD + ROW * (len(sequence.steps) + 1)
+    height = HEAD + ROW * len(sequence.steps) + 24
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="sequence" role="img" '
         f'aria-labelledby="seq-title seq-desc" width="{width}" height="{height}" '

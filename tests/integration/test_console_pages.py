@@ -147,6 +147,9 @@ def test_an_exchange_is_drawn_as_a_sequence_diagram(client: TestClient) -> None:
         "turn 2: done, anything else?",
     ]
     assert "failed: ConnectionError: channel unreachable" in steps
+    failed = re.search(r'<g class="arrow failure"><line x1="(\d+)"[^>]*x2="(\d+)"', svg.group(0))
+    assert failed is not None
+    assert int(failed.group(2)) > int(failed.group(1)), "the failed announce points at the channel"
     assert steps[-1] == "attempt 2 delivered"
     assert 'role="img"' in svg.group(0)
     assert "<title" in svg.group(0)
