@@ -182,3 +182,22 @@ def test_unknown_things_are_404(client: TestClient) -> None:
         "/console/traces/nope",
     ):
         assert client.get(path, headers=AUTH).status_code == 404, path
+
+
+def test_every_page_docs_console_names_is_served(
+    client: TestClient, recorded: tuple[str, Recorded]
+) -> None:
+    """docs/console.md's table of pages stays true: each path answers, placeholders
+    filled in with things the store holds."""
+    _, ids = recorded
+    page = (Path(__file__).resolve().parents[2] / "docs" / "console.md").read_text()
+    paths = re.findall(r"^\| [^|]+ \| `(/console/[^`]*)` \|", page, re.MULTILINE)
+    assert len(paths) == 7
+    session = client.get(f"/console/sessions/{OPS}", headers=AUTH).text
+    exchange = re.search(r'href="/console/exchanges/([0-9a-f-]+)"', session)
+    assert exchange is not None
+    filled = {"KEY": OPS, "ID": exchange.group(1), "TRACE_ID": ids.trace_id}
+    for path in paths:
+        for placeholder, value in filled.items():
+            path = re.sub(rf"/{placeholder}$", f"/{value}", path)
+        assert client.get(path, headers=AUTH).status_code == 200, path
