@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
-from sessionwire.application.ports.session_read_model import SessionQuery
+from sessionwire.application.ports.session_read_model import SessionPage, SessionQuery
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.session import Session, session_uuid, to_millis
 from sessionwire.domain.transcript import Role, TranscriptMessage
@@ -114,3 +114,33 @@ def test_a_transcript_is_the_last_messages_oldest_first(event_store: Store) -> N
     assert texts(3, include_tools=False) == ["m2", "m3", "m4"]
     assert texts(100, include_tools=False) == [f"m{n}" for n in range(5)]
     assert event_store.transcript(uuid4(), limit=5, include_tools=True) == []
+
+
+def test_a_session_page_is_keyset_paged_filtered_and_searched(event_store: Store) -> None:
+    keys = [f"agent:main:s{n:02d}" for n in range(7)]
+    for n, key in enumerate(keys):
+        _save(event_store, key, at=NOW + timedelta(minutes=n // 2), label=f"Team_{n}%")
+    archived = _save(event_store, "agent:ops:old", at=NOW, label="team_x")
+    archived.archive(reason="done", at=NOW + timedelta(hours=1))
+    event_store.save(archived)
+    # Newest first, then by key; page after page by the last row's (updatedAt, key).
+    newest_first = sorted(keys, key=lambda k: (-(int(k[-2:]) // 2), k))
+    seen: list[str] = []
+    after = None
+    while True:
+        page = event_store.session_page(SessionPage(limit=3, after=after))
+        if not page:
+            break
+        seen += [s.state.key for s in page]
+        after = (page[-1].state.updated_at, page[-1].state.key)
+    assert seen == newest_first
+    # Any status; an agent; a piece of the key or label, any case, % and _ taken literally.
+    every = event_store.session_page(SessionPage(limit=20, status=None))
+    assert "agent:ops:old" in {s.state.key for s in every}
+    ops = event_store.session_page(SessionPage(limit=20, status=None, agent_id="ops"))
+    assert [s.state.key for s in ops] == ["agent:ops:old"]
+    found = event_store.session_page(SessionPage(limit=20, search="TEAM_3%"))
+    assert [s.state.key for s in found] == ["agent:main:s03"]
+    assert event_store.session_page(SessionPage(limit=20, search="team_%x")) == []
+    by_key = event_store.session_page(SessionPage(limit=20, search="S0"))
+    assert len(by_key) == 7

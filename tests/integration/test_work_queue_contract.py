@@ -68,3 +68,17 @@ def test_pending_work_is_one_kind_in_those_statuses_in_creation_order(event_stor
     assert [w.id for w in event_store.pending_work("run", ("ok",))] == [done.id]
     exchanges = event_store.pending_work("exchange", ("open",))
     assert [w.to_aggregate(Exchange, ExchangeState).id for w in exchanges] == [exchange.id]
+
+
+def test_recent_work_is_newest_first_paged_by_position(event_store: Store) -> None:
+    runs = [_run(event_store, minute=m) for m in range(5)]
+    runs[1].dispatch(at=NOW)
+    runs[1].complete(reply="ok", usage=None, model=None, at=NOW)
+    event_store.save(runs[1])
+    newest = event_store.recent_work("run", limit=3)
+    assert [work.id for _, work in newest] == [r.id for r in reversed(runs)][:3]
+    older = event_store.recent_work("run", limit=3, before=newest[-1][0])
+    assert [work.id for _, work in older] == [runs[1].id, runs[0].id]
+    done = event_store.recent_work("run", limit=10, status="ok")
+    assert [work.id for _, work in done] == [runs[1].id]
+    assert event_store.recent_work("exchange", limit=10) == []
