@@ -266,7 +266,8 @@ class SqlReadModel:
         if page.search:
             pattern = "%" + escape_like(page.search.lower()) + "%"
             where.append(
-                f"(key LIKE {m} ESCAPE '!' OR LOWER(COALESCE(label, '')) LIKE {m} ESCAPE '!')"
+                f"(key LIKE {m} ESCAPE '!' "
+                f"OR (label IS NOT NULL AND LOWER(label) LIKE {m} ESCAPE '!'))"
             )
             params += [pattern, pattern]
         if page.after is not None:
