@@ -61,7 +61,7 @@ class Trace(BaseModel):
 def trace_chain(store: Store, trace_id: str) -> Trace:
     """The trace ``trace_id``; LookupError when the store has no stream in it."""
     indexed = store.session_streams(trace_index_key(trace_id))
-    ids = list(indexed) if indexed else _scanned_ids(store, trace_id)
+    ids = list(indexed) if indexed is not None else _scanned_ids(store, trace_id)
     if not ids:
         raise LookupError(f"Trace not found: {trace_id}")
     events = store.streams_events(ids)
@@ -77,9 +77,7 @@ def trace_chain(store: Store, trace_id: str) -> Trace:
 
 
 def _scanned_ids(store: Store, trace_id: str) -> list[UUID]:
-    """A store recorded before the trace index: one pass over the log (rebuild fills it)."""
-    if store.session_streams(trace_index_key(trace_id)) is not None:
-        return []
+    """A store recorded before the timeline index: one pass over the log (rebuild fills it)."""
     return [
         event.originator_id
         for _, event in store.events()
