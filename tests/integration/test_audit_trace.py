@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from audit_rig import RawStore, run_cli
 from sessionwire import Gateway
 from sessionwire.adapters.cli.main import main
 from sessionwire.application.audit.trace import Trace, trace_chain
@@ -155,3 +156,22 @@ def test_sessions_history_says_who_caused_each_line(
     table = capsys.readouterr().out
     assert f"a2a from {A} · trace {trace_id[:8]}" in table
     assert f"parent {trace_id[:8]} hop 2" in table
+
+
+async def test_a_store_without_trace_rows_gets_them_from_audit_rebuild(
+    tmp_path: Path, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/old.db"
+    gw, trace_id = await chain_of_three(url, clock)
+    expected = gw.trace(trace_id)
+    await gw.close()
+    # As recorded before the trace rows: the sessions' index rows only.
+    RawStore(url).run(("DELETE FROM sw_session_streams WHERE session_key LIKE 'trace:%'", ()))
+    capsys.readouterr()
+    assert main(["--store", url, "audit", "trace", trace_id]) == 1
+
+    code, out, err = run_cli(capsys, "--store", url, "--json", "audit", "rebuild")
+    assert code == 1, err  # the live index lacked rows the log implies: now it has them
+    assert '"session_streams"' in out
+    assert main(["--store", url, "--json", "audit", "trace", trace_id]) == 0
+    assert json.loads(capsys.readouterr().out) == expected.model_dump(mode="json")
