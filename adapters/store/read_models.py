@@ -271,8 +271,9 @@ class SqlReadModel:
             )
             params += [pattern, pattern]
         if page.after is not None:
-            # Keyset paging in the index's order (updated_at DESC, key).
-            where.append(f"(updated_at < {m} OR (updated_at = {m} AND key > {m}))")
+            # Keyset paging in the index's order (updated_at DESC, key). The first term
+            # bounds the index range (an OR alone made SQLite walk the index from the top).
+            where.append(f"updated_at <= {m} AND (updated_at < {m} OR key > {m})")
             params += [page.after[0], page.after[0], page.after[1]]
         params.append(page.limit)
         condition = f"WHERE {' AND '.join(where)} " if where else ""
