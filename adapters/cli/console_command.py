@@ -77,6 +77,8 @@ def console_command(
         listener.bind((host, port))
     except OSError as error:
         fail(f"cannot listen on {host}:{port}: {error.strerror}", EXIT_USAGE)
+    # Listening before the address is printed: a browser opened at once queues, not refused.
+    listener.listen(128)
     bound = listener.getsockname()[1]
     with options.store_alone() as (store, config):
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)

@@ -21,7 +21,6 @@ from uuid import UUID
 import jinja2
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
 from sessionwire.adapters.console import page_data
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
 from sessionwire.adapters.http.tokens import TokenSet
@@ -99,8 +98,7 @@ def create_console(
     limiter = attempts if attempts is not None else FailedLogins()
     rules = config.key_rules
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-    static = files("sessionwire.adapters.console") / "static"
-    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    stylesheet = (files("sessionwire.adapters.console") / "static" / "console.css").read_bytes()
 
     def render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
         html = templates.get_template(name).render(base="/console", rules=rules, **context)
@@ -137,6 +135,12 @@ def create_console(
             COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=8 * 3600
         )
         return response
+
+    @app.get("/static/console.css", include_in_schema=False)
+    async def console_css() -> Response:
+        # Served from the package itself (read once): the one file the pages link to.
+        headers = {**SECURITY_HEADERS, "Cache-Control": "max-age=3600"}
+        return Response(stylesheet, media_type="text/css", headers=headers)
 
     @app.get("/login", response_class=HTMLResponse)
     async def login_page(request: Request, token: str | None = None) -> Response:

@@ -114,6 +114,9 @@ def test_sessions_page_pages_and_searches(logged_in: tuple[Any, str, Recorded]) 
     browser.get(base)
     rows = browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
     assert len(rows) == 50
+    # The stylesheet is served and applied (the header's dark band).
+    header = browser.find_element(By.TAG_NAME, "header")
+    assert header.value_of_css_property("background-color") == "rgba(16, 42, 67, 1)"
     assert accessibility_problems(browser) == []
     browser.find_element(By.CSS_SELECTOR, "a[rel=next]").click()
     more = browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")

@@ -68,6 +68,10 @@ def test_only_an_operator_opens_the_console(client: TestClient) -> None:
     refused = client.post("/console/login", content=f"token={SESSION_TOKEN}")
     assert refused.status_code == 401
     assert "operator token is needed" in refused.text
+    # The stylesheet is the one thing served to anyone (the login page needs it).
+    css = client.get("/console/static/console.css")
+    assert css.status_code == 200
+    assert css.headers["content-type"].startswith("text/css")
     # The API beside it still wants its bearer token.
     assert client.get("/v1/tools").status_code == 401
 
