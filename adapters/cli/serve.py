@@ -29,6 +29,7 @@ from sessionwire.adapters.cli.runtime_option import (
     runtime_option,
 )
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.ports.telemetry import combined
@@ -179,6 +180,8 @@ def serve(
                 log_config=None,
                 timeout_keep_alive=IDLE_TIMEOUT_SECONDS,
                 limit_concurrency=MAX_CONNECTIONS,
+                # Headers sent byte by byte, forever, would hold a connection forever.
+                http=header_deadline(),
             )
         )
         click.echo(
