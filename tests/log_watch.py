@@ -9,8 +9,8 @@ the code: every token digested (the configured ones in clear and every token a c
 presents, wrong guesses included, through ``token_digest``) and every API key a runtime
 reads. At the end of the session no kept line may contain one.
 
-Out of process (servers the e2e tests start) logs go to the child's stderr; the tests that
-start them check those themselves.
+Servers the e2e tests start with ``live_http.serve_process`` log to their stderr: it joins
+the watch when they stop (``note_output``), with the token they were given.
 """
 
 from __future__ import annotations
@@ -69,6 +69,16 @@ def watching(function: Callable[..., Any], watch: LogWatch, *, result: bool) -> 
         return value
 
     return watched
+
+
+def note_output(text: str, *, secrets: list[str | None]) -> None:
+    """A child process's log (a server the e2e tests started) joins the watch, with the
+    secrets it was given."""
+    if installed is None:
+        return
+    installed.lines.extend(text.splitlines())
+    for secret in secrets:
+        installed.secret(secret)
 
 
 installed: LogWatch | None = None

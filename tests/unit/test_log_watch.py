@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 import structlog
 from log_watch import LogWatch
 from sessionwire.application.library_logging import library_logger
@@ -48,3 +49,12 @@ def test_every_token_the_code_digests_is_watched() -> None:
         log_watch.installed.secrets
     )
     assert log_watch.installed in logging.getLogger().handlers
+
+
+def test_a_child_process_log_joins_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import log_watch
+
+    watch = LogWatch()
+    monkeypatch.setattr(log_watch, "installed", watch)
+    log_watch.note_output(f"INFO started\nERROR token={SECRET}\n", secrets=[SECRET, None])
+    assert watch.leaks() == [(SECRET, f"ERROR token={SECRET}")]
