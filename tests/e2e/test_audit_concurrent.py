@@ -1,5 +1,7 @@
-"""The chain keeps one global order when several processes write to one store at once:
-each save reads the chain's head under the writers' lock (ADR 0008)."""
+"""The chain keeps one global order when several processes write to one store: at once on
+PostgreSQL (each save reads the chain's head under the writers' lock, ADR 0008), in turn
+on SQLite, which admits one writer per file at a time (decision 20: a second one is
+refused, tests/integration/test_sqlite_reader_writes.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,7 @@ WRITER = """
 import sys
 from sessionwire import SyncGateway
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# One writer per SQLite file resumes work (decision 20): on SQLite both only record.
-with SyncGateway.open(store=url, resume=not url.startswith("sqlite:")) as gateway:
+with SyncGateway.open(store=url) as gateway:
     for number in range(count):
         # A session both processes write to, and one of each process's own.
         gateway.record_message("main", role="user", content=f"{name} {number}")
@@ -36,18 +37,24 @@ def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
 def test_two_processes_writing_at_once_leave_a_chain_that_verifies(
     capsys: pytest.CaptureFixture[str], url: str
 ) -> None:
-    writers = [
-        subprocess.Popen(
+    def start(name: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
             [sys.executable, "-c", WRITER, url, name, str(PER_PROCESS)],
             cwd=ROOT,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name in ("a", "b")
-    ]
-    for writer in writers:
+
+    def finish(writer: subprocess.Popen[str]) -> None:
         _, stderr = writer.communicate(timeout=300)
         assert writer.returncode == 0, stderr
+
+    if url.startswith("sqlite:"):
+        for name in ("a", "b"):  # one writer at a time
+            finish(start(name))
+    else:
+        for writer in [start(name) for name in ("a", "b")]:
+            finish(writer)
 
     code, report = verify_json(capsys, url)
     assert report["findings"] == []
