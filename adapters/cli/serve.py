@@ -207,12 +207,14 @@ def serve(
 
 
 def otel_spans() -> Any:
-    """``--otel``: spans over OTLP, or a clear exit 2 without the extra installed."""
+    """``--otel``: spans over OTLP, or a clear exit 2 without the extra installed (the
+    API alone may be there: FastAPI brings it; the SDK and the exporter come with it)."""
     try:
         from sessionwire.adapters.telemetry.otel import otlp_telemetry
-    except ImportError:
-        fail("--otel needs OpenTelemetry: pip install 'sessionwire[otel]'", EXIT_USAGE)
-    try:
+
         return otlp_telemetry()
     except ImportError:
-        fail("--otel needs the OTLP exporter: pip install 'sessionwire[otel]'", EXIT_USAGE)
+        fail(
+            "--otel needs the OpenTelemetry SDK and OTLP exporter: pip install 'sessionwire[otel]'",
+            EXIT_USAGE,
+        )

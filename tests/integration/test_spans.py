@@ -2,10 +2,11 @@
 exporter: one span per run and per tool call with the GenAI attributes, every run of a
 chain in the one OTel trace derived from our traceId, a tool call made during a run's
 turn a child of the run's span. Without telemetry nothing of OpenTelemetry or Prometheus
-is imported."""
+is imported (a plain gateway; the HTTP server's FastAPI brings the OTel API itself)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -170,3 +171,40 @@ def test_without_telemetry_neither_library_is_imported() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_serve_otel_without_the_extra_exits_2_saying_what_to_install(tmp_path: Any) -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["opentelemetry.sdk"] = None  # as if sessionwire[otel] were not installed
+        from sessionwire.adapters.cli.main import main
+        sys.argv = ["sessionwire", "--store", sys.argv[1], "serve", "--otel"]
+        raise SystemExit(main())
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, f"sqlite:///{tmp_path}/s.db"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "SESSIONWIRE_TOKEN": "a-token-for-the-otel-test-0123456789"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "--otel needs the OpenTelemetry SDK and OTLP exporter: pip install" in result.stderr
+
+
+def test_otlp_spans_name_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sessionwire.adapters.telemetry.otel import otlp_telemetry
+
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    default = otlp_telemetry()
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway-eu")
+    named = otlp_telemetry()
+    try:
+        assert default.provider.resource.attributes["service.name"] == "sessionwire"  # type: ignore[union-attr]
+        assert named.provider.resource.attributes["service.name"] == "gateway-eu"  # type: ignore[union-attr]
+    finally:
+        default.shutdown()
+        named.shutdown()
