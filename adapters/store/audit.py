@@ -24,11 +24,13 @@ from sessionwire.application.ports.audit_log import (
     ImportRejected,
     LoadedRecord,
     LogBounds,
+    SealedHead,
     StoredRecord,
     TableDifference,
 )
 from sessionwire.application.projection import Replay, ReplayFailed
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink
 from sessionwire.domain.run import Run, RunState
@@ -93,6 +95,23 @@ class StoreAuditLog(AuditLog):
                 stop,
             ),
         )
+
+    def sealed_head(self, size: int | None = None) -> SealedHead | None:
+        with self._reading() as cursor:
+            found = self.chain.sealed_head(cursor, size)
+        return None if found is None else SealedHead(*found)
+
+    def stream_heads(self, head: SealedHead) -> list[StreamHead]:
+        with self._reading() as cursor:
+            return sort_heads(self.chain.stream_heads(cursor, head.position))
+
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._writing() as cursor:
+            self.chain.record_checkpoint(cursor, checkpoint)
+
+    def checkpoints(self, *, limit: int = 1) -> list[Checkpoint]:
+        with self._reading() as cursor:
+            return self.chain.checkpoints(cursor, limit=limit)
 
     def decode(self, record: StoredRecord) -> DomainEvent:
         content = record.content

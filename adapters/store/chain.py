@@ -15,6 +15,7 @@ from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
+from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import GENESIS, ChainLink, RecordContent, chain
 
 PAGE = 1_000
@@ -28,6 +29,8 @@ class LogTables:
     events: str
     position: str  # SQLite: the implicit rowid; PostgreSQL: the notification_id column
     chain: str
+    checkpoints: str
+    serial_key: str  # an id column numbered by the database
     id_type: str  # the chain's originator id column type (the events table's own)
     blob_type: str
     key_type: str
@@ -45,6 +48,8 @@ def sqlite_tables() -> LogTables:
         events="stored_events",
         position="rowid",
         chain="sw_chain",
+        checkpoints="sw_checkpoints",
+        serial_key="INTEGER PRIMARY KEY",
         id_type="TEXT",
         blob_type="BLOB",
         key_type="INTEGER",
@@ -59,6 +64,8 @@ def postgres_tables(schema: str, events_table: str) -> LogTables:
         events=f'"{schema}"."{events_table}"',
         position="notification_id",
         chain=f'"{schema}".sw_chain',
+        checkpoints=f'"{schema}".sw_checkpoints',
+        serial_key="BIGSERIAL PRIMARY KEY",
         id_type="uuid",
         blob_type="bytea",
         key_type="BIGINT",
@@ -93,6 +100,16 @@ class SqlChain:
             f"log_hash {t.blob_type} NOT NULL)",
             f"CREATE UNIQUE INDEX IF NOT EXISTS sw_chain_stream ON {t.chain} "
             "(originator_id, originator_version)",
+        ]
+
+    def checkpoint_statements(self) -> list[str]:
+        """The signed checkpoints (ADR 0016 §3): a table of their own, never rewritten."""
+        t = self.t
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t.checkpoints} (id {t.serial_key}, "
+            f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
+            f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
+            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL)"
         ]
 
     # Writes ---------------------------------------------------------------------------
@@ -131,7 +148,88 @@ class SqlChain:
                 ),
             )
 
+    def record_checkpoint(self, cursor: Cursor, checkpoint: Checkpoint) -> None:
+        m = self.t.marker
+        statement = checkpoint.statement
+        cursor.execute(
+            f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
+            f"public_key, signature) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            (
+                statement.log_size,
+                statement.log_hash,
+                statement.heads_root,
+                statement.time,
+                statement.key_id,
+                checkpoint.public_key,
+                checkpoint.signature,
+            ),
+            **self.write_options,
+        )
+
     # Reads ----------------------------------------------------------------------------
+
+    def sealed_head(self, cursor: Cursor, size: int | None = None) -> tuple[int, bytes, int] | None:
+        """The sealed log's head (or its head when it held ``size`` records): (size, log
+        hash, position of its last record), or None for a log with no chain or fewer
+        records. Chain v1: every chain row is sealed, in notification-id order. (The one
+        place that knows how the log is sealed: ADR 0016 §2.)"""
+        t, m = self.t, self.t.marker
+        if size is None:
+            cursor.execute(f"SELECT COUNT(*) AS size FROM {t.chain}")
+            size = int(cursor.fetchone()["size"])
+        if size < 1:
+            return None
+        cursor.execute(
+            f"SELECT notification_id, log_hash FROM {t.chain} ORDER BY notification_id "
+            f"LIMIT 1 OFFSET {m}",
+            (size - 1,),
+        )
+        last = cursor.fetchone()
+        if last is None:
+            return None
+        return size, bytes(last["log_hash"]), int(last["notification_id"])
+
+    def stream_heads(self, cursor: Cursor, position: int) -> list[StreamHead]:
+        """Every stream's last chained version at log ``position``, in no set order."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
+            f"JOIN (SELECT originator_id, MAX(originator_version) AS v FROM {t.chain} "
+            f"WHERE notification_id <= {m} GROUP BY originator_id) h "
+            "ON h.originator_id = c.originator_id AND h.v = c.originator_version",
+            (position,),
+        )
+        return [
+            StreamHead(
+                originator_id=t.from_db_id(row["originator_id"]),
+                version=int(row["originator_version"]),
+                stream_hash=bytes(row["stream_hash"]),
+            )
+            for row in cursor.fetchall()
+        ]
+
+    def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
+        """The latest ``limit`` recorded checkpoints, newest first."""
+        m = self.t.marker
+        cursor.execute(
+            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature "
+            f"FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
+            (limit,),
+        )
+        return [
+            Checkpoint(
+                statement=Statement(
+                    log_size=int(row["log_size"]),
+                    log_hash=bytes(row["log_hash"]),
+                    heads_root=bytes(row["heads_root"]),
+                    time=row["time"],
+                    key_id=row["key_id"],
+                ),
+                public_key=bytes(row["public_key"]),
+                signature=bytes(row["signature"]),
+            )
+            for row in cursor.fetchall()
+        ]
 
     def bounds(self, cursor: Cursor) -> tuple[int, int, int | None]:
         """Last event position, last chained position and first chained position."""

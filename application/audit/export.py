@@ -1,8 +1,11 @@
 """``audit export`` / ``audit import``: the event log as JSON lines, byte for byte.
 
 A file is a header line, one line per stored event in log order (its position, stream
-coordinates, topic, stored bytes and chain hashes) and an end line with the count and
-the chain's head. The end line is how a cut-off file is told from a complete one.
+coordinates, topic, stored bytes and chain hashes), then (ADR 0016 §4) the signed
+checkpoint it is anchored to and, in a one-session bundle, a Merkle inclusion proof of
+each of its streams' heads, and an end line with the count and the chain's head. The end
+line is how a cut-off file is told from a complete one. ``audit verify FILE``
+(``verify_file.py``) checks a file alone.
 
 Importing trusts nothing in the file: the chain is recomputed line by line, and the
 store takes only its own event topics (docs/audit.md, "Importing an export").
@@ -13,12 +16,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from typing import Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
+from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
@@ -30,7 +35,8 @@ from sessionwire.domain.hash_chain import (
 from sessionwire.domain.session import session_uuid
 
 FORMAT = "sessionwire-audit-export"
-FORMAT_VERSION = 1
+# 2: checkpoint and proof lines (a version-1 reader refuses them; v1 files still load).
+FORMAT_VERSION = 2
 # Fields of run, spawn and exchange creation events that name a session they involve.
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
@@ -110,6 +116,53 @@ class ExportedEvent(_Line):
         return record, link
 
 
+class ExportCheckpoint(_Line):
+    """The signed checkpoint the file is anchored to (ADR 0016 §3)."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+    statement: dict[str, int | str]
+    public_key: str  # ed25519:BASE64
+    signature: str  # hex
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> ExportCheckpoint:
+        return cls(
+            statement=cast(dict[str, int | str], checkpoint.statement.to_json()),
+            public_key="ed25519:" + base64.b64encode(checkpoint.public_key).decode(),
+            signature=checkpoint.signature.hex(),
+        )
+
+    def to_checkpoint(self) -> Checkpoint:
+        prefix = "ed25519:"
+        if not self.public_key.startswith(prefix):
+            raise ValueError(f"the public key must read {prefix}BASE64")
+        return Checkpoint(
+            statement=Statement.from_json(dict(self.statement)),
+            public_key=base64.b64decode(self.public_key[len(prefix) :], validate=True),
+            signature=bytes.fromhex(self.signature),
+        )
+
+
+class ExportProof(_Line):
+    """One stream's head at the checkpoint and its Merkle inclusion proof under the
+    checkpoint's ``heads_root``."""
+
+    type: Literal["proof"] = "proof"
+    originator_id: UUID
+    version: int
+    stream_hash: str
+    index: int
+    tree_size: int
+    path: list[str]
+
+    def head(self) -> StreamHead:
+        return StreamHead(
+            originator_id=self.originator_id,
+            version=self.version,
+            stream_hash=_hash(self.stream_hash),
+        )
+
+
 class ExportEnd(_Line):
     type: Literal["end"] = "end"
     events: int
@@ -130,11 +183,19 @@ def _involves(event: DomainEvent, key: str) -> bool:
     )
 
 
-def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[str]:
+def export_lines(
+    log: AuditLog,
+    *,
+    session_key: str | None = None,
+    checkpoint: Checkpoint | None = None,
+    heads: list[StreamHead] | None = None,
+) -> Iterator[str]:
     """The export, line by line (each without its newline), streamed from the store.
 
     With ``session_key`` (canonical): that session's stream and the streams of the runs,
-    spawns and exchanges created for it or by it.
+    spawns and exchanges created for it or by it. With ``checkpoint`` (and ``heads``, the
+    sorted stream heads it signs): the checkpoint line and, for a session, a proof of
+    each of the bundle's streams that the checkpoint covers.
     """
     scope: Literal["all", "session"] = "all" if session_key is None else "session"
     yield ExportHeader(scope=scope, session=session_key).model_dump_json()
@@ -154,11 +215,29 @@ def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[s
         count += 1
         head = link or head
         yield ExportedEvent.of(record, link).model_dump_json(exclude_none=True)
+    if checkpoint is not None:
+        yield ExportCheckpoint.of(checkpoint).model_dump_json()
+        if session_key is not None and heads is not None:
+            yield from _proof_lines(heads, wanted)
     yield ExportEnd(
         events=count,
         head_notification_id=None if head is None else head.notification_id,
         head_log_hash=None if head is None else head.log_hash.hex(),
     ).model_dump_json(exclude_none=True)
+
+
+def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
+    tree = merkle.Tree([head.leaf() for head in heads])
+    for index, head in enumerate(heads):
+        if head.originator_id in wanted:
+            yield ExportProof(
+                originator_id=head.originator_id,
+                version=head.version,
+                stream_hash=head.stream_hash.hex(),
+                index=index,
+                tree_size=tree.size,
+                path=[step.hex() for step in tree.inclusion_proof(index)],
+            ).model_dump_json()
 
 
 def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
@@ -200,6 +279,10 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
                 record, link = event.to_record()
             elif kind == "end":
                 ended = ExportEnd.model_validate(data)
+                continue
+            elif kind == "checkpoint":
+                # Checked by `audit verify FILE`; the import recomputes the chain itself.
+                ExportCheckpoint.model_validate(data)
                 continue
             else:
                 raise ValueError(f"unknown line type {kind!r}")

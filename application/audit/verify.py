@@ -12,10 +12,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 from uuid import UUID
 
+from sessionwire.application.audit.checkpoint import (
+    CheckpointMismatch,
+    latest_anchor,
+    signature_holds,
+)
 from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord
 from sessionwire.domain.hash_chain import GENESIS, ChainLink, log_hash, stream_hash
 
-FindingKind = Literal["altered", "deleted", "inserted", "reordered"]
+FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint"]
 Progress = Callable[[int], None]
 
 
@@ -85,12 +90,22 @@ def _merged(
             link = next(links, None)
 
 
-def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
+def verify(
+    log: AuditLog,
+    *,
+    progress: Progress | None = None,
+    expect_head: bytes | None = None,
+    trusted_key: bytes | None = None,
+) -> VerifyReport:
+    """Walk the log; with ``expect_head``, a log hash kept from earlier must still be in
+    the chain; with ``trusted_key``, the latest checkpoint must be that key's, hold, and
+    match the log (ADR 0016 §3)."""
     bounds = log.log_bounds()
     stop = max(bounds.last_event, bounds.last_link)
     first_link = bounds.first_link
     report = VerifyReport()
     previous_log = GENESIS
+    expected_seen = False
     for position, checked, link in _merged(
         log.checked_records(stop=stop), log.chain_links(stop=stop)
     ):
@@ -140,10 +155,48 @@ def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
                 )
             )
         previous_log = link.log_hash
+        expected_seen = expected_seen or link.log_hash == expect_head
         report.head_position = position
         report.head_hash = link.log_hash.hex()
+    if expect_head is not None and not expected_seen:
+        report.findings.append(
+            Finding(
+                "deleted",
+                None,
+                None,
+                report.head_position,
+                f"the expected head {expect_head.hex()} is not in the chain: the log was cut "
+                "short or rewritten",
+            )
+        )
+    if trusted_key is not None:
+        report.findings.extend(_check_checkpoint(log, trusted_key, report.head_position))
     _name_streams(log, report)
     return report
+
+
+def _check_checkpoint(log: AuditLog, trusted_key: bytes, position: int) -> list[Finding]:
+    def finding(detail: str) -> Finding:
+        return Finding("checkpoint", None, None, position, detail)
+
+    try:
+        anchor = latest_anchor(log)
+    except CheckpointMismatch as error:
+        return [finding(str(error).split(":")[0])]
+    if anchor is None:
+        return [finding("the store holds no checkpoint to check against")]
+    checkpoint = anchor.checkpoint
+    found = []
+    if not signature_holds(checkpoint):
+        found.append(finding("the latest checkpoint's signature does not hold"))
+    if checkpoint.public_key != trusted_key:
+        found.append(
+            finding(
+                f"the latest checkpoint is signed by key {checkpoint.statement.key_id}, "
+                "not by the trusted key"
+            )
+        )
+    return found
 
 
 def _check_record(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, StreamHead
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 
 
@@ -38,6 +39,16 @@ class LogBounds:
     last_event: int  # the last event's position (0: no events)
     last_link: int  # the last chained position (0: no chain)
     first_link: int | None  # where the chain starts; earlier events are unchained
+
+
+@dataclass(frozen=True)
+class SealedHead:
+    """The sealed log's head: how many records it holds, the last one's log hash, and
+    that record's position in the events table."""
+
+    size: int
+    log_hash: bytes
+    position: int
 
 
 @dataclass
@@ -87,6 +98,24 @@ class AuditLog(ABC):
     @abstractmethod
     def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
         """Events up to ``stop`` in log order with their links, as stored."""
+
+    @abstractmethod
+    def sealed_head(self, size: int | None = None) -> SealedHead | None:
+        """The head of the sealed log, or its head when it held ``size`` records (None:
+        nothing chained yet, or fewer records)."""
+
+    @abstractmethod
+    def stream_heads(self, head: SealedHead) -> list[StreamHead]:
+        """Every stream's last version within the sealed log up to ``head``, sorted by
+        originator id (the checkpoint's Merkle leaves)."""
+
+    @abstractmethod
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Keep a signed checkpoint in the store."""
+
+    @abstractmethod
+    def checkpoints(self, *, limit: int = 1) -> list[Checkpoint]:
+        """The latest recorded checkpoints, newest first."""
 
     @abstractmethod
     def decode(self, record: StoredRecord) -> DomainEvent:
