@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from pydantic import ValidationError
@@ -150,8 +150,11 @@ class _Verifier:
         self.report = FileReport()
         self.streams: dict[UUID, _Stream] = {}
         self.chain_began = False
-        self.previous_position = 0
+        # (position, where) of every event in file order, and versions read late.
+        self.order: list[tuple[int, dict[str, Any]]] = []
+        self.late_versions: list[tuple[str, dict[str, Any]]] = []
         self.previous_log = GENESIS
+        self.last_chained = 0  # the position of the last chained event read
         self.log_hashes: list[bytes] = []  # the claimed log hash at each chained ordinal
         self.log_breaks = 0
         self.checkpoint: Checkpoint | None = None
@@ -215,14 +218,6 @@ class _Verifier:
             "version": version,
             "notification_id": record.notification_id,
         }
-        if record.notification_id <= self.previous_position:
-            self.found(
-                "reordered",
-                f"log position {record.notification_id} comes after position "
-                f"{self.previous_position}: events are out of log order",
-                **where,
-            )
-        self.previous_position = max(self.previous_position, record.notification_id)
         stream = self.streams.setdefault(oid, _Stream())
         if version in stream.versions:
             first = stream.versions[version]
@@ -232,12 +227,15 @@ class _Verifier:
                 **where,
             )
             return
+        self.order.append((record.notification_id, where))
         if version < stream.highest:
-            self.found(
-                "reordered",
-                f"version {version} comes after version {stream.highest} of its stream "
-                f"(event {stream.versions[stream.highest].event})",
-                **where,
+            # Kept until the end: the log-order check may name this event already.
+            self.late_versions.append(
+                (
+                    f"version {version} comes after version {stream.highest} of its stream "
+                    f"(event {stream.versions[stream.highest].event})",
+                    where,
+                )
             )
         ordinal: int | None = None
         if link is None:
@@ -252,12 +250,14 @@ class _Verifier:
         else:
             self.chain_began = True
             if self.header is not None and self.header.scope == "all":
+                before = self.last_chained
+                self.last_chained = record.notification_id
                 ordinal = self.log_link(record.notification_id, link.stream_hash, link.log_hash)
                 if ordinal is None:
                     self.found(
                         "deleted",
-                        "the log chain breaks before this event: records before it were "
-                        "removed, added or rewritten",
+                        f"the log chain breaks between position {before} and this event: "
+                        "records there were removed, added or rewritten",
                         **where,
                     )
                     ordinal = len(self.log_hashes)
@@ -310,6 +310,7 @@ class _Verifier:
         if self.header is None:
             self.found("truncated", "the file is empty")
             return self.report
+        self.out_of_order()
         self.gaps()
         if self.end is None:
             self.found(
@@ -332,6 +333,26 @@ class _Verifier:
                 f"{self.report.unanchored} event(s) that no checkpoint covers (--require-anchored)",
             )
         return self.report
+
+    def out_of_order(self) -> None:
+        """Name the events out of log order: those outside the longest run of increasing
+        positions, so one moved event is named, not the neighbours it landed between."""
+        kept = set(_increasing(self.order))
+        named: set[UUID] = set()  # streams with an event named out of log order
+        for index, (position, where) in enumerate(self.order):
+            if index in kept:
+                continue
+            named.add(cast(UUID, where["originator_id"]))
+            self.found(
+                "reordered",
+                f"log position {position} is out of log order (moved from elsewhere in the file)",
+                **where,
+            )
+        for detail, where in self.late_versions:
+            # The positions already name the move (unless they were renumbered too).
+            if where["originator_id"] not in named:
+                self.found("reordered", detail, **where)
+        self.report.findings.sort(key=lambda f: (f.event is None, f.event or 0, f.line or 0))
 
     def gaps(self) -> None:
         for oid, stream in self.streams.items():
@@ -505,6 +526,31 @@ class _Verifier:
             for version, seen in stream.versions.items()
             if seen.stream_hash is not None and version > proven.get(oid, 0)
         )
+
+
+def _increasing(order: list[tuple[int, dict[str, Any]]]) -> list[int]:
+    """Indexes of a longest strictly increasing run of positions (patience sorting)."""
+    tails: list[int] = []  # index of the smallest tail of each run length
+    back: list[int | None] = []
+    for index, (position, _) in enumerate(order):
+        low, high = 0, len(tails)
+        while low < high:
+            middle = (low + high) // 2
+            if order[tails[middle]][0] < position:
+                low = middle + 1
+            else:
+                high = middle
+        back.append(tails[low - 1] if low else None)
+        if low == len(tails):
+            tails.append(index)
+        else:
+            tails[low] = index
+    run: list[int] = []
+    at = tails[-1] if tails else None
+    while at is not None:
+        run.append(at)
+        at = back[at]
+    return run
 
 
 def verify_file(
