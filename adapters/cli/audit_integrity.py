@@ -227,7 +227,7 @@ def file_view(report: FileReport) -> RenderableType:
             finding.kind,
             _dash(finding.event),
             _dash(finding.line),
-            _dash(finding.originator_id),
+            finding.session_key or _dash(finding.originator_id),
             _dash(finding.version),
             _dash(finding.notification_id),
             finding.detail,

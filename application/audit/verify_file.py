@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 from uuid import UUID
 
@@ -39,6 +39,7 @@ from sessionwire.application.audit.export import (
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
 from sessionwire.domain.hash_chain import GENESIS, RecordContent, log_hash, stream_hash
+from sessionwire.domain.session import session_uuid
 
 FileFindingKind = Literal[
     "altered",
@@ -61,6 +62,7 @@ class FileFinding:
     originator_id: UUID | None = None
     version: int | None = None
     notification_id: int | None = None
+    session_key: str | None = None  # when the stream is the bundle's session's own
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -68,6 +70,7 @@ class FileFinding:
             "line": self.line,
             "event": self.event,
             "stream": None if self.originator_id is None else str(self.originator_id),
+            "session_key": self.session_key,
             "version": self.version,
             "notification_id": self.notification_id,
             "detail": self.detail,
@@ -332,6 +335,13 @@ class _Verifier:
                 "unanchored",
                 f"{self.report.unanchored} event(s) that no checkpoint covers (--require-anchored)",
             )
+        session = self.report.session
+        if session is not None:
+            own = session_uuid(session)
+            self.report.findings = [
+                replace(f, session_key=session) if f.originator_id == own else f
+                for f in self.report.findings
+            ]
         return self.report
 
     def out_of_order(self) -> None:
