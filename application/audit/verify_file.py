@@ -22,9 +22,10 @@ Memory: a few fields per event (no event bytes are kept), so a bundle of any siz
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from pydantic import ValidationError
@@ -38,7 +39,13 @@ from sessionwire.application.audit.export import (
 )
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
-from sessionwire.domain.hash_chain import GENESIS, RecordContent, log_hash, stream_hash
+from sessionwire.domain.hash_chain import (
+    GENESIS,
+    HASH_SIZE,
+    RecordContent,
+    log_hash,
+    stream_hash,
+)
 from sessionwire.domain.session import session_uuid
 
 FileFindingKind = Literal[
@@ -124,23 +131,95 @@ class FileReport:
         }
 
 
-@dataclass
-class _Seen:
-    """One event as verify keeps it: where it was, and its claimed links."""
+class _Seen(NamedTuple):
+    """One event as verify kept it: where it was, and its claimed links."""
 
-    event: int
+    event: int  # 1-based index among the file's events
     line: int
     notification_id: int
+    originator_id: UUID
+    version: int
     stream_hash: bytes | None
     log_ordinal: int | None  # its place in the chained log (whole-store files)
 
+    def where(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "event": self.event,
+            "originator_id": self.originator_id,
+            "version": self.version,
+            "notification_id": self.notification_id,
+        }
 
-@dataclass
+
+class _Events:
+    """What verify keeps of each event, in columns: about 100 bytes an event, and no
+    Python object per event (a million-event export stays around 100 MB)."""
+
+    def __init__(self) -> None:
+        self.line = array("q")
+        self.position = array("q")
+        self.version = array("q")
+        self.stream = array("q")  # index into _Verifier.stream_ids
+        self.ordinal = array("q")  # 0: not in the log chain
+        self.hashes = bytearray()  # 32 bytes an event (zeros when it has none)
+        self.hashed = bytearray()  # 1: it has a stream hash
+
+    def add(
+        self,
+        line: int,
+        position: int,
+        version: int,
+        stream: int,
+        ordinal: int | None,
+        own: bytes | None,
+    ) -> int:
+        self.line.append(line)
+        self.position.append(position)
+        self.version.append(version)
+        self.stream.append(stream)
+        self.ordinal.append(ordinal or 0)
+        self.hashes += own or GENESIS
+        self.hashed.append(own is not None)
+        return len(self.line)
+
+    def stream_hash(self, event: int) -> bytes | None:
+        at = event - 1
+        return (
+            bytes(self.hashes[at * HASH_SIZE : (at + 1) * HASH_SIZE]) if self.hashed[at] else None
+        )
+
+
 class _Stream:
-    versions: dict[int, _Seen] = field(default_factory=dict)
-    highest: int = 0
-    # Events whose previous version has not been read yet: their bytes, until it is.
-    waiting: dict[int, RecordContent] = field(default_factory=dict)
+    """A stream's versions as read: the event holding each (0: none yet)."""
+
+    __slots__ = ("at", "highest", "number", "waiting")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.at = array("q")
+        self.highest = 0
+        # Events whose previous version has not been read yet: their bytes, until it is.
+        self.waiting: dict[int, RecordContent] = {}
+
+    def event(self, version: int) -> int:
+        return self.at[version - 1] if 1 <= version <= len(self.at) else 0
+
+    def put(self, version: int, event: int) -> None:
+        if version > len(self.at):
+            self.at.extend(array("q", bytes(8 * (version - len(self.at)))))
+        self.at[version - 1] = event
+        self.highest = max(self.highest, version)
+
+    def versions(self) -> Iterator[tuple[int, int]]:
+        """(version, event) of every version read, in version order."""
+        for version, event in enumerate(self.at, start=1):
+            if event:
+                yield version, event
+
+
+# A version this far past its stream's highest is not allocated for (a forged number).
+MAX_JUMP = 1_000_000
 
 
 class _Verifier:
@@ -149,21 +228,39 @@ class _Verifier:
     ) -> None:
         self.trusted_key = trusted_key
         self.expect_head = expect_head
+        self.expect_seen = False
         self.require_anchored = require_anchored
         self.report = FileReport()
+        self.events = _Events()
         self.streams: dict[UUID, _Stream] = {}
+        self.stream_ids: list[UUID] = []
         self.chain_began = False
-        # (position, where) of every event in file order, and versions read late.
-        self.order: list[tuple[int, dict[str, Any]]] = []
-        self.late_versions: list[tuple[str, dict[str, Any]]] = []
+        # Events in file order (duplicates aside), and versions read late.
+        self.order = array("q")
+        self.late_versions: list[tuple[str, int]] = []
         self.previous_log = GENESIS
         self.last_chained = 0  # the position of the last chained event read
-        self.log_hashes: list[bytes] = []  # the claimed log hash at each chained ordinal
-        self.log_breaks = 0
+        self.log_hashes = bytearray()  # the claimed log hash at each chained ordinal
+        self.ordinal_event = array("q")  # the event at each chained ordinal
         self.checkpoint: Checkpoint | None = None
         self.proofs: list[tuple[int, ExportProof]] = []
         self.header: ExportHeader | None = None
         self.end: tuple[int, ExportEnd] | None = None
+
+    def seen(self, event: int) -> _Seen:
+        events, at = self.events, event - 1
+        return _Seen(
+            event=event,
+            line=events.line[at],
+            notification_id=events.position[at],
+            originator_id=self.stream_ids[events.stream[at]],
+            version=events.version[at],
+            stream_hash=events.stream_hash(event),
+            log_ordinal=events.ordinal[at] or None,
+        )
+
+    def log_hash_at(self, ordinal: int) -> bytes:
+        return bytes(self.log_hashes[(ordinal - 1) * HASH_SIZE : ordinal * HASH_SIZE])
 
     def found(self, kind: FileFindingKind, detail: str, **where: object) -> None:
         self.report.findings.append(FileFinding(kind, detail, **where))  # type: ignore[arg-type]
@@ -221,23 +318,32 @@ class _Verifier:
             "version": version,
             "notification_id": record.notification_id,
         }
-        stream = self.streams.setdefault(oid, _Stream())
-        if version in stream.versions:
-            first = stream.versions[version]
+        stream = self.streams.get(oid)
+        if stream is None:
+            stream = self.streams[oid] = _Stream(len(self.stream_ids))
+            self.stream_ids.append(oid)
+        own = None if link is None else link.stream_hash
+        if version < 1 or version > stream.highest + MAX_JUMP:
+            self.events.add(number, record.notification_id, version, stream.number, None, own)
+            self.found("altered", f"version {version} cannot follow {stream.highest}", **where)
+            return
+        first = stream.event(version)
+        if first:
+            self.events.add(number, record.notification_id, version, stream.number, None, own)
             self.found(
                 "inserted",
-                f"a second version {version} of this stream (the first is event {first.event})",
+                f"a second version {version} of this stream (the first is event {first})",
                 **where,
             )
             return
-        self.order.append((record.notification_id, where))
+        self.order.append(index)
         if version < stream.highest:
             # Kept until the end: the log-order check may name this event already.
             self.late_versions.append(
                 (
                     f"version {version} comes after version {stream.highest} of its stream "
-                    f"(event {stream.versions[stream.highest].event})",
-                    where,
+                    f"(event {stream.event(stream.highest)})",
+                    index,
                 )
             )
         ordinal: int | None = None
@@ -255,56 +361,45 @@ class _Verifier:
             if self.header is not None and self.header.scope == "all":
                 before = self.last_chained
                 self.last_chained = record.notification_id
-                ordinal = self.log_link(record.notification_id, link.stream_hash, link.log_hash)
-                if ordinal is None:
+                ordinal, holds = self.log_link(
+                    record.notification_id, link.stream_hash, link.log_hash, index
+                )
+                if not holds:
                     self.found(
                         "deleted",
                         f"the log chain breaks between position {before} and this event: "
                         "records there were removed, added or rewritten",
                         **where,
                     )
-                    ordinal = len(self.log_hashes)
-        seen = _Seen(
-            event=index,
-            line=number,
-            notification_id=record.notification_id,
-            stream_hash=None if link is None else link.stream_hash,
-            log_ordinal=ordinal,
-        )
-        stream.versions[version] = seen
-        stream.highest = max(stream.highest, version)
-        if seen.stream_hash is not None:
-            if version == 1 or version - 1 in stream.versions:
-                self.check_link(oid, version, content)
+        self.events.add(number, record.notification_id, version, stream.number, ordinal, own)
+        stream.put(version, index)
+        if own is not None:
+            if version == 1 or stream.event(version - 1):
+                self.check_link(stream, version, content)
             else:
                 stream.waiting[version] = content
         follower = stream.waiting.pop(version + 1, None)
         if follower is not None:
-            self.check_link(oid, version + 1, follower)
+            self.check_link(stream, version + 1, follower)
 
-    def log_link(self, position: int, own: bytes, claimed: bytes) -> int | None:
-        """Follow the log chain; the event's ordinal, or None where the chain breaks."""
+    def log_link(self, position: int, own: bytes, claimed: bytes, event: int) -> tuple[int, bool]:
+        """Follow the log chain: the event's ordinal, and whether its link holds."""
         expected = log_hash(self.previous_log, position, own)
         self.previous_log = claimed  # go on from the claimed hash: one finding per break
-        self.log_hashes.append(claimed)
-        return len(self.log_hashes) if expected == claimed else None
+        self.log_hashes += claimed
+        self.ordinal_event.append(event)
+        self.expect_seen = self.expect_seen or claimed == self.expect_head
+        return len(self.ordinal_event), expected == claimed
 
-    def check_link(self, oid: UUID, version: int, content: RecordContent) -> None:
-        stream = self.streams[oid]
-        seen = stream.versions[version]
-        previous = stream.versions.get(version - 1)
-        before = (
-            GENESIS if previous is None or previous.stream_hash is None else (previous.stream_hash)
-        )
+    def check_link(self, stream: _Stream, version: int, content: RecordContent) -> None:
+        seen = self.seen(stream.event(version))
+        previous = stream.event(version - 1)
+        before = (previous and self.events.stream_hash(previous)) or GENESIS
         if stream_hash(before, content) != seen.stream_hash:
             self.found(
                 "altered",
                 "the event's bytes or its stream hash differ from the ones chained here",
-                line=seen.line,
-                event=seen.event,
-                originator_id=oid,
-                version=version,
-                notification_id=seen.notification_id,
+                **seen.where(),
             )
 
     # The end ---------------------------------------------------------------------------
@@ -347,29 +442,33 @@ class _Verifier:
     def out_of_order(self) -> None:
         """Name the events out of log order: those outside the longest run of increasing
         positions, so one moved event is named, not the neighbours it landed between."""
-        kept = set(_increasing(self.order))
+        positions = array("q", (self.events.position[event - 1] for event in self.order))
+        kept = set(_increasing(positions))
         named: set[UUID] = set()  # streams with an event named out of log order
-        for index, (position, where) in enumerate(self.order):
+        for index, event in enumerate(self.order):
             if index in kept:
                 continue
-            named.add(cast(UUID, where["originator_id"]))
+            seen = self.seen(event)
+            named.add(seen.originator_id)
             self.found(
                 "reordered",
-                f"log position {position} is out of log order (moved from elsewhere in the file)",
-                **where,
+                f"log position {seen.notification_id} is out of log order (moved from "
+                "elsewhere in the file)",
+                **seen.where(),
             )
-        for detail, where in self.late_versions:
+        for detail, event in self.late_versions:
+            seen = self.seen(event)
             # The positions already name the move (unless they were renumbered too).
-            if where["originator_id"] not in named:
-                self.found("reordered", detail, **where)
+            if seen.originator_id not in named:
+                self.found("reordered", detail, **seen.where())
         self.report.findings.sort(key=lambda f: (f.event is None, f.event or 0, f.line or 0))
 
     def gaps(self) -> None:
-        for oid, stream in self.streams.items():
-            for version in sorted(stream.versions):
-                if version > 1 and version - 1 not in stream.versions:
-                    seen = stream.versions[version]
-                    missing = max((v for v in stream.versions if v < version), default=0) + 1
+        for stream in self.streams.values():
+            previous = 0
+            for version, event in stream.versions():
+                if version > previous + 1:
+                    missing = previous + 1
                     span = (
                         f"version {missing}"
                         if missing == version - 1
@@ -378,12 +477,9 @@ class _Verifier:
                     self.found(
                         "deleted",
                         f"{span} of this stream missing before this event",
-                        line=seen.line,
-                        event=seen.event,
-                        originator_id=oid,
-                        version=version,
-                        notification_id=seen.notification_id,
+                        **self.seen(event).where(),
                     )
+                previous = version
 
     def anchor(self) -> None:
         report = self.report
@@ -415,7 +511,7 @@ class _Verifier:
                 f"the checkpoint is signed by key {statement.key_id}, not by the trusted key",
             )
         if self.expect_head is not None and statement.log_hash != self.expect_head:
-            extends = self.report.scope == "all" and self.expect_head in self.log_hashes
+            extends = self.report.scope == "all" and self.expect_seen
             if not extends:
                 self.found(
                     "checkpoint",
@@ -431,7 +527,7 @@ class _Verifier:
     def anchor_log(self, checkpoint: Checkpoint) -> None:
         statement = checkpoint.statement
         size = statement.log_size
-        chained = len(self.log_hashes)
+        chained = len(self.ordinal_event)
         if chained < size:
             self.found(
                 "truncated",
@@ -439,49 +535,37 @@ class _Verifier:
             )
             return
         self.report.unanchored = chained - size
-        at = self.at_ordinal(size)
-        if self.log_hashes[size - 1] != statement.log_hash:
+        if size == 0:
+            return
+        at = self.seen(self.ordinal_event[size - 1]).where()
+        if self.log_hash_at(size) != statement.log_hash:
             self.found(
                 "altered",
                 f"the log hash at record {size} is not the signed one: the log was rewritten "
                 "at or before this event",
                 **at,
             )
-        heads = sort_heads(
-            [
-                StreamHead(oid, version, seen.stream_hash)
-                for oid, stream in self.streams.items()
-                for version, seen in [self.head_at(stream, size)]
-                if seen is not None and seen.stream_hash is not None
-            ]
-        )
-        if heads_root(heads) != statement.heads_root:
+        if heads_root(self.heads_at(size)) != statement.heads_root:
             self.found(
                 "altered",
                 "the stream heads at the checkpoint are not the signed ones (heads_root)",
                 **at,
             )
 
-    @staticmethod
-    def head_at(stream: _Stream, size: int) -> tuple[int, _Seen | None]:
-        best: tuple[int, _Seen | None] = (0, None)
-        for version, seen in stream.versions.items():
-            if seen.log_ordinal is not None and seen.log_ordinal <= size and version > best[0]:
-                best = (version, seen)
-        return best
-
-    def at_ordinal(self, ordinal: int) -> dict[str, object]:
-        for oid, stream in self.streams.items():
-            for version, seen in stream.versions.items():
-                if seen.log_ordinal == ordinal:
-                    return {
-                        "line": seen.line,
-                        "event": seen.event,
-                        "originator_id": oid,
-                        "version": version,
-                        "notification_id": seen.notification_id,
-                    }
-        return {}
+    def heads_at(self, size: int) -> list[StreamHead]:
+        """Each stream's highest version among the first ``size`` records of the log."""
+        best: dict[int, tuple[int, int]] = {}  # stream -> (version, event)
+        for ordinal in range(1, size + 1):
+            event = self.ordinal_event[ordinal - 1]
+            stream, version = self.events.stream[event - 1], self.events.version[event - 1]
+            if version > best.get(stream, (0, 0))[0]:
+                best[stream] = (version, event)
+        heads = []
+        for stream, (version, event) in best.items():
+            own = self.events.stream_hash(event)
+            if own is not None:
+                heads.append(StreamHead(self.stream_ids[stream], version, own))
+        return sort_heads(heads)
 
     def anchor_streams(self, checkpoint: Checkpoint) -> None:
         statement = checkpoint.statement
@@ -502,8 +586,9 @@ class _Verifier:
                 continue
             proven[oid] = head.version
             stream = self.streams.get(oid)
-            if stream is None or head.version not in stream.versions:
-                last = None if stream is None else stream.versions.get(stream.highest)
+            event = 0 if stream is None else stream.event(head.version)
+            if stream is None or not event:
+                last = None if stream is None else self.seen(stream.event(stream.highest))
                 self.found(
                     "truncated",
                     f"the checkpoint proves version {head.version} of this stream; the file "
@@ -518,46 +603,42 @@ class _Verifier:
                     version=head.version,
                 )
                 continue
-            seen = stream.versions[head.version]
+            seen = self.seen(event)
             if seen.stream_hash != head.stream_hash:
                 self.found(
                     "altered",
                     f"version {head.version} is not the one the checkpoint proves: the stream "
                     "was rewritten at or before this event",
-                    line=seen.line,
-                    event=seen.event,
-                    originator_id=oid,
-                    version=head.version,
-                    notification_id=seen.notification_id,
+                    **seen.where(),
                 )
         self.report.unanchored = sum(
             1
             for oid, stream in self.streams.items()
-            for version, seen in stream.versions.items()
-            if seen.stream_hash is not None and version > proven.get(oid, 0)
+            for version, event in stream.versions()
+            if self.events.hashed[event - 1] and version > proven.get(oid, 0)
         )
 
 
-def _increasing(order: list[tuple[int, dict[str, Any]]]) -> list[int]:
-    """Indexes of a longest strictly increasing run of positions (patience sorting)."""
+def _increasing(positions: Sequence[int]) -> list[int]:
+    """Indexes of a longest strictly increasing run of ``positions`` (patience sorting)."""
     tails: list[int] = []  # index of the smallest tail of each run length
-    back: list[int | None] = []
-    for index, (position, _) in enumerate(order):
+    back = array("q")  # each index's predecessor in its run (-1: none)
+    for index, position in enumerate(positions):
         low, high = 0, len(tails)
         while low < high:
             middle = (low + high) // 2
-            if order[tails[middle]][0] < position:
+            if positions[tails[middle]] < position:
                 low = middle + 1
             else:
                 high = middle
-        back.append(tails[low - 1] if low else None)
+        back.append(tails[low - 1] if low else -1)
         if low == len(tails):
             tails.append(index)
         else:
             tails[low] = index
     run: list[int] = []
-    at = tails[-1] if tails else None
-    while at is not None:
+    at = tails[-1] if tails else -1
+    while at >= 0:
         run.append(at)
         at = back[at]
     return run
