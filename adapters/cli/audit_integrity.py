@@ -350,27 +350,30 @@ def import_command(options: CliOptions, source: str) -> int:
 
     Every hash is checked and only sessionwire's own events are accepted; any error
     leaves the store as it was."""
+    notes: list[str] = []
     with open_log(options) as log:
         try:
             if source == "-":
-                count = import_export(log, sys.stdin)
+                count = import_export(log, sys.stdin, notes=notes)
             else:
                 try:
                     file = Path(source).open(encoding="utf-8")  # noqa: SIM115
                 except OSError as error:
                     fail(f"cannot read {source}: {error.strerror}", EXIT_USAGE)
                 with file:
-                    count = import_export(log, file)
+                    count = import_export(log, file, notes=notes)
         except ImportRefused as error:
             fail(f"{error}; import only into an empty store", EXIT_USAGE)
         except (ExportFormatError, ImportRejected, UnicodeDecodeError) as error:
             fail(f"{source}: {error}; nothing was imported")
         location = log.store.location
-    result: dict[str, Any] = {"imported": count, "store": location}
+    result: dict[str, Any] = {"imported": count, "store": location, "checkpoints": notes}
     if options.as_json:
         click.echo(json.dumps(result))
     else:
         console().print(f"imported {count} event(s) into {location}; read models rebuilt")
+        for note in notes:
+            console().print(note)
     return EXIT_OK
 
 

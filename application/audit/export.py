@@ -20,10 +20,11 @@ from typing import Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from sessionwire.application.audit.checkpoint import signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
-from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
+from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
@@ -240,7 +241,9 @@ def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
             ).model_dump_json()
 
 
-def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
+def read_export(
+    lines: Iterable[str], checkpoints: list[Checkpoint] | None = None
+) -> Iterator[LoadedRecord]:
     """Records of a complete export, checked as they stream; raises ExportFormatError
     naming the line when the file is garbled, cut off, only one session's, or when a
     record does not match its chain hashes.
@@ -281,8 +284,11 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
                 ended = ExportEnd.model_validate(data)
                 continue
             elif kind == "checkpoint":
-                # Checked by `audit verify FILE`; the import recomputes the chain itself.
-                ExportCheckpoint.model_validate(data)
+                # The import recomputes the chain itself; the checkpoint is checked against
+                # the imported log afterwards (import_export).
+                carried = ExportCheckpoint.model_validate(data).to_checkpoint()
+                if checkpoints is not None:
+                    checkpoints.append(carried)
                 continue
             else:
                 raise ValueError(f"unknown line type {kind!r}")
@@ -353,6 +359,31 @@ class _ChainCheck:
         return None
 
 
-def import_export(log: AuditLog, lines: Iterable[str]) -> int:
-    """Load a complete export into an empty store: all of it or, on any error, nothing."""
-    return log.import_records(read_export(lines))
+def import_export(log: AuditLog, lines: Iterable[str], *, notes: list[str] | None = None) -> int:
+    """Load a complete export into an empty store: all of it or, on any error, nothing.
+
+    The file's checkpoint is kept in the copy when its signature holds and it signs the
+    log just imported (what it says is checked, never trusted); ``notes`` says which."""
+    carried: list[Checkpoint] = []
+    count = log.import_records(read_export(lines, carried))
+    for checkpoint in carried:
+        note = _carry(log, checkpoint)
+        if notes is not None:
+            notes.append(note)
+    return count
+
+
+def _carry(log: AuditLog, checkpoint: Checkpoint) -> str:
+    statement = checkpoint.statement
+    what = f"the checkpoint of {statement.time} (log_size {statement.log_size})"
+    if not signature_holds(checkpoint):
+        return f"{what} was not kept: its signature does not hold"
+    head = log.sealed_head(statement.log_size)
+    if (
+        head is None
+        or head.log_hash != statement.log_hash
+        or heads_root(log.stream_heads(head)) != statement.heads_root
+    ):
+        return f"{what} was not kept: it does not sign the imported log"
+    log.record_checkpoint(checkpoint)
+    return f"{what} was kept, signed by {statement.key_id}"

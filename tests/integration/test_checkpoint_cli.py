@@ -118,8 +118,25 @@ def test_an_export_with_a_key_checkpoints_now_and_still_imports(
     assert types == ["header", "event", "event", "checkpoint", "end"]
     assert run_cli(capsys, "audit", "verify", str(exported))[0] == 0
     copy = f"sqlite:///{tmp_path}/copy.db"
-    code, _, err = run_cli(capsys, "--store", copy, "audit", "import", str(exported))
+    code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "import", str(exported))
     assert code == 0, err
+    (note,) = json.loads(out)["checkpoints"]
+    assert "was kept" in note
+
+    # A checkpoint changed on the way is not kept; the log (checked on its own) still is.
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text(exported.read_text().replace('"log_size":2', '"log_size":1'))
+    other = f"sqlite:///{tmp_path}/other.db"
+    code, out, err = run_cli(capsys, "--store", other, "--json", "audit", "import", str(forged))
+    assert code == 0, err
+    (note,) = json.loads(out)["checkpoints"]
+    assert "not kept: its signature does not hold" in note
+    _, public, _ = run_cli(capsys, "audit", "keygen", "--key", str(key))
+    code, out, _ = run_cli(
+        capsys, "--store", other, "--json", "audit", "verify", "--trusted-key", public.strip()
+    )
+    assert code == 1
+    assert "no checkpoint" in json.loads(out)["findings"][0]["detail"]
 
 
 def test_nothing_to_sign_in_an_empty_store(
