@@ -70,6 +70,7 @@ class Checkpointed:
 
 def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> Checkpointed:
     """Sign the sealed log's head and stream heads as they are now, and record it."""
+    log.seal()  # as far as it goes now (PostgreSQL seals behind its writers)
     head = log.sealed_head()
     if head is None:
         raise NothingToCheckpoint("the log has no chained record yet: nothing to sign")

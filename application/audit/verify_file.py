@@ -42,6 +42,7 @@ from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, so
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
+    ChainLink,
     RecordContent,
     log_hash,
     stream_hash,
@@ -235,13 +236,16 @@ class _Verifier:
         self.streams: dict[UUID, _Stream] = {}
         self.stream_ids: list[UUID] = []
         self.chain_began = False
-        # Events in file order (duplicates aside), and versions read late.
+        # Events in file order (duplicates aside) with their place in log order, and
+        # versions read late.
         self.order = array("q")
+        self.ordered = array("q")
         self.late_versions: list[tuple[str, int]] = []
         self.previous_log = GENESIS
         self.last_chained = 0  # the position of the last chained event read
         self.log_hashes = bytearray()  # the claimed log hash at each chained ordinal
         self.ordinal_event = array("q")  # the event at each chained ordinal
+        self.unsealed = 0
         self.checkpoint: Checkpoint | None = None
         self.proofs: list[tuple[int, ExportProof]] = []
         self.header: ExportHeader | None = None
@@ -336,7 +340,8 @@ class _Verifier:
                 **where,
             )
             return
-        self.order.append(index)
+        self.order.append(_log_order(record.notification_id, link))
+        self.ordered.append(index)
         if version < stream.highest:
             # Kept until the end: the log-order check may name this event already.
             self.late_versions.append(
@@ -358,7 +363,9 @@ class _Verifier:
                 report.unchained += 1  # written before the store kept a chain (ADR 0008)
         else:
             self.chain_began = True
-            if self.header is not None and self.header.scope == "all":
+            if link.log_hash is None:
+                self.unsealed += 1  # not sealed when exported: its stream link alone is checked
+            elif self.header is not None and self.header.scope == "all":
                 before = self.last_chained
                 self.last_chained = record.notification_id
                 ordinal, holds = self.log_link(
@@ -442,10 +449,9 @@ class _Verifier:
     def out_of_order(self) -> None:
         """Name the events out of log order: those outside the longest run of increasing
         positions, so one moved event is named, not the neighbours it landed between."""
-        positions = array("q", (self.events.position[event - 1] for event in self.order))
-        kept = set(_increasing(positions))
+        kept = set(_increasing(self.order))
         named: set[UUID] = set()  # streams with an event named out of log order
-        for index, event in enumerate(self.order):
+        for index, event in enumerate(self.ordered):
             if index in kept:
                 continue
             seen = self.seen(event)
@@ -534,7 +540,7 @@ class _Verifier:
                 f"the checkpoint signs a log of {size} records; the file chains {chained}",
             )
             return
-        self.report.unanchored = chained - size
+        self.report.unanchored = chained - size + self.unsealed
         if size == 0:
             return
         at = self.seen(self.ordinal_event[size - 1]).where()
@@ -617,6 +623,20 @@ class _Verifier:
             for version, event in stream.versions()
             if self.events.hashed[event - 1] and version > proven.get(oid, 0)
         )
+
+
+_PHASE = 1 << 60
+
+
+def _log_order(position: int, link: ChainLink | None) -> int:
+    """An event's place in an export's log order: events from before the chain by
+    position, the sealed log by ``log_seq`` (by position in files from before sealing),
+    then the records not sealed yet by position."""
+    if link is None:
+        return position
+    if link.log_hash is None:
+        return 2 * _PHASE + position
+    return _PHASE + (position if link.log_seq is None else link.log_seq)
 
 
 def _increasing(positions: Sequence[int]) -> list[int]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from audit_rig import populate, run_cli
+from audit_rig import populate, run_cli, seal_store
 from sessionwire.testing import VirtualClock
 
 
@@ -20,6 +20,7 @@ async def test_bundles_from_either_store_verify_alone(
 ) -> None:
     source, copy = urls
     await populate(source, clock)
+    seal_store(source)  # what the checkpoint signs is then the whole log
     key = tmp_path / "keys" / "signing.key"
     code, out, err = run_cli(
         capsys, "--store", source, "--json", "audit", "checkpoint", "--key", str(key)

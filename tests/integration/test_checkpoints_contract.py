@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from audit_rig import sealed_now
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire import Gateway
 from sessionwire.adapters.store.audit import StoreAuditLog
@@ -28,9 +29,13 @@ NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def audit_log(gateway: Gateway) -> StoreAuditLog:
+    """The gateway's store through the audit port, with every record sealed."""
     store = gateway.store
     assert isinstance(store, EventSourcedStore)
-    return StoreAuditLog(store)
+    log = StoreAuditLog(store)
+    if log.log_bounds().last_event:
+        sealed_now(log)
+    return log
 
 
 async def test_an_empty_log_has_no_head_and_nothing_to_sign(gateway: Gateway) -> None:
@@ -47,6 +52,7 @@ async def test_the_sealed_head_and_stream_heads_follow_the_chain(gateway: Gatewa
     await gateway.record_message("main", role="user", content="two")
     await gateway.record_message("discord:group:dev", role="user", content="three")
     log = audit_log(gateway)
+    sealed_now(log)  # PostgreSQL seals behind its writers; SQLite sealed as it wrote
     links = list(log.chain_links(stop=10**9))
     head = log.sealed_head()
     assert head is not None
@@ -84,6 +90,7 @@ async def test_checkpoints_are_signed_recorded_and_read_back(gateway: Gateway) -
     log = audit_log(gateway)
     first = make_checkpoint(log, key, now=NOW)
     await gateway.record_message("main", role="user", content="two")
+    sealed_now(log)
     second = make_checkpoint(log, key, now=NOW)
 
     assert log.checkpoints(limit=5) == [second.checkpoint, first.checkpoint]
@@ -140,6 +147,7 @@ async def test_a_postgres_schema_made_before_checkpoints_gets_the_table(
     reopened = open_event_store(postgres_url, GatewayConfig())
     try:
         log = StoreAuditLog(reopened)
+        sealed_now(log)
         made = make_checkpoint(log, Ed25519PrivateKey.generate(), now=NOW)
         assert log.checkpoints() == [made.checkpoint]
     finally:
