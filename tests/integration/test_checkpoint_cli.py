@@ -153,3 +153,27 @@ def test_nothing_to_sign_in_an_empty_store(
     )
     assert code == 1
     assert "nothing to sign" in err
+
+
+def test_events_after_the_checkpoint_are_reported_unanchored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, store: str
+) -> None:
+    key = tmp_path / "signing.key"
+    assert run_cli(capsys, "--store", store, "audit", "checkpoint", "--key", str(key))[0] == 0
+    assert run_cli(capsys, "--store", store, "record", "main", "after the checkpoint")[0] == 0
+    for extra in ((), ("--session", "main")):
+        exported = tmp_path / "file.jsonl"
+        code, _, err = run_cli(
+            capsys, "--store", store, "audit", "export", *extra, "-o", str(exported)
+        )
+        assert code == 0, err
+        code, out, _ = run_cli(capsys, "--json", "audit", "verify", str(exported))
+        report = json.loads(out)
+        assert (code, report["anchored"], report["unanchored"]) == (0, 2, 1), extra
+        code, out, _ = run_cli(
+            capsys, "--json", "audit", "verify", str(exported), "--require-anchored"
+        )
+        assert code == 1
+        assert [f["kind"] for f in json.loads(out)["findings"]] == ["unanchored"]
+        code, out, _ = run_cli(capsys, "audit", "verify", str(exported))
+        assert "1 unanchored (after the checkpoint)" in out
