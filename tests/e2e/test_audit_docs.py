@@ -105,3 +105,33 @@ def test_the_audit_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
         assert written[command]["exit"] == 0
         assert written[command]["events_per_second"] > 0
         assert written[command]["peak_rss_mb"] > 0
+
+
+@pytest.mark.slow
+def test_the_bundle_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    out = tmp_path / "bundles.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_audit.py"),
+            "--events",
+            "3000",
+            "--per-session",
+            "500",
+            "--bundles",
+            "--workdir",
+            str(tmp_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = json.loads(out.read_text())
+    for command in ("checkpoint", "export_session", "verify_session_file", "export_all"):
+        assert written[command]["exit"] == 0, written[command]
+    verified = written["verify_all_file"]["result"]
+    assert (verified["clean"], verified["anchored"], verified["unanchored"]) == (True, 3000, 0)
