@@ -34,6 +34,7 @@ from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
 REBUILD_PAGE = 500
@@ -142,6 +143,16 @@ class StoreAuditLog(AuditLog):
     def checkpoints(self, *, limit: int = 1) -> list[Checkpoint]:
         with self._reading() as cursor:
             return self.chain.checkpoints(cursor, limit=limit)
+
+    def session_records(
+        self, session_key: str
+    ) -> list[tuple[StoredRecord, ChainLink | None]] | None:
+        indexed = self.store.session_streams(session_key)
+        if indexed is None:
+            return None
+        ids = [session_uuid(session_key), *indexed]
+        with self._reading() as cursor:
+            return self.chain.stream_records_linked(cursor, ids)
 
     def decode(self, record: StoredRecord) -> DomainEvent:
         content = record.content

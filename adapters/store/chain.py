@@ -498,6 +498,24 @@ class SqlChain:
         found.sort(key=lambda record: record.notification_id)
         return found
 
+    def stream_records_linked(
+        self, cursor: Cursor, ids: Sequence[UUID]
+    ) -> list[tuple[StoredRecord, ChainLink | None]]:
+        """Every event of these streams with its chain row, through the events' primary
+        key: the cost follows these streams, not the log. In no set order."""
+        t, m = self.t, self.t.marker
+        found: list[tuple[StoredRecord, ChainLink | None]] = []
+        for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
+            cursor.execute(
+                f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} FROM {t.events} e "
+                f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+                f"WHERE e.originator_id IN ({', '.join([m] * len(chunk))})",
+                [t.to_db_id(i) for i in chunk],
+            )
+            found.extend(self._records(cursor))
+        return found
+
     def _record(self, row: Any) -> StoredRecord:
         return StoredRecord(
             notification_id=int(row["n"]),

@@ -213,15 +213,7 @@ def export_lines(
     log.seal()  # the sealed log as far as it can go now (PostgreSQL seals behind writers)
     count = 0
     head: ChainLink | None = None
-    for record, link in log.stored_records(log.log_bounds()):
-        if session_key is not None:
-            content = record.content
-            if content.originator_id not in wanted:
-                if content.originator_version != 1 or not _involves(
-                    log.decode(record), session_key
-                ):
-                    continue
-                wanted.add(content.originator_id)
+    for record, link in _records(log, session_key, wanted):
         count += 1
         if link is not None and link.log_hash is not None:
             head = link
@@ -236,6 +228,47 @@ def export_lines(
         head_log_hash=None if head is None or head.log_hash is None else head.log_hash.hex(),
         head_log_seq=None if head is None else head.log_seq,
     ).model_dump_json(exclude_none=True)
+
+
+def _records(
+    log: AuditLog, session_key: str | None, wanted: set[UUID]
+) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+    """The records to export in log order, adding a session's streams to ``wanted``.
+
+    A session's streams come from the timeline index (ADR 0015), read through the
+    events' primary key: the cost follows the session. A store recorded before the index
+    is scanned, a stream joining when its creation event names the session."""
+    if session_key is not None:
+        indexed = log.session_records(session_key)
+        if indexed is not None:
+            indexed.sort(key=lambda found: log_order(found[0].notification_id, found[1]))
+            wanted.update(record.content.originator_id for record, _ in indexed)
+            yield from indexed
+            return
+    for record, link in log.stored_records(log.log_bounds()):
+        if session_key is not None:
+            content = record.content
+            if content.originator_id not in wanted:
+                if content.originator_version != 1 or not _involves(
+                    log.decode(record), session_key
+                ):
+                    continue
+                wanted.add(content.originator_id)
+        yield record, link
+
+
+_PHASE = 1 << 60
+
+
+def log_order(position: int, link: ChainLink | None) -> int:
+    """A record's place in an export's log order: events from before the chain by
+    position, the sealed log by ``log_seq`` (by position in files from before sealing),
+    then the records not sealed yet by position."""
+    if link is None:
+        return position
+    if link.log_hash is None:
+        return 2 * _PHASE + position
+    return _PHASE + (position if link.log_seq is None else link.log_seq)
 
 
 def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:

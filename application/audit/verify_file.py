@@ -36,13 +36,13 @@ from sessionwire.application.audit.export import (
     ExportEnd,
     ExportHeader,
     ExportProof,
+    log_order,
 )
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
-    ChainLink,
     RecordContent,
     log_hash,
     stream_hash,
@@ -340,7 +340,7 @@ class _Verifier:
                 **where,
             )
             return
-        self.order.append(_log_order(record.notification_id, link))
+        self.order.append(log_order(record.notification_id, link))
         self.ordered.append(index)
         if version < stream.highest:
             # Kept until the end: the log-order check may name this event already.
@@ -623,20 +623,6 @@ class _Verifier:
             for version, event in stream.versions()
             if self.events.hashed[event - 1] and version > proven.get(oid, 0)
         )
-
-
-_PHASE = 1 << 60
-
-
-def _log_order(position: int, link: ChainLink | None) -> int:
-    """An event's place in an export's log order: events from before the chain by
-    position, the sealed log by ``log_seq`` (by position in files from before sealing),
-    then the records not sealed yet by position."""
-    if link is None:
-        return position
-    if link.log_hash is None:
-        return 2 * _PHASE + position
-    return _PHASE + (position if link.log_seq is None else link.log_seq)
 
 
 def _increasing(positions: Sequence[int]) -> list[int]:

@@ -133,6 +133,14 @@ class AuditLog(ABC):
         """The latest recorded checkpoints, newest first."""
 
     @abstractmethod
+    def session_records(
+        self, session_key: str
+    ) -> list[tuple[StoredRecord, ChainLink | None]] | None:
+        """The events of the session's stream and of the streams the timeline index
+        (ADR 0015) lists for it, with their links, in no set order; None when the store
+        has no index for it (recorded before the index: scan the log instead)."""
+
+    @abstractmethod
     def decode(self, record: StoredRecord) -> DomainEvent:
         """The domain event a stored record holds."""
 

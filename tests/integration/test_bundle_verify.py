@@ -40,6 +40,7 @@ Line = dict[str, Any]
 @dataclass(frozen=True)
 class Files:
     session: list[str]  # the bundle of MAIN, lines as exported
+    scanned: list[str]  # the same, its streams found by scanning the log, not the index
     whole: list[str]  # the whole-store export
     public_key: bytes
     log_hash: bytes
@@ -64,10 +65,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
             export_lines(log, session_key=MAIN, checkpoint=made.checkpoint, heads=made.heads)
         )
         whole = list(export_lines(log, checkpoint=made.checkpoint, heads=made.heads))
+        log.session_records = lambda key: None  # type: ignore[method-assign]
+        scanned = list(
+            export_lines(log, session_key=MAIN, checkpoint=made.checkpoint, heads=made.heads)
+        )
     finally:
         store.close()
     return Files(
         session=session,
+        scanned=scanned,
         whole=whole,
         public_key=raw_public_key(key),
         log_hash=made.checkpoint.statement.log_hash,
@@ -152,6 +158,12 @@ def test_a_session_bundle_verifies_alone_against_its_checkpoint(files: Files) ->
     assert report.checkpoint is not None
     assert report.checkpoint.signature_holds
     assert report.checkpoint.trusted is True
+
+
+def test_a_bundle_read_through_the_index_equals_one_found_by_scanning_the_log(
+    files: Files,
+) -> None:
+    assert files.session == files.scanned
 
 
 def test_a_whole_store_export_verifies_against_the_signed_log_hash(files: Files) -> None:
