@@ -34,6 +34,12 @@ from sessionwire.application.ports.runtime import (
     RecordedDelivery,
 )
 from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.telemetry import (
+    NO_TELEMETRY,
+    GatewayGauges,
+    Telemetry,
+    ToolSpan,
+)
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -104,8 +110,12 @@ class GatewayService:
         ids: IdSource,
         runtime: AgentRuntime | None = None,
         delivery: ChannelDelivery | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        # Metrics and spans (ADR 0019); none unless the host or `serve` asks.
+        self.telemetry = telemetry or NO_TELEMETRY
+        store.telemetry = self.telemetry
         self.config = config
         self.clock = clock
         self.ids = ids
@@ -144,6 +154,14 @@ class GatewayService:
             outbox=self.outbox,
             config=config,
         )
+        self.telemetry.watch(
+            GatewayGauges(
+                free_slots=self.runs.free_slots,
+                slots=defaults.maxConcurrent,
+                pending_runs=self._pending_runs,
+                outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
+            )
+        )
         self.services = ToolServices(
             runs=self.runs,
             exchanges=self.exchanges,
@@ -170,6 +188,12 @@ class GatewayService:
                 spawns=spawns,
                 deliveries=deliveries,
             )
+
+    def _pending_runs(self) -> dict[str, int]:
+        return {
+            status: len(self.store.pending_work("run", (status,)))
+            for status in ("queued", "running")
+        }
 
     def tools_for(self, run: Run) -> tuple[str, ...]:
         """The tools a run may use: sub-agents get the full set minus the session tools."""
@@ -314,6 +338,23 @@ class GatewayService:
 
     async def call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
         """Run one tool for the session ``requester``; never raises."""
+        caller_run = current_run()
+        with self.telemetry.tool_span(
+            ToolSpan(
+                tool=_shorten(str(name)),
+                requester=_shorten(str(requester)),
+                run_id=caller_run.run_id if caller_run else None,
+                trace_id=caller_run.trace_id if caller_run else None,
+            )
+        ) as span:
+            result = await self._call_tool(requester, name, params)
+            status = result.get("status")
+            span.status = status if isinstance(status, str) else "ok"
+            if span.status in ("error", "forbidden"):
+                span.error = str(result.get("error", ""))[:200]
+        return result
+
+    async def _call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
         log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
