@@ -242,7 +242,15 @@ def create_console(
     @app.get("/store", response_class=HTMLResponse)
     async def integrity(check: bool = False) -> Response:
         # Verifying reads the whole log: only when asked, never on a page load.
-        report = verify(StoreAuditLog(store)) if check else None  # type: ignore[arg-type]
-        return render("store.html", report=report, location=getattr(store, "location", ""))
+        log = StoreAuditLog(store)  # type: ignore[arg-type]
+        report = verify(log) if check else None
+        # The latest signed checkpoint (ADR 0016): one row, read on every load.
+        latest = log.checkpoints(limit=1)
+        return render(
+            "store.html",
+            report=report,
+            checkpoint=latest[0].statement if latest else None,
+            location=getattr(store, "location", ""),
+        )
 
     return app

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 from console_scenario import MAIN, OPS, SECRET, SESSION_TOKEN, TOKEN, Recorded, record_scenario
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sessionwire import Gateway
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.http.tokens import TokenSet
 
@@ -205,3 +209,22 @@ def test_every_page_docs_console_names_is_served(
         for placeholder, value in filled.items():
             path = re.sub(rf"/{placeholder}$", f"/{value}", path)
         assert client.get(path, headers=AUTH).status_code == 200, path
+
+
+def test_the_store_page_shows_the_last_signed_checkpoint(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    asyncio.run(record_scenario(url))
+    config = GatewayConfig()
+    app = FastAPI()
+    store = open_event_store(url, config)
+    try:
+        app.mount("/console", create_console(store, config, TokenSet.operator(TOKEN)))
+        client = TestClient(app)
+        assert "None recorded yet" in client.get("/console/store", headers=AUTH).text
+        key = tmp_path / "keys" / "checkpoint.key"
+        assert main(["--store", url, "--json", "audit", "checkpoint", "--key", str(key)]) == 0
+        page = words(client.get("/console/store", headers=AUTH).text)
+        assert f"Log size {store.log_position()} event(s)" in page
+        assert "Key id" in page
+    finally:
+        store.close()
