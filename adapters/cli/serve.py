@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,8 @@ def serve(
         connect_runtime(runtime, gateway)
         app = create_app(gateway, tokens, max_body_bytes=max_body_bytes)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
-        server = uvicorn.Server(
+        server = _ListeningServer(
+            f"http://{host}:{port}",
             uvicorn.Config(
                 app,
                 host=host,
@@ -168,7 +170,7 @@ def serve(
                 log_config=None,
                 timeout_keep_alive=IDLE_TIMEOUT_SECONDS,
                 limit_concurrency=MAX_CONNECTIONS,
-            )
+            ),
         )
         click.echo(
             f"sessionwire: serving {gateway.store.location} on http://{host}:{port}", err=True
@@ -187,3 +189,21 @@ def serve(
     except KeyboardInterrupt:
         # uvicorn shuts down on Ctrl+C, then re-raises it; stopping is the normal end.
         return 0
+
+
+# The line on stderr that says the server accepts connections.
+LISTENING = "sessionwire: listening on"
+
+
+class _ListeningServer(uvicorn.Server):
+    """uvicorn that says on stderr when its port is open (what a supervisor or a test
+    waits for, instead of polling)."""
+
+    def __init__(self, url: str, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            click.echo(f"{LISTENING} {self.url}", err=True)
