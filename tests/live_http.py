@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import httpx
 import log_watch
 import uvicorn
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.cli.serve import LISTENING as SERVE_LISTENING
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, create_app
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.testing import ScriptedRuntime
@@ -41,6 +41,18 @@ SCRIPT = {
         {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
     ]
 }
+
+
+class _SignallingServer(uvicorn.Server):
+    """uvicorn that sets ``ready`` once its port is open (no polling for it)."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event) -> None:
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
 
 
 def free_port() -> int:
@@ -77,15 +89,17 @@ def live_server(
     port = free_port()
     servers: list[uvicorn.Server] = []
     failures: list[BaseException] = []
+    ready = threading.Event()
 
     async def serve() -> None:
         gateway = await Gateway.open(config=config, store=store, runtime=runtime)
         try:
             app = create_app(gateway, token, max_body_bytes=max_body_bytes, attempts=attempts)
-            server = uvicorn.Server(
+            server = _SignallingServer(
                 uvicorn.Config(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-                )
+                ),
+                ready,
             )
             servers.append(server)
             await server.serve()
@@ -97,16 +111,15 @@ def live_server(
             asyncio.run(serve())
         except BaseException as error:  # reported to the test below
             failures.append(error)
+        finally:
+            ready.set()
 
     thread = threading.Thread(target=run, name=f"http-gateway:{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not (servers and servers[0].started):
-        if failures or not thread.is_alive():
-            raise RuntimeError(f"the HTTP gateway did not start: {failures!r}")
-        if time.monotonic() > deadline:
-            raise RuntimeError("the HTTP gateway did not start within 30 s")
-        time.sleep(0.02)
+    ready.wait()  # set once the port is open, or the thread has ended
+    if not (servers and servers[0].started):
+        thread.join()
+        raise RuntimeError(f"the HTTP gateway did not start: {failures!r}")
     try:
         clear = token if isinstance(token, str) else ""
         yield LiveServer(url=f"http://127.0.0.1:{port}", token=clear)
@@ -147,7 +160,8 @@ def serve_process(
     command: str, *, port: int, env: dict[str, str], cwd: str, setup: str = ""
 ) -> Iterator[subprocess.Popen[str]]:
     """``sessionwire serve`` as a shell command (after ``setup``) in its own process group,
-    stopped with Ctrl+C (SIGINT) afterwards; waits until /readyz answers."""
+    stopped with Ctrl+C (SIGINT) afterwards; waits for the line on stderr that says it
+    listens (what it wrote before that is kept as ``startup_stderr``)."""
     process = subprocess.Popen(
         ["bash", "-c", f"{setup}\nexec {command}"],
         env=env,
@@ -157,20 +171,17 @@ def serve_process(
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
     try:
-        while True:
-            if process.poll() is not None:
-                _, stderr = process.communicate()
-                raise RuntimeError(f"serve exited with {process.returncode}: {stderr}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not become ready within 60 s")
-            time.sleep(0.1)
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith(SERVE_LISTENING):
+                break
+        else:
+            process.wait()
+            raise RuntimeError(f"serve exited with {process.returncode}: {''.join(lines)}")
+        process.startup_stderr = "".join(lines)  # type: ignore[attr-defined]
         yield process
     finally:
         if process.poll() is None:

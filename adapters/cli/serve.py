@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,8 @@ def serve(
         connect_runtime(runtime, gateway)
         app = create_app(gateway, tokens, max_body_bytes=max_body_bytes, metrics=metrics)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
-        server = uvicorn.Server(
+        server = _ListeningServer(
+            f"http://{host}:{port}",
             uvicorn.Config(
                 app,
                 host=host,
@@ -182,7 +184,7 @@ def serve(
                 limit_concurrency=MAX_CONNECTIONS,
                 # Headers sent byte by byte, forever, would hold a connection forever.
                 http=header_deadline(),
-            )
+            ),
         )
         click.echo(
             f"sessionwire: serving {gateway.store.location} on http://{host}:{port}", err=True
@@ -218,3 +220,21 @@ def otel_spans() -> Any:
             "--otel needs the OpenTelemetry SDK and OTLP exporter: pip install 'sessionwire[otel]'",
             EXIT_USAGE,
         )
+
+
+# The line on stderr that says the server accepts connections.
+LISTENING = "sessionwire: listening on"
+
+
+class _ListeningServer(uvicorn.Server):
+    """uvicorn that says on stderr when its port is open (what a supervisor or a test
+    waits for, instead of polling)."""
+
+    def __init__(self, url: str, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            click.echo(f"{LISTENING} {self.url}", err=True)

@@ -76,7 +76,7 @@ def test_serve_reads_the_token_file_binds_loopback_and_stops_on_ctrl_c(tmp_path:
     assert too_big.status_code == 413
     assert server.returncode == 0
     assert server.stderr is not None
-    stderr = server.stderr.read()
+    stderr = server.startup_stderr + server.stderr.read()
     assert f"on http://127.0.0.1:{port}" in stderr
     assert "warning" not in stderr
 
