@@ -44,8 +44,9 @@ class LogTables:
     key_type: str
     to_db_id: Callable[[UUID], Any]
     from_db_id: Callable[[Any], UUID]
-    # PostgreSQL: the writing transaction's id on every chain row, and which unsealed rows
-    # are final (no transaction that could still commit one before them is in flight).
+    # PostgreSQL: the writing transaction's id on every chain row, and the query for the
+    # bound below which unsealed rows are final (no transaction that could still commit
+    # one before them is in flight).
     xact_column: str | None = None
     final: str | None = None
 
@@ -68,6 +69,26 @@ def sqlite_tables() -> LogTables:
     )
 
 
+def _pg_final_bound(events: str) -> str:
+    # The lowest transaction id that may still write events here: the lowest of this
+    # table's writers in flight (a writer's first write is its events, so it holds a lock
+    # on the table from before it has an id), else the snapshot's next id. Only this
+    # table's writers count: the snapshot's xmin would wait on any transaction of the
+    # server. The writers are read after the snapshot is taken: one that ended in
+    # between is visible to the next statement's snapshot; one that began since has an
+    # id above the bound.
+    return (
+        "WITH s AS (SELECT pg_current_snapshot() AS snap), "
+        "w AS (SELECT x.transactionid::text::bigint AS xid FROM pg_locks r "
+        "JOIN pg_locks x ON x.virtualtransaction = r.virtualtransaction "
+        "AND x.locktype = 'transactionid' AND x.mode = 'ExclusiveLock' "
+        f"WHERE r.locktype = 'relation' AND r.relation = '{events}'::regclass) "
+        "SELECT LEAST(pg_snapshot_xmax(s.snap), (SELECT MIN(i) FROM pg_snapshot_xip(s.snap) "
+        "AS i WHERE i::text::bigint % 4294967296 IN (SELECT xid FROM w)))::text AS bound "
+        "FROM s"
+    )
+
+
 def postgres_tables(schema: str, events_table: str) -> LogTables:
     return LogTables(
         marker="%s",
@@ -80,7 +101,7 @@ def postgres_tables(schema: str, events_table: str) -> LogTables:
         to_db_id=lambda value: value,
         from_db_id=_uuid,
         xact_column="xact_id xid8 DEFAULT pg_current_xact_id()",
-        final="xact_id < pg_snapshot_xmin(pg_current_snapshot())",
+        final=_pg_final_bound(f'"{schema}"."{events_table}"'),
     )
 
 
@@ -212,12 +233,15 @@ class SqlChain:
         t, m = self.t, self.t.marker
         assert t.final is not None, "only a store with writers in parallel seals behind them"
         head = self.head(cursor)
-        # One statement: the rows read and the snapshot whose xmin bounds them agree.
+        cursor.execute(t.final, **self.write_options)
+        bound = cursor.fetchone()["bound"]
+        # A later statement, so a later snapshot: every transaction below the bound has
+        # ended, and what it committed is visible here.
         cursor.execute(
             f"SELECT notification_id, stream_hash FROM {t.chain} "
-            f"WHERE log_seq IS NULL AND {t.final} "
+            f"WHERE log_seq IS NULL AND xact_id < {m}::xid8 "
             f"ORDER BY xact_id, notification_id LIMIT {m}",
-            (limit,),
+            (bound, limit),
             **self.write_options,
         )
         pending = [

@@ -98,6 +98,10 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         sealed = 0
         while True:
             with self.datastore.transaction(commit=True) as cursor:
+                # Seals need not wait for the disk: one lost in a crash is given again,
+                # identically, by the next pass (the sealed log is always a prefix of the
+                # same order), and WAL order keeps a later seal from outliving it.
+                cursor.execute("SET LOCAL synchronous_commit = off")
                 if wait:
                     cursor.execute(
                         "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
