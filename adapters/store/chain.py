@@ -11,6 +11,8 @@ this module only moves rows.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -29,6 +31,7 @@ from sessionwire.domain.hash_chain import (
 )
 
 PAGE = 1_000
+STREAM_HEADS = 10_000
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,10 @@ class SqlChain:
             f"SELECT stream_hash FROM {tables.chain} "
             f"WHERE originator_id = {m} AND originator_version = {m}"
         )
-        self.update_seal = (
-            f"UPDATE {tables.chain} SET log_seq = {m}, log_hash = {m} WHERE notification_id = {m}"
-        )
+        # The last committed link of streams this process wrote (id -> version, hash): a
+        # save that continues one needs no read. Filled by committed(), after the commit.
+        self._heads: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
+        self._heads_lock = threading.Lock()
 
     def create_statements(self) -> list[str]:
         return [self.table_statement(), *self.index_statements()]
@@ -189,6 +193,11 @@ class SqlChain:
         for originator_id, version in firsts.items():
             if version <= 1:
                 continue
+            with self._heads_lock:
+                known = self._heads.get(originator_id)
+            if known is not None and known[0] == version - 1:
+                previous_streams[originator_id] = known[1]
+                continue
             execute(self.select_stream, (self.t.to_db_id(originator_id), version - 1))
             found = cursor.fetchone()
             if found is not None:
@@ -202,6 +211,15 @@ class SqlChain:
             ]
         self.write_links(cursor, links)
         return links
+
+    def committed(self, links: Iterable[ChainLink]) -> None:
+        """Remember the stream heads of links whose transaction committed."""
+        with self._heads_lock:
+            for link in links:
+                self._heads[link.originator_id] = (link.originator_version, link.stream_hash)
+                self._heads.move_to_end(link.originator_id)
+            while len(self._heads) > STREAM_HEADS:
+                self._heads.popitem(last=False)
 
     def write_links(self, cursor: Cursor, links: Iterable[ChainLink]) -> None:
         execute: Any = partial(cursor.execute, **self.write_options)

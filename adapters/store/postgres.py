@@ -64,6 +64,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # gives the log its order instead, with no reader ever passing over a gap.
         self.lock_table_statements = []
         self.sealer = BackgroundSealer(self)
+        # This thread's save's links, until its commit (saves may run in several threads).
+        self._links = threading.local()
 
     def _notify_channel(self, curs: Any) -> None:
         # Nothing listens (no eventsourcing subscriptions here), and NOTIFY takes a
@@ -71,10 +73,13 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         pass
 
     def insert_events(self, stored_events: Any, **kwargs: Any) -> Sequence[int] | None:
+        self._links.pending = []
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            self.chain.committed(self._links.pending)
             return ids
         finally:
+            self._links.pending = []
             # After the commit (or the rollback: a transaction that ended lets the
             # sealer pass what it held back).
             self.sealer.wanted()
@@ -151,7 +156,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
         assert notification_ids is not None
         with curs.connection.cursor() as chain_cursor:
-            self.chain.append(
+            self._links.pending = self.chain.append(
                 chain_cursor, record_contents(notification_ids, stored_events), sealing=False
             )
         return notification_ids
