@@ -185,6 +185,22 @@ class SqlChain:
     ) -> list[ChainLink]:
         """Link events just inserted to their streams, in this transaction; ``sealing``
         (the store's one writer, holding its write lock) also seals them at once."""
+        previous_streams = self.previous_streams(cursor, records)
+        links = stream_links(list(records), previous_streams=previous_streams)
+        if sealing:
+            seals = seal(self.head(cursor), [(lk.notification_id, lk.stream_hash) for lk in links])
+            links = [
+                replace(link, log_seq=sealed.log_seq, log_hash=sealed.log_hash)
+                for link, sealed in zip(links, seals, strict=True)
+            ]
+        self.write_links(cursor, links)
+        return links
+
+    def previous_streams(
+        self, cursor: Cursor, records: Sequence[tuple[int, RecordContent]]
+    ) -> dict[UUID, bytes]:
+        """The stream hash before the first of these records, for each stream that has
+        one: from the committed heads this process remembers, else one indexed read."""
         execute: Any = partial(cursor.execute, **self.write_options)
         previous_streams: dict[UUID, bytes] = {}
         firsts: dict[UUID, int] = {}
@@ -202,15 +218,25 @@ class SqlChain:
             found = cursor.fetchone()
             if found is not None:
                 previous_streams[originator_id] = bytes(found["stream_hash"])
-        links = stream_links(list(records), previous_streams=previous_streams)
-        if sealing:
-            seals = seal(self.head(cursor), [(lk.notification_id, lk.stream_hash) for lk in links])
-            links = [
-                replace(link, log_seq=sealed.log_seq, log_hash=sealed.log_hash)
-                for link, sealed in zip(links, seals, strict=True)
-            ]
-        self.write_links(cursor, links)
-        return links
+        return previous_streams
+
+    def write_stream_links(self, cursor: Cursor, links: Sequence[ChainLink]) -> None:
+        """Unsealed links for events inserted earlier in this transaction, found by their
+        stream coordinates: their notification ids need not be known yet (PostgreSQL:
+        one statement, sent in the save's pipeline before anything is read back)."""
+        t = self.t
+        cursor.execute(
+            f"INSERT INTO {t.chain} (notification_id, originator_id, originator_version, "
+            f"stream_hash) SELECT e.{t.position}, v.id, v.version, v.hash "
+            "FROM unnest(%s::uuid[], %s::bigint[], %s::bytea[]) AS v(id, version, hash) "
+            f"JOIN {t.events} e ON e.originator_id = v.id AND e.originator_version = v.version",
+            (
+                [t.to_db_id(link.originator_id) for link in links],
+                [link.originator_version for link in links],
+                [link.stream_hash for link in links],
+            ),
+            **self.write_options,
+        )
 
     def committed(self, links: Iterable[ChainLink]) -> None:
         """Remember the stream heads of links whose transaction committed."""

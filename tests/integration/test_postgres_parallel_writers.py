@@ -45,17 +45,19 @@ class HeldSave:
         self.inside = threading.Event()
         self.release = threading.Event()
         self.error: BaseException | None = None
-        recorder: Any = store.recorder
-        original = recorder._fetch_ids_after_insert_events
+        chain: Any = store.chain
+        original = chain.write_stream_links
 
-        def held(curs: Any, stored_events: Any, **kwargs: Any) -> Any:
-            ids = original(curs, stored_events, **kwargs)
-            recorder._fetch_ids_after_insert_events = original  # once
+        def held(cursor: Any, links: Any) -> None:
+            original(cursor, links)
+            chain.write_stream_links = original  # once
+            # Send what the save's pipeline holds: its inserts run, its commit does not.
+            with cursor.connection.pipeline() as pipeline:  # the save's own pipeline
+                pipeline.sync()
             self.inside.set()
             self.release.wait(HELD)
-            return ids
 
-        recorder._fetch_ids_after_insert_events = held
+        chain.write_stream_links = held
         self.store = store
 
     def start(self, session: Session) -> None:
@@ -77,13 +79,15 @@ class HeldSave:
 
 def impatient(store: EventSourcedStore) -> None:
     """The store's saves give up on any lock at once instead of waiting for it: the
-    statement runs first in each save's transaction (eventsourcing's hook for it)."""
-    recorder: Any = store.recorder
+    setting comes with the first statement of each save's transaction."""
+    read_model: Any = store.read_model
+    original = read_model.write
 
-    def first_in_the_transaction(curs: Any, stored_events: Any, **kwargs: Any) -> None:
-        curs.execute("SET LOCAL lock_timeout = '1ms'")
+    def first_in_the_transaction(cursor: Any, changes: Any) -> None:
+        cursor.execute("SET LOCAL lock_timeout = '1ms'")
+        original(cursor, changes)
 
-    recorder._insert_events = first_in_the_transaction
+    read_model.write = first_in_the_transaction
 
 
 @pytest.fixture
