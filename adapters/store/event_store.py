@@ -171,7 +171,14 @@ class EventSourcedStore(Store):
 
     def writing(self) -> Any:
         """A transaction that writes (its cursor), committed at the end of ``with``."""
+        self.hold_writer()
         return self.datastore.transaction(commit=True)
+
+    def hold_writer(self) -> None:
+        """Every write holds the store's one writer's lock (decision 20): a store opened
+        to read takes it at its first write, and keeps it until closed; while another
+        gateway holds it, the write is refused with StoreInUse naming the holder."""
+        self.backend.hold_writer()
 
     def save(self, *aggregates: Aggregate) -> None:
         events: list[DomainEvent] = []
@@ -179,6 +186,7 @@ class EventSourcedStore(Store):
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
         if not events:
             return
+        self.hold_writer()
         changes = project(list(aggregates), events)
         stored = [self.app.mapper.to_stored_event(event) for event in events]
         try:
