@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
+from sessionwire.application.audit.export import export_lines, import_export
 from sessionwire.application.audit.verify import verify
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage, content_blocks
@@ -152,3 +154,47 @@ def test_sealing_stops_below_a_transaction_in_flight_and_keeps_its_place_after(
     audit = StoreAuditLog(b)
     report = verify(audit)
     assert (report.findings, report.unsealed, report.head_seq) == ([], 0, 4)
+
+
+def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
+    stores: tuple[EventSourcedStore, EventSourcedStore], postgres_url: str
+) -> None:
+    _, b = stores
+    first, second = opened("agent:main:first"), opened("agent:main:second")
+    b.save(first)
+    b.save(second)
+    # Writers racing: the later position's transaction had the lower id (as when one
+    # transaction takes its sequence value first and its transaction id second).
+    with b.writing() as cursor:
+        cursor.execute(
+            f'SELECT MIN(xact_id)::text::bigint AS low FROM "{schema(postgres_url)}".sw_chain'
+        )
+        low = int(cursor.fetchone()["low"])
+        cursor.execute(
+            f'UPDATE "{schema(postgres_url)}".sw_chain SET xact_id = %s::text::xid8 '
+            "WHERE originator_id = %s",
+            (str(low - 1), second.id),
+        )
+    assert b.seal() == 2
+    sealed = [event.originator_id for _, event in b.records_after(0, 10)]
+    assert sealed == [second.id, first.id]  # not their positions' order
+
+    lines = list(export_lines(StoreAuditLog(b)))
+    copy_url = postgres_url.replace(schema(postgres_url), schema(postgres_url) + "_copy")
+    copy = EventSourcedStore(copy_url, kind_of=no_kind)
+    try:
+        assert import_export(StoreAuditLog(copy), lines) == 2
+        source, copied = verify(StoreAuditLog(b)), verify(StoreAuditLog(copy))
+        assert copied.findings == []
+        assert copied.unsealed == 0
+        assert copied.head_seq == source.head_seq == 2
+        assert copied.head_hash == source.head_hash
+        assert [e.originator_id for _, e in copy.records_after(0, 10)] == sealed
+    finally:
+        copy.close()
+        with psycopg.connect(copy_url.split("?")[0], autocommit=True) as connection:
+            connection.execute(f'DROP SCHEMA IF EXISTS "{schema(copy_url)}" CASCADE')
+
+
+def schema(url: str) -> str:
+    return url.split("schema=")[1]
