@@ -19,8 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
-import structlog
-from eventsourcing.persistence import InterfaceError, OperationalError
+from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.sql import SQL
@@ -38,6 +37,7 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.hash_chain import stream_links
 
@@ -175,7 +175,7 @@ class BackgroundSealer:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
-        self._log = structlog.get_logger(__name__).bind(schema=recorder.datastore.schema)
+        self._log = library_logger("sessionwire.store").bind(schema=recorder.datastore.schema)
 
     def wanted(self) -> None:
         if self._thread is None:
@@ -195,6 +195,10 @@ class BackgroundSealer:
                 return
             try:
                 self.recorder.seal_log(wait=False)
+            except OperationalError as error:
+                if self._stopping or "closed" in str(error):
+                    return  # the store closed under it; nothing left to seal for
+                self._log.warning("sealing failed", error=str(error))
             except Exception as error:
                 self._log.warning("sealing failed", error=str(error))
 
@@ -207,7 +211,7 @@ class BackgroundSealer:
             thread.join()
             # A last pass for this process's last saves: a one-shot command's events are
             # then in the sealed log when it exits, unless another writer is in flight.
-            with contextlib.suppress(psycopg.Error):
+            with contextlib.suppress(psycopg.Error, PersistenceError):
                 self.recorder.seal_log(wait=False)
 
 
