@@ -10,6 +10,7 @@ the events, so events and read models commit together or not at all.
 
 from __future__ import annotations
 
+import time
 from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -187,6 +188,7 @@ class EventSourcedStore(Store):
         if not events:
             return
         self.hold_writer()
+        started = time.perf_counter()
         changes = project(list(aggregates), events)
         stored = [self.app.mapper.to_stored_event(event) for event in events]
         try:
@@ -197,6 +199,7 @@ class EventSourcedStore(Store):
             for row in changes.rows.values():
                 self._written.pop(row.state.key, None)
             raise StoreConflict(str(error)) from error
+        self.telemetry.appended(time.perf_counter() - started, len(events))
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)

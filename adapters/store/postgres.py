@@ -59,7 +59,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             write_options={"prepare": False},
         )
         # The chain table last: _postgres_setup takes its presence to mean "all created".
-        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
+        for statement in [
+            *self.read_model.create_statements(),
+            *self.chain.checkpoint_statements(),
+            *self.chain.create_statements(),
+        ]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
         # No table lock: it ordered commits for eventsourcing's notification readers and
         # for chain v1's log hash, and serialised every writer of the schema. The sealer
@@ -248,10 +252,16 @@ class PostgresSessionLock(AbstractAsyncContextManager[None]):
                 self._held = (connection_context, connection)
                 return
             connection_context.__exit__(None, None, None)
-            # The pause in a worker thread: the event loop runs on while this waits (it
-            # must not block, issue 12), and no event-loop timer is used, since those
-            # stop under freezegun's frozen time and this runs in frozen-time tests too.
-            await asyncio.to_thread(time.sleep, self.POLL_SECONDS)
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Between two tries of a lock another connection holds.
+
+        The pause in a worker thread: the event loop runs on while this waits (it must
+        not block, issue 12), and no event-loop timer is used, since those stop under
+        freezegun's frozen time and this runs in frozen-time tests too.
+        """
+        await asyncio.to_thread(time.sleep, self.POLL_SECONDS)
 
     async def __aexit__(self, *_: object) -> None:
         connection_context, connection = self._held
@@ -301,6 +311,11 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
             ).fetchone()
             if found is not None and found[0] is not None:
                 env["CREATE_TABLE"] = "n"
+                # A table added since this schema was made (ADR 0016): created here, under
+                # the setup lock, as the others were when the schema was new.
+                tables = postgres_tables(schema, "")
+                for statement in SqlChain(tables, write_options={}).checkpoint_statements():
+                    connection.execute(statement)
             yield
         finally:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
