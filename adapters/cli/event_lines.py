@@ -20,6 +20,7 @@ from sessionwire.application.ports.event_log import EventLog
 from sessionwire.domain.base import DomainEvent
 
 GIST_CHARS = 90
+FEED_PAGE = 500
 UUID_TAIL = re.compile(r"([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Colours by stream kind, so a reader can follow one conversation through the log.
 STREAM_STYLES = {
@@ -90,12 +91,25 @@ class EventFeed:
     ) -> None:
         self.store = store
         self.display = display
-        self.position = store.log_position() if after is None else after
+        if after is None:
+            store.seal()
+        self.position = store.sealed_position() if after is None else after
         self._streams: dict[UUID, tuple[str, str]] = {}
 
     def new_lines(self) -> list[EventLine]:
+        # By the sealed log's positions: on PostgreSQL a record that commits after a later
+        # numbered one is still read, since positions are given only to final records.
+        self.store.seal()
+        found: list[tuple[int, DomainEvent]] = []
+        after = self.position
+        while True:
+            page = self.store.records_after(after, FEED_PAGE)
+            found.extend(page)
+            if len(page) < FEED_PAGE:
+                break
+            after = page[-1][0]
         lines = []
-        for position, event in list(self.store.events(start=self.position + 1)):
+        for position, event in found:
             self.position = position
             stream, subject = self._stream_of(event)
             lines.append(

@@ -11,6 +11,8 @@ this module only moves rows.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -30,6 +32,7 @@ from sessionwire.domain.hash_chain import (
 )
 
 PAGE = 1_000
+STREAM_HEADS = 10_000
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,9 @@ class LogTables:
     key_type: str
     to_db_id: Callable[[UUID], Any]
     from_db_id: Callable[[Any], UUID]
-    # PostgreSQL: the writing transaction's id on every chain row, and which unsealed rows
-    # are final (no transaction that could still commit one before them is in flight).
+    # PostgreSQL: the writing transaction's id on every chain row, and the query for the
+    # bound below which unsealed rows are final (no transaction that could still commit
+    # one before them is in flight).
     xact_column: str | None = None
     final: str | None = None
 
@@ -73,6 +77,26 @@ def sqlite_tables() -> LogTables:
     )
 
 
+def _pg_final_bound(events: str) -> str:
+    # The lowest transaction id that may still write events here: the lowest of this
+    # table's writers in flight (a writer's first write is its events, so it holds a lock
+    # on the table from before it has an id), else the snapshot's next id. Only this
+    # table's writers count: the snapshot's xmin would wait on any transaction of the
+    # server. The writers are read after the snapshot is taken: one that ended in
+    # between is visible to the next statement's snapshot; one that began since has an
+    # id above the bound.
+    return (
+        "WITH s AS (SELECT pg_current_snapshot() AS snap), "
+        "w AS (SELECT x.transactionid::text::bigint AS xid FROM pg_locks r "
+        "JOIN pg_locks x ON x.virtualtransaction = r.virtualtransaction "
+        "AND x.locktype = 'transactionid' AND x.mode = 'ExclusiveLock' "
+        f"WHERE r.locktype = 'relation' AND r.relation = '{events}'::regclass) "
+        "SELECT LEAST(pg_snapshot_xmax(s.snap), (SELECT MIN(i) FROM pg_snapshot_xip(s.snap) "
+        "AS i WHERE i::text::bigint % 4294967296 IN (SELECT xid FROM w)))::text AS bound "
+        "FROM s"
+    )
+
+
 def postgres_tables(schema: str, events_table: str) -> LogTables:
     return LogTables(
         marker="%s",
@@ -87,7 +111,7 @@ def postgres_tables(schema: str, events_table: str) -> LogTables:
         to_db_id=lambda value: value,
         from_db_id=_uuid,
         xact_column="xact_id xid8 DEFAULT pg_current_xact_id()",
-        final="xact_id < pg_snapshot_xmin(pg_current_snapshot())",
+        final=_pg_final_bound(f'"{schema}"."{events_table}"'),
     )
 
 
@@ -108,9 +132,10 @@ class SqlChain:
             f"SELECT stream_hash FROM {tables.chain} "
             f"WHERE originator_id = {m} AND originator_version = {m}"
         )
-        self.update_seal = (
-            f"UPDATE {tables.chain} SET log_seq = {m}, log_hash = {m} WHERE notification_id = {m}"
-        )
+        # The last committed link of streams this process wrote (id -> version, hash): a
+        # save that continues one needs no read. Filled by committed(), after the commit.
+        self._heads: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
+        self._heads_lock = threading.Lock()
 
     def create_statements(self) -> list[str]:
         return [self.table_statement(), *self.index_statements()]
@@ -177,18 +202,7 @@ class SqlChain:
     ) -> list[ChainLink]:
         """Link events just inserted to their streams, in this transaction; ``sealing``
         (the store's one writer, holding its write lock) also seals them at once."""
-        execute: Any = partial(cursor.execute, **self.write_options)
-        previous_streams: dict[UUID, bytes] = {}
-        firsts: dict[UUID, int] = {}
-        for _, record in records:
-            firsts.setdefault(record.originator_id, record.originator_version)
-        for originator_id, version in firsts.items():
-            if version <= 1:
-                continue
-            execute(self.select_stream, (self.t.to_db_id(originator_id), version - 1))
-            found = cursor.fetchone()
-            if found is not None:
-                previous_streams[originator_id] = bytes(found["stream_hash"])
+        previous_streams = self.previous_streams(cursor, records)
         links = stream_links(list(records), previous_streams=previous_streams)
         if sealing:
             seals = seal(self.head(cursor), [(lk.notification_id, lk.stream_hash) for lk in links])
@@ -198,6 +212,57 @@ class SqlChain:
             ]
         self.write_links(cursor, links)
         return links
+
+    def previous_streams(
+        self, cursor: Cursor, records: Sequence[tuple[int, RecordContent]]
+    ) -> dict[UUID, bytes]:
+        """The stream hash before the first of these records, for each stream that has
+        one: from the committed heads this process remembers, else one indexed read."""
+        execute: Any = partial(cursor.execute, **self.write_options)
+        previous_streams: dict[UUID, bytes] = {}
+        firsts: dict[UUID, int] = {}
+        for _, record in records:
+            firsts.setdefault(record.originator_id, record.originator_version)
+        for originator_id, version in firsts.items():
+            if version <= 1:
+                continue
+            with self._heads_lock:
+                known = self._heads.get(originator_id)
+            if known is not None and known[0] == version - 1:
+                previous_streams[originator_id] = known[1]
+                continue
+            execute(self.select_stream, (self.t.to_db_id(originator_id), version - 1))
+            found = cursor.fetchone()
+            if found is not None:
+                previous_streams[originator_id] = bytes(found["stream_hash"])
+        return previous_streams
+
+    def write_stream_links(self, cursor: Cursor, links: Sequence[ChainLink]) -> None:
+        """Unsealed links for events inserted earlier in this transaction, found by their
+        stream coordinates: their notification ids need not be known yet (PostgreSQL:
+        one statement, sent in the save's pipeline before anything is read back)."""
+        t = self.t
+        cursor.execute(
+            f"INSERT INTO {t.chain} (notification_id, originator_id, originator_version, "
+            f"stream_hash) SELECT e.{t.position}, v.id, v.version, v.hash "
+            "FROM unnest(%s::uuid[], %s::bigint[], %s::bytea[]) AS v(id, version, hash) "
+            f"JOIN {t.events} e ON e.originator_id = v.id AND e.originator_version = v.version",
+            (
+                [t.to_db_id(link.originator_id) for link in links],
+                [link.originator_version for link in links],
+                [link.stream_hash for link in links],
+            ),
+            **self.write_options,
+        )
+
+    def committed(self, links: Iterable[ChainLink]) -> None:
+        """Remember the stream heads of links whose transaction committed."""
+        with self._heads_lock:
+            for link in links:
+                self._heads[link.originator_id] = (link.originator_version, link.stream_hash)
+                self._heads.move_to_end(link.originator_id)
+            while len(self._heads) > STREAM_HEADS:
+                self._heads.popitem(last=False)
 
     def write_links(self, cursor: Cursor, links: Iterable[ChainLink]) -> None:
         execute: Any = partial(cursor.execute, **self.write_options)
@@ -229,12 +294,15 @@ class SqlChain:
         t, m = self.t, self.t.marker
         assert t.final is not None, "only a store with writers in parallel seals behind them"
         head = self.head(cursor)
-        # One statement: the rows read and the snapshot whose xmin bounds them agree.
+        cursor.execute(t.final, **self.write_options)
+        bound = cursor.fetchone()["bound"]
+        # A later statement, so a later snapshot: every transaction below the bound has
+        # ended, and what it committed is visible here.
         cursor.execute(
             f"SELECT notification_id, stream_hash FROM {t.chain} "
-            f"WHERE log_seq IS NULL AND {t.final} "
+            f"WHERE log_seq IS NULL AND xact_id < {m}::xid8 "
             f"ORDER BY xact_id, notification_id LIMIT {m}",
-            (limit,),
+            (bound, limit),
             **self.write_options,
         )
         pending = [

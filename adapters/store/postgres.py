@@ -19,9 +19,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
-import structlog
+from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
 from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import get_topic, retry
 from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
@@ -37,7 +37,9 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.projection import ReadModelChanges
+from sessionwire.domain.hash_chain import stream_links
 
 
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
@@ -74,9 +76,47 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # database-wide lock at commit that would serialise the writers again.
         pass
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Any, **kwargs: Any) -> Sequence[int] | None:
+        """One transaction, one pipeline, one sync at the commit: the events, the read
+        models and the stream links. A conflicting save fails at that sync on the events'
+        primary key (eventsourcing's IntegrityError, as before), and nothing is kept.
+
+        eventsourcing's own shape syncs in the middle to read the notification ids back
+        first; the stream links do not need them (the sealer reads them), so the save
+        costs one round trip to the server instead of two."""
+        if not stored_events:
+            return None
+        changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+        records = record_contents([0] * len(stored_events), stored_events)
         try:
-            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            with self.datastore.get_connection() as conn:
+                # Before the transaction: the previous links are committed and immutable
+                # (a stale one only feeds a save that fails on the primary key anyway).
+                with conn.cursor() as cursor:
+                    links = stream_links(
+                        records, previous_streams=self.chain.previous_streams(cursor, records)
+                    )
+                events = [
+                    self.construct_pg_stored_event(
+                        e.originator_id, e.originator_version, e.topic, e.state
+                    )
+                    for e in stored_events
+                ]
+                with (
+                    conn.pipeline(),
+                    conn.cursor() as insert_cursor,
+                    conn.cursor() as cursor,
+                ):
+                    with conn.transaction():
+                        insert_cursor.execute(
+                            self.insert_events_statement, (events,), prepare=False
+                        )
+                        if changes:
+                            self.read_model.write(cursor, changes)
+                        self.chain.write_stream_links(cursor, links)
+                    ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
+            self.chain.committed(links)
             return ids
         finally:
             # After the commit (or the rollback: a transaction that ended lets the
@@ -102,6 +142,10 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         sealed = 0
         while True:
             with self.datastore.transaction(commit=True) as cursor:
+                # Seals need not wait for the disk: one lost in a crash is given again,
+                # identically, by the next pass (the sealed log is always a prefix of the
+                # same order), and WAL order keeps a later seal from outliving it.
+                cursor.execute("SET LOCAL synchronous_commit = off")
                 if wait:
                     cursor.execute(
                         "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
@@ -122,40 +166,6 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def stop_sealing(self) -> None:
         self.sealer.stop()
 
-    def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
-        # Same transaction (and pipeline) as the events, and after them: a conflicting
-        # save then fails on the events' primary key, where eventsourcing expects it.
-        # Failing earlier, in our statements, would skip the table-lock statement that
-        # psycopg believes it prepared, breaking the connection's next save.
-        try:
-            super()._insert_stored_events(curs, stored_events, **kwargs)
-            changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
-            if changes:
-                # Another cursor: eventsourcing reads the new notification ids from this one.
-                with curs.connection.cursor() as view_cursor:
-                    self.read_model.write(view_cursor, changes)
-        except psycopg.Error:
-            # The conflict came back early, while later statements were still being sent
-            # (the server answered first: a loaded machine). That leaves the pipeline
-            # aborted, and unless it is synced now the commit fails with "pipeline
-            # aborted", an OperationalError that hides the conflict from our retries.
-            _sync_pipeline(curs.connection)
-            raise
-
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Any, **kwargs: Any
-    ) -> Sequence[int] | None:
-        # After the pipeline's sync: the events are in (a conflict raised before this)
-        # and the table lock taken before them serialises every writer until commit, so
-        # the chain's head read here is the log's head (ADR 0008).
-        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        assert notification_ids is not None
-        with curs.connection.cursor() as chain_cursor:
-            self.chain.append(
-                chain_cursor, record_contents(notification_ids, stored_events), sealing=False
-            )
-        return notification_ids
-
 
 class BackgroundSealer:
     """Seals the log behind this process's writers, in a thread of its own: woken after
@@ -169,7 +179,7 @@ class BackgroundSealer:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
-        self._log = structlog.get_logger(__name__).bind(schema=recorder.datastore.schema)
+        self._log = library_logger("sessionwire.store").bind(schema=recorder.datastore.schema)
 
     def wanted(self) -> None:
         if self._thread is None:
@@ -189,6 +199,10 @@ class BackgroundSealer:
                 return
             try:
                 self.recorder.seal_log(wait=False)
+            except OperationalError as error:
+                if self._stopping or "closed" in str(error):
+                    return  # the store closed under it; nothing left to seal for
+                self._log.warning("sealing failed", error=str(error))
             except Exception as error:
                 self._log.warning("sealing failed", error=str(error))
 
@@ -201,15 +215,8 @@ class BackgroundSealer:
             thread.join()
             # A last pass for this process's last saves: a one-shot command's events are
             # then in the sealed log when it exits, unless another writer is in flight.
-            with contextlib.suppress(psycopg.Error):
+            with contextlib.suppress(psycopg.Error, PersistenceError):
                 self.recorder.seal_log(wait=False)
-
-
-def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
-    # pipeline() inside a pipeline yields that same pipeline; syncing an aborted one
-    # reports it as an error, which the error being raised already explains.
-    with contextlib.suppress(psycopg.Error), connection.pipeline() as pipeline:
-        pipeline.sync()
 
 
 # First half of the advisory-lock key pair for session locks (any fixed number).

@@ -28,6 +28,11 @@ class EventLog(ABC):
         """The position of the last recorded event (0 for an empty store)."""
 
     @abstractmethod
+    def seal(self) -> int:
+        """Give log positions to every record that is final now (a store whose one writer
+        seals as it writes has none to give); how many were given."""
+
+    @abstractmethod
     def sealed_position(self) -> int:
         """The sealed log's last position (0: nothing sealed yet). Positions in the sealed
         log are final: no record is ever given a lower one later (ADR 0016)."""

@@ -47,6 +47,24 @@ def test_saved_events_come_back_in_order_at_their_positions(event_store: EventLo
     assert [position for position, _ in event_store.events(start=4)] == [4, 5]
 
 
+def test_records_after_a_position_come_in_the_sealed_order_once_sealed(
+    event_store: EventLog,
+) -> None:
+    event_store.save(_opened("agent:main:a", "one", "two"))
+    event_store.save(_opened("agent:main:b", "three"))
+    event_store.seal()  # the audit commands and followers seal before they read
+    assert event_store.sealed_position() == 5
+    first = event_store.records_after(0, 2)
+    rest = event_store.records_after(2, 10)
+    assert [position for position, _ in [*first, *rest]] == [1, 2, 3, 4, 5]
+    assert [(e.originator_id, e.originator_version) for _, e in rest] == [
+        (session_uuid("agent:main:a"), 3),
+        (session_uuid("agent:main:b"), 1),
+        (session_uuid("agent:main:b"), 2),
+    ]
+    assert event_store.records_after(5, 10) == []
+
+
 def test_the_log_streams_past_one_page(event_store: EventLog) -> None:
     event_store.save(_opened("agent:main:long", *(f"m{n}" for n in range(600))))
     positions = [position for position, _ in event_store.events(start=2)]
