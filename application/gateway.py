@@ -287,7 +287,7 @@ class GatewayService:
             with uow:
                 session = uow.session(key) or self._open_session(uow, key, create=create)
                 change(session)
-                uow.commit()
+                await uow.commit_async()
         return session
 
     def _open_session(self, uow: UnitOfWork, key: str, *, create: bool) -> Session:
@@ -375,12 +375,15 @@ class GatewayService:
         Work that waits on the clock (a scripted delay, a timeout) counts as settled
         when the clock is virtual: only ``clock.advance`` moves it on.
         """
+        # A save in the store's writer thread is work in progress, not idleness.
+        await self.store.writes_settled()
         if not self._virtual_clock():
             # Real time: every task finishes by itself, except archive timers; wait for
             # the others (and any they start).
             # Re-check often: a task that parks on an archive timer renames itself.
             while tasks := [t for t in self._active_tasks() if not t.get_name().endswith(":timer")]:
                 await asyncio.wait(tasks, timeout=0.05, return_when=asyncio.FIRST_COMPLETED)
+            await self.store.writes_settled()
             return
         # Virtual time: settled once many turns of the event loop, and a little real time
         # (database round trips take some), pass without a new event.
@@ -389,7 +392,11 @@ class GatewayService:
         while self._active_tasks():
             before = self.store.log_position()
             await asyncio.sleep(0)
-            if self.store.log_position() == before:
+            if self.store.writes_in_flight():
+                await self.store.writes_settled()
+                quiet_rounds = 0
+                quiet_since = _real_seconds()
+            elif self.store.log_position() == before:
                 quiet_rounds += 1
                 quiet_for = _real_seconds() - quiet_since
                 if quiet_rounds >= IDLE_ROUNDS and quiet_for >= IDLE_SECONDS:
@@ -397,6 +404,7 @@ class GatewayService:
             else:
                 quiet_rounds = 0
                 quiet_since = _real_seconds()
+        await self.store.writes_settled()
 
     def _active_tasks(self) -> list[asyncio.Task[None]]:
         return (
