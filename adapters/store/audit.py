@@ -54,7 +54,7 @@ class StoreAuditLog(AuditLog):
         return self.datastore.transaction(commit=False)
 
     def _writing(self) -> Any:
-        return self.datastore.transaction(commit=True)
+        return self.store.writing()
 
     def log_bounds(self) -> LogBounds:
         with self._reading() as cursor:

@@ -15,7 +15,12 @@ from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import AbstractAsyncContextManager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    contextmanager,
+    nullcontext,
+)
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID
 
@@ -99,6 +104,8 @@ class SavesWriter(Protocol):
 
     def in_flight(self) -> list[Future[None]]: ...
 
+    def paused(self) -> AbstractContextManager[None]: ...
+
     def close(self) -> None: ...
 
 
@@ -173,6 +180,7 @@ class EventSourcedStore(Store):
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
         self._new_rows = 0
         self._analyze_at = ANALYZE_FIRST_AT
+        self.writer: SavesWriter | None = None
         self.analyze()
         self.writer = self.backend.open_writer(self)
 
@@ -180,9 +188,16 @@ class EventSourcedStore(Store):
         """A transaction that reads (its cursor); nothing is committed."""
         return self.datastore.transaction(commit=False)
 
-    def writing(self) -> Any:
-        """A transaction that writes (its cursor), committed at the end of ``with``."""
-        return self.datastore.transaction(commit=True)
+    @contextmanager
+    def writing(self) -> Iterator[Any]:
+        """A transaction that writes (its cursor), committed at the end of ``with``.
+
+        With a writer thread, that thread is paused meanwhile: its commits would otherwise
+        race this connection's (SQLite refuses to upgrade a read snapshot that another
+        connection's commit made stale: "database is locked")."""
+        paused = self.writer.paused() if self.writer is not None else nullcontext()
+        with paused, self.datastore.transaction(commit=True) as cursor:
+            yield cursor
 
     def save(self, *aggregates: Aggregate) -> None:
         prepared = self._prepare(aggregates)

@@ -24,7 +24,7 @@ import queue
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +72,9 @@ class SQLiteWriter:
         self._queue: queue.SimpleQueue[PendingSave | None] = queue.SimpleQueue()
         self._in_flight: set[Future[None]] = set()
         self._guard = threading.Lock()
+        # Held by the thread for each batch, and by ``paused`` for another connection's
+        # write: never two writing transactions of this process at once.
+        self._writing = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
         # Heads cached between transactions (valid while data_version is unchanged).
@@ -111,6 +114,13 @@ class SQLiteWriter:
         with self._guard:
             return list(self._in_flight)
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No batch is written until the block ends (another connection writes meanwhile;
+        the heads are read again after it, through data_version)."""
+        with self._writing:
+            yield
+
     def close(self) -> None:
         """Finish what is queued, then stop the thread and close its connection."""
         with self._guard:
@@ -148,7 +158,8 @@ class SQLiteWriter:
                         stopping = True
                         break
                     batch.append(more)
-                self._write_batch(connection, batch)
+                with self._writing:
+                    self._write_batch(connection, batch)
         finally:
             connection.close()
 

@@ -424,7 +424,12 @@ class Simulation:
         quiet = 0
         for rounds in range(MAX_SETTLE_ROUNDS):
             await asyncio.sleep(0)
-            if ready is not None and len(ready) == 0:
+            store = None if state.gateway is None else state.gateway.store
+            if store is not None and store.writes_in_flight():
+                # A save in the store's writer thread: work in progress, not quiet.
+                await store.writes_settled()
+                quiet = 0
+            elif ready is not None and len(ready) == 0:
                 quiet += 1
             elif ready is None:
                 quiet += 1 if rounds % 50 else 0  # no view of the loop: a fixed number of turns
