@@ -225,9 +225,13 @@ class SQLiteWriter:
             self.read_model.write(cursor, save.changes)
         records = record_contents(ids, save.stored)
         previous_streams: dict[UUID, bytes] = {}
+        seen: set[UUID] = set()
         for _, record in records:
             originator, version = record.originator_id, record.originator_version
-            if originator in previous_streams or version <= 1:
+            if originator in seen:
+                continue  # chained to its own earlier event in this save
+            seen.add(originator)
+            if version <= 1:
                 continue
             previous = self._stream_head(cursor, originator, version - 1)
             if previous is not None:
