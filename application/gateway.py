@@ -156,13 +156,17 @@ class GatewayService:
 
     def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
+        # Timers that came due while the gateway was down fire first (late, once), so no
+        # resumed run reaches an agent in a child that is archived by now.
+        archived = self.spawns.archive_overdue()
         runs = self.runs.resume()
         exchanges = self.exchanges.resume()
         spawns = self.spawns.resume()
         deliveries = self.outbox.resume()
-        if runs or exchanges or spawns or deliveries:
+        if runs or exchanges or spawns or deliveries or archived:
             self.log.info(
                 "resumed pending work",
+                archived=archived,
                 runs=runs,
                 exchanges=exchanges,
                 spawns=spawns,

@@ -125,7 +125,8 @@ def stored_contents(url: str) -> tuple[list[Any], dict[str, list[tuple[object, .
         url, kind_of=lambda state: GatewayConfig().key_rules.kind(state.key, state.chat_type)
     )
     try:
-        log = list(StoreAuditLog(store).stored_records(stop=10**9))
+        audit = StoreAuditLog(store)
+        log = list(audit.stored_records(audit.log_bounds()))
         return log, store.read_model_snapshot()
     finally:
         store.close()

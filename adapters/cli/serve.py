@@ -2,8 +2,8 @@
 
 Tokens (docs/security.md): ``--tokens FILE`` binds each token to one session or to the
 operator role; without it, the one token of ``$SESSIONWIRE_TOKEN`` or ``--token-file`` is
-an operator token. Beyond loopback every token given in clear must be at least
-``MIN_TOKEN_LENGTH`` characters.
+an operator token. Beyond loopback every token must be at least ``MIN_TOKEN_LENGTH``
+characters: one given in clear is checked at start, a ``tokenSha256`` one when presented.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def read_tokens(
             f"print(secrets.token_urlsafe(32))'`)",
             EXIT_USAGE,
         )
-    return tokens
+    # A tokenSha256 entry has no length to check now: its token is checked when presented.
+    return tokens if is_loopback(host) else tokens.requiring(MIN_TOKEN_LENGTH)
 
 
 def log_format_option(command: Any) -> Any:

@@ -56,10 +56,20 @@ class StoreAuditLog(AuditLog):
     def _writing(self) -> Any:
         return self.store.writing()
 
+    def seal(self) -> int:
+        return self.store.seal()
+
     def log_bounds(self) -> LogBounds:
         with self._reading() as cursor:
             last_event, last_link, first_link = self.chain.bounds(cursor)
-        return LogBounds(last_event=last_event, last_link=last_link, first_link=first_link)
+            sealed, unsealed = self.chain.sealed_bounds(cursor)
+        return LogBounds(
+            last_event=last_event,
+            last_link=last_link,
+            first_link=first_link,
+            sealed=sealed,
+            unsealed=unsealed,
+        )
 
     def _page(self, method: Any) -> Any:
         def fetch(after: int, stop: int) -> Any:
@@ -84,15 +94,35 @@ class StoreAuditLog(AuditLog):
             pages(self._page(self.chain.links_page), lambda link: link.notification_id, stop),
         )
 
-    def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+    def sealed_links(self, *, stop: int) -> Iterator[ChainLink]:
         return cast(
-            Iterator[tuple[StoredRecord, ChainLink | None]],
+            Iterator[ChainLink],
             pages(
-                self._page(self.chain.records_page),
-                lambda found: found[0].notification_id,
+                self._page(self.chain.sealed_links_page),
+                lambda link: link.log_seq,
                 stop,
             ),
         )
+
+    def stored_records(self, bounds: LogBounds) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+        by_position = lambda found: found[0].notification_id  # noqa: E731
+        before_chain = bounds.last_event if bounds.first_link is None else bounds.first_link - 1
+        yield from pages(self._page(self.chain.unchained_page), by_position, before_chain)
+        yield from pages(
+            self._page(self.chain.sealed_records_page),
+            lambda found: found[1].log_seq,
+            bounds.sealed,
+        )
+        tail = partial(self.chain.unsealed_records_page, sealed=bounds.sealed)
+        yield from pages(self._page(tail), by_position, bounds.last_event)
+        if bounds.first_link is not None:
+            # Events slipped in among chained ones: last, for the importer to refuse.
+            yield from pages(
+                self._page(self.chain.unchained_page),
+                by_position,
+                bounds.last_event,
+                after=before_chain,
+            )
 
     def decode(self, record: StoredRecord) -> DomainEvent:
         content = record.content

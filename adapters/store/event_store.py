@@ -30,6 +30,7 @@ from eventsourcing.utils import get_topic
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
+from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
@@ -85,6 +86,14 @@ class RecordsReadModels:
     read_model: SqlReadModel
     chain: SqlChain
     datastore: Any
+
+    def seal_log(self, *, wait: bool = True) -> int:
+        """Seal the records that are final and not sealed yet; how many. A store whose one
+        writer seals as it writes (SQLite) has none."""
+        return 0
+
+    def stop_sealing(self) -> None:
+        """Stop any sealing behind the writers (the store is closing)."""
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -195,9 +204,16 @@ class EventSourcedStore(Store):
         With a writer thread, that thread is paused meanwhile: its commits would otherwise
         race this connection's (SQLite refuses to upgrade a read snapshot that another
         connection's commit made stale: "database is locked")."""
+        self.hold_writer()
         paused = self.writer.paused() if self.writer is not None else nullcontext()
         with paused, self.datastore.transaction(commit=True) as cursor:
             yield cursor
+
+    def hold_writer(self) -> None:
+        """Every write holds the store's one writer's lock (decision 20): a store opened
+        to read takes it at its first write, and keeps it until closed; while another
+        gateway holds it, the write is refused with StoreInUse naming the holder."""
+        self.backend.hold_writer()
 
     def save(self, *aggregates: Aggregate) -> None:
         prepared = self._prepare(aggregates)
@@ -253,6 +269,7 @@ class EventSourcedStore(Store):
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
         if not events:
             return None
+        self.hold_writer()
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
         return [to_stored(event) for event in events], changes
@@ -339,6 +356,29 @@ class EventSourcedStore(Store):
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0
 
+    def seal(self) -> int:
+        """Seal every final record now (the audit commands do, before reading the head)."""
+        return self.recorder.seal_log(wait=True)
+
+    def sealed_position(self) -> int:
+        with self.reading() as cursor:
+            return self.chain.head(cursor).seq
+
+    def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
+        with self.reading() as cursor:
+            found = self.chain.records_after(cursor, position, limit)
+        return [(seq, self._decode(record)) for seq, record in found]
+
+    def _decode(self, record: StoredRecord) -> DomainEvent:
+        content = record.content
+        stored = StoredEvent(
+            originator_id=content.originator_id,
+            originator_version=content.originator_version,
+            topic=content.topic,
+            state=content.state,
+        )
+        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
+
     def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:
         position = start
         while True:
@@ -364,23 +404,7 @@ class EventSourcedStore(Store):
     def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
         with self.reading() as cursor:
             records = self.chain.stream_records(cursor, ids)
-        return [
-            (
-                record.notification_id,
-                cast(
-                    DomainEvent,
-                    self.app.mapper.to_domain_event(
-                        StoredEvent(
-                            originator_id=record.content.originator_id,
-                            originator_version=record.content.originator_version,
-                            topic=record.content.topic,
-                            state=record.content.state,
-                        )
-                    ),
-                ),
-            )
-            for record in records
-        ]
+        return [(record.notification_id, self._decode(record)) for record in records]
 
     def rebuild_read_models(self) -> None:
         with self.writing() as cursor:
@@ -409,6 +433,7 @@ class EventSourcedStore(Store):
         try:
             if self.writer is not None:
                 self.writer.close()
+            self.recorder.stop_sealing()
             self.app.close()
         finally:
             self.backend.release_writer()

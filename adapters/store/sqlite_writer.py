@@ -9,8 +9,9 @@ writes it in one transaction, each save inside its own SAVEPOINT, then commits o
   fails alone; the others in the batch commit;
 - the event loop never waits on SQLite for a write (``EventSourcedStore.save_async``).
 
-The hash chain (ADR 0008, v2 in ADR 0016) is extended here from heads kept in memory:
-the log's last hash and each recently written stream's last link. That is safe because
+The hash chain (ADR 0016, chain v2) is extended and sealed here, in the transaction that
+writes the events, from heads kept in memory: the sealed log's head (sequence and hash)
+and each recently written stream's last link. That is safe because
 this connection is the only one that writes through them, and ``PRAGMA data_version``
 (which changes when any *other* connection commits) is read inside every write
 transaction: a commit from elsewhere (another process beside a reader gateway, an audit
@@ -36,7 +37,7 @@ from sessionwire.adapters.store.event_store import record_contents
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.projection import ReadModelChanges
-from sessionwire.domain.hash_chain import GENESIS, ChainLink, chain
+from sessionwire.domain.hash_chain import ChainLink, LogHead, chain
 
 MAX_BATCH = 256
 STREAM_HEADS = 10_000  # streams whose last link is kept (bounded: RSS flat)
@@ -79,7 +80,7 @@ class SQLiteWriter:
         self._closed = False
         # Heads cached between transactions (valid while data_version is unchanged).
         self._data_version: int | None = None
-        self._log_head: bytes | None = None
+        self._log_head: LogHead | None = None
         self._streams: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
         self.commits = 0
         """Transactions committed (a batch is one): how well saves were grouped."""
@@ -236,15 +237,13 @@ class SQLiteWriter:
             previous = self._stream_head(cursor, originator, version - 1)
             if previous is not None:
                 previous_streams[originator] = previous
-        links = chain(records, previous_log=self._head(cursor), previous_streams=previous_streams)
+        links = chain(records, head=self._head(cursor), previous_streams=previous_streams)
         self.chain.write_links(cursor, links)
         return links
 
-    def _head(self, cursor: sqlite3.Cursor) -> bytes:
+    def _head(self, cursor: Any) -> LogHead:
         if self._log_head is None:
-            cursor.execute(self.chain.select_head)
-            found = cursor.fetchone()
-            self._log_head = bytes(found["log_hash"]) if found is not None else GENESIS
+            self._log_head = self.chain.head(cursor)
         return self._log_head
 
     def _stream_head(self, cursor: sqlite3.Cursor, originator: UUID, version: int) -> bytes | None:
@@ -258,7 +257,10 @@ class SQLiteWriter:
     def _advance_heads(self, links: list[ChainLink]) -> None:
         if not links:
             return
-        self._log_head = links[-1].log_hash
+        last = links[-1]
+        assert last.log_seq is not None
+        assert last.log_hash is not None
+        self._log_head = LogHead(last.log_seq, last.log_hash)
         for link in links:
             self._streams[link.originator_id] = (link.originator_version, link.stream_hash)
             self._streams.move_to_end(link.originator_id)

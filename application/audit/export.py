@@ -1,8 +1,10 @@
 """``audit export`` / ``audit import``: the event log as JSON lines, byte for byte.
 
 A file is a header line, one line per stored event in log order (its position, stream
-coordinates, topic, stored bytes and chain hashes) and an end line with the count and
-the chain's head. The end line is how a cut-off file is told from a complete one.
+coordinates, topic, stored bytes, chain hashes and place in the sealed log) and an end
+line with the count and the sealed log's head. The end line is how a cut-off file is
+told from a complete one. Log order: events from before the chain began, the sealed log
+in its order, then the records not sealed yet (their stream links only) by position.
 
 Importing trusts nothing in the file: the chain is recomputed line by line, and the
 store takes only its own event topics (docs/audit.md, "Importing an export").
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Literal
 from uuid import UUID
 
@@ -61,6 +64,7 @@ class ExportedEvent(_Line):
     state_base64: str | None = None  # otherwise
     stream_hash: str | None = None
     log_hash: str | None = None
+    log_seq: int | None = None  # absent in files from before sealing: the line's order
 
     @classmethod
     def of(cls, record: StoredRecord, link: ChainLink | None) -> ExportedEvent:
@@ -78,7 +82,8 @@ class ExportedEvent(_Line):
             state=text,
             state_base64=raw,
             stream_hash=None if link is None else link.stream_hash.hex(),
-            log_hash=None if link is None else link.log_hash.hex(),
+            log_hash=None if link is None or link.log_hash is None else link.log_hash.hex(),
+            log_seq=None if link is None else link.log_seq,
         )
 
     def to_record(self) -> tuple[StoredRecord, ChainLink | None]:
@@ -100,12 +105,15 @@ class ExportedEvent(_Line):
         )
         if self.stream_hash is None and self.log_hash is None:
             return record, None
+        if self.log_seq is not None and self.log_hash is None:
+            raise ValueError("a log_seq with no log_hash")
         link = ChainLink(
             notification_id=self.notification_id,
             originator_id=self.originator_id,
             originator_version=self.originator_version,
             stream_hash=_hash(self.stream_hash),
-            log_hash=_hash(self.log_hash),
+            log_hash=None if self.log_hash is None else _hash(self.log_hash),
+            log_seq=self.log_seq,
         )
         return record, link
 
@@ -115,6 +123,7 @@ class ExportEnd(_Line):
     events: int
     head_notification_id: int | None = None
     head_log_hash: str | None = None
+    head_log_seq: int | None = None
 
 
 def _hash(text: str | None) -> bytes:
@@ -139,10 +148,10 @@ def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[s
     scope: Literal["all", "session"] = "all" if session_key is None else "session"
     yield ExportHeader(scope=scope, session=session_key).model_dump_json()
     wanted: set[UUID] = set() if session_key is None else {session_uuid(session_key)}
-    stop = log.log_bounds().last_event
+    log.seal()  # the sealed log as far as it can go now (PostgreSQL seals behind writers)
     count = 0
     head: ChainLink | None = None
-    for record, link in log.stored_records(stop=stop):
+    for record, link in log.stored_records(log.log_bounds()):
         if session_key is not None:
             content = record.content
             if content.originator_id not in wanted:
@@ -152,12 +161,14 @@ def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[s
                     continue
                 wanted.add(content.originator_id)
         count += 1
-        head = link or head
+        if link is not None and link.log_hash is not None:
+            head = link
         yield ExportedEvent.of(record, link).model_dump_json(exclude_none=True)
     yield ExportEnd(
         events=count,
         head_notification_id=None if head is None else head.notification_id,
-        head_log_hash=None if head is None else head.log_hash.hex(),
+        head_log_hash=None if head is None or head.log_hash is None else head.log_hash.hex(),
+        head_log_seq=None if head is None else head.log_seq,
     ).model_dump_json(exclude_none=True)
 
 
@@ -208,10 +219,13 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
         except (ValueError, ValidationError, RecursionError) as error:
             what = "an event line" if header_seen else "the header"
             raise ExportFormatError(f"line {number}: not {what} of an export: {error}") from error
-        if record.notification_id <= previous:
-            raise ExportFormatError(f"line {number}: positions must increase")
-        previous = record.notification_id
-        problem = checker.check(record, link)
+        in_log_order = link is not None and link.log_hash is not None
+        if not in_log_order:
+            # Before the chain and after the sealed log, lines go by position.
+            if record.notification_id <= previous:
+                raise ExportFormatError(f"line {number}: positions must increase")
+            previous = record.notification_id
+        problem, link = checker.check(record, link)
         if problem:
             raise ExportFormatError(f"line {number}: {problem}")
         count += 1
@@ -226,8 +240,15 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
         raise ExportFormatError(f"the end line counts {ended.events} events, the file has {count}")
     head = checker.head
     named = (ended.head_notification_id, ended.head_log_hash)
-    actual = (None, None) if head is None else (head.notification_id, head.log_hash.hex())
-    if named != actual:
+    actual = (
+        (None, None)
+        if head is None or head.log_hash is None
+        else (head.notification_id, head.log_hash.hex())
+    )
+    named_seq = ended.head_log_seq
+    if named != actual or (
+        named_seq is not None and head is not None and named_seq != head.log_seq
+    ):
         raise ExportFormatError(
             f"line {number}: the end line names head {_head_text(*named)} but the events "
             f"chain to {_head_text(*actual)}"
@@ -242,32 +263,48 @@ class _ChainCheck:
     """The hash chain recomputed over records in log order (one hash kept per stream)."""
 
     def __init__(self) -> None:
-        self.head: ChainLink | None = None
+        self.head: ChainLink | None = None  # the sealed log's last record so far
+        self.chained = False  # a chain row seen: every later record must have one
+        self.tail = False  # an unsealed record seen: no sealed one may follow
         self.versions: dict[UUID, int] = {}
         self.streams: dict[UUID, bytes] = {}
 
-    def check(self, record: StoredRecord, link: ChainLink | None) -> str | None:
+    def check(
+        self, record: StoredRecord, link: ChainLink | None
+    ) -> tuple[str | None, ChainLink | None]:
+        """A problem with this record (or None), and its link with its place in the log."""
         content = record.content
         expected_version = self.versions.get(content.originator_id, 0) + 1
         if content.originator_version != expected_version:
             return (
                 f"stream {content.originator_id} jumps to version "
                 f"{content.originator_version}; version {expected_version} is missing"
-            )
+            ), link
         self.versions[content.originator_id] = expected_version
         if link is None:
-            if self.head is not None:
-                return "no chain hashes, though the chain began before this event"
-            return None  # recorded before the store kept a chain
+            if self.chained:
+                return "no chain hashes, though the chain began before this event", link
+            return None, link  # recorded before the store kept a chain
+        self.chained = True
         own = stream_hash(self.streams.get(content.originator_id, GENESIS), content)
         if own != link.stream_hash:
-            return "the stream hash does not match the event's bytes and its predecessor"
-        previous = GENESIS if self.head is None else self.head.log_hash
-        if log_hash(previous, record.notification_id, own) != link.log_hash:
-            return "the log hash does not match the record and the chain before it"
+            return "the stream hash does not match the event's bytes and its predecessor", link
         self.streams[content.originator_id] = own
-        self.head = link
-        return None
+        if link.log_hash is None:
+            self.tail = True
+            return None, link
+        if self.tail:
+            return "a sealed record after records not sealed yet", link
+        seq = 1 if self.head is None else (self.head.log_seq or 0) + 1
+        if link.log_seq is not None and link.log_seq != seq:
+            return f"the sealed log jumps to position {link.log_seq}; {seq} is missing", link
+        previous = (
+            GENESIS if self.head is None or self.head.log_hash is None else (self.head.log_hash)
+        )
+        if log_hash(previous, record.notification_id, own) != link.log_hash:
+            return "the log hash does not match the record and the chain before it", link
+        self.head = replace(link, log_seq=seq)
+        return None, self.head
 
 
 def import_export(log: AuditLog, lines: Iterable[str]) -> int:

@@ -326,18 +326,24 @@ class RunEngine:
                     uow.commit()
                     continue
                 session = uow.session(run.state.session_key)
-                run.dispatch(at=now)
-                if run.state.attempts == 1 and session is not None:
-                    try:
+                if session is None:
+                    run.fail(error=f"Session not found: {run.state.session_key}", at=now)
+                elif not session.is_active:
+                    # No work for an archived or deleted session, whichever attempt: a
+                    # run queued before the close, or resumed after a reopen that fired
+                    # the archive timer, ends here instead of reaching an agent.
+                    run.fail(
+                        error=f"session {run.state.session_key} is {session.state.status}",
+                        at=now,
+                    )
+                else:
+                    run.dispatch(at=now)
+                    if run.state.attempts == 1:
                         session.append_message(
                             _user_message(run, now),
                             at=now,
                             provenance=run.state.message_provenance(),
                         )
-                    except SessionClosed:
-                        run.fail(error=f"session {run.state.session_key} is closed", at=now)
-                elif session is None:
-                    run.fail(error=f"Session not found: {run.state.session_key}", at=now)
                 uow.commit()
         return run
 

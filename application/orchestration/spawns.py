@@ -20,9 +20,10 @@ from sessionwire.application.orchestration.outbox import DeliveryOutbox, describ
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.ports.store import Store
-from sessionwire.application.unit_of_work import retrying
+from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.outbox import OutboundDelivery
@@ -260,23 +261,49 @@ class SpawnDriver(ProcessManager[Spawn]):
                 return entry.id if entry else None
         return None
 
+    def archive_overdue(self) -> int:
+        """Archive now every child whose archive time passed while the gateway was down.
+
+        Called on reopen before any run is resumed: the child was archived, in effect,
+        while the gateway was down, so a run still queued in it must find it archived
+        (and end unanswered), never be handed to its agent first.
+        """
+        now = self.clock.now()
+        archived = 0
+        for stored in self.store.pending_work(self.kind, ("waiting_archive",)):
+            spawn = stored.to_aggregate(Spawn, SpawnState)
+            step = spawn.next_step()
+            if not isinstance(step, ArchiveAt) or step.due_ms > to_millis(now):
+                continue
+            uow = UnitOfWork(self.store, attempt=0)
+            try:
+                with uow:
+                    self._close_in(uow, spawn.id, archive=True)
+            except StoreConflict:
+                continue  # another gateway closed it first: its driver, or ours, sees
+            archived += uow.committed
+        return archived
+
     async def _close_child(self, spawn: Spawn, *, archive: bool) -> None:
         async for uow in retrying(self.store, f"spawn {spawn.id} cleanup"):
             with uow:
-                now = self.clock.now()
-                fresh = uow.work(spawn.id, Spawn, SpawnState)
-                if fresh is None or fresh.state.status == "closed":
-                    return
-                child = uow.session(fresh.state.child_key)
-                if child is not None and archive:
-                    child.archive(reason="archiveAfterMinutes elapsed", at=now)
-                elif child is not None:
-                    child.delete(reason='sessions_spawn cleanup "delete"', at=now)
-                if archive:
-                    fresh.archived(at=now)
-                else:
-                    fresh.deleted(at=now)
-                uow.commit()
+                self._close_in(uow, spawn.id, archive=archive)
+
+    def _close_in(self, uow: UnitOfWork, spawn_id: UUID, *, archive: bool) -> None:
+        now = self.clock.now()
+        fresh = uow.work(spawn_id, Spawn, SpawnState)
+        if fresh is None or fresh.state.status == "closed":
+            return
+        child = uow.session(fresh.state.child_key)
+        if child is not None and archive:
+            child.archive(reason="archiveAfterMinutes elapsed", at=now)
+        elif child is not None:
+            child.delete(reason='sessions_spawn cleanup "delete"', at=now)
+        if archive:
+            fresh.archived(at=now)
+        else:
+            fresh.deleted(at=now)
+        uow.commit()
 
 
 def report_provenance(state: SpawnState) -> Provenance:

@@ -38,6 +38,9 @@ class LogBounds:
     last_event: int  # the last event's position (0: no events)
     last_link: int  # the last chained position (0: no chain)
     first_link: int | None  # where the chain starts; earlier events are unchained
+    sealed: int = 0  # the sealed log's length: its last log_seq
+    unsealed: int = 0  # chain rows not sealed yet (PostgreSQL: written by a transaction
+    # that was in flight, or committed since, when the log was last sealed)
 
 
 @dataclass
@@ -74,6 +77,11 @@ class LoadedRecord:
 
 class AuditLog(ABC):
     @abstractmethod
+    def seal(self) -> int:
+        """Seal every record that is final (none on a store that seals as it writes);
+        the audit commands call it before they read the head. Returns how many."""
+
+    @abstractmethod
     def log_bounds(self) -> LogBounds: ...
 
     @abstractmethod
@@ -82,11 +90,18 @@ class AuditLog(ABC):
 
     @abstractmethod
     def chain_links(self, *, stop: int) -> Iterator[ChainLink]:
-        """Chain rows up to position ``stop`` in log order (rows whose event is gone too)."""
+        """Chain rows up to position ``stop`` in position order (rows whose event is gone
+        too)."""
 
     @abstractmethod
-    def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
-        """Events up to ``stop`` in log order with their links, as stored."""
+    def sealed_links(self, *, stop: int) -> Iterator[ChainLink]:
+        """Sealed chain rows up to ``log_seq`` ``stop``, in the sealed log's order."""
+
+    @abstractmethod
+    def stored_records(self, bounds: LogBounds) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+        """Events in log order with their links, as stored: those from before the chain
+        began, the sealed log up to ``bounds.sealed``, then the unsealed tail by position
+        (their links without a log hash) up to ``bounds.last_event``."""
 
     @abstractmethod
     def decode(self, record: StoredRecord) -> DomainEvent:

@@ -22,7 +22,7 @@ import pytest
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.audit import StoreAuditLog
-from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.event_store import READ_MODEL_KEY, EventSourcedStore
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.ports.event_log import StoreConflict
@@ -205,22 +205,26 @@ async def test_wait_idle_does_not_return_while_a_write_is_in_the_writer_thread(
         await gateway.close()
 
 
-async def test_a_store_written_by_another_connection_is_chained_on_from_its_real_head(
+async def test_a_commit_by_another_connection_is_chained_on_from_the_real_head(
     db: Path,
 ) -> None:
-    """The writer's cached heads follow commits made elsewhere (PRAGMA data_version)."""
-    url = f"sqlite:///{db}"
-    first = open_event_store(url, GatewayConfig())
-    second = open_event_store(url, GatewayConfig())
+    """The writer's cached heads follow commits made elsewhere (PRAGMA data_version): here
+    saves through the recorder's own connection, between saves through the writer."""
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
     try:
-        for n, store in enumerate([first, second, first, second, first]):
+        for n in range(6):
             session = Session.open(
                 key=f"agent:main:s{n}", session_id=uuid4(), agent_id="main", at=AT
             )
-            await store.save_async(session)
-        report = verify(StoreAuditLog(first))
+            if n % 2:
+                prepared = store._prepare([session])
+                assert prepared is not None
+                with writer_of(store).paused():
+                    store.recorder.insert_events(prepared[0], **{READ_MODEL_KEY: prepared[1]})
+            else:
+                await store.save_async(session)
+        report = verify(StoreAuditLog(store))
         assert report.clean, report.findings
-        assert report.checked == 5
+        assert report.checked == 6
     finally:
-        first.close()
-        second.close()
+        store.close()

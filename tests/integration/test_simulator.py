@@ -215,10 +215,6 @@ async def test_a_run_in_flight_at_a_crash_is_not_dispatched_after_its_deadline(
 FINDINGS = Path(__file__).parent / "simulator_findings"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a send queued in a sub-agent's child runs after a reopen archived the child",
-)
 async def test_no_run_is_handed_to_an_agent_in_an_archived_child(tmp_path: Path) -> None:
     script = SimulationScript.load(FINDINGS / "seed-101428-archived-child-dispatched.json")
     stores = fresh_stores(f"sqlite:///{tmp_path}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
@@ -15,6 +17,11 @@ SCRIPT = {
         {"step": "subagent_announce", "reply": "Result: done\nNotes: none"},
     ]
 }
+
+
+def status(gateway: Gateway, run_id: str) -> str | None:
+    run = gateway.runs.load(UUID(run_id))
+    return None if run is None else run.state.status
 
 
 def archiving(minutes: float) -> GatewayConfig:
@@ -50,3 +57,62 @@ async def test_only_unfinished_spawns_are_pending(
         assert len(still) == pending
     finally:
         await gateway.close()
+
+
+async def test_a_send_in_flight_in_a_child_archived_while_down_is_not_dispatched_again(
+    store_url: str,
+) -> None:
+    # Simulator seed 101428: a send queued in a sub-agent's child, the gateway stops, and
+    # reopens after the child's archive time. The late archive comes first: the run is
+    # never handed to the agent of the (now archived) child.
+    if store_url == "memory":
+        pytest.skip("a memory store cannot be reopened")
+    script = {
+        "rules": [
+            {"step": "primary", "delaySeconds": 30, "reply": "on it"},
+            {"step": "reply_back", "reply": "REPLY_SKIP"},
+            {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+            *SCRIPT["rules"],
+        ]
+    }
+    start = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    clock = VirtualClock(start=start)
+    first = await Gateway.open(
+        config=archiving(1),
+        store=store_url,
+        clock=clock,
+        runtime=ScriptedRuntime.from_dict(script),
+        delivery=CapturingDelivery(),
+    )
+    try:
+        spawned = await first.call_tool("main", "sessions_spawn", {"task": "sum up"})
+        await first.wait_idle()
+        child = spawned["childSessionKey"]
+        sent = await first.call_tool(
+            "main", "sessions_send", {"sessionKey": child, "message": "more", "timeoutSeconds": 0}
+        )
+        await clock.advance(0)  # dispatched: the child's agent works on it as we stop
+        run_id = sent["runId"]
+        assert status(first, run_id) == "running"
+    finally:
+        await first.close()
+
+    later = VirtualClock(start=start + timedelta(minutes=2))  # past the archive time
+    runtime = ScriptedRuntime.from_dict(script)
+    second = await Gateway.open(
+        config=archiving(1),
+        store=store_url,
+        clock=later,
+        runtime=runtime,
+        delivery=CapturingDelivery(),
+    )
+    try:
+        await later.run_until_idle()
+        await second.wait_idle()
+        assert [call for call in runtime.calls if call.session_key == child] == []
+        assert status(second, run_id) == "error"
+        session = second.store.session(child)
+        assert session is not None
+        assert session.state.status == "archived"
+    finally:
+        await second.close()
