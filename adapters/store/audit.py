@@ -24,14 +24,17 @@ from sessionwire.application.ports.audit_log import (
     ImportRejected,
     LoadedRecord,
     LogBounds,
+    SealedHead,
     StoredRecord,
     TableDifference,
 )
 from sessionwire.application.projection import Replay, ReplayFailed
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
 REBUILD_PAGE = 500
@@ -123,6 +126,33 @@ class StoreAuditLog(AuditLog):
                 bounds.last_event,
                 after=before_chain,
             )
+
+    def sealed_head(self, size: int | None = None) -> SealedHead | None:
+        with self._reading() as cursor:
+            found = self.chain.sealed_head(cursor, size)
+        return None if found is None else SealedHead(*found)
+
+    def stream_heads(self, head: SealedHead) -> list[StreamHead]:
+        with self._reading() as cursor:
+            return sort_heads(self.chain.stream_heads(cursor, head.size))
+
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._writing() as cursor:
+            self.chain.record_checkpoint(cursor, checkpoint)
+
+    def checkpoints(self, *, limit: int = 1) -> list[Checkpoint]:
+        with self._reading() as cursor:
+            return self.chain.checkpoints(cursor, limit=limit)
+
+    def session_records(
+        self, session_key: str
+    ) -> list[tuple[StoredRecord, ChainLink | None]] | None:
+        indexed = self.store.session_streams(session_key)
+        if indexed is None:
+            return None
+        ids = [session_uuid(session_key), *indexed]
+        with self._reading() as cursor:
+            return self.chain.stream_records_linked(cursor, ids)
 
     def decode(self, record: StoredRecord) -> DomainEvent:
         content = record.content

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
+from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
     ChainLink,
     LogHead,
@@ -39,6 +40,8 @@ class LogTables:
     events: str
     position: str  # SQLite: the implicit rowid; PostgreSQL: the notification_id column
     chain: str
+    checkpoints: str
+    serial_key: str  # an id column numbered by the database
     id_type: str  # the chain's originator id column type (the events table's own)
     blob_type: str
     key_type: str
@@ -60,6 +63,8 @@ def sqlite_tables() -> LogTables:
         events="stored_events",
         position="rowid",
         chain="sw_chain",
+        checkpoints="sw_checkpoints",
+        serial_key="INTEGER PRIMARY KEY",
         id_type="TEXT",
         blob_type="BLOB",
         key_type="INTEGER",
@@ -74,6 +79,8 @@ def postgres_tables(schema: str, events_table: str) -> LogTables:
         events=f'"{schema}"."{events_table}"',
         position="notification_id",
         chain=f'"{schema}".sw_chain',
+        checkpoints=f'"{schema}".sw_checkpoints',
+        serial_key="BIGSERIAL PRIMARY KEY",
         id_type="uuid",
         blob_type="bytea",
         key_type="BIGINT",
@@ -152,6 +159,16 @@ class SqlChain:
             f"FROM {t.chain}) AS ranked WHERE {t.chain}.notification_id = ranked.n"
         )
         return statements
+
+    def checkpoint_statements(self) -> list[str]:
+        """The signed checkpoints (ADR 0016 §3): a table of their own, never rewritten."""
+        t = self.t
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t.checkpoints} (id {t.serial_key}, "
+            f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
+            f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
+            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL)"
+        ]
 
     # Writes ---------------------------------------------------------------------------
 
@@ -243,11 +260,87 @@ class SqlChain:
             **self.write_options,
         )
 
+    def record_checkpoint(self, cursor: Cursor, checkpoint: Checkpoint) -> None:
+        m = self.t.marker
+        statement = checkpoint.statement
+        cursor.execute(
+            f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
+            f"public_key, signature) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            (
+                statement.log_size,
+                statement.log_hash,
+                statement.heads_root,
+                statement.time,
+                statement.key_id,
+                checkpoint.public_key,
+                checkpoint.signature,
+            ),
+            **self.write_options,
+        )
+
     def unsealed_count(self, cursor: Cursor) -> int:
         cursor.execute(f"SELECT COUNT(*) AS n FROM {self.t.chain} WHERE log_seq IS NULL")
         return int(cursor.fetchone()["n"])
 
     # Reads ----------------------------------------------------------------------------
+
+    def sealed_head(self, cursor: Cursor, size: int | None = None) -> tuple[int, bytes, int] | None:
+        """The sealed log's head (or its head when it held ``size`` records): (size, log
+        hash, position of its last record), or None for a log with nothing sealed or
+        fewer records. The sealed log is the chain rows with a ``log_seq`` (ADR 0016 §2)."""
+        t, m = self.t, self.t.marker
+        columns = f"SELECT log_seq, log_hash, notification_id FROM {t.chain} "
+        if size is None:
+            cursor.execute(columns + "WHERE log_seq IS NOT NULL ORDER BY log_seq DESC LIMIT 1")
+        else:
+            cursor.execute(columns + f"WHERE log_seq = {m}", (size,))
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        return int(found["log_seq"]), bytes(found["log_hash"]), int(found["notification_id"])
+
+    def stream_heads(self, cursor: Cursor, size: int) -> list[StreamHead]:
+        """Every stream's last version among the first ``size`` records of the sealed log,
+        in no set order."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
+            f"JOIN (SELECT originator_id, MAX(originator_version) AS v FROM {t.chain} "
+            f"WHERE log_seq <= {m} GROUP BY originator_id) h "
+            "ON h.originator_id = c.originator_id AND h.v = c.originator_version",
+            (size,),
+        )
+        return [
+            StreamHead(
+                originator_id=t.from_db_id(row["originator_id"]),
+                version=int(row["originator_version"]),
+                stream_hash=bytes(row["stream_hash"]),
+            )
+            for row in cursor.fetchall()
+        ]
+
+    def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
+        """The latest ``limit`` recorded checkpoints, newest first."""
+        m = self.t.marker
+        cursor.execute(
+            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature "
+            f"FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
+            (limit,),
+        )
+        return [
+            Checkpoint(
+                statement=Statement(
+                    log_size=int(row["log_size"]),
+                    log_hash=bytes(row["log_hash"]),
+                    heads_root=bytes(row["heads_root"]),
+                    time=row["time"],
+                    key_id=row["key_id"],
+                ),
+                public_key=bytes(row["public_key"]),
+                signature=bytes(row["signature"]),
+            )
+            for row in cursor.fetchall()
+        ]
 
     def bounds(self, cursor: Cursor) -> tuple[int, int, int | None]:
         """Last event position, last chained position and first chained position."""
@@ -403,6 +496,24 @@ class SqlChain:
             )
             found.extend(self._record(row) for row in cursor.fetchall())
         found.sort(key=lambda record: record.notification_id)
+        return found
+
+    def stream_records_linked(
+        self, cursor: Cursor, ids: Sequence[UUID]
+    ) -> list[tuple[StoredRecord, ChainLink | None]]:
+        """Every event of these streams with its chain row, through the events' primary
+        key: the cost follows these streams, not the log. In no set order."""
+        t, m = self.t, self.t.marker
+        found: list[tuple[StoredRecord, ChainLink | None]] = []
+        for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
+            cursor.execute(
+                f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} FROM {t.events} e "
+                f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+                f"WHERE e.originator_id IN ({', '.join([m] * len(chunk))})",
+                [t.to_db_id(i) for i in chunk],
+            )
+            found.extend(self._records(cursor))
         return found
 
     def _record(self, row: Any) -> StoredRecord:

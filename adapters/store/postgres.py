@@ -57,7 +57,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             write_options={"prepare": False},
         )
         # The chain table last: _postgres_setup takes its presence to mean "all created".
-        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
+        for statement in [
+            *self.read_model.create_statements(),
+            *self.chain.checkpoint_statements(),
+            *self.chain.create_statements(),
+        ]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
         # No table lock: it ordered commits for eventsourcing's notification readers and
         # for chain v1's log hash, and serialised every writer of the schema. The sealer
@@ -294,6 +298,11 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
             ).fetchone()
             if found is not None and found[0] is not None:
                 env["CREATE_TABLE"] = "n"
+                # A table added since this schema was made (ADR 0016): created here, under
+                # the setup lock, as the others were when the schema was new.
+                tables = postgres_tables(schema, "")
+                for statement in SqlChain(tables, write_options={}).checkpoint_statements():
+                    connection.execute(statement)
             yield
         finally:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))

@@ -41,6 +41,7 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
         return [
             *super().construct_create_table_statements(),
             *self.read_model.create_statements(),
+            *self.chain.checkpoint_statements(),
             self.chain.table_statement(),
         ]
 

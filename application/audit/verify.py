@@ -15,10 +15,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 from uuid import UUID
 
+from sessionwire.application.audit.checkpoint import (
+    CheckpointMismatch,
+    latest_anchor,
+    signature_holds,
+)
 from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord
 from sessionwire.domain.hash_chain import GENESIS, ChainLink, log_hash, stream_hash
 
-FindingKind = Literal["altered", "deleted", "inserted", "reordered"]
+FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint"]
 Progress = Callable[[int], None]
 
 
@@ -95,7 +100,16 @@ def _merged(
             link = next(links, None)
 
 
-def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
+def verify(
+    log: AuditLog,
+    *,
+    progress: Progress | None = None,
+    expect_head: bytes | None = None,
+    trusted_key: bytes | None = None,
+) -> VerifyReport:
+    """Walk the log; with ``expect_head``, a log hash kept from earlier must still be in
+    the sealed log; with ``trusted_key``, the latest checkpoint must be that key's, hold,
+    and match the log (ADR 0016 §3)."""
     log.seal()  # so the head printed is current (PostgreSQL seals behind its writers)
     bounds = log.log_bounds()
     stop = max(bounds.last_event, bounds.last_link)
@@ -140,14 +154,55 @@ def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
             finding = _check_record(checked, link, first_link)
             if finding is not None:
                 report.findings.append(finding)
-    _check_sealed_log(log, bounds.sealed, report)
+    expected_seen = _check_sealed_log(log, bounds.sealed, report, expect_head)
+    if expect_head is not None and not expected_seen:
+        report.findings.append(
+            Finding(
+                "deleted",
+                None,
+                None,
+                report.head_position,
+                f"the expected head {expect_head.hex()} is not in the chain: the log was cut "
+                "short or rewritten",
+            )
+        )
+    if trusted_key is not None:
+        report.findings.extend(_check_checkpoint(log, trusted_key, report.head_position))
     _name_streams(log, report)
     return report
 
 
-def _check_sealed_log(log: AuditLog, sealed: int, report: VerifyReport) -> None:
-    """The sealed log in its order: positions 1, 2, 3, ... each chained to the one before."""
+def _check_checkpoint(log: AuditLog, trusted_key: bytes, position: int) -> list[Finding]:
+    def finding(detail: str) -> Finding:
+        return Finding("checkpoint", None, None, position, detail)
+
+    try:
+        anchor = latest_anchor(log)
+    except CheckpointMismatch as error:
+        return [finding(str(error).split(":")[0])]
+    if anchor is None:
+        return [finding("the store holds no checkpoint to check against")]
+    checkpoint = anchor.checkpoint
+    found = []
+    if not signature_holds(checkpoint):
+        found.append(finding("the latest checkpoint's signature does not hold"))
+    if checkpoint.public_key != trusted_key:
+        found.append(
+            finding(
+                f"the latest checkpoint is signed by key {checkpoint.statement.key_id}, "
+                "not by the trusted key"
+            )
+        )
+    return found
+
+
+def _check_sealed_log(
+    log: AuditLog, sealed: int, report: VerifyReport, expect_head: bytes | None
+) -> bool:
+    """The sealed log in its order: positions 1, 2, 3, ... each chained to the one before.
+    Returns whether ``expect_head`` is among its log hashes."""
     previous_log, previous_seq = GENESIS, 0
+    expected_seen = False
     for link in log.sealed_links(stop=sealed):
         assert link.log_seq is not None
         if (
@@ -167,9 +222,11 @@ def _check_sealed_log(log: AuditLog, sealed: int, report: VerifyReport) -> None:
             )
         previous_log = link.log_hash or GENESIS
         previous_seq = link.log_seq
+        expected_seen = expected_seen or previous_log == expect_head
         report.head_position = link.notification_id
         report.head_seq = link.log_seq
         report.head_hash = previous_log.hex()
+    return expected_seen
 
 
 def _check_record(

@@ -69,7 +69,8 @@ async def test_a_v1_store_verifies_and_its_log_goes_on(
     if v1_store.startswith("sqlite:"):
         assert (count, before["head"]["log_hash"]) == (V1_EVENTS, V1_HEAD)
 
-    gateway = await Gateway.open(config=GatewayConfig(), store=v1_store, clock=clock)
+    # resume=False: only the one message is new (no due archive timers fire on this open).
+    gateway = await Gateway.open(config=GatewayConfig(), store=v1_store, clock=clock, resume=False)
     await gateway.record_message("main", role="user", content="after the upgrade")
     await gateway.close()
 
