@@ -7,9 +7,7 @@ same store) is retried from fresh state, never surfaced.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,10 +20,11 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.application.orchestration.runs import RunEngine, current_run
 from sessionwire.application.orchestration.spawns import SpawnDriver
-from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
+from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
@@ -33,6 +32,12 @@ from sessionwire.application.ports.runtime import (
     RecordedDelivery,
 )
 from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.telemetry import (
+    NO_TELEMETRY,
+    GatewayGauges,
+    Telemetry,
+    ToolSpan,
+)
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -72,9 +77,6 @@ from sessionwire.domain.transcript import (
     content_blocks,
 )
 
-# With a virtual clock, this many event-loop turns without a new event means idle.
-IDLE_ROUNDS = 200
-IDLE_SECONDS = 0.03
 # record_many: messages per call (one transaction), and the fields a message may carry.
 MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
@@ -106,8 +108,12 @@ class GatewayService:
         ids: IdSource,
         runtime: AgentRuntime | None = None,
         delivery: ChannelDelivery | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        # Metrics and spans (ADR 0019); none unless the host or `serve` asks.
+        self.telemetry = telemetry or NO_TELEMETRY
+        store.telemetry = self.telemetry
         self.config = config
         self.clock = clock
         self.ids = ids
@@ -118,18 +124,28 @@ class GatewayService:
         defaults = config.agents.defaults
         subagent_policy = config.tools.subagents.tools
         self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
+        # Every task the gateway runs is registered here; a clock moved by hand settles
+        # it (several gateways may share one clock).
+        self.in_flight = InFlight(clock)
+        clock.attach(self.in_flight)
         self.runs = RunEngine(
             store=store,
             clock=clock,
             runtime=self.runtime,
             max_concurrent=defaults.maxConcurrent,
+            in_flight=self.in_flight,
             tools_for=self.tools_for,
         )
         self.outbox = DeliveryOutbox(
-            store=store, clock=clock, delivery=self.delivery, policy=config.deliveries.retry_policy
+            store=store,
+            in_flight=self.in_flight,
+            clock=clock,
+            delivery=self.delivery,
+            policy=config.deliveries.retry_policy,
         )
         self.exchanges = ExchangeDriver(
             store=store,
+            in_flight=self.in_flight,
             clock=clock,
             runs=self.runs,
             delivery=self.delivery,
@@ -140,11 +156,20 @@ class GatewayService:
         )
         self.spawns = SpawnDriver(
             store=store,
+            in_flight=self.in_flight,
             clock=clock,
             runs=self.runs,
             delivery=self.delivery,
             outbox=self.outbox,
             config=config,
+        )
+        self.telemetry.watch(
+            GatewayGauges(
+                free_slots=self.runs.free_slots,
+                slots=defaults.maxConcurrent,
+                pending_runs=self._pending_runs,
+                outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
+            )
         )
         self.services = ToolServices(
             runs=self.runs,
@@ -172,6 +197,12 @@ class GatewayService:
                 spawns=spawns,
                 deliveries=deliveries,
             )
+
+    def _pending_runs(self) -> dict[str, int]:
+        return {
+            status: len(self.store.pending_work("run", (status,)))
+            for status in ("queued", "running")
+        }
 
     def tools_for(self, run: Run) -> tuple[str, ...]:
         """The tools a run may use: sub-agents get the full set minus the session tools."""
@@ -331,11 +362,12 @@ class GatewayService:
     async def _change_session(
         self, key: str, change: Callable[[Session], None], *, create: bool
     ) -> Session:
-        async for uow in retrying(self.store, f"session {key}"):
-            with uow:
-                session = uow.session(key) or self._open_session(uow, key, create=create)
-                change(session)
-                await uow.commit_async()
+        with self.in_flight.entered(Owner("session", key)):
+            async for uow in retrying(self.store, f"session {key}"):
+                with uow:
+                    session = uow.session(key) or self._open_session(uow, key, create=create)
+                    change(session)
+                    await uow.commit_async()
         return session
 
     def _open_session(self, uow: UnitOfWork, key: str, *, create: bool) -> Session:
@@ -357,6 +389,27 @@ class GatewayService:
 
     async def call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
         """Run one tool for the session ``requester``; never raises."""
+        caller_run = current_run()
+        # In-flight work while it runs (a send waiting for its reply waits as work).
+        with (
+            self.in_flight.entered(Owner("tool", _shorten(str(name)))),
+            self.telemetry.tool_span(
+                ToolSpan(
+                    tool=_shorten(str(name)),
+                    requester=_shorten(str(requester)),
+                    run_id=caller_run.run_id if caller_run else None,
+                    trace_id=caller_run.trace_id if caller_run else None,
+                )
+            ) as span,
+        ):
+            result = await self._call_tool(requester, name, params)
+            status = result.get("status")
+            span.status = status if isinstance(status, str) else "ok"
+            if span.status in ("error", "forbidden"):
+                span.error = str(result.get("error", ""))[:200]
+        return result
+
+    async def _call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
         log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
@@ -418,54 +471,22 @@ class GatewayService:
         return Auditor(self.store, self.rules).timeline(session_key)
 
     async def wait_idle(self) -> None:
-        """Return once every started run, exchange and announce has settled.
+        """Return once no work of this gateway is runnable before the clock's next due time.
 
-        Work that waits on the clock (a scripted delay, a timeout) counts as settled
-        when the clock is virtual: only ``clock.advance`` moves it on.
+        Every run, runtime call, exchange and spawn step, timer and delivery attempt is
+        registered work (``application/orchestration/in_flight.py``), so this is exact:
+        work waiting on a clock that only moves when told (``moves_by_itself`` False, a
+        test's virtual clock) counts as settled; on a real clock every clock wait is
+        waited for, except parked timers (archive timers, delivery back-offs).
         """
-        # A save in the store's writer thread is work in progress, not idleness.
+        # A save in the store's writer thread is work in progress, not idleness (the
+        # coroutine awaiting it is registered work too; a save started elsewhere is not).
         await self.store.writes_settled()
-        if not self._virtual_clock():
-            # Real time: every task finishes by itself, except archive timers; wait for
-            # the others (and any they start).
-            # Re-check often: a task that parks on an archive timer renames itself.
-            while tasks := [t for t in self._active_tasks() if not t.get_name().endswith(":timer")]:
-                await asyncio.wait(tasks, timeout=0.05, return_when=asyncio.FIRST_COMPLETED)
-            await self.store.writes_settled()
-            return
-        # Virtual time: settled once many turns of the event loop, and a little real time
-        # (database round trips take some), pass without a new event.
-        quiet_rounds = 0
-        quiet_since = _real_seconds()
-        while self._active_tasks():
-            before = self.store.log_position()
-            await asyncio.sleep(0)
-            if self.store.writes_in_flight():
-                await self.store.writes_settled()
-                quiet_rounds = 0
-                quiet_since = _real_seconds()
-            elif self.store.log_position() == before:
-                quiet_rounds += 1
-                quiet_for = _real_seconds() - quiet_since
-                if quiet_rounds >= IDLE_ROUNDS and quiet_for >= IDLE_SECONDS:
-                    return
-            else:
-                quiet_rounds = 0
-                quiet_since = _real_seconds()
+        await self.in_flight.wait_idle()
         await self.store.writes_settled()
-
-    def _active_tasks(self) -> list[asyncio.Task[None]]:
-        return (
-            self.runs.active_tasks()
-            + self.exchanges.active_tasks()
-            + self.spawns.active_tasks()
-            + self.outbox.active_tasks()
-        )
-
-    def _virtual_clock(self) -> bool:
-        return not isinstance(self.clock, SystemClock)
 
     async def close(self) -> None:
+        self.clock.detach(self.in_flight)
         await self.outbox.close()
         await self.spawns.close()
         await self.exchanges.close()
@@ -505,12 +526,6 @@ def _message(role: Any, content: Any, *, usage: Any, model: Any, at: datetime) -
                 f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
             )
     return message
-
-
-def _real_seconds() -> float:
-    # os.times() is real elapsed time that freezegun leaves alone (it fakes time.*), so
-    # wait_idle works inside freeze_time too.
-    return os.times().elapsed
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -7,13 +7,13 @@ closed when the server stops.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import log_watch
 import uvicorn
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.cli.serve import LISTENING as SERVE_LISTENING
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, create_app
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.testing import ScriptedRuntime
@@ -39,6 +41,18 @@ SCRIPT = {
         {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
     ]
 }
+
+
+class _SignallingServer(uvicorn.Server):
+    """uvicorn that sets ``ready`` once its port is open (no polling for it)."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event) -> None:
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
 
 
 def free_port() -> int:
@@ -75,15 +89,17 @@ def live_server(
     port = free_port()
     servers: list[uvicorn.Server] = []
     failures: list[BaseException] = []
+    ready = threading.Event()
 
     async def serve() -> None:
         gateway = await Gateway.open(config=config, store=store, runtime=runtime)
         try:
             app = create_app(gateway, token, max_body_bytes=max_body_bytes, attempts=attempts)
-            server = uvicorn.Server(
+            server = _SignallingServer(
                 uvicorn.Config(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-                )
+                ),
+                ready,
             )
             servers.append(server)
             await server.serve()
@@ -95,16 +111,15 @@ def live_server(
             asyncio.run(serve())
         except BaseException as error:  # reported to the test below
             failures.append(error)
+        finally:
+            ready.set()
 
     thread = threading.Thread(target=run, name=f"http-gateway:{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not (servers and servers[0].started):
-        if failures or not thread.is_alive():
-            raise RuntimeError(f"the HTTP gateway did not start: {failures!r}")
-        if time.monotonic() > deadline:
-            raise RuntimeError("the HTTP gateway did not start within 30 s")
-        time.sleep(0.02)
+    ready.wait()  # set once the port is open, or the thread has ended
+    if not (servers and servers[0].started):
+        thread.join()
+        raise RuntimeError(f"the HTTP gateway did not start: {failures!r}")
     try:
         clear = token if isinstance(token, str) else ""
         yield LiveServer(url=f"http://127.0.0.1:{port}", token=clear)
@@ -145,7 +160,8 @@ def serve_process(
     command: str, *, port: int, env: dict[str, str], cwd: str, setup: str = ""
 ) -> Iterator[subprocess.Popen[str]]:
     """``sessionwire serve`` as a shell command (after ``setup``) in its own process group,
-    stopped with Ctrl+C (SIGINT) afterwards; waits until /readyz answers."""
+    stopped with Ctrl+C (SIGINT) afterwards; waits for the line on stderr that says it
+    listens (what it wrote before that is kept as ``startup_stderr``)."""
     process = subprocess.Popen(
         ["bash", "-c", f"{setup}\nexec {command}"],
         env=env,
@@ -155,20 +171,17 @@ def serve_process(
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
     try:
-        while True:
-            if process.poll() is not None:
-                _, stderr = process.communicate()
-                raise RuntimeError(f"serve exited with {process.returncode}: {stderr}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not become ready within 60 s")
-            time.sleep(0.1)
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith(SERVE_LISTENING):
+                break
+        else:
+            process.wait()
+            raise RuntimeError(f"serve exited with {process.returncode}: {''.join(lines)}")
+        process.startup_stderr = "".join(lines)  # type: ignore[attr-defined]
         yield process
     finally:
         if process.poll() is None:
@@ -178,6 +191,13 @@ def serve_process(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        # The server's log joins the session's log watch (tests/log_watch.py); the test
+        # can still read it from process.stderr.
+        if process.stderr is not None and not process.stderr.closed:
+            logged = process.stderr.read()
+            process.stderr.close()
+            process.stderr = io.StringIO(logged)
+            log_watch.note_output(logged, secrets=[env.get("SESSIONWIRE_TOKEN")])
 
 
 def cli_env(**extra: str) -> dict[str, str]:

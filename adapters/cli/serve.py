@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,10 @@ from sessionwire.adapters.cli.runtime_option import (
     runtime_option,
 )
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
+from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
+from sessionwire.application.ports.telemetry import combined
 
 DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
@@ -130,6 +134,11 @@ def log_format_option(command: Any) -> Any:
     type=click.IntRange(1),
     help="larger request bodies get 413",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="export OpenTelemetry spans over OTLP/HTTP (OTEL_* variables; needs sessionwire[otel])",
+)
 @runtime_option
 @log_format_option
 @pass_options
@@ -141,6 +150,7 @@ def serve(
     token_file: str | None,
     tokens_file: str | None,
     max_body_bytes: int,
+    otel: bool,
     runtime_file: Path | None,
     log_format: str,
 ) -> int:
@@ -152,12 +162,15 @@ def serve(
     configure_logging(options.verbose, log_format)
     tokens = read_tokens(tokens_file, token_env, token_file, host)
     runtime = chosen_runtime(runtime_file)
+    metrics = PrometheusTelemetry()
+    spans = otel_spans() if otel else None
 
     async def work(gateway: Gateway) -> int:
         connect_runtime(runtime, gateway)
-        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes)
+        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes, metrics=metrics)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
-        server = uvicorn.Server(
+        server = _ListeningServer(
+            f"http://{host}:{port}",
             uvicorn.Config(
                 app,
                 host=host,
@@ -169,7 +182,9 @@ def serve(
                 log_config=None,
                 timeout_keep_alive=IDLE_TIMEOUT_SECONDS,
                 limit_concurrency=MAX_CONNECTIONS,
-            )
+                # Headers sent byte by byte, forever, would hold a connection forever.
+                http=header_deadline(),
+            ),
         )
         click.echo(
             f"sessionwire: serving {gateway.store.location} on http://{host}:{port}", err=True
@@ -184,7 +199,42 @@ def serve(
         return 0
 
     try:
-        return options.run(work, runtime=runtime)
+        return options.run(work, runtime=runtime, telemetry=combined(metrics, spans))
     except KeyboardInterrupt:
         # uvicorn shuts down on Ctrl+C, then re-raises it; stopping is the normal end.
         return 0
+    finally:
+        if spans is not None:
+            spans.shutdown()
+
+
+def otel_spans() -> Any:
+    """``--otel``: spans over OTLP, or a clear exit 2 without the extra installed (the
+    API alone may be there: FastAPI brings it; the SDK and the exporter come with it)."""
+    try:
+        from sessionwire.adapters.telemetry.otel import otlp_telemetry
+
+        return otlp_telemetry()
+    except ImportError:
+        fail(
+            "--otel needs the OpenTelemetry SDK and OTLP exporter: pip install 'sessionwire[otel]'",
+            EXIT_USAGE,
+        )
+
+
+# The line on stderr that says the server accepts connections.
+LISTENING = "sessionwire: listening on"
+
+
+class _ListeningServer(uvicorn.Server):
+    """uvicorn that says on stderr when its port is open (what a supervisor or a test
+    waits for, instead of polling)."""
+
+    def __init__(self, url: str, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            click.echo(f"{LISTENING} {self.url}", err=True)

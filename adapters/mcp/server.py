@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import json
 import signal
+import socket
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
@@ -28,6 +30,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
+from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
@@ -180,14 +183,29 @@ async def serve_http(
         lifespan="on",
         log_config=None,
         timeout_keep_alive=5,
+        http=header_deadline(),
     )
-    log.info("mcp http listening", url=f"http://{host}:{port}{HTTP_PATH}")
-    await _StoppableServer(config).serve()
+    await _StoppableServer(config, url=f"http://{host}:{port}{HTTP_PATH}").serve()
+
+
+# The line on stderr that says the HTTP transport accepts connections.
+LISTENING = "sessionwire mcp: listening on"
 
 
 class _StoppableServer(uvicorn.Server):
     """uvicorn, except that SIGINT and SIGTERM end ``serve()`` without re-raising the
-    signal afterwards: the gateway still closes its store, and exits 0."""
+    signal afterwards: the gateway still closes its store, and exits 0. Once its port
+    is open it says so on stderr (what a supervisor or a test waits for)."""
+
+    def __init__(self, config: uvicorn.Config, *, url: str) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(f"{LISTENING} {self.url}", file=sys.stderr, flush=True)
+            log.info("mcp http listening", url=self.url)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

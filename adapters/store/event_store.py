@@ -11,6 +11,7 @@ the events, so events and read models commit together or not at all.
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -216,6 +217,7 @@ class EventSourcedStore(Store):
         self.backend.hold_writer()
 
     def save(self, *aggregates: Aggregate) -> None:
+        started = time.perf_counter()
         prepared = self._prepare(aggregates)
         if prepared is None:
             return
@@ -234,12 +236,14 @@ class EventSourcedStore(Store):
             except StoreConflict:
                 self._failed(changes)
                 raise
+        self.telemetry.appended(time.perf_counter() - started, len(stored))
         self._saved(aggregates, changes)
 
     async def save_async(self, *aggregates: Aggregate) -> None:
         if self.writer is None:
             self.save(*aggregates)
             return
+        started = time.perf_counter()
         prepared = self._prepare(aggregates)
         if prepared is None:
             return
@@ -252,6 +256,7 @@ class EventSourcedStore(Store):
         except StoreConflict:
             self._failed(changes)
             raise
+        self.telemetry.appended(time.perf_counter() - started, len(stored))
         self._saved(aggregates, changes)
 
     def writes_in_flight(self) -> int:

@@ -245,10 +245,16 @@ class PostgresSessionLock(AbstractAsyncContextManager[None]):
                 self._held = (connection_context, connection)
                 return
             connection_context.__exit__(None, None, None)
-            # The pause in a worker thread: the event loop runs on while this waits (it
-            # must not block, issue 12), and no event-loop timer is used, since those
-            # stop under freezegun's frozen time and this runs in frozen-time tests too.
-            await asyncio.to_thread(time.sleep, self.POLL_SECONDS)
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Between two tries of a lock another connection holds.
+
+        The pause in a worker thread: the event loop runs on while this waits (it must
+        not block, issue 12), and no event-loop timer is used, since those stop under
+        freezegun's frozen time and this runs in frozen-time tests too.
+        """
+        await asyncio.to_thread(time.sleep, self.POLL_SECONDS)
 
     async def __aexit__(self, *_: object) -> None:
         connection_context, connection = self._held

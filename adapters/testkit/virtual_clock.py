@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.application.ports.clock_and_ids import Clock, InFlightWork
 
-SETTLE_ROUNDS = 20
 MAX_WAKEUPS = 10_000
 
 
@@ -28,7 +28,16 @@ class VirtualClock(Clock):
     Given freezegun's frozen time (``with freeze_time(...) as frozen``), the clock starts
     there and moves it along, so ``datetime.now()`` in the test and the events' timestamps
     agree.
+
+    Each gateway opened on the clock attaches its registry of in-flight work: moving the
+    clock settles them all, exactly (until none has work runnable before the next due
+    time), and a sleep of their work counts as waiting on the clock. One clock may serve
+    several gateways.
     """
+
+    @property
+    def moves_by_itself(self) -> bool:
+        return False
 
     def __init__(self, start: datetime | None = None, *, freezer: Freezer | None = None) -> None:
         if start is None:
@@ -39,7 +48,15 @@ class VirtualClock(Clock):
         self._freezer = freezer
         self._sleepers: list[tuple[datetime, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        self._attached: list[InFlightWork] = []
         self._move(self._now)
+
+    def attach(self, work: InFlightWork) -> None:
+        if not any(attached is work for attached in self._attached):
+            self._attached.append(work)
+
+    def detach(self, work: InFlightWork) -> None:
+        self._attached = [attached for attached in self._attached if attached is not work]
 
     def now(self) -> datetime:
         return self._now
@@ -61,7 +78,12 @@ class VirtualClock(Clock):
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         due = self._now + timedelta(seconds=seconds)
         heapq.heappush(self._sleepers, (due, next(self._order), future))
-        await future
+        with ExitStack() as waits:
+            # Work of an attached gateway sleeping here (a runtime holding the clock
+            # itself, say) waits on the clock: settled until its due time.
+            for work in self._attached:
+                waits.enter_context(work.clock_wait(due))
+            await future
 
     def next_wake(self) -> datetime | None:
         """When the earliest sleeper is due, or None when nothing waits on this clock."""
@@ -76,15 +98,35 @@ class VirtualClock(Clock):
         if step < timedelta(0):
             raise ValueError("a clock only moves forward")
         target = self._now + step
-        await _settle()
+        await self.settle()
         while self._sleepers and self._sleepers[0][0] <= target:
-            due, _, future = heapq.heappop(self._sleepers)
-            self._move(max(self._now, due))
-            if not future.done():
-                future.set_result(None)
-            await _settle()
+            # Every sleeper due by then wakes before work settles: work that waits on
+            # the clock until a time that has come is runnable.
+            self._move(max(self._now, self._sleepers[0][0]))
+            while self._sleepers and self._sleepers[0][0] <= self._now:
+                _, _, future = heapq.heappop(self._sleepers)
+                if not future.done():
+                    future.set_result(None)
+            await self.settle()
         self._move(target)
-        await _settle()
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Let work run until no attached gateway has work runnable before the next due
+        time (none attached: until each woken sleeper has taken its step).
+
+        Tasks already scheduled take their first step first: a tool call started just
+        before enters its gateway's registry there.
+        """
+        await asyncio.sleep(0)
+        while True:
+            attached = list(self._attached)
+            for work in attached:
+                await work.wait_idle()
+            # One gateway's work may wake another's (a lock given back): settled when
+            # all are idle at once.
+            if all(work.idle() for work in attached):
+                return
 
     async def advance_to(self, instant: datetime) -> None:
         """Move to ``instant`` (aware, or naive UTC), firing everything due on the way."""
@@ -111,7 +153,7 @@ class VirtualClock(Clock):
         if within is not None:
             span = within if isinstance(within, timedelta) else timedelta(seconds=within)
             horizon = self._now + span
-        await _settle()
+        await self.settle()
         for _ in range(MAX_WAKEUPS):
             timers = self.timers
             if not timers or (horizon is not None and timers[0] > horizon):
@@ -120,11 +162,6 @@ class VirtualClock(Clock):
                 return
             await self.advance_to(max(timers[0], self._now))
         raise RuntimeError(f"timers kept re-arming: still busy after {MAX_WAKEUPS} wake-ups")
-
-
-async def _settle() -> None:
-    for _ in range(SETTLE_ROUNDS):
-        await asyncio.sleep(0)
 
 
 __all__ = ["Freezer", "VirtualClock"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
@@ -47,6 +48,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         self,
         *,
         store: Store,
+        in_flight: InFlight,
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,
@@ -55,7 +57,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         send_policy: SendPolicy,
         rules: KeyRules,
     ) -> None:
-        super().__init__(store)
+        super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
         self.delivery = delivery

@@ -9,9 +9,9 @@ restarted after it attempts at once (contract §6 decision 13).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, DeliveryRejected
@@ -38,9 +38,15 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
     state_class = OutboxState
 
     def __init__(
-        self, *, store: Store, clock: Clock, delivery: ChannelDelivery, policy: RetryPolicy
+        self,
+        *,
+        store: Store,
+        in_flight: InFlight,
+        clock: Clock,
+        delivery: ChannelDelivery,
+        policy: RetryPolicy,
     ) -> None:
-        super().__init__(store)
+        super().__init__(store, in_flight)
         self.clock = clock
         self.delivery = delivery
         self.policy = policy
@@ -60,6 +66,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
 
         The caller saves it with its own record of the failure, then ``start``s it.
         """
+        self.store.telemetry.delivery_attempted("failed")
         return OutboundDelivery.after_failure(
             source=source,
             source_id=source_id,
@@ -79,14 +86,8 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
     async def take(self, entry: OutboundDelivery, step: AttemptAt) -> None:
         delay_ms = step.due_ms - to_millis(self.clock.now())
         if delay_ms > 0:
-            # Parked on the clock: real-time wait_idle does not wait for a parked retry.
-            task = asyncio.current_task()
-            name = task.get_name() if task is not None else ""
-            if task is not None:
-                task.set_name(f"{name}:timer")
-            await self.clock.sleep(delay_ms / 1000)
-            if task is not None:
-                task.set_name(name)
+            # Parked on the clock: a real clock's wait_idle does not wait for a retry.
+            await self.in_flight.sleep(delay_ms / 1000, parked=True)
         state = entry.state
         failure: BaseException | None = None
         try:
@@ -103,6 +104,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
             )
         except Exception as error:  # a channel failing is recorded, never raised
             failure = error
+        recorded = "failed"
         async for uow in retrying(self.store, f"delivery {entry.id}"):
             with uow:
                 fresh = uow.work(entry.id, OutboundDelivery, OutboxState)
@@ -119,6 +121,9 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
                         at=now,
                     )
                 uow.commit()
+                recorded = fresh.state.status
+        # delivered, failed (to be retried) or abandoned
+        self.store.telemetry.delivery_attempted("failed" if recorded == "pending" else recorded)
         self.log.info(
             "delivery retried",
             delivery_id=str(entry.id),

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.runs import outside_any_run
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.store import Store
@@ -25,8 +26,9 @@ class ProcessManager(ABC, Generic[A]):
     aggregate_class: type[A]
     state_class: type[BaseModel]
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, in_flight: InFlight) -> None:
         self.store = store
+        self.in_flight = in_flight
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self.log = library_logger(f"sessionwire.{self.kind}s")
 
@@ -35,9 +37,9 @@ class ProcessManager(ABC, Generic[A]):
         if task is None or task.done():
             # Outside any run: a driver started from inside a turn (a nested send) must
             # not inherit that turn's lane slot.
-            task = asyncio.create_task(
+            task = self.in_flight.start(
                 self._drive(aggregate_id),
-                name=f"{self.kind}:{aggregate_id}",
+                Owner(self.kind, str(aggregate_id)),
                 context=outside_any_run(),
             )
             self._tasks[aggregate_id] = task

@@ -13,19 +13,22 @@ import asyncio
 import contextvars
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.ports.session_read_model import SessionReadModel
 from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
@@ -40,11 +43,47 @@ PENDING = ("queued", "running")
 MAX_RUN_CRASHES = 3
 
 
+class Lane:
+    """The ``maxConcurrent`` permits, handed to waiting runs in arrival order.
+
+    A wait for a permit is a lock wait of the registry: its grant is a future, done the
+    moment a permit is handed over, so the wait counts as runnable from then on.
+    """
+
+    def __init__(self, permits: int, in_flight: InFlight) -> None:
+        self.free = permits
+        self._in_flight = in_flight
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return
+        grant: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(grant)
+        try:
+            await self._in_flight.wait_for(grant, kind="lock")
+        except asyncio.CancelledError:
+            if grant.done() and not grant.cancelled():
+                self.release()  # handed over just as the wait was cancelled
+            else:
+                grant.cancel()
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            grant = self._waiters.popleft()
+            if not grant.done():
+                grant.set_result(None)
+                return
+        self.free += 1
+
+
 class LaneSlot:
     """The lane slot of one executing run: it holds at most one of the ``maxConcurrent``
     permits, lends it while the run waits for another run, and takes it back."""
 
-    def __init__(self, lane: asyncio.Semaphore, run_id: UUID) -> None:
+    def __init__(self, lane: Lane, run_id: UUID) -> None:
         self._lane = lane
         self.run_id = run_id
         self.held = False
@@ -118,13 +157,17 @@ class RunEngine:
         clock: Clock,
         runtime: AgentRuntime,
         max_concurrent: int,
+        in_flight: InFlight | None = None,
         tools_for: Callable[[Run], tuple[str, ...]] = lambda run: (),
     ) -> None:
         self.store = store
         self.clock = clock
         self.runtime = runtime
         self.tools_for = tools_for
-        self._lane = asyncio.Semaphore(max_concurrent)
+        self.in_flight = in_flight or InFlight(clock)
+        # What a runtime sleeps on: the gateway clock, as its run's work.
+        self.work_clock = WorkClock(clock, self.in_flight)
+        self._lane = Lane(max_concurrent, self.in_flight)
         self._mailboxes: dict[str, asyncio.Queue[UUID]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._endings: dict[UUID, asyncio.Future[RunState]] = {}
@@ -161,9 +204,9 @@ class RunEngine:
         mailbox.put_nowait(run_id)
         worker = self._workers.get(session_key)
         if worker is None or worker.done():
-            worker = asyncio.create_task(
+            worker = self.in_flight.start(
                 self._work(session_key, mailbox),
-                name=f"session-actor:{session_key}",
+                Owner("session", session_key),
                 context=outside_any_run(),
             )
             self._workers[session_key] = worker
@@ -227,15 +270,9 @@ class RunEngine:
         if slot is not None:
             slot.lend()
         try:
-            if timeout is None:
-                return await asyncio.shield(future)
-            timer = asyncio.ensure_future(self.clock.sleep(timeout))
-            try:
-                waits: set[asyncio.Future[Any]] = {future, timer}
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                timer.cancel()
-            return future.result() if future in done else None
+            due = None if timeout is None else self.clock.now() + timedelta(seconds=timeout)
+            ended = await self.in_flight.wait_for(future, due=due)
+            return future.result() if ended else None
         finally:
             if slot is not None:
                 await slot.take_back()
@@ -250,6 +287,7 @@ class RunEngine:
     async def _work(self, session_key: str, mailbox: asyncio.Queue[UUID]) -> None:
         while not mailbox.empty() and not self._closing:
             run_id = mailbox.get_nowait()
+            self.in_flight.owns("run", str(run_id))
             for attempt in range(MAX_RUN_CRASHES):
                 try:
                     await self._execute_in_lane(session_key, run_id)
@@ -274,7 +312,7 @@ class RunEngine:
             # so at most maxConcurrent of them are held, never the whole pool (a run
             # lending its slot while it waits for a nested run keeps its lock).
             await slot.acquire()
-            async with self.store.session_lock(session_key):
+            async with self.in_flight.session_lock(self.store, self.store.location, session_key):
                 await self._execute(run_id)
         finally:
             _current_slot.reset(token)
@@ -288,6 +326,7 @@ class RunEngine:
         except Exception:  # the store itself is failing: a restart will run it again
             log.exception("crashed run not recorded", run_id=str(run_id))
             return
+        self.store.telemetry.run_ended(run.state.status)
         self._settle(run)
 
     async def _execute(self, run_id: UUID) -> None:
@@ -303,9 +342,23 @@ class RunEngine:
             self._settle(run)
             return
         bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
-        outcome = await self._call_runtime(run)
-        run = await self._record_outcome(run_id, outcome)
+        state = run.state
+        telemetry = self.store.telemetry
+        with telemetry.run_span(
+            RunSpan(
+                run_id=state.run_id,
+                session_key=state.session_key,
+                agent_id=state.agent_id,
+                step=state.step,
+                trace_id=state.trace_id,
+                parent_run_id=state.parent_run_id,
+            )
+        ) as span:
+            outcome = await self._call_runtime(run)
+            run = await self._record_outcome(run_id, outcome)
+            span.status, span.error = run.state.status, run.state.error
         bound.info("run ended", status=run.state.status)
+        telemetry.run_ended(run.state.status)
         self._settle(run)
 
     async def _record_dispatch(self, run: Run) -> Run:
@@ -358,7 +411,7 @@ class RunEngine:
             step=state.step,
             message=state.message,
             context=state.context,
-            clock=self.clock,
+            clock=self.work_clock,
             transcript=_transcript_reader(
                 self.store, stored_session.id if stored_session else None
             ),
@@ -372,10 +425,30 @@ class RunEngine:
         # Set while the runtime's task is created, so its tool calls see their run.
         token = _current_run.set(state)
         try:
-            call = asyncio.ensure_future(self._ask(request))
+            call = self.in_flight.start(self._ask(request), Owner("runtime", state.run_id))
         finally:
             _current_run.reset(token)
-        return await _with_timeout(call, self.clock, seconds)
+        return await self._with_timeout(call, seconds)
+
+    async def _with_timeout(self, task: asyncio.Task[object], seconds: float) -> object:
+        due = self.clock.now() + timedelta(seconds=seconds)
+        try:
+            await self.in_flight.wait_for(task, due=due)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task.done():
+            if task.cancelled():
+                return asyncio.CancelledError("the agent runtime cancelled the run")
+            error = task.exception()
+            return error if error is not None else task.result()
+        # The outcome is recorded now, whether or not the runtime honours the
+        # cancellation; a runtime that ignores it is no longer this gateway's work.
+        task.cancel()
+        self.in_flight.release(task)
+        _abandoned.add(task)
+        task.add_done_callback(_abandoned.discard)
+        return TIMED_OUT
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
@@ -423,7 +496,7 @@ class RunEngine:
 
     def free_slots(self) -> int:
         """How many of the ``maxConcurrent`` lane slots no run holds now."""
-        return self._lane._value
+        return self._lane.free
 
     def active_tasks(self) -> list[asyncio.Task[None]]:
         return [worker for worker in self._workers.values() if not worker.done()]
@@ -441,26 +514,22 @@ TIMED_OUT = object()
 _abandoned: set[asyncio.Task[object]] = set()
 
 
-async def _with_timeout(call: Awaitable[object], clock: Clock, seconds: float) -> object:
-    task = asyncio.ensure_future(call)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        timer.cancel()
-        raise
-    if task in done:
-        timer.cancel()
-        if task.cancelled():
-            return asyncio.CancelledError("the agent runtime cancelled the run")
-        error = task.exception()
-        return error if error is not None else task.result()
-    # The outcome is recorded now, whether or not the runtime honours the cancellation.
-    task.cancel()
-    _abandoned.add(task)
-    task.add_done_callback(_abandoned.discard)
-    return TIMED_OUT
+class WorkClock(Clock):
+    """The gateway clock as a runtime sees it: its sleeps are its run's clock waits."""
+
+    def __init__(self, clock: Clock, in_flight: InFlight) -> None:
+        self._clock = clock
+        self._in_flight = in_flight
+
+    @property
+    def moves_by_itself(self) -> bool:
+        return self._clock.moves_by_itself
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    async def sleep(self, seconds: float) -> None:
+        await self._in_flight.sleep(seconds)
 
 
 def _transcript_reader(

@@ -8,7 +8,6 @@ after it archives at once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -16,6 +15,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import run_state_reply
+from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
@@ -56,13 +56,14 @@ class SpawnDriver(ProcessManager[Spawn]):
         self,
         *,
         store: Store,
+        in_flight: InFlight,
         clock: Clock,
         runs: RunEngine,
         delivery: ChannelDelivery,
         outbox: DeliveryOutbox,
         config: GatewayConfig,
     ) -> None:
-        super().__init__(store)
+        super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
         self.delivery = delivery
@@ -91,12 +92,8 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             delay_ms = step.due_ms - to_millis(self.clock.now())
             if delay_ms > 0:
-                task = asyncio.current_task()
-                if task is not None:
-                    task.set_name(f"spawn:{spawn.id}:timer")
-                await self.clock.sleep(delay_ms / 1000)
-                if task is not None:
-                    task.set_name(f"spawn:{spawn.id}")
+                # Parked: a real clock's wait_idle does not wait for an archive timer.
+                await self.in_flight.sleep(delay_ms / 1000, parked=True)
             await self._close_child(spawn, archive=True)
 
     def _record_run_end(self, spawn: Spawn, state: RunState) -> None:

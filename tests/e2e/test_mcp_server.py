@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 from chat_server import ChatServer, completion
@@ -24,6 +25,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.mcp.server import LISTENING
 from sessionwire.application.tools.schemas import tool_schemas
 
 SCRIPT = {
@@ -261,15 +263,15 @@ async def http_server(store: str, *args: str) -> AsyncIterator[str]:
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        async with httpx.AsyncClient() as client:
-            for _ in range(300):  # up to ~30 s for the interpreter to start on a busy machine
-                if process.poll() is not None:
-                    raise AssertionError(process.stderr.read().decode() if process.stderr else "")
-                try:
-                    await client.get(url)
-                    break
-                except httpx.TransportError:
-                    await anyio.sleep(0.1)
+        # The server says on stderr when its port is open: wait for that line.
+        assert process.stderr is not None
+        said = []
+        while not said or not said[-1].startswith(LISTENING.encode()):
+            line = await anyio.to_thread.run_sync(process.stderr.readline)
+            if not line:
+                process.wait()
+                raise AssertionError(b"".join(said).decode())
+            said.append(line)
         yield url
     finally:
         process.terminate()

@@ -15,7 +15,6 @@ send may not enter), so a naming form can never get a different answer than anot
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -682,12 +681,10 @@ class Rig:
         return [e for _, e in self.gw.store.events() if type(e).__name__ == name]
 
     async def started(self, step: str) -> None:
-        """Until the runtime has begun a ``step`` run (it then sleeps on the virtual clock)."""
-        for _ in range(500):
-            if any(call.step == step for call in self.runtime.calls):
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"no {step} run started")
+        """Settle until the runtime has begun a ``step`` run (it then sleeps on the virtual
+        clock): the clock's settle returns once no work is runnable."""
+        await self.clock.settle()
+        assert any(call.step == step for call in self.runtime.calls), f"no {step} run started"
 
 
 async def open_rig(store_url: str, rules: list[dict[str, Any]], config: dict[str, Any]) -> Rig:

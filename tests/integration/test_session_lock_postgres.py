@@ -3,7 +3,6 @@ never wait on each other's runs."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -11,6 +10,7 @@ import psycopg
 import pytest
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway
+from sessionwire.adapters.store.postgres import PostgresSessionLock
 
 
 @pytest.fixture
@@ -22,18 +22,43 @@ async def other_store(postgres_url: str) -> AsyncIterator[str]:
 
 
 async def test_a_session_lock_in_one_schema_does_not_block_another(
-    postgres_url: str, other_store: str
+    postgres_url: str, other_store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = await Gateway.open(store=postgres_url)
     second = await Gateway.open(store=other_store)
+
+    async def never_wait(_: PostgresSessionLock) -> None:
+        raise AssertionError("the other store's session lock waited on this one")
+
     try:
         async with first.store.session_lock("agent:main:main"):
-            taking = asyncio.ensure_future(_take(second, "agent:main:main"))
-            for _ in range(50):  # event-loop turns, not a time limit
-                await asyncio.sleep(0)
-            taken = taking.done()
-            taking.cancel()
-            assert taken, "the other store's session lock waited on this one"
+            # Taken at the first try: a lock that had to wait would pause, and fail here.
+            monkeypatch.setattr(PostgresSessionLock, "_pause", never_wait)
+            await _take(second, "agent:main:main")
+    finally:
+        monkeypatch.undo()
+        await second.close()
+        await first.close()
+
+
+async def test_a_session_lock_of_the_same_store_waits_for_its_holder(postgres_url: str) -> None:
+    first = await Gateway.open(store=postgres_url)
+    second = await Gateway.open(store=postgres_url, resume=False)
+    pauses = 0
+    holding = first.store.session_lock("agent:main:main")
+    await holding.__aenter__()
+
+    async def pause(_: PostgresSessionLock) -> None:
+        # The holder gives the lock back while the other waits: no timing involved.
+        nonlocal pauses
+        pauses += 1
+        await holding.__aexit__(None, None, None)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(PostgresSessionLock, "_pause", pause)
+            await _take(second, "agent:main:main")
+        assert pauses == 1
     finally:
         await second.close()
         await first.close()

@@ -64,6 +64,16 @@ class Dispatch:
     plan_id: int | None
 
 
+# Long enough that a run's timeout always comes first.
+HANG_SECONDS = 10 * 365 * 24 * 3600.0
+
+
+async def _hang(request: RunRequest) -> None:
+    """Never answer: wait on the run's clock until the run's timeout cancels the call
+    (a wait on the clock, so the gateway knows the run is not runnable meanwhile)."""
+    await request.clock.sleep(HANG_SECONDS)
+
+
 ToolCaller = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 RunInspector = Callable[[RunRequest], list[Observation]]
 
@@ -104,7 +114,7 @@ class SimulatedAgents(AgentRuntime):
             if (request.turn or 0) > int(plan.get("pp", 0)):
                 return RunReply(text="REPLY_SKIP")
             return RunReply(text=f"turn {request.turn} {plan_text(plan)}")
-        return await self._announce(plan)
+        return await self._announce(request, plan)
 
     async def _task(
         self, request: RunRequest, plan: dict[str, Any], incarnation: Incarnation
@@ -120,7 +130,7 @@ class SimulatedAgents(AgentRuntime):
         if kind == "fail":
             raise RuntimeError(f"simulated failure (plan {plan.get('id')})")
         if kind == "hang":
-            await asyncio.Event().wait()  # until the run's timeout cancels it
+            await _hang(request)
         if kind == "garbage":
             garbage: Any = [42, {"text": "not a reply"}, RunReply(text=7)]  # type: ignore[arg-type]
             return garbage[int(plan.get("id", 0)) % len(garbage)]  # type: ignore[no-any-return]
@@ -130,14 +140,14 @@ class SimulatedAgents(AgentRuntime):
             text=f"done {plan_text(plan)}", usage={"input": 10, "output": 5}, model="sim-1"
         )
 
-    async def _announce(self, plan: dict[str, Any]) -> RunReply:
+    async def _announce(self, request: RunRequest, plan: dict[str, Any]) -> RunReply:
         mode = plan.get("ann", "say")
         if mode == "skip":
             return RunReply(text="ANNOUNCE_SKIP")
         if mode == "fail":
             raise RuntimeError(f"simulated announce failure (plan {plan.get('id')})")
         if mode == "hang":
-            await asyncio.Event().wait()
+            await _hang(request)
         return RunReply(text=f"Result: plan {plan.get('id')} done\nNotes: none")
 
     async def _nested(

@@ -61,7 +61,6 @@ from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery,
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 # Work one step may record before it counts as never ending (a loop with no hop limit).
 EVENT_BUDGET = 600
-MAX_SETTLE_ROUNDS = 50_000
 MAX_DRAIN_WAKEUPS = 2_000
 KILL_ROUNDS = 20
 DRAIN_BUDGETS = 10
@@ -156,6 +155,9 @@ class _Run:
     crashes: int = 0
     crashes_skipped: int = 0
     runaway: bool = False
+    saved_events: int = 0
+    settling: tuple[asyncio.Future[None], int] | None = None
+    """The settle under way and the count of saved events when it began."""
     step: int | None = None
     bystanders: set[asyncio.Task[Any]] = field(default_factory=set)
     seen: Counter[str] = field(default_factory=Counter)
@@ -261,12 +263,15 @@ class Simulation:
         def watched_save(*aggregates: Any) -> None:
             incarnation.check_alive()
             armed = state.armed
+            events = sum(len(getattr(a, "pending_events", ())) for a in aggregates)
             if armed is not None:
                 if armed.saved >= armed.after_events:
                     incarnation.dead = True
                     incarnation.check_alive()
-                armed.saved += sum(len(getattr(a, "pending_events", ())) for a in aggregates)
+                armed.saved += events
             save(*aggregates)
+            state.saved_events += events
+            self._cut_runaway_settle(state)
 
         store.save = watched_save  # type: ignore[method-assign]
 
@@ -288,8 +293,8 @@ class Simulation:
                 break
             for task in alive:
                 task.cancel()
-            await asyncio.wait(alive, timeout=0)
-            await self._settle(state)
+            # Every one ends (a finally that starts new work is cancelled next round).
+            await asyncio.wait(alive)
         state.calls = []
         await gateway.close()
         state.gateway = None
@@ -417,41 +422,38 @@ class Simulation:
         state.calls.append(asyncio.ensure_future(call()))
 
     async def _settle(self, state: _Run, start: int | None = None) -> None:
-        """Run the loop until nothing is runnable (or the step's work never ends)."""
-        loop = asyncio.get_running_loop()
-        ready = getattr(loop, "_ready", None)
+        """Let the gateway's work run until none is runnable before the clock's next due
+        time (the clock's exact settle over the in-flight registry), or until the step's
+        work records more events than the budget (it never ends: cut short)."""
         start = state.log.position if start is None else start
-        quiet = 0
-        for rounds in range(MAX_SETTLE_ROUNDS):
-            await asyncio.sleep(0)
-            store = None if state.gateway is None else state.gateway.store
-            if store is not None and store.writes_in_flight():
-                # A save in the store's writer thread: work in progress, not quiet.
-                await store.writes_settled()
-                quiet = 0
-            elif ready is not None and len(ready) == 0:
-                quiet += 1
-            elif ready is None:
-                quiet += 1 if rounds % 50 else 0  # no view of the loop: a fixed number of turns
-            else:
-                quiet = 0
-            if quiet >= 3:
-                break
-            if rounds % 256 == 255 and self._runaway(state, start):
-                return
-        else:
-            state.runaway = True
-            self._violate(
-                state,
-                "runs-end",
-                f"the gateway never goes idle: still busy after {MAX_SETTLE_ROUNDS} turns "
-                "of the event loop with no clock move (a livelock?)",
-            )
+        if not state.runaway:
+            settling = asyncio.ensure_future(state.clock.settle())
+            # A step that started before this settle has spent part of its budget.
+            spent = max(0, self._recorded_since(state, start))
+            state.settling = (settling, state.saved_events - spent)
+            try:
+                await asyncio.wait({settling})
+            finally:
+                state.settling = None
+                settling.cancel()
         self._runaway(state, start)
         for call in state.calls:
             if call.done() and not call.cancelled() and call.exception() is not None:
                 self._violate(state, "tool-answers", f"a call raised {call.exception()!r}")
         state.calls = [call for call in state.calls if not call.done()]
+
+    def _cut_runaway_settle(self, state: _Run) -> None:
+        """A save during a settle: past the step's event budget, the settle stops."""
+        if state.settling is None:
+            return
+        settling, mark = state.settling
+        if state.saved_events - mark > self.event_budget and not settling.done():
+            settling.cancel()
+
+    def _recorded_since(self, state: _Run, start: int) -> int:
+        if state.gateway is None or state.incarnation.dead:
+            return 0
+        return state.gateway.store.log_position() - start
 
     def _runaway(self, state: _Run, start: int) -> bool:
         if state.runaway or state.gateway is None or state.incarnation.dead:
@@ -667,8 +669,8 @@ def _max_hops(config: GatewayConfig) -> int:
 def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     """Lane slots held now and the lane's size (None when the gateway hides its lane)."""
     capacity = gateway.config.agents.defaults.maxConcurrent
-    lane = getattr(gateway.runs, "_lane", None)
-    value = getattr(lane, "_value", None)
+    free = getattr(gateway.runs, "free_slots", None)
+    value = free() if callable(free) else None
     if not isinstance(value, int):
         return None, capacity
     return capacity - value, capacity
