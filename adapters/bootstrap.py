@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,6 +94,11 @@ class SyncGateway:
 
     def record_message(self, session_key: str, **kwargs: Any) -> dict[str, Any]:
         return self._run(self._gateway.record_message(session_key, **kwargs))
+
+    def record_many(
+        self, session_key: str, messages: Sequence[Mapping[str, Any]], **routing: Any
+    ) -> dict[str, Any]:
+        return self._run(self._gateway.record_many(session_key, messages, **routing))
 
     def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
         return self._run(self._gateway.patch_session(session_key, **changes))

@@ -8,7 +8,7 @@ same store) is retried from fresh state, never surfaced.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -78,6 +78,9 @@ from sessionwire.domain.transcript import (
     content_blocks,
 )
 
+# record_many: messages per call (one transaction), and the fields a message may carry.
+MAX_BATCH = 10_000
+BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -234,32 +237,9 @@ class GatewayService:
         key = self.rules.canonical(session_key)
         if not isinstance(sender_is_owner, bool):
             raise ValueError("sender_is_owner must be true or false")
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        normalized_chat_type = None
-        if chat_type is not None:
-            normalized_chat_type = CHAT_TYPES.get(str(chat_type).strip().lower())
-            if normalized_chat_type is None:
-                raise ValueError("chat_type must be direct, dm, group or channel")
+        normalized_chat_type = _chat_type(chat_type)
         now = self.clock.now()
-        try:
-            message = TranscriptMessage(
-                role=role,
-                content=content_blocks(content),
-                timestamp=int(now.timestamp() * 1000),
-                usage=Usage.model_validate(usage) if usage is not None else None,
-                model=model,
-            )
-        except ValidationError as error:
-            raise ValueError(f"invalid message: {friendly(error)}") from None
-        # JSON-escaping makes a character at most 6 bytes: only a message that could be
-        # too large pays for serialising it here.
-        if not isinstance(content, str) or 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
-            size = len(message.to_json().encode())
-            if size > MAX_MESSAGE_BYTES:
-                raise ValueError(
-                    f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
-                )
+        message = _message(role, content, usage=usage, model=model, at=now)
         origin = MessageOrigin(
             channel=_clean(channel),
             chat_type=normalized_chat_type,
@@ -297,6 +277,70 @@ class GatewayService:
             }
         return recorded
 
+    async def record_many(
+        self,
+        session_key: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        channel: str | None = None,
+        chat_type: str | None = None,
+        display_name: str | None = None,
+        to: str | None = None,
+        account_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Append a batch of transcript messages to one session, all or nothing.
+
+        Each message is a mapping with ``role`` and ``content`` (and optionally ``usage``
+        and ``model``), checked as ``record_message`` checks one; the batch is saved in
+        one transaction, so a bad message or a failed write records none of them. For
+        prefills and imports: ``/send`` lines are recorded as text, not applied, and the
+        routing fields apply to every message. At most MAX_BATCH messages per call.
+        """
+        key = self.rules.canonical(session_key)
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise ValueError("messages must be a list of {role, content} objects")
+        if len(messages) > MAX_BATCH:
+            raise ValueError(f"at most {MAX_BATCH} messages per batch, not {len(messages)}")
+        now = self.clock.now()
+        checked = []
+        for index, item in enumerate(messages):
+            if not isinstance(item, Mapping):
+                raise ValueError(f"message {index}: not an object with role and content")
+            unknown = set(item) - BATCH_FIELDS
+            if unknown:
+                raise ValueError(f"message {index}: unknown fields {', '.join(sorted(unknown))}")
+            try:
+                checked.append(
+                    _message(
+                        item.get("role"),
+                        item.get("content"),
+                        usage=item.get("usage"),
+                        model=item.get("model"),
+                        at=now,
+                    )
+                )
+            except ValueError as error:
+                raise ValueError(f"message {index}: {error}") from None
+        origin = MessageOrigin(
+            channel=_clean(channel),
+            chat_type=_chat_type(chat_type),
+            display_name=_clean(display_name),
+            to=_clean(to),
+            account_id=_clean(account_id),
+        )
+
+        def append(session: Session) -> None:
+            for message in checked:
+                session.append_message(message, at=now, origin=origin)
+
+        session = await self._change_session(key, append, create=True)
+        self.log.debug("messages recorded", session_key=key, count=len(checked))
+        return {
+            "sessionKey": key,
+            "sessionId": session.state.session_id,
+            "recorded": len(checked),
+        }
+
     async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
         """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy."""
         key = self.rules.canonical(session_key)
@@ -324,7 +368,7 @@ class GatewayService:
                 with uow:
                     session = uow.session(key) or self._open_session(uow, key, create=create)
                     change(session)
-                    uow.commit()
+                    await uow.commit_async()
         return session
 
     def _open_session(self, uow: UnitOfWork, key: str, *, create: bool) -> Session:
@@ -440,7 +484,11 @@ class GatewayService:
         test's virtual clock) counts as settled; on a real clock every clock wait is
         waited for, except parked timers (archive timers, delivery back-offs).
         """
+        # A save in the store's writer thread is work in progress, not idleness (the
+        # coroutine awaiting it is registered work too; a save started elsewhere is not).
+        await self.store.writes_settled()
         await self.in_flight.wait_idle()
+        await self.store.writes_settled()
 
     async def close(self) -> None:
         self.clock.detach(self.in_flight)
@@ -449,6 +497,40 @@ class GatewayService:
         await self.exchanges.close()
         await self.runs.close()
         self.store.close()
+
+
+def _chat_type(chat_type: str | None) -> str | None:
+    if chat_type is None:
+        return None
+    normalized = CHAT_TYPES.get(str(chat_type).strip().lower())
+    if normalized is None:
+        raise ValueError("chat_type must be direct, dm, group or channel")
+    return normalized
+
+
+def _message(role: Any, content: Any, *, usage: Any, model: Any, at: datetime) -> TranscriptMessage:
+    """One transcript message, checked (ValueError says what is wrong)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    try:
+        message = TranscriptMessage(
+            role=role,
+            content=content_blocks(content),
+            timestamp=int(at.timestamp() * 1000),
+            usage=Usage.model_validate(usage) if usage is not None else None,
+            model=model,
+        )
+    except ValidationError as error:
+        raise ValueError(f"invalid message: {friendly(error)}") from None
+    # JSON-escaping makes a character at most 6 bytes: only a message that could be
+    # too large pays for serialising it here.
+    if not isinstance(content, str) or 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
+        size = len(message.to_json().encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise ValueError(
+                f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
+            )
+    return message
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -75,6 +75,16 @@ class UnitOfWork:
             raise
         self.committed = True
 
+    async def commit_async(self) -> None:
+        """``commit`` without holding the event loop while the store writes."""
+        changed = [aggregate for aggregate in self._seen.values() if aggregate.pending_events]
+        try:
+            await self.store.save_async(*changed)
+        except StoreConflict:
+            self.conflicted = True
+            raise
+        self.committed = True
+
     def __enter__(self) -> UnitOfWork:
         return self
 

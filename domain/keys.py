@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 DEFAULT_AGENT_ID = "main"
@@ -141,6 +142,13 @@ class KeyRules:
         such as ``main`` or ``cron:job-1`` belong to it, or to the default agent when
         no agent is calling (contract decision 5.1).
         """
+        if type(raw) is str:
+            # Every recorded message and tool call canonicalises its key: the same few
+            # keys, over and over. Bounded; a refused key raises again each time.
+            return _canonical(self, raw, agent_id)
+        return self._canonical(raw, agent_id=agent_id)
+
+    def _canonical(self, raw: str, *, agent_id: str | None) -> str:
         key = self.check(raw).lower()
         if key in RESERVED_KEYS:
             return key
@@ -226,3 +234,8 @@ def derive_channel(
         if candidate and candidate.strip():
             return candidate.strip()
     return "unknown"
+
+
+@lru_cache(maxsize=4096)
+def _canonical(rules: KeyRules, raw: str, agent_id: str | None) -> str:
+    return rules._canonical(raw, agent_id=agent_id)

@@ -55,6 +55,8 @@ class TranscriptMessage(BaseModel):
     @classmethod
     def _blocks_are_typed(cls, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for index, block in enumerate(blocks):
+            if _plain_text(block):
+                continue
             kind = block.get("type")
             if not isinstance(kind, str) or not kind:
                 raise ValueError(f"content block {index} needs a string 'type'")
@@ -71,6 +73,15 @@ class TranscriptMessage(BaseModel):
     def text(self) -> str:
         """The text blocks joined, as a reader would see them."""
         return "".join(b["text"] for b in self.content if b.get("type") == "text")
+
+
+def _plain_text(block: dict[str, Any]) -> bool:
+    """A block of exactly ``type: text`` and valid text: most blocks, checked without the
+    general walk below (this runs for every recorded message)."""
+    if len(block) != 2 or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return type(text) is str and is_encodable(text)
 
 
 def _not_json(value: Any) -> str | None:

@@ -10,12 +10,19 @@ the events, so events and read models commit together or not at all.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, ClassVar, cast
+from concurrent.futures import Future
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    contextmanager,
+    nullcontext,
+)
+from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID
 
 from eventsourcing.application import Application
@@ -102,6 +109,20 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
+class SavesWriter(Protocol):
+    """Writes prepared saves on its own thread; each future resolves once committed."""
+
+    def submit(
+        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None
+    ) -> Future[None]: ...
+
+    def in_flight(self) -> list[Future[None]]: ...
+
+    def paused(self) -> AbstractContextManager[None]: ...
+
+    def close(self) -> None: ...
+
+
 class StoreBackend(SessionLocks, ABC):
     """What differs between databases: settings, opening, locks, planner statistics."""
 
@@ -125,6 +146,11 @@ class StoreBackend(SessionLocks, ABC):
 
     def release_writer(self) -> None:
         """Stop being the one writer (``hold_writer``'s undo; nothing if not held)."""
+
+    def open_writer(self, store: EventSourcedStore) -> SavesWriter | None:
+        """A writer that takes saves off the caller's thread and commits them in groups,
+        if this backend has one (ADR 0020); None: saves go through the recorder."""
+        return None
 
 
 def backend_for(url: str) -> StoreBackend:
@@ -168,16 +194,25 @@ class EventSourcedStore(Store):
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
         self._new_rows = 0
         self._analyze_at = ANALYZE_FIRST_AT
+        self.writer: SavesWriter | None = None
         self.analyze()
+        self.writer = self.backend.open_writer(self)
 
     def reading(self) -> Any:
         """A transaction that reads (its cursor); nothing is committed."""
         return self.datastore.transaction(commit=False)
 
-    def writing(self) -> Any:
-        """A transaction that writes (its cursor), committed at the end of ``with``."""
+    @contextmanager
+    def writing(self) -> Iterator[Any]:
+        """A transaction that writes (its cursor), committed at the end of ``with``.
+
+        With a writer thread, that thread is paused meanwhile: its commits would otherwise
+        race this connection's (SQLite refuses to upgrade a read snapshot that another
+        connection's commit made stale: "database is locked")."""
         self.hold_writer()
-        return self.datastore.transaction(commit=True)
+        paused = self.writer.paused() if self.writer is not None else nullcontext()
+        with paused, self.datastore.transaction(commit=True) as cursor:
+            yield cursor
 
     def hold_writer(self) -> None:
         """Every write holds the store's one writer's lock (decision 20): a store opened
@@ -186,24 +221,73 @@ class EventSourcedStore(Store):
         self.backend.hold_writer()
 
     def save(self, *aggregates: Aggregate) -> None:
+        started = time.perf_counter()
+        prepared = self._prepare(aggregates)
+        if prepared is None:
+            return
+        stored, changes = prepared
+        if self.writer is None:
+            try:
+                # Straight to the recorder: Application.save() adds per-event bookkeeping
+                # (recordings, protocol checks) that nothing here uses, on the hot path.
+                self.recorder.insert_events(stored, **{READ_MODEL_KEY: changes})
+            except IntegrityError as error:
+                self._failed(changes)
+                raise StoreConflict(str(error)) from error
+        else:
+            try:
+                self.writer.submit(stored, changes).result()
+            except StoreConflict:
+                self._failed(changes)
+                raise
+        self.telemetry.appended(time.perf_counter() - started, len(stored))
+        self._saved(aggregates, changes)
+
+    async def save_async(self, *aggregates: Aggregate) -> None:
+        if self.writer is None:
+            self.save(*aggregates)
+            return
+        started = time.perf_counter()
+        prepared = self._prepare(aggregates)
+        if prepared is None:
+            return
+        stored, changes = prepared
+        written = self.writer.submit(stored, changes)
+        try:
+            # Shielded: a caller cancelled while its save is in the writer thread still
+            # leaves that save to commit, and the cache below to follow it.
+            await asyncio.shield(asyncio.wrap_future(written))
+        except StoreConflict:
+            self._failed(changes)
+            raise
+        self.telemetry.appended(time.perf_counter() - started, len(stored))
+        self._saved(aggregates, changes)
+
+    def writes_in_flight(self) -> int:
+        return 0 if self.writer is None else len(self.writer.in_flight())
+
+    async def writes_settled(self) -> None:
+        while self.writer is not None and (pending := self.writer.in_flight()):
+            await asyncio.wait([asyncio.wrap_future(done) for done in pending])
+
+    def _prepare(
+        self, aggregates: Sequence[Aggregate]
+    ) -> tuple[list[StoredEvent], ReadModelChanges] | None:
         events: list[DomainEvent] = []
         for aggregate in aggregates:
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
         if not events:
-            return
+            return None
         self.hold_writer()
-        started = time.perf_counter()
         changes = project(list(aggregates), events)
-        stored = [self.app.mapper.to_stored_event(event) for event in events]
-        try:
-            # Straight to the recorder: Application.save() adds per-event bookkeeping
-            # (recordings, protocol checks) that nothing here uses, on the hot path.
-            self.recorder.insert_events(stored, **{READ_MODEL_KEY: changes})
-        except IntegrityError as error:
-            for row in changes.rows.values():
-                self._written.pop(row.state.key, None)
-            raise StoreConflict(str(error)) from error
-        self.telemetry.appended(time.perf_counter() - started, len(events))
+        to_stored = self.app.mapper.to_stored_event
+        return [to_stored(event) for event in events], changes
+
+    def _failed(self, changes: ReadModelChanges) -> None:
+        for row in changes.rows.values():
+            self._written.pop(row.state.key, None)
+
+    def _saved(self, aggregates: Sequence[Aggregate], changes: ReadModelChanges) -> None:
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
@@ -366,6 +450,8 @@ class EventSourcedStore(Store):
 
     def close(self) -> None:
         try:
+            if self.writer is not None:
+                self.writer.close()
             self.recorder.stop_sealing()
             self.app.close()
         finally:

@@ -18,6 +18,7 @@ from eventsourcing.utils import get_topic
 from sessionwire.adapters.store.chain import SqlChain, sqlite_tables
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
+    EventSourcedStore,
     RecordsReadModels,
     StoreBackend,
     StoreURLError,
@@ -25,6 +26,7 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
 from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
 from sessionwire.application.projection import ReadModelChanges
 
@@ -92,6 +94,20 @@ class SQLiteBackend(StoreBackend):
     def release_writer(self) -> None:
         if self._writer_lock is not None:
             self._writer_lock.release()
+
+    def open_writer(self, store: EventSourcedStore) -> SQLiteWriter | None:
+        # A memory database is shared-cache and private to this process: its writes stay
+        # on the caller's connection (a second connection would take table locks).
+        if self.location == "memory":
+            return None
+        recorder = store.recorder
+        assert isinstance(recorder, SQLiteSessionRecorder)
+        return SQLiteWriter(
+            self.location,
+            insert_event=recorder.insert_events_statement,
+            read_model=recorder.read_model,
+            chain_table=recorder.chain,
+        )
 
 
 def create_private(file: Path) -> None:

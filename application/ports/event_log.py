@@ -23,6 +23,20 @@ class EventLog(ABC):
         nothing is recorded then.
         """
 
+    async def save_async(self, *aggregates: Aggregate) -> None:
+        """``save``, without holding the event loop while the database writes: a store
+        with a writer thread awaits it (and may commit several saves together, each
+        durable when this returns). The default saves in place."""
+        self.save(*aggregates)
+
+    def writes_in_flight(self) -> int:
+        """Saves handed to a writer thread and not yet committed or failed."""
+        return 0
+
+    async def writes_settled(self) -> None:
+        """Return once no save is in a writer thread (``wait_idle`` counts them as work)."""
+        return
+
     @abstractmethod
     def log_position(self) -> int:
         """The position of the last recorded event (0 for an empty store)."""

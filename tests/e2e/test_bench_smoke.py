@@ -43,3 +43,44 @@ def test_quick_benchmark_runs_and_prints_every_figure(tmp_path: Path) -> None:
     written = json.loads(out.read_text())
     assert {row["figure"] for row in written["figures"]} == set(FIGURES)
     assert written["failed"] == []
+
+
+PEERS = BENCH.parent / "bench_peers.py"
+
+
+@pytest.mark.slow
+def test_peer_comparison_runs_our_adapter_at_tiny_counts(tmp_path: Path) -> None:
+    """Only our own adapter (no peer venv is made): the harness copy, W1-W3, the table."""
+    done = subprocess.run(
+        [sys.executable, str(PEERS), "-a", "sessionwire-sqlite", "--reps", "1",
+         "--scale", "0.01", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    if "harness was not found" in done.stderr:
+        pytest.skip("the shared peer harness is not beside this clone")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sessionwire (SQLite, public API)" in done.stdout
+    results = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert [r.get("errors") for r in results] == [{}]
+
+
+def test_peer_comparison_explains_a_missing_harness(tmp_path: Path) -> None:
+    # A copy of the script in a folder with no shared folder beside it and no git clone.
+    script = tmp_path / "clone" / "benchmarks" / PEERS.name
+    script.parent.mkdir(parents=True)
+    script.write_text(PEERS.read_text())
+    done = subprocess.run(
+        [sys.executable, str(script), "-a", "sessionwire-sqlite"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    assert "harness was not found" in done.stderr
+    assert "--shared PATH or set SESSIONWIRE_SHARED" in done.stderr

@@ -1,0 +1,230 @@
+"""Group commit on an SQLite file (ADR 0020): saves queued while the writer thread commits
+are written together, each durable when its caller goes on, in order per session, and a
+failing member fails alone.
+
+The writer thread is held on its first batch by a gate (a threading.Event), so which saves
+share a batch is decided by the test, not by timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.adapters.store.event_store import READ_MODEL_KEY, EventSourcedStore
+from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
+from sessionwire.application.audit.verify import verify
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.domain.session import Session, session_uuid
+from sessionwire.testing import VirtualClock
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+SPIN_LIMIT = 100_000
+
+
+class Gate:
+    """Holds the writer thread inside its first batch until ``open``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+        original = SQLiteWriter._write_batch
+
+        def gated(writer: SQLiteWriter, connection: Any, batch: Any) -> None:
+            if not self.entered.is_set():
+                self.entered.set()
+                self.released.wait()
+            original(writer, connection, batch)
+
+        monkeypatch.setattr(SQLiteWriter, "_write_batch", gated)
+
+    def open(self) -> None:
+        self.released.set()
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
+    held = Gate(monkeypatch)
+    yield held
+    held.open()  # never leave the writer thread parked
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sessions.db"
+
+
+def writer_of(store: EventSourcedStore) -> SQLiteWriter:
+    assert isinstance(store.writer, SQLiteWriter)
+    return store.writer
+
+
+async def until(condition: Any) -> None:
+    """Turn the event loop until ``condition()`` holds (no real-time wait)."""
+    for _ in range(SPIN_LIMIT):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+def stored_messages(db: Path, key: str) -> list[str]:
+    """The session's transcript as another connection sees it: committed rows only."""
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute(
+            "SELECT state FROM stored_events WHERE originator_id = ? ORDER BY originator_version",
+            (session_uuid(key).hex,),
+        ).fetchall()
+    texts = []
+    for (state,) in rows:
+        message = json.loads(state).get("message")
+        if message is not None:
+            texts.append(message["content"][0]["text"])
+    return texts
+
+
+async def test_saves_queued_behind_a_commit_share_one_and_are_durable_on_return(
+    db: Path, gate: Gate
+) -> None:
+    gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
+    try:
+        store = gateway.store
+        assert isinstance(store, EventSourcedStore)
+        seen_on_return: dict[str, list[str]] = {}
+
+        async def send(key: str) -> None:
+            await gateway.record_message(key, role="user", content=f"to {key}")
+            # Durable when it returns: another connection reads it at once.
+            seen_on_return[key] = stored_messages(db, gateway.rules.canonical(key))
+
+        first = asyncio.create_task(send("discord:group:first"))
+        await until(gate.entered.is_set)
+        others = [asyncio.create_task(send(f"discord:group:g{n}")) for n in range(50)]
+        await until(lambda: store.writes_in_flight() == 51)
+        gate.open()
+        await asyncio.gather(first, *others)
+
+        assert seen_on_return == {
+            key: [f"to {key}"]
+            for key in ["discord:group:first"] + [f"discord:group:g{n}" for n in range(50)]
+        }
+        writer = writer_of(store)
+        assert (writer.saves, writer.commits) == (51, 2)  # 50 saves, one fsync
+    finally:
+        await gateway.close()
+
+
+async def test_a_conflicting_member_fails_alone_and_the_chain_stays_whole(
+    db: Path, gate: Gate
+) -> None:
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    try:
+
+        def opened(key: str) -> Session:
+            return Session.open(key=key, session_id=uuid4(), agent_id="main", at=AT)
+
+        holding = asyncio.create_task(store.save_async(opened("agent:main:a")))
+        await until(gate.entered.is_set)
+        members = [
+            asyncio.create_task(store.save_async(opened("agent:main:b"))),
+            # The same stream at the same version: conflicts with the member before it.
+            asyncio.create_task(store.save_async(opened("agent:main:b"))),
+            asyncio.create_task(store.save_async(opened("agent:main:c"))),
+        ]
+        await until(lambda: store.writes_in_flight() == 4)
+        gate.open()
+        outcomes = await asyncio.gather(holding, *members, return_exceptions=True)
+
+        assert [type(outcome) for outcome in outcomes] == [
+            type(None),
+            type(None),
+            StoreConflict,
+            type(None),
+        ]
+        assert writer_of(store).commits == 2
+        assert [store.session(f"agent:main:{name}") is not None for name in "abc"] == [True] * 3
+        report = verify(StoreAuditLog(store))
+        assert report.clean, report.findings
+        assert report.checked == 3
+        assert report.unchained == 0
+    finally:
+        store.close()
+
+
+async def test_each_session_keeps_its_order_under_concurrent_writers(db: Path) -> None:
+    gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
+    try:
+
+        async def producer(key: str) -> None:
+            for n in range(20):
+                await gateway.record_message(key, role="user", content=f"{key} #{n}")
+
+        keys = [f"discord:group:p{n}" for n in range(10)]
+        # Two producers on one session too: every call still lands, none lost to a conflict.
+        await asyncio.gather(*(producer(key) for key in keys), producer("discord:group:shared"))
+        for key in keys:
+            texts = stored_messages(db, gateway.rules.canonical(key))
+            assert texts == [f"{key} #{n}" for n in range(20)]
+        assert writer_of(gateway.store).commits < writer_of(gateway.store).saves  # type: ignore[arg-type]
+        report = verify(StoreAuditLog(gateway.store))  # type: ignore[arg-type]
+        assert report.clean, report.findings
+    finally:
+        await gateway.close()
+
+
+@pytest.mark.parametrize("virtual", [True, False], ids=["virtual-clock", "system-clock"])
+async def test_wait_idle_does_not_return_while_a_write_is_in_the_writer_thread(
+    db: Path, gate: Gate, virtual: bool
+) -> None:
+    clock = VirtualClock(start=AT) if virtual else None
+    gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}", clock=clock)
+    try:
+        sending = asyncio.create_task(gateway.record_message("main", role="user", content="hi"))
+        await until(lambda: gateway.store.writes_in_flight() == 1)
+        idle = asyncio.create_task(gateway.wait_idle())
+        for _ in range(1_000):
+            await asyncio.sleep(0)
+        assert not idle.done()
+        gate.open()
+        await idle
+        assert gateway.store.writes_in_flight() == 0
+        assert stored_messages(db, "agent:main:main") == ["hi"]
+        await sending
+    finally:
+        await gateway.close()
+
+
+async def test_a_commit_by_another_connection_is_chained_on_from_the_real_head(
+    db: Path,
+) -> None:
+    """The writer's cached heads follow commits made elsewhere (PRAGMA data_version): here
+    saves through the recorder's own connection, between saves through the writer."""
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    try:
+        for n in range(6):
+            session = Session.open(
+                key=f"agent:main:s{n}", session_id=uuid4(), agent_id="main", at=AT
+            )
+            if n % 2:
+                prepared = store._prepare([session])
+                assert prepared is not None
+                with writer_of(store).paused():
+                    store.recorder.insert_events(prepared[0], **{READ_MODEL_KEY: prepared[1]})
+            else:
+                await store.save_async(session)
+        report = verify(StoreAuditLog(store))
+        assert report.clean, report.findings
+        assert report.checked == 6
+    finally:
+        store.close()
