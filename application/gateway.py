@@ -23,7 +23,7 @@ from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
-from sessionwire.application.orchestration.runs import RunEngine, current_run
+from sessionwire.application.orchestration.runs import RunEngine, RunTurn, current_turn
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
 from sessionwire.application.ports.runtime import (
@@ -91,6 +91,10 @@ assert set(TOOLS) == set(TOOL_PARAMETERS)
 
 class SessionNotFound(LookupError):
     pass
+
+
+class RunNotInFlight(LookupError):
+    """A call names a run (by its token) that is not in flight for the calling session."""
 
 
 class GatewayService:
@@ -311,8 +315,15 @@ class GatewayService:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas()
 
-    async def call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
-        """Run one tool for the session ``requester``; never raises."""
+    async def call_tool(
+        self, requester: str, name: str, params: Any, *, run_token: str | None = None
+    ) -> dict[str, Any]:
+        """Run one tool for the session ``requester``; never raises.
+
+        ``run_token`` (``RunRequest.run_token``) links a call made from outside the
+        runtime's own task (over HTTP or MCP) to the run in flight it is made for, so it
+        joins that run's chain and hop limit (decision 17).
+        """
         log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
@@ -326,13 +337,21 @@ class GatewayService:
             caller = Requester.from_key(self.rules, requester)
         except InvalidSessionKey as error:
             return ToolError(tool=name, error=f"invalid requester session: {error}").to_json_dict()
+        turn = current_turn()
+        if run_token is not None:
+            try:
+                turn = self.turn_for(caller.key, run_token)
+            except RunNotInFlight as refused:
+                log.info("tool refused: run not in flight", error=str(refused))
+                return ToolError(status="forbidden", tool=name, error=str(refused)).to_json_dict()
         context = ToolContext(
             store=self.store,
             config=self.config,
             clock=self.clock,
             requester=caller,
             services=self.services,
-            caller_run=current_run(),
+            caller_run=turn.state if turn else None,
+            caller_turn=turn,
         )
         if is_subagent_key(caller.key) and name not in self.subagent_tools:
             refusal = subagent_tool_refusal(name)
@@ -360,6 +379,22 @@ class GatewayService:
                 tool=name, error=f"internal error: {type(error).__name__}: {error}"
             ).to_json_dict()
         return result.to_json_dict()
+
+    def turn_for(self, requester: str, run_token: str) -> RunTurn:
+        """The turn in flight that ``run_token`` names, when it is a turn of the session
+        ``requester`` (canonical key); raises RunNotInFlight otherwise. A caller can so
+        only claim a run of its own session that is running now: never a lower hop
+        count than its own run's, never an ended run's."""
+        turn = self.runs.turn_by_token(run_token) if isinstance(run_token, str) else None
+        if turn is None:
+            raise RunNotInFlight(
+                "the run token names no run in flight (unknown, or its turn has ended)"
+            )
+        if turn.state.session_key != requester:
+            raise RunNotInFlight(
+                f"the run token names a run of another session, not of {requester!r}"
+            )
+        return turn
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 
@@ -439,4 +474,4 @@ def _clean(value: str | None) -> str | None:
     return value.strip() or None
 
 
-__all__ = ["GatewayService", "SessionClosed", "SessionNotFound"]
+__all__ = ["GatewayService", "RunNotInFlight", "SessionClosed", "SessionNotFound"]

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import inspect
 import json
+import secrets
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
@@ -91,14 +94,44 @@ class LaneSlot:
 # so they never lend, nor take back, a slot that is not theirs.
 _current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
 
-# The run whose turn the current task is in: a tool call an in-process runtime makes
-# during its turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
-_current_run: ContextVar[RunState | None] = ContextVar("sessionwire_current_run", default=None)
+NESTED_CALLS = uuid5(NAMESPACE_URL, "https://sessionwire.dev/nested-calls")
+
+
+class RunTurn:
+    """One dispatch of a run to its agent: what the tool calls the agent makes during it
+    are linked to (its chain, decision 17), in process or over HTTP/MCP by ``token``."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        # Handed to the runtime (RunRequest.run_token): a caller over HTTP or MCP proves
+        # with it that it speaks for this turn; unguessable, and dead once the turn ends.
+        self.token = secrets.token_urlsafe(24)
+        self._calls: Counter[str] = Counter()
+
+    def call_id(self, tool: str, fingerprint: str) -> UUID:
+        """The id of the run a call starts: the same for the n-th identical call in every
+        attempt of this run, so a turn dispatched again after a crash that repeats a send
+        or spawn finds what its first attempt started instead of starting it twice (a
+        second copy would fork the chain, each copy with a full hop budget)."""
+        key = f"{tool}\x1f{fingerprint}"
+        self._calls[key] += 1
+        return uuid5(NESTED_CALLS, f"{self.state.run_id}\x1f{key}\x1f{self._calls[key]}")
+
+
+# The turn the current task is in: a tool call an in-process runtime makes during its
+# turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
+_current_turn: ContextVar[RunTurn | None] = ContextVar("sessionwire_current_turn", default=None)
+
+
+def current_turn() -> RunTurn | None:
+    """The turn making the current call, when it is made from inside a run's turn."""
+    return _current_turn.get()
 
 
 def current_run() -> RunState | None:
     """The run making the current call, when it is made from inside a run's turn."""
-    return _current_run.get()
+    turn = _current_turn.get()
+    return None if turn is None else turn.state
 
 
 def outside_any_run() -> contextvars.Context:
@@ -106,7 +139,7 @@ def outside_any_run() -> contextvars.Context:
     drive work on their own: exchange and spawn drivers, timers)."""
     context = contextvars.copy_context()
     context.run(_current_slot.set, None)
-    context.run(_current_run.set, None)
+    context.run(_current_turn.set, None)
     return context
 
 
@@ -128,6 +161,7 @@ class RunEngine:
         self._mailboxes: dict[str, asyncio.Queue[UUID]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._endings: dict[UUID, asyncio.Future[RunState]] = {}
+        self._turns: dict[str, RunTurn] = {}
         self._closing = False
 
     # Accepting runs -------------------------------------------------------------------
@@ -369,13 +403,24 @@ class RunEngine:
         # The deadline was recorded when the run started: time spent queued, or before
         # a crash, counts against it.
         seconds = max(0.0, state.seconds_left(self.clock.now()))
+        turn = RunTurn(state)
+        request = dataclasses.replace(request, run_token=turn.token)
+        self._turns[turn.token] = turn
         # Set while the runtime's task is created, so its tool calls see their run.
-        token = _current_run.set(state)
+        token = _current_turn.set(turn)
         try:
             call = asyncio.ensure_future(self._ask(request))
         finally:
-            _current_run.reset(token)
-        return await _with_timeout(call, self.clock, seconds)
+            _current_turn.reset(token)
+        try:
+            return await _with_timeout(call, self.clock, seconds)
+        finally:
+            self._turns.pop(turn.token, None)
+
+    def turn_by_token(self, token: str) -> RunTurn | None:
+        """The turn in flight whose token is ``token``; None once it has ended (or never
+        was: a caller over HTTP/MCP cannot tell which)."""
+        return self._turns.get(token)
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
