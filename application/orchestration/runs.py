@@ -557,9 +557,16 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+# What an error without a message is called (OpenClaw conformance D4.4: its send answers
+# ``wait.error ?? "agent error"``); the exception's type goes to the log.
+UNNAMED_ERROR = "agent error"
+
+
 def _describe(error: BaseException) -> str:
     text = str(error).strip()
-    return text or type(error).__name__
+    if not text:
+        log.info("agent runtime error without a message", exception=type(error).__name__)
+    return text or UNNAMED_ERROR
 
 
 __all__: Sequence[str] = ["RunEngine"]
