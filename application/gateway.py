@@ -75,6 +75,8 @@ from sessionwire.domain.transcript import (
 # With a virtual clock, this many event-loop turns without a new event means idle.
 IDLE_ROUNDS = 200
 IDLE_SECONDS = 0.03
+# Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
+CLOSE_ROUNDS = 50
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -449,11 +451,33 @@ class GatewayService:
         return not isinstance(self.clock, SystemClock)
 
     async def close(self) -> None:
-        await self.outbox.close()
-        await self.spawns.close()
-        await self.exchanges.close()
-        await self.runs.close()
+        """Stop every task the gateway started, then close the store; never hangs.
+
+        Each round cancels what is still running and lets the loop turn once: a task
+        whose cleanup itself waits (a lane slot taken back, a delivery that swallows its
+        cancellation) is cancelled again. After CLOSE_ROUNDS rounds whatever still runs
+        is named in a warning and left; the store closes anyway.
+        """
+        self.runs.stop_taking_runs()
+        stuck: list[asyncio.Task[Any]] = []
+        for _ in range(CLOSE_ROUNDS):
+            stuck = self._tasks_to_stop()
+            if not stuck:
+                break
+            for task in stuck:
+                task.cancel()
+            await asyncio.wait(stuck, timeout=0)
+        else:
+            stuck = self._tasks_to_stop()
+        if stuck:
+            self.log.warning(
+                "gateway closed with tasks that would not stop",
+                tasks=sorted(task.get_name() for task in stuck),
+            )
         self.store.close()
+
+    def _tasks_to_stop(self) -> list[asyncio.Task[Any]]:
+        return [*self._active_tasks(), *self.runs.abandoned_calls()]
 
 
 def _real_seconds() -> float:

@@ -473,6 +473,14 @@ class RunEngine:
     def active_tasks(self) -> list[asyncio.Task[None]]:
         return [worker for worker in self._workers.values() if not worker.done()]
 
+    def stop_taking_runs(self) -> None:
+        """Closing: session actors stop at their current run."""
+        self._closing = True
+
+    def abandoned_calls(self) -> list[asyncio.Task[object]]:
+        """Runtime calls of runs that timed out, still stopping (or refusing to)."""
+        return [task for task in _abandoned if not task.done()]
+
     async def close(self) -> None:
         self._closing = True
         workers = [w for w in self._workers.values() if not w.done()]
