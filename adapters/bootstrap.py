@@ -14,6 +14,7 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
+from sessionwire.application.ports.telemetry import Telemetry
 
 T = TypeVar("T")
 
@@ -44,6 +45,7 @@ class Gateway(GatewayService):
         delivery: ChannelDelivery | None = None,
         ids: IdSource | None = None,
         resume: bool = True,
+        telemetry: Telemetry | None = None,
     ) -> Gateway:
         """Open (or resume) a gateway on ``store``: 'memory', 'sqlite:///file.db' or a
         'postgresql://user@host:port/db' URL (``?schema=name`` picks a schema).
@@ -53,7 +55,10 @@ class Gateway(GatewayService):
 
         One writer per SQLite file (decision 20): a resuming gateway on a file another
         live gateway holds raises StoreInUse naming the holder (pid, host, since when);
-        ``resume=False`` opens beside it."""
+        ``resume=False`` opens beside it; it takes the lock at its first write.
+
+        ``telemetry``: metrics and spans (``sessionwire.adapters.telemetry``: Prometheus,
+        OpenTelemetry); none by default."""
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.load(config)
         event_store = open_event_store(store, config, writer=resume)
@@ -64,6 +69,7 @@ class Gateway(GatewayService):
             ids=ids or RandomIds(),
             runtime=runtime,
             delivery=delivery,
+            telemetry=telemetry,
         )
         if resume:
             gateway.resume()

@@ -9,11 +9,12 @@ from uuid import UUID
 
 from pydantic import BaseModel
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
-from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.store import Store, StoreInUse
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.causality import Causality, hop_limit_reached
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
@@ -25,6 +26,8 @@ from sessionwire.domain.policy import (
 )
 from sessionwire.domain.run import RunState
 from sessionwire.domain.session import SessionState
+
+log = library_logger("sessionwire.tools")
 
 
 @dataclass(frozen=True)
@@ -118,19 +121,23 @@ class ToolContext:
         """Keep a refused request as evidence (who, what, which rule, from which chain)."""
         assert self.services is not None, "refusals are recorded through the gateway's ids"
         caller = self.caller_run
-        self.store.save(
-            AccessRefusal.record(
-                id=self.services.ids.new_id(),
-                refusal=refusal,
-                requester_key=self.requester.key,
-                tool=tool,
-                reference=reference,
-                target_key=target_key,
-                at=self.clock.now(),
-                caller=caller.causality if caller else None,
-                caller_run_id=caller.run_id if caller else None,
-            )
+        refused = AccessRefusal.record(
+            id=self.services.ids.new_id(),
+            refusal=refusal,
+            requester_key=self.requester.key,
+            tool=tool,
+            reference=reference,
+            target_key=target_key,
+            at=self.clock.now(),
+            caller=caller.causality if caller else None,
+            caller_run_id=caller.run_id if caller else None,
         )
+        try:
+            self.store.save(refused)
+        except StoreInUse:
+            # A reader beside the SQLite file's live writer may not write (decision 20);
+            # the refusal still answers, and the log says what was not kept.
+            log.warning("refusal not recorded: another gateway holds the store", tool=tool)
 
     def reader_view(self, target_key: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Messages of session ``target_key`` as this requester reads them: secrets masked

@@ -23,7 +23,12 @@ from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
-from sessionwire.application.orchestration.runs import RunEngine, RunTurn, current_turn
+from sessionwire.application.orchestration.runs import (
+    RunEngine,
+    RunTurn,
+    current_run,
+    current_turn,
+)
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, SystemClock
 from sessionwire.application.ports.runtime import (
@@ -33,6 +38,12 @@ from sessionwire.application.ports.runtime import (
     RecordedDelivery,
 )
 from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.telemetry import (
+    NO_TELEMETRY,
+    GatewayGauges,
+    Telemetry,
+    ToolSpan,
+)
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -109,8 +120,12 @@ class GatewayService:
         ids: IdSource,
         runtime: AgentRuntime | None = None,
         delivery: ChannelDelivery | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
+        # Metrics and spans (ADR 0019); none unless the host or `serve` asks.
+        self.telemetry = telemetry or NO_TELEMETRY
+        store.telemetry = self.telemetry
         self.config = config
         self.clock = clock
         self.ids = ids
@@ -149,6 +164,14 @@ class GatewayService:
             outbox=self.outbox,
             config=config,
         )
+        self.telemetry.watch(
+            GatewayGauges(
+                free_slots=self.runs.free_slots,
+                slots=defaults.maxConcurrent,
+                pending_runs=self._pending_runs,
+                outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
+            )
+        )
         self.services = ToolServices(
             runs=self.runs,
             exchanges=self.exchanges,
@@ -175,6 +198,12 @@ class GatewayService:
                 spawns=spawns,
                 deliveries=deliveries,
             )
+
+    def _pending_runs(self) -> dict[str, int]:
+        return {
+            status: len(self.store.pending_work("run", (status,)))
+            for status in ("queued", "running")
+        }
 
     def tools_for(self, run: Run) -> tuple[str, ...]:
         """The tools a run may use: sub-agents get the full set minus the session tools."""
@@ -326,6 +355,25 @@ class GatewayService:
         runtime's own task (over HTTP or MCP) to the run in flight it is made for, so it
         joins that run's chain and hop limit (decision 17).
         """
+        caller_run = current_run()
+        with self.telemetry.tool_span(
+            ToolSpan(
+                tool=_shorten(str(name)),
+                requester=_shorten(str(requester)),
+                run_id=caller_run.run_id if caller_run else None,
+                trace_id=caller_run.trace_id if caller_run else None,
+            )
+        ) as span:
+            result = await self._call_tool(requester, name, params, run_token)
+            status = result.get("status")
+            span.status = status if isinstance(status, str) else "ok"
+            if span.status in ("error", "forbidden"):
+                span.error = str(result.get("error", ""))[:200]
+        return result
+
+    async def _call_tool(
+        self, requester: str, name: str, params: Any, run_token: str | None
+    ) -> dict[str, Any]:
         log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:

@@ -107,6 +107,7 @@ class Attempts:
             if not previous.conflicted:
                 raise StopAsyncIteration
             log.debug("save conflict, retrying", what=self.what, attempt=previous.attempt)
+            self.store.telemetry.conflict_retried()
             if previous.attempt + 1 >= self.limit:
                 raise StoreConflict(f"{self.what} kept changing under {self.limit} attempts")
             await back_off(previous.attempt)

@@ -2,6 +2,11 @@
 figures for docs/benchmarks.md.
 
     .venv/bin/python benchmarks/bench_audit.py [--events 1000000] [--per-session 1000]
+    .venv/bin/python benchmarks/bench_audit.py --events 100000 --bundles
+
+``--bundles`` times the signed-checkpoint commands instead (ADR 0016): ``audit
+checkpoint``, one session's bundle and the whole-store export, and ``audit verify FILE``
+on each.
 
 Builds a store of ``--events`` events (sessions of ``--per-session`` messages, written
 through the store's own save path in batches, so the chain and read models are the real
@@ -153,6 +158,9 @@ def main() -> int:
     parser.add_argument(
         "--append-cost", type=int, default=0, metavar="SAVES", help="only time appends"
     )
+    parser.add_argument(
+        "--bundles", action="store_true", help="time checkpoint, export and verify FILE"
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-audit-"))
     if args.append_cost:
@@ -170,7 +178,32 @@ def main() -> int:
         "file_mb": round(database.stat().st_size / 2**20, 1),
         "generate": built,
     }
-    for name, command in (("verify", ("audit", "verify")), ("rebuild", ("audit", "rebuild"))):
+    key = workdir / "bench-checkpoint.key"
+    bundle, whole = workdir / "bench-session.jsonl", workdir / "bench-all.jsonl"
+    commands = (
+        (
+            ("checkpoint", ("audit", "checkpoint", "--key", str(key))),
+            (
+                "export_session",
+                (
+                    "audit",
+                    "export",
+                    "--session",
+                    "agent:main:bench:1",
+                    "--key",
+                    str(key),
+                    "-o",
+                    str(bundle),
+                ),
+            ),
+            ("verify_session_file", ("audit", "verify", str(bundle))),
+            ("export_all", ("audit", "export", "--key", str(key), "-o", str(whole))),
+            ("verify_all_file", ("audit", "verify", str(whole))),
+        )
+        if args.bundles
+        else (("verify", ("audit", "verify")), ("rebuild", ("audit", "rebuild")))
+    )
+    for name, command in commands:
         measured = run_child(url, *command)
         measured["events_per_second"] = round(built["events"] / measured["seconds"])
         results[name] = measured
@@ -184,7 +217,9 @@ def main() -> int:
         args.out.write_text(text + "\n")
     print(text)
     database.unlink(missing_ok=True)
-    return 0 if results["verify"]["exit"] == 0 and results["rebuild"]["exit"] == 0 else 1
+    for path in (key, bundle, whole):
+        path.unlink(missing_ok=True)
+    return 0 if all(results[name]["exit"] == 0 for name, _ in commands) else 1
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
-"""The hash chain over the event log: the rule only, no storage (see docs/adr/0008).
+"""The hash chain over the event log: the rule only, no storage (docs/adr/0008, 0016).
 
 Every stored event gets two hashes. Its *stream hash* covers the event's stored bytes
-and the stream hash of the previous version of the same aggregate; its *log hash*
-covers its position in the log, its stream hash and the log hash of the record before it
-in the log. Changing, removing, adding or moving any record therefore changes a hash
-that a later record (or the recorded head) depends on.
+and the stream hash of the previous version of the same aggregate; it is written with
+the event. Its *log hash* covers its notification id, its stream hash and the log hash
+of the record before it in the sealed log; the sealer gives it, with the record's
+sequence number (``log_seq``: 1, 2, 3, ... with no gaps), once the record is final.
+Changing, removing, adding or moving any record therefore changes a hash that a later
+record (or the recorded head) depends on.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 HASH_SIZE = 32
@@ -32,12 +34,35 @@ class RecordContent:
 
 @dataclass(frozen=True)
 class ChainLink:
-    """The two hashes recorded for one event at one log position."""
+    """The hashes recorded for one event: its stream link, and once sealed, its place in
+    the log (``log_seq``) and its log hash."""
 
     notification_id: int
     originator_id: UUID
     originator_version: int
     stream_hash: bytes
+    log_hash: bytes | None = None
+    log_seq: int | None = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.log_seq is not None
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """The sealed log's last record: its sequence number and log hash (0, GENESIS: empty)."""
+
+    seq: int = 0
+    log_hash: bytes = GENESIS
+
+
+@dataclass(frozen=True)
+class Seal:
+    """What sealing gives one record: its place in the log and its log hash."""
+
+    notification_id: int
+    log_seq: int
     log_hash: bytes
 
 
@@ -65,30 +90,51 @@ def log_hash(previous: bytes, notification_id: int, record_stream_hash: bytes) -
     return digest.digest()
 
 
-def chain(
-    records: list[tuple[int, RecordContent]],
-    *,
-    previous_log: bytes,
-    previous_streams: dict[UUID, bytes],
+def stream_links(
+    records: list[tuple[int, RecordContent]], *, previous_streams: dict[UUID, bytes]
 ) -> list[ChainLink]:
-    """Links for records appended together, in log order.
-
-    ``previous_streams`` holds the stream hash before the first of these records for each
-    stream that already has events (absent: the stream starts here).
-    """
+    """Stream links (no log hash yet) for records appended together, in version order per
+    stream. ``previous_streams`` holds the stream hash before the first of these records
+    for each stream that already has events (absent: the stream starts here)."""
     streams = dict(previous_streams)
     links: list[ChainLink] = []
     for notification_id, record in records:
         own = stream_hash(streams.get(record.originator_id, GENESIS), record)
         streams[record.originator_id] = own
-        previous_log = log_hash(previous_log, notification_id, own)
         links.append(
             ChainLink(
                 notification_id=notification_id,
                 originator_id=record.originator_id,
                 originator_version=record.originator_version,
                 stream_hash=own,
-                log_hash=previous_log,
             )
         )
     return links
+
+
+def seal(head: LogHead, pending: list[tuple[int, bytes]]) -> list[Seal]:
+    """Seal final records after ``head``, in the order given (the sealed order): each
+    ``(notification_id, stream_hash)`` gets the next sequence number and its log hash."""
+    seals: list[Seal] = []
+    seq, previous = head.seq, head.log_hash
+    for notification_id, own in pending:
+        seq += 1
+        previous = log_hash(previous, notification_id, own)
+        seals.append(Seal(notification_id=notification_id, log_seq=seq, log_hash=previous))
+    return seals
+
+
+def chain(
+    records: list[tuple[int, RecordContent]],
+    *,
+    head: LogHead,
+    previous_streams: dict[UUID, bytes],
+) -> list[ChainLink]:
+    """Links for records appended together and sealed at once, in log order, after the
+    sealed log's ``head`` (one writer that seals as it writes: SQLite)."""
+    links = stream_links(records, previous_streams=previous_streams)
+    seals = seal(head, [(link.notification_id, link.stream_hash) for link in links])
+    return [
+        replace(link, log_hash=sealed.log_hash, log_seq=sealed.log_seq)
+        for link, sealed in zip(links, seals, strict=True)
+    ]

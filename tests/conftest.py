@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import log_watch
 import pytest
 import sessionwire
 import structlog
@@ -50,13 +51,28 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def quiet_logging() -> None:
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(),
-    )
+    """Logging as an embedding host finds it (decision 21): structlog unconfigured (the
+    library never uses its global configuration) and no handler of the CLI's left on the
+    root logger; only the session's LogWatch listens, to the library at DEBUG."""
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "sessionwire_cli", False)]:
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("sessionwire").setLevel(logging.DEBUG)
 
 
+LOG_WATCH = log_watch.install()
 quiet_logging()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_secret_in_any_log() -> Iterator[None]:
+    # Every log line of this session (this xdist worker's), against every token and key
+    # the session used: a failure here names the secret's first leaking line.
+    yield
+    leaks = LOG_WATCH.leaks()
+    assert not leaks, f"{len(leaks)} secret(s) in the logs, e.g. {leaks[0][1][:500]!r}"
 
 
 @pytest.fixture(autouse=True)

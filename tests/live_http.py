@@ -7,6 +7,7 @@ closed when the server stops.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import log_watch
 import uvicorn
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, create_app
@@ -178,6 +180,13 @@ def serve_process(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        # The server's log joins the session's log watch (tests/log_watch.py); the test
+        # can still read it from process.stderr.
+        if process.stderr is not None and not process.stderr.closed:
+            logged = process.stderr.read()
+            process.stderr.close()
+            process.stderr = io.StringIO(logged)
+            log_watch.note_output(logged, secrets=[env.get("SESSIONWIRE_TOKEN")])
 
 
 def cli_env(**extra: str) -> dict[str, str]:

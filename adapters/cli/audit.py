@@ -5,6 +5,7 @@ to this group here."""
 from __future__ import annotations
 
 import click
+from sessionwire.adapters.cli.audit_checkpoint import checkpoint_command, keygen_command
 from sessionwire.adapters.cli.audit_integrity import (
     export_command,
     import_command,
@@ -23,5 +24,7 @@ audit.add_command(verify_command)
 audit.add_command(export_command)
 audit.add_command(import_command)
 audit.add_command(rebuild_command)
+audit.add_command(checkpoint_command)
+audit.add_command(keygen_command)
 audit.add_command(timeline)
 audit.add_command(state)

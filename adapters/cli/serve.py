@@ -2,8 +2,8 @@
 
 Tokens (docs/security.md): ``--tokens FILE`` binds each token to one session or to the
 operator role; without it, the one token of ``$SESSIONWIRE_TOKEN`` or ``--token-file`` is
-an operator token. Beyond loopback every token given in clear must be at least
-``MIN_TOKEN_LENGTH`` characters.
+an operator token. Beyond loopback every token must be at least ``MIN_TOKEN_LENGTH``
+characters: one given in clear is checked at start, a ``tokenSha256`` one when presented.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ from sessionwire.adapters.cli.runtime_option import (
     runtime_option,
 )
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
+from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
+from sessionwire.application.ports.telemetry import combined
 
 DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
@@ -85,7 +88,8 @@ def read_tokens(
             f"print(secrets.token_urlsafe(32))'`)",
             EXIT_USAGE,
         )
-    return tokens
+    # A tokenSha256 entry has no length to check now: its token is checked when presented.
+    return tokens if is_loopback(host) else tokens.requiring(MIN_TOKEN_LENGTH)
 
 
 def log_format_option(command: Any) -> Any:
@@ -129,6 +133,11 @@ def log_format_option(command: Any) -> Any:
     type=click.IntRange(1),
     help="larger request bodies get 413",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="export OpenTelemetry spans over OTLP/HTTP (OTEL_* variables; needs sessionwire[otel])",
+)
 @runtime_option
 @log_format_option
 @pass_options
@@ -140,6 +149,7 @@ def serve(
     token_file: str | None,
     tokens_file: str | None,
     max_body_bytes: int,
+    otel: bool,
     runtime_file: Path | None,
     log_format: str,
 ) -> int:
@@ -151,10 +161,12 @@ def serve(
     configure_logging(options.verbose, log_format)
     tokens = read_tokens(tokens_file, token_env, token_file, host)
     runtime = chosen_runtime(runtime_file)
+    metrics = PrometheusTelemetry()
+    spans = otel_spans() if otel else None
 
     async def work(gateway: Gateway) -> int:
         connect_runtime(runtime, gateway)
-        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes)
+        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes, metrics=metrics)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
         server = uvicorn.Server(
             uvicorn.Config(
@@ -168,6 +180,8 @@ def serve(
                 log_config=None,
                 timeout_keep_alive=IDLE_TIMEOUT_SECONDS,
                 limit_concurrency=MAX_CONNECTIONS,
+                # Headers sent byte by byte, forever, would hold a connection forever.
+                http=header_deadline(),
             )
         )
         click.echo(
@@ -183,7 +197,24 @@ def serve(
         return 0
 
     try:
-        return options.run(work, runtime=runtime)
+        return options.run(work, runtime=runtime, telemetry=combined(metrics, spans))
     except KeyboardInterrupt:
         # uvicorn shuts down on Ctrl+C, then re-raises it; stopping is the normal end.
         return 0
+    finally:
+        if spans is not None:
+            spans.shutdown()
+
+
+def otel_spans() -> Any:
+    """``--otel``: spans over OTLP, or a clear exit 2 without the extra installed (the
+    API alone may be there: FastAPI brings it; the SDK and the exporter come with it)."""
+    try:
+        from sessionwire.adapters.telemetry.otel import otlp_telemetry
+
+        return otlp_telemetry()
+    except ImportError:
+        fail(
+            "--otel needs the OpenTelemetry SDK and OTLP exporter: pip install 'sessionwire[otel]'",
+            EXIT_USAGE,
+        )

@@ -14,6 +14,8 @@ nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator toke
   ``chat.history``, ``agent.wait``; with a session-bound token they apply the tools'
   policy (``GatewayMethods(requester=…)``); refusals are 400, 403 or 404.
 - ``GET /v1/tools``: the tools' JSON Schemas. ``GET /healthz``, ``GET /readyz``: unauthenticated.
+- ``GET /metrics`` (when given ``metrics``, as ``serve`` does): Prometheus text, operator
+  tokens only (ADR 0019).
 
 The token is checked from the headers alone, before a byte of the body is read; failed
 attempts are rate-limited per client; bodies are bounded in size, JSON depth and read
@@ -32,10 +34,12 @@ from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sessionwire.adapters.http.tokens import Grant, TokenSet
+from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
 from sessionwire.application.gateway_methods import (
     AgentWaitParams,
@@ -342,9 +346,12 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     attempts: FailedAttempts | None = None,
     body_read_seconds: float = BODY_READ_SECONDS,
+    metrics: PrometheusTelemetry | None = None,
 ) -> FastAPI:
     """The HTTP gateway over ``gateway`` for callers presenting one of ``tokens`` (a lone
-    string is one operator token) as a bearer token."""
+    string is one operator token) as a bearer token. With ``metrics`` (the gateway's
+    Prometheus telemetry) it counts requests and serves ``GET /metrics`` to operator
+    tokens."""
     if isinstance(tokens, str):
         if not tokens.strip():
             raise ValueError("the HTTP gateway needs a non-empty token")
@@ -617,6 +624,18 @@ def create_app(
         with refusals():
             return await methods_for(grant).agent_wait(params)
 
+    if metrics is not None:
+        exposition = metrics
+
+        @app.get("/metrics", include_in_schema=False)
+        async def prometheus_metrics(
+            grant: Annotated[Grant, Depends(authenticated)],
+        ) -> Response:
+            """Prometheus metrics (docs/operations.md): an operator token only."""
+            if not grant.is_operator:
+                raise ApiError(403, "forbidden", "metrics need an operator token")
+            return Response(exposition.exposition(), media_type=METRICS_CONTENT_TYPE)
+
     app.add_middleware(
         Gatekeeper,
         tokens=tokens,
@@ -624,4 +643,38 @@ def create_app(
         attempts=attempts or FailedAttempts(),
         read_seconds=body_read_seconds,
     )
+    if metrics is not None:
+        # Outermost: refusals by the Gatekeeper (401, 413, 429) are counted too.
+        app.add_middleware(RequestCounter, metrics=metrics, routes=app.routes)
     return app
+
+
+class RequestCounter:
+    """Counts every HTTP answer by route and status; a path no route has counts as
+    ``other`` (a client's made-up paths must not grow the series without bound)."""
+
+    def __init__(self, app: ASGIApp, metrics: PrometheusTelemetry, routes: Any) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+        self._paths: frozenset[str] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500  # unless an answer starts
+
+        async def counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            if self._paths is None:
+                self._paths = frozenset(getattr(route, "path", "") for route in self.routes)
+            path = scope["path"]
+            self.metrics.http_request(path if path in self._paths else "other", status)

@@ -12,6 +12,10 @@ lone token (``SESSIONWIRE_TOKEN``, ``--token-file``) is an operator token.
 
 Tokens are compared by their SHA-256 digests in constant time, every entry every time,
 so neither a near miss nor which entry matched shows in the response time.
+
+The minimum length (beyond loopback) is checked where it can be: a token in clear when
+the file is read, a ``tokenSha256`` entry (a digest has no length) when its token is
+first presented: a matching token shorter than ``min_length`` is refused, and logged.
 """
 
 from __future__ import annotations
@@ -20,17 +24,20 @@ import hashlib
 import hmac
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from sessionwire.application.library_logging import library_logger
 
 # Beyond loopback a guessable token is the only guard: the CLI refuses shorter ones there.
 MIN_TOKEN_LENGTH = 32
 MAX_TOKENS_FILE_BYTES = 1024 * 1024
 OPERATOR = "operator"
+
+log = library_logger("sessionwire.http")
 
 
 class TokenFileError(ValueError):
@@ -86,6 +93,13 @@ class TokenSet:
     entries: tuple[tuple[bytes, Grant], ...]
     shortest_clear: int | None = None
     """The length of the shortest token given in clear (hashed ones cannot be measured)."""
+    min_length: int = 0
+    """Presented tokens shorter than this are refused even when a digest matches: the
+    length check of ``tokenSha256`` entries, which can be measured only when presented."""
+
+    def requiring(self, min_length: int) -> TokenSet:
+        """The same tokens, presented ones shorter than ``min_length`` refused."""
+        return replace(self, min_length=min_length)
 
     @classmethod
     def operator(cls, token: str) -> TokenSet:
@@ -159,4 +173,11 @@ class TokenSet:
         for digest, grant in self.entries:
             if hmac.compare_digest(given, digest) and presented:
                 found = grant
+        if found is not None and presented is not None and len(presented) < self.min_length:
+            log.warning(
+                "token refused: shorter than the minimum length",
+                grant=found.label,
+                min_length=self.min_length,
+            )
+            return None
         return found

@@ -32,6 +32,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
+from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
@@ -197,6 +198,7 @@ async def serve_http(
         lifespan="on",
         log_config=None,
         timeout_keep_alive=5,
+        http=header_deadline(),
     )
     log.info("mcp http listening", url=f"http://{host}:{port}{HTTP_PATH}")
     await _StoppableServer(config).serve()

@@ -24,14 +24,17 @@ from sessionwire.application.ports.audit_log import (
     ImportRejected,
     LoadedRecord,
     LogBounds,
+    SealedHead,
     StoredRecord,
     TableDifference,
 )
 from sessionwire.application.projection import Replay, ReplayFailed
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
 REBUILD_PAGE = 500
@@ -54,12 +57,22 @@ class StoreAuditLog(AuditLog):
         return self.datastore.transaction(commit=False)
 
     def _writing(self) -> Any:
-        return self.datastore.transaction(commit=True)
+        return self.store.writing()
+
+    def seal(self) -> int:
+        return self.store.seal()
 
     def log_bounds(self) -> LogBounds:
         with self._reading() as cursor:
             last_event, last_link, first_link = self.chain.bounds(cursor)
-        return LogBounds(last_event=last_event, last_link=last_link, first_link=first_link)
+            sealed, unsealed = self.chain.sealed_bounds(cursor)
+        return LogBounds(
+            last_event=last_event,
+            last_link=last_link,
+            first_link=first_link,
+            sealed=sealed,
+            unsealed=unsealed,
+        )
 
     def _page(self, method: Any) -> Any:
         def fetch(after: int, stop: int) -> Any:
@@ -84,15 +97,62 @@ class StoreAuditLog(AuditLog):
             pages(self._page(self.chain.links_page), lambda link: link.notification_id, stop),
         )
 
-    def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+    def sealed_links(self, *, stop: int) -> Iterator[ChainLink]:
         return cast(
-            Iterator[tuple[StoredRecord, ChainLink | None]],
+            Iterator[ChainLink],
             pages(
-                self._page(self.chain.records_page),
-                lambda found: found[0].notification_id,
+                self._page(self.chain.sealed_links_page),
+                lambda link: link.log_seq,
                 stop,
             ),
         )
+
+    def stored_records(self, bounds: LogBounds) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+        by_position = lambda found: found[0].notification_id  # noqa: E731
+        before_chain = bounds.last_event if bounds.first_link is None else bounds.first_link - 1
+        yield from pages(self._page(self.chain.unchained_page), by_position, before_chain)
+        yield from pages(
+            self._page(self.chain.sealed_records_page),
+            lambda found: found[1].log_seq,
+            bounds.sealed,
+        )
+        tail = partial(self.chain.unsealed_records_page, sealed=bounds.sealed)
+        yield from pages(self._page(tail), by_position, bounds.last_event)
+        if bounds.first_link is not None:
+            # Events slipped in among chained ones: last, for the importer to refuse.
+            yield from pages(
+                self._page(self.chain.unchained_page),
+                by_position,
+                bounds.last_event,
+                after=before_chain,
+            )
+
+    def sealed_head(self, size: int | None = None) -> SealedHead | None:
+        with self._reading() as cursor:
+            found = self.chain.sealed_head(cursor, size)
+        return None if found is None else SealedHead(*found)
+
+    def stream_heads(self, head: SealedHead) -> list[StreamHead]:
+        with self._reading() as cursor:
+            return sort_heads(self.chain.stream_heads(cursor, head.size))
+
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._writing() as cursor:
+            self.chain.record_checkpoint(cursor, checkpoint)
+
+    def checkpoints(self, *, limit: int = 1) -> list[Checkpoint]:
+        with self._reading() as cursor:
+            return self.chain.checkpoints(cursor, limit=limit)
+
+    def session_records(
+        self, session_key: str
+    ) -> list[tuple[StoredRecord, ChainLink | None]] | None:
+        indexed = self.store.session_streams(session_key)
+        if indexed is None:
+            return None
+        ids = [session_uuid(session_key), *indexed]
+        with self._reading() as cursor:
+            return self.chain.stream_records_linked(cursor, ids)
 
     def decode(self, record: StoredRecord) -> DomainEvent:
         content = record.content

@@ -1,21 +1,33 @@
-"""The hash-chain table and the log queries of the audit commands, for SQLite and PostgreSQL.
+"""The hash-chain table, its one sealer and the log queries of the audit commands, for
+SQLite and PostgreSQL.
 
-``sw_chain`` holds one row per stored event, keyed by its notification id, and is written
-on the cursor of the transaction that inserts the events (docs/adr/0008-hash-chain.md).
-The hashing rule itself is sessionwire.domain.hash_chain; this module only moves rows.
+``sw_chain`` holds one row per stored event, keyed by its notification id. Its stream
+link is written on the cursor of the transaction that inserts the events; its place in
+the sealed log (``log_seq``, ``log_hash``) is written by the sealer, in that same
+transaction on SQLite (one writer) and behind the writers on PostgreSQL, once the record
+is final (docs/adr/0016, 0021). The hashing rule itself is sessionwire.domain.hash_chain;
+this module only moves rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
-from sessionwire.domain.hash_chain import GENESIS, ChainLink, RecordContent, chain
+from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
+from sessionwire.domain.hash_chain import (
+    ChainLink,
+    LogHead,
+    RecordContent,
+    Seal,
+    seal,
+    stream_links,
+)
 
 PAGE = 1_000
 
@@ -28,11 +40,17 @@ class LogTables:
     events: str
     position: str  # SQLite: the implicit rowid; PostgreSQL: the notification_id column
     chain: str
+    checkpoints: str
+    serial_key: str  # an id column numbered by the database
     id_type: str  # the chain's originator id column type (the events table's own)
     blob_type: str
     key_type: str
     to_db_id: Callable[[UUID], Any]
     from_db_id: Callable[[Any], UUID]
+    # PostgreSQL: the writing transaction's id on every chain row, and which unsealed rows
+    # are final (no transaction that could still commit one before them is in flight).
+    xact_column: str | None = None
+    final: str | None = None
 
 
 def _uuid(value: Any) -> UUID:
@@ -45,6 +63,8 @@ def sqlite_tables() -> LogTables:
         events="stored_events",
         position="rowid",
         chain="sw_chain",
+        checkpoints="sw_checkpoints",
+        serial_key="INTEGER PRIMARY KEY",
         id_type="TEXT",
         blob_type="BLOB",
         key_type="INTEGER",
@@ -59,11 +79,15 @@ def postgres_tables(schema: str, events_table: str) -> LogTables:
         events=f'"{schema}"."{events_table}"',
         position="notification_id",
         chain=f'"{schema}".sw_chain',
+        checkpoints=f'"{schema}".sw_checkpoints',
+        serial_key="BIGSERIAL PRIMARY KEY",
         id_type="uuid",
         blob_type="bytea",
         key_type="BIGINT",
         to_db_id=lambda value: value,
         from_db_id=_uuid,
+        xact_column="xact_id xid8 DEFAULT pg_current_xact_id()",
+        final="xact_id < pg_snapshot_xmin(pg_current_snapshot())",
     )
 
 
@@ -74,35 +98,86 @@ class SqlChain:
         m = tables.marker
         self.insert_link = (
             f"INSERT INTO {tables.chain} (notification_id, originator_id, originator_version, "
-            f"stream_hash, log_hash) VALUES ({m}, {m}, {m}, {m}, {m})"
+            f"stream_hash, log_hash, log_seq) VALUES ({m}, {m}, {m}, {m}, {m}, {m})"
         )
         self.select_head = (
-            f"SELECT log_hash FROM {tables.chain} ORDER BY notification_id DESC LIMIT 1"
+            f"SELECT log_seq, log_hash FROM {tables.chain} WHERE log_seq IS NOT NULL "
+            "ORDER BY log_seq DESC LIMIT 1"
         )
         self.select_stream = (
             f"SELECT stream_hash FROM {tables.chain} "
             f"WHERE originator_id = {m} AND originator_version = {m}"
         )
+        self.update_seal = (
+            f"UPDATE {tables.chain} SET log_seq = {m}, log_hash = {m} WHERE notification_id = {m}"
+        )
 
     def create_statements(self) -> list[str]:
+        return [self.table_statement(), *self.index_statements()]
+
+    def table_statement(self) -> str:
         t = self.t
-        return [
+        xact = f", {t.xact_column}" if t.xact_column else ""
+        return (
             f"CREATE TABLE IF NOT EXISTS {t.chain} ("
             f"notification_id {t.key_type} PRIMARY KEY, originator_id {t.id_type} NOT NULL, "
             f"originator_version BIGINT NOT NULL, stream_hash {t.blob_type} NOT NULL, "
-            f"log_hash {t.blob_type} NOT NULL)",
+            f"log_hash {t.blob_type}, log_seq BIGINT{xact})"
+        )
+
+    def index_statements(self) -> list[str]:
+        t = self.t
+        statements = [
             f"CREATE UNIQUE INDEX IF NOT EXISTS sw_chain_stream ON {t.chain} "
             "(originator_id, originator_version)",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS sw_chain_seq ON {t.chain} (log_seq) "
+            "WHERE log_seq IS NOT NULL",
+        ]
+        if t.xact_column:
+            # Small: only the rows the sealer has still to seal, in the order it seals them.
+            statements.append(
+                f"CREATE INDEX IF NOT EXISTS sw_chain_unsealed ON {t.chain} "
+                "(xact_id, notification_id) WHERE log_seq IS NULL"
+            )
+        return statements
+
+    def upgrade_statements(self) -> list[str]:
+        """Chain v1 (every row sealed as written, in notification order) to v2: the rows
+        keep their hashes and take their order as their ``log_seq``."""
+        t = self.t
+        statements = [f"ALTER TABLE {t.chain} ADD COLUMN log_seq BIGINT"]
+        if t.xact_column:
+            statements += [
+                # No default while adding: v1 rows are sealed, they need no transaction id.
+                f"ALTER TABLE {t.chain} ADD COLUMN xact_id xid8",
+                f"ALTER TABLE {t.chain} ALTER COLUMN xact_id SET DEFAULT pg_current_xact_id()",
+                f"ALTER TABLE {t.chain} ALTER COLUMN log_hash DROP NOT NULL",
+            ]
+        statements.append(
+            f"UPDATE {t.chain} SET log_seq = ranked.seq FROM (SELECT notification_id AS n, "
+            "row_number() OVER (ORDER BY notification_id) AS seq "
+            f"FROM {t.chain}) AS ranked WHERE {t.chain}.notification_id = ranked.n"
+        )
+        return statements
+
+    def checkpoint_statements(self) -> list[str]:
+        """The signed checkpoints (ADR 0016 §3): a table of their own, never rewritten."""
+        t = self.t
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t.checkpoints} (id {t.serial_key}, "
+            f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
+            f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
+            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL)"
         ]
 
     # Writes ---------------------------------------------------------------------------
 
-    def append(self, cursor: Cursor, records: Sequence[tuple[int, RecordContent]]) -> None:
-        """Chain events just inserted (in this transaction, under the writers' lock)."""
+    def append(
+        self, cursor: Cursor, records: Sequence[tuple[int, RecordContent]], *, sealing: bool
+    ) -> list[ChainLink]:
+        """Link events just inserted to their streams, in this transaction; ``sealing``
+        (the store's one writer, holding its write lock) also seals them at once."""
         execute: Any = partial(cursor.execute, **self.write_options)
-        execute(self.select_head)
-        head = cursor.fetchone()
-        previous_log = bytes(head["log_hash"]) if head is not None else GENESIS
         previous_streams: dict[UUID, bytes] = {}
         firsts: dict[UUID, int] = {}
         for _, record in records:
@@ -114,8 +189,15 @@ class SqlChain:
             found = cursor.fetchone()
             if found is not None:
                 previous_streams[originator_id] = bytes(found["stream_hash"])
-        links = chain(list(records), previous_log=previous_log, previous_streams=previous_streams)
+        links = stream_links(list(records), previous_streams=previous_streams)
+        if sealing:
+            seals = seal(self.head(cursor), [(lk.notification_id, lk.stream_hash) for lk in links])
+            links = [
+                replace(link, log_seq=sealed.log_seq, log_hash=sealed.log_hash)
+                for link, sealed in zip(links, seals, strict=True)
+            ]
         self.write_links(cursor, links)
+        return links
 
     def write_links(self, cursor: Cursor, links: Iterable[ChainLink]) -> None:
         execute: Any = partial(cursor.execute, **self.write_options)
@@ -128,10 +210,137 @@ class SqlChain:
                     link.originator_version,
                     link.stream_hash,
                     link.log_hash,
+                    link.log_seq,
                 ),
             )
 
+    def head(self, cursor: Cursor) -> LogHead:
+        """The sealed log's last record (read under the sealer's lock or the writer's)."""
+        cursor.execute(self.select_head, **self.write_options)
+        found = cursor.fetchone()
+        if found is None:
+            return LogHead()
+        return LogHead(int(found["log_seq"]), bytes(found["log_hash"]))
+
+    def seal_final(self, cursor: Cursor, *, limit: int = PAGE) -> int:
+        """PostgreSQL's sealer, one batch: seal up to ``limit`` final records after the
+        head, in (transaction id, notification id) order. The caller holds the sealer's
+        lock, in this transaction. Returns how many were sealed."""
+        t, m = self.t, self.t.marker
+        assert t.final is not None, "only a store with writers in parallel seals behind them"
+        head = self.head(cursor)
+        # One statement: the rows read and the snapshot whose xmin bounds them agree.
+        cursor.execute(
+            f"SELECT notification_id, stream_hash FROM {t.chain} "
+            f"WHERE log_seq IS NULL AND {t.final} "
+            f"ORDER BY xact_id, notification_id LIMIT {m}",
+            (limit,),
+            **self.write_options,
+        )
+        pending = [
+            (int(row["notification_id"]), bytes(row["stream_hash"])) for row in cursor.fetchall()
+        ]
+        seals = seal(head, pending)
+        self.write_seals(cursor, seals)
+        return len(seals)
+
+    def write_seals(self, cursor: Cursor, seals: Sequence[Seal]) -> None:
+        if not seals:
+            return
+        t = self.t
+        cursor.execute(
+            f"UPDATE {t.chain} AS c SET log_seq = s.seq, log_hash = s.hash "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
+            "WHERE c.notification_id = s.n",
+            (
+                [x.notification_id for x in seals],
+                [x.log_seq for x in seals],
+                [x.log_hash for x in seals],
+            ),
+            **self.write_options,
+        )
+
+    def record_checkpoint(self, cursor: Cursor, checkpoint: Checkpoint) -> None:
+        m = self.t.marker
+        statement = checkpoint.statement
+        cursor.execute(
+            f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
+            f"public_key, signature) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            (
+                statement.log_size,
+                statement.log_hash,
+                statement.heads_root,
+                statement.time,
+                statement.key_id,
+                checkpoint.public_key,
+                checkpoint.signature,
+            ),
+            **self.write_options,
+        )
+
+    def unsealed_count(self, cursor: Cursor) -> int:
+        cursor.execute(f"SELECT COUNT(*) AS n FROM {self.t.chain} WHERE log_seq IS NULL")
+        return int(cursor.fetchone()["n"])
+
     # Reads ----------------------------------------------------------------------------
+
+    def sealed_head(self, cursor: Cursor, size: int | None = None) -> tuple[int, bytes, int] | None:
+        """The sealed log's head (or its head when it held ``size`` records): (size, log
+        hash, position of its last record), or None for a log with nothing sealed or
+        fewer records. The sealed log is the chain rows with a ``log_seq`` (ADR 0016 §2)."""
+        t, m = self.t, self.t.marker
+        columns = f"SELECT log_seq, log_hash, notification_id FROM {t.chain} "
+        if size is None:
+            cursor.execute(columns + "WHERE log_seq IS NOT NULL ORDER BY log_seq DESC LIMIT 1")
+        else:
+            cursor.execute(columns + f"WHERE log_seq = {m}", (size,))
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        return int(found["log_seq"]), bytes(found["log_hash"]), int(found["notification_id"])
+
+    def stream_heads(self, cursor: Cursor, size: int) -> list[StreamHead]:
+        """Every stream's last version among the first ``size`` records of the sealed log,
+        in no set order."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
+            f"JOIN (SELECT originator_id, MAX(originator_version) AS v FROM {t.chain} "
+            f"WHERE log_seq <= {m} GROUP BY originator_id) h "
+            "ON h.originator_id = c.originator_id AND h.v = c.originator_version",
+            (size,),
+        )
+        return [
+            StreamHead(
+                originator_id=t.from_db_id(row["originator_id"]),
+                version=int(row["originator_version"]),
+                stream_hash=bytes(row["stream_hash"]),
+            )
+            for row in cursor.fetchall()
+        ]
+
+    def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
+        """The latest ``limit`` recorded checkpoints, newest first."""
+        m = self.t.marker
+        cursor.execute(
+            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature "
+            f"FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
+            (limit,),
+        )
+        return [
+            Checkpoint(
+                statement=Statement(
+                    log_size=int(row["log_size"]),
+                    log_hash=bytes(row["log_hash"]),
+                    heads_root=bytes(row["heads_root"]),
+                    time=row["time"],
+                    key_id=row["key_id"],
+                ),
+                public_key=bytes(row["public_key"]),
+                signature=bytes(row["signature"]),
+            )
+            for row in cursor.fetchall()
+        ]
 
     def bounds(self, cursor: Cursor) -> tuple[int, int, int | None]:
         """Last event position, last chained position and first chained position."""
@@ -149,7 +358,7 @@ class SqlChain:
         cursor.execute(
             f"SELECT e.{t.position} AS n, e.originator_id, e.originator_version, e.topic, "
             "e.state, c.notification_id AS c_n, c.originator_id AS c_id, "
-            "c.originator_version AS c_version, c.stream_hash, c.log_hash, "
+            "c.originator_version AS c_version, c.stream_hash, c.log_hash, c.log_seq, "
             f"p.stream_hash AS previous_hash, pe.{t.position} AS previous_n "
             f"FROM {t.events} e "
             f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
@@ -177,26 +386,97 @@ class SqlChain:
         m = self.t.marker
         cursor.execute(
             "SELECT notification_id AS c_n, originator_id AS c_id, originator_version AS "
-            f"c_version, stream_hash, log_hash FROM {self.t.chain} "
+            f"c_version, stream_hash, log_hash, log_seq FROM {self.t.chain} "
             f"WHERE notification_id > {m} AND notification_id <= {m} "
             f"ORDER BY notification_id LIMIT {m}",
             (after, stop, PAGE),
         )
         return [self._link(row, prefix="c_") for row in cursor.fetchall()]
 
-    def records_page(
-        self, cursor: Cursor, after: int, stop: int
-    ) -> list[tuple[StoredRecord, ChainLink | None]]:
-        t, m = self.t, self.t.marker
+    def sealed_bounds(self, cursor: Cursor) -> tuple[int, int]:
+        """The sealed log's last sequence number and the count of unsealed chain rows."""
+        return self.head(cursor).seq, self.unsealed_count(cursor)
+
+    def sealed_links_page(self, cursor: Cursor, after: int, stop: int) -> list[ChainLink]:
+        """Sealed chain rows with ``after < log_seq <= stop``, in log order."""
+        m = self.t.marker
         cursor.execute(
-            f"SELECT e.{t.position} AS n, e.originator_id, e.originator_version, e.topic, "
-            "e.state, c.notification_id AS c_n, c.originator_id AS c_id, "
-            "c.originator_version AS c_version, c.stream_hash, c.log_hash "
-            f"FROM {t.events} e LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
-            f"WHERE e.{t.position} > {m} AND e.{t.position} <= {m} "
-            f"ORDER BY e.{t.position} LIMIT {m}",
+            "SELECT notification_id AS c_n, originator_id AS c_id, originator_version AS "
+            f"c_version, stream_hash, log_hash, log_seq FROM {self.t.chain} "
+            f"WHERE log_seq > {m} AND log_seq <= {m} ORDER BY log_seq LIMIT {m}",
             (after, stop, PAGE),
         )
+        return [self._link(row, prefix="c_") for row in cursor.fetchall()]
+
+    _RECORD_COLUMNS = (
+        "e.originator_id, e.originator_version, e.topic, e.state, c.notification_id AS c_n, "
+        "c.originator_id AS c_id, c.originator_version AS c_version, c.stream_hash, "
+        "c.log_hash, c.log_seq"
+    )
+
+    def unchained_page(
+        self, cursor: Cursor, after: int, stop: int
+    ) -> list[tuple[StoredRecord, ChainLink | None]]:
+        """Events with no chain row, by position, up to ``stop``: those written before the
+        chain began come first in the log (and any slipped in since, for the importer to
+        refuse)."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
+            f"FROM {t.events} e LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+            f"WHERE c.notification_id IS NULL AND e.{t.position} > {m} "
+            f"AND e.{t.position} <= {m} ORDER BY e.{t.position} LIMIT {m}",
+            (after, stop, PAGE),
+        )
+        return self._records(cursor)
+
+    def sealed_records_page(
+        self, cursor: Cursor, after: int, stop: int
+    ) -> list[tuple[StoredRecord, ChainLink | None]]:
+        """Sealed events with ``after < log_seq <= stop``, in log order."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
+            f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id "
+            f"WHERE c.log_seq > {m} AND c.log_seq <= {m} ORDER BY c.log_seq LIMIT {m}",
+            (after, stop, PAGE),
+        )
+        return self._records(cursor)
+
+    def unsealed_records_page(
+        self, cursor: Cursor, after: int, stop: int, sealed: int
+    ) -> list[tuple[StoredRecord, ChainLink | None]]:
+        """Chained events not sealed (by ``sealed``, the head when reading began), by
+        position: the log's tail, checked by their stream links alone."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
+            f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id "
+            f"WHERE (c.log_seq IS NULL OR c.log_seq > {m}) AND e.{t.position} > {m} "
+            f"AND e.{t.position} <= {m} ORDER BY e.{t.position} LIMIT {m}",
+            (sealed, after, stop, PAGE),
+        )
+        return [
+            (record, None if link is None else replace(link, log_seq=None, log_hash=None))
+            for record, link in self._records(cursor)
+        ]
+
+    def records_after(
+        self, cursor: Cursor, position: int, limit: int
+    ) -> list[tuple[int, StoredRecord]]:
+        """Sealed records after log position ``position``, in log order, with their
+        positions: final ones only, so a reader never skips one committed later."""
+        t, m = self.t, self.t.marker
+        cursor.execute(
+            f"SELECT c.log_seq, e.{t.position} AS n, e.originator_id, e.originator_version, "
+            f"e.topic, e.state FROM {t.chain} c "
+            f"JOIN {t.events} e ON e.{t.position} = c.notification_id "
+            f"WHERE c.log_seq > {m} ORDER BY c.log_seq LIMIT {m}",
+            (position, limit),
+        )
+        return [(int(row["log_seq"]), self._record(row)) for row in cursor.fetchall()]
+
+    def _records(self, cursor: Cursor) -> list[tuple[StoredRecord, ChainLink | None]]:
         return [
             (self._record(row), None if row["c_n"] is None else self._link(row, prefix="c_"))
             for row in cursor.fetchall()
@@ -218,6 +498,24 @@ class SqlChain:
         found.sort(key=lambda record: record.notification_id)
         return found
 
+    def stream_records_linked(
+        self, cursor: Cursor, ids: Sequence[UUID]
+    ) -> list[tuple[StoredRecord, ChainLink | None]]:
+        """Every event of these streams with its chain row, through the events' primary
+        key: the cost follows these streams, not the log. In no set order."""
+        t, m = self.t, self.t.marker
+        found: list[tuple[StoredRecord, ChainLink | None]] = []
+        for start in range(0, len(ids), PAGE):
+            chunk = ids[start : start + PAGE]
+            cursor.execute(
+                f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} FROM {t.events} e "
+                f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+                f"WHERE e.originator_id IN ({', '.join([m] * len(chunk))})",
+                [t.to_db_id(i) for i in chunk],
+            )
+            found.extend(self._records(cursor))
+        return found
+
     def _record(self, row: Any) -> StoredRecord:
         return StoredRecord(
             notification_id=int(row["n"]),
@@ -235,7 +533,8 @@ class SqlChain:
             originator_id=self.t.from_db_id(row[f"{prefix}id"]),
             originator_version=int(row[f"{prefix}version"]),
             stream_hash=bytes(row["stream_hash"]),
-            log_hash=bytes(row["log_hash"]),
+            log_hash=None if row["log_hash"] is None else bytes(row["log_hash"]),
+            log_seq=None if row["log_seq"] is None else int(row["log_seq"]),
         )
 
     def insert_record(self, cursor: Cursor, record: StoredRecord) -> None:
@@ -270,10 +569,13 @@ class SqlChain:
 
 
 def pages(
-    fetch: Callable[[int, int], Sequence[Any]], position: Callable[[Any], int], stop: int
+    fetch: Callable[[int, int], Sequence[Any]],
+    position: Callable[[Any], int],
+    stop: int,
+    *,
+    after: int = 0,
 ) -> Iterator[Any]:
-    """Every row from a keyset-paged query, one page in memory at a time."""
-    after = 0
+    """Every row after ``after`` from a keyset-paged query, one page in memory at a time."""
     while True:
         page = fetch(after, stop)
         yield from page

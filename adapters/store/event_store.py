@@ -10,6 +10,7 @@ the events, so events and read models commit together or not at all.
 
 from __future__ import annotations
 
+import time
 from abc import ABC
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +24,7 @@ from eventsourcing.utils import get_topic
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
+from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
@@ -78,6 +80,14 @@ class RecordsReadModels:
     read_model: SqlReadModel
     chain: SqlChain
     datastore: Any
+
+    def seal_log(self, *, wait: bool = True) -> int:
+        """Seal the records that are final and not sealed yet; how many. A store whose one
+        writer seals as it writes (SQLite) has none."""
+        return 0
+
+    def stop_sealing(self) -> None:
+        """Stop any sealing behind the writers (the store is closing)."""
 
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
@@ -162,7 +172,14 @@ class EventSourcedStore(Store):
 
     def writing(self) -> Any:
         """A transaction that writes (its cursor), committed at the end of ``with``."""
+        self.hold_writer()
         return self.datastore.transaction(commit=True)
+
+    def hold_writer(self) -> None:
+        """Every write holds the store's one writer's lock (decision 20): a store opened
+        to read takes it at its first write, and keeps it until closed; while another
+        gateway holds it, the write is refused with StoreInUse naming the holder."""
+        self.backend.hold_writer()
 
     def save(self, *aggregates: Aggregate) -> None:
         events: list[DomainEvent] = []
@@ -170,6 +187,8 @@ class EventSourcedStore(Store):
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
         if not events:
             return
+        self.hold_writer()
+        started = time.perf_counter()
         changes = project(list(aggregates), events)
         stored = [self.app.mapper.to_stored_event(event) for event in events]
         try:
@@ -180,6 +199,7 @@ class EventSourcedStore(Store):
             for row in changes.rows.values():
                 self._written.pop(row.state.key, None)
             raise StoreConflict(str(error)) from error
+        self.telemetry.appended(time.perf_counter() - started, len(events))
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
@@ -257,6 +277,29 @@ class EventSourcedStore(Store):
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0
 
+    def seal(self) -> int:
+        """Seal every final record now (the audit commands do, before reading the head)."""
+        return self.recorder.seal_log(wait=True)
+
+    def sealed_position(self) -> int:
+        with self.reading() as cursor:
+            return self.chain.head(cursor).seq
+
+    def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
+        with self.reading() as cursor:
+            found = self.chain.records_after(cursor, position, limit)
+        return [(seq, self._decode(record)) for seq, record in found]
+
+    def _decode(self, record: StoredRecord) -> DomainEvent:
+        content = record.content
+        stored = StoredEvent(
+            originator_id=content.originator_id,
+            originator_version=content.originator_version,
+            topic=content.topic,
+            state=content.state,
+        )
+        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
+
     def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:
         position = start
         while True:
@@ -282,23 +325,7 @@ class EventSourcedStore(Store):
     def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
         with self.reading() as cursor:
             records = self.chain.stream_records(cursor, ids)
-        return [
-            (
-                record.notification_id,
-                cast(
-                    DomainEvent,
-                    self.app.mapper.to_domain_event(
-                        StoredEvent(
-                            originator_id=record.content.originator_id,
-                            originator_version=record.content.originator_version,
-                            topic=record.content.topic,
-                            state=record.content.state,
-                        )
-                    ),
-                ),
-            )
-            for record in records
-        ]
+        return [(record.notification_id, self._decode(record)) for record in records]
 
     def rebuild_read_models(self) -> None:
         with self.writing() as cursor:
@@ -325,6 +352,7 @@ class EventSourcedStore(Store):
 
     def close(self) -> None:
         try:
+            self.recorder.stop_sealing()
             self.app.close()
         finally:
             self.backend.release_writer()

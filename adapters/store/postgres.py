@@ -1,13 +1,17 @@
 """The PostgreSQL backend: one schema of a database, shared by any number of gateways.
 
-Gateway processes on one schema serialise their writes (the events table lock),
-create the tables once between them, and lock each session while a run executes in it.
+Gateway processes on one schema write in parallel: a save takes no lock but its streams'
+rows (eventsourcing's table lock and NOTIFY are left out), writing each event's stream
+link; the log's order and log hashes are sealed behind the writers (ADR 0016, 0021).
+They create the tables once between them, and lock each session while a run executes
+in it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -15,9 +19,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
+import structlog
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic
 from psycopg.sql import SQL
+from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
@@ -51,8 +57,70 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             write_options={"prepare": False},
         )
         # The chain table last: _postgres_setup takes its presence to mean "all created".
-        for statement in [*self.read_model.create_statements(), *self.chain.create_statements()]:
+        for statement in [
+            *self.read_model.create_statements(),
+            *self.chain.checkpoint_statements(),
+            *self.chain.create_statements(),
+        ]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
+        # No table lock: it ordered commits for eventsourcing's notification readers and
+        # for chain v1's log hash, and serialised every writer of the schema. The sealer
+        # gives the log its order instead, with no reader ever passing over a gap.
+        self.lock_table_statements = []
+        self.sealer = BackgroundSealer(self)
+
+    def _notify_channel(self, curs: Any) -> None:
+        # Nothing listens (no eventsourcing subscriptions here), and NOTIFY takes a
+        # database-wide lock at commit that would serialise the writers again.
+        pass
+
+    def insert_events(self, stored_events: Any, **kwargs: Any) -> Sequence[int] | None:
+        try:
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
+        finally:
+            # After the commit (or the rollback: a transaction that ended lets the
+            # sealer pass what it held back).
+            self.sealer.wanted()
+
+    def upgrade_chain(self) -> None:
+        """Chain v1 (sealed as written, under the table lock) to v2, once."""
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = 'sw_chain' AND column_name = 'log_seq'",
+                (self.datastore.schema,),
+            )
+            if cursor.fetchone() is not None:
+                return
+            for statement in [*self.chain.upgrade_statements(), *self.chain.index_statements()]:
+                cursor.execute(statement)
+
+    def seal_log(self, *, wait: bool = True) -> int:
+        """Seal every final record, one batch per transaction, one sealer at a time
+        (``wait``: for the lock; otherwise leave it to the sealer holding it)."""
+        sealed = 0
+        while True:
+            with self.datastore.transaction(commit=True) as cursor:
+                if wait:
+                    cursor.execute(
+                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                        (_SEALER_LOCK_SPACE, self.datastore.schema),
+                    )
+                else:
+                    cursor.execute(
+                        "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
+                        (_SEALER_LOCK_SPACE, self.datastore.schema),
+                    )
+                    if not cursor.fetchone()["locked"]:
+                        return sealed
+                count = self.chain.seal_final(cursor)
+            sealed += count
+            if count < SEAL_BATCH:
+                return sealed
+
+    def stop_sealing(self) -> None:
+        self.sealer.stop()
 
     def _insert_stored_events(self, curs: Any, stored_events: Any, **kwargs: Any) -> None:
         # Same transaction (and pipeline) as the events, and after them: a conflicting
@@ -83,8 +151,58 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
         assert notification_ids is not None
         with curs.connection.cursor() as chain_cursor:
-            self.chain.append(chain_cursor, record_contents(notification_ids, stored_events))
+            self.chain.append(
+                chain_cursor, record_contents(notification_ids, stored_events), sealing=False
+            )
         return notification_ids
+
+
+class BackgroundSealer:
+    """Seals the log behind this process's writers, in a thread of its own: woken after
+    each save ends, it seals whatever is final then, in batches. Saves that end while it
+    seals are covered by its next pass, so a burst of saves costs a few passes, and no
+    save ever waits for one. It waits on an event, never on time."""
+
+    def __init__(self, recorder: PostgresSessionRecorder) -> None:
+        self.recorder = recorder
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
+        self._log = structlog.get_logger(__name__).bind(schema=recorder.datastore.schema)
+
+    def wanted(self) -> None:
+        if self._thread is None:
+            with self._starting:
+                if self._thread is None and not self._stopping:
+                    self._thread = threading.Thread(
+                        target=self._run, name="sessionwire-sealer", daemon=True
+                    )
+                    self._thread.start()
+        self._wanted.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._stopping:
+                return
+            try:
+                self.recorder.seal_log(wait=False)
+            except Exception as error:
+                self._log.warning("sealing failed", error=str(error))
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wanted.set()
+        with self._starting:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+            # A last pass for this process's last saves: a one-shot command's events are
+            # then in the sealed log when it exits, unless another writer is in flight.
+            with contextlib.suppress(psycopg.Error):
+                self.recorder.seal_log(wait=False)
 
 
 def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
@@ -96,6 +214,8 @@ def _sync_pipeline(connection: psycopg.Connection[Any]) -> None:
 
 # First half of the advisory-lock key pair for session locks (any fixed number).
 _SESSION_LOCK_SPACE = 7251
+# ... and for the schema's one sealer.
+_SEALER_LOCK_SPACE = 7252
 
 
 class PostgresSessionLock(AbstractAsyncContextManager[None]):
@@ -178,6 +298,11 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
             ).fetchone()
             if found is not None and found[0] is not None:
                 env["CREATE_TABLE"] = "n"
+                # A table added since this schema was made (ADR 0016): created here, under
+                # the setup lock, as the others were when the schema was new.
+                tables = postgres_tables(schema, "")
+                for statement in SqlChain(tables, write_options={}).checkpoint_statements():
+                    connection.execute(statement)
             yield
         finally:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
@@ -215,7 +340,8 @@ class PostgresBackend(StoreBackend):
     def open_application(self) -> SessionwireApplication:
         with _postgres_setup(self.env):
             app = SessionwireApplication(env=self.env)
-        assert isinstance(app.recorder, PostgresSessionRecorder)
+            assert isinstance(app.recorder, PostgresSessionRecorder)
+            app.recorder.upgrade_chain()
         self._recorder = app.recorder
         return app
 

@@ -39,8 +39,20 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
         return [
             *super().construct_create_table_statements(),
             *self.read_model.create_statements(),
-            *self.chain.create_statements(),
+            *self.chain.checkpoint_statements(),
+            self.chain.table_statement(),
         ]
+
+    def _create_table(self, c: Any) -> None:
+        super()._create_table(c)
+        # A chain written before sealing existed (v1): its rows take their order as their
+        # log_seq, before the index on log_seq is made.
+        c.execute("SELECT 1 FROM pragma_table_info('sw_chain') WHERE name = 'log_seq'")
+        if c.fetchone() is None:
+            for statement in self.chain.upgrade_statements():
+                c.execute(statement)
+        for statement in self.chain.index_statements():
+            c.execute(statement)
 
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -50,8 +62,9 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
             self.read_model.write(c, changes)
-        # The hash chain, in the transaction that records the events (ADR 0008).
-        self.chain.append(c, record_contents(notification_ids, stored_events))
+        # The hash chain, in the transaction that records the events, sealed at once: this
+        # is the file's one writer, holding its write lock (ADR 0016).
+        self.chain.append(c, record_contents(notification_ids, stored_events), sealing=True)
         return notification_ids
 
 

@@ -1,8 +1,13 @@
 """``audit export`` / ``audit import``: the event log as JSON lines, byte for byte.
 
 A file is a header line, one line per stored event in log order (its position, stream
-coordinates, topic, stored bytes and chain hashes) and an end line with the count and
-the chain's head. The end line is how a cut-off file is told from a complete one.
+coordinates, topic, stored bytes, chain hashes and place in the sealed log), then (ADR
+0016 §4) the signed checkpoint it is anchored to and, in a one-session bundle, a Merkle
+inclusion proof of each of its streams' heads, and an end line with the count and the
+sealed log's head. The end line is how a cut-off file is told from a complete one. Log
+order: events from before the chain began, the sealed log in its order, then the records
+not sealed yet (their stream links only) by position. ``audit verify FILE``
+(``verify_file.py``) checks a file alone.
 
 Importing trusts nothing in the file: the chain is recomputed line by line, and the
 store takes only its own event topics (docs/audit.md, "Importing an export").
@@ -13,12 +18,16 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from dataclasses import replace
+from typing import Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from sessionwire.application.audit.checkpoint import signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
+from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
@@ -30,7 +39,8 @@ from sessionwire.domain.hash_chain import (
 from sessionwire.domain.session import session_uuid
 
 FORMAT = "sessionwire-audit-export"
-FORMAT_VERSION = 1
+# 2: checkpoint and proof lines (a version-1 reader refuses them; v1 files still load).
+FORMAT_VERSION = 2
 # Fields of run, spawn and exchange creation events that name a session they involve.
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
@@ -61,6 +71,7 @@ class ExportedEvent(_Line):
     state_base64: str | None = None  # otherwise
     stream_hash: str | None = None
     log_hash: str | None = None
+    log_seq: int | None = None  # absent in files from before sealing: the line's order
 
     @classmethod
     def of(cls, record: StoredRecord, link: ChainLink | None) -> ExportedEvent:
@@ -78,7 +89,8 @@ class ExportedEvent(_Line):
             state=text,
             state_base64=raw,
             stream_hash=None if link is None else link.stream_hash.hex(),
-            log_hash=None if link is None else link.log_hash.hex(),
+            log_hash=None if link is None or link.log_hash is None else link.log_hash.hex(),
+            log_seq=None if link is None else link.log_seq,
         )
 
     def to_record(self) -> tuple[StoredRecord, ChainLink | None]:
@@ -100,14 +112,64 @@ class ExportedEvent(_Line):
         )
         if self.stream_hash is None and self.log_hash is None:
             return record, None
+        if self.log_seq is not None and self.log_hash is None:
+            raise ValueError("a log_seq with no log_hash")
         link = ChainLink(
             notification_id=self.notification_id,
             originator_id=self.originator_id,
             originator_version=self.originator_version,
             stream_hash=_hash(self.stream_hash),
-            log_hash=_hash(self.log_hash),
+            log_hash=None if self.log_hash is None else _hash(self.log_hash),
+            log_seq=self.log_seq,
         )
         return record, link
+
+
+class ExportCheckpoint(_Line):
+    """The signed checkpoint the file is anchored to (ADR 0016 §3)."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+    statement: dict[str, int | str]
+    public_key: str  # ed25519:BASE64
+    signature: str  # hex
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> ExportCheckpoint:
+        return cls(
+            statement=cast(dict[str, int | str], checkpoint.statement.to_json()),
+            public_key="ed25519:" + base64.b64encode(checkpoint.public_key).decode(),
+            signature=checkpoint.signature.hex(),
+        )
+
+    def to_checkpoint(self) -> Checkpoint:
+        prefix = "ed25519:"
+        if not self.public_key.startswith(prefix):
+            raise ValueError(f"the public key must read {prefix}BASE64")
+        return Checkpoint(
+            statement=Statement.from_json(dict(self.statement)),
+            public_key=base64.b64decode(self.public_key[len(prefix) :], validate=True),
+            signature=bytes.fromhex(self.signature),
+        )
+
+
+class ExportProof(_Line):
+    """One stream's head at the checkpoint and its Merkle inclusion proof under the
+    checkpoint's ``heads_root``."""
+
+    type: Literal["proof"] = "proof"
+    originator_id: UUID
+    version: int
+    stream_hash: str
+    index: int
+    tree_size: int
+    path: list[str]
+
+    def head(self) -> StreamHead:
+        return StreamHead(
+            originator_id=self.originator_id,
+            version=self.version,
+            stream_hash=_hash(self.stream_hash),
+        )
 
 
 class ExportEnd(_Line):
@@ -115,6 +177,7 @@ class ExportEnd(_Line):
     events: int
     head_notification_id: int | None = None
     head_log_hash: str | None = None
+    head_log_seq: int | None = None
 
 
 def _hash(text: str | None) -> bytes:
@@ -130,19 +193,59 @@ def _involves(event: DomainEvent, key: str) -> bool:
     )
 
 
-def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[str]:
+def export_lines(
+    log: AuditLog,
+    *,
+    session_key: str | None = None,
+    checkpoint: Checkpoint | None = None,
+    heads: list[StreamHead] | None = None,
+) -> Iterator[str]:
     """The export, line by line (each without its newline), streamed from the store.
 
     With ``session_key`` (canonical): that session's stream and the streams of the runs,
-    spawns and exchanges created for it or by it.
+    spawns and exchanges created for it or by it. With ``checkpoint`` (and ``heads``, the
+    sorted stream heads it signs): the checkpoint line and, for a session, a proof of
+    each of the bundle's streams that the checkpoint covers.
     """
     scope: Literal["all", "session"] = "all" if session_key is None else "session"
     yield ExportHeader(scope=scope, session=session_key).model_dump_json()
     wanted: set[UUID] = set() if session_key is None else {session_uuid(session_key)}
-    stop = log.log_bounds().last_event
+    log.seal()  # the sealed log as far as it can go now (PostgreSQL seals behind writers)
     count = 0
     head: ChainLink | None = None
-    for record, link in log.stored_records(stop=stop):
+    for record, link in _records(log, session_key, wanted):
+        count += 1
+        if link is not None and link.log_hash is not None:
+            head = link
+        yield ExportedEvent.of(record, link).model_dump_json(exclude_none=True)
+    if checkpoint is not None:
+        yield ExportCheckpoint.of(checkpoint).model_dump_json()
+        if session_key is not None and heads is not None:
+            yield from _proof_lines(heads, wanted)
+    yield ExportEnd(
+        events=count,
+        head_notification_id=None if head is None else head.notification_id,
+        head_log_hash=None if head is None or head.log_hash is None else head.log_hash.hex(),
+        head_log_seq=None if head is None else head.log_seq,
+    ).model_dump_json(exclude_none=True)
+
+
+def _records(
+    log: AuditLog, session_key: str | None, wanted: set[UUID]
+) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+    """The records to export in log order, adding a session's streams to ``wanted``.
+
+    A session's streams come from the timeline index (ADR 0015), read through the
+    events' primary key: the cost follows the session. A store recorded before the index
+    is scanned, a stream joining when its creation event names the session."""
+    if session_key is not None:
+        indexed = log.session_records(session_key)
+        if indexed is not None:
+            indexed.sort(key=lambda found: log_order(found[0].notification_id, found[1]))
+            wanted.update(record.content.originator_id for record, _ in indexed)
+            yield from indexed
+            return
+    for record, link in log.stored_records(log.log_bounds()):
         if session_key is not None:
             content = record.content
             if content.originator_id not in wanted:
@@ -151,17 +254,40 @@ def export_lines(log: AuditLog, *, session_key: str | None = None) -> Iterator[s
                 ):
                     continue
                 wanted.add(content.originator_id)
-        count += 1
-        head = link or head
-        yield ExportedEvent.of(record, link).model_dump_json(exclude_none=True)
-    yield ExportEnd(
-        events=count,
-        head_notification_id=None if head is None else head.notification_id,
-        head_log_hash=None if head is None else head.log_hash.hex(),
-    ).model_dump_json(exclude_none=True)
+        yield record, link
 
 
-def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
+_PHASE = 1 << 60
+
+
+def log_order(position: int, link: ChainLink | None) -> int:
+    """A record's place in an export's log order: events from before the chain by
+    position, the sealed log by ``log_seq`` (by position in files from before sealing),
+    then the records not sealed yet by position."""
+    if link is None:
+        return position
+    if link.log_hash is None:
+        return 2 * _PHASE + position
+    return _PHASE + (position if link.log_seq is None else link.log_seq)
+
+
+def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
+    tree = merkle.Tree([head.leaf() for head in heads])
+    for index, head in enumerate(heads):
+        if head.originator_id in wanted:
+            yield ExportProof(
+                originator_id=head.originator_id,
+                version=head.version,
+                stream_hash=head.stream_hash.hex(),
+                index=index,
+                tree_size=tree.size,
+                path=[step.hex() for step in tree.inclusion_proof(index)],
+            ).model_dump_json()
+
+
+def read_export(
+    lines: Iterable[str], checkpoints: list[Checkpoint] | None = None
+) -> Iterator[LoadedRecord]:
     """Records of a complete export, checked as they stream; raises ExportFormatError
     naming the line when the file is garbled, cut off, only one session's, or when a
     record does not match its chain hashes.
@@ -201,6 +327,13 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
             elif kind == "end":
                 ended = ExportEnd.model_validate(data)
                 continue
+            elif kind == "checkpoint":
+                # The import recomputes the chain itself; the checkpoint is checked against
+                # the imported log afterwards (import_export).
+                carried = ExportCheckpoint.model_validate(data).to_checkpoint()
+                if checkpoints is not None:
+                    checkpoints.append(carried)
+                continue
             else:
                 raise ValueError(f"unknown line type {kind!r}")
         except ExportFormatError:
@@ -208,10 +341,13 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
         except (ValueError, ValidationError, RecursionError) as error:
             what = "an event line" if header_seen else "the header"
             raise ExportFormatError(f"line {number}: not {what} of an export: {error}") from error
-        if record.notification_id <= previous:
-            raise ExportFormatError(f"line {number}: positions must increase")
-        previous = record.notification_id
-        problem = checker.check(record, link)
+        in_log_order = link is not None and link.log_hash is not None
+        if not in_log_order:
+            # Before the chain and after the sealed log, lines go by position.
+            if record.notification_id <= previous:
+                raise ExportFormatError(f"line {number}: positions must increase")
+            previous = record.notification_id
+        problem, link = checker.check(record, link)
         if problem:
             raise ExportFormatError(f"line {number}: {problem}")
         count += 1
@@ -226,8 +362,15 @@ def read_export(lines: Iterable[str]) -> Iterator[LoadedRecord]:
         raise ExportFormatError(f"the end line counts {ended.events} events, the file has {count}")
     head = checker.head
     named = (ended.head_notification_id, ended.head_log_hash)
-    actual = (None, None) if head is None else (head.notification_id, head.log_hash.hex())
-    if named != actual:
+    actual = (
+        (None, None)
+        if head is None or head.log_hash is None
+        else (head.notification_id, head.log_hash.hex())
+    )
+    named_seq = ended.head_log_seq
+    if named != actual or (
+        named_seq is not None and head is not None and named_seq != head.log_seq
+    ):
         raise ExportFormatError(
             f"line {number}: the end line names head {_head_text(*named)} but the events "
             f"chain to {_head_text(*actual)}"
@@ -242,34 +385,75 @@ class _ChainCheck:
     """The hash chain recomputed over records in log order (one hash kept per stream)."""
 
     def __init__(self) -> None:
-        self.head: ChainLink | None = None
+        self.head: ChainLink | None = None  # the sealed log's last record so far
+        self.chained = False  # a chain row seen: every later record must have one
+        self.tail = False  # an unsealed record seen: no sealed one may follow
         self.versions: dict[UUID, int] = {}
         self.streams: dict[UUID, bytes] = {}
 
-    def check(self, record: StoredRecord, link: ChainLink | None) -> str | None:
+    def check(
+        self, record: StoredRecord, link: ChainLink | None
+    ) -> tuple[str | None, ChainLink | None]:
+        """A problem with this record (or None), and its link with its place in the log."""
         content = record.content
         expected_version = self.versions.get(content.originator_id, 0) + 1
         if content.originator_version != expected_version:
             return (
                 f"stream {content.originator_id} jumps to version "
                 f"{content.originator_version}; version {expected_version} is missing"
-            )
+            ), link
         self.versions[content.originator_id] = expected_version
         if link is None:
-            if self.head is not None:
-                return "no chain hashes, though the chain began before this event"
-            return None  # recorded before the store kept a chain
+            if self.chained:
+                return "no chain hashes, though the chain began before this event", link
+            return None, link  # recorded before the store kept a chain
+        self.chained = True
         own = stream_hash(self.streams.get(content.originator_id, GENESIS), content)
         if own != link.stream_hash:
-            return "the stream hash does not match the event's bytes and its predecessor"
-        previous = GENESIS if self.head is None else self.head.log_hash
-        if log_hash(previous, record.notification_id, own) != link.log_hash:
-            return "the log hash does not match the record and the chain before it"
+            return "the stream hash does not match the event's bytes and its predecessor", link
         self.streams[content.originator_id] = own
-        self.head = link
-        return None
+        if link.log_hash is None:
+            self.tail = True
+            return None, link
+        if self.tail:
+            return "a sealed record after records not sealed yet", link
+        seq = 1 if self.head is None else (self.head.log_seq or 0) + 1
+        if link.log_seq is not None and link.log_seq != seq:
+            return f"the sealed log jumps to position {link.log_seq}; {seq} is missing", link
+        previous = (
+            GENESIS if self.head is None or self.head.log_hash is None else (self.head.log_hash)
+        )
+        if log_hash(previous, record.notification_id, own) != link.log_hash:
+            return "the log hash does not match the record and the chain before it", link
+        self.head = replace(link, log_seq=seq)
+        return None, self.head
 
 
-def import_export(log: AuditLog, lines: Iterable[str]) -> int:
-    """Load a complete export into an empty store: all of it or, on any error, nothing."""
-    return log.import_records(read_export(lines))
+def import_export(log: AuditLog, lines: Iterable[str], *, notes: list[str] | None = None) -> int:
+    """Load a complete export into an empty store: all of it or, on any error, nothing.
+
+    The file's checkpoint is kept in the copy when its signature holds and it signs the
+    log just imported (what it says is checked, never trusted); ``notes`` says which."""
+    carried: list[Checkpoint] = []
+    count = log.import_records(read_export(lines, carried))
+    for checkpoint in carried:
+        note = _carry(log, checkpoint)
+        if notes is not None:
+            notes.append(note)
+    return count
+
+
+def _carry(log: AuditLog, checkpoint: Checkpoint) -> str:
+    statement = checkpoint.statement
+    what = f"the checkpoint of {statement.time} (log_size {statement.log_size})"
+    if not signature_holds(checkpoint):
+        return f"{what} was not kept: its signature does not hold"
+    head = log.sealed_head(statement.log_size)
+    if (
+        head is None
+        or head.log_hash != statement.log_hash
+        or heads_root(log.stream_heads(head)) != statement.heads_root
+    ):
+        return f"{what} was not kept: it does not sign the imported log"
+    log.record_checkpoint(checkpoint)
+    return f"{what} was kept, signed by {statement.key_id}"

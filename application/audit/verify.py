@@ -1,8 +1,11 @@
-"""``audit verify``: walk the log and its hash chain once, in log order, and report every
-record that was altered, deleted, inserted or reordered since it was written.
+"""``audit verify``: walk the log and its hash chain, and report every record that was
+altered, deleted, inserted or reordered since it was written.
 
-Two sorted streams (events with their links, and the chain rows alone) are merged by log
-position, so memory stays one page per stream whatever the size of the log.
+First every event against its stream link: two sorted streams (events with their links,
+and the chain rows alone) merged by position. Then the sealed log, in its own order,
+against its log hashes (ADR 0016). Memory stays one page per stream whatever the size of
+the log. Records not sealed yet are counted (``unsealed``) and checked by their stream
+links alone.
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 from uuid import UUID
 
+from sessionwire.application.audit.checkpoint import (
+    CheckpointMismatch,
+    latest_anchor,
+    signature_holds,
+)
 from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord
 from sessionwire.domain.hash_chain import GENESIS, ChainLink, log_hash, stream_hash
 
-FindingKind = Literal["altered", "deleted", "inserted", "reordered"]
+FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint"]
 Progress = Callable[[int], None]
 
 
@@ -44,7 +52,9 @@ class Finding:
 class VerifyReport:
     checked: int = 0
     unchained: int = 0
-    head_position: int = 0
+    unsealed: int = 0
+    head_position: int = 0  # the notification id of the sealed log's last record
+    head_seq: int = 0  # its place in the sealed log: the sealed log's length
     head_hash: str | None = None
     findings: list[Finding] = field(default_factory=list)
 
@@ -57,7 +67,12 @@ class VerifyReport:
             "clean": self.clean,
             "checked": self.checked,
             "unchained": self.unchained,
-            "head": {"notification_id": self.head_position, "log_hash": self.head_hash},
+            "unsealed": self.unsealed,
+            "head": {
+                "notification_id": self.head_position,
+                "log_seq": self.head_seq,
+                "log_hash": self.head_hash,
+            },
             "findings": [finding.to_json() for finding in self.findings],
         }
 
@@ -85,12 +100,21 @@ def _merged(
             link = next(links, None)
 
 
-def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
+def verify(
+    log: AuditLog,
+    *,
+    progress: Progress | None = None,
+    expect_head: bytes | None = None,
+    trusted_key: bytes | None = None,
+) -> VerifyReport:
+    """Walk the log; with ``expect_head``, a log hash kept from earlier must still be in
+    the sealed log; with ``trusted_key``, the latest checkpoint must be that key's, hold,
+    and match the log (ADR 0016 §3)."""
+    log.seal()  # so the head printed is current (PostgreSQL seals behind its writers)
     bounds = log.log_bounds()
     stop = max(bounds.last_event, bounds.last_link)
     first_link = bounds.first_link
     report = VerifyReport()
-    previous_log = GENESIS
     for position, checked, link in _merged(
         log.checked_records(stop=stop), log.chain_links(stop=stop)
     ):
@@ -114,6 +138,8 @@ def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
                 )
             continue
         assert link is not None
+        if link.log_seq is None:
+            report.unsealed += 1
         if checked is None:
             report.findings.append(
                 Finding(
@@ -128,22 +154,79 @@ def verify(log: AuditLog, *, progress: Progress | None = None) -> VerifyReport:
             finding = _check_record(checked, link, first_link)
             if finding is not None:
                 report.findings.append(finding)
-        if log_hash(previous_log, position, link.stream_hash) != link.log_hash:
+    expected_seen = _check_sealed_log(log, bounds.sealed, report, expect_head)
+    if expect_head is not None and not expected_seen:
+        report.findings.append(
+            Finding(
+                "deleted",
+                None,
+                None,
+                report.head_position,
+                f"the expected head {expect_head.hex()} is not in the chain: the log was cut "
+                "short or rewritten",
+            )
+        )
+    if trusted_key is not None:
+        report.findings.extend(_check_checkpoint(log, trusted_key, report.head_position))
+    _name_streams(log, report)
+    return report
+
+
+def _check_checkpoint(log: AuditLog, trusted_key: bytes, position: int) -> list[Finding]:
+    def finding(detail: str) -> Finding:
+        return Finding("checkpoint", None, None, position, detail)
+
+    try:
+        anchor = latest_anchor(log)
+    except CheckpointMismatch as error:
+        return [finding(str(error).split(":")[0])]
+    if anchor is None:
+        return [finding("the store holds no checkpoint to check against")]
+    checkpoint = anchor.checkpoint
+    found = []
+    if not signature_holds(checkpoint):
+        found.append(finding("the latest checkpoint's signature does not hold"))
+    if checkpoint.public_key != trusted_key:
+        found.append(
+            finding(
+                f"the latest checkpoint is signed by key {checkpoint.statement.key_id}, "
+                "not by the trusted key"
+            )
+        )
+    return found
+
+
+def _check_sealed_log(
+    log: AuditLog, sealed: int, report: VerifyReport, expect_head: bytes | None
+) -> bool:
+    """The sealed log in its order: positions 1, 2, 3, ... each chained to the one before.
+    Returns whether ``expect_head`` is among its log hashes."""
+    previous_log, previous_seq = GENESIS, 0
+    expected_seen = False
+    for link in log.sealed_links(stop=sealed):
+        assert link.log_seq is not None
+        if (
+            link.log_seq != previous_seq + 1
+            or link.log_hash is None
+            or (log_hash(previous_log, link.notification_id, link.stream_hash) != link.log_hash)
+        ):
             report.findings.append(
                 Finding(
                     "deleted",
                     None,
                     None,
-                    position,
-                    "the log chain breaks before this position: records before it were "
-                    "removed or their chain rows rewritten",
+                    link.notification_id,
+                    f"the sealed log breaks before position {link.log_seq}: records before "
+                    "it were removed or their chain rows rewritten",
                 )
             )
-        previous_log = link.log_hash
-        report.head_position = position
-        report.head_hash = link.log_hash.hex()
-    _name_streams(log, report)
-    return report
+        previous_log = link.log_hash or GENESIS
+        previous_seq = link.log_seq
+        expected_seen = expected_seen or previous_log == expect_head
+        report.head_position = link.notification_id
+        report.head_seq = link.log_seq
+        report.head_hash = previous_log.hex()
+    return expected_seen
 
 
 def _check_record(

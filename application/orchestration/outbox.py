@@ -60,6 +60,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
 
         The caller saves it with its own record of the failure, then ``start``s it.
         """
+        self.store.telemetry.delivery_attempted("failed")
         return OutboundDelivery.after_failure(
             source=source,
             source_id=source_id,
@@ -103,6 +104,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
             )
         except Exception as error:  # a channel failing is recorded, never raised
             failure = error
+        recorded = "failed"
         async for uow in retrying(self.store, f"delivery {entry.id}"):
             with uow:
                 fresh = uow.work(entry.id, OutboundDelivery, OutboxState)
@@ -119,6 +121,9 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
                         at=now,
                     )
                 uow.commit()
+                recorded = fresh.state.status
+        # delivered, failed (to be retried) or abandoned
+        self.store.telemetry.delivery_attempted("failed" if recorded == "pending" else recorded)
         self.log.info(
             "delivery retried",
             delivery_id=str(entry.id),

@@ -29,6 +29,7 @@ from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.ports.session_read_model import SessionReadModel
 from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
@@ -322,6 +323,7 @@ class RunEngine:
         except Exception:  # the store itself is failing: a restart will run it again
             log.exception("crashed run not recorded", run_id=str(run_id))
             return
+        self.store.telemetry.run_ended(run.state.status)
         self._settle(run)
 
     async def _execute(self, run_id: UUID) -> None:
@@ -337,9 +339,23 @@ class RunEngine:
             self._settle(run)
             return
         bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
-        outcome = await self._call_runtime(run)
-        run = await self._record_outcome(run_id, outcome)
+        state = run.state
+        telemetry = self.store.telemetry
+        with telemetry.run_span(
+            RunSpan(
+                run_id=state.run_id,
+                session_key=state.session_key,
+                agent_id=state.agent_id,
+                step=state.step,
+                trace_id=state.trace_id,
+                parent_run_id=state.parent_run_id,
+            )
+        ) as span:
+            outcome = await self._call_runtime(run)
+            run = await self._record_outcome(run_id, outcome)
+            span.status, span.error = run.state.status, run.state.error
         bound.info("run ended", status=run.state.status)
+        telemetry.run_ended(run.state.status)
         self._settle(run)
 
     async def _record_dispatch(self, run: Run) -> Run:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.checkpoint import Checkpoint, StreamHead
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 
 
@@ -38,6 +39,19 @@ class LogBounds:
     last_event: int  # the last event's position (0: no events)
     last_link: int  # the last chained position (0: no chain)
     first_link: int | None  # where the chain starts; earlier events are unchained
+    sealed: int = 0  # the sealed log's length: its last log_seq
+    unsealed: int = 0  # chain rows not sealed yet (PostgreSQL: written by a transaction
+    # that was in flight, or committed since, when the log was last sealed)
+
+
+@dataclass(frozen=True)
+class SealedHead:
+    """The sealed log's head: how many records it holds, the last one's log hash, and
+    that record's position in the events table."""
+
+    size: int
+    log_hash: bytes
+    position: int
 
 
 @dataclass
@@ -74,6 +88,11 @@ class LoadedRecord:
 
 class AuditLog(ABC):
     @abstractmethod
+    def seal(self) -> int:
+        """Seal every record that is final (none on a store that seals as it writes);
+        the audit commands call it before they read the head. Returns how many."""
+
+    @abstractmethod
     def log_bounds(self) -> LogBounds: ...
 
     @abstractmethod
@@ -82,11 +101,44 @@ class AuditLog(ABC):
 
     @abstractmethod
     def chain_links(self, *, stop: int) -> Iterator[ChainLink]:
-        """Chain rows up to position ``stop`` in log order (rows whose event is gone too)."""
+        """Chain rows up to position ``stop`` in position order (rows whose event is gone
+        too)."""
 
     @abstractmethod
-    def stored_records(self, *, stop: int) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
-        """Events up to ``stop`` in log order with their links, as stored."""
+    def sealed_links(self, *, stop: int) -> Iterator[ChainLink]:
+        """Sealed chain rows up to ``log_seq`` ``stop``, in the sealed log's order."""
+
+    @abstractmethod
+    def stored_records(self, bounds: LogBounds) -> Iterator[tuple[StoredRecord, ChainLink | None]]:
+        """Events in log order with their links, as stored: those from before the chain
+        began, the sealed log up to ``bounds.sealed``, then the unsealed tail by position
+        (their links without a log hash) up to ``bounds.last_event``."""
+
+    @abstractmethod
+    def sealed_head(self, size: int | None = None) -> SealedHead | None:
+        """The head of the sealed log, or its head when it held ``size`` records (None:
+        nothing chained yet, or fewer records)."""
+
+    @abstractmethod
+    def stream_heads(self, head: SealedHead) -> list[StreamHead]:
+        """Every stream's last version within the sealed log up to ``head``, sorted by
+        originator id (the checkpoint's Merkle leaves)."""
+
+    @abstractmethod
+    def record_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Keep a signed checkpoint in the store."""
+
+    @abstractmethod
+    def checkpoints(self, *, limit: int = 1) -> list[Checkpoint]:
+        """The latest recorded checkpoints, newest first."""
+
+    @abstractmethod
+    def session_records(
+        self, session_key: str
+    ) -> list[tuple[StoredRecord, ChainLink | None]] | None:
+        """The events of the session's stream and of the streams the timeline index
+        (ADR 0015) lists for it, with their links, in no set order; None when the store
+        has no index for it (recorded before the index: scan the log instead)."""
 
     @abstractmethod
     def decode(self, record: StoredRecord) -> DomainEvent:

@@ -28,6 +28,17 @@ class EventLog(ABC):
         """The position of the last recorded event (0 for an empty store)."""
 
     @abstractmethod
+    def sealed_position(self) -> int:
+        """The sealed log's last position (0: nothing sealed yet). Positions in the sealed
+        log are final: no record is ever given a lower one later (ADR 0016)."""
+
+    @abstractmethod
+    def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
+        """At most ``limit`` records whose sealed-log position is above ``position``, in
+        that order, each with its position: what a reader in another process follows the
+        log by, since it never misses a record that commits later."""
+
+    @abstractmethod
     def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:
         """Every recorded event from position ``start`` in log order, streamed."""
 

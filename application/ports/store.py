@@ -18,6 +18,7 @@ from sessionwire.application.ports.session_read_model import (
     SessionReadModel,
     StoredSession,
 )
+from sessionwire.application.ports.telemetry import NO_TELEMETRY, Telemetry
 from sessionwire.application.ports.work_queue import StoredWork, WorkQueue
 
 
@@ -26,6 +27,8 @@ class Store(EventLog, SessionReadModel, WorkQueue, SessionLocks, ReadModelMainte
 
     location: str
     """Where the store is, printable (no password)."""
+    telemetry: Telemetry = NO_TELEMETRY
+    """Told of every append and retried conflict (the gateway sets its own)."""
 
     @abstractmethod
     def close(self) -> None: ...

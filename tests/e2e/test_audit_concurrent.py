@@ -1,5 +1,6 @@
-"""The chain keeps one global order when several processes write to one store at once:
-each save reads the chain's head under the writers' lock (ADR 0008)."""
+"""The log keeps one verifiable order when several processes write to one store: on
+PostgreSQL at once (stream links at write, the log sealed behind the writers, ADR 0016); on
+SQLite one after the other, since a file has one writer at a time (decision 20)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ WRITER = """
 import sys
 from sessionwire import SyncGateway
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# One writer per SQLite file resumes work (decision 20): on SQLite both only record.
-with SyncGateway.open(store=url, resume=not url.startswith("sqlite:")) as gateway:
+with SyncGateway.open(store=url) as gateway:
     for number in range(count):
         # A session both processes write to, and one of each process's own.
         gateway.record_message("main", role="user", content=f"{name} {number}")
@@ -33,21 +33,31 @@ def url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
-def test_two_processes_writing_at_once_leave_a_chain_that_verifies(
+def _start(url: str, name: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, url, name, str(PER_PROCESS)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(writer: subprocess.Popen[str]) -> None:
+    _, stderr = writer.communicate(timeout=300)
+    assert writer.returncode == 0, stderr
+
+
+def test_two_processes_writing_leave_a_chain_that_verifies(
     capsys: pytest.CaptureFixture[str], url: str
 ) -> None:
-    writers = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, url, name, str(PER_PROCESS)],
-            cwd=ROOT,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in ("a", "b")
-    ]
-    for writer in writers:
-        _, stderr = writer.communicate(timeout=300)
-        assert writer.returncode == 0, stderr
+    if url.startswith("sqlite:"):
+        # One writer per SQLite file: the second process writes after the first closes.
+        for name in ("a", "b"):
+            _finish(_start(url, name))
+    else:
+        writers = [_start(url, name) for name in ("a", "b")]
+        for writer in writers:
+            _finish(writer)
 
     code, report = verify_json(capsys, url)
     assert report["findings"] == []

@@ -37,7 +37,7 @@ def run_block(block: str, workdir: Path) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_on_the_audit_page_runs(tmp_path: Path) -> None:
     blocks = BLOCK.findall(PAGE.read_text())
-    assert len(blocks) == 5
+    assert len(blocks) == 10
     outputs = []
     exports: list[str] = []  # a reader runs the blocks in one shell: variables carry over
     for block in blocks:
@@ -57,6 +57,24 @@ def test_every_example_on_the_audit_page_runs(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "fresh.db") as fresh:
         assert fresh.execute("SELECT COUNT(*) FROM stored_events").fetchone() == (0,)
     assert "the live read models equal the log's" in outputs[4]
+
+    # The auditor's walkthrough: a bundle verified alone against a published checkpoint.
+    key = tmp_path / "keys" / "checkpoint.key"
+    assert (key.stat().st_mode & 0o777, key.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    assert (tmp_path / "operator.pub").read_text().startswith("ed25519:")
+    assert "clean: a session bundle (agent:main:main): 3 event(s), 3 anchored" in outputs[6]
+    assert "signature holds, trusted key" in outputs[6]
+    tampered = outputs[7]
+    assert "altered" in tampered
+    assert "verify exited with 1" in tampered
+    row = next(line for line in tampered.splitlines() if "altered" in line)
+    cells = [cell.strip() for cell in row.split("│")]
+    assert cells[1:6] == ["altered", "2", "3", "agent:main:main", "2"]  # event 2, line 3, v2
+    cut = outputs[8]
+    assert "truncated" in cut
+    assert "ends it at version 2" in " ".join(cut.split())
+    assert "verify exited with 1" in cut
+    assert outputs[9].startswith("clean:")
 
 
 @pytest.mark.slow
@@ -87,3 +105,33 @@ def test_the_audit_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
         assert written[command]["exit"] == 0
         assert written[command]["events_per_second"] > 0
         assert written[command]["peak_rss_mb"] > 0
+
+
+@pytest.mark.slow
+def test_the_bundle_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    out = tmp_path / "bundles.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_audit.py"),
+            "--events",
+            "3000",
+            "--per-session",
+            "500",
+            "--bundles",
+            "--workdir",
+            str(tmp_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = json.loads(out.read_text())
+    for command in ("checkpoint", "export_session", "verify_session_file", "export_all"):
+        assert written[command]["exit"] == 0, written[command]
+    verified = written["verify_all_file"]["result"]
+    assert (verified["clean"], verified["anchored"], verified["unanchored"]) == (True, 3000, 0)

@@ -88,3 +88,28 @@ def test_serve_warns_only_when_listening_beyond_loopback() -> None:
     assert not is_loopback("0.0.0.0")
     assert not is_loopback("192.168.1.20")
     assert not is_loopback("gateway.example.com")
+
+
+def test_serve_exposes_metrics_to_its_operator_token(tmp_path: Path) -> None:
+    port = free_port()
+    store = f"sqlite:///{tmp_path}/s.db"
+    command = f"sessionwire --store {store} serve --port {port}"
+    token = "operator-token-for-serve-metrics-0123456789"
+    env = cli_env(SESSIONWIRE_TOKEN=token)
+    with serve_process(command, port=port, env=env, cwd=str(tmp_path)):
+        url = f"http://127.0.0.1:{port}"
+        operator = {"Authorization": f"Bearer {token}"}
+        httpx.post(
+            f"{url}/v1/tools/sessions_list",
+            json={},
+            headers={**operator, "X-Sessionwire-Session": "main"},
+        )
+        metrics = httpx.get(f"{url}/metrics", headers=operator)
+        anonymous = httpx.get(f"{url}/metrics")
+    assert metrics.status_code == 200
+    assert 'sessionwire_lane_slots{state="free"} 4.0' in metrics.text
+    assert (
+        'sessionwire_http_requests_total{route="/v1/tools/sessions_list",status="200"} 1.0'
+        in metrics.text
+    )
+    assert anonymous.status_code == 401

@@ -1,4 +1,8 @@
-"""A second process on the same SQLite file or PostgreSQL database sees the same sessions."""
+"""A second process on the same SQLite file or PostgreSQL database sees the same sessions.
+
+PostgreSQL takes several writing gateways at once; an SQLite file one writer at a time
+(decision 20): there the processes take turns (tests/integration/test_sqlite_reader_writes.py
+shows a second writer refused)."""
 
 from __future__ import annotations
 
@@ -14,9 +18,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from sessionwire import SyncGateway
-    # One writer per SQLite file (decision 20): beside a live gateway, a second process
-    # opens without resuming its work; PostgreSQL takes several full gateways.
-    gw = SyncGateway.open(store=sys.argv[1], resume=not sys.argv[1].startswith("sqlite:"))
+    gw = SyncGateway.open(store=sys.argv[1])
     gw.record_message("cron:from-child", role="user", content="written by the child")
     listed = gw.call_tool("main", "sessions_list", {})
     print(json.dumps(sorted(row["key"] for row in listed["sessions"])))
@@ -33,9 +35,12 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: object) -> str:
 
 
 async def test_two_processes_share_one_store(shared_store: str) -> None:
+    one_writer = shared_store.startswith("sqlite:")
     gateway = await Gateway.open(store=shared_store)
     try:
         await gateway.record_message("main", role="user", content="written by the parent")
+        if one_writer:  # the parent lets the file go while the child writes
+            await gateway.close()
         child = subprocess.run(
             [sys.executable, "-c", SCRIPT, shared_store],
             capture_output=True,
@@ -48,6 +53,8 @@ async def test_two_processes_share_one_store(shared_store: str) -> None:
             "agent:main:cron:from-child",
             "main",
         ]
+        if one_writer:
+            gateway = await Gateway.open(store=shared_store)
         history = await gateway.call_tool(
             "main", "sessions_history", {"sessionKey": "cron:from-child"}
         )
@@ -62,15 +69,15 @@ async def test_two_processes_share_one_store(shared_store: str) -> None:
         await gateway.close()
 
 
-async def test_concurrent_writers_lose_nothing(shared_store: str) -> None:
-    """Two processes appending to one session: every message lands, none twice."""
+async def test_concurrent_writers_lose_nothing(postgres_url: str) -> None:
+    """Two processes appending to one session: every message lands, none twice (PostgreSQL:
+    an SQLite file has one writer at a time)."""
+    shared_store = postgres_url
     writer = textwrap.dedent(
         """
         import sys
         from sessionwire import SyncGateway
-        # Beside the parent's live gateway an SQLite file admits no second resuming
-        # gateway (decision 20): these writers do not resume its work.
-        gw = SyncGateway.open(store=sys.argv[1], resume=not sys.argv[1].startswith("sqlite:"))
+        gw = SyncGateway.open(store=sys.argv[1])
         for i in range(40):
             gw.record_message("main", role="user", content=f"{sys.argv[2]}-{i}")
         gw.close()

@@ -58,7 +58,7 @@ def test_the_export_is_a_header_one_line_per_event_and_an_end_line(
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["type"] for line in lines] == ["header", "event", "event", "end"]
     assert lines[0]["format"] == "sessionwire-audit-export"
-    assert lines[0]["version"] == 1
+    assert lines[0]["version"] == 2  # 2: checkpoint and proof lines may follow the events
     assert [line["notification_id"] for line in lines[1:3]] == [1, 2]
     assert json.loads(lines[2]["state"])["message"]["content"][0]["text"] == "hello"
     assert lines[3] == {
@@ -66,7 +66,9 @@ def test_the_export_is_a_header_one_line_per_event_and_an_end_line(
         "events": 2,
         "head_notification_id": 2,
         "head_log_hash": lines[2]["log_hash"],
+        "head_log_seq": 2,
     }
+    assert [line["log_seq"] for line in lines[1:3]] == [1, 2]
 
 
 async def test_a_session_export_holds_its_stream_and_the_work_it_took_part_in(

@@ -32,6 +32,7 @@ def rechained(lines: list[Line]) -> list[Line]:
     """The export with every hash recomputed, as someone who knows the rule would."""
     streams: dict[str, bytes] = {}
     head = GENESIS
+    seq = 0
     out: list[Line] = []
     for line in lines:
         line = dict(line)
@@ -45,13 +46,15 @@ def rechained(lines: list[Line]) -> list[Line]:
             own = stream_hash(streams.get(line["originator_id"], GENESIS), content)
             streams[line["originator_id"]] = own
             head = log_hash(head, line["notification_id"], own)
-            line.update(stream_hash=own.hex(), log_hash=head.hex())
+            seq += 1
+            line.update(stream_hash=own.hex(), log_hash=head.hex(), log_seq=seq)
         elif line["type"] == "end":
             events = [item for item in out if item["type"] == "event"]
             line.update(
                 events=len(events),
                 head_notification_id=events[-1]["notification_id"],
                 head_log_hash=head.hex(),
+                head_log_seq=seq,
             )
         out.append(line)
     return out

@@ -256,3 +256,46 @@ def test_a_bad_tokens_file_is_refused_without_quoting_a_token(
         TokenSet.from_data(data)
     assert problem in str(refused.value)
     assert "s3cret" not in str(refused.value)
+
+
+def test_a_short_hashed_token_is_refused_when_presented_beyond_loopback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A digest has no length: the minimum is enforced when the token is presented.
+    from sessionwire.adapters.cli.serve import read_tokens
+
+    weak = "tiny-tok"
+    file = tmp_path / "tokens.json"
+    file.write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {"tokenSha256": hashlib.sha256(weak.encode()).hexdigest(), "role": "operator"}
+                ]
+            }
+        )
+    )
+    file.chmod(0o600)
+    on_loopback = read_tokens(str(file), "UNUSED", None, "127.0.0.1")
+    assert on_loopback.grant_for(weak) is not None
+    beyond = read_tokens(str(file), "UNUSED", None, "0.0.0.0")
+    with caplog.at_level(logging.WARNING, logger="sessionwire"):
+        assert beyond.grant_for(weak) is None
+    refusal = [r for r in caplog.records if "shorter than the minimum" in r.getMessage()]
+    assert refusal, "the refusal is logged"
+    assert weak not in caplog.text
+    assert refusal[0].grant == "operator#1"  # type: ignore[attr-defined]
+
+    strong = "a-long-enough-token-0123456789abcdef"
+    long_file = tmp_path / "long.json"
+    long_file.write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {"tokenSha256": hashlib.sha256(strong.encode()).hexdigest(), "role": "operator"}
+                ]
+            }
+        )
+    )
+    long_file.chmod(0o600)
+    assert read_tokens(str(long_file), "UNUSED", None, "0.0.0.0").grant_for(strong) is not None

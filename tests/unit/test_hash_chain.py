@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from sessionwire.domain.hash_chain import GENESIS, RecordContent, chain, log_hash, stream_hash
+from sessionwire.domain.hash_chain import (
+    GENESIS,
+    LogHead,
+    RecordContent,
+    chain,
+    log_hash,
+    stream_hash,
+)
 
 A = UUID(int=1)
 B = UUID(int=2)
@@ -16,7 +23,7 @@ def record(originator: UUID, version: int, state: bytes = b'{"text":"hi"}') -> R
 
 def test_each_stream_chains_its_own_versions_and_the_log_chains_every_record() -> None:
     records = [(1, record(A, 1)), (2, record(B, 1)), (3, record(A, 2))]
-    links = chain(records, previous_log=GENESIS, previous_streams={})
+    links = chain(records, head=LogHead(), previous_streams={})
 
     assert [link.notification_id for link in links] == [1, 2, 3]
     assert links[0].stream_hash == stream_hash(GENESIS, record(A, 1))
@@ -28,11 +35,11 @@ def test_each_stream_chains_its_own_versions_and_the_log_chains_every_record() -
 
 def test_appending_in_two_saves_gives_the_same_links_as_in_one() -> None:
     records = [(1, record(A, 1)), (2, record(A, 2)), (5, record(A, 3))]
-    whole = chain(records, previous_log=GENESIS, previous_streams={})
-    first = chain(records[:2], previous_log=GENESIS, previous_streams={})
+    whole = chain(records, head=LogHead(), previous_streams={})
+    first = chain(records[:2], head=LogHead(), previous_streams={})
     rest = chain(
         records[2:],
-        previous_log=first[-1].log_hash,
+        head=LogHead(2, first[-1].log_hash or GENESIS),
         previous_streams={A: first[-1].stream_hash},
     )
     assert [*first, *rest] == whole

@@ -1,0 +1,1 @@
+"""Telemetry adapters (ADR 0019): Prometheus metrics and OpenTelemetry spans."""

@@ -1,0 +1,669 @@
+"""``audit verify FILE``: check an export or a session bundle alone, with no store.
+
+Three things are checked (docs/adr/0016-chain-v2-sealed-log-and-signed-checkpoints.md §4):
+
+- **The stream links.** Every event's stream hash must follow from its stored bytes and
+  its stream's previous version's hash, and each stream's versions must run 1, 2, 3, …
+  in file order. That finds an altered, inserted, deleted or reordered event and names
+  it: event index (its place among the file's events), line, stream and version.
+- **The anchor.** The checkpoint's Ed25519 signature, optionally by a trusted key and
+  over an expected head. A session bundle proves each stream's head under the
+  checkpoint's ``heads_root``: a stream that ends before its proven head was cut short,
+  one whose event at that version hashes otherwise was rewritten. A whole-store export
+  carries the log chain: its log hash at the checkpoint's size must be the signed one.
+  Events after the checkpoint are *unanchored*: their links are checked, but nothing
+  signed covers them yet.
+- **The file.** Garbled lines, a missing or wrong end line (a file cut short), text
+  after it.
+
+Memory: a few fields per event in arrays, never its bytes (about 0.2 KB an event in
+all: docs/benchmarks.md), and one entry per stream.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NamedTuple
+from uuid import UUID
+
+from pydantic import ValidationError
+from sessionwire.application.audit.checkpoint import public_key_text, signature_holds
+from sessionwire.application.audit.export import (
+    ExportCheckpoint,
+    ExportedEvent,
+    ExportEnd,
+    ExportHeader,
+    ExportProof,
+    log_order,
+)
+from sessionwire.domain import merkle
+from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
+from sessionwire.domain.hash_chain import (
+    GENESIS,
+    HASH_SIZE,
+    RecordContent,
+    log_hash,
+    stream_hash,
+)
+from sessionwire.domain.session import session_uuid
+
+FileFindingKind = Literal[
+    "altered",
+    "deleted",
+    "inserted",
+    "reordered",
+    "truncated",
+    "malformed",
+    "checkpoint",
+    "unanchored",
+]
+
+
+@dataclass(frozen=True)
+class FileFinding:
+    kind: FileFindingKind
+    detail: str
+    line: int | None = None
+    event: int | None = None  # 1-based index among the file's event lines
+    originator_id: UUID | None = None
+    version: int | None = None
+    notification_id: int | None = None
+    session_key: str | None = None  # when the stream is the bundle's session's own
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "line": self.line,
+            "event": self.event,
+            "stream": None if self.originator_id is None else str(self.originator_id),
+            "session_key": self.session_key,
+            "version": self.version,
+            "notification_id": self.notification_id,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class CheckpointView:
+    log_size: int
+    log_hash: str
+    heads_root: str
+    time: str
+    key_id: str
+    public_key: str
+    signature_holds: bool
+    trusted: bool | None  # None: no --trusted-key given
+
+    def to_json(self) -> dict[str, object]:
+        return dict(vars(self))
+
+
+@dataclass
+class FileReport:
+    scope: str = "?"
+    session: str | None = None
+    events: int = 0
+    unchained: int = 0
+    unanchored: int = 0
+    checkpoint: CheckpointView | None = None
+    findings: list[FileFinding] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    @property
+    def anchored(self) -> int:
+        return self.events - self.unchained - self.unanchored
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "clean": self.clean,
+            "scope": self.scope,
+            "session": self.session,
+            "events": self.events,
+            "anchored": self.anchored,
+            "unanchored": self.unanchored,
+            "unchained": self.unchained,
+            "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
+            "findings": [finding.to_json() for finding in self.findings],
+        }
+
+
+class _Seen(NamedTuple):
+    """One event as verify kept it: where it was, and its claimed links."""
+
+    event: int  # 1-based index among the file's events
+    line: int
+    notification_id: int
+    originator_id: UUID
+    version: int
+    stream_hash: bytes | None
+    log_ordinal: int | None  # its place in the chained log (whole-store files)
+
+    def where(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "event": self.event,
+            "originator_id": self.originator_id,
+            "version": self.version,
+            "notification_id": self.notification_id,
+        }
+
+
+class _Events:
+    """What verify keeps of each event, in columns: about 100 bytes an event, and no
+    Python object per event (a million-event export stays around 100 MB)."""
+
+    def __init__(self) -> None:
+        self.line = array("q")
+        self.position = array("q")
+        self.version = array("q")
+        self.stream = array("q")  # index into _Verifier.stream_ids
+        self.ordinal = array("q")  # 0: not in the log chain
+        self.hashes = bytearray()  # 32 bytes an event (zeros when it has none)
+        self.hashed = bytearray()  # 1: it has a stream hash
+
+    def add(
+        self,
+        line: int,
+        position: int,
+        version: int,
+        stream: int,
+        ordinal: int | None,
+        own: bytes | None,
+    ) -> int:
+        self.line.append(line)
+        self.position.append(position)
+        self.version.append(version)
+        self.stream.append(stream)
+        self.ordinal.append(ordinal or 0)
+        self.hashes += own or GENESIS
+        self.hashed.append(own is not None)
+        return len(self.line)
+
+    def stream_hash(self, event: int) -> bytes | None:
+        at = event - 1
+        return (
+            bytes(self.hashes[at * HASH_SIZE : (at + 1) * HASH_SIZE]) if self.hashed[at] else None
+        )
+
+
+class _Stream:
+    """A stream's versions as read: the event holding each (0: none yet)."""
+
+    __slots__ = ("at", "highest", "number", "waiting")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.at = array("q")
+        self.highest = 0
+        # Events whose previous version has not been read yet: their bytes, until it is.
+        self.waiting: dict[int, RecordContent] = {}
+
+    def event(self, version: int) -> int:
+        return self.at[version - 1] if 1 <= version <= len(self.at) else 0
+
+    def put(self, version: int, event: int) -> None:
+        if version > len(self.at):
+            self.at.extend(array("q", bytes(8 * (version - len(self.at)))))
+        self.at[version - 1] = event
+        self.highest = max(self.highest, version)
+
+    def versions(self) -> Iterator[tuple[int, int]]:
+        """(version, event) of every version read, in version order."""
+        for version, event in enumerate(self.at, start=1):
+            if event:
+                yield version, event
+
+
+# A version this far past its stream's highest is not allocated for (a forged number).
+MAX_JUMP = 1_000_000
+
+
+class _Verifier:
+    def __init__(
+        self, trusted_key: bytes | None, expect_head: bytes | None, require_anchored: bool
+    ) -> None:
+        self.trusted_key = trusted_key
+        self.expect_head = expect_head
+        self.expect_seen = False
+        self.require_anchored = require_anchored
+        self.report = FileReport()
+        self.events = _Events()
+        self.streams: dict[UUID, _Stream] = {}
+        self.stream_ids: list[UUID] = []
+        self.chain_began = False
+        # Events in file order (duplicates aside) with their place in log order, and
+        # versions read late.
+        self.order = array("q")
+        self.ordered = array("q")
+        self.late_versions: list[tuple[str, int]] = []
+        self.previous_log = GENESIS
+        self.last_chained = 0  # the position of the last chained event read
+        self.log_hashes = bytearray()  # the claimed log hash at each chained ordinal
+        self.ordinal_event = array("q")  # the event at each chained ordinal
+        self.unsealed = 0
+        self.checkpoint: Checkpoint | None = None
+        self.proofs: list[tuple[int, ExportProof]] = []
+        self.header: ExportHeader | None = None
+        self.end: tuple[int, ExportEnd] | None = None
+
+    def seen(self, event: int) -> _Seen:
+        events, at = self.events, event - 1
+        return _Seen(
+            event=event,
+            line=events.line[at],
+            notification_id=events.position[at],
+            originator_id=self.stream_ids[events.stream[at]],
+            version=events.version[at],
+            stream_hash=events.stream_hash(event),
+            log_ordinal=events.ordinal[at] or None,
+        )
+
+    def log_hash_at(self, ordinal: int) -> bytes:
+        return bytes(self.log_hashes[(ordinal - 1) * HASH_SIZE : ordinal * HASH_SIZE])
+
+    def found(self, kind: FileFindingKind, detail: str, **where: object) -> None:
+        self.report.findings.append(FileFinding(kind, detail, **where))  # type: ignore[arg-type]
+
+    # Lines ------------------------------------------------------------------------------
+
+    def line(self, number: int, text: str) -> None:
+        if not text.strip():
+            return
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as error:
+            self.found("malformed", f"not JSON: {error}", line=number)
+            return
+        kind = data.get("type") if isinstance(data, dict) else None
+        if self.end is not None:
+            self.found("inserted", f"a {kind or 'line'} after the end line", line=number)
+            return
+        try:
+            if self.header is None:
+                self.header = ExportHeader.model_validate(data)
+                self.report.scope = self.header.scope
+                self.report.session = self.header.session
+            elif kind == "event":
+                self.event(number, ExportedEvent.model_validate(data))
+            elif kind == "checkpoint":
+                if self.checkpoint is not None:
+                    self.found("inserted", "a second checkpoint line", line=number)
+                else:
+                    self.checkpoint = ExportCheckpoint.model_validate(data).to_checkpoint()
+            elif kind == "proof":
+                self.proofs.append((number, ExportProof.model_validate(data)))
+            elif kind == "end":
+                self.end = (number, ExportEnd.model_validate(data))
+            else:
+                self.found("malformed", f"unknown line type {kind!r}", line=number)
+        except (ValueError, ValidationError) as error:
+            what = "the header" if self.header is None else f"a {kind or 'bundle'} line"
+            reason = str(error).splitlines()[0]
+            self.found("malformed", f"not {what} of an export: {reason}", line=number)
+            if self.header is None:
+                self.header = ExportHeader(scope="all")  # go on: locate what follows
+
+    def event(self, number: int, line: ExportedEvent) -> None:
+        report = self.report
+        report.events += 1
+        index = report.events
+        record, link = line.to_record()
+        content = record.content
+        oid, version = content.originator_id, content.originator_version
+        where = {
+            "line": number,
+            "event": index,
+            "originator_id": oid,
+            "version": version,
+            "notification_id": record.notification_id,
+        }
+        stream = self.streams.get(oid)
+        if stream is None:
+            stream = self.streams[oid] = _Stream(len(self.stream_ids))
+            self.stream_ids.append(oid)
+        own = None if link is None else link.stream_hash
+        if version < 1 or version > stream.highest + MAX_JUMP:
+            self.events.add(number, record.notification_id, version, stream.number, None, own)
+            self.found("altered", f"version {version} cannot follow {stream.highest}", **where)
+            return
+        first = stream.event(version)
+        if first:
+            self.events.add(number, record.notification_id, version, stream.number, None, own)
+            self.found(
+                "inserted",
+                f"a second version {version} of this stream (the first is event {first})",
+                **where,
+            )
+            return
+        self.order.append(log_order(record.notification_id, link))
+        self.ordered.append(index)
+        if version < stream.highest:
+            # Kept until the end: the log-order check may name this event already.
+            self.late_versions.append(
+                (
+                    f"version {version} comes after version {stream.highest} of its stream "
+                    f"(event {stream.event(stream.highest)})",
+                    index,
+                )
+            )
+        ordinal: int | None = None
+        if link is None:
+            if self.chain_began:
+                self.found(
+                    "altered",
+                    "no chain hashes, though the chain began before this event",
+                    **where,
+                )
+            else:
+                report.unchained += 1  # written before the store kept a chain (ADR 0008)
+        else:
+            self.chain_began = True
+            if link.log_hash is None:
+                self.unsealed += 1  # not sealed when exported: its stream link alone is checked
+            elif self.header is not None and self.header.scope == "all":
+                before = self.last_chained
+                self.last_chained = record.notification_id
+                ordinal, holds = self.log_link(
+                    record.notification_id, link.stream_hash, link.log_hash, index
+                )
+                if not holds:
+                    self.found(
+                        "deleted",
+                        f"the log chain breaks between position {before} and this event: "
+                        "records there were removed, added or rewritten",
+                        **where,
+                    )
+        self.events.add(number, record.notification_id, version, stream.number, ordinal, own)
+        stream.put(version, index)
+        if own is not None:
+            if version == 1 or stream.event(version - 1):
+                self.check_link(stream, version, content)
+            else:
+                stream.waiting[version] = content
+        follower = stream.waiting.pop(version + 1, None)
+        if follower is not None:
+            self.check_link(stream, version + 1, follower)
+
+    def log_link(self, position: int, own: bytes, claimed: bytes, event: int) -> tuple[int, bool]:
+        """Follow the log chain: the event's ordinal, and whether its link holds."""
+        expected = log_hash(self.previous_log, position, own)
+        self.previous_log = claimed  # go on from the claimed hash: one finding per break
+        self.log_hashes += claimed
+        self.ordinal_event.append(event)
+        self.expect_seen = self.expect_seen or claimed == self.expect_head
+        return len(self.ordinal_event), expected == claimed
+
+    def check_link(self, stream: _Stream, version: int, content: RecordContent) -> None:
+        seen = self.seen(stream.event(version))
+        previous = stream.event(version - 1)
+        before = (previous and self.events.stream_hash(previous)) or GENESIS
+        if stream_hash(before, content) != seen.stream_hash:
+            self.found(
+                "altered",
+                "the event's bytes or its stream hash differ from the ones chained here",
+                **seen.where(),
+            )
+
+    # The end ---------------------------------------------------------------------------
+
+    def finish(self, last_line: int) -> FileReport:
+        if self.header is None:
+            self.found("truncated", "the file is empty")
+            return self.report
+        self.out_of_order()
+        self.gaps()
+        if self.end is None:
+            self.found(
+                "truncated",
+                f"the file is cut short: no end line after line {last_line} "
+                f"({self.report.events} events read)",
+                line=last_line,
+            )
+        elif self.end[1].events != self.report.events:
+            self.found(
+                "truncated" if self.end[1].events > self.report.events else "inserted",
+                f"the end line counts {self.end[1].events} events, the file holds "
+                f"{self.report.events}",
+                line=self.end[0],
+            )
+        self.anchor()
+        if self.require_anchored and self.report.unanchored:
+            self.found(
+                "unanchored",
+                f"{self.report.unanchored} event(s) that no checkpoint covers (--require-anchored)",
+            )
+        session = self.report.session
+        if session is not None:
+            own = session_uuid(session)
+            self.report.findings = [
+                replace(f, session_key=session) if f.originator_id == own else f
+                for f in self.report.findings
+            ]
+        return self.report
+
+    def out_of_order(self) -> None:
+        """Name the events out of log order: those outside the longest run of increasing
+        positions, so one moved event is named, not the neighbours it landed between."""
+        kept = set(_increasing(self.order))
+        named: set[UUID] = set()  # streams with an event named out of log order
+        for index, event in enumerate(self.ordered):
+            if index in kept:
+                continue
+            seen = self.seen(event)
+            named.add(seen.originator_id)
+            self.found(
+                "reordered",
+                f"log position {seen.notification_id} is out of log order (moved from "
+                "elsewhere in the file)",
+                **seen.where(),
+            )
+        for detail, event in self.late_versions:
+            seen = self.seen(event)
+            # The positions already name the move (unless they were renumbered too).
+            if seen.originator_id not in named:
+                self.found("reordered", detail, **seen.where())
+        self.report.findings.sort(key=lambda f: (f.event is None, f.event or 0, f.line or 0))
+
+    def gaps(self) -> None:
+        for stream in self.streams.values():
+            previous = 0
+            for version, event in stream.versions():
+                if version > previous + 1:
+                    missing = previous + 1
+                    span = (
+                        f"version {missing}"
+                        if missing == version - 1
+                        else f"versions {missing}-{version - 1}"
+                    )
+                    self.found(
+                        "deleted",
+                        f"{span} of this stream missing before this event",
+                        **self.seen(event).where(),
+                    )
+                previous = version
+
+    def anchor(self) -> None:
+        report = self.report
+        chained = report.events - report.unchained
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            report.unanchored = chained
+            if self.trusted_key is not None or self.expect_head is not None:
+                self.found("checkpoint", "the file carries no checkpoint to check against")
+            return
+        statement = checkpoint.statement
+        holds = signature_holds(checkpoint)
+        trusted = None if self.trusted_key is None else checkpoint.public_key == self.trusted_key
+        report.checkpoint = CheckpointView(
+            log_size=statement.log_size,
+            log_hash=statement.log_hash.hex(),
+            heads_root=statement.heads_root.hex(),
+            time=statement.time,
+            key_id=statement.key_id,
+            public_key=public_key_text(checkpoint.public_key),
+            signature_holds=holds,
+            trusted=trusted,
+        )
+        if not holds:
+            self.found("checkpoint", "the checkpoint's signature does not hold")
+        if trusted is False:
+            self.found(
+                "checkpoint",
+                f"the checkpoint is signed by key {statement.key_id}, not by the trusted key",
+            )
+        if self.expect_head is not None and statement.log_hash != self.expect_head:
+            extends = self.report.scope == "all" and self.expect_seen
+            if not extends:
+                self.found(
+                    "checkpoint",
+                    f"the expected head {self.expect_head.hex()} is not the checkpoint's "
+                    f"({statement.log_hash.hex()})"
+                    + (" nor in the file's log chain" if self.report.scope == "all" else ""),
+                )
+        if self.report.scope == "all":
+            self.anchor_log(checkpoint)
+        else:
+            self.anchor_streams(checkpoint)
+
+    def anchor_log(self, checkpoint: Checkpoint) -> None:
+        statement = checkpoint.statement
+        size = statement.log_size
+        chained = len(self.ordinal_event)
+        if chained < size:
+            self.found(
+                "truncated",
+                f"the checkpoint signs a log of {size} records; the file chains {chained}",
+            )
+            return
+        self.report.unanchored = chained - size + self.unsealed
+        if size == 0:
+            return
+        at = self.seen(self.ordinal_event[size - 1]).where()
+        if self.log_hash_at(size) != statement.log_hash:
+            self.found(
+                "altered",
+                f"the log hash at record {size} is not the signed one: the log was rewritten "
+                "at or before this event",
+                **at,
+            )
+        if heads_root(self.heads_at(size)) != statement.heads_root:
+            self.found(
+                "altered",
+                "the stream heads at the checkpoint are not the signed ones (heads_root)",
+                **at,
+            )
+
+    def heads_at(self, size: int) -> list[StreamHead]:
+        """Each stream's highest version among the first ``size`` records of the log."""
+        best: dict[int, tuple[int, int]] = {}  # stream -> (version, event)
+        for ordinal in range(1, size + 1):
+            event = self.ordinal_event[ordinal - 1]
+            stream, version = self.events.stream[event - 1], self.events.version[event - 1]
+            if version > best.get(stream, (0, 0))[0]:
+                best[stream] = (version, event)
+        heads = []
+        for stream, (version, event) in best.items():
+            own = self.events.stream_hash(event)
+            if own is not None:
+                heads.append(StreamHead(self.stream_ids[stream], version, own))
+        return sort_heads(heads)
+
+    def anchor_streams(self, checkpoint: Checkpoint) -> None:
+        statement = checkpoint.statement
+        proven: dict[UUID, int] = {}
+        for number, proof in self.proofs:
+            head = proof.head()
+            oid = head.originator_id
+            path = [bytes.fromhex(step) for step in proof.path]
+            root = merkle.root_from_proof(head.leaf(), proof.index, proof.tree_size, path)
+            if root != statement.heads_root:
+                self.found(
+                    "checkpoint",
+                    "this proof does not lead to the checkpoint's heads_root",
+                    line=number,
+                    originator_id=oid,
+                    version=head.version,
+                )
+                continue
+            proven[oid] = head.version
+            stream = self.streams.get(oid)
+            event = 0 if stream is None else stream.event(head.version)
+            if stream is None or not event:
+                last = None if stream is None else self.seen(stream.event(stream.highest))
+                self.found(
+                    "truncated",
+                    f"the checkpoint proves version {head.version} of this stream; the file "
+                    + (
+                        "holds none of its events"
+                        if stream is None
+                        else f"ends it at version {stream.highest}"
+                    ),
+                    line=number if last is None else last.line,
+                    event=None if last is None else last.event,
+                    originator_id=oid,
+                    version=head.version,
+                )
+                continue
+            seen = self.seen(event)
+            if seen.stream_hash != head.stream_hash:
+                self.found(
+                    "altered",
+                    f"version {head.version} is not the one the checkpoint proves: the stream "
+                    "was rewritten at or before this event",
+                    **seen.where(),
+                )
+        self.report.unanchored = sum(
+            1
+            for oid, stream in self.streams.items()
+            for version, event in stream.versions()
+            if self.events.hashed[event - 1] and version > proven.get(oid, 0)
+        )
+
+
+def _increasing(positions: Sequence[int]) -> list[int]:
+    """Indexes of a longest strictly increasing run of ``positions`` (patience sorting)."""
+    tails: list[int] = []  # index of the smallest tail of each run length
+    back = array("q")  # each index's predecessor in its run (-1: none)
+    for index, position in enumerate(positions):
+        low, high = 0, len(tails)
+        while low < high:
+            middle = (low + high) // 2
+            if positions[tails[middle]] < position:
+                low = middle + 1
+            else:
+                high = middle
+        back.append(tails[low - 1] if low else -1)
+        if low == len(tails):
+            tails.append(index)
+        else:
+            tails[low] = index
+    run: list[int] = []
+    at = tails[-1] if tails else -1
+    while at >= 0:
+        run.append(at)
+        at = back[at]
+    return run
+
+
+def verify_file(
+    lines: Iterable[str],
+    *,
+    trusted_key: bytes | None = None,
+    expect_head: bytes | None = None,
+    require_anchored: bool = False,
+) -> FileReport:
+    """Check an export or bundle, read line by line; every problem found is located.
+
+    ``require_anchored``: an event that no checkpoint covers (written after it, or in a
+    stream the file proves nothing of) is a finding rather than only counted."""
+    verifier = _Verifier(trusted_key, expect_head, require_anchored)
+    number = 0
+    for number, text in enumerate(lines, start=1):
+        verifier.line(number, text)
+    return verifier.finish(number)
