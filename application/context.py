@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+from uuid import UUID
 
+from pydantic import BaseModel
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.store import Store, StoreInUse
@@ -63,6 +65,16 @@ class ToolContext:
     services: ToolServices | None = None
     caller_run: RunState | None = None
     """The run making this call, when an agent calls the tool during its turn."""
+    caller_turn: RunTurn | None = None
+    """That run's turn (its dispatch now), which numbers the runs its calls start."""
+
+    def new_run_id(self, tool: str, params: BaseModel) -> UUID:
+        """The id of the run this call starts: from inside a turn, the same in every
+        attempt of the calling run (``RunTurn.call_id``); from outside, a fresh one."""
+        if self.caller_turn is not None:
+            return self.caller_turn.call_id(tool, params.model_dump_json())
+        assert self.services is not None, "runs are started through the gateway's ids"
+        return self.services.ids.new_id()
 
     @cached_property
     def rules(self) -> KeyRules:

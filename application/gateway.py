@@ -7,6 +7,7 @@ same store) is retried from fresh state, never surfaced.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
@@ -23,7 +24,12 @@ from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
-from sessionwire.application.orchestration.runs import RunEngine, current_run
+from sessionwire.application.orchestration.runs import (
+    RunEngine,
+    RunTurn,
+    current_run,
+    current_turn,
+)
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
@@ -81,6 +87,8 @@ from sessionwire.domain.transcript import (
 # record_many: messages per call (one transaction), and the fields a message may carry.
 MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
+# Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
+CLOSE_ROUNDS = 50
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -97,6 +105,10 @@ assert set(TOOLS) == set(TOOL_PARAMETERS)
 
 class SessionNotFound(LookupError):
     pass
+
+
+class RunNotInFlight(LookupError):
+    """A call names a run (by its token) that is not in flight for the calling session."""
 
 
 class GatewayService:
@@ -388,8 +400,15 @@ class GatewayService:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas()
 
-    async def call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
-        """Run one tool for the session ``requester``; never raises."""
+    async def call_tool(
+        self, requester: str, name: str, params: Any, *, run_token: str | None = None
+    ) -> dict[str, Any]:
+        """Run one tool for the session ``requester``; never raises.
+
+        ``run_token`` (``RunRequest.run_token``) links a call made from outside the
+        runtime's own task (over HTTP or MCP) to the run in flight it is made for, so it
+        joins that run's chain and hop limit (decision 17).
+        """
         caller_run = current_run()
         # In-flight work while it runs (a send waiting for its reply waits as work).
         with (
@@ -403,14 +422,16 @@ class GatewayService:
                 )
             ) as span,
         ):
-            result = await self._call_tool(requester, name, params)
+            result = await self._call_tool(requester, name, params, run_token)
             status = result.get("status")
             span.status = status if isinstance(status, str) else "ok"
             if span.status in ("error", "forbidden"):
                 span.error = str(result.get("error", ""))[:200]
         return result
 
-    async def _call_tool(self, requester: str, name: str, params: Any) -> dict[str, Any]:
+    async def _call_tool(
+        self, requester: str, name: str, params: Any, run_token: str | None
+    ) -> dict[str, Any]:
         log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
         entry = TOOLS.get(name) if isinstance(name, str) else None
         if entry is None:
@@ -424,13 +445,21 @@ class GatewayService:
             caller = Requester.from_key(self.rules, requester)
         except InvalidSessionKey as error:
             return ToolError(tool=name, error=f"invalid requester session: {error}").to_json_dict()
+        turn = current_turn()
+        if run_token is not None:
+            try:
+                turn = self.turn_for(caller.key, run_token)
+            except RunNotInFlight as refused:
+                log.info("tool refused: run not in flight", error=str(refused))
+                return ToolError(status="forbidden", tool=name, error=str(refused)).to_json_dict()
         context = ToolContext(
             store=self.store,
             config=self.config,
             clock=self.clock,
             requester=caller,
             services=self.services,
-            caller_run=current_run(),
+            caller_run=turn.state if turn else None,
+            caller_turn=turn,
         )
         if is_subagent_key(caller.key) and name not in self.subagent_tools:
             refusal = subagent_tool_refusal(name)
@@ -458,6 +487,22 @@ class GatewayService:
                 tool=name, error=f"internal error: {type(error).__name__}: {error}"
             ).to_json_dict()
         return result.to_json_dict()
+
+    def turn_for(self, requester: str, run_token: str) -> RunTurn:
+        """The turn in flight that ``run_token`` names, when it is a turn of the session
+        ``requester`` (canonical key); raises RunNotInFlight otherwise. A caller can so
+        only claim a run of its own session that is running now: never a lower hop
+        count than its own run's, never an ended run's."""
+        turn = self.runs.turn_by_token(run_token) if isinstance(run_token, str) else None
+        if turn is None:
+            raise RunNotInFlight(
+                "the run token names no run in flight (unknown, or its turn has ended)"
+            )
+        if turn.state.session_key != requester:
+            raise RunNotInFlight(
+                f"the run token names a run of another session, not of {requester!r}"
+            )
+        return turn
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 
@@ -491,12 +536,38 @@ class GatewayService:
         await self.store.writes_settled()
 
     async def close(self) -> None:
+        """Stop every task the gateway started, then close the store; never hangs.
+
+        Each round cancels what is still running and lets the loop turn once: a task
+        whose cleanup itself waits (a lane slot taken back, a delivery that swallows its
+        cancellation) is cancelled again. After CLOSE_ROUNDS rounds whatever still runs
+        is named in a warning and left; the store closes anyway.
+        """
         self.clock.detach(self.in_flight)
-        await self.outbox.close()
-        await self.spawns.close()
-        await self.exchanges.close()
-        await self.runs.close()
+        self.runs.stop_taking_runs()
+        stuck: list[asyncio.Task[Any]] = []
+        for _ in range(CLOSE_ROUNDS):
+            stuck = self._tasks_to_stop()
+            if not stuck:
+                break
+            for task in stuck:
+                task.cancel()
+            await asyncio.wait(stuck, timeout=0)
+        else:
+            stuck = self._tasks_to_stop()
+        if stuck:
+            self.log.warning(
+                "gateway closed with tasks that would not stop",
+                tasks=sorted(task.get_name() for task in stuck),
+            )
         self.store.close()
+
+    def _tasks_to_stop(self) -> list[asyncio.Task[Any]]:
+        # Every task the registry knows, and runtime calls abandoned at their timeout;
+        # never the task that is closing (it may itself be registered work).
+        closing = asyncio.current_task()
+        tasks = {*self.in_flight.tasks(), *self.runs.abandoned_calls()}
+        return [task for task in tasks if not task.done() and task is not closing]
 
 
 def _chat_type(chat_type: str | None) -> str | None:
@@ -545,4 +616,4 @@ def _clean(value: str | None) -> str | None:
     return value.strip() or None
 
 
-__all__ = ["GatewayService", "SessionClosed", "SessionNotFound"]
+__all__ = ["GatewayService", "RunNotInFlight", "SessionClosed", "SessionNotFound"]

@@ -7,7 +7,9 @@ nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator toke
 - ``POST /v1/tools/<tool>``: body = the tool's parameters, header ``X-Sessionwire-Session``
   names the calling session (with a session-bound token, naming another is 403); the
   response is the tool's JSON result, 200 even for a refusal (``status``
-  ``error``/``forbidden``).
+  ``error``/``forbidden``). An agent calling back during its turn adds
+  ``X-Sessionwire-Run: <RunRequest.run_token>`` so the call joins its run's chain and hop
+  limit (decision 17); a token of no run in flight for that session is 403.
 - ``POST /v1/methods/<method>``: ``sessions.list``, ``sessions.resolve``, ``sessions.patch``,
   ``chat.history``, ``agent.wait``; with a session-bound token they apply the tools'
   policy (``GatewayMethods(requester=…)``); refusals are 400, 403 or 404.
@@ -38,7 +40,7 @@ from pydantic import BaseModel
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
-from sessionwire.application.gateway import GatewayService
+from sessionwire.application.gateway import GatewayService, RunNotInFlight
 from sessionwire.application.gateway_methods import (
     AgentWaitParams,
     AgentWaitResult,
@@ -80,6 +82,8 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 LIST_EVERYTHING = SessionsListMethodParams()
 SESSION_HEADER = "X-Sessionwire-Session"
 CONSOLE_PREFIX = "/console"
+# A call an agent makes during its turn names its run by the token the runtime was given.
+RUN_HEADER = "X-Sessionwire-Run"
 
 log = library_logger("sessionwire.http")
 
@@ -499,14 +503,32 @@ def create_app(
                     ),
                 ),
             ],
+            run: Annotated[
+                str | None,
+                Header(
+                    alias=RUN_HEADER,
+                    description=(
+                        "the run token (RunRequest.run_token) of the calling session's run "
+                        "in flight, for a call an agent makes during its turn: the call "
+                        "joins that run's chain and hop limit; an unknown or ended run, or "
+                        "another session's, is 403"
+                    ),
+                ),
+            ] = None,
         ) -> JSONResponse:
             requester = requester_for(grant, session)
+            token = header_text(run) if run is not None else None
+            if token is not None:
+                try:
+                    gateway.turn_for(gateway.config.key_rules.canonical(requester), token)
+                except (RunNotInFlight, InvalidSessionKey) as refused:
+                    raise ApiError(403, "run_not_in_flight", str(refused)) from None
             raw = await request.body()
             try:
                 params = json.loads(raw) if raw.strip() else None
             except (ValueError, RecursionError):
                 raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-            result = await gateway.call_tool(requester, name, params)
+            result = await gateway.call_tool(requester, name, params, run_token=token)
             return JSONResponse(result)
 
         return call_tool

@@ -6,6 +6,10 @@ session. Tools are listed with the gateway's own JSON Schemas (``tool_schemas()`
 arguments go to ``call_tool`` unvalidated by the SDK so that a bad argument gets the
 gateway's own error text, exactly as through the Python API or the CLI.
 
+An agent calling back during its own turn puts its ``RunRequest.run_token`` in the
+call's ``_meta`` under ``sessionwire/run``: the call joins its run's chain and hop limit;
+a token of no run in flight for the server's session is refused (``forbidden``).
+
 A result travels as JSON text content and as structured content; a refusal (status
 ``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
 """
@@ -45,6 +49,7 @@ REFUSED = frozenset({"error", "forbidden"})
 # nothing; sending and spawning start agent runs whose announces may reach a chat.
 READ_ONLY = frozenset({"sessions_list", "sessions_history", "agents_list"})
 HTTP_PATH = "/mcp"
+RUN_META = "sessionwire/run"
 
 __all__ = ["HTTP_PATH", "build_server", "serve_http", "serve_stdio", "tool_definitions"]
 
@@ -83,6 +88,18 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
     )
 
 
+def _run_token(server: Server[Any, Any]) -> str | None:
+    """The run token the call's ``_meta`` carries under ``sessionwire/run``: an agent
+    calling back during its turn names its run in flight (RunRequest.run_token), so the
+    call joins that run's chain and hop limit (decision 17)."""
+    meta = server.request_context.meta
+    extra = (meta.model_extra or {}) if meta is not None else {}
+    token = extra.get(RUN_META)
+    if token is None or isinstance(token, str):
+        return token
+    return ""  # not a token at all: refused as naming no run, never silently unlinked
+
+
 def build_server(gateway: GatewayService, requester: str) -> Server[Any, Any]:
     """An MCP server whose every tool call runs as the session ``requester``."""
     server: Server[Any, Any] = Server(
@@ -100,7 +117,7 @@ def build_server(gateway: GatewayService, requester: str) -> Server[Any, Any]:
         return tools
 
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await gateway.call_tool(requester, name, arguments)
+        result = await gateway.call_tool(requester, name, arguments, run_token=_run_token(server))
         bound.debug("mcp tool call", tool=name, status=result.get("status"))
         return tool_result(result)
 

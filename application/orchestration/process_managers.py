@@ -56,15 +56,6 @@ class ProcessManager(ABC, Generic[A]):
             self.start(stored.id)
         return len(pending)
 
-    def active_tasks(self) -> list[asyncio.Task[None]]:
-        return [task for task in self._tasks.values() if not task.done()]
-
-    async def close(self) -> None:
-        tasks = self.active_tasks()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
     def load(self, aggregate_id: UUID) -> A | None:
         stored = self.store.work(aggregate_id)
         return (

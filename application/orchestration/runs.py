@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import inspect
 import json
-from collections import deque
+import secrets
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
@@ -130,14 +132,44 @@ class LaneSlot:
 # so they never lend, nor take back, a slot that is not theirs.
 _current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
 
-# The run whose turn the current task is in: a tool call an in-process runtime makes
-# during its turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
-_current_run: ContextVar[RunState | None] = ContextVar("sessionwire_current_run", default=None)
+NESTED_CALLS = uuid5(NAMESPACE_URL, "https://sessionwire.dev/nested-calls")
+
+
+class RunTurn:
+    """One dispatch of a run to its agent: what the tool calls the agent makes during it
+    are linked to (its chain, decision 17), in process or over HTTP/MCP by ``token``."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        # Handed to the runtime (RunRequest.run_token): a caller over HTTP or MCP proves
+        # with it that it speaks for this turn; unguessable, and dead once the turn ends.
+        self.token = secrets.token_urlsafe(24)
+        self._calls: Counter[str] = Counter()
+
+    def call_id(self, tool: str, fingerprint: str) -> UUID:
+        """The id of the run a call starts: the same for the n-th identical call in every
+        attempt of this run, so a turn dispatched again after a crash that repeats a send
+        or spawn finds what its first attempt started instead of starting it twice (a
+        second copy would fork the chain, each copy with a full hop budget)."""
+        key = f"{tool}\x1f{fingerprint}"
+        self._calls[key] += 1
+        return uuid5(NESTED_CALLS, f"{self.state.run_id}\x1f{key}\x1f{self._calls[key]}")
+
+
+# The turn the current task is in: a tool call an in-process runtime makes during its
+# turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
+_current_turn: ContextVar[RunTurn | None] = ContextVar("sessionwire_current_turn", default=None)
+
+
+def current_turn() -> RunTurn | None:
+    """The turn making the current call, when it is made from inside a run's turn."""
+    return _current_turn.get()
 
 
 def current_run() -> RunState | None:
     """The run making the current call, when it is made from inside a run's turn."""
-    return _current_run.get()
+    turn = _current_turn.get()
+    return None if turn is None else turn.state
 
 
 def outside_any_run() -> contextvars.Context:
@@ -145,7 +177,7 @@ def outside_any_run() -> contextvars.Context:
     drive work on their own: exchange and spawn drivers, timers)."""
     context = contextvars.copy_context()
     context.run(_current_slot.set, None)
-    context.run(_current_run.set, None)
+    context.run(_current_turn.set, None)
     return context
 
 
@@ -171,6 +203,7 @@ class RunEngine:
         self._mailboxes: dict[str, asyncio.Queue[UUID]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._endings: dict[UUID, asyncio.Future[RunState]] = {}
+        self._turns: dict[str, RunTurn] = {}
         self._closing = False
 
     # Accepting runs -------------------------------------------------------------------
@@ -422,13 +455,24 @@ class RunEngine:
         # The deadline was recorded when the run started: time spent queued, or before
         # a crash, counts against it.
         seconds = max(0.0, state.seconds_left(self.clock.now()))
+        turn = RunTurn(state)
+        request = dataclasses.replace(request, run_token=turn.token)
+        self._turns[turn.token] = turn
         # Set while the runtime's task is created, so its tool calls see their run.
-        token = _current_run.set(state)
+        token = _current_turn.set(turn)
         try:
             call = self.in_flight.start(self._ask(request), Owner("runtime", state.run_id))
         finally:
-            _current_run.reset(token)
-        return await self._with_timeout(call, seconds)
+            _current_turn.reset(token)
+        try:
+            return await self._with_timeout(call, seconds)
+        finally:
+            self._turns.pop(turn.token, None)
+
+    def turn_by_token(self, token: str) -> RunTurn | None:
+        """The turn in flight whose token is ``token``; None once it has ended (or never
+        was: a caller over HTTP/MCP cannot tell which)."""
+        return self._turns.get(token)
 
     async def _with_timeout(self, task: asyncio.Task[object], seconds: float) -> object:
         due = self.clock.now() + timedelta(seconds=seconds)
@@ -498,15 +542,13 @@ class RunEngine:
         """How many of the ``maxConcurrent`` lane slots no run holds now."""
         return self._lane.free
 
-    def active_tasks(self) -> list[asyncio.Task[None]]:
-        return [worker for worker in self._workers.values() if not worker.done()]
-
-    async def close(self) -> None:
+    def stop_taking_runs(self) -> None:
+        """Closing: session actors stop at their current run."""
         self._closing = True
-        workers = [w for w in self._workers.values() if not w.done()]
-        for worker in workers:
-            worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+
+    def abandoned_calls(self) -> list[asyncio.Task[object]]:
+        """Runtime calls of runs that timed out, still stopping (or refusing to)."""
+        return [task for task in _abandoned if not task.done()]
 
 
 TIMED_OUT = object()
@@ -581,9 +623,16 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+# What an error without a message is called (OpenClaw conformance D4.4: its send answers
+# ``wait.error ?? "agent error"``); the exception's type goes to the log.
+UNNAMED_ERROR = "agent error"
+
+
 def _describe(error: BaseException) -> str:
     text = str(error).strip()
-    return text or type(error).__name__
+    if not text:
+        log.info("agent runtime error without a message", exception=type(error).__name__)
+    return text or UNNAMED_ERROR
 
 
 __all__: Sequence[str] = ["RunEngine"]

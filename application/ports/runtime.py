@@ -27,6 +27,10 @@ class RunRequest:
     requester_key: str | None = None
     tools: tuple[str, ...] = ()
     """The tools this run may call."""
+    run_token: str | None = None
+    """Proves a tool call over HTTP (header ``X-Sessionwire-Run: <run_id>:<token>``) or
+    MCP (argument ``_run``) is made by this run, while it is in flight: the call then
+    joins the run's chain and its hop limit (decision 17)."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import StoredSession
@@ -85,7 +86,13 @@ async def sessions_send(
             hop_refusal, tool="sessions_send", reference=reference, target_key=None
         )
         return HopLimitRefused(error=hop_refusal.message)
-    run_id = services.ids.new_id()
+    run_id = context.new_run_id("sessions_send", params)
+    earlier = services.runs.load(run_id) if context.caller_turn is not None else None
+    if earlier is not None:
+        # The calling run's earlier attempt (before a crash) made this very send: it goes
+        # on as it was (a reopen resumes it); answer for it rather than start it again.
+        display = context.display_key(earlier.state.session_key)
+        return await _answer(context, params, run_id, display)
     try:
         target = _target(context, params)
     except SessionRefused as refused:
@@ -149,6 +156,15 @@ async def sessions_send(
     )
     services.runs.save_and_enqueue(run, exchange)
     services.exchanges.start(exchange.id)
+    return await _answer(context, params, run_id, display)
+
+
+async def _answer(
+    context: ToolContext, params: SessionsSendParams, run_id: UUID, display: str
+) -> SendResult:
+    """What the send answers: accepted at once, or the run's outcome within the wait."""
+    services = context.services
+    assert services is not None
     if params.timeoutSeconds == 0:
         return SendResult(
             runId=str(run_id), status="accepted", sessionKey=display, delivery=PENDING_DELIVERY

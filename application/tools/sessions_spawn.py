@@ -38,6 +38,15 @@ async def sessions_spawn(
             hop_refusal, tool="sessions_spawn", reference=params.task[:80], target_key=None
         )
         return HopLimitRefused(error=hop_refusal.message)
+    ids = services.ids
+    run_id = context.new_run_id("sessions_spawn", params)
+    earlier = services.runs.load(run_id) if context.caller_turn is not None else None
+    if earlier is not None:
+        # The calling run's earlier attempt (before a crash) spawned this very child: it
+        # goes on as it was (a reopen resumes it); answer for it, never spawn it twice.
+        return SpawnResult(
+            status="accepted", runId=str(run_id), childSessionKey=earlier.state.session_key
+        )
     target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
     if target_agent != requester.agent_id:
         allow_any, allowed = allowed_targets(context)
@@ -62,8 +71,6 @@ async def sessions_spawn(
             status="error", tool="sessions_spawn", error=f"label already in use: {params.label}"
         )
 
-    ids = services.ids
-    run_id = ids.new_id()
     child_key = f"agent:{target_agent}:subagent:{ids.new_id()}"
     now = context.clock.now()
     requester_session = context.store.session(requester.key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.access_refusal import AccessRefusal
@@ -263,3 +264,52 @@ async def test_the_audit_timeline_shows_the_chain_on_each_line(
         assert [(e.trace_id, e.hops) for e in refused] == [(sent["runId"], 3)]
     finally:
         await gw.close()
+
+
+class SendThenWork(AgentRuntime):
+    """A's agent sends to B, then works a minute before answering; B's just answers."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.gateway: Gateway | None = None
+        self.results: list[dict[str, Any]] = []
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step != "primary" or request.session_key != A:
+            return RunReply(text="REPLY_SKIP" if request.step == "reply_back" else "ok")
+        assert self.gateway is not None
+        params = {"sessionKey": B, "message": "carry on", "timeoutSeconds": 0}
+        self.results.append(await self.gateway.call_tool(A, "sessions_send", params))
+        await self.clock.sleep(60)
+        return RunReply(text="sent")
+
+
+async def test_a_run_dispatched_again_after_a_crash_does_not_repeat_its_sends(
+    store_url: str, clock: VirtualClock
+) -> None:
+    # Simulator seed 200206: runs of a forwarding cycle in flight when the gateway stops
+    # are dispatched again on reopen and forward again; each copy forked the chain with a
+    # full hop budget of its own, so the work grew with every crash.
+    if store_url == "memory":
+        pytest.skip("a memory store cannot be reopened")
+    first_agents = SendThenWork(clock)
+    first = await open_cycle(store_url, clock, first_agents)  # type: ignore[arg-type]
+    try:
+        await first.call_tool(
+            OPERATOR, "sessions_send", {"sessionKey": A, "message": "go", "timeoutSeconds": 0}
+        )
+        await clock.advance(1)  # A sent to B and works on; the gateway stops
+        assert len(first_agents.results) == 1
+    finally:
+        await first.close()
+
+    agents = SendThenWork(clock)
+    second = await open_cycle(store_url, clock, agents)  # type: ignore[arg-type]
+    try:
+        await clock.advance(120)
+        await second.wait_idle()
+        # A's run ran again and asked for the same send: it got the first one back.
+        assert [r["runId"] for r in agents.results] == [first_agents.results[0]["runId"]]
+        assert [e.session_key for e in started_runs(second)].count(B) == 1
+    finally:
+        await second.close()

@@ -209,9 +209,10 @@ async def test_a_run_in_flight_at_a_crash_is_not_dispatched_after_its_deadline(
     assert "deadlines" not in result.counts, result.violations
 
 
-# Found by the 10,000-seed run of 2026-11-23 (docs/testing.md), not fixed yet: each
-# replays its shrunk script on SQLite and fails on the invariant named. Strict, so a fix
-# turns them into failures that ask for the marker to go.
+# Found by the 10,000-seed run of 2026-11-23 (docs/testing.md), each replaying its shrunk
+# script on SQLite (these were strict xfails until the fixes): a run queued in a child
+# archived while the gateway was down; runs dispatched again after a crash repeating
+# their sends (the chain forked, each copy with a full hop budget).
 FINDINGS = Path(__file__).parent / "simulator_findings"
 
 
@@ -225,9 +226,6 @@ async def test_no_run_is_handed_to_an_agent_in_an_archived_child(tmp_path: Path)
     assert "closed-sessions" not in result.counts, result.violations
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a forwarding cycle resumed by a reopen is not held to the hop limit"
-)
 async def test_a_cycle_resumed_after_a_reopen_ends_at_the_hop_limit(tmp_path: Path) -> None:
     script = SimulationScript.load(FINDINGS / "seed-200206-cycle-after-reopen.json")
     stores = fresh_stores(f"sqlite:///{tmp_path}")

@@ -1,0 +1,65 @@
+"""``gateway.close()`` stops everything it started, and never hangs (issue 12: the
+simulator saw a close wait forever on a task whose cleanup itself waited)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
+from sessionwire.testing import ScriptedRuntime, VirtualClock
+
+SCRIPT = {
+    "rules": [
+        {"step": "primary", "reply": "done"},
+        {"step": "reply_back", "reply": "REPLY_SKIP"},
+        {"step": "announce", "reply": "posted to the group"},
+    ]
+}
+# Far more loop turns than a bounded close takes; an unbounded one never finishes.
+LOOP_TURNS = 2_000
+
+
+class StubbornChannel(ChannelDelivery):
+    """A channel whose post never returns and swallows every cancellation."""
+
+    def __init__(self) -> None:
+        self.posting = 0
+
+    async def deliver(self, delivery: Delivery) -> None:
+        self.posting += 1
+        while True:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                continue
+
+
+async def test_close_returns_even_when_a_task_will_not_stop(clock: VirtualClock) -> None:
+    channel = StubbornChannel()
+    gateway = await Gateway.open(
+        config=GatewayConfig(),
+        store="memory",
+        clock=clock,
+        runtime=ScriptedRuntime.from_dict(SCRIPT),
+        delivery=channel,
+    )
+    await gateway.record_message("main", role="user", content="hi")
+    await gateway.record_message(
+        "agent:main:discord:group:ops", role="user", content="hi", channel="discord"
+    )
+    params = {"sessionKey": "agent:main:discord:group:ops", "message": "go", "timeoutSeconds": 0}
+    assert (await gateway.call_tool("main", "sessions_send", params))["status"] == "accepted"
+    for _ in range(LOOP_TURNS):
+        if channel.posting:
+            break
+        await asyncio.sleep(0)
+    assert channel.posting == 1  # the exchange's announce is stuck in the channel
+
+    closing = asyncio.ensure_future(gateway.close())
+    for _ in range(LOOP_TURNS):
+        if closing.done():
+            break
+        await asyncio.sleep(0)
+    assert closing.done()
+    closing.result()

@@ -1,0 +1,162 @@
+"""Tool calls an agent makes during its turn over HTTP or MCP join its run's chain.
+
+An agent runtime that calls back through ``POST /v1/tools/*`` or the MCP server names its
+run with the token its ``RunRequest`` carries (header ``X-Sessionwire-Run``, MCP
+``_meta["sessionwire/run"]``), so a cycle of such agents ends at the hop limit (decision
+17) just as in-process calls do. A token names only a run in flight of the session the
+caller speaks as: unknown, ended or another session's runs are refused, so no client can
+claim a shorter chain than its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from mcp.shared.memory import create_connected_server_and_client_session
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.mcp.server import RUN_META, build_server
+from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.testing import CapturingDelivery, VirtualClock
+
+OPERATOR_TOKEN = "operator-secret"
+OPERATOR = "agent:main:main"
+A = "agent:main:discord:group:a"
+B = "agent:main:discord:group:b"
+C = "agent:main:discord:group:c"
+NEXT = {A: B, B: C, C: A}
+# The agents stop after this many sends if nothing refuses them: the test fails, not hangs.
+SAFETY_CAP = 8
+
+
+class CallingBack(AgentRuntime):
+    """Agents that forward each message round the cycle through a remote transport."""
+
+    def __init__(self, transport: str) -> None:
+        self.transport = transport
+        self.gateway: Gateway | None = None
+        self.results: list[dict[str, Any]] = []
+        self.tokens: list[tuple[str, str]] = []
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step != "primary" or len(self.results) >= SAFETY_CAP:
+            return RunReply(text="REPLY_SKIP" if request.step == "reply_back" else "ok")
+        assert request.run_token is not None
+        self.tokens.append((request.session_key, request.run_token))
+        params = {"sessionKey": NEXT[request.session_key], "message": request.message}
+        params["timeoutSeconds"] = 0  # type: ignore[assignment]
+        if self.transport == "http":
+            result = await self.over_http(request.session_key, request.run_token, params)
+        else:
+            result = await self.over_mcp(request.session_key, request.run_token, params)
+        self.results.append(result)
+        return RunReply(text="forwarded")
+
+    async def over_http(self, session: str, token: str, params: dict[str, Any]) -> Any:
+        async with http_client(self.gateway) as client:
+            response = await client.post(
+                "/v1/tools/sessions_send",
+                json=params,
+                headers={"X-Sessionwire-Session": session, "X-Sessionwire-Run": token},
+            )
+            assert response.status_code == 200, response.text
+            return response.json()
+
+    async def over_mcp(self, session: str, token: str, params: dict[str, Any]) -> Any:
+        assert self.gateway is not None
+        server = build_server(self.gateway, session)
+        async with create_connected_server_and_client_session(server) as client:
+            answer = await client.call_tool("sessions_send", params, meta={RUN_META: token})
+            return answer.structuredContent
+
+
+def http_client(gateway: Gateway | None) -> httpx.AsyncClient:
+    assert gateway is not None
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(gateway, OPERATOR_TOKEN)),
+        base_url="http://gateway",
+        headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+    )
+
+
+async def open_cycle(clock: VirtualClock, agents: CallingBack) -> Gateway:
+    config = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(config),
+        store="memory",
+        clock=clock,
+        runtime=agents,
+        delivery=CapturingDelivery(),
+    )
+    agents.gateway = gateway
+    for key in (OPERATOR, A, B, C):
+        await gateway.record_message(key, role="user", content="(opened)")
+    return gateway
+
+
+def primary_hops(gateway: Gateway) -> list[int]:
+    return [
+        event.hops
+        for _, event in gateway.store.events()
+        if type(event).__name__ == "RunStarted" and event.step == "primary"
+    ]
+
+
+async def test_a_cycle_calling_back_over_http_ends_at_the_hop_limit(clock: VirtualClock) -> None:
+    await _cycle_ends_at_the_hop_limit(clock, "http")
+
+
+async def test_a_cycle_calling_back_over_mcp_ends_at_the_hop_limit(clock: VirtualClock) -> None:
+    await _cycle_ends_at_the_hop_limit(clock, "mcp")
+
+
+async def _cycle_ends_at_the_hop_limit(clock: VirtualClock, transport: str) -> None:
+    agents = CallingBack(transport)
+    gateway = await open_cycle(clock, agents)
+    try:
+        params = {"sessionKey": A, "message": "pass it on", "timeoutSeconds": 0}
+        first = await gateway.call_tool(OPERATOR, "sessions_send", params)
+        await gateway.wait_idle()
+        assert [r["status"] for r in agents.results] == ["accepted"] * 5 + ["forbidden"]
+        assert "hop limit" in agents.results[-1]["error"]
+        assert primary_hops(gateway) == [1, 2, 3, 4, 5, 6]
+        traces = {
+            event.trace_id
+            for _, event in gateway.store.events()
+            if type(event).__name__ == "RunStarted"
+        }
+        assert traces == {first["runId"]}
+    finally:
+        await gateway.close()
+
+
+async def test_a_run_token_is_refused_unless_its_run_is_in_flight_for_the_caller(
+    clock: VirtualClock,
+) -> None:
+    agents = CallingBack("http")
+    gateway = await open_cycle(clock, agents)
+    try:
+        params = {"sessionKey": A, "message": "pass it on", "timeoutSeconds": 0}
+        await gateway.call_tool(OPERATOR, "sessions_send", params)
+        await gateway.wait_idle()
+        session, ended = agents.tokens[0]
+        body = {"sessionKey": B, "message": "again", "timeoutSeconds": 0}
+        async with http_client(gateway) as client:
+            for speaking_as, token in ((session, ended), (session, "made-up"), (B, ended)):
+                response = await client.post(
+                    "/v1/tools/sessions_send",
+                    json=body,
+                    headers={"X-Sessionwire-Session": speaking_as, "X-Sessionwire-Run": token},
+                )
+                assert response.status_code == 403
+                assert response.json()["error"]["code"] == "run_not_in_flight"
+                assert "no run in flight" in response.json()["error"]["message"]
+        # The Python API and MCP refuse the same way, as a forbidden tool result.
+        result = await gateway.call_tool(session, "sessions_send", body, run_token=ended)
+        assert result["status"] == "forbidden"
+        assert "no run in flight" in result["error"]
+        # Nothing was started by the refused calls.
+        assert len(primary_hops(gateway)) == 6
+    finally:
+        await gateway.close()
