@@ -3,10 +3,10 @@ database's answer arrives."""
 
 from __future__ import annotations
 
+import select
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.application.ports.store import StoreConflict
@@ -25,21 +25,15 @@ def _other(_: Any) -> str:
     return "other"
 
 
-# Round trips to the server, not a time limit: it has refused by the first few.
-STATE_CHECKS = 10_000
-
-
-def _until_refused(url: str, backend_pid: int) -> None:
-    """Until the server has refused the events of the save on ``backend_pid`` (its
-    transaction is then aborted), watched from another connection."""
-    with psycopg.connect(url.split("?")[0], autocommit=True) as watcher:
-        for _ in range(STATE_CHECKS):
-            row = watcher.execute(
-                "SELECT state FROM pg_stat_activity WHERE pid = %s", (backend_pid,)
-            ).fetchone()
-            if row is not None and row[0] == "idle in transaction (aborted)":
-                return
-    raise AssertionError("the server never refused the conflicting events")
+def _until_answered(connection: Any) -> None:
+    """Push the save's queued statements (its events) to the server and wait, on the
+    connection's socket, until the server's answer (the refusal) has come back."""
+    pgconn = connection.pgconn
+    pgconn.flush()
+    while pgconn.is_busy():
+        readable, _, _ = select.select([pgconn.socket], [], [], 60)
+        assert readable, "the server never answered the conflicting events"
+        pgconn.consume_input()
 
 
 def test_a_conflict_answered_while_the_save_is_still_sending_is_a_conflict(
@@ -61,7 +55,9 @@ def test_a_conflict_answered_while_the_save_is_still_sending_is_a_conflict(
         write = second.read_model.write
 
         def late_write(cursor: Any, changes: Any) -> None:
-            _until_refused(postgres_url, cursor.connection.info.backend_pid)
+            # The save runs in one pipeline: the refusal of its events is back before
+            # the rest is sent.
+            _until_answered(cursor.connection)
             write(cursor, changes)
 
         second.read_model.write = late_write  # type: ignore[method-assign]
