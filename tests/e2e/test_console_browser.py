@@ -45,9 +45,20 @@ if not (CHROMIUM and CHROMEDRIVER):
 from selenium import webdriver  # noqa: E402 (only once Chromium is known to be there)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 # What a screen-reader or low-vision user would trip over, checked in the page.
 A11Y_CHECK = (Path(__file__).parent / "a11y_check.js").read_text(encoding="utf-8")
+
+
+def follow(browser: Any, element: Any) -> None:
+    """Click ``element`` and wait until the page it leads to has replaced this one (the
+    old page's elements go stale): finding elements right after a click could read the
+    page being left."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(page))
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +111,7 @@ def logged_in(browser: Any, console_url: tuple[str, Recorded]) -> tuple[Any, str
     assert browser.current_url.endswith("/console/login"), "the console asks for a token"
     assert accessibility_problems(browser) == []
     browser.find_element(By.ID, "token").send_keys(TOKEN)
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "Sessions"
     return browser, base, recorded
 
@@ -118,12 +129,12 @@ def test_sessions_page_pages_and_searches(logged_in: tuple[Any, str, Recorded]) 
     header = browser.find_element(By.TAG_NAME, "header")
     assert header.value_of_css_property("background-color") == "rgba(16, 42, 67, 1)"
     assert accessibility_problems(browser) == []
-    browser.find_element(By.CSS_SELECTOR, "a[rel=next]").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "a[rel=next]"))
     more = browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
     assert 0 < len(more) <= 50
     search = browser.find_element(By.ID, "q")
     search.send_keys("group:ops")
-    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "form.filters button"))
     keys = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody a")]
     assert keys == [OPS]
 
@@ -141,7 +152,7 @@ def test_transcript_shows_provenance_masked(logged_in: tuple[Any, str, Recorded]
 def test_exchange_diagram_is_drawn(logged_in: tuple[Any, str, Recorded], tmp_path: Path) -> None:
     browser, base, _ = logged_in
     browser.get(f"{base}sessions/{OPS}")
-    browser.find_element(By.CSS_SELECTOR, "a[href*='/console/exchanges/']").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "a[href*='/console/exchanges/']"))
     svg = browser.find_element(By.CSS_SELECTOR, "figure#sequence svg")
     assert svg.size["width"] > 400
     assert svg.size["height"] > 300
@@ -178,7 +189,7 @@ def test_trace_runs_refusals_and_store(logged_in: tuple[Any, str, Recorded]) -> 
         browser.get(f"{base}{page}")
         assert expected in browser.find_element(By.TAG_NAME, "main").text
         assert accessibility_problems(browser) == [], page
-    browser.find_element(By.LINK_TEXT, "Verify the store now").click()
+    follow(browser, browser.find_element(By.LINK_TEXT, "Verify the store now"))
     assert "Clean:" in browser.find_element(By.CSS_SELECTOR, ".verdict").text
 
 
