@@ -25,14 +25,20 @@ class StubbornChannel(ChannelDelivery):
 
     def __init__(self) -> None:
         self.posting = 0
+        self.released = asyncio.Event()
 
     async def deliver(self, delivery: Delivery) -> None:
         self.posting += 1
-        while True:
+        while not self.released.is_set():
             try:
-                await asyncio.Event().wait()
+                await self.released.wait()
             except asyncio.CancelledError:
                 continue
+
+    def release(self) -> None:
+        """Let the stuck post end (the test's own cleanup: the event loop that closes after
+        the test would otherwise wait for it forever)."""
+        self.released.set()
 
 
 async def test_close_returns_even_when_a_task_will_not_stop(clock: VirtualClock) -> None:
@@ -63,3 +69,4 @@ async def test_close_returns_even_when_a_task_will_not_stop(clock: VirtualClock)
         await asyncio.sleep(0)
     assert closing.done()
     closing.result()
+    channel.release()
