@@ -9,7 +9,7 @@ nothing, so an embedding program that asks for neither pays for neither.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 
 
@@ -115,19 +115,21 @@ class FanOut(Telemetry):
 
     @contextmanager
     def run_span(self, run: RunSpan) -> Iterator[SpanOutcome]:
-        with ExitStack() as stack:
-            outcomes = [stack.enter_context(t.run_span(run)) for t in self.telemetries]
-            shared = SpanOutcome()
-            try:
-                yield shared
-            finally:
-                for outcome in outcomes:
-                    outcome.status, outcome.error = shared.status, shared.error
+        with self._spans(lambda telemetry: telemetry.run_span(run)) as shared:
+            yield shared
 
     @contextmanager
     def tool_span(self, call: ToolSpan) -> Iterator[SpanOutcome]:
+        with self._spans(lambda telemetry: telemetry.tool_span(call)) as shared:
+            yield shared
+
+    @contextmanager
+    def _spans(
+        self, span_of: Callable[[Telemetry], AbstractContextManager[SpanOutcome]]
+    ) -> Iterator[SpanOutcome]:
+        """One span in each telemetry; the caller's outcome is copied to all of them."""
         with ExitStack() as stack:
-            outcomes = [stack.enter_context(t.tool_span(call)) for t in self.telemetries]
+            outcomes = [stack.enter_context(span_of(t)) for t in self.telemetries]
             shared = SpanOutcome()
             try:
                 yield shared
