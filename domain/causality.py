@@ -89,4 +89,5 @@ def with_provenance(message: dict[str, Any]) -> dict[str, Any]:
     """A transcript line as readers get it: with provenance, a default for older lines."""
     if isinstance(message.get("provenance"), dict):
         return message
-    return {**message, "provenance": default_provenance(str(message.get("role"))).for_reader()}
+    # default_provenance(role).for_reader(), without building a model per line read.
+    return {**message, "provenance": {"kind": "user" if message.get("role") == "user" else "agent"}}

@@ -20,6 +20,9 @@ from typing import Any
 import re2
 
 MASK = "[redacted:{name}]"
+# Strings up to this length have their masked form cached (at most SHORT_CACHE of them).
+SHORT_TEXT = 64
+SHORT_CACHE = 4096
 # Message fields that hold no free text: left alone whatever they look like.
 _STRUCTURAL = frozenset({"role", "type", "timestamp", "id", "toolCallId", "toolName", "name"})
 
@@ -74,6 +77,8 @@ class Redactor:
         for pattern in self._patterns:
             self._any.Add(pattern.regex.pattern)
         self._any.Compile()
+        # Short strings repeat (a provenance kind, a session key): their answer is kept.
+        self._short: dict[str, str] = {}
 
     def mask_text(self, text: str) -> str:
         matched = self._any.Match(text) if self._patterns else None
@@ -97,7 +102,14 @@ class Redactor:
     def mask(self, value: Any) -> Any:
         """``value`` (a message, its content blocks, ...) with every string masked."""
         if isinstance(value, str):
-            return self.mask_text(value)
+            if len(value) > SHORT_TEXT:
+                return self.mask_text(value)
+            masked = self._short.get(value)
+            if masked is None:
+                if len(self._short) >= SHORT_CACHE:
+                    self._short.clear()
+                masked = self._short[value] = self.mask_text(value)
+            return masked
         if isinstance(value, list):
             return [self.mask(item) for item in value]
         if isinstance(value, dict):

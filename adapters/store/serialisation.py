@@ -3,6 +3,11 @@
 eventsourcing's default mapper builds events with ``object.__new__`` and so skips
 pydantic; this mapper validates on the way back in and upcasts by ``class_version``.
 
+A field whose value is its default is left out of the stored JSON (validation puts it
+back): a message's ``null`` usage, model and origin fields were a third of its event.
+Records written before that keep every field; both read the same. An upcaster
+(``upcast_vN_vN+1``) must therefore not expect a defaulted field to be present.
+
 A stored topic names a module to import (``module:Class``), so it is looked up only among
 sessionwire's own events: a crafted record (an edited store, an imported export) can never
 make the mapper import an arbitrary module. The same holds for the aggregate topic a
@@ -78,12 +83,12 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
         model = cast(BaseModel, domain_event)
         class_version = getattr(type(domain_event), "class_version", 1)
         if class_version > 1:
-            state = model.model_dump(mode="json", exclude=_COORDINATES)
+            state = model.model_dump(mode="json", exclude=_COORDINATES, exclude_defaults=True)
             state["class_version"] = class_version
             data = self.transcoder.encode(state)
         else:
             # pydantic's own JSON writer: the same compact JSON, several times faster.
-            data = model.model_dump_json(exclude=_COORDINATES).encode()
+            data = model.model_dump_json(exclude=_COORDINATES, exclude_defaults=True).encode()
         if self.compressor:
             data = self.compressor.compress(data)
         if self.cipher:

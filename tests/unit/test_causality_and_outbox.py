@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 from sessionwire import GatewayConfig
 from sessionwire.domain.agent_to_agent import reply_text
-from sessionwire.domain.causality import Causality, hop_limit_reached
+from sessionwire.domain.causality import (
+    Causality,
+    default_provenance,
+    hop_limit_reached,
+    with_provenance,
+)
 from sessionwire.domain.outbox import OutboundDelivery, RetryPolicy
 
 MAIN = "agent:main:main"
@@ -77,3 +82,13 @@ def test_reply_cleaning_strips_the_blanks_after_a_tool_call_marker(
 def test_max_hops_must_be_a_positive_whole_number(max_hops: Any) -> None:
     with pytest.raises(ValueError, match="maxHops"):
         GatewayConfig.load({"session": {"agentToAgent": {"maxHops": max_hops}}})
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "toolResult", None])
+def test_a_line_without_provenance_reads_with_its_roles_default(role: str | None) -> None:
+    line: dict[str, Any] = {"role": role, "content": []}
+    shown = with_provenance(line)
+    assert shown["provenance"] == default_provenance(str(role)).for_reader()
+    assert "provenance" not in line  # the stored line is left as it was
+    kept = {"role": "user", "provenance": {"kind": "a2a", "sessionKey": "agent:x:main"}}
+    assert with_provenance(kept) is kept

@@ -158,3 +158,27 @@ def test_the_config_example_in_the_security_page_loads_and_masks() -> None:
     assert masker.mask_text("ACME-12345678 badge=4711") == (
         "[redacted:configured] badge=[redacted:configured]"
     )
+
+
+def test_a_short_string_is_masked_the_same_from_the_cache() -> None:
+    # Short strings (a provenance kind, a key, a short secret) are cached by their text:
+    # the second read of each must give what the first gave, secret or not.
+    redactor = redactor_for(())
+    texts = ["user", "OPENAI_API_KEY=9a8b7c6d5e4f3a2b1c0d", "user", "agent"]
+    first = [redactor.mask(text) for text in texts]
+    again = [redactor.mask(text) for text in texts]
+    assert first == again
+    assert first[1] != texts[1]
+    assert "[redacted:" in first[1]
+    assert first[0] == "user"
+    assert first[3] == "agent"
+
+
+def test_the_short_string_cache_stays_bounded() -> None:
+    from sessionwire.domain import redaction
+
+    redactor = Redactor(DEFAULT_PATTERNS)
+    for number in range(redaction.SHORT_CACHE + 10):
+        assert redactor.mask(f"text {number}") == f"text {number}"
+    assert len(redactor._short) <= redaction.SHORT_CACHE
+    assert redactor.mask("sk-3kF9wQ2xL7vB1nM8zR4tY6uP0aS5dG") == "[redacted:api-key]"
