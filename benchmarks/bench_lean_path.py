@@ -16,14 +16,18 @@ with ``--against DIR``, the same with that checkout's ``with_provenance`` and ``
 round by round, the outputs asserted equal.
 ``append``: ``record_message`` into 50 sessions round-robin on an SQLite file, 2,000
 appends after 100 warm-up ones; process CPU (the loop and the writer thread) per append.
+``--profile FILE`` writes a cProfile of the run on the main thread's CPU clock (the
+loop's Python; the writer thread is not in it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import importlib.util
 import json
+import pstats
 import statistics
 import sys
 import tempfile
@@ -119,7 +123,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=50, help="read: rounds of 200 lines")
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--against", type=Path, help="read: another checkout to compare")
+    parser.add_argument("--profile", type=Path, help="write a cProfile (CPU clock) here")
     args = parser.parse_args()
+    profile = cProfile.Profile(time.thread_time) if args.profile else None
+    if profile is not None:
+        profile.enable()
+    try:
+        run(args)
+    finally:
+        if profile is not None:
+            profile.disable()
+            with open(args.profile, "w") as out:
+                pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(60)
+
+
+def run(args: argparse.Namespace) -> None:
     if args.workload == "read":
         medians = read_pipeline(args.rounds, args.against)
         shown = ", ".join(f"{name} {ms:.2f}" for name, ms in medians.items())
