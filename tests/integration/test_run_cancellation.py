@@ -378,3 +378,26 @@ def test_the_sync_gateway_cancels_too(tmp_path: Any) -> None:
         assert answer is not None
         assert answer["cancelled"] is False  # no runtime: it failed at once
         assert answer["reason"].startswith("the run had already ended")
+
+
+async def test_a_cancel_between_dispatch_and_the_runtime_call_stops_the_call_before_it_starts(
+    store_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = Agents()
+    async with open_gateway(store_url, clock, agents) as (gw, _):
+        engine = gw.run_engine
+        real_dispatch = engine._record_dispatch
+
+        async def dispatch_then_cancel(run: Any) -> Any:
+            dispatched = await real_dispatch(run)
+            answer = await gw.cancel_run(str(run.id), "just in time")
+            assert answer is not None
+            assert answer["cancelled"] is True
+            return dispatched
+
+        monkeypatch.setattr(engine, "_record_dispatch", dispatch_then_cancel)
+        run_id = await fire(gw, A, "never asked")
+        await gw.wait_idle()
+        assert ("primary", "never asked") not in agents.asked
+        assert status(gw, run_id) == "cancelled"
+        assert outcomes(gw, run_id) == ["RunCancelled"]
