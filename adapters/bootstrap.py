@@ -109,6 +109,12 @@ class SyncGateway:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._gateway.tool_schemas()
 
+    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+        return self._gateway.run(run_id, requester=requester)
+
+    def runs(self, **filters: Any) -> dict[str, Any]:
+        return self._gateway.runs(**filters)
+
     def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
         return self._gateway.session_as_of(session_key, **point)
 

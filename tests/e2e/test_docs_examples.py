@@ -60,6 +60,9 @@ def test_embedding_examples_run() -> None:
     assert "ok Ticket opened for: printer on fire" in out
     assert "to slack:channel:ops: Ops: a ticket was opened." in out
     assert "['agent:main:slack:channel:ops', 'main']" in out
+    assert "run subagent_task ok True" in out
+    assert "trace ['subagent_announce', 'subagent_task']" in out
+    assert "unknown None" in out
 
 
 def test_mcp_examples_run() -> None:
