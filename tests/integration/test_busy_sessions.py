@@ -239,6 +239,13 @@ async def test_a_busy_override_that_is_no_policy_is_refused(enqueueing: Gateway)
         await enqueueing.patch_session(WORKER, busy=True)
 
 
+async def test_interrupt_is_refused_until_runs_can_be_cancelled(enqueueing: Gateway) -> None:
+    with pytest.raises(InvalidPatch, match='busy "interrupt" is not available yet'):
+        await enqueueing.patch_session(WORKER, busy="interrupt")
+    with pytest.raises(ConfigError, match=r'session\.agentToAgent\.busy: Value error, busy "inte'):
+        GatewayConfig.load({"session": {"agentToAgent": {"busy": "interrupt"}}})
+
+
 def test_an_unknown_busy_policy_is_a_config_error_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"session\.agentToAgent\.busy: Input should be"):
         GatewayConfig.load({"session": {"agentToAgent": {"busy": "queue"}}})
