@@ -60,6 +60,7 @@ def test_embedding_examples_run() -> None:
     assert "ok Ticket opened for: printer on fire" in out
     assert "to slack:channel:ops: Ops: a ticket was opened." in out
     assert "['agent:main:slack:channel:ops', 'main']" in out
+    assert "accepted error True" in out  # the busy policy's example
 
 
 def test_mcp_examples_run() -> None:

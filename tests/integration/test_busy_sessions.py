@@ -187,9 +187,13 @@ async def test_a_waiting_send_into_a_busy_session_is_refused_at_once(
     assert "is busy" in refused["error"]
 
 
-async def test_the_decision_is_in_both_sessions_timelines(rejecting: Gateway) -> None:
+async def test_the_decision_is_in_both_sessions_timelines_and_its_trace(
+    rejecting: Gateway,
+) -> None:
     await keep_busy(rejecting)
-    await send(rejecting, "next job")
+    refused = await send(rejecting, "next job")
+    [node] = rejecting.trace(refused["runId"]).nodes
+    assert (node.kind, node.session_key) == ("busy", WORKER)
     for key in (WORKER, "main"):
         busy = [e for e in rejecting.timeline(key).entries if e.kind == "busy"]
         assert [e.event for e in busy] == ["BusyDecided"]
