@@ -293,3 +293,20 @@ async def test_a_busy_override_set_over_http_refuses_a_send_over_http(
         assert (decided.decision, decided.in_flight_run_id) == ("rejected", first.json()["runId"])
     finally:
         await gw.close()
+
+
+async def test_busy_decisions_and_overrides_rebuild_to_the_live_read_models(
+    rejecting: Gateway, clock: VirtualClock
+) -> None:
+    gw = rejecting
+    await keep_busy(gw)
+    assert (await send(gw, "refused"))["status"] == "error"
+    await gw.patch_session(WORKER, busy="enqueue")
+    assert (await send(gw, "queued"))["status"] == "accepted"
+    await clock.advance(61)
+    await gw.wait_idle()
+
+    live = gw.store.read_model_snapshot()
+    gw.store.rebuild_read_models()
+    assert gw.store.read_model_snapshot() == live
+    assert [d.decision for d in decisions(gw)] == ["rejected", "enqueued"]
