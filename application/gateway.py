@@ -356,7 +356,8 @@ class GatewayService:
         }
 
     async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
-        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy."""
+        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy, busy
+        (what a send into the session does while it has a run in flight, ADR 0022)."""
         key = self.rules.canonical(session_key)
         checked = validate_patch(changes)
 

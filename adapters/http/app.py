@@ -612,8 +612,8 @@ def create_app(
     async def sessions_patch(
         grant: Annotated[Grant, Depends(authenticated)], params: SessionsPatchParams
     ) -> SessionsPatchResult:
-        """Set or clear (null) label, model, thinkingLevel, verboseLevel, sendPolicy
-        (an operator token only)."""
+        """Set or clear (null) label, model, thinkingLevel, verboseLevel, sendPolicy,
+        busy (an operator token only)."""
         with refusals():
             return await methods_for(grant).sessions_patch(params)
 

@@ -382,9 +382,11 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.read_model.work(cursor, aggregate_id)
 
-    def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+    def pending_work(
+        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
+    ) -> list[StoredWork]:
         with self.reading() as cursor:
-            return self.read_model.pending_work(cursor, kind, statuses)
+            return self.read_model.pending_work(cursor, kind, statuses, session_key)
 
     def agent_ids(self) -> list[str]:
         with self.reading() as cursor:

@@ -63,6 +63,7 @@ def test_embedding_examples_run() -> None:
     assert "run subagent_task ok True" in out
     assert "trace ['subagent_announce', 'subagent_task']" in out
     assert "unknown None" in out
+    assert "accepted error True" in out  # the busy policy's example
 
 
 def test_mcp_examples_run() -> None:

@@ -109,9 +109,9 @@ async def test_a_gateway_sees_and_stops_only_its_own_abandoned_calls(
         assert (await first.call_tool("main", "sessions_send", params))["status"] == "accepted"
         await clock.advance(31)
         assert agent.cancelled == 1  # timed out, and still running
-        assert len(first.runs.abandoned_calls()) == 1
+        assert len(first.services.runs.abandoned_calls()) == 1
 
-        assert second.runs.abandoned_calls() == []
+        assert second.services.runs.abandoned_calls() == []
         await second.close()
         assert agent.cancelled == 1  # the other gateway's close left it alone
     finally:
