@@ -570,6 +570,11 @@ class GatewayService:
         )
         return self.events.subscribe(after, events)
 
+    def end_subscriptions(self) -> None:
+        """End every open subscription (a server stopping: its event streams close, so
+        it need not wait for clients that would never hang up)."""
+        self.events.close()
+
     async def wait_idle(self) -> None:
         """Return once no work of this gateway is runnable before the clock's next due time.
 
@@ -594,7 +599,7 @@ class GatewayService:
         is named in a warning and left; the store closes anyway.
         """
         self.clock.detach(self.in_flight)
-        self.events.close()
+        self.end_subscriptions()
         self.runs.stop_taking_runs()
         stuck: list[asyncio.Task[Any]] = []
         for _ in range(CLOSE_ROUNDS):
