@@ -675,6 +675,15 @@ def create_app(
             str | None,
             Query(min_length=1, max_length=200, description="only this chain's events"),
         ] = None,
+        follow: Annotated[
+            bool,
+            Query(
+                description=(
+                    "keep the stream open for new events (default); false: send what is "
+                    "recorded now and end"
+                )
+            ),
+        ] = True,
         last_event_id: Annotated[
             str | None,
             Header(
@@ -702,7 +711,7 @@ def create_app(
         except ValueError as error:
             raise ApiError(400, "bad_request", str(error)) from None
         return StreamingResponse(
-            event_source(subscription, gateway.clock),
+            event_source(subscription, gateway.clock, follow=follow),
             media_type=EVENT_STREAM,
             # Proxies must neither cache nor buffer a stream.
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

@@ -24,13 +24,22 @@ def sse_message(event: dict[str, Any]) -> str:
 
 
 async def event_source(
-    subscription: Subscription, clock: Clock, heartbeat: float = HEARTBEAT_SECONDS
+    subscription: Subscription,
+    clock: Clock,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    *,
+    follow: bool = True,
 ) -> AsyncIterator[str]:
     """The stream's text. A heartbeat waits on the gateway clock; a client that leaves
-    cancels this (and the subscription with it); a gateway that closes ends it."""
+    cancels this (and the subscription with it); a gateway that closes ends it.
+    ``follow`` False: the events recorded now, then the end."""
     yield ": sessionwire events\n\n"  # the headers and a first line, at once
     next_event: asyncio.Future[dict[str, Any]] | None = None
     try:
+        if not follow:
+            for event in subscription.recorded():
+                yield sse_message(event)
+            return
         while True:
             if next_event is None:
                 next_event = asyncio.ensure_future(subscription.__anext__())

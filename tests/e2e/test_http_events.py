@@ -104,6 +104,19 @@ def test_filters_and_a_session_bound_token_see_only_what_they_may(tmp_path: Path
             assert [i for i, _ in events] == [7, 8]
 
 
+def test_follow_false_sends_what_is_recorded_and_ends(server: Any) -> None:
+    headers = {"Authorization": f"Bearer {server.token}"}
+    answer = httpx.get(
+        f"{server.url}/v1/events",
+        params={"after": "6", "follow": "false"},
+        headers=headers,
+        timeout=30,
+    )
+    assert answer.status_code == 200
+    ids = [int(line[4:]) for line in answer.text.splitlines() if line.startswith("id: ")]
+    assert ids == [7, 8]
+
+
 def test_bad_input_is_refused_before_the_stream_opens(server: Any) -> None:
     headers = {"Authorization": f"Bearer {server.token}"}
     with httpx.Client(base_url=server.url, timeout=30) as client:
