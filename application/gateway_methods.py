@@ -104,6 +104,14 @@ class SessionsPatchParams(MethodModel):
     thinkingLevel: str | None = Field(default=None, max_length=32)
     verboseLevel: str | None = Field(default=None, max_length=32)
     sendPolicy: str | None = Field(default=None, max_length=32, description='"allow" or "deny"')
+    busy: str | None = Field(
+        default=None,
+        max_length=32,
+        description=(
+            "what a sessions_send into this session does while a run of it is in flight: "
+            '"enqueue", "reject" or "interrupt" (null inherits session.agentToAgent.busy)'
+        ),
+    )
 
 
 class ChatHistoryParams(MethodModel):

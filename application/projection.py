@@ -14,6 +14,7 @@ from uuid import UUID
 
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
@@ -89,8 +90,8 @@ def run_row(run: Run, *, is_new: bool) -> RunRow:
 
 @dataclass(frozen=True)
 class StreamMember:
-    """A stream (run, exchange, spawn, refusal) that took part in a session: the index
-    that lets a session's timeline read its own streams instead of the whole log."""
+    """A stream (run, exchange, spawn, refusal, busy decision) that took part in a session:
+    the index that lets a session's timeline read its own streams instead of the whole log."""
 
     session_key: str
     stream_id: UUID
@@ -99,7 +100,8 @@ class StreamMember:
 
 def stream_members(event: DomainEvent) -> list[StreamMember]:
     """The sessions the stream this first event creates belongs to (a run to the session
-    it runs in and the one that asked; an exchange, a spawn and a refusal to both ends)."""
+    it runs in and the one that asked; an exchange, a spawn, a refusal and a busy decision
+    to both ends)."""
     keys: tuple[str | None, ...]
     if isinstance(event, Run.RunStarted):
         kind, keys = "run", (event.session_key, event.requester_key)
@@ -111,6 +113,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "refusal", (event.requester_key, event.target_key)
     elif isinstance(event, OutboundDelivery.DeliveryQueued):
         kind, keys = "delivery", (event.session_key,)
+    elif isinstance(event, BusyDecision.BusyDecided):
+        kind, keys = "busy", (event.session_key, event.requester_key)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)

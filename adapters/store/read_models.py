@@ -443,13 +443,23 @@ class SqlReadModel:
         found = cursor.fetchone()
         return None if found is None else stored_work(found)
 
-    def pending_work(self, cursor: Cursor, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+    def pending_work(
+        self,
+        cursor: Cursor,
+        kind: str,
+        statuses: Sequence[str],
+        session_key: str | None = None,
+    ) -> list[StoredWork]:
         if not statuses:
             return []
+        # The (kind, status, position) index narrows to pending work; the session is a
+        # filter on those few rows.
+        of_session = f"AND session_key = {self.m} " if session_key is not None else ""
         cursor.execute(
             f"SELECT {WORK_COLUMNS} FROM {self.work_table} WHERE kind = {self.m} "
-            f"AND status IN ({', '.join([self.m] * len(statuses))}) ORDER BY position",
-            (kind, *statuses),
+            f"AND status IN ({', '.join([self.m] * len(statuses))}) {of_session}"
+            "ORDER BY position",
+            (kind, *statuses, *([session_key] if session_key is not None else [])),
         )
         return [stored_work(found) for found in cursor.fetchall()]
 

@@ -210,6 +210,10 @@ class RunEngine:
         self._executing: dict[UUID, bool] = {}
         self.turn_started: Callable[[], None] = lambda: None
         """Called as a runtime call starts (the cancellation watch starts polling)."""
+        # Runtime calls of this engine's runs cancelled at their timeout (or cancel), kept
+        # until they stop (one may ignore cancellation): this gateway's close waits for
+        # its own only.
+        self._abandoned: set[asyncio.Task[object]] = set()
         self._closing = False
 
     # Accepting runs -------------------------------------------------------------------
@@ -543,8 +547,8 @@ class RunEngine:
     def _abandon(self, task: asyncio.Task[object]) -> None:
         task.cancel()
         self.in_flight.release(task)
-        _abandoned.add(task)
-        task.add_done_callback(_abandoned.discard)
+        self._abandoned.add(task)
+        task.add_done_callback(self._abandoned.discard)
 
     # Cancelling -----------------------------------------------------------------------
 
@@ -643,13 +647,11 @@ class RunEngine:
 
     def abandoned_calls(self) -> list[asyncio.Task[object]]:
         """Runtime calls of runs that timed out, still stopping (or refusing to)."""
-        return [task for task in _abandoned if not task.done()]
+        return [task for task in self._abandoned if not task.done()]
 
 
 TIMED_OUT = object()
 CANCELLED = object()
-# Runtimes cancelled at their timeout, kept until they stop (one may ignore cancellation).
-_abandoned: set[asyncio.Task[object]] = set()
 
 
 class WorkClock(Clock):
