@@ -208,6 +208,8 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"error: {data.error}"
         case "RunTimedOut":
             return f"timed out after {data.timeout_seconds:g}s"
+        case "RunCancelled":
+            return f"cancelled: {data.reason}" if data.reason else "cancelled"
         case "ExchangeOpened":
             return (
                 f"{data.requester_display} → {data.target_display}: {data.original_message} "

@@ -187,6 +187,8 @@ def _run(event: Any) -> str:
         return f"run failed: {event.error}"
     if isinstance(event, Run.RunTimedOut):
         return f"run timed out after {event.timeout_seconds:g}s"
+    if isinstance(event, Run.RunCancelled):
+        return f"run cancelled: {event.reason}" if event.reason else "run cancelled"
     return type(event).__name__
 
 

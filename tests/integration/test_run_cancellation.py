@@ -99,6 +99,14 @@ def status(gw: Gateway, run_id: str) -> str:
     return str(run["status"])
 
 
+def gist_of_cancel(gw: Gateway, run_id: str) -> str:
+    """How the CLI's event lines show the run's RunCancelled."""
+    from sessionwire.adapters.cli.event_lines import gist
+
+    (event,) = [e for e in gw.store.stream(UUID(run_id)) if type(e).__name__ == "RunCancelled"]
+    return gist(event, lambda key: key)
+
+
 def outcomes(gw: Gateway, run_id: str) -> list[str]:
     """The outcome events the run's stream holds (a run ends exactly once)."""
     ends = {"RunCompleted", "RunFailed", "RunTimedOut", "RunCancelled"}
@@ -135,6 +143,9 @@ async def test_a_running_run_is_cancelled_and_its_waiting_caller_hears_cancelled
         assert agents.cancelled == [run_id]  # the runtime's call was stopped
         assert agents.finished == []
         assert outcomes(gw, run_id) == ["RunCancelled"]
+        summaries = [entry.summary for entry in gw.timeline(A).entries]
+        assert "run cancelled: no longer needed" in summaries
+        assert gist_of_cancel(gw, run_id) == "cancelled: no longer needed"
         assert gw.run(run_id) == {
             key: value for key, value in answer.items() if key not in {"cancelled", "cascaded"}
         }
