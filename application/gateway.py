@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from pydantic import ValidationError
 from sessionwire.application.audit.auditor import Auditor
@@ -21,6 +22,7 @@ from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
@@ -45,6 +47,7 @@ from sessionwire.application.ports.telemetry import (
     Telemetry,
     ToolSpan,
 )
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -89,6 +92,7 @@ MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 # Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
 CLOSE_ROUNDS = 50
+MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -141,7 +145,7 @@ class GatewayService:
         # it (several gateways may share one clock).
         self.in_flight = InFlight(clock)
         clock.attach(self.in_flight)
-        self.runs = RunEngine(
+        self.run_engine = RunEngine(
             store=store,
             clock=clock,
             runtime=self.runtime,
@@ -160,7 +164,7 @@ class GatewayService:
             store=store,
             in_flight=self.in_flight,
             clock=clock,
-            runs=self.runs,
+            runs=self.run_engine,
             delivery=self.delivery,
             outbox=self.outbox,
             run_timeout_seconds=defaults.timeoutSeconds,
@@ -171,21 +175,25 @@ class GatewayService:
             store=store,
             in_flight=self.in_flight,
             clock=clock,
-            runs=self.runs,
+            runs=self.run_engine,
             delivery=self.delivery,
             outbox=self.outbox,
             config=config,
         )
         self.telemetry.watch(
             GatewayGauges(
-                free_slots=self.runs.free_slots,
+                free_slots=self.run_engine.free_slots,
                 slots=defaults.maxConcurrent,
                 pending_runs=self._pending_runs,
                 outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
             )
         )
+        self.run_queries = RunQueries(store, config, clock)
+        self.cancellation = RunCancellation(
+            engine=self.run_engine, store=store, clock=clock, in_flight=self.in_flight
+        )
         self.services = ToolServices(
-            runs=self.runs,
+            runs=self.run_engine,
             exchanges=self.exchanges,
             spawns=self.spawns,
             ids=ids,
@@ -197,7 +205,7 @@ class GatewayService:
         # Timers that came due while the gateway was down fire first (late, once), so no
         # resumed run reaches an agent in a child that is archived by now.
         archived = self.spawns.archive_overdue()
-        runs = self.runs.resume()
+        runs = self.run_engine.resume()
         exchanges = self.exchanges.resume()
         spawns = self.spawns.resume()
         deliveries = self.outbox.resume()
@@ -494,7 +502,7 @@ class GatewayService:
         ``requester`` (canonical key); raises RunNotInFlight otherwise. A caller can so
         only claim a run of its own session that is running now: never a lower hop
         count than its own run's, never an ended run's."""
-        turn = self.runs.turn_by_token(run_token) if isinstance(run_token, str) else None
+        turn = self.run_engine.turn_by_token(run_token) if isinstance(run_token, str) else None
         if turn is None:
             raise RunNotInFlight(
                 "the run token names no run in flight (unknown, or its turn has ended)"
@@ -504,6 +512,64 @@ class GatewayService:
                 f"the run token names a run of another session, not of {requester!r}"
             )
         return turn
+
+    # Runs (served from the runs read model, ADR 0017) ---------------------------------
+
+    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+        """The run as a camelCase dict (``runId``, ``status``, ``sessionKey``, ``step``,
+        ``traceId``, ``parentRunId``, ``startedAt``, ``endedAt``, ...); None for an
+        unknown or malformed id, or a run of a session ``requester`` may not see."""
+        return self.run_queries.run(run_id, requester=requester)
+
+    def runs(
+        self,
+        *,
+        session_key: str | None = None,
+        status: str | None = None,
+        trace_id: str | None = None,
+        limit: int = RUNS_DEFAULT_LIMIT,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """``{"runs": [...]}``: runs newest first, filtered, at most ``limit`` (1-1000);
+        with ``requester``, only runs of sessions it may see. ValueError for a bad
+        ``status``, ``limit`` or key."""
+        return self.run_queries.runs(
+            session_key=session_key,
+            status=status,
+            trace_id=trace_id,
+            limit=limit,
+            requester=requester,
+        )
+
+    async def cancel_run(
+        self, run_id: str, reason: str = "", *, requester: str | None = None
+    ) -> dict[str, Any] | None:
+        """Cancel a queued or running run: ``RunCancelled`` is recorded, its runtime call
+        stopped (in whichever gateway process runs it), whoever waits for it hears
+        ``cancelled``, its exchange or spawn carries on as after a failed run, and the
+        runs it caused that have not ended are cancelled with it (``cascaded``).
+
+        Returns the run's dict after the change with ``"cancelled": true``; for a run
+        that had ended, the dict unchanged with ``"cancelled": false`` and a ``reason``;
+        None as ``run`` gives None. ValueError for a reason that is not a short string.
+        """
+        if not isinstance(reason, str) or len(reason) > MAX_CANCEL_REASON:
+            raise ValueError(f"reason must be a string of at most {MAX_CANCEL_REASON} characters")
+        found = self.run_queries.find(run_id, requester=requester)
+        if found is None:
+            return None
+        with self.in_flight.entered(Owner("cancel", found.run_id)):
+            outcome = await self.cancellation.cancel(UUID(found.run_id), reason.strip())
+        after = self.store.run(found.run_id)
+        if outcome is None or after is None:
+            return None
+        answer = after.to_json_dict()
+        answer["cancelled"] = outcome.cancelled
+        if outcome.cancelled:
+            answer["cascaded"] = outcome.cascaded
+        else:
+            answer["reason"] = f"the run had already ended ({after.status})"
+        return answer
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 
@@ -545,7 +611,7 @@ class GatewayService:
         is named in a warning and left; the store closes anyway.
         """
         self.clock.detach(self.in_flight)
-        self.runs.stop_taking_runs()
+        self.run_engine.stop_taking_runs()
         stuck: list[asyncio.Task[Any]] = []
         for _ in range(CLOSE_ROUNDS):
             stuck = self._tasks_to_stop()
@@ -567,7 +633,7 @@ class GatewayService:
         # Every task the registry knows, and runtime calls abandoned at their timeout;
         # never the task that is closing (it may itself be registered work).
         closing = asyncio.current_task()
-        tasks = {*self.in_flight.tasks(), *self.runs.abandoned_calls()}
+        tasks = {*self.in_flight.tasks(), *self.run_engine.abandoned_calls()}
         return [task for task in tasks if not task.done() and task is not closing]
 
 

@@ -298,7 +298,7 @@ class GatewayMethods:
             run_id = UUID(params.runId.strip())
         except ValueError:
             raise MethodFailed("invalid", f"invalid runId: {params.runId!r}") from None
-        runs = self.gateway.runs
+        runs = self.gateway.run_engine
         first = runs.load(run_id)
         if first is None or not self._run_visible(first.state.session_key):
             raise MethodFailed("not_found", f"Run not found: {params.runId}")

@@ -17,8 +17,8 @@ from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
-from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session, SessionState
+from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import Session, SessionState, to_millis
 from sessionwire.domain.spawn import Spawn
 
 
@@ -53,6 +53,39 @@ class WorkRow:
     modified_on_iso: str
     state_json: str
     is_new: bool
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as the runs read model (``sw_runs``) lists it: one row per run."""
+
+    id: UUID
+    created_at: int
+    """When the run was recorded (queued), ms since the epoch: the listing's order."""
+    state: RunState
+    is_new: bool
+
+
+@dataclass(frozen=True)
+class RunLink:
+    """The exchange or spawn a run belongs to, when its own events do not say (a send's
+    primary run, a spawn's child and announce runs): recorded by the owner's events."""
+
+    run_id: str
+    exchange_id: str | None = None
+    spawn_id: str | None = None
+
+
+def run_links(event: DomainEvent) -> list[RunLink]:
+    if isinstance(event, Exchange.ExchangeOpened):
+        return [RunLink(run_id=event.primary_run_id, exchange_id=str(event.originator_id))]
+    if isinstance(event, (Spawn.SubagentSpawned, Spawn.SubagentAnnounceRequested)):
+        return [RunLink(run_id=event.run_id, spawn_id=str(event.originator_id))]
+    return []
+
+
+def run_row(run: Run, *, is_new: bool) -> RunRow:
+    return RunRow(id=run.id, created_at=to_millis(run.created_on), state=run.state, is_new=is_new)
 
 
 @dataclass(frozen=True)
@@ -114,9 +147,13 @@ class ReadModelChanges:
     transcript: list[TranscriptEntry] = field(default_factory=list)
     work: dict[UUID, WorkRow] = field(default_factory=dict)
     members: list[StreamMember] = field(default_factory=list)
+    runs: dict[UUID, RunRow] = field(default_factory=dict)
+    run_links: list[RunLink] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.transcript or self.work or self.members)
+        return bool(
+            self.rows or self.transcript or self.work or self.members or self.runs or self.run_links
+        )
 
 
 def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntry]:
@@ -151,6 +188,7 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
             if isinstance(event, Aggregate.Created)
             for member in stream_members(event)
         ],
+        run_links=[link for event in events for link in run_links(event)],
     )
     created = {e.originator_id for e in events if isinstance(e, Aggregate.Created)}
     for aggregate in aggregates:
@@ -161,6 +199,7 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
             changes.work[aggregate.id] = work_row(
                 aggregate, "run", aggregate.state.status, aggregate.state.session_key, is_new
             )
+            changes.runs[aggregate.id] = run_row(aggregate, is_new=is_new)
         elif isinstance(aggregate, Spawn):
             changes.work[aggregate.id] = work_row(
                 aggregate, "spawn", aggregate.state.status, aggregate.state.child_key, is_new

@@ -33,6 +33,7 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import (
     SessionPage,
@@ -147,6 +148,10 @@ class StoreBackend(SessionLocks, ABC):
     def release_writer(self) -> None:
         """Stop being the one writer (``hold_writer``'s undo; nothing if not held)."""
 
+    def admits_many_writers(self) -> bool:
+        """Any opener may write (no one-writer lock to take, decision 20)."""
+        return True
+
     def open_writer(self, store: EventSourcedStore) -> SavesWriter | None:
         """A writer that takes saves off the caller's thread and commits them in groups,
         if this backend has one (ADR 0020); None: saves go through the recorder."""
@@ -195,8 +200,19 @@ class EventSourcedStore(Store):
         self._new_rows = 0
         self._analyze_at = ANALYZE_FIRST_AT
         self.writer: SavesWriter | None = None
+        if writer or self.backend.admits_many_writers():
+            self._backfill_runs()
         self.analyze()
         self.writer = self.backend.open_writer(self)
+
+    def _backfill_runs(self) -> None:
+        """A store recorded before the runs read model fills it once, when opened by a
+        writer (a reader beside an SQLite file's writer leaves it to that writer)."""
+        with self.reading() as cursor:
+            if not self.read_model.runs_missing(cursor):
+                return
+        with self.writing() as cursor:
+            self.read_model.backfill_runs(cursor)
 
     def reading(self) -> Any:
         """A transaction that reads (its cursor); nothing is committed."""
@@ -350,6 +366,14 @@ class EventSourcedStore(Store):
     ) -> list[tuple[int, StoredWork]]:
         with self.reading() as cursor:
             return self.read_model.recent_work(cursor, kind, limit, status, before)
+
+    def run(self, run_id: str) -> StoredRun | None:
+        with self.reading() as cursor:
+            return self.read_model.run(cursor, run_id)
+
+    def list_runs(self, query: RunQuery) -> list[StoredRun]:
+        with self.reading() as cursor:
+            return self.read_model.list_runs(cursor, query)
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self.backend.session_lock(key)

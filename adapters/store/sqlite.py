@@ -95,6 +95,9 @@ class SQLiteBackend(StoreBackend):
         if self._writer_lock is not None:
             self._writer_lock.release()
 
+    def admits_many_writers(self) -> bool:
+        return self._writer_lock is None
+
     def open_writer(self, store: EventSourcedStore) -> SQLiteWriter | None:
         # A memory database is shared-cache and private to this process: its writes stay
         # on the caller's connection (a second connection would take table locks).

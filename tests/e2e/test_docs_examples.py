@@ -61,6 +61,10 @@ def test_embedding_examples_run() -> None:
     assert "to slack:channel:ops: Ops: a ticket was opened." in out
     assert "['agent:main:slack:channel:ops', 'main']" in out
     assert "accepted error True" in out  # the busy policy's example
+    assert "run subagent_task ok True" in out
+    assert "trace ['subagent_announce', 'subagent_task']" in out
+    assert "unknown None" in out
+    assert "cancel ok False the run had already ended (ok)" in out
 
 
 def test_mcp_examples_run() -> None:
