@@ -198,6 +198,7 @@ class GatewayService:
             spawns=self.spawns,
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
+            cancellation=self.cancellation,
         )
 
     def resume(self) -> None:
