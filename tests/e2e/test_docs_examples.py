@@ -61,6 +61,7 @@ def test_embedding_examples_run() -> None:
     assert "to slack:channel:ops: Ops: a ticket was opened." in out
     assert "['agent:main:slack:channel:ops', 'main']" in out
     assert "accepted error True" in out  # the busy policy's example
+    assert "accepted cancelled" in out
     assert "run subagent_task ok True" in out
     assert "trace ['subagent_announce', 'subagent_task']" in out
     assert "unknown None" in out
