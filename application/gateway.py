@@ -204,6 +204,7 @@ class GatewayService:
             spawns=self.spawns,
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
+            cancellation=self.cancellation,
         )
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)

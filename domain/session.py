@@ -15,12 +15,7 @@ from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
 from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
-from sessionwire.domain.policy import (
-    BUSY_ACTIONS,
-    UNAVAILABLE_BUSY_ACTIONS,
-    PolicyTarget,
-    normalize_chat_type,
-)
+from sessionwire.domain.policy import BUSY_ACTIONS, PolicyTarget, normalize_chat_type
 from sessionwire.domain.transcript import TranscriptMessage
 
 SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
@@ -179,8 +174,6 @@ def validate_patch(changes: dict[str, Any]) -> dict[str, str | None]:
             raise InvalidPatch('invalid sendPolicy (use "allow"|"deny")')
         elif name == "busy" and text.lower() not in BUSY_ACTIONS:
             raise InvalidPatch(f"invalid busy (use {'|'.join(BUSY_ACTIONS)})")
-        elif name == "busy" and text.lower() in UNAVAILABLE_BUSY_ACTIONS:
-            raise InvalidPatch(f"invalid busy: {UNAVAILABLE_BUSY_ACTIONS[text.lower()]}")
         checked[name] = (
             text.lower()
             if name in {"thinkingLevel", "verboseLevel", "sendPolicy", "busy"}
