@@ -275,3 +275,14 @@ async def test_no_poll_on_a_clock_that_moves_only_when_told(postgres_url: str) -
         assert event["type"] == "SessionOpened"
     finally:
         await gw.close()
+
+
+def test_sync_gateway_subscribe_is_a_plain_iterator(tmp_path: Any) -> None:
+    from sessionwire import SyncGateway
+
+    with SyncGateway.open(store=f"sqlite:///{tmp_path}/s.db") as gw:
+        gw.record_message("main", role="user", content="one")
+        events = gw.subscribe(after=0, session_key="main")
+        first, second = next(events), next(events)
+        assert (first["position"], first["type"]) == (1, "SessionOpened")
+        assert second["summary"] == "user message: 'one'"
