@@ -45,9 +45,9 @@ def events(
     """The recorded events after a position; --follow shows each new one as it comes.
 
     A table, or --json lines, in the log's order: every event of every session (the
-    operator's view); --session and --trace narrow it. With --follow the command waits for new events until Ctrl-C; another process
-    may be writing the store (a `serve` on the same file, or any gateway on
-    PostgreSQL).
+    operator's view); --session and --trace narrow it. With --follow the command
+    waits for new events until Ctrl-C; another process may be writing the store (a
+    `serve` on the same file, or any gateway on PostgreSQL).
     """
 
     async def work(gateway: Gateway) -> int:
