@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sessionwire.application.audit.auditor import Auditor
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
@@ -314,25 +314,7 @@ class GatewayService:
         if len(messages) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} messages per batch, not {len(messages)}")
         now = self.clock.now()
-        checked = []
-        for index, item in enumerate(messages):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"message {index}: not an object with role and content")
-            unknown = set(item) - BATCH_FIELDS
-            if unknown:
-                raise ValueError(f"message {index}: unknown fields {', '.join(sorted(unknown))}")
-            try:
-                checked.append(
-                    _message(
-                        item.get("role"),
-                        item.get("content"),
-                        usage=item.get("usage"),
-                        model=item.get("model"),
-                        at=now,
-                    )
-                )
-            except ValueError as error:
-                raise ValueError(f"message {index}: {error}") from None
+        checked = batch_messages(messages, timestamp=int(now.timestamp() * 1000))
         origin = MessageOrigin(
             channel=_clean(channel),
             chat_type=_chat_type(chat_type),
@@ -342,8 +324,9 @@ class GatewayService:
         )
 
         def append(session: Session) -> None:
-            for message in checked:
-                session.append_message(message, at=now, origin=origin)
+            # One event for the whole batch (Session.MessagesAppended): one state update,
+            # one stored record, one chain link; the transcript rows in one statement.
+            session.append_messages(checked, at=now, origin=origin)
 
         session = await self._change_session(key, append, create=True)
         self.log.debug("messages recorded", session_key=key, count=len(checked))
@@ -602,6 +585,62 @@ def _message(role: Any, content: Any, *, usage: Any, model: Any, at: datetime) -
                 f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
             )
     return message
+
+
+_MESSAGES = TypeAdapter(list[TranscriptMessage])
+
+
+def batch_messages(
+    messages: Sequence[Mapping[str, Any]], *, timestamp: int
+) -> list[TranscriptMessage]:
+    """A batch of ``{role, content, usage?, model?}`` checked as ``_message`` checks one,
+    validated in one pydantic call; ValueError names the first bad message's index."""
+    rows: list[dict[str, Any]] = []
+    for index, item in enumerate(messages):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"message {index}: not an object with role and content")
+        if not BATCH_FIELDS.issuperset(item):
+            unknown = ", ".join(sorted(set(item) - BATCH_FIELDS))
+            raise ValueError(f"message {index}: unknown fields {unknown}")
+        role = item.get("role")
+        if role not in ROLES:
+            raise ValueError(
+                f"message {index}: role must be one of {', '.join(ROLES)}, not {role!r}"
+            )
+        content: Any = item.get("content")
+        try:
+            blocks = content_blocks(content)
+        except ValueError as error:
+            raise ValueError(f"message {index}: {error}") from None
+        row = {"role": role, "content": blocks, "timestamp": timestamp}
+        if item.get("usage") is not None:
+            row["usage"] = item["usage"]
+        if item.get("model") is not None:
+            row["model"] = item["model"]
+        rows.append(row)
+    try:
+        checked = _MESSAGES.validate_python(rows)
+    except ValidationError as error:
+        first = error.errors()[0]
+        bad, *where = first["loc"]
+        cause = (first.get("ctx") or {}).get("error")
+        detail = (
+            str(cause)
+            if isinstance(cause, ValueError)
+            else f"{'.'.join(map(str, where))}: {first['msg']}"
+        )
+        raise ValueError(f"message {bad}: invalid message: {detail}") from None
+    for index, (item, message) in enumerate(zip(messages, checked, strict=True)):
+        # As _message: only a message that could be too large pays for serialising it.
+        content = item.get("content")
+        if not isinstance(content, str) or 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
+            size = len(message.to_json().encode())
+            if size > MAX_MESSAGE_BYTES:
+                raise ValueError(
+                    f"message {index}: message is too large ({size} bytes of JSON, "
+                    f"max {MAX_MESSAGE_BYTES})"
+                )
+    return checked
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -124,6 +124,16 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 role=event.message.role,
                 message_json=event.transcript_message().to_json(),
             )
+        elif isinstance(event, Session.MessagesAppended):
+            # One row per message, at the seq a single append of it would have had.
+            first = event.first_version
+            for index, message in enumerate(event.transcript_messages()):
+                yield TranscriptEntry(
+                    session=event.originator_id,
+                    seq=first + index,
+                    role=message.role,
+                    message_json=message.to_json(),
+                )
 
 
 def session_row(session: Session, *, is_new: bool) -> SessionRow:

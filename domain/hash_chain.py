@@ -12,6 +12,7 @@ record (or the recorded head) depends on.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, replace
 from uuid import UUID
 
@@ -64,6 +65,29 @@ class Seal:
     notification_id: int
     log_seq: int
     log_hash: bytes
+
+
+# The one event that takes several stream versions: a batch of transcript messages,
+# stored at the version of its last message (domain.session.Session.MessagesAppended).
+BATCH_TOPIC = "sessionwire.domain.session:Session.MessagesAppended"
+
+
+def first_version(record: RecordContent) -> int:
+    """The first stream version ``record`` takes: its own, or for a batch of messages
+    the version of its first message. Its stream predecessor is the version before.
+
+    Read from the stored bytes, which the record's stream hash covers: a count that was
+    edited changes the hash, so it can never hide a removed event unnoticed.
+    """
+    if record.topic != BATCH_TOPIC:
+        return record.originator_version
+    try:
+        messages = json.loads(record.state).get("messages")
+    except (ValueError, AttributeError):
+        return record.originator_version
+    if not isinstance(messages, list) or not messages:
+        return record.originator_version
+    return record.originator_version - len(messages) + 1
 
 
 def stream_hash(previous: bytes, record: RecordContent) -> bytes:

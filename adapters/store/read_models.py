@@ -30,6 +30,7 @@ SESSION_COLUMNS = (
 
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ..., /, **options: Any) -> Any: ...
+    def executemany(self, query: Any, params: Any, /) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
 
@@ -164,11 +165,18 @@ class SqlReadModel:
                         row.id.hex,
                     ),
                 )
-        for entry in changes.transcript:
-            execute(
+        if len(changes.transcript) > 1:
+            # A batch (record_many, imports, a rebuild): one statement for every row.
+            cursor.executemany(
                 self.insert_message,
-                (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
             )
+        else:
+            for entry in changes.transcript:
+                execute(
+                    self.insert_message,
+                    (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                )
         for work in changes.work.values():
             if work.is_new:
                 execute(

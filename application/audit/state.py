@@ -62,7 +62,10 @@ def session_as_of(
     if current is None:
         raise SessionNotRecorded(f"Session not found: {key}")
     if at is None:
-        events = store.stream(session_id, up_to_version=version)
+        events = list(store.stream(session_id, up_to_version=version))
+        if version is not None and (not events or events[-1].originator_version < version):
+            # The version may be inside a batch of messages, stored at its last version.
+            events += _batch_holding(store, session_id, version)
     else:
         events = _until(_prefix_past(store, session_id, at), at)
         if not events:
@@ -70,7 +73,7 @@ def session_as_of(
             raise SessionNotRecorded(
                 f"Session {key} did not exist at {at.isoformat()} (opened {opened.isoformat()})"
             )
-    session, transcript = replay_session(events)
+    session, transcript = replay_session(events, up_to_version=version)
     return SessionAsOf(
         key=key,
         version=session.version,
@@ -84,6 +87,21 @@ def session_as_of(
 FIRST_PREFIX = 64
 
 
+def _batch_holding(store: Store, session_id: UUID, version: int) -> list[DomainEvent]:
+    """The batch event holding ``version`` (stored at a later version), if one does."""
+    following = store.stream(session_id, up_to_version=version + MAX_BATCH_SPAN)
+    for event in following:
+        if event.originator_version > version:
+            if isinstance(event, Session.MessagesAppended) and event.first_version <= version:
+                return [event]
+            return []
+    return []
+
+
+# A batch event holds at most this many messages (the gateway's record_many limit).
+MAX_BATCH_SPAN = 10_000
+
+
 def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[DomainEvent]:
     """A prefix of the stream that reaches past ``at`` (or the whole stream).
 
@@ -93,7 +111,9 @@ def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[Domai
     size = FIRST_PREFIX
     while True:
         events = store.stream(session_id, up_to_version=size)
-        if len(events) < size or events[-1].timestamp > at:
+        # A batch of messages is one event of several versions: the stream ended when
+        # the prefix reached no further than its last version.
+        if not events or events[-1].originator_version < size or events[-1].timestamp > at:
             return events
         size *= 4
 
@@ -108,8 +128,11 @@ def _until(events: Sequence[DomainEvent], at: datetime) -> list[DomainEvent]:
     return kept
 
 
-def replay_session(events: Sequence[DomainEvent]) -> tuple[Session, list[dict[str, Any]]]:
-    """Fold a session's events (from its first) into the aggregate and its transcript."""
+def replay_session(
+    events: Sequence[DomainEvent], *, up_to_version: int | None = None
+) -> tuple[Session, list[dict[str, Any]]]:
+    """Fold a session's events (from its first) into the aggregate and its transcript;
+    a batch of messages that reaches past ``up_to_version`` is applied only up to it."""
     if not events or not isinstance(events[0], Session.SessionOpened):
         raise ValueError("a session's events start with SessionOpened")
     session = events[0].mutate(None)
@@ -117,6 +140,18 @@ def replay_session(events: Sequence[DomainEvent]) -> tuple[Session, list[dict[st
     transcript: list[dict[str, Any]] = []
     for event in events[1:]:
         assert isinstance(event, Aggregate.Event)
+        if isinstance(event, Session.MessagesAppended):
+            count = len(event.messages)
+            if up_to_version is not None:
+                count = min(count, up_to_version - event.first_version + 1)
+            if count <= 0:
+                break
+            event.apply_first(session, count)
+            transcript.extend(
+                message.model_dump(mode="json", exclude_none=True)
+                for message in event.transcript_messages()[:count]
+            )
+            continue
         event.mutate(session)
         if isinstance(event, Session.MessageAppended):
             transcript.append(event.transcript_message().model_dump(mode="json", exclude_none=True))

@@ -21,7 +21,7 @@ from sessionwire.application.audit.checkpoint import (
     signature_holds,
 )
 from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord
-from sessionwire.domain.hash_chain import GENESIS, ChainLink, log_hash, stream_hash
+from sessionwire.domain.hash_chain import GENESIS, ChainLink, first_version, log_hash, stream_hash
 
 FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint"]
 Progress = Callable[[int], None]
@@ -246,7 +246,8 @@ def _check_record(
             f"the chain recorded {link.originator_id} v{link.originator_version} at this position",
         )
     previous = checked.previous_stream_hash
-    if previous is None and content.originator_version > 1:
+    first = first_version(content)  # a batch of messages takes several versions
+    if previous is None and first > 1:
         before_chain = (
             checked.previous_position is not None
             and first_link is not None
@@ -256,17 +257,22 @@ def _check_record(
             return Finding(
                 "deleted",
                 content.originator_id,
-                content.originator_version - 1,
+                first - 1,
                 position,
-                f"version {content.originator_version - 1} of this stream is missing",
+                f"version {first - 1} of this stream is missing",
             )
     if stream_hash(previous or GENESIS, content) != link.stream_hash:
+        held = (
+            f" (a batch of the messages at versions {first}-{content.originator_version})"
+            if first != content.originator_version
+            else ""
+        )
         return Finding(
             "altered",
             content.originator_id,
             content.originator_version,
             position,
-            "the stored event differs from the one chained here",
+            f"the stored event{held} differs from the one chained here",
         )
     return None
 
