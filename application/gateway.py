@@ -596,8 +596,9 @@ def batch_messages(
     """A batch of ``{role, content, usage?, model?}`` checked as ``_message`` checks one,
     validated in one pydantic call; ValueError names the first bad message's index."""
     rows: list[dict[str, Any]] = []
+    sized: list[int] = []  # messages that could be too large: their JSON is measured
     for index, item in enumerate(messages):
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):
             raise ValueError(f"message {index}: not an object with role and content")
         if not BATCH_FIELDS.issuperset(item):
             unknown = ", ".join(sorted(set(item) - BATCH_FIELDS))
@@ -608,15 +609,22 @@ def batch_messages(
                 f"message {index}: role must be one of {', '.join(ROLES)}, not {role!r}"
             )
         content: Any = item.get("content")
-        try:
-            blocks = content_blocks(content)
-        except ValueError as error:
-            raise ValueError(f"message {index}: {error}") from None
+        if type(content) is str:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+            if 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
+                sized.append(index)
+        else:
+            try:
+                blocks = content_blocks(content)
+            except ValueError as error:
+                raise ValueError(f"message {index}: {error}") from None
+            sized.append(index)
         row = {"role": role, "content": blocks, "timestamp": timestamp}
-        if item.get("usage") is not None:
-            row["usage"] = item["usage"]
-        if item.get("model") is not None:
-            row["model"] = item["model"]
+        usage, model = item.get("usage"), item.get("model")
+        if usage is not None:
+            row["usage"] = usage
+        if model is not None:
+            row["model"] = model
         rows.append(row)
     try:
         checked = _MESSAGES.validate_python(rows)
@@ -630,16 +638,14 @@ def batch_messages(
             else f"{'.'.join(map(str, where))}: {first['msg']}"
         )
         raise ValueError(f"message {bad}: invalid message: {detail}") from None
-    for index, (item, message) in enumerate(zip(messages, checked, strict=True)):
+    for index in sized:
         # As _message: only a message that could be too large pays for serialising it.
-        content = item.get("content")
-        if not isinstance(content, str) or 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
-            size = len(message.to_json().encode())
-            if size > MAX_MESSAGE_BYTES:
-                raise ValueError(
-                    f"message {index}: message is too large ({size} bytes of JSON, "
-                    f"max {MAX_MESSAGE_BYTES})"
-                )
+        size = len(checked[index].to_json().encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise ValueError(
+                f"message {index}: message is too large ({size} bytes of JSON, "
+                f"max {MAX_MESSAGE_BYTES})"
+            )
     return checked
 
 

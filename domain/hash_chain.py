@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from uuid import UUID
 
@@ -81,13 +82,21 @@ def first_version(record: RecordContent) -> int:
     """
     if record.topic != BATCH_TOPIC:
         return record.originator_version
+    # The count is the event's first field after its timestamp: read it without parsing
+    # a thousand messages (the writer does this for every batch it chains).
+    counted = _COUNT.match(record.state)
+    if counted is not None:
+        return record.originator_version - int(counted.group(1)) + 1
     try:
-        messages = json.loads(record.state).get("messages")
+        count = json.loads(record.state).get("count")
     except (ValueError, AttributeError):
         return record.originator_version
-    if not isinstance(messages, list) or not messages:
+    if not isinstance(count, int) or count < 1:
         return record.originator_version
-    return record.originator_version - len(messages) + 1
+    return record.originator_version - count + 1
+
+
+_COUNT = re.compile(rb'\{"timestamp":"[^"]{1,40}","count":([1-9][0-9]{0,8}),')
 
 
 def stream_hash(previous: bytes, record: RecordContent) -> bytes:

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import OriginatorIDError, OriginatorVersionError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
@@ -223,9 +223,18 @@ class Session(Aggregate):
         ``first_version + i``. The session state is updated once for the whole batch.
         """
 
+        # First, so a reader of the stored bytes finds how many versions the event takes
+        # without parsing the messages (domain.hash_chain.first_version).
+        count: int
         messages: list[TranscriptMessage]
         origin: MessageOrigin | None = None
         provenance: Provenance | None = None
+
+        @model_validator(mode="after")
+        def _counted(self) -> Session.MessagesAppended:
+            if self.count != len(self.messages) or not self.messages:
+                raise ValueError(f"count {self.count} for {len(self.messages)} message(s)")
+            return self
 
         @property
         def first_version(self) -> int:
@@ -402,6 +411,7 @@ class Session(Aggregate):
             originator_id=self.id,
             originator_version=self.version + len(messages),
             timestamp=at,
+            count=len(messages),
             messages=messages,
             origin=None if origin is None or origin.is_empty() else origin,
             provenance=provenance,

@@ -165,18 +165,14 @@ class SqlReadModel:
                         row.id.hex,
                     ),
                 )
-        if len(changes.transcript) > 1:
-            # A batch (record_many, imports, a rebuild): one statement for every row.
-            cursor.executemany(
+        for entry in changes.transcript:
+            execute(
                 self.insert_message,
-                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
+                (entry.session.hex, entry.seq, entry.role, entry.message_json),
             )
-        else:
-            for entry in changes.transcript:
-                execute(
-                    self.insert_message,
-                    (entry.session.hex, entry.seq, entry.role, entry.message_json),
-                )
+        if changes.transcript_rows:
+            # Batches of messages: one statement for all their rows.
+            cursor.executemany(self.insert_message, changes.transcript_rows)
         for work in changes.work.values():
             if work.is_new:
                 execute(
