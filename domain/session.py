@@ -7,7 +7,7 @@ small event, so it never needs the session's history in memory.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -252,15 +252,24 @@ class Session(Aggregate):
             return aggregate
 
         def apply(self, aggregate: Session) -> None:
-            aggregate.state = aggregate._with_messages(self, len(self.messages))
+            aggregate.state = aggregate._with_messages(self, len(self.messages), self.timestamp)
 
         def apply_first(self, aggregate: Session, count: int) -> None:
-            """Apply only the first ``count`` messages (a replay to a version inside)."""
+            """Apply only the first ``count`` messages (a replay to a version or an
+            instant inside the batch), as single appends of them would stand then."""
             if self.first_version != aggregate.version + 1:
                 raise OriginatorVersionError(self.first_version, aggregate.version + 1)
-            aggregate.state = aggregate._with_messages(self, count)
+            moment = self.timestamp
+            if count < len(self.messages):
+                # Single appends at each message's time, never going backwards (imports).
+                latest = max(m.timestamp for m in self.messages[:count]) if count else 0
+                moment = min(
+                    self.timestamp,
+                    max(aggregate.modified_on, datetime.fromtimestamp(latest / 1000, tz=UTC)),
+                )
+            aggregate.state = aggregate._with_messages(self, count, moment)
             aggregate.version = self.first_version + count - 1
-            aggregate.modified_on = self.timestamp
+            aggregate.modified_on = moment
 
         def as_single_appends(self) -> list[Session.MessageAppended]:
             """The batch as the single appends it stands for (what readers show)."""
@@ -498,12 +507,12 @@ class Session(Aggregate):
             )
         return state.model_copy(update=updates)
 
-    def _with_messages(self, event: MessagesAppended, count: int) -> SessionState:
+    def _with_messages(self, event: MessagesAppended, count: int, moment: datetime) -> SessionState:
         """The state after the first ``count`` messages of a batch: what ``count`` single
-        appends with the batch's origin would leave, computed in one pass."""
+        appends with the batch's origin would leave, the last at ``moment``."""
         state = self.state
         updates: dict[str, Any] = {
-            "updated_at": to_millis(event.timestamp),
+            "updated_at": to_millis(moment),
             "message_count": state.message_count + count,
         }
         origin = event.origin

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.session import Session, SessionState, session_uuid
+from sessionwire.domain.transcript import TranscriptMessage
 
 
 class SessionNotRecorded(LookupError):
@@ -67,13 +68,13 @@ def session_as_of(
             # The version may be inside a batch of messages, stored at its last version.
             events += _batch_holding(store, session_id, version)
     else:
-        events = _until(_prefix_past(store, session_id, at), at)
+        events = _until(_prefix_past(store, session_id, at, current.version), at)
         if not events:
             opened = store.stream(session_id, up_to_version=1)[0].timestamp
             raise SessionNotRecorded(
                 f"Session {key} did not exist at {at.isoformat()} (opened {opened.isoformat()})"
             )
-    session, transcript = replay_session(events, up_to_version=version)
+    session, transcript = replay_session(events, up_to_version=version, at=at)
     return SessionAsOf(
         key=key,
         version=session.version,
@@ -102,7 +103,9 @@ def _batch_holding(store: Store, session_id: UUID, version: int) -> list[DomainE
 MAX_BATCH_SPAN = 10_000
 
 
-def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[DomainEvent]:
+def _prefix_past(
+    store: Store, session_id: UUID, at: datetime, latest: int
+) -> Sequence[DomainEvent]:
     """A prefix of the stream that reaches past ``at`` (or the whole stream).
 
     Prefixes grow fourfold, so an early instant in a long stream reads a few events, not
@@ -111,9 +114,9 @@ def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[Domai
     size = FIRST_PREFIX
     while True:
         events = store.stream(session_id, up_to_version=size)
-        # A batch of messages is one event of several versions: the stream ended when
-        # the prefix reached no further than its last version.
-        if not events or events[-1].originator_version < size or events[-1].timestamp > at:
+        # The stream's latest version says when it was read whole: a batch of messages
+        # is one event of several versions, so a short prefix does not.
+        if size >= latest or (events and events[-1].timestamp > at):
             return events
         size *= 4
 
@@ -123,16 +126,35 @@ def _until(events: Sequence[DomainEvent], at: datetime) -> list[DomainEvent]:
     kept: list[DomainEvent] = []
     for event in events:
         if event.timestamp > at:
+            if isinstance(event, Session.MessagesAppended):
+                kept.append(event)  # its messages up to ``at`` count (replay_session)
             break
         kept.append(event)
     return kept
 
 
+def _recorded_by(messages: Sequence[TranscriptMessage], at: datetime) -> int:
+    """How many leading messages were recorded by ``at``: up to the first whose time,
+    or an earlier message's, is later."""
+    limit = at.timestamp() * 1000
+    latest = 0
+    for index, message in enumerate(messages):
+        latest = max(latest, message.timestamp)
+        if latest > limit:
+            return index
+    return len(messages)
+
+
 def replay_session(
-    events: Sequence[DomainEvent], *, up_to_version: int | None = None
+    events: Sequence[DomainEvent],
+    *,
+    up_to_version: int | None = None,
+    at: datetime | None = None,
 ) -> tuple[Session, list[dict[str, Any]]]:
     """Fold a session's events (from its first) into the aggregate and its transcript;
-    a batch of messages that reaches past ``up_to_version`` is applied only up to it."""
+    a batch of messages that reaches past ``up_to_version`` or ``at`` is applied only up
+    to it (an imported batch's messages keep their own times: single appends of them
+    would have been recorded at the latest time so far, which never goes backwards)."""
     if not events or not isinstance(events[0], Session.SessionOpened):
         raise ValueError("a session's events start with SessionOpened")
     session = events[0].mutate(None)
@@ -144,6 +166,8 @@ def replay_session(
             count = len(event.messages)
             if up_to_version is not None:
                 count = min(count, up_to_version - event.first_version + 1)
+            if at is not None and event.timestamp > at:
+                count = min(count, _recorded_by(event.messages, at))
             if count <= 0:
                 break
             event.apply_first(session, count)
