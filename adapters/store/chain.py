@@ -282,6 +282,24 @@ class SqlChain:
                 ),
             )
 
+    def write_links_many(self, cursor: Cursor, links: Sequence[ChainLink]) -> None:
+        """``write_links`` in one statement (an import's batch)."""
+        to_db_id = self.t.to_db_id
+        cursor.executemany(
+            self.insert_link,
+            [
+                (
+                    link.notification_id,
+                    to_db_id(link.originator_id),
+                    link.originator_version,
+                    link.stream_hash,
+                    link.log_hash,
+                    link.log_seq,
+                )
+                for link in links
+            ],
+        )
+
     def head(self, cursor: Cursor) -> LogHead:
         """The sealed log's last record (read under the sealer's lock or the writer's)."""
         cursor.execute(self.select_head, **self.write_options)
@@ -649,6 +667,24 @@ class SqlChain:
                 content.state,
             ),
             **self.write_options,
+        )
+
+    def insert_records(self, cursor: Cursor, records: Sequence[StoredRecord]) -> None:
+        """``insert_record`` for a batch, in one statement."""
+        t, m = self.t, self.t.marker
+        cursor.executemany(
+            f"INSERT INTO {t.events} ({t.position}, originator_id, originator_version, topic, "
+            f"state) VALUES ({m}, {m}, {m}, {m}, {m})",
+            [
+                (
+                    record.notification_id,
+                    t.to_db_id(record.content.originator_id),
+                    record.content.originator_version,
+                    record.content.topic,
+                    record.content.state,
+                )
+                for record in records
+            ],
         )
 
     def advance_sequence(self, cursor: Cursor) -> None:

@@ -165,11 +165,18 @@ class SqlReadModel:
                         row.id.hex,
                     ),
                 )
-        for entry in changes.transcript:
-            execute(
+        if len(changes.transcript) > 1:
+            # Many single appends at once (an import, a rebuild): one statement.
+            cursor.executemany(
                 self.insert_message,
-                (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
             )
+        else:
+            for entry in changes.transcript:
+                execute(
+                    self.insert_message,
+                    (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                )
         if changes.transcript_rows:
             # Batches of messages: one statement for all their rows.
             cursor.executemany(self.insert_message, changes.transcript_rows)

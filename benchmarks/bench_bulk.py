@@ -1,0 +1,249 @@
+"""Benchmark: the bulk paths (issue 14, target 5: ≥ 50,000 messages/s on SQLite). Not a
+test: figures for docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/bench_bulk.py [--messages 20000] [--reps 3]
+        [--stores sqlite,postgres] [--out FILE]
+
+Three workloads, each into a fresh store, each repetition in a child process of its own
+(so each reports its own peak RSS), repetitions interleaved (prefill, audit import,
+import openclaw, prefill, ...):
+
+- ``prefill``: ``record_many`` of N messages into one session, batches of 1,000, through
+  the public API (``Gateway.open`` ... ``close``), on SQLite and PostgreSQL.
+- ``audit-import``: ``sessionwire audit import FILE`` (in process, the CLI's own entry)
+  of a whole-store export holding one session of N messages recorded one by one (N
+  MessageAppended events: the general case, a store recorded live), into a new SQLite file.
+- ``openclaw``: ``sessionwire import openclaw DIR`` of an OpenClaw state directory with one
+  session whose transcript has N message lines, into a new SQLite file.
+
+Each figure is messages/s over the timed call (median of the repetitions); the files
+the imports read are made once, before any timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_stores import drop_schema, store_url
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+BATCH = 1_000
+TARGET = 50_000
+KEY = "agent:main:discord:group:bulk"
+SESSION_ID = "8c3a7f4e-1111-4a1b-9c2d-000000000001"
+
+
+def text(n: int) -> str:
+    return f"message {n}: " + "lorem ipsum " * 8
+
+
+def batch_of(start: int, count: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user" if n % 2 else "assistant", "content": text(n)}
+        for n in range(start, start + count)
+    ]
+
+
+# Inputs (made once, untimed) -----------------------------------------------------------
+
+
+def make_export(workdir: Path, messages: int) -> Path:
+    """A whole-store export of one session of ``messages`` single appends."""
+    from sessionwire import GatewayConfig
+    from sessionwire.adapters.cli.main import main
+    from sessionwire.adapters.store.event_store import EventSourcedStore
+    from sessionwire.domain.session import Session
+    from sessionwire.domain.transcript import TranscriptMessage
+
+    url = f"sqlite:///{workdir}/export-source.db"
+    store = EventSourcedStore(url, kind_of=lambda state: GatewayConfig().key_rules.kind(state.key))
+    try:
+        session = Session.open(key=KEY, session_id=uuid4(), agent_id="main", at=START)
+        for n in range(messages):
+            line = TranscriptMessage(
+                role="user" if n % 2 else "assistant",
+                content=[{"type": "text", "text": text(n)}],
+                timestamp=int(START.timestamp() * 1000),
+            )
+            session.append_message(line, at=START)
+            if (n + 1) % BATCH == 0:
+                store.save(session)
+        store.save(session)
+    finally:
+        store.close()
+    out = workdir / "export.jsonl"
+    code = main(["--store", url, "audit", "export", "-o", str(out)])
+    assert code == 0, "the export failed"
+    return out
+
+
+def make_openclaw(workdir: Path, messages: int) -> Path:
+    """An OpenClaw state directory: one session with ``messages`` transcript lines."""
+    root = workdir / "openclaw"
+    sessions = root / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    last = START + timedelta(seconds=messages)
+    store = {"agent:main:main": {"sessionId": SESSION_ID, "updatedAt": _ms(last)}}
+    (sessions / "sessions.json").write_text(json.dumps(store))
+    with (sessions / f"{SESSION_ID}.jsonl").open("w") as transcript:
+        transcript.write(json.dumps({"type": "session", "version": 3, "id": SESSION_ID}) + "\n")
+        for n in range(messages):
+            message = {
+                "role": "user" if n % 2 else "assistant",
+                "content": [{"type": "text", "text": text(n)}],
+                "timestamp": _ms(START + timedelta(seconds=n)),
+            }
+            line = {"type": "message", "id": f"m{n}", "message": message}
+            transcript.write(json.dumps(line) + "\n")
+    return root
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+# One repetition (in a child process) ---------------------------------------------------
+
+
+async def prefill(url: str, messages: int) -> float:
+    from sessionwire import Gateway, GatewayConfig
+
+    gateway = await Gateway.open(config=GatewayConfig(), store=url)
+    try:
+        began = time.perf_counter()
+        for start in range(0, messages, BATCH):
+            await gateway.record_many(
+                KEY, batch_of(start, min(BATCH, messages - start)), channel="bench"
+            )
+        elapsed = time.perf_counter() - began
+        stored = gateway.store.session(KEY)
+        assert stored is not None
+        assert stored.state.message_count == messages
+    finally:
+        await gateway.close()
+    return elapsed
+
+
+def cli(*args: str) -> float:
+    from sessionwire.adapters.cli.main import main
+
+    began = time.perf_counter()
+    code = main(list(args))
+    elapsed = time.perf_counter() - began
+    assert code == 0, f"sessionwire {' '.join(args)} exited {code}"
+    return elapsed
+
+
+def one(workload: str, store: str, messages: int, source: str, workdir: Path) -> dict[str, Any]:
+    url, schema = store_url(store, workdir)
+    try:
+        if workload == "prefill":
+            elapsed = asyncio.run(prefill(url, messages))
+        elif workload == "audit-import":
+            elapsed = cli("--store", url, "--json", "audit", "import", source)
+        else:
+            elapsed = cli("--store", url, "--json", "import", "openclaw", source)
+    finally:
+        drop_schema(schema)
+    return {
+        "seconds": elapsed,
+        "messages_per_s": messages / elapsed,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+# The run ---------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--stores", default="sqlite,postgres", help="for the prefill")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--one", nargs=4, metavar=("WORKLOAD", "STORE", "SOURCE", "DIR"))
+    args = parser.parse_args()
+    if args.one:
+        workload, store, source, directory = args.one
+        print(json.dumps(one(workload, store, args.messages, source, Path(directory))))
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        began = time.perf_counter()
+        export = make_export(workdir, args.messages)
+        openclaw = make_openclaw(workdir, args.messages)
+        print(f"inputs made in {time.perf_counter() - began:.1f} s", file=sys.stderr)
+        runs = [("prefill", store, "-") for store in args.stores.split(",")]
+        runs += [("audit-import", "sqlite", str(export)), ("openclaw", "sqlite", str(openclaw))]
+        results: dict[str, list[dict[str, Any]]] = {}
+        for rep in range(args.reps):
+            for workload, store, source in runs:
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--messages",
+                        str(args.messages),
+                        "--one",
+                        workload,
+                        store,
+                        source,
+                        str(workdir),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    sys.exit(f"{workload} on {store} failed:\n{done.stdout}{done.stderr}")
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+                name = f"{workload}[{store}]"
+                results.setdefault(name, []).append(row)
+                print(
+                    f"rep {rep + 1} {name}: {row['messages_per_s']:,.0f} messages/s "
+                    f"({row['seconds']:.2f} s, peak RSS {row['peak_rss_mb']:.0f} MB)",
+                    file=sys.stderr,
+                )
+
+    figures = []
+    print(f"\n{args.messages:,} messages, {args.reps} interleaved reps, medians\n")
+    print(f"{'workload':<24} {'messages/s':>12} {'target':>8} {'peak RSS MB':>12}")
+    for name, rows in results.items():
+        rate = statistics.median(r["messages_per_s"] for r in rows)
+        rss = max(r["peak_rss_mb"] for r in rows)
+        met = "met" if rate >= TARGET else "no"
+        print(f"{name:<24} {rate:>12,.0f} {met:>8} {rss:>12.0f}")
+        figures.append(
+            {
+                "figure": f"messages_per_s[{name}]",
+                "value": rate,
+                "target": TARGET,
+                "reps": [r["messages_per_s"] for r in rows],
+                "peak_rss_mb": rss,
+            }
+        )
+    if args.out:
+        args.out.write_text(json.dumps({"messages": args.messages, "figures": figures}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
