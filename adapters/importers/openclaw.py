@@ -186,7 +186,7 @@ def parse_json(text: str | bytes) -> Any:
 def _depth(value: Any) -> int:
     # Only containers are queued: a transcript line is mostly strings, and this runs for
     # every line of an import.
-    containers = dict | list
+    containers = (dict, list)
     if not isinstance(value, containers):
         return 0
     deepest = 0
