@@ -164,6 +164,17 @@ class StoreAuditLog(AuditLog):
         )
         return cast(DomainEvent, self.store.app.mapper.to_domain_event(stored))
 
+    def transcript_rows(self, session: UUID, first: int, last: int) -> dict[int, str]:
+        model = self.store.read_model
+        m = model.m
+        with self._reading() as cursor:
+            cursor.execute(
+                f"SELECT seq, message FROM {model.transcript} WHERE session = {m} "
+                f"AND seq >= {m} AND seq <= {m}",
+                (session.hex, first, last),
+            )
+            return {int(found["seq"]): found["message"] for found in cursor.fetchall()}
+
     def stream_names(self, ids: Iterable[UUID]) -> dict[UUID, str]:
         wanted = sorted(i.hex for i in ids)
         if not wanted:

@@ -214,6 +214,18 @@ def test_an_edited_message_inside_a_batch_is_found_and_located(
     assert finding["stream"]["session_key"] == "agent:main:main"
     assert finding["position"] == {"version": 10, "notification_id": position}
     assert "versions 3-10" in finding["detail"]
+    # m5 is the batch's sixth message: version 3 + 5, named from the transcript rows.
+    assert "the message(s) at version 8 differ" in finding["detail"]
+
+
+def test_an_edit_that_breaks_a_batch_s_json_is_still_located_to_the_batch(
+    capsys: pytest.CaptureFixture[str], raw: RawStore
+) -> None:
+    position, _, _, state = main_events(raw)[2]
+    raw.run(("UPDATE stored_events SET state = ? WHERE {pos} = ?", (state[:-40], position)))
+    code, report = verify_json(capsys, raw.url)
+    assert code == 1
+    assert [(f["kind"], f["position"]["version"]) for f in report["findings"]] == [("altered", 10)]
 
 
 def test_an_event_removed_before_a_batch_is_named_as_the_version_before_it(
