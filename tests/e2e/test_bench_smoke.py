@@ -103,7 +103,12 @@ def test_bulk_benchmark_runs_every_workload_at_a_small_count(tmp_path: Path) -> 
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    names = ["prefill[sqlite]", "audit-import[sqlite]", "openclaw[sqlite]"]
+    names = [
+        "prefill[sqlite]",
+        "audit-import-batched[sqlite]",
+        "audit-import-single[sqlite]",
+        "openclaw[sqlite]",
+    ]
     for name in names:
         assert name in done.stdout, f"{name} missing from:\n{done.stdout}"
     written = json.loads(out.read_text())
