@@ -8,6 +8,8 @@ Three workloads, each into a fresh store, each repetition in a child process of 
 (so each reports its own peak RSS), repetitions interleaved (prefill, audit import,
 import openclaw, prefill, ...):
 
+- ``raw``: plain sqlite3 writing the same rows a prefill stores (see ``raw_sqlite``), at
+  the same durability: the floor this disk and this machine set.
 - ``prefill``: ``record_many`` of N messages into one session, batches of 1,000, through
   the public API, on SQLite and PostgreSQL (timed: the calls; the gateway is open and has
   recorded one message before, so pydantic's validators are built).
@@ -159,6 +161,51 @@ async def prefill(url: str, messages: int) -> tuple[float, float]:
     return elapsed, cpu
 
 
+def raw_sqlite(path: Path, messages: int) -> tuple[float, float]:
+    """The floor: plain sqlite3 (WAL, synchronous=FULL, one commit per 1,000) writing what
+    a prefill stores, no more: per batch one event row holding the batch's JSON, one
+    transcript row per message (primary key (session, seq))."""
+    import sqlite3
+
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute(
+        "CREATE TABLE events (id TEXT, version INTEGER, state BLOB, PRIMARY KEY (id, version))"
+    )
+    connection.execute(
+        "CREATE TABLE transcript (session TEXT, seq INTEGER, role TEXT, message TEXT, "
+        "PRIMARY KEY (session, seq))"
+    )
+    stamp = int(START.timestamp() * 1000)
+    began, cpu = time.perf_counter(), _cpu()
+    for start in range(0, messages, BATCH):
+        rows = [
+            (
+                KEY,
+                n + 2,
+                item["role"],
+                json.dumps(
+                    {
+                        "role": item["role"],
+                        "content": [{"type": "text", "text": item["content"]}],
+                        "timestamp": stamp,
+                    },
+                    separators=(",", ":"),
+                ),
+            )
+            for n, item in enumerate(batch_of(start, min(BATCH, messages - start)), start)
+        ]
+        connection.execute("BEGIN IMMEDIATE")
+        state = ("[" + ",".join(row[3] for row in rows) + "]").encode()
+        connection.execute("INSERT INTO events VALUES (?, ?, ?)", (KEY, rows[-1][1], state))
+        connection.executemany("INSERT INTO transcript VALUES (?, ?, ?, ?)", rows)
+        connection.execute("COMMIT")
+    elapsed, cpu = time.perf_counter() - began, _cpu() - cpu
+    connection.close()
+    return elapsed, cpu
+
+
 def cli(*args: str) -> tuple[float, float]:
     """The command as run, in process: its whole cost but the interpreter's start and the
     CLI's modules, imported lazily on first use (loaded here before the clock starts)."""
@@ -182,7 +229,9 @@ def one(workload: str, store: str, messages: int, source: str, workdir: Path) ->
     url, schema = store_url(store, workdir)
     # CPU: this process's threads over the timed part, the store's writer thread included.
     try:
-        if workload == "prefill":
+        if workload == "raw":
+            elapsed, cpu = raw_sqlite(workdir / f"raw-{uuid4().hex[:8]}.db", messages)
+        elif workload == "prefill":
             elapsed, cpu = asyncio.run(prefill(url, messages))
         elif workload.startswith("audit-import"):
             elapsed, cpu = cli("--store", url, "--json", "audit", "import", source)
@@ -221,7 +270,8 @@ def main() -> None:
         single = make_export(workdir, args.messages, batched=False)
         openclaw = make_openclaw(workdir, args.messages)
         print(f"inputs made in {time.perf_counter() - began:.1f} s", file=sys.stderr)
-        runs = [("prefill", store, "-") for store in args.stores.split(",")]
+        runs = [("raw", "sqlite", "-")]
+        runs += [("prefill", store, "-") for store in args.stores.split(",")]
         runs += [
             ("audit-import-batched", "sqlite", str(batched)),
             ("audit-import-single", "sqlite", str(single)),

@@ -104,6 +104,7 @@ def test_bulk_benchmark_runs_every_workload_at_a_small_count(tmp_path: Path) -> 
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     names = [
+        "raw[sqlite]",
         "prefill[sqlite]",
         "audit-import-batched[sqlite]",
         "audit-import-single[sqlite]",
