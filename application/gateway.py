@@ -20,6 +20,12 @@ from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
+from sessionwire.application.event_stream.scoped_reader import ScopedReader
+from sessionwire.application.event_stream.subscription import (
+    EventFilter,
+    EventStream,
+    Subscription,
+)
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
@@ -45,6 +51,7 @@ from sessionwire.application.ports.telemetry import (
     Telemetry,
     ToolSpan,
 )
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -141,7 +148,7 @@ class GatewayService:
         # it (several gateways may share one clock).
         self.in_flight = InFlight(clock)
         clock.attach(self.in_flight)
-        self.runs = RunEngine(
+        self.run_engine = RunEngine(
             store=store,
             clock=clock,
             runtime=self.runtime,
@@ -160,7 +167,7 @@ class GatewayService:
             store=store,
             in_flight=self.in_flight,
             clock=clock,
-            runs=self.runs,
+            runs=self.run_engine,
             delivery=self.delivery,
             outbox=self.outbox,
             run_timeout_seconds=defaults.timeoutSeconds,
@@ -171,33 +178,36 @@ class GatewayService:
             store=store,
             in_flight=self.in_flight,
             clock=clock,
-            runs=self.runs,
+            runs=self.run_engine,
             delivery=self.delivery,
             outbox=self.outbox,
             config=config,
         )
         self.telemetry.watch(
             GatewayGauges(
-                free_slots=self.runs.free_slots,
+                free_slots=self.run_engine.free_slots,
                 slots=defaults.maxConcurrent,
                 pending_runs=self._pending_runs,
                 outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
             )
         )
+        self.run_queries = RunQueries(store, config, clock)
         self.services = ToolServices(
-            runs=self.runs,
+            runs=self.run_engine,
             exchanges=self.exchanges,
             spawns=self.spawns,
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
         )
+        # The live event stream's followers (ADR 0023).
+        self.events = EventStream(store, self.in_flight, clock)
 
     def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
         # Timers that came due while the gateway was down fire first (late, once), so no
         # resumed run reaches an agent in a child that is archived by now.
         archived = self.spawns.archive_overdue()
-        runs = self.runs.resume()
+        runs = self.run_engine.resume()
         exchanges = self.exchanges.resume()
         spawns = self.spawns.resume()
         deliveries = self.outbox.resume()
@@ -337,7 +347,8 @@ class GatewayService:
         }
 
     async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
-        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy."""
+        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy, busy
+        (what a send into the session does while it has a run in flight, ADR 0022)."""
         key = self.rules.canonical(session_key)
         checked = validate_patch(changes)
 
@@ -476,7 +487,7 @@ class GatewayService:
         ``requester`` (canonical key); raises RunNotInFlight otherwise. A caller can so
         only claim a run of its own session that is running now: never a lower hop
         count than its own run's, never an ended run's."""
-        turn = self.runs.turn_by_token(run_token) if isinstance(run_token, str) else None
+        turn = self.run_engine.turn_by_token(run_token) if isinstance(run_token, str) else None
         if turn is None:
             raise RunNotInFlight(
                 "the run token names no run in flight (unknown, or its turn has ended)"
@@ -486,6 +497,34 @@ class GatewayService:
                 f"the run token names a run of another session, not of {requester!r}"
             )
         return turn
+
+    # Runs (served from the runs read model, ADR 0017) ---------------------------------
+
+    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+        """The run as a camelCase dict (``runId``, ``status``, ``sessionKey``, ``step``,
+        ``traceId``, ``parentRunId``, ``startedAt``, ``endedAt``, ...); None for an
+        unknown or malformed id, or a run of a session ``requester`` may not see."""
+        return self.run_queries.run(run_id, requester=requester)
+
+    def runs(
+        self,
+        *,
+        session_key: str | None = None,
+        status: str | None = None,
+        trace_id: str | None = None,
+        limit: int = RUNS_DEFAULT_LIMIT,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """``{"runs": [...]}``: runs newest first, filtered, at most ``limit`` (1-1000);
+        with ``requester``, only runs of sessions it may see. ValueError for a bad
+        ``status``, ``limit`` or key."""
+        return self.run_queries.runs(
+            session_key=session_key,
+            status=status,
+            trace_id=trace_id,
+            limit=limit,
+            requester=requester,
+        )
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 
@@ -502,6 +541,53 @@ class GatewayService:
     def trace(self, trace_id: str) -> Trace:
         """The chain of a trace: who caused what, as a tree in causal order."""
         return Auditor(self.store, self.rules).trace(trace_id)
+
+    # The live event stream --------------------------------------------------------------
+
+    def subscribe(
+        self,
+        after: int = 0,
+        *,
+        session_key: str | None = None,
+        trace_id: str | None = None,
+        requester: str | None = None,
+    ) -> Subscription:
+        """The recorded events after sealed-log position ``after``, in that order, as
+        public dicts (docs/events.md), then each new one as it is recorded, until
+        ``close()`` (of the subscription or the gateway). ``session_key``: only events
+        of that session (its own and those of the runs, exchanges and spawns it took
+        part in, as its audit timeline); ``trace_id``: only that chain's; ``requester``:
+        only events of sessions that session may read the history of.
+
+        Raises ValueError for a bad position or key. Resume after a reconnect or a
+        restart with the last ``position`` received: nothing is missed or repeated.
+        """
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError(f"after must be a log position (an integer >= 0), not {after!r}")
+        if trace_id is not None and not isinstance(trace_id, str):
+            raise ValueError("trace_id must be a string")
+        reader = None
+        if requester is not None:
+            reader = ScopedReader(
+                ToolContext(
+                    store=self.store,
+                    config=self.config,
+                    clock=self.clock,
+                    requester=Requester.from_key(self.rules, requester),
+                )
+            )
+        events = EventFilter(
+            session_key=self.rules.canonical(session_key) if session_key is not None else None,
+            trace_id=trace_id,
+            sees=reader.sees if reader is not None else None,
+            view=reader.view if reader is not None else None,
+        )
+        return self.events.subscribe(after, events)
+
+    def end_subscriptions(self) -> None:
+        """End every open subscription (a server stopping: its event streams close, so
+        it need not wait for clients that would never hang up)."""
+        self.events.close()
 
     async def wait_idle(self) -> None:
         """Return once no work of this gateway is runnable before the clock's next due time.
@@ -527,7 +613,8 @@ class GatewayService:
         is named in a warning and left; the store closes anyway.
         """
         self.clock.detach(self.in_flight)
-        self.runs.stop_taking_runs()
+        self.end_subscriptions()
+        self.run_engine.stop_taking_runs()
         stuck: list[asyncio.Task[Any]] = []
         for _ in range(CLOSE_ROUNDS):
             stuck = self._tasks_to_stop()
@@ -549,7 +636,7 @@ class GatewayService:
         # Every task the registry knows, and runtime calls abandoned at their timeout;
         # never the task that is closing (it may itself be registered work).
         closing = asyncio.current_task()
-        tasks = {*self.in_flight.tasks(), *self.runs.abandoned_calls()}
+        tasks = {*self.in_flight.tasks(), *self.run_engine.abandoned_calls()}
         return [task for task in tasks if not task.done() and task is not closing]
 
 

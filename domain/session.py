@@ -17,7 +17,12 @@ from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
 from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
-from sessionwire.domain.policy import PolicyTarget, normalize_chat_type
+from sessionwire.domain.policy import (
+    BUSY_ACTIONS,
+    UNAVAILABLE_BUSY_ACTIONS,
+    PolicyTarget,
+    normalize_chat_type,
+)
 from sessionwire.domain.transcript import TranscriptMessage
 
 SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
@@ -30,7 +35,7 @@ THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 VERBOSE_LEVELS = ("off", "on", "full")
 SEND_POLICIES = ("allow", "deny")
 MAX_LABEL_LENGTH = 64
-PATCHABLE_FIELDS = ("label", "model", "thinkingLevel", "verboseLevel", "sendPolicy")
+PATCHABLE_FIELDS = ("label", "model", "thinkingLevel", "verboseLevel", "sendPolicy", "busy")
 
 
 class SessionClosed(Exception):
@@ -93,6 +98,8 @@ class SessionState(BaseModel):
     system_sent: bool = False
     aborted_last_run: bool = False
     send_policy: str | None = None
+    busy_policy: str | None = None
+    """This session's override of ``session.agentToAgent.busy`` (ADR 0022); None inherits."""
 
     def policy_target(self, rules: KeyRules) -> PolicyTarget:
         """What the policy rules look at (openclaw-behaviour.md §7 step 3)."""
@@ -108,6 +115,7 @@ class SessionState(BaseModel):
             agent_id=self.agent_id,
             spawned_by=self.spawned_by,
             send_override=self.send_policy,
+            busy_override=self.busy_policy,
             channel=channel.strip().lower() if channel else None,
             chat_type=chat_type,
         )
@@ -140,6 +148,7 @@ _PATCH_TO_STATE = {
     "thinkingLevel": "thinking_level",
     "verboseLevel": "verbose_level",
     "sendPolicy": "send_policy",
+    "busy": "busy_policy",
 }
 
 
@@ -172,8 +181,14 @@ def validate_patch(changes: dict[str, Any]) -> dict[str, str | None]:
             raise InvalidPatch(f"invalid verboseLevel (use {'|'.join(VERBOSE_LEVELS)})")
         elif name == "sendPolicy" and text.lower() not in SEND_POLICIES:
             raise InvalidPatch('invalid sendPolicy (use "allow"|"deny")')
+        elif name == "busy" and text.lower() not in BUSY_ACTIONS:
+            raise InvalidPatch(f"invalid busy (use {'|'.join(BUSY_ACTIONS)})")
+        elif name == "busy" and text.lower() in UNAVAILABLE_BUSY_ACTIONS:
+            raise InvalidPatch(f"invalid busy: {UNAVAILABLE_BUSY_ACTIONS[text.lower()]}")
         checked[name] = (
-            text.lower() if name in {"thinkingLevel", "verboseLevel", "sendPolicy"} else text
+            text.lower()
+            if name in {"thinkingLevel", "verboseLevel", "sendPolicy", "busy"}
+            else text
         )
     return checked
 

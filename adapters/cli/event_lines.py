@@ -30,6 +30,7 @@ STREAM_STYLES = {
     "exchange": "yellow",
     "spawn": "green",
     "refusal": "red",
+    "busy": "bright_red",
     "delivery": "blue",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
@@ -43,6 +44,7 @@ OPENERS = {
     "SubagentSpawned": ("spawn", "child_key"),
     "AccessRefused": ("refusal", "requester_key"),
     "DeliveryQueued": ("delivery", "session_key"),
+    "BusyDecided": ("busy", "session_key"),
 }
 
 

@@ -19,13 +19,14 @@ from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import stream_members
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
+from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy"]
 SNIPPET = 60
 
 
@@ -98,7 +99,7 @@ def timeline_entry(
 ) -> TimelineEntry:
     # An aggregate's chain is on its first event; a transcript line's on its provenance.
     if event.originator_version == 1:
-        chains[event.originator_id] = _chain_of_first(event)
+        chains[event.originator_id] = chain_of_first(event)
     trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
         event.originator_id, NO_CHAIN
     )
@@ -122,7 +123,7 @@ Chain = tuple[str | None, str | None, int | None]
 NO_CHAIN: Chain = (None, None, None)
 
 
-def _chain_of_first(event: DomainEvent) -> Chain:
+def chain_of_first(event: DomainEvent) -> Chain:
     """A run's, exchange's, spawn's or refusal's chain, as its first event records it."""
     if isinstance(event, Run.RunStarted | Spawn.SubagentSpawned) and event.trace_id:
         return (event.trace_id, event.parent_run_id, event.hops)
@@ -130,6 +131,8 @@ def _chain_of_first(event: DomainEvent) -> Chain:
         return (event.trace_id, event.primary_run_id, event.hops)
     if isinstance(event, AccessRefusal.AccessRefused) and event.trace_id:
         return (event.trace_id, event.run_id, event.hops)
+    if isinstance(event, BusyDecision.BusyDecided) and event.trace_id:
+        return (event.trace_id, event.parent_run_id, event.hops)
     return NO_CHAIN
 
 
@@ -265,6 +268,16 @@ def _refusal(event: Any) -> str:
     return type(event).__name__
 
 
+def _busy(event: Any) -> str:
+    if isinstance(event, BusyDecision.BusyDecided):
+        what = f"send from {event.requester_key} into busy {event.session_key} {event.decision}"
+        cancelled = (
+            f"; cancelled {', '.join(event.cancelled_run_ids)}" if event.cancelled_run_ids else ""
+        )
+        return f"{what} (run {event.in_flight_run_id} in flight; {event.rule}){cancelled}"
+    return type(event).__name__
+
+
 def _delivery(event: Any) -> str:
     if isinstance(event, OutboundDelivery.DeliveryQueued):
         return (
@@ -290,6 +303,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Spawn": _spawn,
     "AccessRefusal": _refusal,
     "OutboundDelivery": _delivery,
+    "BusyDecision": _busy,
 }
 
 

@@ -204,6 +204,9 @@ class RunEngine:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._endings: dict[UUID, asyncio.Future[RunState]] = {}
         self._turns: dict[str, RunTurn] = {}
+        # Runtime calls of this engine's runs cancelled at their timeout, kept until they
+        # stop (one may ignore cancellation): this gateway's close waits for its own only.
+        self._abandoned: set[asyncio.Task[object]] = set()
         self._closing = False
 
     # Accepting runs -------------------------------------------------------------------
@@ -490,8 +493,8 @@ class RunEngine:
         # cancellation; a runtime that ignores it is no longer this gateway's work.
         task.cancel()
         self.in_flight.release(task)
-        _abandoned.add(task)
-        task.add_done_callback(_abandoned.discard)
+        self._abandoned.add(task)
+        task.add_done_callback(self._abandoned.discard)
         return TIMED_OUT
 
     async def _ask(self, request: RunRequest) -> object:
@@ -548,12 +551,10 @@ class RunEngine:
 
     def abandoned_calls(self) -> list[asyncio.Task[object]]:
         """Runtime calls of runs that timed out, still stopping (or refusing to)."""
-        return [task for task in _abandoned if not task.done()]
+        return [task for task in self._abandoned if not task.done()]
 
 
 TIMED_OUT = object()
-# Runtimes cancelled at their timeout, kept until they stop (one may ignore cancellation).
-_abandoned: set[asyncio.Task[object]] = set()
 
 
 class WorkClock(Clock):

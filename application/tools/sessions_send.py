@@ -6,7 +6,11 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.runs import PENDING
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import StoredSession
+from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.tools.params import SessionsSendParams
 from sessionwire.application.tools.results import HopLimitRefused, SendResult
 from sessionwire.application.tools.session_refs import (
@@ -20,12 +24,16 @@ from sessionwire.domain.agent_to_agent import (
     reply_text,
     resolve_announce_target,
 )
+from sessionwire.domain.busy_decision import BusyDecision
+from sessionwire.domain.causality import Causality
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.keys import agent_id_of
-from sessionwire.domain.run import Run
+from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import SessionState
 
 PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
+
+log = library_logger("sessionwire.tools")
 
 
 class SendRefused(Exception):
@@ -124,6 +132,24 @@ async def sessions_send(
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
     chain = context.next_hop(str(run_id))
+    busy = _busy_decision(context, target.state, run_id, chain)
+    if busy is not None:
+        log.info(
+            "send into a busy session",
+            session_key=target.state.key,
+            decision=busy.state.decision,
+            in_flight_run_id=busy.state.in_flight_run_id,
+            rule=busy.state.rule,
+        )
+    if busy is not None and busy.state.decision == "rejected":
+        _record_rejection(context, busy)
+        return SendResult(
+            runId=str(run_id),
+            status="error",
+            tool="sessions_send",
+            error=busy_refusal(display, busy),
+            sessionKey=display,
+        )
     run = Run.start(
         run_id=run_id,
         session_key=target.state.key,
@@ -154,9 +180,56 @@ async def sessions_send(
         at=now,
         causality=chain,
     )
-    services.runs.save_and_enqueue(run, exchange)
+    services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
     services.exchanges.start(exchange.id)
     return await _answer(context, params, run_id, display)
+
+
+def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
+    """The session's runs not ended yet (queued or running), oldest first."""
+    pending = context.store.pending_work("run", PENDING, session_key=session_key)
+    return [work.to_aggregate(Run, RunState).state for work in pending]
+
+
+def _busy_decision(
+    context: ToolContext, target: SessionState, run_id: UUID, chain: Causality
+) -> BusyDecision | None:
+    """What the busy policy decides for a send into ``target``, when a run of it is in
+    flight (None when none is: nothing to decide). Read from the store, so a run another
+    gateway on the same database is running counts too."""
+    runs = _in_flight(context, target.key)
+    if not runs:
+        return None
+    # The run in flight is the one running; else the next to run.
+    in_flight = next((run for run in runs if run.status == "running"), runs[0])
+    choice = context.config.busy_policy.decide(target.policy_target(context.rules))
+    return BusyDecision.record(
+        send_run_id=run_id,
+        session_key=target.key,
+        requester_key=context.requester.key,
+        choice=choice,
+        in_flight_run_id=in_flight.run_id,
+        chain=chain,
+        at=context.clock.now(),
+    )
+
+
+def busy_refusal(display: str, busy: BusyDecision) -> str:
+    state = busy.state
+    return (
+        f"session {display} is busy (run {state.in_flight_run_id} in flight) and refuses "
+        f"sends while it is ({state.rule}: reject); try again once that run has ended"
+    )
+
+
+def _record_rejection(context: ToolContext, busy: BusyDecision) -> None:
+    try:
+        context.store.save(busy)
+    except StoreConflict:
+        pass  # the same send, repeated by its run's next attempt: recorded already
+    except StoreInUse:
+        # A reader beside the SQLite file's live writer may not write (decision 20).
+        log.warning("busy decision not recorded: another gateway holds the store")
 
 
 async def _answer(

@@ -280,3 +280,31 @@ def test_a_whole_export_with_a_batch_imports_into_a_copy_that_verifies(
     assert code == 0
     texts = [m["content"][0]["text"] for m in json.loads(out)["messages"]]
     assert texts == ["first", *[f"m{n}" for n in range(8)], "last"]
+
+
+async def test_the_live_event_stream_publishes_a_batch_as_its_single_appends(
+    gateway: Gateway,
+) -> None:
+    batch = messages(5)
+    await record_singly(gateway, SINGLE, batch)
+    await gateway.record_many(BATCH, batch, **ROUTING)
+    gateway.store.seal()
+    published = list(gateway.subscribe().recorded())
+
+    def of(key: str) -> list[tuple[str, int, str, Any]]:
+        return [
+            (e["type"], e["version"], e["summary"], e["data"])
+            for e in published
+            if e["sessionKey"] == key and e["version"] > 1
+        ]
+
+    assert of(BATCH) == of(SINGLE)
+    assert [e["type"] for e in published if e["sessionKey"] == BATCH] == [
+        "SessionOpened",
+        *["MessageAppended"] * 5,
+    ]
+    # One record: its messages share the batch's position, and a subscriber after it
+    # gets none of them again.
+    positions = {e["position"] for e in published if e["sessionKey"] == BATCH and e["version"] > 1}
+    [position] = positions
+    assert list(gateway.subscribe(after=position).recorded()) == []
