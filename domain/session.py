@@ -288,19 +288,29 @@ class Session(Aggregate):
 
         def as_single_appends(self) -> list[Session.MessageAppended]:
             """The batch as the single appends it stands for (what readers show)."""
-            first = self.first_version
-            return [
-                Session.MessageAppended.model_construct(
-                    originator_id=self.originator_id,
-                    originator_version=first + index,
-                    timestamp=self.timestamp,
-                    message=message,
-                    origin=self.origin,
-                    sender_is_owner=False,
-                    provenance=self.provenance,
+            first, last = self.first_version, to_millis(self.timestamp)
+            singles, latest = [], 0
+            for index, message in enumerate(self.messages):
+                # Each at its message's time, never going backwards, at most the batch's
+                # (an import keeps each message's own time; record_many's are all one).
+                latest = max(latest, message.timestamp)
+                moment = (
+                    self.timestamp
+                    if latest >= last
+                    else datetime.fromtimestamp(latest / 1000, tz=UTC)
                 )
-                for index, message in enumerate(self.messages)
-            ]
+                singles.append(
+                    Session.MessageAppended.model_construct(
+                        originator_id=self.originator_id,
+                        originator_version=first + index,
+                        timestamp=moment,
+                        message=message,
+                        origin=self.origin,
+                        sender_is_owner=False,
+                        provenance=self.provenance,
+                    )
+                )
+            return singles
 
         def transcript_messages(self) -> list[TranscriptMessage]:
             """The lines as the transcript keeps them (each as a single append's)."""

@@ -224,6 +224,11 @@ async def test_a_long_transcript_imports_in_batches_that_replay_message_by_messa
         by_version = gateway.session_as_of("main", version=n + 2)
         assert by_version.transcript == past.transcript
         assert by_version.row == past.row
+    # The timeline shows each message at its own time, as single appends would.
+    lines = [e for e in gateway.timeline("main").entries if e.event == "MessageAppended"]
+    assert [(e.version, e.timestamp) for e in lines] == [
+        (n + 2, T0 + timedelta(seconds=n)) for n in range(2_500)
+    ]
     history = await gateway.call_tool(
         "main", "sessions_history", {"sessionKey": "main", "limit": 1000}
     )
