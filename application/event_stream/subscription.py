@@ -32,6 +32,7 @@ from sessionwire.application.event_stream.public_event import (
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import EventLog
+from sessionwire.domain.session import single_appends
 
 PAGE = 200
 # Pages kept for subscribers reading the same positions (a tail page only until the
@@ -103,8 +104,11 @@ class EventStream:
                 self._pages.move_to_end(position)
                 return page
         records = self.store.records_after(position, PAGE)
-        page = [stream_event(at, event, self.directory) for at, event in records]
-        self._pages[position] = (None if len(page) == PAGE else self._generation, page)
+        # A batch of messages is one record: its messages are published as the single
+        # appends it stands for, all at the batch's position (ADR 0025).
+        page = [stream_event(at, event, self.directory) for at, event in single_appends(records)]
+        # A full page (of records) never changes; a shorter one only until the log grows.
+        self._pages[position] = (None if len(records) == PAGE else self._generation, page)
         self._pages.move_to_end(position)
         if len(self._pages) > CACHED_PAGES:
             self._pages.popitem(last=False)
