@@ -18,6 +18,7 @@ from rich.text import Text
 from sessionwire.application.audit.timeline import describe
 from sessionwire.application.ports.event_log import EventLog
 from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.session import single_appends
 
 GIST_CHARS = 90
 FEED_PAGE = 500
@@ -111,7 +112,8 @@ class EventFeed:
                 break
             after = page[-1][0]
         lines = []
-        for position, event in found:
+        # A batch of messages shows as the single appends it stands for.
+        for position, event in single_appends(found):
             self.position = position
             stream, subject = self._stream_of(event)
             lines.append(
