@@ -313,6 +313,17 @@ async def test_interrupt_never_cancels_the_senders_own_run(
         await gw.close()
 
 
+async def test_a_subscriber_of_either_session_sees_the_decision(rejecting: Gateway) -> None:
+    await keep_busy(rejecting)
+    await send(rejecting, "next job")
+    rejecting.store.seal()
+    for key in (WORKER, "agent:main:main"):
+        seen = list(rejecting.subscribe(session_key=key).recorded())
+        [busy] = [event for event in seen if event["type"] == "BusyDecided"]
+        assert busy["sessionKey"] == WORKER
+        assert "rejected" in busy["summary"]
+
+
 # Per-session overrides ------------------------------------------------------------------
 
 
