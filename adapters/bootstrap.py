@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +15,7 @@ from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
 from sessionwire.application.ports.telemetry import Telemetry
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT
 
 T = TypeVar("T")
 
@@ -109,6 +110,31 @@ class SyncGateway:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._gateway.tool_schemas()
 
+    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+        return self._gateway.run(run_id, requester=requester)
+
+    def runs(
+        self,
+        *,
+        session_key: str | None = None,
+        status: str | None = None,
+        trace_id: str | None = None,
+        limit: int = RUNS_DEFAULT_LIMIT,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        return self._gateway.runs(
+            session_key=session_key,
+            status=status,
+            trace_id=trace_id,
+            limit=limit,
+            requester=requester,
+        )
+
+    def cancel_run(
+        self, run_id: str, reason: str = "", *, requester: str | None = None
+    ) -> dict[str, Any] | None:
+        return self._run(self._gateway.cancel_run(run_id, reason, requester=requester))
+
     def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
         return self._gateway.session_as_of(session_key, **point)
 
@@ -117,6 +143,17 @@ class SyncGateway:
 
     def wait_idle(self) -> None:
         self._run(self._gateway.wait_idle())
+
+    def subscribe(self, after: int = 0, **filters: Any) -> Iterator[dict[str, Any]]:
+        """``Gateway.subscribe`` as a plain iterator: each ``next`` runs the loop until
+        the next event is recorded (it waits for it, so a script ends it by breaking
+        out or closing the gateway)."""
+        subscription = self._gateway.subscribe(after, **filters)
+        while True:
+            try:
+                yield self._run(subscription.__anext__())
+            except StopAsyncIteration:
+                return
 
     def close(self) -> None:
         try:

@@ -12,15 +12,23 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sessionwire.application.audit.auditor import Auditor
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
+from sessionwire.application.event_stream.scoped_reader import ScopedReader
+from sessionwire.application.event_stream.subscription import (
+    EventFilter,
+    EventStream,
+    Subscription,
+)
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
@@ -45,6 +53,7 @@ from sessionwire.application.ports.telemetry import (
     Telemetry,
     ToolSpan,
 )
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
 from sessionwire.application.tools.agents_list import agents_list
 from sessionwire.application.tools.params import (
     AgentsListParams,
@@ -89,6 +98,7 @@ MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 # Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
 CLOSE_ROUNDS = 50
+MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -141,7 +151,7 @@ class GatewayService:
         # it (several gateways may share one clock).
         self.in_flight = InFlight(clock)
         clock.attach(self.in_flight)
-        self.runs = RunEngine(
+        self.run_engine = RunEngine(
             store=store,
             clock=clock,
             runtime=self.runtime,
@@ -160,7 +170,7 @@ class GatewayService:
             store=store,
             in_flight=self.in_flight,
             clock=clock,
-            runs=self.runs,
+            runs=self.run_engine,
             delivery=self.delivery,
             outbox=self.outbox,
             run_timeout_seconds=defaults.timeoutSeconds,
@@ -171,33 +181,40 @@ class GatewayService:
             store=store,
             in_flight=self.in_flight,
             clock=clock,
-            runs=self.runs,
+            runs=self.run_engine,
             delivery=self.delivery,
             outbox=self.outbox,
             config=config,
         )
         self.telemetry.watch(
             GatewayGauges(
-                free_slots=self.runs.free_slots,
+                free_slots=self.run_engine.free_slots,
                 slots=defaults.maxConcurrent,
                 pending_runs=self._pending_runs,
                 outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
             )
         )
+        self.run_queries = RunQueries(store, config, clock)
+        self.cancellation = RunCancellation(
+            engine=self.run_engine, store=store, clock=clock, in_flight=self.in_flight
+        )
         self.services = ToolServices(
-            runs=self.runs,
+            runs=self.run_engine,
             exchanges=self.exchanges,
             spawns=self.spawns,
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
+            cancellation=self.cancellation,
         )
+        # The live event stream's followers (ADR 0023).
+        self.events = EventStream(store, self.in_flight, clock)
 
     def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
         # Timers that came due while the gateway was down fire first (late, once), so no
         # resumed run reaches an agent in a child that is archived by now.
         archived = self.spawns.archive_overdue()
-        runs = self.runs.resume()
+        runs = self.run_engine.resume()
         exchanges = self.exchanges.resume()
         spawns = self.spawns.resume()
         deliveries = self.outbox.resume()
@@ -314,25 +331,7 @@ class GatewayService:
         if len(messages) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} messages per batch, not {len(messages)}")
         now = self.clock.now()
-        checked = []
-        for index, item in enumerate(messages):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"message {index}: not an object with role and content")
-            unknown = set(item) - BATCH_FIELDS
-            if unknown:
-                raise ValueError(f"message {index}: unknown fields {', '.join(sorted(unknown))}")
-            try:
-                checked.append(
-                    _message(
-                        item.get("role"),
-                        item.get("content"),
-                        usage=item.get("usage"),
-                        model=item.get("model"),
-                        at=now,
-                    )
-                )
-            except ValueError as error:
-                raise ValueError(f"message {index}: {error}") from None
+        checked = batch_messages(messages, timestamp=int(now.timestamp() * 1000))
         origin = MessageOrigin(
             channel=_clean(channel),
             chat_type=_chat_type(chat_type),
@@ -342,8 +341,9 @@ class GatewayService:
         )
 
         def append(session: Session) -> None:
-            for message in checked:
-                session.append_message(message, at=now, origin=origin)
+            # One event for the whole batch (Session.MessagesAppended): one state update,
+            # one stored record, one chain link; the transcript rows in one statement.
+            session.append_messages(checked, at=now, origin=origin)
 
         session = await self._change_session(key, append, create=True)
         self.log.debug("messages recorded", session_key=key, count=len(checked))
@@ -354,7 +354,8 @@ class GatewayService:
         }
 
     async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
-        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy."""
+        """``sessions.patch``: set or clear (``None``) label, model, levels, sendPolicy, busy
+        (what a send into the session does while it has a run in flight, ADR 0022)."""
         key = self.rules.canonical(session_key)
         checked = validate_patch(changes)
 
@@ -493,7 +494,7 @@ class GatewayService:
         ``requester`` (canonical key); raises RunNotInFlight otherwise. A caller can so
         only claim a run of its own session that is running now: never a lower hop
         count than its own run's, never an ended run's."""
-        turn = self.runs.turn_by_token(run_token) if isinstance(run_token, str) else None
+        turn = self.run_engine.turn_by_token(run_token) if isinstance(run_token, str) else None
         if turn is None:
             raise RunNotInFlight(
                 "the run token names no run in flight (unknown, or its turn has ended)"
@@ -503,6 +504,64 @@ class GatewayService:
                 f"the run token names a run of another session, not of {requester!r}"
             )
         return turn
+
+    # Runs (served from the runs read model, ADR 0017) ---------------------------------
+
+    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+        """The run as a camelCase dict (``runId``, ``status``, ``sessionKey``, ``step``,
+        ``traceId``, ``parentRunId``, ``startedAt``, ``endedAt``, ...); None for an
+        unknown or malformed id, or a run of a session ``requester`` may not see."""
+        return self.run_queries.run(run_id, requester=requester)
+
+    def runs(
+        self,
+        *,
+        session_key: str | None = None,
+        status: str | None = None,
+        trace_id: str | None = None,
+        limit: int = RUNS_DEFAULT_LIMIT,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """``{"runs": [...]}``: runs newest first, filtered, at most ``limit`` (1-1000);
+        with ``requester``, only runs of sessions it may see. ValueError for a bad
+        ``status``, ``limit`` or key."""
+        return self.run_queries.runs(
+            session_key=session_key,
+            status=status,
+            trace_id=trace_id,
+            limit=limit,
+            requester=requester,
+        )
+
+    async def cancel_run(
+        self, run_id: str, reason: str = "", *, requester: str | None = None
+    ) -> dict[str, Any] | None:
+        """Cancel a queued or running run: ``RunCancelled`` is recorded, its runtime call
+        stopped (in whichever gateway process runs it), whoever waits for it hears
+        ``cancelled``, its exchange or spawn carries on as after a failed run, and the
+        runs it caused that have not ended are cancelled with it (``cascaded``).
+
+        Returns the run's dict after the change with ``"cancelled": true``; for a run
+        that had ended, the dict unchanged with ``"cancelled": false`` and a ``reason``;
+        None as ``run`` gives None. ValueError for a reason that is not a short string.
+        """
+        if not isinstance(reason, str) or len(reason) > MAX_CANCEL_REASON:
+            raise ValueError(f"reason must be a string of at most {MAX_CANCEL_REASON} characters")
+        found = self.run_queries.find(run_id, requester=requester)
+        if found is None:
+            return None
+        with self.in_flight.entered(Owner("cancel", found.run_id)):
+            outcome = await self.cancellation.cancel(UUID(found.run_id), reason.strip())
+        after = self.store.run(found.run_id)
+        if outcome is None or after is None:
+            return None
+        answer = after.to_json_dict()
+        answer["cancelled"] = outcome.cancelled
+        if outcome.cancelled:
+            answer["cascaded"] = outcome.cascaded
+        else:
+            answer["reason"] = f"the run had already ended ({after.status})"
+        return answer
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 
@@ -519,6 +578,53 @@ class GatewayService:
     def trace(self, trace_id: str) -> Trace:
         """The chain of a trace: who caused what, as a tree in causal order."""
         return Auditor(self.store, self.rules).trace(trace_id)
+
+    # The live event stream --------------------------------------------------------------
+
+    def subscribe(
+        self,
+        after: int = 0,
+        *,
+        session_key: str | None = None,
+        trace_id: str | None = None,
+        requester: str | None = None,
+    ) -> Subscription:
+        """The recorded events after sealed-log position ``after``, in that order, as
+        public dicts (docs/events.md), then each new one as it is recorded, until
+        ``close()`` (of the subscription or the gateway). ``session_key``: only events
+        of that session (its own and those of the runs, exchanges and spawns it took
+        part in, as its audit timeline); ``trace_id``: only that chain's; ``requester``:
+        only events of sessions that session may read the history of.
+
+        Raises ValueError for a bad position or key. Resume after a reconnect or a
+        restart with the last ``position`` received: nothing is missed or repeated.
+        """
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError(f"after must be a log position (an integer >= 0), not {after!r}")
+        if trace_id is not None and not isinstance(trace_id, str):
+            raise ValueError("trace_id must be a string")
+        reader = None
+        if requester is not None:
+            reader = ScopedReader(
+                ToolContext(
+                    store=self.store,
+                    config=self.config,
+                    clock=self.clock,
+                    requester=Requester.from_key(self.rules, requester),
+                )
+            )
+        events = EventFilter(
+            session_key=self.rules.canonical(session_key) if session_key is not None else None,
+            trace_id=trace_id,
+            sees=reader.sees if reader is not None else None,
+            view=reader.view if reader is not None else None,
+        )
+        return self.events.subscribe(after, events)
+
+    def end_subscriptions(self) -> None:
+        """End every open subscription (a server stopping: its event streams close, so
+        it need not wait for clients that would never hang up)."""
+        self.events.close()
 
     async def wait_idle(self) -> None:
         """Return once no work of this gateway is runnable before the clock's next due time.
@@ -544,7 +650,8 @@ class GatewayService:
         is named in a warning and left; the store closes anyway.
         """
         self.clock.detach(self.in_flight)
-        self.runs.stop_taking_runs()
+        self.end_subscriptions()
+        self.run_engine.stop_taking_runs()
         stuck: list[asyncio.Task[Any]] = []
         for _ in range(CLOSE_ROUNDS):
             stuck = self._tasks_to_stop()
@@ -566,7 +673,7 @@ class GatewayService:
         # Every task the registry knows, and runtime calls abandoned at their timeout;
         # never the task that is closing (it may itself be registered work).
         closing = asyncio.current_task()
-        tasks = {*self.in_flight.tasks(), *self.runs.abandoned_calls()}
+        tasks = {*self.in_flight.tasks(), *self.run_engine.abandoned_calls()}
         return [task for task in tasks if not task.done() and task is not closing]
 
 
@@ -602,6 +709,68 @@ def _message(role: Any, content: Any, *, usage: Any, model: Any, at: datetime) -
                 f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
             )
     return message
+
+
+_MESSAGES = TypeAdapter(list[TranscriptMessage])
+
+
+def batch_messages(
+    messages: Sequence[Mapping[str, Any]], *, timestamp: int
+) -> list[TranscriptMessage]:
+    """A batch of ``{role, content, usage?, model?}`` checked as ``_message`` checks one,
+    validated in one pydantic call; ValueError names the first bad message's index."""
+    rows: list[dict[str, Any]] = []
+    sized: list[int] = []  # messages that could be too large: their JSON is measured
+    for index, item in enumerate(messages):
+        if type(item) is not dict and not isinstance(item, Mapping):
+            raise ValueError(f"message {index}: not an object with role and content")
+        if not BATCH_FIELDS.issuperset(item):
+            unknown = ", ".join(sorted(set(item) - BATCH_FIELDS))
+            raise ValueError(f"message {index}: unknown fields {unknown}")
+        role = item.get("role")
+        if role not in ROLES:
+            raise ValueError(
+                f"message {index}: role must be one of {', '.join(ROLES)}, not {role!r}"
+            )
+        content: Any = item.get("content")
+        if type(content) is str:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+            if 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
+                sized.append(index)
+        else:
+            try:
+                blocks = content_blocks(content)
+            except ValueError as error:
+                raise ValueError(f"message {index}: {error}") from None
+            sized.append(index)
+        row = {"role": role, "content": blocks, "timestamp": timestamp}
+        usage, model = item.get("usage"), item.get("model")
+        if usage is not None:
+            row["usage"] = usage
+        if model is not None:
+            row["model"] = model
+        rows.append(row)
+    try:
+        checked = _MESSAGES.validate_python(rows)
+    except ValidationError as error:
+        first = error.errors()[0]
+        bad, *where = first["loc"]
+        cause = (first.get("ctx") or {}).get("error")
+        detail = (
+            str(cause)
+            if isinstance(cause, ValueError)
+            else f"{'.'.join(map(str, where))}: {first['msg']}"
+        )
+        raise ValueError(f"message {bad}: invalid message: {detail}") from None
+    for index in sized:
+        # As _message: only a message that could be too large pays for serialising it.
+        size = len(checked[index].to_json().encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise ValueError(
+                f"message {index}: message is too large ({size} bytes of JSON, "
+                f"max {MAX_MESSAGE_BYTES})"
+            )
+    return checked
 
 
 def _shorten(text: str, limit: int = 80) -> str:

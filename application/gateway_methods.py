@@ -104,6 +104,14 @@ class SessionsPatchParams(MethodModel):
     thinkingLevel: str | None = Field(default=None, max_length=32)
     verboseLevel: str | None = Field(default=None, max_length=32)
     sendPolicy: str | None = Field(default=None, max_length=32, description='"allow" or "deny"')
+    busy: str | None = Field(
+        default=None,
+        max_length=32,
+        description=(
+            "what a sessions_send into this session does while a run of it is in flight: "
+            '"enqueue", "reject" or "interrupt" (null inherits session.agentToAgent.busy)'
+        ),
+    )
 
 
 class ChatHistoryParams(MethodModel):
@@ -290,7 +298,7 @@ class GatewayMethods:
             run_id = UUID(params.runId.strip())
         except ValueError:
             raise MethodFailed("invalid", f"invalid runId: {params.runId!r}") from None
-        runs = self.gateway.runs
+        runs = self.gateway.run_engine
         first = runs.load(run_id)
         if first is None or not self._run_visible(first.state.session_key):
             raise MethodFailed("not_found", f"Run not found: {params.runId}")

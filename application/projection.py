@@ -14,10 +14,11 @@ from uuid import UUID
 
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
-from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session, SessionState
+from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import Session, SessionState, to_millis
 from sessionwire.domain.spawn import Spawn
 
 
@@ -55,9 +56,42 @@ class WorkRow:
 
 
 @dataclass(frozen=True)
+class RunRow:
+    """A run as the runs read model (``sw_runs``) lists it: one row per run."""
+
+    id: UUID
+    created_at: int
+    """When the run was recorded (queued), ms since the epoch: the listing's order."""
+    state: RunState
+    is_new: bool
+
+
+@dataclass(frozen=True)
+class RunLink:
+    """The exchange or spawn a run belongs to, when its own events do not say (a send's
+    primary run, a spawn's child and announce runs): recorded by the owner's events."""
+
+    run_id: str
+    exchange_id: str | None = None
+    spawn_id: str | None = None
+
+
+def run_links(event: DomainEvent) -> list[RunLink]:
+    if isinstance(event, Exchange.ExchangeOpened):
+        return [RunLink(run_id=event.primary_run_id, exchange_id=str(event.originator_id))]
+    if isinstance(event, (Spawn.SubagentSpawned, Spawn.SubagentAnnounceRequested)):
+        return [RunLink(run_id=event.run_id, spawn_id=str(event.originator_id))]
+    return []
+
+
+def run_row(run: Run, *, is_new: bool) -> RunRow:
+    return RunRow(id=run.id, created_at=to_millis(run.created_on), state=run.state, is_new=is_new)
+
+
+@dataclass(frozen=True)
 class StreamMember:
-    """A stream (run, exchange, spawn, refusal) that took part in a session: the index
-    that lets a session's timeline read its own streams instead of the whole log."""
+    """A stream (run, exchange, spawn, refusal, busy decision) that took part in a session:
+    the index that lets a session's timeline read its own streams instead of the whole log."""
 
     session_key: str
     stream_id: UUID
@@ -66,7 +100,8 @@ class StreamMember:
 
 def stream_members(event: DomainEvent) -> list[StreamMember]:
     """The sessions the stream this first event creates belongs to (a run to the session
-    it runs in and the one that asked; an exchange, a spawn and a refusal to both ends)."""
+    it runs in and the one that asked; an exchange, a spawn, a refusal and a busy decision
+    to both ends)."""
     keys: tuple[str | None, ...]
     if isinstance(event, Run.RunStarted):
         kind, keys = "run", (event.session_key, event.requester_key)
@@ -78,6 +113,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "refusal", (event.requester_key, event.target_key)
     elif isinstance(event, OutboundDelivery.DeliveryQueued):
         kind, keys = "delivery", (event.session_key,)
+    elif isinstance(event, BusyDecision.BusyDecided):
+        kind, keys = "busy", (event.session_key, event.requester_key)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)
@@ -104,15 +141,31 @@ def trace_index_key(trace_id: str) -> str:
     return f"{TRACE_KEY_PREFIX}{trace_id}"
 
 
+TranscriptRow = tuple[str, int, str, str]
+"""(session id in hex, seq, role, message JSON): a transcript row as a batch writes it."""
+
+
 @dataclass
 class ReadModelChanges:
     rows: dict[UUID, SessionRow] = field(default_factory=dict)
     transcript: list[TranscriptEntry] = field(default_factory=list)
+    # Rows of batches of messages (MessagesAppended), written in one statement.
+    transcript_rows: list[TranscriptRow] = field(default_factory=list)
     work: dict[UUID, WorkRow] = field(default_factory=dict)
     members: list[StreamMember] = field(default_factory=list)
+    runs: dict[UUID, RunRow] = field(default_factory=dict)
+    run_links: list[RunLink] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.rows or self.transcript or self.work or self.members)
+        return bool(
+            self.rows
+            or self.transcript
+            or self.transcript_rows
+            or self.work
+            or self.members
+            or self.runs
+            or self.run_links
+        )
 
 
 def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntry]:
@@ -124,6 +177,24 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 role=event.message.role,
                 message_json=event.transcript_message().to_json(),
             )
+
+
+def batch_rows(events: Iterable[DomainEvent]) -> list[TranscriptRow]:
+    """Transcript rows of the batches of messages among ``events``: one per message, at
+    the seq a single append of it would have had, in the form the write takes as is."""
+    rows: list[TranscriptRow] = []
+    for event in events:
+        if isinstance(event, Session.MessagesAppended):
+            session, seq = event.originator_id.hex, event.first_version
+            messages = event.transcript_messages()
+            # One serialiser for the batch: model_dump_json's wrapper costs per call.
+            to_json = messages[0].__pydantic_serializer__.to_json
+            for message in messages:
+                rows.append(
+                    (session, seq, message.role, to_json(message, exclude_none=True).decode())
+                )
+                seq += 1
+    return rows
 
 
 def session_row(session: Session, *, is_new: bool) -> SessionRow:
@@ -141,12 +212,14 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
     changes = ReadModelChanges(
         transcript=list(transcript_entries(events)),
+        transcript_rows=batch_rows(events),
         members=[
             member
             for event in events
             if isinstance(event, Aggregate.Created)
             for member in stream_members(event)
         ],
+        run_links=[link for event in events for link in run_links(event)],
     )
     created = {e.originator_id for e in events if isinstance(e, Aggregate.Created)}
     for aggregate in aggregates:
@@ -157,6 +230,7 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
             changes.work[aggregate.id] = work_row(
                 aggregate, "run", aggregate.state.status, aggregate.state.session_key, is_new
             )
+            changes.runs[aggregate.id] = run_row(aggregate, is_new=is_new)
         elif isinstance(aggregate, Spawn):
             changes.work[aggregate.id] = work_row(
                 aggregate, "spawn", aggregate.state.status, aggregate.state.child_key, is_new

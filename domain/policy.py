@@ -6,6 +6,8 @@ Three rules decide, each from OpenClaw's behaviour (openclaw-behaviour.md):
 * sandbox visibility (§9): a sandboxed session sees only the sessions it spawned;
 * the send policy (§7): may anything be sent into (or delivered out of) a session.
 
+A fourth, ours (ADR 0022), says what a send into a *busy* session does: the busy policy.
+
 ``AccessPolicy`` combines them for one requester. The application asks it at every entry
 point (tools, exchange turns, announces) and records each refusal; nothing else decides.
 Every answer is computed on the *session* (its canonical key and row), never on the way
@@ -126,6 +128,7 @@ class PolicyTarget:
     agent_id: str
     spawned_by: str | None = None
     send_override: str | None = None
+    busy_override: str | None = None
     channel: str | None = None
     """The first of the row's channel, last channel, or the channel a group key names."""
     chat_type: str | None = None
@@ -192,6 +195,35 @@ class SendPolicy:
         if allowed_by is not None:
             return SendDecision("allow", allowed_by)
         return SendDecision(self.default, "session.sendPolicy.default")
+
+
+# The busy policy (ADR 0022) ---------------------------------------------------------------
+
+BusyAction = Literal["enqueue", "reject", "interrupt"]
+BUSY_ACTIONS: tuple[BusyAction, ...] = ("enqueue", "reject", "interrupt")
+DEFAULT_BUSY: BusyAction = "enqueue"
+
+
+@dataclass(frozen=True)
+class BusyChoice:
+    action: BusyAction
+    rule: str
+    """Which setting decided, for the record: the session's override or the config."""
+
+
+@dataclass(frozen=True)
+class BusyPolicy:
+    """``session.agentToAgent.busy`` plus per-session overrides: what a ``sessions_send``
+    into a session with a run in flight does (queue behind it, be refused, or cancel it)."""
+
+    default: BusyAction = DEFAULT_BUSY
+
+    def decide(self, target: PolicyTarget) -> BusyChoice:
+        override = (target.busy_override or "").strip().lower()
+        for action in BUSY_ACTIONS:
+            if override == action:
+                return BusyChoice(action, f"session override (busy={action})")
+        return BusyChoice(self.default, "session.agentToAgent.busy")
 
 
 # Sandbox visibility --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ KIND_STYLES = {
     "spawn": "yellow",
     "refusal": "red",
     "delivery": "blue",
+    "busy": "bright_red",
 }
 
 
@@ -90,6 +91,7 @@ ROW_FIELDS = (
     "model",
     "total_tokens",
     "send_policy",
+    "busy_policy",
 )
 
 

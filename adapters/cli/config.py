@@ -99,6 +99,7 @@ def summary(config: GatewayConfig) -> dict[str, Any]:
         "agentToAgent": {"enabled": a2a.enabled, "allow": a2a.allow or ["*"]},
         "maxPingPongTurns": config.session.agentToAgent.max_ping_pong_turns,
         "maxHops": config.session.agentToAgent.maxHops,
+        "busy": config.session.agentToAgent.busy,
         "deliveries": config.deliveries.model_dump(
             include=set(type(config.deliveries).model_fields)
         ),

@@ -13,6 +13,9 @@ nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator toke
 - ``POST /v1/methods/<method>``: ``sessions.list``, ``sessions.resolve``, ``sessions.patch``,
   ``chat.history``, ``agent.wait``; with a session-bound token they apply the tools'
   policy (``GatewayMethods(requester=…)``); refusals are 400, 403 or 404.
+- ``GET /v1/events``: the live event stream as Server-Sent Events (``?after=&session=
+  &trace=``, ``Last-Event-ID`` resumes; ADR 0023); a session-bound token gets only the
+  events of sessions its session may read.
 - ``GET /v1/tools``: the tools' JSON Schemas. ``GET /healthz``, ``GET /readyz``: unauthenticated.
 - ``GET /metrics`` (when given ``metrics``, as ``serve`` does): Prometheus text, operator
   tokens only (ADR 0019).
@@ -32,11 +35,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Header, Request
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
@@ -84,6 +88,8 @@ SESSION_HEADER = "X-Sessionwire-Session"
 CONSOLE_PREFIX = "/console"
 # A call an agent makes during its turn names its run by the token the runtime was given.
 RUN_HEADER = "X-Sessionwire-Run"
+# Log positions are 64-bit integers in the stores.
+MAX_POSITION = 2**63 - 1
 
 log = library_logger("sessionwire.http")
 
@@ -612,8 +618,8 @@ def create_app(
     async def sessions_patch(
         grant: Annotated[Grant, Depends(authenticated)], params: SessionsPatchParams
     ) -> SessionsPatchResult:
-        """Set or clear (null) label, model, thinkingLevel, verboseLevel, sendPolicy
-        (an operator token only)."""
+        """Set or clear (null) label, model, thinkingLevel, verboseLevel, sendPolicy,
+        busy (an operator token only)."""
         with refusals():
             return await methods_for(grant).sessions_patch(params)
 
@@ -632,6 +638,84 @@ def create_app(
         """Wait until a run ends (ok/error) or timeoutMs passes (timeout)."""
         with refusals():
             return await methods_for(grant).agent_wait(params)
+
+    # The live event stream ------------------------------------------------------------
+
+    @app.get(
+        "/v1/events",
+        tags=["events"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": (
+                    "Server-Sent Events: one `data:` line per recorded event (its JSON, "
+                    "docs/events.md), `id:` its log position; `:` comment lines are "
+                    "heartbeats. The stream stays open for new events."
+                ),
+                "content": {EVENT_STREAM: {"schema": {"type": "string"}}},
+            },
+            **_errors(400, 401, 422),
+        },
+    )
+    async def events(
+        grant: Annotated[Grant, Depends(authenticated)],
+        after: Annotated[
+            int,
+            Query(ge=0, le=MAX_POSITION, description="the log position to follow from"),
+        ] = 0,
+        session: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=512,
+                description="only this session's events (and its runs', exchanges', spawns')",
+            ),
+        ] = None,
+        trace: Annotated[
+            str | None,
+            Query(min_length=1, max_length=200, description="only this chain's events"),
+        ] = None,
+        follow: Annotated[
+            bool,
+            Query(
+                description=(
+                    "keep the stream open for new events (default); false: send what is "
+                    "recorded now and end"
+                )
+            ),
+        ] = True,
+        last_event_id: Annotated[
+            str | None,
+            Header(
+                alias=LAST_EVENT_ID,
+                description="resume after this position (what a reconnecting client sends)",
+            ),
+        ] = None,
+    ) -> StreamingResponse:
+        """The recorded events after a position, then each new one as it is recorded.
+
+        An operator token sees every event; a session-bound token only the events of
+        sessions its session may read (as ``sessions_history``)."""
+        if last_event_id is not None:
+            resumed = last_event_id.strip()
+            if not resumed.isdigit() or int(resumed) > MAX_POSITION:
+                raise ApiError(400, "bad_request", f"{LAST_EVENT_ID} must be a log position")
+            after = int(resumed)
+        try:
+            subscription = gateway.subscribe(
+                after,
+                session_key=session,
+                trace_id=trace,
+                requester=grant.session,
+            )
+        except ValueError as error:
+            raise ApiError(400, "bad_request", str(error)) from None
+        return StreamingResponse(
+            event_source(subscription, gateway.clock, follow=follow),
+            media_type=EVENT_STREAM,
+            # Proxies must neither cache nor buffer a stream.
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     attempts = attempts or FailedAttempts()
     if console:

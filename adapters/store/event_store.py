@@ -21,6 +21,7 @@ from contextlib import (
     AbstractContextManager,
     contextmanager,
     nullcontext,
+    suppress,
 )
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID
@@ -33,6 +34,7 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import (
     SessionPage,
@@ -100,6 +102,9 @@ class RecordsReadModels:
     def stop_sealing(self) -> None:
         """Stop any sealing behind the writers (the store is closing)."""
 
+    sealed_hook: Callable[[], None] | None = None
+    """Called after a seal pass that gave positions (from the sealer's thread)."""
+
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
     name = "sessionwire"
@@ -130,6 +135,8 @@ class StoreBackend(SessionLocks, ABC):
     """The eventsourcing application's settings for this store."""
     location: str
     """Where the store is, printable (no password)."""
+    seals_as_it_writes: bool = False
+    """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
 
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)
@@ -146,6 +153,14 @@ class StoreBackend(SessionLocks, ABC):
 
     def release_writer(self) -> None:
         """Stop being the one writer (``hold_writer``'s undo; nothing if not held)."""
+
+    def admits_many_writers(self) -> bool:
+        """Any opener may write (no one-writer lock to take, decision 20)."""
+        return True
+
+    def others_may_write(self) -> bool:
+        """Can another process append to this store now (``EventLog.others_may_write``)?"""
+        return True
 
     def open_writer(self, store: EventSourcedStore) -> SavesWriter | None:
         """A writer that takes saves off the caller's thread and commits them in groups,
@@ -195,8 +210,22 @@ class EventSourcedStore(Store):
         self._new_rows = 0
         self._analyze_at = ANALYZE_FIRST_AT
         self.writer: SavesWriter | None = None
+        if writer or self.backend.admits_many_writers():
+            self._backfill_runs()
+        # Told when the sealed log may have grown here (the live event stream, ADR 0023).
+        self._log_listeners: list[Callable[[], None]] = []
+        recorder.sealed_hook = self._log_grew
         self.analyze()
         self.writer = self.backend.open_writer(self)
+
+    def _backfill_runs(self) -> None:
+        """A store recorded before the runs read model fills it once, when opened by a
+        writer (a reader beside an SQLite file's writer leaves it to that writer)."""
+        with self.reading() as cursor:
+            if not self.read_model.runs_missing(cursor):
+                return
+        with self.writing() as cursor:
+            self.read_model.backfill_runs(cursor)
 
     def reading(self) -> Any:
         """A transaction that reads (its cursor); nothing is committed."""
@@ -287,11 +316,32 @@ class EventSourcedStore(Store):
         for row in changes.rows.values():
             self._written.pop(row.state.key, None)
 
+    def on_log_grew(self, listener: Callable[[], None]) -> Callable[[], None]:
+        self._log_listeners.append(listener)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._log_listeners.remove(listener)
+
+        return remove
+
+    def others_may_write(self) -> bool:
+        return self.backend.others_may_write()
+
+    def _log_grew(self) -> None:
+        for listener in list(self._log_listeners):
+            listener()
+
     def _saved(self, aggregates: Sequence[Aggregate], changes: ReadModelChanges) -> None:
+        if self.backend.seals_as_it_writes:
+            # Committed and sealed in one transaction: followers may read it now. (A
+            # store that seals behind its writers tells them from its sealer.)
+            self._log_grew()
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
         new_rows = sum(1 for row in changes.rows.values() if row.is_new)
+        new_rows += sum(1 for run in changes.runs.values() if run.is_new)
         if new_rows:
             self._count_new_rows(new_rows)
 
@@ -351,6 +401,14 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.read_model.recent_work(cursor, kind, limit, status, before)
 
+    def run(self, run_id: str) -> StoredRun | None:
+        with self.reading() as cursor:
+            return self.read_model.run(cursor, run_id)
+
+    def list_runs(self, query: RunQuery) -> list[StoredRun]:
+        with self.reading() as cursor:
+            return self.read_model.list_runs(cursor, query)
+
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self.backend.session_lock(key)
 
@@ -358,9 +416,11 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.read_model.work(cursor, aggregate_id)
 
-    def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+    def pending_work(
+        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
+    ) -> list[StoredWork]:
         with self.reading() as cursor:
-            return self.read_model.pending_work(cursor, kind, statuses)
+            return self.read_model.pending_work(cursor, kind, statuses, session_key)
 
     def agent_ids(self) -> list[str]:
         with self.reading() as cursor:

@@ -160,6 +160,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                         return sealed
                 count = self.chain.seal_final(cursor)
             sealed += count
+            if count and self.sealed_hook is not None:
+                self.sealed_hook()  # committed: followers in this process may read them
             if count < SEAL_BATCH:
                 return sealed
 
@@ -316,6 +318,16 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 tables = postgres_tables(schema, "")
                 for statement in SqlChain(tables, write_options={}).checkpoint_statements():
                     connection.execute(statement)
+                runs = connection.execute(
+                    "SELECT to_regclass(%s)", (f'"{schema}".sw_runs',)
+                ).fetchone()
+                if runs is None or runs[0] is None:
+                    # The runs read model (ADR 0017); filled from the work rows on open.
+                    model = SqlReadModel(
+                        marker="%s", prefix=f'"{schema}".', kind_of=no_kind, write_options={}
+                    )
+                    for statement in model.runs_create_statements():
+                        connection.execute(statement)
             yield
         finally:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
@@ -364,7 +376,8 @@ class PostgresBackend(StoreBackend):
 
     def analyze(self, store: EventSourcedStore) -> None:
         with store.writing() as cursor:
-            for table in (store.read_model.sessions, store.read_model.transcript):
+            model = store.read_model
+            for table in (model.sessions, model.transcript, model.runs_table):
                 cursor.execute(f"ANALYZE {table}")
 
     def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:

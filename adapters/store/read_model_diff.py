@@ -5,6 +5,7 @@ into memory), then swapped in or dropped."""
 from __future__ import annotations
 
 from sessionwire.adapters.store.read_models import (
+    RUN_ROW_COLUMNS,
     SESSION_COLUMNS,
     WORK_ROW_COLUMNS,
     Cursor,
@@ -25,6 +26,7 @@ _TABLES: dict[str, tuple[str, list[str], list[str]]] = {
     "transcript": ("transcript", ["session", "seq"], ["role", "message"]),
     "work": ("work_table", ["id"], [c for c in WORK_ROW_COLUMNS if c != "id"]),
     "session_streams": ("streams_table", ["session_key", "stream_id"], ["kind"]),
+    "runs": ("runs_table", ["run_id"], [c for c in RUN_ROW_COLUMNS if c != "run_id"]),
 }
 
 
@@ -41,7 +43,13 @@ def shadow_model(live: SqlReadModel) -> SqlReadModel:
 def drop_statements(model: SqlReadModel) -> list[str]:
     return [
         f"DROP TABLE IF EXISTS {table}"
-        for table in (model.sessions, model.transcript, model.work_table, model.streams_table)
+        for table in (
+            model.sessions,
+            model.transcript,
+            model.work_table,
+            model.streams_table,
+            model.runs_table,
+        )
     ]
 
 

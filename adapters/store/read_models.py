@@ -7,20 +7,23 @@ the events, so the read model never lags or leads the log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
 )
 from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.application.projection import ReadModelChanges
-from sessionwire.domain.session import SessionState
+from sessionwire.application.projection import ReadModelChanges, RunRow
+from sessionwire.domain.run import RunState
+from sessionwire.domain.session import SessionState, to_millis
 
 SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
@@ -30,6 +33,7 @@ SESSION_COLUMNS = (
 
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ..., /, **options: Any) -> Any: ...
+    def executemany(self, query: Any, params: Any, /) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
 
@@ -54,6 +58,7 @@ class SqlReadModel:
         self.transcript = f"{prefix}{name_prefix}sw_transcript"
         self.work_table = f"{prefix}{name_prefix}sw_work"
         self.streams_table = f"{prefix}{name_prefix}sw_session_streams"
+        self.runs_table = f"{prefix}{name_prefix}sw_runs"
         self.prefix = prefix
         m = marker
         self.insert_session = (
@@ -85,6 +90,18 @@ class SqlReadModel:
             f"INSERT INTO {self.streams_table} (session_key, stream_id, kind) "
             f"VALUES ({m}, {m}, {m}) ON CONFLICT DO NOTHING"
         )
+        # Runs: a new run's row, and the columns a run's later events change. The link
+        # columns (exchange_id, spawn_id) are left alone by updates: links set them.
+        self.insert_run = (
+            f"INSERT INTO {self.runs_table} ({RUN_COLUMNS}) VALUES ({', '.join([m] * 18)}) "
+            "ON CONFLICT (run_id) DO NOTHING"
+        )
+        self.update_run = (
+            f"UPDATE {self.runs_table} SET status={m}, started_at={m}, ended_at={m}, "
+            f"attempt={m}, usage={m}, model={m}, error={m} WHERE run_id={m}"
+        )
+        self.link_exchange = f"UPDATE {self.runs_table} SET exchange_id={m} WHERE run_id={m}"
+        self.link_spawn = f"UPDATE {self.runs_table} SET spawn_id={m} WHERE run_id={m}"
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
 
@@ -116,6 +133,28 @@ class SqlReadModel:
             f"CREATE TABLE IF NOT EXISTS {self.streams_table} ("
             "session_key TEXT NOT NULL, stream_id TEXT NOT NULL, kind TEXT NOT NULL, "
             "PRIMARY KEY (session_key, stream_id))",
+            *self.runs_create_statements(),
+        ]
+
+    def runs_create_statements(self) -> list[str]:
+        """The runs read model (ADR 0017); each listing reads one index, newest first."""
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.runs_table} ("
+            "run_id TEXT PRIMARY KEY, status TEXT NOT NULL, session_key TEXT NOT NULL, "
+            "agent_id TEXT NOT NULL, step TEXT NOT NULL, requester_key TEXT, trace_id TEXT, "
+            "parent_run_id TEXT, hop BIGINT NOT NULL, created_at BIGINT NOT NULL, "
+            "started_at BIGINT, ended_at BIGINT, attempt BIGINT NOT NULL, usage TEXT, "
+            "model TEXT, error TEXT, exchange_id TEXT, spawn_id TEXT)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_runs_recent ON {self.runs_table} "
+            "(created_at DESC, run_id DESC)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_runs_session ON {self.runs_table} "
+            "(session_key, created_at DESC, run_id DESC)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_runs_status ON {self.runs_table} "
+            "(status, created_at DESC, run_id DESC)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_runs_trace ON {self.runs_table} "
+            "(trace_id, created_at DESC, run_id DESC)",
+            f"CREATE INDEX IF NOT EXISTS {self.n}sw_runs_parent ON {self.runs_table} "
+            "(parent_run_id)",
         ]
 
     def drop_statements(self) -> list[str]:
@@ -124,6 +163,7 @@ class SqlReadModel:
             f"DELETE FROM {self.sessions}",
             f"DELETE FROM {self.work_table}",
             f"DELETE FROM {self.streams_table}",
+            f"DELETE FROM {self.runs_table}",
         ]
 
     # Writes ---------------------------------------------------------------------------
@@ -164,11 +204,21 @@ class SqlReadModel:
                         row.id.hex,
                     ),
                 )
-        for entry in changes.transcript:
-            execute(
+        if len(changes.transcript) > 1:
+            # Many single appends at once (an import, a rebuild): one statement.
+            cursor.executemany(
                 self.insert_message,
-                (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
             )
+        else:
+            for entry in changes.transcript:
+                execute(
+                    self.insert_message,
+                    (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                )
+        if changes.transcript_rows:
+            # Batches of messages: one statement for all their rows.
+            cursor.executemany(self.insert_message, changes.transcript_rows)
         for work in changes.work.values():
             if work.is_new:
                 execute(
@@ -191,6 +241,98 @@ class SqlReadModel:
                 )
         for member in changes.members:
             execute(self.insert_member, (member.session_key, member.stream_id.hex, member.kind))
+        self.write_runs(execute, changes.runs.values())
+        # After the runs: a run is saved with (and before) the exchange or spawn it belongs to.
+        for link in changes.run_links:
+            if link.exchange_id is not None:
+                execute(self.link_exchange, (link.exchange_id, link.run_id))
+            if link.spawn_id is not None:
+                execute(self.link_spawn, (link.spawn_id, link.run_id))
+
+    def write_runs(self, execute: Any, rows: Iterable[RunRow]) -> None:
+        for row in rows:
+            state = row.state
+            usage = state.usage.model_dump_json() if state.usage is not None else None
+            if row.is_new:
+                execute(
+                    self.insert_run,
+                    (
+                        state.run_id,
+                        state.status,
+                        state.session_key,
+                        state.agent_id,
+                        state.step,
+                        state.requester_key,
+                        state.trace_id,
+                        state.parent_run_id,
+                        state.hops,
+                        row.created_at,
+                        state.started_at,
+                        state.ended_at,
+                        state.attempts,
+                        usage,
+                        state.model,
+                        state.error,
+                        state.exchange_id,
+                        None,
+                    ),
+                )
+            else:
+                execute(
+                    self.update_run,
+                    (
+                        state.status,
+                        state.started_at,
+                        state.ended_at,
+                        state.attempts,
+                        usage,
+                        state.model,
+                        state.error,
+                        state.run_id,
+                    ),
+                )
+
+    def runs_missing(self, cursor: Cursor) -> bool:
+        """No run rows, yet runs in the store: recorded before the runs read model."""
+        cursor.execute(f"SELECT 1 AS found FROM {self.runs_table} LIMIT 1")
+        if cursor.fetchone() is not None:
+            return False
+        cursor.execute(f"SELECT 1 AS found FROM {self.work_table} WHERE kind = 'run' LIMIT 1")
+        return cursor.fetchone() is not None
+
+    def backfill_runs(self, cursor: Cursor) -> int:
+        """Fill an empty runs table from the work rows (a store made before it existed):
+        the same rows the projection writes, links included. How many runs it wrote."""
+        cursor.execute(f"SELECT 1 AS found FROM {self.runs_table} LIMIT 1")
+        if cursor.fetchone() is not None:
+            return 0
+        execute: Any = partial(cursor.execute, **self.write_options)
+        cursor.execute(
+            f"SELECT kind, created_on, state FROM {self.work_table} "
+            "WHERE kind IN ('run', 'exchange', 'spawn') ORDER BY position"
+        )
+        rows: list[RunRow] = []
+        links: list[tuple[str, str, str]] = []
+        for found in cursor.fetchall():
+            kind, state_json = found["kind"], found["state"]
+            if kind == "run":
+                state = RunState.model_validate_json(state_json)
+                created = to_millis(datetime.fromisoformat(found["created_on"]))
+                rows.append(
+                    RunRow(id=UUID(state.run_id), created_at=created, state=state, is_new=True)
+                )
+                continue
+            owner = json.loads(state_json)
+            if kind == "exchange":
+                links.append((self.link_exchange, owner["exchange_id"], owner["primary_run_id"]))
+            else:
+                for run_id in (owner.get("run_id"), owner.get("announce_run_id")):
+                    if run_id:
+                        links.append((self.link_spawn, owner["spawn_id"], run_id))
+        self.write_runs(execute, rows)
+        for statement, owner_id, run_id in links:
+            execute(statement, (owner_id, run_id))
+        return len(rows)
 
     # Reads ----------------------------------------------------------------------------
 
@@ -312,13 +454,23 @@ class SqlReadModel:
         found = cursor.fetchone()
         return None if found is None else stored_work(found)
 
-    def pending_work(self, cursor: Cursor, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
+    def pending_work(
+        self,
+        cursor: Cursor,
+        kind: str,
+        statuses: Sequence[str],
+        session_key: str | None = None,
+    ) -> list[StoredWork]:
         if not statuses:
             return []
+        # The (kind, status, position) index narrows to pending work; the session is a
+        # filter on those few rows.
+        of_session = f"AND session_key = {self.m} " if session_key is not None else ""
         cursor.execute(
             f"SELECT {WORK_COLUMNS} FROM {self.work_table} WHERE kind = {self.m} "
-            f"AND status IN ({', '.join([self.m] * len(statuses))}) ORDER BY position",
-            (kind, *statuses),
+            f"AND status IN ({', '.join([self.m] * len(statuses))}) {of_session}"
+            "ORDER BY position",
+            (kind, *statuses, *([session_key] if session_key is not None else [])),
         )
         return [stored_work(found) for found in cursor.fetchall()]
 
@@ -342,6 +494,39 @@ class SqlReadModel:
         messages.reverse()
         return messages
 
+    def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
+        cursor.execute(
+            f"SELECT {RUN_COLUMNS} FROM {self.runs_table} WHERE run_id = {self.m}", (run_id,)
+        )
+        found = cursor.fetchone()
+        return None if found is None else stored_run(found)
+
+    def list_runs(self, cursor: Cursor, query: RunQuery) -> list[StoredRun]:
+        m = self.m
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("session_key", query.session_key),
+            ("status", query.status),
+            ("trace_id", query.trace_id),
+            ("parent_run_id", query.parent_run_id),
+        ):
+            if value is not None:
+                where.append(f"{column} = {m}")
+                params.append(value)
+        if query.before is not None:
+            # Keyset paging in the indexes' order (created_at DESC, run_id DESC).
+            where.append(f"created_at <= {m} AND (created_at < {m} OR run_id < {m})")
+            params += [query.before[0], query.before[0], query.before[1]]
+        params.append(query.limit)
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        cursor.execute(
+            f"SELECT {RUN_COLUMNS} FROM {self.runs_table} {condition}"
+            f"ORDER BY created_at DESC, run_id DESC LIMIT {m}",
+            params,
+        )
+        return [stored_run(found) for found in cursor.fetchall()]
+
     def snapshot(self, cursor: Cursor) -> dict[str, list[tuple[object, ...]]]:
         cursor.execute(f"SELECT {SESSION_COLUMNS} FROM {self.sessions} ORDER BY id")
         sessions = [tuple(found[c] for c in _column_names()) for found in cursor.fetchall()]
@@ -357,11 +542,14 @@ class SqlReadModel:
             "ORDER BY session_key, stream_id"
         )
         members = [(f["session_key"], f["stream_id"], f["kind"]) for f in cursor.fetchall()]
+        cursor.execute(f"SELECT {RUN_COLUMNS} FROM {self.runs_table} ORDER BY run_id")
+        runs = [tuple(found[c] for c in RUN_ROW_COLUMNS) for found in cursor.fetchall()]
         return {
             "sessions": sessions,
             "transcript": transcript,
             "work": work,
             "session_streams": members,
+            "runs": runs,
         }
 
 
@@ -387,6 +575,56 @@ WORK_ROW_COLUMNS = (
     "modified_on",
     "state",
 )
+
+
+RUN_ROW_COLUMNS = (
+    "run_id",
+    "status",
+    "session_key",
+    "agent_id",
+    "step",
+    "requester_key",
+    "trace_id",
+    "parent_run_id",
+    "hop",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "attempt",
+    "usage",
+    "model",
+    "error",
+    "exchange_id",
+    "spawn_id",
+)
+RUN_COLUMNS = ", ".join(RUN_ROW_COLUMNS)
+
+
+def stored_run(found: Any) -> StoredRun:
+    def number(column: str) -> int | None:
+        value = found[column]
+        return None if value is None else int(value)
+
+    return StoredRun(
+        run_id=found["run_id"],
+        status=found["status"],
+        session_key=found["session_key"],
+        agent_id=found["agent_id"],
+        step=found["step"],
+        requester_key=found["requester_key"],
+        trace_id=found["trace_id"],
+        parent_run_id=found["parent_run_id"],
+        hop=int(found["hop"]),
+        created_at=int(found["created_at"]),
+        started_at=number("started_at"),
+        ended_at=number("ended_at"),
+        attempt=int(found["attempt"]),
+        usage=json.loads(found["usage"]) if found["usage"] is not None else None,
+        model=found["model"],
+        error=found["error"],
+        exchange_id=found["exchange_id"],
+        spawn_id=found["spawn_id"],
+    )
 
 
 def stored_work(found: Any) -> StoredWork:

@@ -19,13 +19,14 @@ from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import stream_members
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent, event_payload
+from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session, session_uuid
+from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy"]
 SNIPPET = 60
 
 
@@ -73,7 +74,8 @@ def session_timeline(store: Store, key: str) -> Timeline:
     chains: dict[UUID, Chain] = {}
     entries = [
         timeline_entry(position, event, cast(Kind, members[event.originator_id]), chains)
-        for position, event in store.streams_events(list(members))
+        # A batch of messages shows as the single appends it stands for.
+        for position, event in single_appends(store.streams_events(list(members)))
     ]
     return Timeline(key=key, entries=entries)
 
@@ -82,7 +84,7 @@ def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
     """The timeline from one pass over the whole log (membership decided on creation)."""
     members: dict[UUID, Kind] = {session_uuid(key): "session"}
     chains: dict[UUID, Chain] = {}
-    for position, event in store.events():
+    for position, event in single_appends(store.events()):
         kind = members.get(event.originator_id)
         if kind is None:
             joined = [m for m in stream_members(event) if m.session_key == key]
@@ -97,7 +99,7 @@ def timeline_entry(
 ) -> TimelineEntry:
     # An aggregate's chain is on its first event; a transcript line's on its provenance.
     if event.originator_version == 1:
-        chains[event.originator_id] = _chain_of_first(event)
+        chains[event.originator_id] = chain_of_first(event)
     trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
         event.originator_id, NO_CHAIN
     )
@@ -121,7 +123,7 @@ Chain = tuple[str | None, str | None, int | None]
 NO_CHAIN: Chain = (None, None, None)
 
 
-def _chain_of_first(event: DomainEvent) -> Chain:
+def chain_of_first(event: DomainEvent) -> Chain:
     """A run's, exchange's, spawn's or refusal's chain, as its first event records it."""
     if isinstance(event, Run.RunStarted | Spawn.SubagentSpawned) and event.trace_id:
         return (event.trace_id, event.parent_run_id, event.hops)
@@ -129,6 +131,8 @@ def _chain_of_first(event: DomainEvent) -> Chain:
         return (event.trace_id, event.primary_run_id, event.hops)
     if isinstance(event, AccessRefusal.AccessRefused) and event.trace_id:
         return (event.trace_id, event.run_id, event.hops)
+    if isinstance(event, BusyDecision.BusyDecided) and event.trace_id:
+        return (event.trace_id, event.parent_run_id, event.hops)
     return NO_CHAIN
 
 
@@ -184,6 +188,8 @@ def _run(event: Any) -> str:
         return f"run failed: {event.error}"
     if isinstance(event, Run.RunTimedOut):
         return f"run timed out after {event.timeout_seconds:g}s"
+    if isinstance(event, Run.RunCancelled):
+        return f"run cancelled: {event.reason}" if event.reason else "run cancelled"
     return type(event).__name__
 
 
@@ -264,6 +270,16 @@ def _refusal(event: Any) -> str:
     return type(event).__name__
 
 
+def _busy(event: Any) -> str:
+    if isinstance(event, BusyDecision.BusyDecided):
+        what = f"send from {event.requester_key} into busy {event.session_key} {event.decision}"
+        cancelled = (
+            f"; cancelled {', '.join(event.cancelled_run_ids)}" if event.cancelled_run_ids else ""
+        )
+        return f"{what} (run {event.in_flight_run_id} in flight; {event.rule}){cancelled}"
+    return type(event).__name__
+
+
 def _delivery(event: Any) -> str:
     if isinstance(event, OutboundDelivery.DeliveryQueued):
         return (
@@ -289,6 +305,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Spawn": _spawn,
     "AccessRefusal": _refusal,
     "OutboundDelivery": _delivery,
+    "BusyDecision": _busy,
 }
 
 

@@ -22,12 +22,14 @@ from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import stream_members, trace_index_key
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery, outbox_id_for
 from sessionwire.domain.run import Run
+from sessionwire.domain.session import single_appends
 from sessionwire.domain.spawn import Spawn
 
-NodeKind = Literal["run", "exchange", "spawn", "refusal", "delivery"]
+NodeKind = Literal["run", "exchange", "spawn", "refusal", "delivery", "busy"]
 
 
 class TraceNode(BaseModel):
@@ -100,6 +102,7 @@ _KINDS: dict[type[DomainEvent], NodeKind] = {
     Spawn.SubagentSpawned: "spawn",
     AccessRefusal.AccessRefused: "refusal",
     OutboundDelivery.DeliveryQueued: "delivery",
+    BusyDecision.BusyDecided: "busy",
 }
 
 
@@ -107,7 +110,7 @@ def _tree(trace_id: str, events: list[tuple[int, DomainEvent]]) -> Trace:
     firsts: dict[UUID, DomainEvent] = {}
     entries: dict[UUID, list[TimelineEntry]] = {}
     chains: dict[UUID, Chain] = {}
-    for position, event in events:
+    for position, event in single_appends(events):
         if event.originator_version == 1:
             firsts[event.originator_id] = event
         kind = _KINDS.get(type(firsts[event.originator_id]), "run")
@@ -169,6 +172,8 @@ def _parent(event: DomainEvent, spawned_runs: dict[str, str], ids: set[str]) -> 
         return event.run_id
     if isinstance(event, OutboundDelivery.DeliveryQueued):
         return event.source_id
+    if isinstance(event, BusyDecision.BusyDecided):
+        return event.parent_run_id
     return None
 
 
@@ -181,4 +186,6 @@ def _where(event: DomainEvent) -> str:
         return event.child_key
     if isinstance(event, AccessRefusal.AccessRefused):
         return event.requester_key
+    if isinstance(event, BusyDecision.BusyDecided):
+        return event.session_key
     return ""

@@ -23,7 +23,10 @@ from sessionwire.domain.causality import DEFAULT_MAX_HOPS
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
+    DEFAULT_BUSY,
     AgentToAgentPolicy,
+    BusyAction,
+    BusyPolicy,
     SandboxPolicy,
     SandboxSettings,
     SendPolicy,
@@ -144,6 +147,8 @@ class AgentToAgentSession(_Section):
     maxPingPongTurns: float | None = None
     maxHops: int = Field(default=DEFAULT_MAX_HOPS, ge=1)
     """Sends and spawns in one chain before the next is refused (decision 17)."""
+    busy: BusyAction = DEFAULT_BUSY
+    """What a sessions_send into a session with a run in flight does (ADR 0022)."""
 
     @property
     def max_ping_pong_turns(self) -> int:
@@ -417,6 +422,10 @@ class GatewayConfig(_Section):
             for rule in section.rules
         )
         return SendPolicy(rules=rules, default=section.default, configured=True)
+
+    @property
+    def busy_policy(self) -> BusyPolicy:
+        return BusyPolicy(default=self.session.agentToAgent.busy)
 
     @property
     def sandbox_policy(self) -> SandboxPolicy:

@@ -12,6 +12,7 @@ from abc import abstractmethod
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
 from sessionwire.application.ports.event_log import EventLog, StoreConflict
 from sessionwire.application.ports.read_model_maintenance import ReadModelMaintenance
+from sessionwire.application.ports.run_read_model import RunReadModel
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import (
     SessionQuery,
@@ -22,7 +23,9 @@ from sessionwire.application.ports.telemetry import NO_TELEMETRY, Telemetry
 from sessionwire.application.ports.work_queue import StoredWork, WorkQueue
 
 
-class Store(EventLog, SessionReadModel, WorkQueue, SessionLocks, ReadModelMaintenance):
+class Store(
+    EventLog, SessionReadModel, RunReadModel, WorkQueue, SessionLocks, ReadModelMaintenance
+):
     """The event log plus the read models projected from it, written atomically."""
 
     location: str
@@ -45,6 +48,7 @@ __all__ = [
     "IdSource",
     "RandomIds",
     "ReadModelMaintenance",
+    "RunReadModel",
     "SessionLocks",
     "SessionQuery",
     "SessionReadModel",

@@ -42,8 +42,12 @@ class WorkQueue(ABC):
         """The run, exchange or spawn with this id."""
 
     @abstractmethod
-    def pending_work(self, kind: str, statuses: Sequence[str]) -> list[StoredWork]:
-        """Work of one kind in one of ``statuses``, in the order it was created."""
+    def pending_work(
+        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
+    ) -> list[StoredWork]:
+        """Work of one kind in one of ``statuses``, in the order it was created; with
+        ``session_key``, only the work of that session (a run's, a spawn's child, an
+        exchange's target)."""
 
     @abstractmethod
     def recent_work(

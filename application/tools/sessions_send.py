@@ -6,7 +6,11 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.runs import PENDING
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import StoredSession
+from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.tools.params import SessionsSendParams
 from sessionwire.application.tools.results import HopLimitRefused, SendResult
 from sessionwire.application.tools.session_refs import (
@@ -20,12 +24,16 @@ from sessionwire.domain.agent_to_agent import (
     reply_text,
     resolve_announce_target,
 )
+from sessionwire.domain.busy_decision import BusyDecision, BusyOutcome
+from sessionwire.domain.causality import Causality
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.keys import agent_id_of
-from sessionwire.domain.run import Run
+from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import SessionState
 
 PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
+
+log = library_logger("sessionwire.tools")
 
 
 class SendRefused(Exception):
@@ -124,6 +132,24 @@ async def sessions_send(
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
     chain = context.next_hop(str(run_id))
+    busy = await _busy_decision(context, target.state, run_id, chain)
+    if busy is not None:
+        log.info(
+            "send into a busy session",
+            session_key=target.state.key,
+            decision=busy.state.decision,
+            in_flight_run_id=busy.state.in_flight_run_id,
+            rule=busy.state.rule,
+        )
+    if busy is not None and busy.state.decision == "rejected":
+        _record_rejection(context, busy)
+        return SendResult(
+            runId=str(run_id),
+            status="error",
+            tool="sessions_send",
+            error=busy_refusal(display, busy),
+            sessionKey=display,
+        )
     run = Run.start(
         run_id=run_id,
         session_key=target.state.key,
@@ -154,9 +180,100 @@ async def sessions_send(
         at=now,
         causality=chain,
     )
-    services.runs.save_and_enqueue(run, exchange)
+    services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
     services.exchanges.start(exchange.id)
     return await _answer(context, params, run_id, display)
+
+
+def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
+    """The session's runs not ended yet (queued or running), oldest first."""
+    pending = context.store.pending_work("run", PENDING, session_key=session_key)
+    return [work.to_aggregate(Run, RunState).state for work in pending]
+
+
+async def _busy_decision(
+    context: ToolContext, target: SessionState, run_id: UUID, chain: Causality
+) -> BusyDecision | None:
+    """What the busy policy decides for a send into ``target``, when a run of it is in
+    flight (None when none is: nothing to decide). Read from the store, so a run another
+    gateway on the same database is running counts too. ``interrupt`` cancels the runs
+    in flight here, before the send's own run is queued."""
+    runs = _in_flight(context, target.key)
+    if not runs:
+        return None
+    # The run in flight is the one running; else the next to run.
+    in_flight = next((run for run in runs if run.status == "running"), runs[0])
+    choice = context.config.busy_policy.decide(target.policy_target(context.rules))
+    decision: BusyOutcome | None = None
+    cancelled: tuple[str, ...] = ()
+    if choice.action == "interrupt":
+        # Never the sender's own run nor a run it descends from: cancelling those would
+        # cancel the very call being made (a cancel takes the runs it caused with it).
+        own = _sender_lineage(context)
+        doomed = [run for run in runs if run.run_id not in own]
+        if doomed:
+            cancelled = await _interrupt(context, doomed, target.key)
+        else:
+            decision = "enqueued"
+    return BusyDecision.record(
+        send_run_id=run_id,
+        session_key=target.key,
+        requester_key=context.requester.key,
+        choice=choice,
+        decision=decision,
+        in_flight_run_id=in_flight.run_id,
+        cancelled_run_ids=cancelled,
+        chain=chain,
+        at=context.clock.now(),
+    )
+
+
+def _sender_lineage(context: ToolContext) -> set[str]:
+    """The calling run and every run it descends from (by ``parentRunId``)."""
+    services = context.services
+    assert services is not None
+    lineage: set[str] = set()
+    caller = context.caller_run
+    run_id = caller.run_id if caller is not None else None
+    while run_id is not None and run_id not in lineage:
+        lineage.add(run_id)
+        parent = services.runs.load(UUID(run_id))
+        run_id = parent.state.parent_run_id if parent is not None else None
+    return lineage
+
+
+async def _interrupt(
+    context: ToolContext, runs: list[RunState], session_key: str
+) -> tuple[str, ...]:
+    """Cancel ``runs`` (and what they caused), in order; the ids actually cancelled."""
+    services = context.services
+    assert services is not None
+    reason = f"interrupted by a send from {context.requester.key} (busy policy: interrupt)"
+    cancelled: list[str] = []
+    for run in runs:
+        outcome = await services.cancellation.cancel(UUID(run.run_id), reason)
+        if outcome is not None and outcome.cancelled:
+            cancelled.extend([run.run_id, *outcome.cascaded])
+    log.info("busy session interrupted", session_key=session_key, cancelled=cancelled)
+    return tuple(cancelled)
+
+
+def busy_refusal(display: str, busy: BusyDecision) -> str:
+    state = busy.state
+    return (
+        f"session {display} is busy (run {state.in_flight_run_id} in flight) and refuses "
+        f"sends while it is ({state.rule}: reject); try again once that run has ended"
+    )
+
+
+def _record_rejection(context: ToolContext, busy: BusyDecision) -> None:
+    try:
+        context.store.save(busy)
+    except StoreConflict:
+        pass  # the same send, repeated by its run's next attempt: recorded already
+    except StoreInUse:
+        # A reader beside the SQLite file's live writer may not write (decision 20).
+        log.warning("busy decision not recorded: another gateway holds the store")
 
 
 async def _answer(
@@ -181,6 +298,15 @@ async def _answer(
             ),
             sessionKey=display,
             delivery=PENDING_DELIVERY,
+        )
+    if state.status == "cancelled":
+        # Stopped on request (gw.cancel_run): the exchange carries on as after a failure.
+        return SendResult(
+            runId=str(run_id),
+            status="cancelled",
+            tool="sessions_send",
+            error=state.error or "run cancelled",
+            sessionKey=display,
         )
     if state.status != "ok":
         return SendResult(

@@ -60,7 +60,7 @@ async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_
         # Never two runs at once in the target session: [dispatched, ended] never overlap.
         spans = []
         for run_id in target_runs:
-            run = gateway.runs.load(run_id)
+            run = gateway.run_engine.load(run_id)
             assert run is not None
             assert run.state.status == "ok", run.state
             assert run.state.started_at is not None
@@ -119,7 +119,7 @@ async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
             asyncio.gather(first.wait_idle(), second.wait_idle()), timeout=HANG_SECONDS
         )
 
-        primary = second.runs.load(UUID(sent["runId"]))
+        primary = second.run_engine.load(UUID(sent["runId"]))
         assert primary is not None
         assert primary.state.status == "ok"
         assert primary.state.reply == "reply to hi"

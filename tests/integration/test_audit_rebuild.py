@@ -40,6 +40,7 @@ NONE = {
     "transcript": (0, 0, 0),
     "work": (0, 0, 0),
     "session_streams": (0, 0, 0),
+    "runs": (0, 0, 0),
 }
 
 
@@ -75,6 +76,7 @@ def test_differences_are_reported_per_table_and_then_repaired(
         "transcript": (1, 0, 0),
         "work": (0, 1, 0),
         "session_streams": (0, 0, 0),
+        "runs": (0, 0, 0),
     }
     assert checked["tables"]["sessions"]["examples"] == [f"changed {dev}"]
     assert checked["tables"]["transcript"]["examples"] == [f"added {main}/2"]

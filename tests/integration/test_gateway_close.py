@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
+from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 SCRIPT = {
@@ -70,3 +70,50 @@ async def test_close_returns_even_when_a_task_will_not_stop(clock: VirtualClock)
     assert closing.done()
     closing.result()
     channel.release()
+
+
+class DeafAgent:
+    """A runtime that ignores cancellation: asked to stop at its run's timeout, it keeps
+    waiting until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+        self.released = asyncio.Event()
+
+    async def run(self, request: RunRequest) -> RunReply:
+        try:
+            await request.clock.sleep(3600)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+        while not self.released.is_set():
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+        return RunReply(text="too late")
+
+
+async def test_a_gateway_sees_and_stops_only_its_own_abandoned_calls(
+    clock: VirtualClock,
+) -> None:
+    # Issue 12 leftover: abandoned runtime calls were one set for the whole process, so a
+    # second gateway listed the first's and its close cancelled them for 50 rounds.
+    agent = DeafAgent()
+    config = GatewayConfig.load({"agents": {"defaults": {"timeoutSeconds": 30}}})
+    first = await Gateway.open(config=config, store="memory", clock=clock, runtime=agent)
+    second = await Gateway.open(config=config, store="memory", clock=clock)
+    try:
+        await first.record_message("main", role="user", content="hi")
+        await first.record_message("agent:main:work", role="user", content="hi")
+        params = {"sessionKey": "agent:main:work", "message": "go", "timeoutSeconds": 0}
+        assert (await first.call_tool("main", "sessions_send", params))["status"] == "accepted"
+        await clock.advance(31)
+        assert agent.cancelled == 1  # timed out, and still running
+        assert len(first.services.runs.abandoned_calls()) == 1
+
+        assert second.services.runs.abandoned_calls() == []
+        await second.close()
+        assert agent.cancelled == 1  # the other gateway's close left it alone
+    finally:
+        await first.close()
+        agent.released.set()

@@ -64,13 +64,13 @@ async def fire(gw: Gateway, target: str, message: str) -> str:
 
 
 def run_status(gw: Gateway, run_id: str) -> str:
-    run = gw.runs.load(UUID(run_id))
+    run = gw.run_engine.load(UUID(run_id))
     assert run is not None
     return run.state.status
 
 
 def all_slots_free(gw: Gateway) -> bool:
-    return gw.runs.free_slots() == gw.config.agents.defaults.maxConcurrent
+    return gw.run_engine.free_slots() == gw.config.agents.defaults.maxConcurrent
 
 
 class BusyAgent(AgentRuntime):

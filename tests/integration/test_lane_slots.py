@@ -105,9 +105,9 @@ async def test_nested_forwarding_rounds_leave_every_slot_free(
             await clock.advance(0)
             await gateway.wait_idle()
         assert [a["status"] for a in agent.answers] == ["ok"] * (2 * ROUNDS)
-        assert gateway.runs.free_slots() == slots
+        assert gateway.run_engine.free_slots() == slots
         await _plain_send_still_runs(gateway, clock)
-        assert gateway.runs.free_slots() == slots
+        assert gateway.run_engine.free_slots() == slots
     finally:
         await gateway.close()
 
@@ -128,8 +128,8 @@ async def test_spawns_from_inside_turns_leave_every_slot_free(
             await clock.advance(0)
             await gateway.wait_idle()
         assert [a["status"] for a in agent.answers] == ["accepted"] * ROUNDS
-        assert gateway.runs.free_slots() == slots
+        assert gateway.run_engine.free_slots() == slots
         await _plain_send_still_runs(gateway, clock)
-        assert gateway.runs.free_slots() == slots
+        assert gateway.run_engine.free_slots() == slots
     finally:
         await gateway.close()

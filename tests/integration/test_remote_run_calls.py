@@ -160,3 +160,74 @@ async def test_a_run_token_is_refused_unless_its_run_is_in_flight_for_the_caller
         assert len(primary_hops(gateway)) == 6
     finally:
         await gateway.close()
+
+
+class PosingAsAnother(AgentRuntime):
+    """An agent that, during its turn, presents its live run token while speaking as
+    another session (over HTTP and over MCP), and once as its own session (the control:
+    the token is in flight, so only the session differs)."""
+
+    def __init__(self, impostor_of: str) -> None:
+        self.impostor_of = impostor_of
+        self.gateway: Gateway | None = None
+        self.http: list[httpx.Response] = []
+        self.mcp: list[Any] = []
+        self.own: list[int] = []
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step != "primary":
+            return RunReply(text="REPLY_SKIP" if request.step == "reply_back" else "ok")
+        token = request.run_token
+        assert token is not None
+        body = {"sessionKey": C, "message": "as someone else", "timeoutSeconds": 0}
+        async with http_client(self.gateway) as client:
+            self.http.append(
+                await client.post(
+                    "/v1/tools/sessions_send",
+                    json=body,
+                    headers={"X-Sessionwire-Session": self.impostor_of, "X-Sessionwire-Run": token},
+                )
+            )
+            own = await client.post(
+                "/v1/tools/sessions_list",
+                json={},
+                headers={"X-Sessionwire-Session": request.session_key, "X-Sessionwire-Run": token},
+            )
+            self.own.append(own.status_code)
+        assert self.gateway is not None
+        server = build_server(self.gateway, self.impostor_of)
+        async with create_connected_server_and_client_session(server) as mcp:
+            self.mcp.append(await mcp.call_tool("sessions_send", body, meta={RUN_META: token}))
+        return RunReply(text="tried")
+
+
+async def test_a_live_run_token_is_refused_when_speaking_as_another_session(
+    clock: VirtualClock,
+) -> None:
+    agent = PosingAsAnother(impostor_of=B)
+    config = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(config), store="memory", clock=clock, runtime=agent
+    )
+    agent.gateway = gateway
+    try:
+        for key in (OPERATOR, A, B, C):
+            await gateway.record_message(key, role="user", content="(opened)")
+        params = {"sessionKey": A, "message": "go", "timeoutSeconds": 0}
+        assert (await gateway.call_tool(OPERATOR, "sessions_send", params))["status"] == "accepted"
+        await gateway.wait_idle()
+
+        assert agent.own == [200]  # the token was in flight for its own session
+        [response] = agent.http
+        assert response.status_code == 403
+        error = response.json()["error"]
+        assert error["code"] == "run_not_in_flight"
+        assert "a run of another session" in error["message"]
+        [answer] = agent.mcp
+        assert answer.isError
+        assert answer.structuredContent["status"] == "forbidden"
+        assert "a run of another session" in answer.structuredContent["error"]
+        # Only the operator's send started a run: the refused calls started nothing.
+        assert primary_hops(gateway) == [1]
+    finally:
+        await gateway.close()

@@ -20,7 +20,7 @@ SCRIPT = {
 
 
 def status(gateway: Gateway, run_id: str) -> str | None:
-    run = gateway.runs.load(UUID(run_id))
+    run = gateway.run_engine.load(UUID(run_id))
     return None if run is None else run.state.status
 
 

@@ -14,10 +14,10 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PENDING = ("queued", "running")
 
 
-def _run(store: Store, *, minute: int = 0) -> Run:
+def _run(store: Store, *, minute: int = 0, session_key: str = "agent:main:main") -> Run:
     run = Run.start(
         run_id=uuid4(),
-        session_key="agent:main:main",
+        session_key=session_key,
         agent_id="main",
         step="primary",
         message="hello",
@@ -68,6 +68,22 @@ def test_pending_work_is_one_kind_in_those_statuses_in_creation_order(event_stor
     assert [w.id for w in event_store.pending_work("run", ("ok",))] == [done.id]
     exchanges = event_store.pending_work("exchange", ("open",))
     assert [w.to_aggregate(Exchange, ExchangeState).id for w in exchanges] == [exchange.id]
+
+
+def test_pending_work_of_one_session(event_store: Store) -> None:
+    mine = _run(event_store, minute=0, session_key="agent:main:work")
+    _run(event_store, minute=1)
+    later = _run(event_store, minute=2, session_key="agent:main:work")
+    ended = _run(event_store, minute=3, session_key="agent:main:work")
+    later.dispatch(at=NOW)
+    ended.dispatch(at=NOW)
+    ended.fail(error="broken", at=NOW)
+    event_store.save(later, ended)
+
+    pending = event_store.pending_work("run", PENDING, session_key="agent:main:work")
+    assert [work.id for work in pending] == [mine.id, later.id]
+    assert event_store.pending_work("run", PENDING, session_key="agent:main:idle") == []
+    assert len(event_store.pending_work("run", PENDING)) == 3
 
 
 def test_recent_work_is_newest_first_paged_by_position(event_store: Store) -> None:

@@ -669,7 +669,7 @@ def _max_hops(config: GatewayConfig) -> int:
 def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     """Lane slots held now and the lane's size (None when the gateway hides its lane)."""
     capacity = gateway.config.agents.defaults.maxConcurrent
-    free = getattr(gateway.runs, "free_slots", None)
+    free = getattr(gateway.run_engine, "free_slots", None)
     value = free() if callable(free) else None
     if not isinstance(value, int):
         return None, capacity

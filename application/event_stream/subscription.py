@@ -1,0 +1,265 @@
+"""Following the sealed log: a gateway's ``EventStream`` and its pull-based subscriptions.
+
+A subscription is a cursor (the last position it passed) and at most one page of
+decoded events; it reads the next page only when its reader asks for the next event, so
+a reader that stops reading costs the gateway nothing more (ADR 0023). Pages are read by
+``EventLog.records_after`` in the sealed order and shared: subscribers that follow the
+same positions decode each page once.
+
+Waiting for new events: in this process, the store tells the stream when its commits
+or seals may have grown the log (``EventLog.on_log_grew``), which wakes every waiting
+subscriber; no polling. When another process may write (PostgreSQL, or an SQLite file
+another process holds), one poller per stream looks at the sealed head on the gateway
+clock, parked, and only on a clock that moves by itself. A waiting subscriber is never
+runnable work, so ``wait_idle()`` does not wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from sessionwire.application.event_stream.public_event import (
+    StreamDirectory,
+    StreamEvent,
+    stream_event,
+)
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.application.ports.event_log import EventLog
+from sessionwire.domain.session import single_appends
+
+PAGE = 200
+# Pages kept for subscribers reading the same positions (a tail page only until the
+# log grows again).
+CACHED_PAGES = 16
+# How often a stream whose store other processes write looks at the sealed head.
+POLL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events a subscription yields, and as what (a requester's view)."""
+
+    session_key: str | None = None
+    trace_id: str | None = None
+    sees: Callable[[tuple[str, ...]], bool] | None = None
+    """With a requester: may it read every session this event belongs to?"""
+    view: Callable[[StreamEvent], dict[str, Any]] | None = None
+
+    def matches(self, event: StreamEvent) -> bool:
+        if self.session_key is not None and self.session_key not in event.sessions:
+            return False
+        if self.trace_id is not None and event.trace_id != self.trace_id:
+            return False
+        return self.sees is None or self.sees(event.sessions)
+
+    def shown(self, event: StreamEvent) -> dict[str, Any]:
+        # A copy: the page, and its dicts, are shared with the other subscribers.
+        return self.view(event) if self.view is not None else dict(event.public)
+
+
+class EventStream:
+    """The followers of one gateway's store."""
+
+    def __init__(self, store: EventLog, in_flight: InFlight, clock: Clock) -> None:
+        self.store = store
+        self.in_flight = in_flight
+        self.clock = clock
+        self.directory = StreamDirectory(store)
+        self.closed = False
+        self._subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # One future per waiting subscriber: cancelling one wait touches no other.
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._waiting = 0
+        self._generation = 0
+        self._pages: OrderedDict[int, tuple[int | None, list[StreamEvent]]] = OrderedDict()
+        self._poller: asyncio.Task[None] | None = None
+        self._stop_listening = store.on_log_grew(self._heard)
+
+    def subscribe(self, after: int, events: EventFilter) -> Subscription:
+        subscription = Subscription(self, after, events)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    # Pages ------------------------------------------------------------------------------
+
+    def page_after(self, position: int, *, fresh_tail: bool = False) -> list[StreamEvent]:
+        """The events after ``position``, at most a page (shared, never changed).
+
+        A full page never changes. A shorter one, the empty one included, holds until
+        the log grows: a subscriber takes the wake-up future before it looks (``armed``),
+        and every growth after the page was read resolves that future. ``fresh_tail``
+        reads a tail again anyway (a listing that waits for nothing)."""
+        cached = self._pages.get(position)
+        if cached is not None:
+            generation, page = cached
+            if generation is None or (generation == self._generation and not fresh_tail):
+                self._pages.move_to_end(position)
+                return page
+        records = self.store.records_after(position, PAGE)
+        # A batch of messages is one record: its messages are published as the single
+        # appends it stands for, all at the batch's position (ADR 0025).
+        page = [stream_event(at, event, self.directory) for at, event in single_appends(records)]
+        # A full page (of records) never changes; a shorter one only until the log grows.
+        self._pages[position] = (None if len(records) == PAGE else self._generation, page)
+        self._pages.move_to_end(position)
+        if len(self._pages) > CACHED_PAGES:
+            self._pages.popitem(last=False)
+        return page
+
+    # Waiting ----------------------------------------------------------------------------
+
+    def armed(self) -> asyncio.Future[None]:
+        """A future the log's next growth resolves; take it *before* finding nothing
+        new (no await in between), so a commit in between is never missed."""
+        self._loop = asyncio.get_running_loop()
+        wake = self._loop.create_future()
+        if self.closed:
+            wake.set_result(None)
+        else:
+            self._waiters.add(wake)
+        return wake
+
+    def disarm(self, wake: asyncio.Future[None]) -> None:
+        """Not waiting after all (something new was found)."""
+        self._waiters.discard(wake)
+
+    async def wait(self, wake: asyncio.Future[None]) -> None:
+        self._waiting += 1
+        try:
+            if (
+                self._poller is None
+                and self.clock.moves_by_itself
+                and self.store.others_may_write()
+            ):
+                self._poller = self.in_flight.start(self._poll(), Owner("events", "poll"))
+            if self.in_flight.current() is None:
+                await wake  # the subscriber's own future: cancelling it is harmless
+            else:
+                # Registered work waits on a future: not runnable, so not pending work.
+                await self.in_flight.wait_for(wake)
+        finally:
+            self._waiting -= 1
+            self._waiters.discard(wake)
+
+    def _heard(self) -> None:
+        """From the thread that committed or sealed: hand the news to the loop."""
+        loop = self._loop
+        if loop is None or not self._subscriptions:
+            return
+        with suppress(RuntimeError):  # the loop closed: nobody is left to wake
+            loop.call_soon_threadsafe(self._grew)
+
+    def _grew(self) -> None:
+        self._generation += 1
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for wake in waiters:
+            if not wake.done():
+                wake.set_result(None)
+
+    async def _poll(self) -> None:
+        """Look at the sealed head while anyone waits: other processes' commits."""
+        try:
+            # The first look always wakes: a record sealed between a subscriber's last
+            # read and this poller's start is not missed.
+            head = -1
+            while self._waiting and not self.closed:
+                await self.in_flight.sleep(POLL_SECONDS, parked=True)
+                if self.closed:
+                    return
+                now = self.store.sealed_position()
+                if now != head:
+                    head = now
+                    self._grew()
+        finally:
+            self._poller = None
+
+    def close(self) -> None:
+        """End every subscription (the gateway is closing): each stops at its next step."""
+        self.closed = True
+        self._stop_listening()
+        self._pages.clear()
+        self._wake_all()
+
+
+class Subscription:
+    """An async iterator over recorded events after a position, as public dicts."""
+
+    def __init__(self, stream: EventStream, after: int, events: EventFilter) -> None:
+        self._stream = stream
+        self._filter = events
+        self.position = after
+        """The last position passed (yielded or filtered out): where to resume."""
+        self._page: list[StreamEvent] = []
+        self._index = 0
+        self._closed = False
+
+    @property
+    def ended(self) -> bool:
+        return self._closed or self._stream.closed
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        passed_a_page = False
+        while not self.ended:
+            found = self._from_page()
+            if found is not None:
+                return found
+            if passed_a_page:
+                # A whole page and nothing for this filter: let the loop turn, so a
+                # narrow filter over a long log does not hold it.
+                await asyncio.sleep(0)
+                if self.ended:
+                    break
+            wake = self._stream.armed()
+            self._page, self._index = self._stream.page_after(self.position), 0
+            if self._page:
+                self._stream.disarm(wake)
+                passed_a_page = True
+                continue
+            passed_a_page = False
+            await self._stream.wait(wake)
+        raise StopAsyncIteration
+
+    def recorded(self) -> Iterator[dict[str, Any]]:
+        """The matching events recorded now, without waiting (a one-shot listing)."""
+        while not self.ended:
+            found = self._from_page()
+            if found is not None:
+                yield found
+                continue
+            self._page, self._index = self._stream.page_after(self.position, fresh_tail=True), 0
+            if not self._page:
+                return
+
+    def _from_page(self) -> dict[str, Any] | None:
+        while self._index < len(self._page):
+            event = self._page[self._index]
+            self._index += 1
+            self.position = event.position
+            if self._filter.matches(event):
+                return self._filter.shown(event)
+        return None
+
+    async def aclose(self) -> None:
+        """End the subscription; iterating it again ends at once."""
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._page = []
+
+
+__all__ = ["EventFilter", "EventStream", "Subscription"]
