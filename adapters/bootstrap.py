@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -123,6 +123,17 @@ class SyncGateway:
 
     def wait_idle(self) -> None:
         self._run(self._gateway.wait_idle())
+
+    def subscribe(self, after: int = 0, **filters: Any) -> Iterator[dict[str, Any]]:
+        """``Gateway.subscribe`` as a plain iterator: each ``next`` runs the loop until
+        the next event is recorded (it waits for it, so a script ends it by breaking
+        out or closing the gateway)."""
+        subscription = self._gateway.subscribe(after, **filters)
+        while True:
+            try:
+                yield self._run(subscription.__anext__())
+            except StopAsyncIteration:
+                return
 
     def close(self) -> None:
         try:

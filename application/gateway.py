@@ -20,6 +20,12 @@ from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext, ToolServices
+from sessionwire.application.event_stream.scoped_reader import ScopedReader
+from sessionwire.application.event_stream.subscription import (
+    EventFilter,
+    EventStream,
+    Subscription,
+)
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
@@ -193,6 +199,8 @@ class GatewayService:
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
         )
+        # The live event stream's followers (ADR 0023).
+        self.events = EventStream(store, self.in_flight, clock)
 
     def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
@@ -551,6 +559,53 @@ class GatewayService:
         """The chain of a trace: who caused what, as a tree in causal order."""
         return Auditor(self.store, self.rules).trace(trace_id)
 
+    # The live event stream --------------------------------------------------------------
+
+    def subscribe(
+        self,
+        after: int = 0,
+        *,
+        session_key: str | None = None,
+        trace_id: str | None = None,
+        requester: str | None = None,
+    ) -> Subscription:
+        """The recorded events after sealed-log position ``after``, in that order, as
+        public dicts (docs/events.md), then each new one as it is recorded, until
+        ``close()`` (of the subscription or the gateway). ``session_key``: only events
+        of that session (its own and those of the runs, exchanges and spawns it took
+        part in, as its audit timeline); ``trace_id``: only that chain's; ``requester``:
+        only events of sessions that session may read the history of.
+
+        Raises ValueError for a bad position or key. Resume after a reconnect or a
+        restart with the last ``position`` received: nothing is missed or repeated.
+        """
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError(f"after must be a log position (an integer >= 0), not {after!r}")
+        if trace_id is not None and not isinstance(trace_id, str):
+            raise ValueError("trace_id must be a string")
+        reader = None
+        if requester is not None:
+            reader = ScopedReader(
+                ToolContext(
+                    store=self.store,
+                    config=self.config,
+                    clock=self.clock,
+                    requester=Requester.from_key(self.rules, requester),
+                )
+            )
+        events = EventFilter(
+            session_key=self.rules.canonical(session_key) if session_key is not None else None,
+            trace_id=trace_id,
+            sees=reader.sees if reader is not None else None,
+            view=reader.view if reader is not None else None,
+        )
+        return self.events.subscribe(after, events)
+
+    def end_subscriptions(self) -> None:
+        """End every open subscription (a server stopping: its event streams close, so
+        it need not wait for clients that would never hang up)."""
+        self.events.close()
+
     async def wait_idle(self) -> None:
         """Return once no work of this gateway is runnable before the clock's next due time.
 
@@ -575,6 +630,7 @@ class GatewayService:
         is named in a warning and left; the store closes anyway.
         """
         self.clock.detach(self.in_flight)
+        self.end_subscriptions()
         self.run_engine.stop_taking_runs()
         stuck: list[asyncio.Task[Any]] = []
         for _ in range(CLOSE_ROUNDS):

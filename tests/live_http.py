@@ -46,9 +46,18 @@ SCRIPT = {
 class _SignallingServer(uvicorn.Server):
     """uvicorn that sets ``ready`` once its port is open (no polling for it)."""
 
-    def __init__(self, config: uvicorn.Config, ready: threading.Event) -> None:
+    def __init__(
+        self, config: uvicorn.Config, ready: threading.Event, gateway: Gateway | None = None
+    ) -> None:
         super().__init__(config)
         self.ready = ready
+        self.gateway = gateway
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # As `serve` does: open event streams end, or uvicorn would wait for them.
+        if self.gateway is not None:
+            self.gateway.end_subscriptions()
+        await super().shutdown(sockets=sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -100,6 +109,7 @@ def live_server(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
                 ),
                 ready,
+                gateway,
             )
             servers.append(server)
             await server.serve()

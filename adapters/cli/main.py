@@ -66,6 +66,10 @@ COMMANDS = {
         f"{CLI}.demo.command:demo",
         "Play a scripted team of agents on the store and show each event as it is recorded.",
     ),
+    "events": LazyCommand(
+        f"{CLI}.events_command:events",
+        "The recorded events after a position; --follow shows each new one as it comes.",
+    ),
     "import": LazyCommand(
         f"{CLI}.imports:import_group", "Import sessions recorded by another gateway."
     ),

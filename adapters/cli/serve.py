@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ DEFAULT_PORT = 8765
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
 # A connection idle this long between requests is closed.
 IDLE_TIMEOUT_SECONDS = 5
-MAX_CONNECTIONS = 200
+# Event streams (GET /v1/events) hold a connection each while they are open.
+MAX_CONNECTIONS = 2_000
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -171,6 +173,7 @@ def serve(
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
         server = _ListeningServer(
             f"http://{host}:{port}",
+            gateway.end_subscriptions,
             uvicorn.Config(
                 app,
                 host=host,
@@ -230,9 +233,16 @@ class _ListeningServer(uvicorn.Server):
     """uvicorn that says on stderr when its port is open (what a supervisor or a test
     waits for, instead of polling)."""
 
-    def __init__(self, url: str, config: uvicorn.Config) -> None:
+    def __init__(self, url: str, stopping: Callable[[], None], config: uvicorn.Config) -> None:
         super().__init__(config)
         self.url = url
+        self.stopping = stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn waits for every response to end; an event stream ends only when its
+        # subscription does.
+        self.stopping()
+        await super().shutdown(sockets=sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)

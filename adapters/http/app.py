@@ -18,6 +18,9 @@ nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator toke
   answer them; a session-bound token sees and cancels only runs its session may see (a
   hidden run is 404 like a missing one), an operator token any, or those a session named
   by ``X-Sessionwire-Session`` may see. A bad query parameter is 400.
+- ``GET /v1/events``: the live event stream as Server-Sent Events (``?after=&session=
+  &trace=``, ``Last-Event-ID`` resumes; ADR 0023); a session-bound token gets only the
+  events of sessions its session may read.
 - ``GET /v1/tools``: the tools' JSON Schemas. ``GET /healthz``, ``GET /readyz``: unauthenticated.
 - ``GET /metrics`` (when given ``metrics``, as ``serve`` does): Prometheus text, operator
   tokens only (ADR 0019).
@@ -39,9 +42,10 @@ from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
@@ -98,6 +102,9 @@ SESSION_HEADER = "X-Sessionwire-Session"
 CONSOLE_PREFIX = "/console"
 # A call an agent makes during its turn names its run by the token the runtime was given.
 RUN_HEADER = "X-Sessionwire-Run"
+RUNS_PATH = "/v1/runs"
+# Log positions are 64-bit integers in the stores.
+MAX_POSITION = 2**63 - 1
 
 log = library_logger("sessionwire.http")
 
@@ -457,16 +464,16 @@ def create_app(
         return error_response(error.status_code, code, str(error.detail), headers)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = list(error.errors())
         if any(problem.get("type") == "json_invalid" for problem in problems):
             return error_response(400, "invalid_json", "the body is not valid JSON")
         first = problems[0] if problems else {}
         location = tuple(first.get("loc", ()))
         message = str(first.get("msg", "invalid request"))
-        if location[:1] == ("query",):
-            # A filter of a listing (GET /v1/runs?status=...): a bad request, as a bad
-            # argument of gw.runs is a ValueError.
+        if location[:1] == ("query",) and request.url.path == RUNS_PATH:
+            # A filter of the runs listing (GET /v1/runs?status=...): a bad request, as a
+            # bad argument of gw.runs is a ValueError.
             name = ".".join(str(part) for part in location[1:])
             return error_response(400, "bad_request", f"{name}: {message}")
         where = ".".join(str(part) for part in location if part != "body")
@@ -699,7 +706,7 @@ def create_app(
         return found
 
     @app.get(
-        "/v1/runs",
+        RUNS_PATH,
         response_model=RunList,
         response_model_exclude_unset=True,
         dependencies=auth,
@@ -711,11 +718,16 @@ def create_app(
         grant: Annotated[Grant, Depends(authenticated)],
         session_key: Annotated[
             str | None,
-            Query(alias="session", min_length=1, description="only this session's runs"),
+            Query(
+                alias="session",
+                min_length=1,
+                max_length=512,
+                description="only this session's runs",
+            ),
         ] = None,
         status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
         trace: Annotated[
-            str | None, Query(min_length=1, description="only runs of this trace")
+            str | None, Query(min_length=1, max_length=200, description="only runs of this trace")
         ] = None,
         limit: Annotated[
             int, Query(ge=1, le=RUNS_MAX_LIMIT, description="at most this many runs")
@@ -765,6 +777,84 @@ def create_app(
         if found is None:
             raise ApiError(404, "not_found", run_not_found)
         return found
+
+    # The live event stream ------------------------------------------------------------
+
+    @app.get(
+        "/v1/events",
+        tags=["events"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": (
+                    "Server-Sent Events: one `data:` line per recorded event (its JSON, "
+                    "docs/events.md), `id:` its log position; `:` comment lines are "
+                    "heartbeats. The stream stays open for new events."
+                ),
+                "content": {EVENT_STREAM: {"schema": {"type": "string"}}},
+            },
+            **_errors(400, 401, 422),
+        },
+    )
+    async def events(
+        grant: Annotated[Grant, Depends(authenticated)],
+        after: Annotated[
+            int,
+            Query(ge=0, le=MAX_POSITION, description="the log position to follow from"),
+        ] = 0,
+        session: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=512,
+                description="only this session's events (and its runs', exchanges', spawns')",
+            ),
+        ] = None,
+        trace: Annotated[
+            str | None,
+            Query(min_length=1, max_length=200, description="only this chain's events"),
+        ] = None,
+        follow: Annotated[
+            bool,
+            Query(
+                description=(
+                    "keep the stream open for new events (default); false: send what is "
+                    "recorded now and end"
+                )
+            ),
+        ] = True,
+        last_event_id: Annotated[
+            str | None,
+            Header(
+                alias=LAST_EVENT_ID,
+                description="resume after this position (what a reconnecting client sends)",
+            ),
+        ] = None,
+    ) -> StreamingResponse:
+        """The recorded events after a position, then each new one as it is recorded.
+
+        An operator token sees every event; a session-bound token only the events of
+        sessions its session may read (as ``sessions_history``)."""
+        if last_event_id is not None:
+            resumed = last_event_id.strip()
+            if not resumed.isdigit() or int(resumed) > MAX_POSITION:
+                raise ApiError(400, "bad_request", f"{LAST_EVENT_ID} must be a log position")
+            after = int(resumed)
+        try:
+            subscription = gateway.subscribe(
+                after,
+                session_key=header_text(session) if session is not None else None,
+                trace_id=trace,
+                requester=grant.session,
+            )
+        except ValueError as error:
+            raise ApiError(400, "bad_request", str(error)) from None
+        return StreamingResponse(
+            event_source(subscription, gateway.clock, follow=follow),
+            media_type=EVENT_STREAM,
+            # Proxies must neither cache nor buffer a stream.
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     attempts = attempts or FailedAttempts()
     if console:

@@ -21,6 +21,7 @@ from contextlib import (
     AbstractContextManager,
     contextmanager,
     nullcontext,
+    suppress,
 )
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID
@@ -101,6 +102,9 @@ class RecordsReadModels:
     def stop_sealing(self) -> None:
         """Stop any sealing behind the writers (the store is closing)."""
 
+    sealed_hook: Callable[[], None] | None = None
+    """Called after a seal pass that gave positions (from the sealer's thread)."""
+
 
 class SessionwireApplication(Application):  # type: ignore[type-arg]
     name = "sessionwire"
@@ -131,6 +135,8 @@ class StoreBackend(SessionLocks, ABC):
     """The eventsourcing application's settings for this store."""
     location: str
     """Where the store is, printable (no password)."""
+    seals_as_it_writes: bool = False
+    """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
 
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)
@@ -150,6 +156,10 @@ class StoreBackend(SessionLocks, ABC):
 
     def admits_many_writers(self) -> bool:
         """Any opener may write (no one-writer lock to take, decision 20)."""
+        return True
+
+    def others_may_write(self) -> bool:
+        """Can another process append to this store now (``EventLog.others_may_write``)?"""
         return True
 
     def open_writer(self, store: EventSourcedStore) -> SavesWriter | None:
@@ -202,6 +212,9 @@ class EventSourcedStore(Store):
         self.writer: SavesWriter | None = None
         if writer or self.backend.admits_many_writers():
             self._backfill_runs()
+        # Told when the sealed log may have grown here (the live event stream, ADR 0023).
+        self._log_listeners: list[Callable[[], None]] = []
+        recorder.sealed_hook = self._log_grew
         self.analyze()
         self.writer = self.backend.open_writer(self)
 
@@ -303,7 +316,27 @@ class EventSourcedStore(Store):
         for row in changes.rows.values():
             self._written.pop(row.state.key, None)
 
+    def on_log_grew(self, listener: Callable[[], None]) -> Callable[[], None]:
+        self._log_listeners.append(listener)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._log_listeners.remove(listener)
+
+        return remove
+
+    def others_may_write(self) -> bool:
+        return self.backend.others_may_write()
+
+    def _log_grew(self) -> None:
+        for listener in list(self._log_listeners):
+            listener()
+
     def _saved(self, aggregates: Sequence[Aggregate], changes: ReadModelChanges) -> None:
+        if self.backend.seals_as_it_writes:
+            # Committed and sealed in one transaction: followers may read it now. (A
+            # store that seals behind its writers tells them from its sealer.)
+            self._log_grew()
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)

@@ -160,6 +160,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                         return sealed
                 count = self.chain.seal_final(cursor)
             sealed += count
+            if count and self.sealed_hook is not None:
+                self.sealed_hook()  # committed: followers in this process may read them
             if count < SEAL_BATCH:
                 return sealed
 

@@ -86,6 +86,13 @@ class SQLiteBackend(StoreBackend):
         self.env, self.location = _settings(str(file)), str(file)
         self._writer_lock = SQLiteWriterLock(file)
 
+    seals_as_it_writes = True
+
+    def others_may_write(self) -> bool:
+        # A memory database is this process's; a file is written only by the holder of
+        # its writer's lock, which is either this store or another process.
+        return self._writer_lock is not None and not self._writer_lock.held
+
     def hold_writer(self) -> None:
         # A memory store is private to its process: only a file has other writers.
         if self._writer_lock is not None:

@@ -31,6 +31,11 @@ class SQLiteWriterLock:
         self.path = database.with_name(database.name + ".writer")
         self._fd: int | None = None
 
+    @property
+    def held(self) -> bool:
+        """Does this store hold the lock now?"""
+        return self._fd is not None
+
     def acquire(self) -> None:
         """Take the lock, or raise StoreInUse naming the live holder."""
         if fcntl is None or self._fd is not None:

@@ -98,7 +98,7 @@ def timeline_entry(
 ) -> TimelineEntry:
     # An aggregate's chain is on its first event; a transcript line's on its provenance.
     if event.originator_version == 1:
-        chains[event.originator_id] = _chain_of_first(event)
+        chains[event.originator_id] = chain_of_first(event)
     trace_id, parent_run_id, hops = _message_chain(event) or chains.get(
         event.originator_id, NO_CHAIN
     )
@@ -122,7 +122,7 @@ Chain = tuple[str | None, str | None, int | None]
 NO_CHAIN: Chain = (None, None, None)
 
 
-def _chain_of_first(event: DomainEvent) -> Chain:
+def chain_of_first(event: DomainEvent) -> Chain:
     """A run's, exchange's, spawn's or refusal's chain, as its first event records it."""
     if isinstance(event, Run.RunStarted | Spawn.SubagentSpawned) and event.trace_id:
         return (event.trace_id, event.parent_run_id, event.hops)

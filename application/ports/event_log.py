@@ -4,7 +4,7 @@ the events back, by position or by stream."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from uuid import UUID
 
 from sessionwire.domain.base import Aggregate, DomainEvent
@@ -56,6 +56,19 @@ class EventLog(ABC):
         """At most ``limit`` records whose sealed-log position is above ``position``, in
         that order, each with its position: what a reader in another process follows the
         log by, since it never misses a record that commits later."""
+
+    def on_log_grew(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (from any thread, so it must only hand the news on) each time
+        this process's own commits or seals may have added records to the sealed log;
+        returns what removes it. Commits of other processes are not heard: see
+        ``others_may_write``. The default never calls it."""
+        return lambda: None
+
+    def others_may_write(self) -> bool:
+        """Can another process add records that ``on_log_grew`` never hears of (a shared
+        database, or a file another process holds the writer's lock of)? A follower then
+        has to look again from time to time."""
+        return False
 
     @abstractmethod
     def events(self, *, start: int = 1) -> Iterator[tuple[int, DomainEvent]]:

@@ -1,4 +1,4 @@
-"""Every example in the MCP, OpenAI-runtime and embedding pages runs as written.
+"""Every example in the MCP, OpenAI-runtime, embedding and events pages runs as written.
 
 A page's ```python blocks run in order in one namespace, in a fresh interpreter (the
 pages' examples call ``asyncio.run`` and print, as a reader's script would); a page's
@@ -64,6 +64,12 @@ def test_embedding_examples_run() -> None:
     assert "trace ['subagent_announce', 'subagent_task']" in out
     assert "unknown None" in out
     assert "accepted error True" in out  # the busy policy's example
+
+
+def test_events_examples_run_and_print_what_the_page_shows() -> None:
+    out = run_python("events.md")
+    shown = "".join(blocks("events.md", "text"))
+    assert out == shown
 
 
 def test_mcp_examples_run() -> None:
