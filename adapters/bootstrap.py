@@ -115,6 +115,11 @@ class SyncGateway:
     def runs(self, **filters: Any) -> dict[str, Any]:
         return self._gateway.runs(**filters)
 
+    def cancel_run(
+        self, run_id: str, reason: str = "", *, requester: str | None = None
+    ) -> dict[str, Any] | None:
+        return self._run(self._gateway.cancel_run(run_id, reason, requester=requester))
+
     def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
         return self._gateway.session_as_of(session_key, **point)
 

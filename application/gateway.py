@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from pydantic import ValidationError
 from sessionwire.application.audit.auditor import Auditor
@@ -27,6 +28,7 @@ from sessionwire.application.event_stream.subscription import (
     Subscription,
 )
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
@@ -96,6 +98,7 @@ MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 # Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
 CLOSE_ROUNDS = 50
+MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
 ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
@@ -192,6 +195,9 @@ class GatewayService:
             )
         )
         self.run_queries = RunQueries(store, config, clock)
+        self.cancellation = RunCancellation(
+            engine=self.run_engine, store=store, clock=clock, in_flight=self.in_flight
+        )
         self.services = ToolServices(
             runs=self.run_engine,
             exchanges=self.exchanges,
@@ -542,6 +548,36 @@ class GatewayService:
             limit=limit,
             requester=requester,
         )
+
+    async def cancel_run(
+        self, run_id: str, reason: str = "", *, requester: str | None = None
+    ) -> dict[str, Any] | None:
+        """Cancel a queued or running run: ``RunCancelled`` is recorded, its runtime call
+        stopped (in whichever gateway process runs it), whoever waits for it hears
+        ``cancelled``, its exchange or spawn carries on as after a failed run, and the
+        runs it caused that have not ended are cancelled with it (``cascaded``).
+
+        Returns the run's dict after the change with ``"cancelled": true``; for a run
+        that had ended, the dict unchanged with ``"cancelled": false`` and a ``reason``;
+        None as ``run`` gives None. ValueError for a reason that is not a short string.
+        """
+        if not isinstance(reason, str) or len(reason) > MAX_CANCEL_REASON:
+            raise ValueError(f"reason must be a string of at most {MAX_CANCEL_REASON} characters")
+        found = self.run_queries.find(run_id, requester=requester)
+        if found is None:
+            return None
+        with self.in_flight.entered(Owner("cancel", found.run_id)):
+            outcome = await self.cancellation.cancel(UUID(found.run_id), reason.strip())
+        after = self.store.run(found.run_id)
+        if outcome is None or after is None:
+            return None
+        answer = after.to_json_dict()
+        answer["cancelled"] = outcome.cancelled
+        if outcome.cancelled:
+            answer["cascaded"] = outcome.cascaded
+        else:
+            answer["reason"] = f"the run had already ended ({after.status})"
+        return answer
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 

@@ -1,7 +1,8 @@
 """The run aggregate: one agent turn in one session, from request to outcome.
 
 A run is started (accepted, queued in its session), dispatched to the agent runtime
-(possibly again after a crash), and ends exactly once: completed, failed or timed out.
+(possibly again after a crash), and ends exactly once: completed, failed, timed out or
+cancelled.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ RUN_STEPS: tuple[RunStep, ...] = (
     "subagent_task",
     "subagent_announce",
 )
-RunStatus = Literal["queued", "running", "ok", "error", "timeout"]
+RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
 # Steps whose message is the gateway's prompt, not another agent's words.
 PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
-ENDED: frozenset[str] = frozenset({"ok", "error", "timeout"})
+ENDED: frozenset[str] = frozenset({"ok", "error", "timeout", "cancelled"})
 
 
 class RunAlreadyEnded(Exception):
@@ -186,6 +187,20 @@ class Run(Aggregate):
                 }
             )
 
+    class RunCancelled(Aggregate.Event):
+        """Stopped on request (``gw.cancel_run``), queued or running: its outcome."""
+
+        reason: str = ""
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={
+                    "status": "cancelled",
+                    "error": cancelled_error(self.reason),
+                    "ended_at": to_millis(self.timestamp),
+                }
+            )
+
     def __init__(
         self,
         session_key: str,
@@ -287,11 +302,22 @@ class Run(Aggregate):
         self._require_open()
         self.trigger_event(self.RunFailed, timestamp=at, error=error)
 
+    def cancel(self, *, reason: str, at: datetime) -> None:
+        """End the run as cancelled; RunAlreadyEnded when it has its outcome already
+        (a cancel racing the run's own end: exactly one of them is recorded)."""
+        self._require_open()
+        self.trigger_event(self.RunCancelled, timestamp=at, reason=reason)
+
     def time_out(self, *, at: datetime) -> None:
         self._require_open()
         self.trigger_event(
             self.RunTimedOut, timestamp=at, timeout_seconds=self.state.timeout_seconds
         )
+
+
+def cancelled_error(reason: str) -> str:
+    """What a cancelled run's ``error`` says: that it was cancelled, and why if told."""
+    return f"run cancelled: {reason}" if reason else "run cancelled"
 
 
 def _deadline(start: datetime, timeout_seconds: float) -> int | None:

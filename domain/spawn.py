@@ -29,7 +29,7 @@ from sessionwire.domain.transcript import Usage
 SPAWN_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/spawns")
 
 Cleanup = Literal["keep", "delete"]
-Outcome = Literal["ok", "error", "timeout"]
+Outcome = Literal["ok", "error", "timeout", "cancelled"]
 
 
 def spawn_id_for(child_key: str) -> UUID:

@@ -33,7 +33,7 @@ from sessionwire.domain.keys import InvalidSessionKey
 COOKIE = "sessionwire_console"
 LOGIN_BODY_BYTES = 8192
 STATUSES = ("active", "archived", "deleted")
-RUN_STATUSES = ("queued", "running", "ok", "error", "timeout")
+RUN_STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
 # The console's pages hold no script; styles and images come from the console itself.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

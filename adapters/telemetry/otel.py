@@ -31,7 +31,7 @@ from opentelemetry.trace import (
 )
 from sessionwire.application.ports.telemetry import RunSpan, SpanOutcome, Telemetry, ToolSpan
 
-FAILED = frozenset({"error", "timeout", "forbidden"})
+FAILED = frozenset({"error", "timeout", "forbidden", "cancelled"})
 
 
 def otel_trace_id(trace_id: str) -> int:

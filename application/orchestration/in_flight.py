@@ -138,6 +138,15 @@ class InFlight:
         not stopped yet); its outcome is recorded without it."""
         self._remove(task)
 
+    def cancel(self, task: asyncio.Task[Any]) -> None:
+        """Cancel registered work. Until the loop has run it, it counts as runnable: the
+        wait it was in ends with the CancelledError it has not seen yet."""
+        task.cancel()
+        work = self._works.get(task)
+        if work is not None:
+            work.wait = None
+        self._poke()
+
     def owns(self, kind: str, id: str) -> None:
         """The current work is now for another owner (a session actor takes its next run)."""
         work = self.current()
@@ -193,13 +202,20 @@ class InFlight:
             await self.clock.sleep(seconds)
 
     async def wait_for(
-        self, future: asyncio.Future[Any], *, due: datetime | None = None, kind: WaitKind = "work"
+        self,
+        future: asyncio.Future[Any],
+        *,
+        due: datetime | None = None,
+        kind: WaitKind = "work",
+        ready: Callable[[], bool] | None = None,
     ) -> bool:
         """Wait until ``future`` is done (True) or the clock reaches ``due`` (False).
 
-        ``future`` is never cancelled here: others may wait on it too.
+        ``future`` is never cancelled here: others may wait on it too. ``ready``: the
+        wait counts as runnable once it says so (what ``future`` is about to be set by, in
+        a callback the loop has not run yet).
         """
-        with self.waiting(Wait(kind, due=due, future=future)):
+        with self.waiting(Wait(kind, due=due, future=future, ready=ready)):
             if due is None:
                 await asyncio.wait({future})
                 return True

@@ -207,6 +207,10 @@ class RunEngine:
         # Runtime calls of this engine's runs cancelled at their timeout, kept until they
         # stop (one may ignore cancellation): this gateway's close waits for its own only.
         self._abandoned: set[asyncio.Task[object]] = set()
+        # Runs whose runtime call is in flight here: done when the run is cancelled.
+        self._stops: dict[UUID, asyncio.Future[None]] = {}
+        self.turn_started: Callable[[], None] = lambda: None
+        """Called as a runtime call starts (the cancellation watch starts polling)."""
         self._closing = False
 
     # Accepting runs -------------------------------------------------------------------
@@ -461,29 +465,61 @@ class RunEngine:
         turn = RunTurn(state)
         request = dataclasses.replace(request, run_token=turn.token)
         self._turns[turn.token] = turn
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stops[run.id] = stop
         # Set while the runtime's task is created, so its tool calls see their run.
         token = _current_turn.set(turn)
         try:
             call = self.in_flight.start(self._ask(request), Owner("runtime", state.run_id))
         finally:
             _current_turn.reset(token)
+        self.turn_started()
         try:
-            return await self._with_timeout(call, seconds)
+            return await self._with_timeout(call, seconds, stop)
         finally:
             self._turns.pop(turn.token, None)
+            if self._stops.get(run.id) is stop:
+                del self._stops[run.id]
 
     def turn_by_token(self, token: str) -> RunTurn | None:
         """The turn in flight whose token is ``token``; None once it has ended (or never
         was: a caller over HTTP/MCP cannot tell which)."""
         return self._turns.get(token)
 
-    async def _with_timeout(self, task: asyncio.Task[object], seconds: float) -> object:
+    async def _with_timeout(
+        self, task: asyncio.Task[object], seconds: float, stop: asyncio.Future[None]
+    ) -> object:
         due = self.clock.now() + timedelta(seconds=seconds)
+        # The runtime's end or the run's cancellation, whichever comes first.
+        either: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake(_: object) -> None:
+            if not either.done():
+                either.set_result(None)
+
+        task.add_done_callback(wake)
+        stop.add_done_callback(wake)
         try:
-            await self.in_flight.wait_for(task, due=due)
+            await self.in_flight.wait_for(either, due=due, ready=lambda: task.done() or stop.done())
         except asyncio.CancelledError:
             task.cancel()
             raise
+        finally:
+            task.remove_done_callback(wake)
+            stop.remove_done_callback(wake)
+        if stop.done() and not task.done():
+            # Cancelled (its RunCancelled is recorded): the runtime is told to stop, and
+            # the session's next run waits until it has (one run per session), for the
+            # rest of its deadline at most; one that ignores it is then abandoned.
+            self.in_flight.cancel(task)
+            try:
+                await self.in_flight.wait_for(task, due=due)
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            if not task.done():
+                self._abandon(task)
+            return CANCELLED
         if task.done():
             if task.cancelled():
                 return asyncio.CancelledError("the agent runtime cancelled the run")
@@ -491,11 +527,51 @@ class RunEngine:
             return error if error is not None else task.result()
         # The outcome is recorded now, whether or not the runtime honours the
         # cancellation; a runtime that ignores it is no longer this gateway's work.
+        self._abandon(task)
+        return TIMED_OUT
+
+    def _abandon(self, task: asyncio.Task[object]) -> None:
         task.cancel()
         self.in_flight.release(task)
         self._abandoned.add(task)
         task.add_done_callback(self._abandoned.discard)
-        return TIMED_OUT
+
+    # Cancelling -----------------------------------------------------------------------
+
+    async def record_cancel(self, run_id: UUID, reason: str) -> tuple[RunState, bool] | None:
+        """Record ``RunCancelled`` unless the run has ended: (its state after, whether this
+        call cancelled it); None for no such run. The run's runtime call, if in flight
+        here, is stopped, and whoever waits for the run hears it ended."""
+        if self.load(run_id) is None:
+            return None
+        async for uow in retrying(self.store, f"run {run_id}"):
+            with uow:
+                found = uow.work(run_id, Run, RunState)
+                assert found is not None
+                run = found
+                if run.state.ended:
+                    return run.state, False
+                # After a conflict (the run's own end, say), the reload above decides.
+                run.cancel(reason=reason, at=self.clock.now())
+                await uow.commit_async()
+        log.info("run cancelled", session_key=run.state.session_key, run_id=str(run_id))
+        self.stop(run_id)
+        # A queued run never reaches its agent (its actor finds it ended); its waiters
+        # hear now rather than when the actor gets to it.
+        self._settle(run)
+        return run.state, True
+
+    def stop(self, run_id: UUID) -> bool:
+        """Stop the run's runtime call if it is in flight here (its end is recorded)."""
+        stop = self._stops.get(run_id)
+        if stop is None or stop.done():
+            return False
+        stop.set_result(None)
+        return True
+
+    def runs_in_flight(self) -> list[UUID]:
+        """Runs whose runtime call is in flight in this process, not yet told to stop."""
+        return [run_id for run_id, stop in self._stops.items() if not stop.done()]
 
     async def _ask(self, request: RunRequest) -> object:
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
@@ -514,7 +590,10 @@ class RunEngine:
                     return run
                 now = self.clock.now()
                 try:
-                    if outcome is TIMED_OUT:
+                    if outcome is CANCELLED:
+                        # Stopped for a cancel another process recorded, not seen yet.
+                        run.cancel(reason="", at=now)
+                    elif outcome is TIMED_OUT:
                         run.time_out(at=now)
                     elif isinstance(outcome, BaseException):
                         run.fail(error=_describe(outcome), at=now)
@@ -555,6 +634,7 @@ class RunEngine:
 
 
 TIMED_OUT = object()
+CANCELLED = object()
 
 
 class WorkClock(Clock):

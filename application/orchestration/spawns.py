@@ -97,7 +97,9 @@ class SpawnDriver(ProcessManager[Spawn]):
             await self._close_child(spawn, archive=True)
 
     def _record_run_end(self, spawn: Spawn, state: RunState) -> None:
-        outcome = state.status if state.status in {"ok", "error", "timeout"} else "error"
+        outcome = (
+            state.status if state.status in {"ok", "error", "timeout", "cancelled"} else "error"
+        )
         spawn.run_ended(
             outcome=outcome,
             error=state.error,

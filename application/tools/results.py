@@ -104,7 +104,7 @@ class SendResult(ToolResult):
     """``sessions_send``: every early return carries a fresh runId too (OpenClaw)."""
 
     runId: str
-    status: Literal["accepted", "ok", "timeout", "error", "forbidden"]
+    status: Literal["accepted", "ok", "timeout", "error", "forbidden", "cancelled"]
     tool: str | None = None
     reply: str | None = None
     error: str | None = None

@@ -255,6 +255,15 @@ async def _answer(
             sessionKey=display,
             delivery=PENDING_DELIVERY,
         )
+    if state.status == "cancelled":
+        # Stopped on request (gw.cancel_run): the exchange carries on as after a failure.
+        return SendResult(
+            runId=str(run_id),
+            status="cancelled",
+            tool="sessions_send",
+            error=state.error or "run cancelled",
+            sessionKey=display,
+        )
     if state.status != "ok":
         return SendResult(
             runId=str(run_id),

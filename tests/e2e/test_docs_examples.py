@@ -64,6 +64,7 @@ def test_embedding_examples_run() -> None:
     assert "trace ['subagent_announce', 'subagent_task']" in out
     assert "unknown None" in out
     assert "accepted error True" in out  # the busy policy's example
+    assert "cancel ok False the run had already ended (ok)" in out
 
 
 def test_events_examples_run_and_print_what_the_page_shows() -> None:

@@ -202,3 +202,67 @@ def test_a_run_ends_once_whatever_comes_late(first: object, late: object) -> Non
     assert run.collect_events() == []
     assert run.state == ended
     assert_replays(run, events)
+
+
+# Cancellation (ADR 0017) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dispatched", [False, True])
+def test_a_queued_or_running_run_is_cancelled_with_its_reason(dispatched: bool) -> None:
+    run = new_run()
+    if dispatched:
+        run.dispatch(at=at(1))
+    run.cancel(reason="user pressed stop", at=at(2))
+    events = recorded(run)
+    assert event_names(events)[-1] == "RunCancelled"
+    state = run.state
+    assert state.status == "cancelled"
+    assert state.ended
+    assert state.error == "run cancelled: user pressed stop"
+    assert state.ended_at == to_millis(at(2))
+    assert_replays(run, events)
+
+
+def test_a_cancel_without_a_reason_says_cancelled() -> None:
+    run = new_run()
+    run.cancel(reason="", at=at(1))
+    assert run.state.error == "run cancelled"
+
+
+@pytest.mark.parametrize("end", ["complete", "fail", "time_out", "cancel"])
+def test_a_run_that_ended_refuses_a_cancel_and_records_nothing(end: str) -> None:
+    run = new_run()
+    run.dispatch(at=at(1))
+    if end == "complete":
+        run.complete(reply="done", usage=None, model=None, at=at(2))
+    elif end == "fail":
+        run.fail(error="boom", at=at(2))
+    elif end == "time_out":
+        run.time_out(at=at(2))
+    else:
+        run.cancel(reason="first", at=at(2))
+    before = run.state
+    earlier = recorded(run)
+    with pytest.raises(RunAlreadyEnded):
+        run.cancel(reason="too late", at=at(3))
+    assert run.state == before
+    assert recorded(run) == []
+    assert_replays(run, earlier)
+
+
+def test_a_cancelled_run_refuses_its_own_late_outcome() -> None:
+    # The race the other way round: the runtime's reply arrives after the cancel.
+    run = new_run()
+    run.dispatch(at=at(1))
+    run.cancel(reason="stop", at=at(2))
+    run.collect_events()
+    for late in (
+        lambda: run.complete(reply="late", usage=None, model=None, at=at(3)),
+        lambda: run.fail(error="late", at=at(3)),
+        lambda: run.time_out(at=at(3)),
+        lambda: run.dispatch(at=at(3)),
+    ):
+        with pytest.raises(RunAlreadyEnded):
+            late()
+    assert run.state.status == "cancelled"
+    assert recorded(run) == []

@@ -1,0 +1,115 @@
+"""Cancelling runs (ADR 0017): the cancel with its cascade, and the watch that stops a
+runtime call here when another gateway process recorded its run's cancellation.
+
+A cancel is an event (``RunCancelled``), the run's outcome: recorded once, refused by the
+domain when the run has ended already, so a cancel racing the run's own end leaves
+exactly one of the two. Then the runs it caused (``parentRunId``, transitively) that have
+not ended are cancelled in turn: a sub-agent's run takes what it spawned or sent with it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.application.ports.run_read_model import RunQuery
+from sessionwire.application.ports.store import Store
+from sessionwire.domain.run import RunState
+
+log = library_logger("sessionwire.runs")
+
+# How often a gateway on a real clock looks for cancellations of the runs it executes
+# that another process recorded (the owner stops them within a second).
+CANCEL_POLL_SECONDS = 0.25
+# Children read per query while the cascade walks the runs a cancelled run caused.
+CASCADE_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    state: RunState
+    cancelled: bool
+    """This call recorded the cancellation (False: the run had ended already)."""
+    cascaded: list[str] = field(default_factory=list)
+    """Runs it caused that were cancelled with it, in the order cancelled."""
+
+
+class RunCancellation:
+    def __init__(self, *, engine: RunEngine, store: Store, clock: Clock, in_flight: InFlight):
+        self.engine = engine
+        self.store = store
+        self.clock = clock
+        self.in_flight = in_flight
+        self._watching = False
+        engine.turn_started = self.watch
+
+    async def cancel(self, run_id: UUID, reason: str) -> CancelOutcome | None:
+        """Cancel the run and, if it was not over, the runs it caused; None: no such run."""
+        outcome = await self.engine.record_cancel(run_id, reason)
+        if outcome is None:
+            return None
+        state, cancelled = outcome
+        if not cancelled:
+            return CancelOutcome(state=state, cancelled=False)
+        return CancelOutcome(state=state, cancelled=True, cascaded=await self._cascade(str(run_id)))
+
+    async def _cascade(self, root: str) -> list[str]:
+        """Cancel every not-ended run ``root`` caused, through runs that ended too (a
+        finished turn's spawned child may still run)."""
+        cancelled: list[str] = []
+        seen = {root}
+        parents = deque([root])
+        reason = f"caused by cancelled run {root}"
+        while parents:
+            parent = parents.popleft()
+            before: tuple[int, str] | None = None
+            while True:
+                page = self.store.list_runs(
+                    RunQuery(limit=CASCADE_PAGE, parent_run_id=parent, before=before)
+                )
+                for child in page:
+                    if child.run_id in seen:
+                        continue
+                    seen.add(child.run_id)
+                    parents.append(child.run_id)
+                    if child.ended:
+                        continue
+                    outcome = await self.engine.record_cancel(UUID(child.run_id), reason)
+                    if outcome is not None and outcome[1]:
+                        cancelled.append(child.run_id)
+                if len(page) < CASCADE_PAGE:
+                    break
+                before = (page[-1].created_at, page[-1].run_id)
+        return cancelled
+
+    # Cancellations recorded by other processes --------------------------------------------
+
+    def watch(self) -> None:
+        """A runtime call started here: on a clock that moves by itself (another process
+        may share the store), poll for its run's cancellation while any call runs. On a
+        VirtualClock there is one process, and its cancels stop calls directly."""
+        if self._watching or not self.clock.moves_by_itself:
+            return
+        self._watching = True
+        self.in_flight.start(self._poll(), Owner("cancel-watch", "runs"))
+
+    async def _poll(self) -> None:
+        try:
+            while True:
+                running = self.engine.runs_in_flight()
+                if not running:
+                    return
+                for run_id in running:
+                    found = self.store.run(str(run_id))
+                    cancelled = found is not None and found.status == "cancelled"
+                    if cancelled and self.engine.stop(run_id):
+                        log.info("run cancelled by another process", run_id=str(run_id))
+                # Parked: a real clock's wait_idle does not wait for this watch.
+                await self.in_flight.sleep(CANCEL_POLL_SECONDS, parked=True)
+        finally:
+            self._watching = False
