@@ -669,6 +669,22 @@ def create_app(
     )
     run_not_found = "no run with this id that this caller may see"
 
+    def only_query(*names: str) -> Callable[[Request], None]:
+        """Refuse a query parameter the route does not take: as the document says (a
+        misspelt filter would otherwise widen a listing silently)."""
+
+        def check(request: Request) -> None:
+            unknown = sorted(set(request.query_params) - set(names))
+            if unknown:
+                known = ", ".join(names) or "none"
+                raise ApiError(
+                    400,
+                    "bad_request",
+                    f"unknown query parameter {unknown[0]!r} (parameters: {known})",
+                )
+
+        return check
+
     def run_requester(grant: Grant, named: str | None) -> str | None:
         """Whose view of the runs: a session-bound token's own session always; an
         operator's, the session the header names, or none (every run)."""
@@ -685,7 +701,7 @@ def create_app(
         "/v1/runs/{run_id}",
         response_model=RunView,
         response_model_exclude_unset=True,
-        dependencies=auth,
+        dependencies=[*auth, Depends(only_query())],
         responses=run_errors,
         tags=["runs"],
         name="run",
@@ -709,7 +725,7 @@ def create_app(
         RUNS_PATH,
         response_model=RunList,
         response_model_exclude_unset=True,
-        dependencies=auth,
+        dependencies=[*auth, Depends(only_query("session", "status", "trace", "limit"))],
         responses=run_errors,
         tags=["runs"],
         name="runs",
@@ -753,7 +769,7 @@ def create_app(
         "/v1/runs/{run_id}/cancel",
         response_model=RunCancelResult,
         response_model_exclude_unset=True,
-        dependencies=posted,
+        dependencies=[*posted, Depends(only_query())],
         responses=_errors(400, 401, 403, 404, 413, 415, 422),
         tags=["runs"],
         name="runs.cancel",

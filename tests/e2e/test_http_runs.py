@@ -187,6 +187,8 @@ def test_a_bound_token_lists_only_what_it_may_see(server: LiveServer, runs: dict
         ({"limit": 1001}, "limit"),
         ({"limit": "many"}, "limit"),
         ({"session": "agent:Bad Key:"}, "agent"),
+        ({"sesion": "main"}, "unknown query parameter 'sesion'"),
+        ({"": "true"}, "unknown query parameter"),
     ],
 )
 def test_a_bad_filter_is_400(server: LiveServer, params: dict[str, Any], mentions: str) -> None:
