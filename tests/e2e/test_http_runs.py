@@ -225,6 +225,7 @@ def test_a_running_run_is_cancelled(server: LiveServer) -> None:
     assert run["cancelled"] is True
     assert run["status"] == "cancelled"
     assert run["cascaded"] == []
+    assert run["error"] == "run cancelled: not needed"
     with client(server, OPERATOR) as http:
         assert http.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled"
 
