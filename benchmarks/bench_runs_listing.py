@@ -3,7 +3,7 @@
 test: figures for docs/benchmarks.md.
 
     .venv/bin/python benchmarks/bench_runs_listing.py [--store sqlite|postgres|all]
-        [--runs 100000] [--small 1000] [--sessions 50] [--calls 200] [--out FILE]
+        [--runs 100000] [--small 1000] [--sessions 10] [--calls 200] [--out FILE]
 
 How the read model is filled: a gateway with scripted agents makes ``--seed-sends`` real
 ``sessions_send`` runs (each send: the target's turn, a reply-back and an announce, so
@@ -194,7 +194,7 @@ async def main() -> int:
     parser.add_argument("--store", choices=["sqlite", "postgres", "all"], default="all")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--small", type=int, default=1_000)
-    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--seed-sends", type=int, default=20)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--out", type=Path)
