@@ -20,6 +20,7 @@ import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 from mcp import types
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.session import ServerSession
@@ -200,7 +201,7 @@ class RunResources:
                 status = found["status"]
                 await session.send_resource_updated(AnyUrl(uri))
                 log.debug("mcp run updated", uri=uri, status=status)
-        except (OSError, RuntimeError) as error:
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
             # The client went away: nobody left to tell.
             log.debug("mcp run watch ended", uri=uri, error=type(error).__name__)
         finally:
