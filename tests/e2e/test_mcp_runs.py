@@ -8,6 +8,7 @@ made before the server starts is one it may not see (agent-to-agent access is of
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import anyio
 import pytest
@@ -265,3 +267,58 @@ async def test_streamable_http_reads_runs_but_offers_no_subscription(
     # Stateless HTTP has no stream to notify on: it says so rather than stay silent.
     assert hello.capabilities.resources.subscribe is False
     assert run["status"] == "ok"
+
+
+async def test_on_postgresql_runs_of_another_process_are_followed_and_cancelled(
+    postgres_url: str, script: Path
+) -> None:
+    """The server follows and cancels runs another gateway process executes: the
+    subscription reads the shared read model; the owner stops a run cancelled elsewhere."""
+    owner = await Gateway.open(store=postgres_url, runtime=ScriptedRuntime.from_dict(SCRIPT))
+    try:
+        await owner.record_message("main", role="user", content="hello")
+        await owner.record_message("discord:group:ops", role="user", content="ops")
+        await owner.record_message("discord:group:dev", role="user", content="dev")
+        first = await owner_run(owner, "discord:group:ops")
+        second = await owner_run(owner, "discord:group:dev")
+        updates = Updates()
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[
+                *("-m", "sessionwire.adapters.cli.main", "--store", postgres_url, "mcp"),
+                *("--session", "main"),
+            ],
+            env=dict(os.environ),
+        )
+        with open(os.devnull, "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, message_handler=updates.handle) as session,
+            ):
+                await session.initialize()
+                uri = f"sessionwire://runs/{first}"
+                await session.subscribe_resource(uri)
+                assert (await read_json(session, uri))["status"] == "running"
+                await owner.cancel_run(first, "from the owner")
+                await updates.next_for(uri, 0)
+                followed = await read_json(session, uri)
+                cancelled = structured(await session.call_tool("runs_cancel", {"runId": second}))
+        assert followed["status"] == "cancelled"
+        assert cancelled["run"]["cancelled"] is True
+        # The owner's runtime call stops, and whoever waits for the run hears it.
+        ended = await owner.run_engine.wait(UUID(second), timeout=WAIT_SECONDS)
+        assert ended is not None
+        assert ended.status == "cancelled"
+    finally:
+        await owner.close()
+
+
+async def owner_run(owner: Gateway, target: str) -> str:
+    sent = await owner.call_tool(
+        "main", "sessions_send", {"sessionKey": target, "message": "slow", "timeoutSeconds": 0}
+    )
+    run_id = str(sent["runId"])
+    with anyio.fail_after(WAIT_SECONDS):
+        while (owner.run(run_id) or {}).get("status") != "running":
+            await asyncio.sleep(0)  # one loop turn: the owner's actor takes the run
+    return run_id
