@@ -15,6 +15,7 @@ from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
 from sessionwire.application.ports.telemetry import Telemetry
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT
 
 T = TypeVar("T")
 
@@ -112,8 +113,22 @@ class SyncGateway:
     def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
         return self._gateway.run(run_id, requester=requester)
 
-    def runs(self, **filters: Any) -> dict[str, Any]:
-        return self._gateway.runs(**filters)
+    def runs(
+        self,
+        *,
+        session_key: str | None = None,
+        status: str | None = None,
+        trace_id: str | None = None,
+        limit: int = RUNS_DEFAULT_LIMIT,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        return self._gateway.runs(
+            session_key=session_key,
+            status=status,
+            trace_id=trace_id,
+            limit=limit,
+            requester=requester,
+        )
 
     def cancel_run(
         self, run_id: str, reason: str = "", *, requester: str | None = None

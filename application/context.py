@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
@@ -54,6 +55,7 @@ class ToolServices:
     spawns: SpawnDriver
     ids: IdSource
     run_timeout_seconds: float
+    cancellation: RunCancellation
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sessionwire.application.audit.auditor import Auditor
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
@@ -204,6 +204,7 @@ class GatewayService:
             spawns=self.spawns,
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
+            cancellation=self.cancellation,
         )
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)
@@ -330,25 +331,7 @@ class GatewayService:
         if len(messages) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} messages per batch, not {len(messages)}")
         now = self.clock.now()
-        checked = []
-        for index, item in enumerate(messages):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"message {index}: not an object with role and content")
-            unknown = set(item) - BATCH_FIELDS
-            if unknown:
-                raise ValueError(f"message {index}: unknown fields {', '.join(sorted(unknown))}")
-            try:
-                checked.append(
-                    _message(
-                        item.get("role"),
-                        item.get("content"),
-                        usage=item.get("usage"),
-                        model=item.get("model"),
-                        at=now,
-                    )
-                )
-            except ValueError as error:
-                raise ValueError(f"message {index}: {error}") from None
+        checked = batch_messages(messages, timestamp=int(now.timestamp() * 1000))
         origin = MessageOrigin(
             channel=_clean(channel),
             chat_type=_chat_type(chat_type),
@@ -358,8 +341,9 @@ class GatewayService:
         )
 
         def append(session: Session) -> None:
-            for message in checked:
-                session.append_message(message, at=now, origin=origin)
+            # One event for the whole batch (Session.MessagesAppended): one state update,
+            # one stored record, one chain link; the transcript rows in one statement.
+            session.append_messages(checked, at=now, origin=origin)
 
         session = await self._change_session(key, append, create=True)
         self.log.debug("messages recorded", session_key=key, count=len(checked))
@@ -725,6 +709,68 @@ def _message(role: Any, content: Any, *, usage: Any, model: Any, at: datetime) -
                 f"message is too large ({size} bytes of JSON, max {MAX_MESSAGE_BYTES})"
             )
     return message
+
+
+_MESSAGES = TypeAdapter(list[TranscriptMessage])
+
+
+def batch_messages(
+    messages: Sequence[Mapping[str, Any]], *, timestamp: int
+) -> list[TranscriptMessage]:
+    """A batch of ``{role, content, usage?, model?}`` checked as ``_message`` checks one,
+    validated in one pydantic call; ValueError names the first bad message's index."""
+    rows: list[dict[str, Any]] = []
+    sized: list[int] = []  # messages that could be too large: their JSON is measured
+    for index, item in enumerate(messages):
+        if type(item) is not dict and not isinstance(item, Mapping):
+            raise ValueError(f"message {index}: not an object with role and content")
+        if not BATCH_FIELDS.issuperset(item):
+            unknown = ", ".join(sorted(set(item) - BATCH_FIELDS))
+            raise ValueError(f"message {index}: unknown fields {unknown}")
+        role = item.get("role")
+        if role not in ROLES:
+            raise ValueError(
+                f"message {index}: role must be one of {', '.join(ROLES)}, not {role!r}"
+            )
+        content: Any = item.get("content")
+        if type(content) is str:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+            if 6 * len(content) + 4096 > MAX_MESSAGE_BYTES:
+                sized.append(index)
+        else:
+            try:
+                blocks = content_blocks(content)
+            except ValueError as error:
+                raise ValueError(f"message {index}: {error}") from None
+            sized.append(index)
+        row = {"role": role, "content": blocks, "timestamp": timestamp}
+        usage, model = item.get("usage"), item.get("model")
+        if usage is not None:
+            row["usage"] = usage
+        if model is not None:
+            row["model"] = model
+        rows.append(row)
+    try:
+        checked = _MESSAGES.validate_python(rows)
+    except ValidationError as error:
+        first = error.errors()[0]
+        bad, *where = first["loc"]
+        cause = (first.get("ctx") or {}).get("error")
+        detail = (
+            str(cause)
+            if isinstance(cause, ValueError)
+            else f"{'.'.join(map(str, where))}: {first['msg']}"
+        )
+        raise ValueError(f"message {bad}: invalid message: {detail}") from None
+    for index in sized:
+        # As _message: only a message that could be too large pays for serialising it.
+        size = len(checked[index].to_json().encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise ValueError(
+                f"message {index}: message is too large ({size} bytes of JSON, "
+                f"max {MAX_MESSAGE_BYTES})"
+            )
+    return checked
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -141,10 +141,16 @@ def trace_index_key(trace_id: str) -> str:
     return f"{TRACE_KEY_PREFIX}{trace_id}"
 
 
+TranscriptRow = tuple[str, int, str, str]
+"""(session id in hex, seq, role, message JSON): a transcript row as a batch writes it."""
+
+
 @dataclass
 class ReadModelChanges:
     rows: dict[UUID, SessionRow] = field(default_factory=dict)
     transcript: list[TranscriptEntry] = field(default_factory=list)
+    # Rows of batches of messages (MessagesAppended), written in one statement.
+    transcript_rows: list[TranscriptRow] = field(default_factory=list)
     work: dict[UUID, WorkRow] = field(default_factory=dict)
     members: list[StreamMember] = field(default_factory=list)
     runs: dict[UUID, RunRow] = field(default_factory=dict)
@@ -152,7 +158,13 @@ class ReadModelChanges:
 
     def __bool__(self) -> bool:
         return bool(
-            self.rows or self.transcript or self.work or self.members or self.runs or self.run_links
+            self.rows
+            or self.transcript
+            or self.transcript_rows
+            or self.work
+            or self.members
+            or self.runs
+            or self.run_links
         )
 
 
@@ -165,6 +177,24 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 role=event.message.role,
                 message_json=event.transcript_message().to_json(),
             )
+
+
+def batch_rows(events: Iterable[DomainEvent]) -> list[TranscriptRow]:
+    """Transcript rows of the batches of messages among ``events``: one per message, at
+    the seq a single append of it would have had, in the form the write takes as is."""
+    rows: list[TranscriptRow] = []
+    for event in events:
+        if isinstance(event, Session.MessagesAppended):
+            session, seq = event.originator_id.hex, event.first_version
+            messages = event.transcript_messages()
+            # One serialiser for the batch: model_dump_json's wrapper costs per call.
+            to_json = messages[0].__pydantic_serializer__.to_json
+            for message in messages:
+                rows.append(
+                    (session, seq, message.role, to_json(message, exclude_none=True).decode())
+                )
+                seq += 1
+    return rows
 
 
 def session_row(session: Session, *, is_new: bool) -> SessionRow:
@@ -182,6 +212,7 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
     changes = ReadModelChanges(
         transcript=list(transcript_entries(events)),
+        transcript_rows=batch_rows(events),
         members=[
             member
             for event in events

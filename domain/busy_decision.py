@@ -107,11 +107,13 @@ class BusyDecision(Aggregate):
         in_flight_run_id: str,
         chain: Causality,
         at: datetime,
+        decision: BusyOutcome | None = None,
         cancelled_run_ids: tuple[str, ...] = (),
     ) -> BusyDecision:
         """The decision on the send whose run id is ``send_run_id`` (a rejected send's run
-        is never started, so the decision names no run then)."""
-        decision = OUTCOMES[choice.action]
+        is never started, so the decision names no run then). ``decision`` is the policy's
+        own outcome unless given: an interrupt with nothing it may cancel is enqueued."""
+        decision = decision or OUTCOMES[choice.action]
         return cls._create(
             cls.BusyDecided,
             id=busy_decision_id(send_run_id),

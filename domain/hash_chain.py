@@ -12,6 +12,8 @@ record (or the recorded head) depends on.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass, replace
 from uuid import UUID
 
@@ -64,6 +66,37 @@ class Seal:
     notification_id: int
     log_seq: int
     log_hash: bytes
+
+
+# The one event that takes several stream versions: a batch of transcript messages,
+# stored at the version of its last message (domain.session.Session.MessagesAppended).
+BATCH_TOPIC = "sessionwire.domain.session:Session.MessagesAppended"
+
+
+def first_version(record: RecordContent) -> int:
+    """The first stream version ``record`` takes: its own, or for a batch of messages
+    the version of its first message. Its stream predecessor is the version before.
+
+    Read from the stored bytes, which the record's stream hash covers: a count that was
+    edited changes the hash, so it can never hide a removed event unnoticed.
+    """
+    if record.topic != BATCH_TOPIC:
+        return record.originator_version
+    # The count is the event's first field after its timestamp: read it without parsing
+    # a thousand messages (the writer does this for every batch it chains).
+    counted = _COUNT.match(record.state)
+    if counted is not None:
+        return record.originator_version - int(counted.group(1)) + 1
+    try:
+        count = json.loads(record.state).get("count")
+    except (ValueError, AttributeError):
+        return record.originator_version
+    if not isinstance(count, int) or count < 1:
+        return record.originator_version
+    return record.originator_version - count + 1
+
+
+_COUNT = re.compile(rb'\{"timestamp":"[^"]{1,40}","count":([1-9][0-9]{0,8}),')
 
 
 def stream_hash(previous: bytes, record: RecordContent) -> bytes:

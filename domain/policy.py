@@ -202,13 +202,6 @@ class SendPolicy:
 BusyAction = Literal["enqueue", "reject", "interrupt"]
 BUSY_ACTIONS: tuple[BusyAction, ...] = ("enqueue", "reject", "interrupt")
 DEFAULT_BUSY: BusyAction = "enqueue"
-# Not yet: cancelling a run in flight needs run cancellation (issue 13 item 2).
-UNAVAILABLE_BUSY_ACTIONS: dict[str, str] = {
-    "interrupt": (
-        'busy "interrupt" is not available yet (it needs run cancellation); '
-        'use "enqueue" or "reject"'
-    ),
-}
 
 
 @dataclass(frozen=True)

@@ -6,24 +6,23 @@ small event, so it never needs the session's history in memory.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from pydantic import BaseModel, ConfigDict
+from eventsourcing.domain import OriginatorIDError, OriginatorVersionError
+from pydantic import BaseModel, ConfigDict, model_validator
 from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
 from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
-from sessionwire.domain.policy import (
-    BUSY_ACTIONS,
-    UNAVAILABLE_BUSY_ACTIONS,
-    PolicyTarget,
-    normalize_chat_type,
-)
+from sessionwire.domain.policy import BUSY_ACTIONS, PolicyTarget, normalize_chat_type
 from sessionwire.domain.transcript import TranscriptMessage
 
 SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
+
+E = TypeVar("E")
 
 SessionStatus = Literal["active", "archived", "deleted"]
 
@@ -179,14 +178,23 @@ def validate_patch(changes: dict[str, Any]) -> dict[str, str | None]:
             raise InvalidPatch('invalid sendPolicy (use "allow"|"deny")')
         elif name == "busy" and text.lower() not in BUSY_ACTIONS:
             raise InvalidPatch(f"invalid busy (use {'|'.join(BUSY_ACTIONS)})")
-        elif name == "busy" and text.lower() in UNAVAILABLE_BUSY_ACTIONS:
-            raise InvalidPatch(f"invalid busy: {UNAVAILABLE_BUSY_ACTIONS[text.lower()]}")
         checked[name] = (
             text.lower()
             if name in {"thinkingLevel", "verboseLevel", "sendPolicy", "busy"}
             else text
         )
     return checked
+
+
+def single_appends(events: Iterable[tuple[int, E]]) -> Iterator[tuple[int, E | Any]]:
+    """``(position, event)`` pairs with every MessagesAppended spread into the single
+    appends it stands for (each at the batch's position): for readers that show lines."""
+    for position, event in events:
+        if isinstance(event, Session.MessagesAppended):
+            for single in event.as_single_appends():
+                yield position, single
+        else:
+            yield position, event
 
 
 class Session(Aggregate):
@@ -213,6 +221,96 @@ class Session(Aggregate):
             if self.provenance is None:
                 return self.message
             return self.message.model_copy(update={"provenance": self.provenance.for_reader()})
+
+    class MessagesAppended(Aggregate.Event):
+        """Many transcript lines in one stored event (``record_many``, imports).
+
+        It takes one stream version per message, as single appends would: it is stored
+        at the version of its last message, so the event after it follows at the next
+        version, and message ``i`` has version (its transcript seq)
+        ``first_version + i``. The session state is updated once for the whole batch.
+        """
+
+        # First, so a reader of the stored bytes finds how many versions the event takes
+        # without parsing the messages (domain.hash_chain.first_version).
+        count: int
+        messages: list[TranscriptMessage]
+        origin: MessageOrigin | None = None
+        provenance: Provenance | None = None
+
+        @model_validator(mode="after")
+        def _counted(self) -> Session.MessagesAppended:
+            if self.count != len(self.messages) or not self.messages:
+                raise ValueError(f"count {self.count} for {len(self.messages)} message(s)")
+            return self
+
+        @property
+        def first_version(self) -> int:
+            return self.originator_version - len(self.messages) + 1
+
+        def mutate(self, aggregate: Any) -> Any:
+            # As eventsourcing's mutate, for an event that spans len(messages) versions.
+            if self.originator_id != aggregate.id:
+                raise OriginatorIDError(self.originator_id, aggregate.id)
+            if not self.messages or self.first_version != aggregate.version + 1:
+                raise OriginatorVersionError(self.first_version, aggregate.version + 1)
+            self.apply(aggregate)
+            aggregate.version = self.originator_version
+            aggregate.modified_on = self.timestamp
+            return aggregate
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.state = aggregate._with_messages(self, len(self.messages), self.timestamp)
+
+        def apply_first(self, aggregate: Session, count: int) -> None:
+            """Apply only the first ``count`` messages (a replay to a version or an
+            instant inside the batch), as single appends of them would stand then."""
+            if self.first_version != aggregate.version + 1:
+                raise OriginatorVersionError(self.first_version, aggregate.version + 1)
+            moment = self.timestamp
+            if count < len(self.messages):
+                # Single appends at each message's time, never going backwards (imports).
+                latest = max(m.timestamp for m in self.messages[:count]) if count else 0
+                moment = min(
+                    self.timestamp,
+                    max(aggregate.modified_on, datetime.fromtimestamp(latest / 1000, tz=UTC)),
+                )
+            aggregate.state = aggregate._with_messages(self, count, moment)
+            aggregate.version = self.first_version + count - 1
+            aggregate.modified_on = moment
+
+        def as_single_appends(self) -> list[Session.MessageAppended]:
+            """The batch as the single appends it stands for (what readers show)."""
+            first, last = self.first_version, to_millis(self.timestamp)
+            singles, latest = [], 0
+            for index, message in enumerate(self.messages):
+                # Each at its message's time, never going backwards, at most the batch's
+                # (an import keeps each message's own time; record_many's are all one).
+                latest = max(latest, message.timestamp)
+                moment = (
+                    self.timestamp
+                    if latest >= last
+                    else datetime.fromtimestamp(latest / 1000, tz=UTC)
+                )
+                singles.append(
+                    Session.MessageAppended.model_construct(
+                        originator_id=self.originator_id,
+                        originator_version=first + index,
+                        timestamp=moment,
+                        message=message,
+                        origin=self.origin,
+                        sender_is_owner=False,
+                        provenance=self.provenance,
+                    )
+                )
+            return singles
+
+        def transcript_messages(self) -> list[TranscriptMessage]:
+            """The lines as the transcript keeps them (each as a single append's)."""
+            if self.provenance is None:
+                return self.messages
+            reader = self.provenance.for_reader()
+            return [m.model_copy(update={"provenance": reader}) for m in self.messages]
 
     class SessionPatched(Aggregate.Event):
         changes: dict[str, str | None]
@@ -324,6 +422,30 @@ class Session(Aggregate):
             provenance=provenance,
         )
 
+    def append_messages(
+        self,
+        messages: list[TranscriptMessage],
+        *,
+        at: datetime,
+        origin: MessageOrigin | None = None,
+        provenance: Provenance | None = None,
+    ) -> None:
+        """Append ``messages`` as one MessagesAppended event (see there)."""
+        self._require_active()
+        if not messages:
+            return
+        event = self.MessagesAppended(
+            originator_id=self.id,
+            originator_version=self.version + len(messages),
+            timestamp=at,
+            count=len(messages),
+            messages=messages,
+            origin=None if origin is None or origin.is_empty() else origin,
+            provenance=provenance,
+        )
+        event.mutate(self)
+        self._pending_events.append(event)
+
     def patch(self, changes: dict[str, Any], *, at: datetime) -> None:
         self._require_active()
         checked = validate_patch(changes)
@@ -401,4 +523,48 @@ class Session(Aggregate):
                 if usage.totalTokens is not None
                 else input_tokens + output_tokens
             )
+        return state.model_copy(update=updates)
+
+    def _with_messages(self, event: MessagesAppended, count: int, moment: datetime) -> SessionState:
+        """The state after the first ``count`` messages of a batch: what ``count`` single
+        appends with the batch's origin would leave, the last at ``moment``."""
+        state = self.state
+        updates: dict[str, Any] = {
+            "updated_at": to_millis(moment),
+            "message_count": state.message_count + count,
+        }
+        origin = event.origin
+        if origin is not None:
+            if origin.channel:
+                updates["last_channel"] = origin.channel
+                if state.channel is None and origin.chat_type in {"group", "channel"}:
+                    updates["channel"] = origin.channel
+            if origin.chat_type:
+                updates["chat_type"] = origin.chat_type
+            if origin.display_name:
+                updates["display_name"] = origin.display_name
+            if origin.to:
+                updates["last_to"] = origin.to
+            if origin.account_id:
+                updates["last_account_id"] = origin.account_id
+        input_tokens, output_tokens, total_tokens = (
+            state.input_tokens,
+            state.output_tokens,
+            state.total_tokens,
+        )
+        for message in event.messages[:count]:
+            if message.model:
+                updates["model"] = message.model
+            usage = message.usage
+            if usage is not None:
+                input_tokens = (input_tokens or 0) + usage.input
+                output_tokens = (output_tokens or 0) + usage.output
+                total_tokens = (
+                    (total_tokens or 0) + usage.totalTokens
+                    if usage.totalTokens is not None
+                    else input_tokens + output_tokens
+                )
+                updates["input_tokens"] = input_tokens
+                updates["output_tokens"] = output_tokens
+                updates["total_tokens"] = total_tokens
         return state.model_copy(update=updates)

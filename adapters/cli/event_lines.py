@@ -18,6 +18,7 @@ from rich.text import Text
 from sessionwire.application.audit.timeline import describe
 from sessionwire.application.ports.event_log import EventLog
 from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.session import single_appends
 
 GIST_CHARS = 90
 FEED_PAGE = 500
@@ -111,7 +112,8 @@ class EventFeed:
                 break
             after = page[-1][0]
         lines = []
-        for position, event in found:
+        # A batch of messages shows as the single appends it stands for.
+        for position, event in single_appends(found):
             self.position = position
             stream, subject = self._stream_of(event)
             lines.append(
@@ -208,6 +210,8 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"error: {data.error}"
         case "RunTimedOut":
             return f"timed out after {data.timeout_seconds:g}s"
+        case "RunCancelled":
+            return f"cancelled: {data.reason}" if data.reason else "cancelled"
         case "ExchangeOpened":
             return (
                 f"{data.requester_display} → {data.target_display}: {data.original_message} "

@@ -42,12 +42,12 @@ def events(
     trace_id: str | None,
     follow: bool,
 ) -> int:
-    """The recorded events, in the log's order, as a table or --json lines.
+    """The recorded events after a position; --follow shows each new one as it comes.
 
-    Every event of every session (the operator's view); --session and --trace narrow
-    it. With --follow the command waits for new events until Ctrl-C; another process
-    may be writing the store (a `serve` on the same file, or any gateway on
-    PostgreSQL).
+    A table, or --json lines, in the log's order: every event of every session (the
+    operator's view); --session and --trace narrow it. With --follow the command
+    waits for new events until Ctrl-C; another process may be writing the store (a
+    `serve` on the same file, or any gateway on PostgreSQL).
     """
 
     async def work(gateway: Gateway) -> int:

@@ -859,7 +859,7 @@ def create_app(
         try:
             subscription = gateway.subscribe(
                 after,
-                session_key=header_text(session) if session is not None else None,
+                session_key=session,
                 trace_id=trace,
                 requester=grant.session,
             )

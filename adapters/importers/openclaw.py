@@ -184,16 +184,22 @@ def parse_json(text: str | bytes) -> Any:
 
 
 def _depth(value: Any) -> int:
+    # Only containers are queued: a transcript line is mostly strings, and this runs for
+    # every line of an import.
+    containers = (dict, list)
+    if not isinstance(value, containers):
+        return 0
     deepest = 0
     todo = [(value, 1)]
     while todo:
         item, level = todo.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
+        if level > deepest:
+            deepest = level
             if level > MAX_DEPTH:
                 return level
-            children = item.values() if isinstance(item, dict) else item
-            todo.extend((child, level + 1) for child in children)
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, containers):
+                todo.append((child, level + 1))
     return deepest
 
 

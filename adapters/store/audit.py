@@ -164,6 +164,17 @@ class StoreAuditLog(AuditLog):
         )
         return cast(DomainEvent, self.store.app.mapper.to_domain_event(stored))
 
+    def transcript_rows(self, session: UUID, first: int, last: int) -> dict[int, str]:
+        model = self.store.read_model
+        m = model.m
+        with self._reading() as cursor:
+            cursor.execute(
+                f"SELECT seq, message FROM {model.transcript} WHERE session = {m} "
+                f"AND seq >= {m} AND seq <= {m}",
+                (session.hex, first, last),
+            )
+            return {int(found["seq"]): found["message"] for found in cursor.fetchall()}
+
     def stream_names(self, ids: Iterable[UUID]) -> dict[UUID, str]:
         wanted = sorted(i.hex for i in ids)
         if not wanted:
@@ -186,8 +197,16 @@ class StoreAuditLog(AuditLog):
         model = self.store.read_model
         replay = Replay()
         batch: list[tuple[int, DomainEvent]] = []
+        stored: list[StoredRecord] = []
+        links: list[ChainLink] = []
 
         def project(cursor: Any) -> None:
+            # A batch at a time: its events and links in one statement each, then the
+            # read models projected from it (rows in one statement per table).
+            self.chain.insert_records(cursor, stored)
+            self.chain.write_links_many(cursor, links)
+            stored.clear()
+            links.clear()
             try:
                 changes = replay.apply([event for _, event in batch])
             except ReplayFailed as error:
@@ -206,9 +225,9 @@ class StoreAuditLog(AuditLog):
                     event = self.decode(loaded.record)
                 except (MapperDeserialisationError, ValidationError, ValueError) as error:
                     raise ImportRejected(f"line {loaded.line}: {error}") from error
-                self.chain.insert_record(cursor, loaded.record)
+                stored.append(loaded.record)
                 if loaded.link is not None:
-                    self.chain.write_links(cursor, [loaded.link])
+                    links.append(loaded.link)
                 batch.append((loaded.line, event))
                 if len(batch) >= REBUILD_PAGE:
                     project(cursor)

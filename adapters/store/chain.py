@@ -23,10 +23,12 @@ from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
+    BATCH_TOPIC,
     ChainLink,
     LogHead,
     RecordContent,
     Seal,
+    first_version,
     seal,
     stream_links,
 )
@@ -222,7 +224,8 @@ class SqlChain:
         previous_streams: dict[UUID, bytes] = {}
         firsts: dict[UUID, int] = {}
         for _, record in records:
-            firsts.setdefault(record.originator_id, record.originator_version)
+            # A batch of messages takes several versions: its predecessor is before them.
+            firsts.setdefault(record.originator_id, first_version(record))
         for originator_id, version in firsts.items():
             if version <= 1:
                 continue
@@ -278,6 +281,24 @@ class SqlChain:
                     link.log_seq,
                 ),
             )
+
+    def write_links_many(self, cursor: Cursor, links: Sequence[ChainLink]) -> None:
+        """``write_links`` in one statement (an import's batch)."""
+        to_db_id = self.t.to_db_id
+        cursor.executemany(
+            self.insert_link,
+            [
+                (
+                    link.notification_id,
+                    to_db_id(link.originator_id),
+                    link.originator_version,
+                    link.stream_hash,
+                    link.log_hash,
+                    link.log_seq,
+                )
+                for link in links
+            ],
+        )
 
     def head(self, cursor: Cursor) -> LogHead:
         """The sealed log's last record (read under the sealer's lock or the writer's)."""
@@ -438,7 +459,7 @@ class SqlChain:
             f"ORDER BY e.{t.position} LIMIT {m}",
             (after, stop, PAGE),
         )
-        return [
+        checked = [
             CheckedRecord(
                 record=self._record(row),
                 link=None if row["c_n"] is None else self._link(row, prefix="c_"),
@@ -449,6 +470,32 @@ class SqlChain:
             )
             for row in cursor.fetchall()
         ]
+        # A batch of messages takes several versions: its predecessor is the event before
+        # its first one, not the version before its own (the join above).
+        return [
+            self._batch_predecessor(cursor, found)
+            if found.record.content.topic == BATCH_TOPIC
+            else found
+            for found in checked
+        ]
+
+    def _batch_predecessor(self, cursor: Cursor, checked: CheckedRecord) -> CheckedRecord:
+        t, m = self.t, self.t.marker
+        content = checked.record.content
+        previous = first_version(content) - 1
+        cursor.execute(
+            f"SELECT e.{t.position} AS n, c.stream_hash FROM {t.events} e "
+            f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+            f"WHERE e.originator_id = {m} AND e.originator_version = {m}",
+            (t.to_db_id(content.originator_id), previous),
+        )
+        found = cursor.fetchone()
+        hashed = found is not None and found["stream_hash"] is not None
+        return replace(
+            checked,
+            previous_stream_hash=bytes(found["stream_hash"]) if hashed else None,
+            previous_position=None if found is None else found["n"],
+        )
 
     def links_page(self, cursor: Cursor, after: int, stop: int) -> list[ChainLink]:
         m = self.t.marker
@@ -620,6 +667,24 @@ class SqlChain:
                 content.state,
             ),
             **self.write_options,
+        )
+
+    def insert_records(self, cursor: Cursor, records: Sequence[StoredRecord]) -> None:
+        """``insert_record`` for a batch, in one statement."""
+        t, m = self.t, self.t.marker
+        cursor.executemany(
+            f"INSERT INTO {t.events} ({t.position}, originator_id, originator_version, topic, "
+            f"state) VALUES ({m}, {m}, {m}, {m}, {m})",
+            [
+                (
+                    record.notification_id,
+                    t.to_db_id(record.content.originator_id),
+                    record.content.originator_version,
+                    record.content.topic,
+                    record.content.state,
+                )
+                for record in records
+            ],
         )
 
     def advance_sequence(self, cursor: Cursor) -> None:

@@ -341,6 +341,7 @@ class EventSourcedStore(Store):
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
         new_rows = sum(1 for row in changes.rows.values() if row.is_new)
+        new_rows += sum(1 for run in changes.runs.values() if run.is_new)
         if new_rows:
             self._count_new_rows(new_rows)
 

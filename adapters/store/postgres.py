@@ -376,7 +376,8 @@ class PostgresBackend(StoreBackend):
 
     def analyze(self, store: EventSourcedStore) -> None:
         with store.writing() as cursor:
-            for table in (store.read_model.sessions, store.read_model.transcript):
+            model = store.read_model
+            for table in (model.sessions, model.transcript, model.runs_table):
                 cursor.execute(f"ANALYZE {table}")
 
     def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:

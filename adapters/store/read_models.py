@@ -33,6 +33,7 @@ SESSION_COLUMNS = (
 
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ..., /, **options: Any) -> Any: ...
+    def executemany(self, query: Any, params: Any, /) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
 
@@ -203,11 +204,21 @@ class SqlReadModel:
                         row.id.hex,
                     ),
                 )
-        for entry in changes.transcript:
-            execute(
+        if len(changes.transcript) > 1:
+            # Many single appends at once (an import, a rebuild): one statement.
+            cursor.executemany(
                 self.insert_message,
-                (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                [(e.session.hex, e.seq, e.role, e.message_json) for e in changes.transcript],
             )
+        else:
+            for entry in changes.transcript:
+                execute(
+                    self.insert_message,
+                    (entry.session.hex, entry.seq, entry.role, entry.message_json),
+                )
+        if changes.transcript_rows:
+            # Batches of messages: one statement for all their rows.
+            cursor.executemany(self.insert_message, changes.transcript_rows)
         for work in changes.work.values():
             if work.is_new:
                 execute(

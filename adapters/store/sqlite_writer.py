@@ -37,7 +37,7 @@ from sessionwire.adapters.store.event_store import record_contents
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.projection import ReadModelChanges
-from sessionwire.domain.hash_chain import ChainLink, LogHead, chain
+from sessionwire.domain.hash_chain import BATCH_TOPIC, ChainLink, LogHead, chain, first_version
 
 MAX_BATCH = 256
 STREAM_HEADS = 10_000  # streams whose last link is kept (bounded: RSS flat)
@@ -232,9 +232,11 @@ class SQLiteWriter:
             if originator in seen:
                 continue  # chained to its own earlier event in this save
             seen.add(originator)
-            if version <= 1:
+            # A batch of messages takes several versions: its predecessor is before them.
+            first = first_version(record) if record.topic == BATCH_TOPIC else version
+            if first <= 1:
                 continue
-            previous = self._stream_head(cursor, originator, version - 1)
+            previous = self._stream_head(cursor, originator, first - 1)
             if previous is not None:
                 previous_streams[originator] = previous
         links = chain(records, head=self._head(cursor), previous_streams=previous_streams)

@@ -33,6 +33,7 @@ from sessionwire.domain.hash_chain import (
     HASH_SIZE,
     ChainLink,
     RecordContent,
+    first_version,
     log_hash,
     stream_hash,
 )
@@ -397,12 +398,14 @@ class _ChainCheck:
         """A problem with this record (or None), and its link with its place in the log."""
         content = record.content
         expected_version = self.versions.get(content.originator_id, 0) + 1
-        if content.originator_version != expected_version:
+        # A batch of messages takes several versions, from its first message's.
+        first = first_version(content)
+        if first != expected_version:
             return (
                 f"stream {content.originator_id} jumps to version "
-                f"{content.originator_version}; version {expected_version} is missing"
+                f"{first}; version {expected_version} is missing"
             ), link
-        self.versions[content.originator_id] = expected_version
+        self.versions[content.originator_id] = content.originator_version
         if link is None:
             if self.chained:
                 return "no chain hashes, though the chain began before this event", link

@@ -1,9 +1,10 @@
 """Importing sessions recorded elsewhere (OpenClaw) as sessionwire events.
 
-Each imported session becomes one stream: SessionOpened, one MessageAppended per
-transcript message at the message's own time, then SessionImported with the row fields
-of the source entry, saved in one transaction. Timestamps never go backwards within a
-stream, so ``audit state --at`` works on imported history too.
+Each imported session becomes one stream: SessionOpened, its transcript in batches of up
+to IMPORT_BATCH messages (one MessagesAppended each, at its last message's time; each
+message keeps its own timestamp), then SessionImported with the row fields of the source
+entry, saved in one transaction. Timestamps never go backwards within a stream, so
+``audit state --at`` works on imported history too (a batch is cut at the instant).
 
 Re-importing is safe: a key already in the store is skipped and reported, never merged.
 A session that cannot be built is reported and skipped; it never stops the others.
@@ -25,6 +26,9 @@ from sessionwire.domain.session import InvalidPatch, Session, validate_patch
 from sessionwire.domain.transcript import MAX_MESSAGE_BYTES, TranscriptMessage
 
 log = library_logger("sessionwire.import")
+
+# Messages per MessagesAppended event of an imported transcript.
+IMPORT_BATCH = 1_000
 
 # Source entry fields that pass through sessions.patch validation (entry name, patch name).
 _PATCHED = (
@@ -143,6 +147,7 @@ def _session(
         at=opened_at,
     )
     moment = opened_at
+    batch: list[TranscriptMessage] = []
     for source_message in item.messages:
         message = source_message.message
         if len(message.to_json().encode()) > MAX_MESSAGE_BYTES:
@@ -156,7 +161,12 @@ def _session(
             continue
         # A stream's time never goes backwards, even where the source's clock did.
         moment = max(moment, _at(message.timestamp))
-        session.append_message(message, at=moment)
+        batch.append(message)
+        if len(batch) == IMPORT_BATCH:
+            session.append_messages(batch, at=moment)
+            batch = []
+    if batch:
+        session.append_messages(batch, at=moment)
     fields = _checked_fields(store, key, item, report)
     session.import_fields(fields, source=source, at=max(moment, item.updated_at))
     return session

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.session import Session, SessionState, session_uuid
+from sessionwire.domain.transcript import TranscriptMessage
 
 
 class SessionNotRecorded(LookupError):
@@ -62,15 +63,18 @@ def session_as_of(
     if current is None:
         raise SessionNotRecorded(f"Session not found: {key}")
     if at is None:
-        events = store.stream(session_id, up_to_version=version)
+        events = list(store.stream(session_id, up_to_version=version))
+        if version is not None and (not events or events[-1].originator_version < version):
+            # The version may be inside a batch of messages, stored at its last version.
+            events += _batch_holding(store, session_id, version)
     else:
-        events = _until(_prefix_past(store, session_id, at), at)
+        events = _until(_prefix_past(store, session_id, at, current.version), at)
         if not events:
             opened = store.stream(session_id, up_to_version=1)[0].timestamp
             raise SessionNotRecorded(
                 f"Session {key} did not exist at {at.isoformat()} (opened {opened.isoformat()})"
             )
-    session, transcript = replay_session(events)
+    session, transcript = replay_session(events, up_to_version=version, at=at)
     return SessionAsOf(
         key=key,
         version=session.version,
@@ -84,7 +88,24 @@ def session_as_of(
 FIRST_PREFIX = 64
 
 
-def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[DomainEvent]:
+def _batch_holding(store: Store, session_id: UUID, version: int) -> list[DomainEvent]:
+    """The batch event holding ``version`` (stored at a later version), if one does."""
+    following = store.stream(session_id, up_to_version=version + MAX_BATCH_SPAN)
+    for event in following:
+        if event.originator_version > version:
+            if isinstance(event, Session.MessagesAppended) and event.first_version <= version:
+                return [event]
+            return []
+    return []
+
+
+# A batch event holds at most this many messages (the gateway's record_many limit).
+MAX_BATCH_SPAN = 10_000
+
+
+def _prefix_past(
+    store: Store, session_id: UUID, at: datetime, latest: int
+) -> Sequence[DomainEvent]:
     """A prefix of the stream that reaches past ``at`` (or the whole stream).
 
     Prefixes grow fourfold, so an early instant in a long stream reads a few events, not
@@ -93,7 +114,9 @@ def _prefix_past(store: Store, session_id: UUID, at: datetime) -> Sequence[Domai
     size = FIRST_PREFIX
     while True:
         events = store.stream(session_id, up_to_version=size)
-        if len(events) < size or events[-1].timestamp > at:
+        # The stream's latest version says when it was read whole: a batch of messages
+        # is one event of several versions, so a short prefix does not.
+        if size >= latest or (events and events[-1].timestamp > at):
             return events
         size *= 4
 
@@ -103,13 +126,35 @@ def _until(events: Sequence[DomainEvent], at: datetime) -> list[DomainEvent]:
     kept: list[DomainEvent] = []
     for event in events:
         if event.timestamp > at:
+            if isinstance(event, Session.MessagesAppended):
+                kept.append(event)  # its messages up to ``at`` count (replay_session)
             break
         kept.append(event)
     return kept
 
 
-def replay_session(events: Sequence[DomainEvent]) -> tuple[Session, list[dict[str, Any]]]:
-    """Fold a session's events (from its first) into the aggregate and its transcript."""
+def _recorded_by(messages: Sequence[TranscriptMessage], at: datetime) -> int:
+    """How many leading messages were recorded by ``at``: up to the first whose time,
+    or an earlier message's, is later."""
+    limit = at.timestamp() * 1000
+    latest = 0
+    for index, message in enumerate(messages):
+        latest = max(latest, message.timestamp)
+        if latest > limit:
+            return index
+    return len(messages)
+
+
+def replay_session(
+    events: Sequence[DomainEvent],
+    *,
+    up_to_version: int | None = None,
+    at: datetime | None = None,
+) -> tuple[Session, list[dict[str, Any]]]:
+    """Fold a session's events (from its first) into the aggregate and its transcript;
+    a batch of messages that reaches past ``up_to_version`` or ``at`` is applied only up
+    to it (an imported batch's messages keep their own times: single appends of them
+    would have been recorded at the latest time so far, which never goes backwards)."""
     if not events or not isinstance(events[0], Session.SessionOpened):
         raise ValueError("a session's events start with SessionOpened")
     session = events[0].mutate(None)
@@ -117,6 +162,20 @@ def replay_session(events: Sequence[DomainEvent]) -> tuple[Session, list[dict[st
     transcript: list[dict[str, Any]] = []
     for event in events[1:]:
         assert isinstance(event, Aggregate.Event)
+        if isinstance(event, Session.MessagesAppended):
+            count = len(event.messages)
+            if up_to_version is not None:
+                count = min(count, up_to_version - event.first_version + 1)
+            if at is not None and event.timestamp > at:
+                count = min(count, _recorded_by(event.messages, at))
+            if count <= 0:
+                break
+            event.apply_first(session, count)
+            transcript.extend(
+                message.model_dump(mode="json", exclude_none=True)
+                for message in event.transcript_messages()[:count]
+            )
+            continue
         event.mutate(session)
         if isinstance(event, Session.MessageAppended):
             transcript.append(event.transcript_message().model_dump(mode="json", exclude_none=True))

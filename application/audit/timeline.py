@@ -23,7 +23,7 @@ from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session, session_uuid
+from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
 Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy"]
@@ -74,7 +74,8 @@ def session_timeline(store: Store, key: str) -> Timeline:
     chains: dict[UUID, Chain] = {}
     entries = [
         timeline_entry(position, event, cast(Kind, members[event.originator_id]), chains)
-        for position, event in store.streams_events(list(members))
+        # A batch of messages shows as the single appends it stands for.
+        for position, event in single_appends(store.streams_events(list(members)))
     ]
     return Timeline(key=key, entries=entries)
 
@@ -83,7 +84,7 @@ def _scanned(store: Store, key: str) -> Iterator[TimelineEntry]:
     """The timeline from one pass over the whole log (membership decided on creation)."""
     members: dict[UUID, Kind] = {session_uuid(key): "session"}
     chains: dict[UUID, Chain] = {}
-    for position, event in store.events():
+    for position, event in single_appends(store.events()):
         kind = members.get(event.originator_id)
         if kind is None:
             joined = [m for m in stream_members(event) if m.session_key == key]
@@ -187,6 +188,8 @@ def _run(event: Any) -> str:
         return f"run failed: {event.error}"
     if isinstance(event, Run.RunTimedOut):
         return f"run timed out after {event.timeout_seconds:g}s"
+    if isinstance(event, Run.RunCancelled):
+        return f"run cancelled: {event.reason}" if event.reason else "run cancelled"
     return type(event).__name__
 
 

@@ -26,6 +26,7 @@ from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery, outbox_id_for
 from sessionwire.domain.run import Run
+from sessionwire.domain.session import single_appends
 from sessionwire.domain.spawn import Spawn
 
 NodeKind = Literal["run", "exchange", "spawn", "refusal", "delivery", "busy"]
@@ -109,7 +110,7 @@ def _tree(trace_id: str, events: list[tuple[int, DomainEvent]]) -> Trace:
     firsts: dict[UUID, DomainEvent] = {}
     entries: dict[UUID, list[TimelineEntry]] = {}
     chains: dict[UUID, Chain] = {}
-    for position, event in events:
+    for position, event in single_appends(events):
         if event.originator_version == 1:
             firsts[event.originator_id] = event
         kind = _KINDS.get(type(firsts[event.originator_id]), "run")

@@ -11,7 +11,7 @@ links alone.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from uuid import UUID
 
@@ -20,8 +20,16 @@ from sessionwire.application.audit.checkpoint import (
     latest_anchor,
     signature_holds,
 )
-from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord
-from sessionwire.domain.hash_chain import GENESIS, ChainLink, log_hash, stream_hash
+from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord, StoredRecord
+from sessionwire.domain.hash_chain import (
+    BATCH_TOPIC,
+    GENESIS,
+    ChainLink,
+    first_version,
+    log_hash,
+    stream_hash,
+)
+from sessionwire.domain.session import Session
 
 FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint"]
 Progress = Callable[[int], None]
@@ -153,6 +161,8 @@ def verify(
         else:
             finding = _check_record(checked, link, first_link)
             if finding is not None:
+                if finding.kind == "altered" and checked.record.content.topic == BATCH_TOPIC:
+                    finding = _locate_in_batch(log, checked.record, finding)
                 report.findings.append(finding)
     expected_seen = _check_sealed_log(log, bounds.sealed, report, expect_head)
     if expect_head is not None and not expected_seen:
@@ -246,7 +256,8 @@ def _check_record(
             f"the chain recorded {link.originator_id} v{link.originator_version} at this position",
         )
     previous = checked.previous_stream_hash
-    if previous is None and content.originator_version > 1:
+    first = first_version(content)  # a batch of messages takes several versions
+    if previous is None and first > 1:
         before_chain = (
             checked.previous_position is not None
             and first_link is not None
@@ -256,19 +267,52 @@ def _check_record(
             return Finding(
                 "deleted",
                 content.originator_id,
-                content.originator_version - 1,
+                first - 1,
                 position,
-                f"version {content.originator_version - 1} of this stream is missing",
+                f"version {first - 1} of this stream is missing",
             )
     if stream_hash(previous or GENESIS, content) != link.stream_hash:
+        held = (
+            f" (a batch of the messages at versions {first}-{content.originator_version})"
+            if first != content.originator_version
+            else ""
+        )
         return Finding(
             "altered",
             content.originator_id,
             content.originator_version,
             position,
-            "the stored event differs from the one chained here",
+            f"the stored event{held} differs from the one chained here",
         )
     return None
+
+
+def _locate_in_batch(log: AuditLog, record: StoredRecord, finding: Finding) -> Finding:
+    """Name the messages of an altered batch that differ from the transcript read model
+    (written in the same transaction): where an edit of the event alone is. An edit of
+    both, or an event that no longer decodes, stays located to the batch."""
+    try:
+        event = log.decode(record)
+    except Exception:  # an edit that broke the JSON: the batch is all that can be named
+        return finding
+    if not isinstance(event, Session.MessagesAppended):
+        return finding
+    first = event.first_version
+    rows = log.transcript_rows(event.originator_id, first, event.originator_version)
+    differing = [
+        first + index
+        for index, message in enumerate(event.transcript_messages())
+        if rows.get(first + index) != message.to_json()
+    ]
+    if not differing or len(differing) == len(event.messages):
+        return finding
+    named = ", ".join(str(version) for version in differing[:10])
+    more = f" and {len(differing) - 10} more" if len(differing) > 10 else ""
+    return replace(
+        finding,
+        detail=f"{finding.detail}; the message(s) at version {named}{more} differ from "
+        "the transcript read model",
+    )
 
 
 def _name_streams(log: AuditLog, report: VerifyReport) -> None:

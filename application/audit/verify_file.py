@@ -42,9 +42,11 @@ from sessionwire.application.audit.export import (
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
 from sessionwire.domain.hash_chain import (
+    BATCH_TOPIC,
     GENESIS,
     HASH_SIZE,
     RecordContent,
+    first_version,
     log_hash,
     stream_hash,
 )
@@ -332,7 +334,9 @@ class _Verifier:
             self.events.add(number, record.notification_id, version, stream.number, None, own)
             self.found("altered", f"version {version} cannot follow {stream.highest}", **where)
             return
-        first = stream.event(version)
+        # A batch of messages takes the versions of its messages, up to its own.
+        lowest = first_version(content) if content.topic == BATCH_TOPIC else version
+        first = next((e for v in range(lowest, version + 1) if (e := stream.event(v))), 0)
         if first:
             self.events.add(number, record.notification_id, version, stream.number, None, own)
             self.found(
@@ -380,15 +384,16 @@ class _Verifier:
                         **where,
                     )
         self.events.add(number, record.notification_id, version, stream.number, ordinal, own)
-        stream.put(version, index)
+        for taken in range(lowest, version + 1):
+            stream.put(taken, index)
         if own is not None:
-            if version == 1 or stream.event(version - 1):
+            if lowest == 1 or stream.event(lowest - 1):
                 self.check_link(stream, version, content)
             else:
-                stream.waiting[version] = content
+                stream.waiting[lowest] = content
         follower = stream.waiting.pop(version + 1, None)
         if follower is not None:
-            self.check_link(stream, version + 1, follower)
+            self.check_link(stream, follower.originator_version, follower)
 
     def log_link(self, position: int, own: bytes, claimed: bytes, event: int) -> tuple[int, bool]:
         """Follow the log chain: the event's ordinal, and whether its link holds."""
@@ -401,7 +406,7 @@ class _Verifier:
 
     def check_link(self, stream: _Stream, version: int, content: RecordContent) -> None:
         seen = self.seen(stream.event(version))
-        previous = stream.event(version - 1)
+        previous = stream.event(first_version(content) - 1)
         before = (previous and self.events.stream_hash(previous)) or GENESIS
         if stream_hash(before, content) != seen.stream_hash:
             self.found(
@@ -618,11 +623,14 @@ class _Verifier:
                     "was rewritten at or before this event",
                     **seen.where(),
                 )
-        self.report.unanchored = sum(
-            1
-            for oid, stream in self.streams.items()
-            for version, event in stream.versions()
-            if self.events.hashed[event - 1] and version > proven.get(oid, 0)
+        # A set: a batch of messages holds several versions but is one event.
+        self.report.unanchored = len(
+            {
+                event
+                for oid, stream in self.streams.items()
+                for version, event in stream.versions()
+                if self.events.hashed[event - 1] and version > proven.get(oid, 0)
+            }
         )
 
 

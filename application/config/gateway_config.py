@@ -24,7 +24,6 @@ from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main
 from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
     DEFAULT_BUSY,
-    UNAVAILABLE_BUSY_ACTIONS,
     AgentToAgentPolicy,
     BusyAction,
     BusyPolicy,
@@ -150,13 +149,6 @@ class AgentToAgentSession(_Section):
     """Sends and spawns in one chain before the next is refused (decision 17)."""
     busy: BusyAction = DEFAULT_BUSY
     """What a sessions_send into a session with a run in flight does (ADR 0022)."""
-
-    @field_validator("busy")
-    @classmethod
-    def _busy_available(cls, value: BusyAction) -> BusyAction:
-        if value in UNAVAILABLE_BUSY_ACTIONS:
-            raise ValueError(UNAVAILABLE_BUSY_ACTIONS[value])
-        return value
 
     @property
     def max_ping_pong_turns(self) -> int:

@@ -36,6 +36,7 @@ PRIMARY_FIELD = {
     "spawn": "child_key",
     "refusal": "requester_key",
     "delivery": "session_key",
+    "busy": "session_key",
 }
 
 

@@ -32,6 +32,7 @@ from sessionwire.application.event_stream.public_event import (
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import EventLog
+from sessionwire.domain.session import single_appends
 
 PAGE = 200
 # Pages kept for subscribers reading the same positions (a tail page only until the
@@ -74,7 +75,8 @@ class EventStream:
         self.closed = False
         self._subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Future[None] | None = None
+        # One future per waiting subscriber: cancelling one wait touches no other.
+        self._waiters: set[asyncio.Future[None]] = set()
         self._waiting = 0
         self._generation = 0
         self._pages: OrderedDict[int, tuple[int | None, list[StreamEvent]]] = OrderedDict()
@@ -88,34 +90,46 @@ class EventStream:
 
     # Pages ------------------------------------------------------------------------------
 
-    def page_after(self, position: int) -> list[StreamEvent]:
-        """The events after ``position``, at most a page (shared, never changed)."""
+    def page_after(self, position: int, *, fresh_tail: bool = False) -> list[StreamEvent]:
+        """The events after ``position``, at most a page (shared, never changed).
+
+        A full page never changes. A shorter one, the empty one included, holds until
+        the log grows: a subscriber takes the wake-up future before it looks (``armed``),
+        and every growth after the page was read resolves that future. ``fresh_tail``
+        reads a tail again anyway (a listing that waits for nothing)."""
         cached = self._pages.get(position)
-        if cached is not None and cached[0] in (None, self._generation):
-            self._pages.move_to_end(position)
-            return cached[1]
+        if cached is not None:
+            generation, page = cached
+            if generation is None or (generation == self._generation and not fresh_tail):
+                self._pages.move_to_end(position)
+                return page
         records = self.store.records_after(position, PAGE)
-        page = [stream_event(at, event, self.directory) for at, event in records]
-        if page:
-            # A full page never changes; a shorter one (the tail) only until the log grows.
-            # An empty one is never kept: a subscriber about to wait must look afresh.
-            self._pages[position] = (None if len(page) == PAGE else self._generation, page)
-            self._pages.move_to_end(position)
-            if len(self._pages) > CACHED_PAGES:
-                self._pages.popitem(last=False)
+        # A batch of messages is one record: its messages are published as the single
+        # appends it stands for, all at the batch's position (ADR 0025).
+        page = [stream_event(at, event, self.directory) for at, event in single_appends(records)]
+        # A full page (of records) never changes; a shorter one only until the log grows.
+        self._pages[position] = (None if len(records) == PAGE else self._generation, page)
+        self._pages.move_to_end(position)
+        if len(self._pages) > CACHED_PAGES:
+            self._pages.popitem(last=False)
         return page
 
     # Waiting ----------------------------------------------------------------------------
 
     def armed(self) -> asyncio.Future[None]:
-        """The future the log's next growth resolves; take it *before* finding nothing
+        """A future the log's next growth resolves; take it *before* finding nothing
         new (no await in between), so a commit in between is never missed."""
-        if self._wake is None or self._wake.done():
-            self._loop = asyncio.get_running_loop()
-            self._wake = self._loop.create_future()
-            if self.closed:
-                self._wake.set_result(None)
-        return self._wake
+        self._loop = asyncio.get_running_loop()
+        wake = self._loop.create_future()
+        if self.closed:
+            wake.set_result(None)
+        else:
+            self._waiters.add(wake)
+        return wake
+
+    def disarm(self, wake: asyncio.Future[None]) -> None:
+        """Not waiting after all (something new was found)."""
+        self._waiters.discard(wake)
 
     async def wait(self, wake: asyncio.Future[None]) -> None:
         self._waiting += 1
@@ -126,10 +140,14 @@ class EventStream:
                 and self.store.others_may_write()
             ):
                 self._poller = self.in_flight.start(self._poll(), Owner("events", "poll"))
-            # A wait on a future: not runnable, so never pending work for wait_idle.
-            await self.in_flight.wait_for(wake)
+            if self.in_flight.current() is None:
+                await wake  # the subscriber's own future: cancelling it is harmless
+            else:
+                # Registered work waits on a future: not runnable, so not pending work.
+                await self.in_flight.wait_for(wake)
         finally:
             self._waiting -= 1
+            self._waiters.discard(wake)
 
     def _heard(self) -> None:
         """From the thread that committed or sealed: hand the news to the loop."""
@@ -141,14 +159,20 @@ class EventStream:
 
     def _grew(self) -> None:
         self._generation += 1
-        wake, self._wake = self._wake, None
-        if wake is not None and not wake.done():
-            wake.set_result(None)
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for wake in waiters:
+            if not wake.done():
+                wake.set_result(None)
 
     async def _poll(self) -> None:
         """Look at the sealed head while anyone waits: other processes' commits."""
         try:
-            head = self.store.sealed_position()
+            # The first look always wakes: a record sealed between a subscriber's last
+            # read and this poller's start is not missed.
+            head = -1
             while self._waiting and not self.closed:
                 await self.in_flight.sleep(POLL_SECONDS, parked=True)
                 if self.closed:
@@ -165,8 +189,7 @@ class EventStream:
         self.closed = True
         self._stop_listening()
         self._pages.clear()
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
+        self._wake_all()
 
 
 class Subscription:
@@ -189,17 +212,24 @@ class Subscription:
         return self
 
     async def __anext__(self) -> dict[str, Any]:
+        passed_a_page = False
         while not self.ended:
             found = self._from_page()
             if found is not None:
                 return found
+            if passed_a_page:
+                # A whole page and nothing for this filter: let the loop turn, so a
+                # narrow filter over a long log does not hold it.
+                await asyncio.sleep(0)
+                if self.ended:
+                    break
             wake = self._stream.armed()
             self._page, self._index = self._stream.page_after(self.position), 0
             if self._page:
-                # Let the loop turn between pages: a narrow filter over a long log
-                # must not hold it.
-                await asyncio.sleep(0)
+                self._stream.disarm(wake)
+                passed_a_page = True
                 continue
+            passed_a_page = False
             await self._stream.wait(wake)
         raise StopAsyncIteration
 
@@ -210,7 +240,7 @@ class Subscription:
             if found is not None:
                 yield found
                 continue
-            self._page, self._index = self._stream.page_after(self.position), 0
+            self._page, self._index = self._stream.page_after(self.position, fresh_tail=True), 0
             if not self._page:
                 return
 

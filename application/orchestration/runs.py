@@ -204,13 +204,16 @@ class RunEngine:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._endings: dict[UUID, asyncio.Future[RunState]] = {}
         self._turns: dict[str, RunTurn] = {}
-        # Runtime calls of this engine's runs cancelled at their timeout, kept until they
-        # stop (one may ignore cancellation): this gateway's close waits for its own only.
-        self._abandoned: set[asyncio.Task[object]] = set()
         # Runs whose runtime call is in flight here: done when the run is cancelled.
         self._stops: dict[UUID, asyncio.Future[None]] = {}
+        # Runs executing here, with whether a cancel came before their runtime call.
+        self._executing: dict[UUID, bool] = {}
         self.turn_started: Callable[[], None] = lambda: None
         """Called as a runtime call starts (the cancellation watch starts polling)."""
+        # Runtime calls of this engine's runs cancelled at their timeout (or cancel), kept
+        # until they stop (one may ignore cancellation): this gateway's close waits for
+        # its own only.
+        self._abandoned: set[asyncio.Task[object]] = set()
         self._closing = False
 
     # Accepting runs -------------------------------------------------------------------
@@ -370,6 +373,15 @@ class RunEngine:
         self._settle(run)
 
     async def _execute(self, run_id: UUID) -> None:
+        # Executing here from now: a cancel recorded before its runtime call starts
+        # (while the dispatch is saved, say) still stops that call as it starts.
+        self._executing[run_id] = False
+        try:
+            await self._execute_run(run_id)
+        finally:
+            self._executing.pop(run_id, None)
+
+    async def _execute_run(self, run_id: UUID) -> None:
         run = self.load(run_id)
         if run is None:
             return
@@ -441,7 +453,9 @@ class RunEngine:
         return run
 
     async def _call_runtime(self, run: Run) -> object:
-        """What the runtime returned, the error it raised, or TIMED_OUT."""
+        """What the runtime returned, the error it raised, TIMED_OUT or CANCELLED."""
+        if self._executing.get(run.id):
+            return CANCELLED  # cancelled since this execution began: never asked
         state = run.state
         stored_session = self.store.session(state.session_key)
         request = RunRequest(
@@ -564,6 +578,9 @@ class RunEngine:
     def stop(self, run_id: UUID) -> bool:
         """Stop the run's runtime call if it is in flight here (its end is recorded)."""
         stop = self._stops.get(run_id)
+        if stop is None and run_id in self._executing:
+            self._executing[run_id] = True  # its runtime call, about to start, stops
+            return True
         if stop is None or stop.done():
             return False
         stop.set_result(None)

@@ -145,6 +145,11 @@ class AuditLog(ABC):
         """The domain event a stored record holds."""
 
     @abstractmethod
+    def transcript_rows(self, session: UUID, first: int, last: int) -> dict[int, str]:
+        """The transcript read model's messages of ``session`` with seq in [first, last],
+        by seq (what an altered batch of messages is compared with, to name the line)."""
+
+    @abstractmethod
     def stream_names(self, ids: Iterable[UUID]) -> dict[UUID, str]:
         """Session keys of the streams the read models know (sessions, runs, exchanges)."""
 

@@ -24,7 +24,7 @@ from sessionwire.domain.agent_to_agent import (
     reply_text,
     resolve_announce_target,
 )
-from sessionwire.domain.busy_decision import BusyDecision
+from sessionwire.domain.busy_decision import BusyDecision, BusyOutcome
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.keys import agent_id_of
@@ -132,7 +132,7 @@ async def sessions_send(
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
     chain = context.next_hop(str(run_id))
-    busy = _busy_decision(context, target.state, run_id, chain)
+    busy = await _busy_decision(context, target.state, run_id, chain)
     if busy is not None:
         log.info(
             "send into a busy session",
@@ -191,27 +191,71 @@ def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
     return [work.to_aggregate(Run, RunState).state for work in pending]
 
 
-def _busy_decision(
+async def _busy_decision(
     context: ToolContext, target: SessionState, run_id: UUID, chain: Causality
 ) -> BusyDecision | None:
     """What the busy policy decides for a send into ``target``, when a run of it is in
     flight (None when none is: nothing to decide). Read from the store, so a run another
-    gateway on the same database is running counts too."""
+    gateway on the same database is running counts too. ``interrupt`` cancels the runs
+    in flight here, before the send's own run is queued."""
     runs = _in_flight(context, target.key)
     if not runs:
         return None
     # The run in flight is the one running; else the next to run.
     in_flight = next((run for run in runs if run.status == "running"), runs[0])
     choice = context.config.busy_policy.decide(target.policy_target(context.rules))
+    decision: BusyOutcome | None = None
+    cancelled: tuple[str, ...] = ()
+    if choice.action == "interrupt":
+        # Never the sender's own run nor a run it descends from: cancelling those would
+        # cancel the very call being made (a cancel takes the runs it caused with it).
+        own = _sender_lineage(context)
+        doomed = [run for run in runs if run.run_id not in own]
+        if doomed:
+            cancelled = await _interrupt(context, doomed, target.key)
+        else:
+            decision = "enqueued"
     return BusyDecision.record(
         send_run_id=run_id,
         session_key=target.key,
         requester_key=context.requester.key,
         choice=choice,
+        decision=decision,
         in_flight_run_id=in_flight.run_id,
+        cancelled_run_ids=cancelled,
         chain=chain,
         at=context.clock.now(),
     )
+
+
+def _sender_lineage(context: ToolContext) -> set[str]:
+    """The calling run and every run it descends from (by ``parentRunId``)."""
+    services = context.services
+    assert services is not None
+    lineage: set[str] = set()
+    caller = context.caller_run
+    run_id = caller.run_id if caller is not None else None
+    while run_id is not None and run_id not in lineage:
+        lineage.add(run_id)
+        parent = services.runs.load(UUID(run_id))
+        run_id = parent.state.parent_run_id if parent is not None else None
+    return lineage
+
+
+async def _interrupt(
+    context: ToolContext, runs: list[RunState], session_key: str
+) -> tuple[str, ...]:
+    """Cancel ``runs`` (and what they caused), in order; the ids actually cancelled."""
+    services = context.services
+    assert services is not None
+    reason = f"interrupted by a send from {context.requester.key} (busy policy: interrupt)"
+    cancelled: list[str] = []
+    for run in runs:
+        outcome = await services.cancellation.cancel(UUID(run.run_id), reason)
+        if outcome is not None and outcome.cancelled:
+            cancelled.extend([run.run_id, *outcome.cascaded])
+    log.info("busy session interrupted", session_key=session_key, cancelled=cancelled)
+    return tuple(cancelled)
 
 
 def busy_refusal(display: str, busy: BusyDecision) -> str:

@@ -84,3 +84,36 @@ def test_peer_comparison_explains_a_missing_harness(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "harness was not found" in done.stderr
     assert "--shared PATH or set SESSIONWIRE_SHARED" in done.stderr
+
+
+BULK = BENCH.parent / "bench_bulk.py"
+
+
+@pytest.mark.slow
+def test_bulk_benchmark_runs_every_workload_at_a_small_count(tmp_path: Path) -> None:
+    """bench_bulk.py at 2,000 messages, one rep, SQLite only: every workload runs in its
+    own child process and lands in the table and the JSON."""
+    out = tmp_path / "bulk.json"
+    done = subprocess.run(
+        [sys.executable, str(BULK), "--messages", "2000", "--reps", "1", "--stores", "sqlite",
+         "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [
+        "raw[sqlite]",
+        "prefill[sqlite]",
+        "audit-import-batched[sqlite]",
+        "audit-import-single[sqlite]",
+        "openclaw[sqlite]",
+    ]
+    for name in names:
+        assert name in done.stdout, f"{name} missing from:\n{done.stdout}"
+    written = json.loads(out.read_text())
+    assert [row["figure"] for row in written["figures"]] == [
+        f"messages_per_s[{name}]" for name in names
+    ]
+    assert all(row["value"] > 0 and row["peak_rss_mb"] > 0 for row in written["figures"])

@@ -60,10 +60,11 @@ def test_embedding_examples_run() -> None:
     assert "ok Ticket opened for: printer on fire" in out
     assert "to slack:channel:ops: Ops: a ticket was opened." in out
     assert "['agent:main:slack:channel:ops', 'main']" in out
+    assert "accepted error True" in out  # the busy policy's example
+    assert "accepted cancelled" in out
     assert "run subagent_task ok True" in out
     assert "trace ['subagent_announce', 'subagent_task']" in out
     assert "unknown None" in out
-    assert "accepted error True" in out  # the busy policy's example
     assert "cancel ok False the run had already ended (ok)" in out
 
 

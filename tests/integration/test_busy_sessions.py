@@ -1,10 +1,12 @@
 """The busy policy (issue 13 item 4, ADR 0022): what a ``sessions_send`` into a session
-with a run in flight does — queue behind it (``enqueue``, the default) or be refused
-(``reject``) — set by ``session.agentToAgent.busy`` and per session by
-``sessions.patch {busy}``; each decision recorded as a ``BusyDecided`` event."""
+with a run in flight does — queue behind it (``enqueue``, the default), be refused
+(``reject``) or cancel it and take the new message (``interrupt``) — set by
+``session.agentToAgent.busy`` and per session by ``sessions.patch {busy}``; each decision
+recorded as a ``BusyDecided`` event."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,7 +14,7 @@ from uuid import UUID
 
 import httpx
 import pytest
-from sessionwire import Gateway, GatewayConfig
+from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.http.app import create_app
 from sessionwire.application.config.gateway_config import ConfigError
 from sessionwire.domain.busy_decision import BusyDecision
@@ -200,6 +202,128 @@ async def test_the_decision_is_in_both_sessions_timelines_and_its_trace(
         assert "send from agent:main:main into busy agent:main:work rejected" in busy[0].summary
 
 
+# interrupt --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def interrupting(store_url: str, clock: VirtualClock) -> AsyncIterator[Gateway]:
+    gw = await open_gateway(store_url, clock, busy="interrupt")
+    yield gw
+    await gw.close()
+
+
+def events_of(gw: Gateway, run_id: str) -> list[str]:
+    return [type(e).__name__ for _, e in gw.store.events() if str(e.originator_id) == run_id]
+
+
+async def test_interrupt_cancels_the_run_in_flight_and_takes_the_new_message(
+    interrupting: Gateway, clock: VirtualClock
+) -> None:
+    gw = interrupting
+    waiting = asyncio.ensure_future(
+        gw.call_tool(
+            "main",
+            "sessions_send",
+            {"sessionKey": WORKER, "message": "a slow job", "timeoutSeconds": 300},
+        )
+    )
+    await clock.settle()  # the send's task takes its first step, and its run starts
+    [slow] = [r for r in gw.runs(session_key=WORKER)["runs"] if r["status"] == "running"]
+
+    urgent = await send(gw, "urgent job")
+    assert urgent["status"] == "accepted"
+    await gw.wait_idle()  # no time passes: the worker took the new message at once
+
+    assert replies(gw) == ["done: urgent job"]
+    assert status_of(gw, slow["runId"]) == "cancelled"
+    assert status_of(gw, urgent["runId"]) == "ok"
+    first = await waiting
+    assert (first["runId"], first["status"]) == (slow["runId"], "cancelled")
+    assert "interrupted by a send from agent:main:main" in first["error"]
+    [decided] = decisions(gw)
+    assert (decided.policy, decided.decision) == ("interrupt", "interrupted")
+    assert decided.in_flight_run_id == slow["runId"]
+    assert decided.cancelled_run_ids == (slow["runId"],)
+    assert decided.run_id == urgent["runId"]
+    assert events_of(gw, slow["runId"])[-1] == "RunCancelled"
+
+
+async def test_interrupt_cancels_the_queued_runs_too(enqueueing: Gateway) -> None:
+    gw = enqueueing
+    running = await keep_busy(gw)
+    queued = await send(gw, "queued job")
+    await gw.patch_session(WORKER, busy="interrupt")
+
+    urgent = await send(gw, "urgent job")
+    await gw.wait_idle()
+
+    last = decisions(gw)[-1]
+    assert (last.decision, last.rule) == ("interrupted", "session override (busy=interrupt)")
+    assert last.cancelled_run_ids == (running, queued["runId"])
+    assert [status_of(gw, r) for r in (running, queued["runId"], urgent["runId"])] == [
+        "cancelled",
+        "cancelled",
+        "ok",
+    ]
+    assert replies(gw) == ["done: urgent job"]
+    assert primaries(gw) == ["a slow job", "queued job", "urgent job"]
+
+
+class SelfSender:
+    """An agent whose turn sends into its own session (in process), then answers."""
+
+    def __init__(self) -> None:
+        self.gateway: Gateway | None = None
+        self.results: list[dict[str, Any]] = []
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step != "primary":
+            return RunReply(text="ANNOUNCE_SKIP" if request.step == "announce" else "REPLY_SKIP")
+        if request.message == "talk to yourself":
+            assert self.gateway is not None
+            params = {"sessionKey": request.session_key, "message": "note", "timeoutSeconds": 0}
+            self.results.append(
+                await self.gateway.call_tool(request.session_key, "sessions_send", params)
+            )
+        return RunReply(text=f"done: {request.message}")
+
+
+async def test_interrupt_never_cancels_the_senders_own_run(
+    store_url: str, clock: VirtualClock
+) -> None:
+    agent = SelfSender()
+    gw = await Gateway.open(
+        config=config_with("interrupt"), store=store_url, clock=clock, runtime=agent
+    )
+    agent.gateway = gw
+    try:
+        await gw.record_message("main", role="user", content="hi")
+        await gw.record_message(WORKER, role="user", content="(opened)")
+        first = await send(gw, "talk to yourself")
+        await gw.wait_idle()
+
+        [noted] = agent.results
+        assert noted["status"] == "accepted"
+        [decided] = decisions(gw)
+        assert (decided.policy, decided.decision) == ("interrupt", "enqueued")
+        assert decided.in_flight_run_id == first["runId"]
+        assert decided.cancelled_run_ids == ()
+        assert replies(gw) == ["done: talk to yourself", "done: note"]
+    finally:
+        await gw.close()
+
+
+async def test_a_subscriber_of_either_session_sees_the_decision(rejecting: Gateway) -> None:
+    await keep_busy(rejecting)
+    await send(rejecting, "next job")
+    rejecting.store.seal()
+    for key in (WORKER, "agent:main:main"):
+        seen = list(rejecting.subscribe(session_key=key).recorded())
+        [busy] = [event for event in seen if event["type"] == "BusyDecided"]
+        assert busy["sessionKey"] == WORKER
+        assert "rejected" in busy["summary"]
+
+
 # Per-session overrides ------------------------------------------------------------------
 
 
@@ -237,17 +361,13 @@ async def test_an_enqueue_override_lets_sends_queue_where_the_config_rejects(
 
 
 async def test_a_busy_override_that_is_no_policy_is_refused(enqueueing: Gateway) -> None:
+    assert (await enqueueing.patch_session(WORKER, busy="interrupt"))["entry"]["busy_policy"] == (
+        "interrupt"
+    )
     with pytest.raises(InvalidPatch, match=r"invalid busy \(use enqueue\|reject\|interrupt\)"):
         await enqueueing.patch_session(WORKER, busy="queue")
     with pytest.raises(InvalidPatch, match="must be a string or null"):
         await enqueueing.patch_session(WORKER, busy=True)
-
-
-async def test_interrupt_is_refused_until_runs_can_be_cancelled(enqueueing: Gateway) -> None:
-    with pytest.raises(InvalidPatch, match='busy "interrupt" is not available yet'):
-        await enqueueing.patch_session(WORKER, busy="interrupt")
-    with pytest.raises(ConfigError, match=r'session\.agentToAgent\.busy: Value error, busy "inte'):
-        GatewayConfig.load({"session": {"agentToAgent": {"busy": "interrupt"}}})
 
 
 def test_an_unknown_busy_policy_is_a_config_error_naming_the_key() -> None:

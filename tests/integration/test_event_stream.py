@@ -228,3 +228,61 @@ async def test_two_postgres_gateways_see_each_others_events(postgres_url: str) -
     finally:
         await writer.close()
         await follower.close()
+
+
+async def test_subscribers_following_the_same_positions_share_each_page(
+    gateway: Gateway,
+) -> None:
+    reads = 0
+    records_after = gateway.store.records_after
+
+    def counted(position: int, limit: int) -> Any:
+        nonlocal reads
+        reads += 1
+        return records_after(position, limit)
+
+    gateway.store.records_after = counted  # type: ignore[method-assign]
+    await gateway.record_message("main", role="user", content="first")
+    gateway.store.seal()
+    start = gateway.store.sealed_position()
+    followers = [gateway.subscribe(after=start) for _ in range(20)]
+    waiting = [asyncio.ensure_future(take(f, 5)) for f in followers]
+    await asyncio.sleep(0)
+    for n in range(5):
+        await gateway.record_message("main", role="user", content=f"m{n}")
+        gateway.store.seal()  # PostgreSQL: sealed now, not by its sealer thread later
+        # Every follower takes this event before the next one is recorded.
+        while any(f.position < start + n + 1 for f in followers):
+            await asyncio.sleep(0)
+    got = await asyncio.gather(*waiting)
+    assert all(g == got[0] for g in got)
+    assert [e["position"] for e in got[0]] == list(range(start + 1, start + 6))
+    # Unshared, each of the 20 reads twice per event (the event, then nothing more):
+    # 200 reads; shared, one read of each serves them all.
+    assert reads <= 30, reads
+
+
+async def test_no_poll_on_a_clock_that_moves_only_when_told(postgres_url: str) -> None:
+    gw = await Gateway.open(store=postgres_url, clock=VirtualClock())
+    try:
+        waiting = asyncio.ensure_future(take(gw.subscribe(), 1))
+        await asyncio.sleep(0)
+        await gw.wait_idle()
+        assert gw.events._poller is None
+        assert gw.in_flight.snapshot() == []
+        await gw.record_message("main", role="user", content="hi")  # woken by the sealer
+        (event,) = await waiting
+        assert event["type"] == "SessionOpened"
+    finally:
+        await gw.close()
+
+
+def test_sync_gateway_subscribe_is_a_plain_iterator(tmp_path: Any) -> None:
+    from sessionwire import SyncGateway
+
+    with SyncGateway.open(store=f"sqlite:///{tmp_path}/s.db") as gw:
+        gw.record_message("main", role="user", content="one")
+        events = gw.subscribe(after=0, session_key="main")
+        first, second = next(events), next(events)
+        assert (first["position"], first["type"]) == (1, "SessionOpened")
+        assert second["summary"] == "user message: 'one'"

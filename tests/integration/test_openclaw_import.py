@@ -188,3 +188,50 @@ def test_the_cli_refuses_a_directory_without_stores(
     assert "no sessions.json found under" in capsys.readouterr().err
     assert main(["--store", store, "import", "openclaw", str(tmp_path / "missing")]) == 1
     assert "is not a directory" in capsys.readouterr().err
+
+
+async def test_a_long_transcript_imports_in_batches_that_replay_message_by_message(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    root = tmp_path / "state"
+    sessions_dir = root / "agents" / "main" / "sessions"
+    sessions_dir.mkdir(parents=True)
+    last = T0 + timedelta(seconds=2_499)
+    store = {"agent:main:main": {"sessionId": MAIN_ID, "updatedAt": ms(last)}}
+    (sessions_dir / "sessions.json").write_text(json.dumps(store))
+    lines = [message_line("user", f"line {n}", T0 + timedelta(seconds=n)) for n in range(2_500)]
+    (sessions_dir / f"{MAIN_ID}.jsonl").write_text("\n".join(lines) + "\n")
+    sessions, problems = read_state_dir(root)
+    report = import_sessions(
+        gateway.store, gateway.rules, RandomIds(), sessions, source="openclaw", problems=problems
+    )
+    assert (report.imported, report.messages, report.problems) == (["agent:main:main"], 2_500, [])
+    stream = gateway.store.stream(gateway.store.session("agent:main:main").id)  # type: ignore[union-attr]
+    assert [(type(e).__name__, e.originator_version) for e in stream] == [
+        ("SessionOpened", 1),
+        ("MessagesAppended", 1_001),
+        ("MessagesAppended", 2_001),
+        ("MessagesAppended", 2_501),
+        ("SessionImported", 2_502),
+    ]
+    # At an instant or a version inside a batch, as single appends would have stood.
+    for n in (0, 999, 1_000, 1_234, 2_499):
+        past = gateway.session_as_of("main", at=T0 + timedelta(seconds=n, milliseconds=500))
+        assert len(past.transcript) == n + 1
+        assert past.transcript[-1]["content"][0]["text"] == f"line {n}"
+        assert past.row.updated_at == ms(T0 + timedelta(seconds=n))
+        assert past.recorded_at == T0 + timedelta(seconds=n)
+        by_version = gateway.session_as_of("main", version=n + 2)
+        assert by_version.transcript == past.transcript
+        assert by_version.row == past.row
+    # The timeline shows each message at its own time, as single appends would.
+    lines = [e for e in gateway.timeline("main").entries if e.event == "MessageAppended"]
+    assert [(e.version, e.timestamp) for e in lines] == [
+        (n + 2, T0 + timedelta(seconds=n)) for n in range(2_500)
+    ]
+    history = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "limit": 1000}
+    )
+    assert [m["content"][0]["text"] for m in history["messages"]] == [
+        f"line {n}" for n in range(1_500, 2_500)
+    ]

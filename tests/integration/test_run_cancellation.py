@@ -99,6 +99,14 @@ def status(gw: Gateway, run_id: str) -> str:
     return str(run["status"])
 
 
+def gist_of_cancel(gw: Gateway, run_id: str) -> str:
+    """How the CLI's event lines show the run's RunCancelled."""
+    from sessionwire.adapters.cli.event_lines import gist
+
+    (event,) = [e for e in gw.store.stream(UUID(run_id)) if type(e).__name__ == "RunCancelled"]
+    return gist(event, lambda key: key)
+
+
 def outcomes(gw: Gateway, run_id: str) -> list[str]:
     """The outcome events the run's stream holds (a run ends exactly once)."""
     ends = {"RunCompleted", "RunFailed", "RunTimedOut", "RunCancelled"}
@@ -135,6 +143,9 @@ async def test_a_running_run_is_cancelled_and_its_waiting_caller_hears_cancelled
         assert agents.cancelled == [run_id]  # the runtime's call was stopped
         assert agents.finished == []
         assert outcomes(gw, run_id) == ["RunCancelled"]
+        summaries = [entry.summary for entry in gw.timeline(A).entries]
+        assert "run cancelled: no longer needed" in summaries
+        assert gist_of_cancel(gw, run_id) == "cancelled: no longer needed"
         assert gw.run(run_id) == {
             key: value for key, value in answer.items() if key not in {"cancelled", "cascaded"}
         }
@@ -378,3 +389,26 @@ def test_the_sync_gateway_cancels_too(tmp_path: Any) -> None:
         assert answer is not None
         assert answer["cancelled"] is False  # no runtime: it failed at once
         assert answer["reason"].startswith("the run had already ended")
+
+
+async def test_a_cancel_between_dispatch_and_the_runtime_call_stops_the_call_before_it_starts(
+    store_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = Agents()
+    async with open_gateway(store_url, clock, agents) as (gw, _):
+        engine = gw.run_engine
+        real_dispatch = engine._record_dispatch
+
+        async def dispatch_then_cancel(run: Any) -> Any:
+            dispatched = await real_dispatch(run)
+            answer = await gw.cancel_run(str(run.id), "just in time")
+            assert answer is not None
+            assert answer["cancelled"] is True
+            return dispatched
+
+        monkeypatch.setattr(engine, "_record_dispatch", dispatch_then_cancel)
+        run_id = await fire(gw, A, "never asked")
+        await gw.wait_idle()
+        assert ("primary", "never asked") not in agents.asked
+        assert status(gw, run_id) == "cancelled"
+        assert outcomes(gw, run_id) == ["RunCancelled"]
