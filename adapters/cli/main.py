@@ -78,6 +78,7 @@ COMMANDS = {
         "Serve sessions_list, sessions_history, sessions_send, sessions_spawn and "
         "agents_list over MCP, every call made by the session --session.",
     ),
+    "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
     "serve": LazyCommand(
         f"{CLI}.serve:serve",
         "Serve the session tools and gateway methods over HTTP (bearer token required).",

@@ -105,7 +105,8 @@ def mcp_command(
         if isinstance(runtime, OpenAIRuntime):
             # Its agents get their runs' session tools, before any resumed run starts.
             runtime.use_tools(gateway.call_tool)
-        server = build_server(gateway, requester)
+        # Stateless streamable HTTP has no stream to notify on: no subscriptions there.
+        server = build_server(gateway, requester, subscriptions=tokens is None)
         if tokens is not None:
             await serve_http(server, host, port, tokens, requester, same_session)
         else:

@@ -13,6 +13,11 @@ nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator toke
 - ``POST /v1/methods/<method>``: ``sessions.list``, ``sessions.resolve``, ``sessions.patch``,
   ``chat.history``, ``agent.wait``; with a session-bound token they apply the tools'
   policy (``GatewayMethods(requester=…)``); refusals are 400, 403 or 404.
+- ``GET /v1/runs/{id}``, ``GET /v1/runs?session=&status=&trace=&limit=``, ``POST
+  /v1/runs/{id}/cancel``: runs (ADR 0017) as ``gw.run`` / ``gw.runs`` / ``gw.cancel_run``
+  answer them; a session-bound token sees and cancels only runs its session may see (a
+  hidden run is 404 like a missing one), an operator token any, or those a session named
+  by ``X-Sessionwire-Session`` may see. A bad query parameter is 400.
 - ``GET /v1/events``: the live event stream as Server-Sent Events (``?after=&session=
   &trace=``, ``Last-Event-ID`` resumes; ADR 0023); a session-bound token gets only the
   events of sessions its session may read.
@@ -60,6 +65,14 @@ from sessionwire.application.gateway_methods import (
     SessionsResolveResult,
 )
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RUNS_MAX_LIMIT
+from sessionwire.application.run_views import (
+    RunCancelParams,
+    RunCancelResult,
+    RunList,
+    RunStatus,
+    RunView,
+)
 from sessionwire.application.tools.results import (
     AgentsListResult,
     SendResult,
@@ -84,10 +97,12 @@ MAX_FAILED_ATTEMPTS = 10
 FAILED_ATTEMPTS_WINDOW_SECONDS = 60.0
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 LIST_EVERYTHING = SessionsListMethodParams()
+NO_REASON = RunCancelParams()
 SESSION_HEADER = "X-Sessionwire-Session"
 CONSOLE_PREFIX = "/console"
 # A call an agent makes during its turn names its run by the token the runtime was given.
 RUN_HEADER = "X-Sessionwire-Run"
+RUNS_PATH = "/v1/runs"
 # Log positions are 64-bit integers in the stores.
 MAX_POSITION = 2**63 - 1
 
@@ -449,13 +464,19 @@ def create_app(
         return error_response(error.status_code, code, str(error.detail), headers)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = list(error.errors())
         if any(problem.get("type") == "json_invalid" for problem in problems):
             return error_response(400, "invalid_json", "the body is not valid JSON")
         first = problems[0] if problems else {}
-        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        location = tuple(first.get("loc", ()))
         message = str(first.get("msg", "invalid request"))
+        if location[:1] == ("query",) and request.url.path == RUNS_PATH:
+            # A filter of the runs listing (GET /v1/runs?status=...): a bad request, as a
+            # bad argument of gw.runs is a ValueError.
+            name = ".".join(str(part) for part in location[1:])
+            return error_response(400, "bad_request", f"{name}: {message}")
+        where = ".".join(str(part) for part in location if part != "body")
         return error_response(422, "invalid_request", f"{where}: {message}" if where else message)
 
     @app.exception_handler(Exception)
@@ -638,6 +659,140 @@ def create_app(
         """Wait until a run ends (ok/error) or timeoutMs passes (timeout)."""
         with refusals():
             return await methods_for(grant).agent_wait(params)
+
+    # Runs (ADR 0017) ----------------------------------------------------------------
+
+    run_errors = _errors(400, 401, 403, 404)
+    session_header_doc = (
+        "with an operator token: see runs as this session would (leave it out to see "
+        "every run); with a session-bound token: its own session (naming another is 403)"
+    )
+    run_not_found = "no run with this id that this caller may see"
+
+    def only_query(*names: str) -> Callable[[Request], None]:
+        """Refuse a query parameter the route does not take: as the document says (a
+        misspelt filter would otherwise widen a listing silently)."""
+
+        def check(request: Request) -> None:
+            unknown = sorted(set(request.query_params) - set(names))
+            if unknown:
+                known = ", ".join(names) or "none"
+                raise ApiError(
+                    400,
+                    "bad_request",
+                    f"unknown query parameter {unknown[0]!r} (parameters: {known})",
+                )
+
+        return check
+
+    def run_requester(grant: Grant, named: str | None) -> str | None:
+        """Whose view of the runs: a session-bound token's own session always; an
+        operator's, the session the header names, or none (every run)."""
+        if named is None:
+            return grant.session
+        requester = requester_for(grant, named)
+        try:
+            gateway.config.key_rules.canonical(requester)
+        except InvalidSessionKey as error:
+            raise ApiError(400, "bad_request", f"{SESSION_HEADER}: {error}") from None
+        return requester
+
+    @app.get(
+        "/v1/runs/{run_id}",
+        response_model=RunView,
+        response_model_exclude_unset=True,
+        dependencies=[*auth, Depends(only_query())],
+        responses=run_errors,
+        tags=["runs"],
+        name="run",
+    )
+    async def get_run(
+        run_id: str,
+        grant: Annotated[Grant, Depends(authenticated)],
+        session: Annotated[
+            str | None, Header(alias=SESSION_HEADER, description=session_header_doc)
+        ] = None,
+    ) -> dict[str, Any]:
+        """One run: its status (queued, running, ok, error, timeout, cancelled), session,
+        step, trace, times, usage. 404 for an unknown or malformed id, or a run of a
+        session the caller may not see (never told apart)."""
+        found = gateway.run(run_id, requester=run_requester(grant, session))
+        if found is None:
+            raise ApiError(404, "not_found", run_not_found)
+        return found
+
+    @app.get(
+        RUNS_PATH,
+        response_model=RunList,
+        response_model_exclude_unset=True,
+        dependencies=[*auth, Depends(only_query("session", "status", "trace", "limit"))],
+        responses=run_errors,
+        tags=["runs"],
+        name="runs",
+    )
+    async def list_runs(
+        grant: Annotated[Grant, Depends(authenticated)],
+        session_key: Annotated[
+            str | None,
+            Query(
+                alias="session",
+                min_length=1,
+                max_length=512,
+                description="only this session's runs",
+            ),
+        ] = None,
+        status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
+        trace: Annotated[
+            str | None, Query(min_length=1, max_length=200, description="only runs of this trace")
+        ] = None,
+        limit: Annotated[
+            int, Query(ge=1, le=RUNS_MAX_LIMIT, description="at most this many runs")
+        ] = RUNS_DEFAULT_LIMIT,
+        session: Annotated[
+            str | None, Header(alias=SESSION_HEADER, description=session_header_doc)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Runs newest first, filtered; a caller's listing holds only the runs it may see."""
+        requester = run_requester(grant, session)
+        try:
+            return gateway.runs(
+                session_key=session_key,
+                status=status,
+                trace_id=trace,
+                limit=limit,
+                requester=requester,
+            )
+        except (ValueError, InvalidSessionKey) as error:
+            raise ApiError(400, "bad_request", str(error)) from None
+
+    @app.post(
+        "/v1/runs/{run_id}/cancel",
+        response_model=RunCancelResult,
+        response_model_exclude_unset=True,
+        dependencies=[*posted, Depends(only_query())],
+        responses=_errors(400, 401, 403, 404, 413, 415, 422),
+        tags=["runs"],
+        name="runs.cancel",
+    )
+    async def cancel_run(
+        run_id: str,
+        grant: Annotated[Grant, Depends(authenticated)],
+        params: Annotated[RunCancelParams, Body()] = NO_REASON,
+        session: Annotated[
+            str | None, Header(alias=SESSION_HEADER, description=session_header_doc)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Cancel a queued or running run (and the runs it caused): the run after the
+        change, ``cancelled: true``. A run that had ended: 200, ``cancelled: false``,
+        unchanged. 404 as for GET. The body may be left out."""
+        requester = run_requester(grant, session)
+        try:
+            found = await gateway.cancel_run(run_id, params.reason, requester=requester)
+        except ValueError as error:
+            raise ApiError(400, "bad_request", str(error)) from None
+        if found is None:
+            raise ApiError(404, "not_found", run_not_found)
+        return found
 
     # The live event stream ------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The five session tools over the Model Context Protocol (the official ``mcp`` SDK).
+"""The five session tools over the Model Context Protocol (the official ``mcp`` SDK),
+and the runs they start (adapters/mcp/runs.py, ADR 0026).
 
 One server speaks for one session: the requester is fixed when the server is built, and
 no tool parameter names it, so an agent connected to the server cannot act as another
@@ -9,6 +10,11 @@ gateway's own error text, exactly as through the Python API or the CLI.
 An agent calling back during its own turn puts its ``RunRequest.run_token`` in the
 call's ``_meta`` under ``sessionwire/run``: the call joins its run's chain and hop limit;
 a token of no run in flight for the server's session is refused (``forbidden``).
+
+Runs are resources: ``sessionwire://runs`` and ``sessionwire://runs/{runId}`` (JSON),
+a run's URI subscribable for ``notifications/resources/updated`` on each change of its
+status (stdio; the HTTP transport is stateless, so it cannot notify and offers no
+subscription); the ``runs_cancel`` tool cancels one.
 
 A result travels as JSON text content and as structured content; a refusal (status
 ``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
@@ -36,6 +42,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import Grant, TokenSet
+from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from starlette.applications import Starlette
@@ -100,30 +107,65 @@ def _run_token(server: Server[Any, Any]) -> str | None:
     return ""  # not a token at all: refused as naming no run, never silently unlinked
 
 
-def build_server(gateway: GatewayService, requester: str) -> Server[Any, Any]:
-    """An MCP server whose every tool call runs as the session ``requester``."""
-    server: Server[Any, Any] = Server(
+class _Server(Server[Any, Any]):
+    """The SDK's low-level server, except that it declares ``resources.subscribe`` when
+    a subscribe handler is registered (the SDK always declares it false)."""
+
+    def get_capabilities(
+        self,
+        notification_options: Any,
+        experimental_capabilities: dict[str, dict[str, Any]],
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(notification_options, experimental_capabilities)
+        if capabilities.resources is not None and types.SubscribeRequest in self.request_handlers:
+            capabilities.resources.subscribe = True
+        return capabilities
+
+
+def build_server(
+    gateway: GatewayService, requester: str, *, subscriptions: bool = True
+) -> Server[Any, Any]:
+    """An MCP server whose every tool call runs as the session ``requester``; with
+    ``subscriptions`` (a transport that can notify: stdio, not stateless HTTP) a run's
+    resource can be subscribed to."""
+    server: Server[Any, Any] = _Server(
         "sessionwire",
         version=_version(),
         instructions=(
             f"Session tools of a sessionwire gateway. You act as the session {requester!r}: "
-            "list sessions, read their history, send into them, spawn sub-agents."
+            "list sessions, read their history, send into them, spawn sub-agents. The "
+            "runs they start are resources (sessionwire://runs/{runId}); runs_cancel "
+            "stops one."
         ),
     )
-    tools = tool_definitions(gateway)
+    tools = [*tool_definitions(gateway), cancel_tool()]
+    runs = RunResources(gateway, requester)
     bound = log.bind(requester=requester)
 
     async def list_tools() -> list[types.Tool]:
         return tools
 
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await gateway.call_tool(requester, name, arguments, run_token=_run_token(server))
+        if name == CANCEL_TOOL:
+            result = await runs.cancel(arguments)
+        else:
+            token = _run_token(server)
+            result = await gateway.call_tool(requester, name, arguments, run_token=token)
         bound.debug("mcp tool call", tool=name, status=result.get("status"))
         return tool_result(result)
 
-    # The SDK's list_tools decorator is untyped; registering through it keeps its tool cache.
+    async def subscribe(uri: Any) -> None:
+        await runs.subscribe(uri, server.request_context.session)
+
+    # The SDK's decorators are untyped; registering through them keeps its caches.
     server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
     server.call_tool(validate_input=False)(call_tool)
+    server.list_resources()(runs.list_resources)  # type: ignore[no-untyped-call]
+    server.list_resource_templates()(runs.list_templates)  # type: ignore[no-untyped-call]
+    server.read_resource()(runs.read)  # type: ignore[no-untyped-call]
+    if subscriptions:
+        server.subscribe_resource()(subscribe)  # type: ignore[no-untyped-call]
+        server.unsubscribe_resource()(runs.unsubscribe)  # type: ignore[no-untyped-call]
     return server
 
 

@@ -16,6 +16,9 @@ DOC_PORT = "8765"
 # Values that differ on every run: the shape is checked, not the value.
 VOLATILE = {
     "runId",
+    "traceId",
+    "exchangeId",
+    "createdAt",
     "sessionId",
     "updatedAt",
     "ts",

@@ -92,20 +92,22 @@ def payload(result: types.CallToolResult) -> dict[str, Any]:
     return data
 
 
-async def test_lists_the_five_tools_with_the_gateways_schemas(store: str) -> None:
+async def test_lists_the_five_tools_with_the_gateways_schemas_then_runs_cancel(store: str) -> None:
     async with stdio_session(store, "--session", "main") as session:
         listed = await session.list_tools()
     served = [
         {"name": t.name, "description": t.description, "parameters": t.inputSchema}
         for t in listed.tools
     ]
-    assert served == tool_schemas()
+    # The session tools, then runs_cancel (tests/e2e/test_mcp_runs.py).
+    assert served[:-1] == tool_schemas()
     assert [t.name for t in listed.tools] == [
         "sessions_list",
         "sessions_history",
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "runs_cancel",
     ]
     read_only = {t.name for t in listed.tools if t.annotations and t.annotations.readOnlyHint}
     assert read_only == {"sessions_list", "sessions_history", "agents_list"}
@@ -293,7 +295,8 @@ async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -
             "sessions_send", {"sessionKey": "discord:group:ops", "message": "ping"}
         )
         missing = await session.call_tool("sessions_history", {"sessionKey": "cron:nope"})
-    assert [t.inputSchema for t in listed.tools] == [s["parameters"] for s in tool_schemas()]
+    assert [t.inputSchema for t in listed.tools][:-1] == [s["parameters"] for s in tool_schemas()]
+    assert listed.tools[-1].name == "runs_cancel"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
     assert missing.isError
     assert payload(missing)["error"].startswith("Session not found: cron:nope")
