@@ -144,7 +144,7 @@ class SyncGateway:
     def wait_idle(self) -> None:
         self._run(self._gateway.wait_idle())
 
-    def subscribe(self, after: int = 0, **filters: Any) -> Iterator[dict[str, Any]]:
+    def subscribe(self, after: int | str = 0, **filters: Any) -> Iterator[dict[str, Any]]:
         """``Gateway.subscribe`` as a plain iterator: each ``next`` runs the loop until
         the next event is recorded (it waits for it, so a script ends it by breaking
         out or closing the gateway)."""

@@ -26,6 +26,7 @@ from sessionwire.application.event_stream.subscription import (
     EventFilter,
     EventStream,
     Subscription,
+    parse_cursor,
 )
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.cancellation import RunCancellation
@@ -583,7 +584,7 @@ class GatewayService:
 
     def subscribe(
         self,
-        after: int = 0,
+        after: int | str = 0,
         *,
         session_key: str | None = None,
         trace_id: str | None = None,
@@ -597,10 +598,10 @@ class GatewayService:
         only events of sessions that session may read the history of.
 
         Raises ValueError for a bad position or key. Resume after a reconnect or a
-        restart with the last ``position`` received: nothing is missed or repeated.
+        restart from the last event's ``cursor`` (its ``position``, or inside a batch of
+        messages ``"position.k"``): nothing is missed or repeated.
         """
-        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-            raise ValueError(f"after must be a log position (an integer >= 0), not {after!r}")
+        parse_cursor(after)  # a clear ValueError now, not at the first read
         if trace_id is not None and not isinstance(trace_id, str):
             raise ValueError("trace_id must be a string")
         reader = None

@@ -49,6 +49,7 @@ from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, 
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
+from sessionwire.application.event_stream.subscription import parse_cursor
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
 from sessionwire.application.gateway_methods import (
     AgentWaitParams,
@@ -843,7 +844,10 @@ def create_app(
             str | None,
             Header(
                 alias=LAST_EVENT_ID,
-                description="resume after this position (what a reconnecting client sends)",
+                description=(
+                    "resume after this event id: a position, or position.k inside a batch "
+                    "(what a reconnecting client sends)"
+                ),
             ),
         ] = None,
     ) -> StreamingResponse:
@@ -851,14 +855,21 @@ def create_app(
 
         An operator token sees every event; a session-bound token only the events of
         sessions its session may read (as ``sessions_history``)."""
+        start: int | str = after
         if last_event_id is not None:
             resumed = last_event_id.strip()
-            if not resumed.isdigit() or int(resumed) > MAX_POSITION:
-                raise ApiError(400, "bad_request", f"{LAST_EVENT_ID} must be a log position")
-            after = int(resumed)
+            try:
+                position, _ = parse_cursor(resumed)
+            except ValueError:
+                position = MAX_POSITION + 1
+            if position > MAX_POSITION or len(resumed) > 40:
+                raise ApiError(
+                    400, "bad_request", f"{LAST_EVENT_ID} must be an event's id (its cursor)"
+                )
+            start = resumed
         try:
             subscription = gateway.subscribe(
-                after,
+                start,
                 session_key=session,
                 trace_id=trace,
                 requester=grant.session,

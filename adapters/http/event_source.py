@@ -20,7 +20,9 @@ HEARTBEAT_SECONDS = 15.0
 
 def sse_message(event: dict[str, Any]) -> str:
     # json.dumps escapes newlines, so the data is one line.
-    return f"id: {event['position']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+    # The id is the event's cursor: its position, or "position.k" inside a batch of
+    # messages, so a client that reconnects mid-batch misses none of it.
+    return f"id: {event['cursor']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
 
 
 async def event_source(

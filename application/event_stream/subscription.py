@@ -83,7 +83,7 @@ class EventStream:
         self._poller: asyncio.Task[None] | None = None
         self._stop_listening = store.on_log_grew(self._heard)
 
-    def subscribe(self, after: int, events: EventFilter) -> Subscription:
+    def subscribe(self, after: int | str, events: EventFilter) -> Subscription:
         subscription = Subscription(self, after, events)
         self._subscriptions.add(subscription)
         return subscription
@@ -195,11 +195,16 @@ class EventStream:
 class Subscription:
     """An async iterator over recorded events after a position, as public dicts."""
 
-    def __init__(self, stream: EventStream, after: int, events: EventFilter) -> None:
+    def __init__(self, stream: EventStream, after: int | str, events: EventFilter) -> None:
         self._stream = stream
         self._filter = events
-        self.position = after
-        """The last position passed (yielded or filtered out): where to resume."""
+        position, passed = parse_cursor(after)
+        # A cursor inside a batch: the batch's record comes again, less what was passed.
+        self.position = position - 1 if passed else position
+        """The last record passed whole (yielded or filtered out)."""
+        self._skip = passed
+        """How many events of the record after ``position`` a resumed cursor passed."""
+        self._member = passed
         self._page: list[StreamEvent] = []
         self._index = 0
         self._closed = False
@@ -224,7 +229,7 @@ class Subscription:
                 if self.ended:
                     break
             wake = self._stream.armed()
-            self._page, self._index = self._stream.page_after(self.position), 0
+            self._take_page(self._stream.page_after(self.position))
             if self._page:
                 self._stream.disarm(wake)
                 passed_a_page = True
@@ -240,18 +245,48 @@ class Subscription:
             if found is not None:
                 yield found
                 continue
-            self._page, self._index = self._stream.page_after(self.position, fresh_tail=True), 0
+            self._take_page(self._stream.page_after(self.position, fresh_tail=True))
             if not self._page:
                 return
+
+    def _take_page(self, page: list[StreamEvent]) -> None:
+        self._page, self._index = page, 0
+        # A resumed cursor inside a batch: pass the batch's events it had passed (a page
+        # always holds whole records, so they are at its start).
+        while (
+            self._skip
+            and self._index < len(page)
+            and page[self._index].position == (self.position + 1)
+        ):
+            self._index += 1
+            self._skip -= 1
+        if page:
+            self._skip = 0
 
     def _from_page(self) -> dict[str, Any] | None:
         while self._index < len(self._page):
             event = self._page[self._index]
             self._index += 1
-            self.position = event.position
+            self._member = self._member + 1 if event.position == self.position + 1 else 1
+            following = self._page[self._index] if self._index < len(self._page) else None
+            whole = following is None or following.position != event.position
+            if whole:
+                # The record is passed: the cursor is its position alone.
+                self.position, self._member = event.position, 0
             if self._filter.matches(event):
-                return self._filter.shown(event)
+                shown = self._filter.shown(event)
+                shown["cursor"] = (
+                    str(event.position) if whole else f"{event.position}.{self._member}"
+                )
+                return shown
         return None
+
+    @property
+    def cursor(self) -> str:
+        """Where this subscription stands: what ``subscribe(after=…)`` resumes from."""
+        if self._member:
+            return f"{self.position + 1}.{self._member}"
+        return str(self.position)
 
     async def aclose(self) -> None:
         """End the subscription; iterating it again ends at once."""
@@ -262,4 +297,20 @@ class Subscription:
         self._page = []
 
 
-__all__ = ["EventFilter", "EventStream", "Subscription"]
+def parse_cursor(after: int | str) -> tuple[int, int]:
+    """A position (``12``, ``"12"``) or a cursor inside a batch (``"12.3"``: the first 3
+    events of record 12 passed) as (position, events passed); ValueError otherwise."""
+    if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+        return after, 0
+    if isinstance(after, str):
+        position, dot, passed = after.partition(".")
+        if position.isdigit() and (not dot or passed.isdigit()):
+            count = int(passed) if dot else 0
+            if not dot or (count > 0 and int(position) > 0):
+                return int(position), count
+    raise ValueError(
+        f"after must be a log position (an integer >= 0) or an event's cursor, not {after!r}"
+    )
+
+
+__all__ = ["EventFilter", "EventStream", "Subscription", "parse_cursor"]

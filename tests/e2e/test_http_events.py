@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from live_http import TOKEN, cli_env, free_port, live_server, scripted_server, seed, serve_process
+from sessionwire import SyncGateway
 from sessionwire.adapters.http.tokens import TokenSet
 
 WORK_TOKEN = "work-token-0123456789abcdefghijklmnop"
@@ -117,11 +118,35 @@ def test_follow_false_sends_what_is_recorded_and_ends(server: Any) -> None:
     assert ids == [7, 8]
 
 
+def test_a_client_that_reconnects_inside_a_batch_misses_none_of_it(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/batch.db"
+    with SyncGateway.open(store=store) as gateway:
+        gateway.record_many("main", [{"role": "user", "content": f"m{n}"} for n in range(3)])
+    with live_server(store) as live:
+        headers = {"Authorization": f"Bearer {live.token}"}
+
+        def ids_after(last: str) -> list[str]:
+            answer = httpx.get(
+                f"{live.url}/v1/events",
+                params={"follow": "false"},
+                headers={**headers, "Last-Event-ID": last},
+                timeout=30,
+            )
+            assert answer.status_code == 200
+            return [line[4:] for line in answer.text.splitlines() if line.startswith("id: ")]
+
+        # The session opened (1), then one record of three messages (2).
+        every = ids_after("0")
+        assert every == ["1", "2.1", "2.2", "2"]
+        for index, last in enumerate(every):
+            assert ids_after(last) == every[index + 1 :], last
+
+
 def test_bad_input_is_refused_before_the_stream_opens(server: Any) -> None:
     headers = {"Authorization": f"Bearer {server.token}"}
     with httpx.Client(base_url=server.url, timeout=30) as client:
         assert client.get("/v1/events").status_code == 401
-        for bad in ("abc", "-1", "1.5", str(2**64)):
+        for bad in ("abc", "-1", "1.", "1.0", "0.2", "1.x", str(2**64)):
             answer = client.get("/v1/events", headers={**headers, "Last-Event-ID": bad})
             assert answer.status_code == 400, bad
             assert answer.json()["error"]["code"] == "bad_request"

@@ -308,3 +308,24 @@ async def test_the_live_event_stream_publishes_a_batch_as_its_single_appends(
     positions = {e["position"] for e in published if e["sessionKey"] == BATCH and e["version"] > 1}
     [position] = positions
     assert list(gateway.subscribe(after=position).recorded()) == []
+
+
+async def test_a_subscriber_resumed_inside_a_batch_misses_none_of_it(gateway: Gateway) -> None:
+    await gateway.record_many(BATCH, messages(4), **ROUTING)
+    await gateway.record_message(SINGLE, role="user", content="after the batch")
+    gateway.store.seal()
+    published = list(gateway.subscribe().recorded())
+    summaries = [e["summary"] for e in published]
+    cursors = [e["cursor"] for e in published]
+    # Inside the batch an event's cursor names how many of the batch's events are
+    # passed; its last event, like any other, has its position alone.
+    batch_position = published[1]["position"]
+    assert cursors[1:5] == [f"{batch_position}.{k}" for k in (1, 2, 3)] + [str(batch_position)]
+    assert len(set(cursors)) == len(cursors)
+    for index, cursor in enumerate(cursors):
+        rest = [e["summary"] for e in gateway.subscribe(after=cursor).recorded()]
+        assert rest == summaries[index + 1 :], cursor
+    # A subscription says where it stands, whether or not it yielded there.
+    subscription = gateway.subscribe(session_key=SINGLE)
+    assert [e["summary"] for e in subscription.recorded()][-1] == summaries[-1]
+    assert subscription.cursor == str(published[-1]["position"])
