@@ -110,7 +110,8 @@ class _Generator:
             )[0]
         steps = [self.step() for _ in range(self.options.steps)]
         if self.options.subscribers and steps:
-            steps.insert(rng.randrange(len(steps) + 1), Subscribe())
+            # In place of a step: a workload keeps the length asked for.
+            steps[rng.randrange(len(steps))] = Subscribe()
         return SimulationScript(seed=self.seed, config=config, sessions=list(WORLD), steps=steps)
 
     def step(self) -> Step:
