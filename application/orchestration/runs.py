@@ -484,7 +484,7 @@ class RunEngine:
         # Set while the runtime's task is created, so its tool calls see their run.
         token = _current_turn.set(turn)
         try:
-            call = self.in_flight.start(self._ask(request), Owner("runtime", state.run_id))
+            call = self.in_flight.start(self._ask(request, stop), Owner("runtime", state.run_id))
         finally:
             _current_turn.reset(token)
         self.turn_started()
@@ -590,7 +590,11 @@ class RunEngine:
         """Runs whose runtime call is in flight in this process, not yet told to stop."""
         return [run_id for run_id, stop in self._stops.items() if not stop.done()]
 
-    async def _ask(self, request: RunRequest) -> object:
+    async def _ask(self, request: RunRequest, stop: asyncio.Future[None]) -> object:
+        if stop.done():
+            # Cancelled after this task was created but before it first ran (an
+            # interrupting send, say): the agent is never asked.
+            return CANCELLED
         # Any runtime, however broken: a plain function, or one that returns no coroutine.
         answer: object = self.runtime.run(request)
         if inspect.isawaitable(answer):

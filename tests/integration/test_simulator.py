@@ -234,3 +234,12 @@ async def test_a_cycle_resumed_after_a_reopen_ends_at_the_hop_limit(tmp_path: Pa
     finally:
         stores.close()
     assert "hop-limit" not in result.counts, result.violations
+
+
+# Found by the memory seed run of 2026-11-23 with cancellations and busy policies
+# (docs/testing.md): a send under the `interrupt` policy cancelled a run whose runtime
+# task had been created but had not yet run, and the agent was asked anyway.
+async def test_a_run_interrupted_before_its_runtime_task_runs_is_not_handed_to_its_agent() -> None:
+    script = SimulationScript.load(FINDINGS / "seed-30011-cancelled-run-handed-to-agent.json")
+    result = await Simulation(fresh_stores("memory")).run(script)
+    assert "cancel-outcome" not in result.counts, result.violations

@@ -62,6 +62,22 @@ INVARIANTS: dict[str, Invariant] = {
             "tool-answers",
             "a tool call always answers (no internal error, never raises)",
         ),
+        Invariant(
+            "cancel-outcome",
+            "a cancelled run has exactly one outcome, RunCancelled, and is never handed to "
+            "its agent after the cancel; once a cancel has answered, no run it caused that "
+            "had started before it is left not ended",
+        ),
+        Invariant(
+            "busy-decided",
+            "a BusyDecided 'rejected' started no run; an 'interrupted' one cancelled (with "
+            "RunCancelled) every run it names",
+        ),
+        Invariant(
+            "subscribers",
+            "a subscriber from position P sees exactly the events after P, in order, once "
+            "each (across reopens)",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
     )
@@ -102,6 +118,16 @@ class LogReader:
     # Delivery idempotency key -> the exchange or spawn it belongs to.
     delivery_owner: dict[str, UUID] = field(default_factory=dict)
     abandoned: set[UUID] = field(default_factory=set)
+    parents: dict[UUID, UUID] = field(default_factory=dict)
+    """Run -> the run that caused it (``parent_run_id``)."""
+    started_at: dict[UUID, int] = field(default_factory=dict)
+    """Run -> the log position of its RunStarted."""
+    ended: dict[UUID, tuple[str, int]] = field(default_factory=dict)
+    """Run -> its first outcome and that outcome's log position."""
+    rejected: dict[UUID, str] = field(default_factory=dict)
+    """A BusyDecided 'rejected' -> the run id its send answered with (none may start)."""
+    interrupted: dict[UUID, tuple[str, ...]] = field(default_factory=dict)
+    """A BusyDecided 'interrupted' -> the runs it says it cancelled."""
     events: int = 0
     digest: Any = field(default_factory=hashlib.sha256)
     """Over each event's type, aggregate, version and time: the run's fingerprint."""
@@ -122,8 +148,13 @@ class LogReader:
                     str(getattr(event, "session_key", "?")),
                     str(getattr(event, "step", "?")),
                 )
+                self.started_at[aggregate] = position
+                parent = getattr(event, "parent_run_id", None)
+                if parent:
+                    self.parents[aggregate] = UUID(str(parent))
             elif name in OUTCOMES:
                 self.outcomes[aggregate] += 1
+                self.ended.setdefault(aggregate, (name, position))
                 if self.outcomes[aggregate] > 1:
                     session, step = self.runs.get(aggregate, ("?", "?"))
                     problems.append(
@@ -147,6 +178,14 @@ class LogReader:
                 self.reports[aggregate] += 1
                 if self.reports[aggregate] > 1:
                     problems.append(f"spawn {aggregate} recorded its report twice")
+            elif name == "BusyDecided":
+                decision = str(getattr(event, "decision", ""))
+                if decision == "rejected":
+                    self.rejected[aggregate] = str(getattr(event, "run_id", None) or "")
+                elif decision == "interrupted":
+                    self.interrupted[aggregate] = tuple(
+                        str(run) for run in getattr(event, "cancelled_run_ids", ())
+                    )
             if "Abandon" in name:
                 self.abandoned.add(aggregate)
         return problems
@@ -158,5 +197,102 @@ class LogReader:
     def runs_without_one_outcome(self) -> list[UUID]:
         return [run for run in self.runs if self.outcomes[run] != 1]
 
+    def descendants(self, run: UUID) -> list[UUID]:
+        """The runs ``run`` caused, directly or not (by ``parent_run_id``)."""
+        children: dict[UUID, list[UUID]] = defaultdict(list)
+        for child, parent in self.parents.items():
+            children[parent].append(child)
+        found: list[UUID] = []
+        todo = list(children.get(run, ()))
+        while todo:
+            child = todo.pop()
+            found.append(child)
+            todo.extend(children.get(child, ()))
+        return found
 
-__all__ = ["DEFAULT_MAX_HOPS", "INVARIANTS", "Invariant", "LogReader", "Violation"]
+    def busy_problems(self) -> list[str]:
+        """What the BusyDecided events read so far say that the log contradicts."""
+        problems: list[str] = []
+        for decision, run_id in self.rejected.items():
+            if run_id and _uuid(run_id) in self.runs:
+                problems.append(
+                    f"busy decision {decision} rejected a send, yet run {run_id} started"
+                )
+        for decision, cancelled in self.interrupted.items():
+            for run_id in cancelled:
+                run = _uuid(run_id)
+                outcome = self.ended.get(run) if run is not None else None
+                if outcome is None or outcome[0] != "RunCancelled":
+                    got = outcome[0] if outcome else "no outcome"
+                    problems.append(
+                        f"busy decision {decision} interrupted run {run_id}, which has {got}"
+                    )
+        return problems
+
+
+def _uuid(text: str) -> UUID | None:
+    try:
+        return UUID(text)
+    except ValueError:
+        return None
+
+
+@dataclass
+class Follower:
+    """A simulated subscriber: where it started and what it has seen."""
+
+    after: int
+    """The position it subscribed after (P)."""
+    seen: list[tuple[int, str]] = field(default_factory=list)
+    """(position, type) of each event it received, in order."""
+    position: int = 0
+    """The last position it passed: where it resumes on a new gateway."""
+    checked: int = 0
+    """How many of ``seen`` have been checked against the log."""
+
+    def __post_init__(self) -> None:
+        self.position = self.after
+
+
+def subscriber_problems(
+    follower: Follower, log: list[tuple[int, str]], head: int, *, complete: bool
+) -> list[str]:
+    """What is wrong with what ``follower`` saw, given the sealed log's single appends
+    ``log`` (position, type) from the start and its ``head`` when the follower last read:
+    every event after P, in order, once each; with ``complete``, all of them up to head."""
+    start = next(
+        (at for at, (position, _) in enumerate(log) if position > follower.after), len(log)
+    )
+    expected = log[start:]
+    problems: list[str] = []
+    for index in range(follower.checked, len(follower.seen)):
+        got = follower.seen[index]
+        want = expected[index] if index < len(expected) else None
+        if got != want:
+            problems.append(
+                f"subscriber from position {follower.after}: event #{index + 1} it saw is "
+                f"{got[1]}@{got[0]}, the log has "
+                f"{f'{want[1]}@{want[0]}' if want else 'nothing more'} there"
+            )
+            follower.checked = len(follower.seen)  # said once, not at every step
+            return problems
+    follower.checked = len(follower.seen)
+    if complete:
+        owed = [entry for entry in expected[len(follower.seen) :] if entry[0] <= head]
+        if owed:
+            problems.append(
+                f"subscriber from position {follower.after} missed {len(owed)} event(s) "
+                f"recorded before its last read, the first {owed[0][1]}@{owed[0][0]}"
+            )
+    return problems
+
+
+__all__ = [
+    "DEFAULT_MAX_HOPS",
+    "INVARIANTS",
+    "Follower",
+    "Invariant",
+    "LogReader",
+    "Violation",
+    "subscriber_problems",
+]

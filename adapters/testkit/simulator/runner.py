@@ -34,11 +34,15 @@ from sessionwire.adapters.testkit.simulator.agents import (
 from sessionwire.adapters.testkit.simulator.invariants import (
     DEFAULT_MAX_HOPS,
     INVARIANTS,
+    Follower,
     LogReader,
     Violation,
+    subscriber_problems,
 )
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
+    Busy,
+    Cancel,
     ChannelDown,
     Command,
     Crash,
@@ -48,6 +52,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     SimulationScript,
     Spawn,
     Step,
+    Subscribe,
     plan_text,
     read_plan,
 )
@@ -55,8 +60,10 @@ from sessionwire.adapters.testkit.simulator.stores import FreshStores, MemorySto
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.event_stream.subscription import Subscription
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
+from sessionwire.domain.session import single_appends
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 # Work one step may record before it counts as never ending (a loop with no hop limit).
@@ -68,6 +75,10 @@ VIOLATIONS_KEPT = 3
 PENDING_RUN = ("queued", "running")
 PENDING_EXCHANGE = ("open",)
 PENDING_SPAWN = ("running", "announcing", "waiting_archive")
+# Records read per call when following the sealed log (the subscribers' reference).
+LOG_PAGE = 500
+# Runs looked at to find a session's newest run in flight.
+RUNS_LOOKED_AT = 50
 
 
 class SeededIds(IdSource):
@@ -162,6 +173,13 @@ class _Run:
     bystanders: set[asyncio.Task[Any]] = field(default_factory=set)
     seen: Counter[str] = field(default_factory=Counter)
     unchecked: set[str] = field(default_factory=set)
+    followers: list[Follower] = field(default_factory=list)
+    subscriptions: list[Subscription] = field(default_factory=list)
+    """Each follower's subscription on the gateway open now (same order)."""
+    sealed: list[tuple[int, str]] = field(default_factory=list)
+    """The sealed log as single appends (position, type): what subscribers must see."""
+    cancelled: list[UUID] = field(default_factory=list)
+    """Runs whose cancel answered ``cancelled: true``, not checked yet."""
 
 
 class Simulation:
@@ -254,6 +272,8 @@ class Simulation:
         state.gateway = gateway
         state.agents.call_tool = gateway.call_tool
         self._watch_saves(state, gateway, incarnation)
+        # A follower resumes on the new gateway from the last position it passed.
+        state.subscriptions = [gateway.subscribe(f.position) for f in state.followers]
 
     def _watch_saves(self, state: _Run, gateway: Gateway, incarnation: Incarnation) -> None:
         """Make the store's saves stop dead at an armed crash point (an event boundary)."""
@@ -304,6 +324,7 @@ class Simulation:
     async def _play(self, state: _Run) -> None:
         await self._open(state)
         gateway = self._gateway(state)
+        self._follow(state, 0)
         for session in state.script.sessions:
             await gateway.record_message(
                 session.key,
@@ -361,6 +382,14 @@ class Simulation:
             )
         elif isinstance(step, Policy):
             self._call(state, gateway.patch_session(step.session, sendPolicy=step.send_policy))
+        elif isinstance(step, Busy):
+            self._call(state, gateway.patch_session(step.session, busy=step.busy))
+        elif isinstance(step, Subscribe):
+            self._follow(state, gateway.store.sealed_position())
+        elif isinstance(step, Cancel):
+            run = self._run_to_cancel(state, step)
+            if run is not None:
+                self._cancel(state, run, step.reason)
         elif isinstance(step, Send):
             target = self._target(state, step.target)
             if target is not None:
@@ -403,6 +432,38 @@ class Simulation:
             return state.children[index]
         except IndexError:
             return None
+
+    def _follow(self, state: _Run, after: int) -> None:
+        follower = Follower(after)
+        state.followers.append(follower)
+        state.subscriptions.append(self._gateway(state).subscribe(after))
+
+    def _run_to_cancel(self, state: _Run, step: Cancel) -> UUID | None:
+        if step.pick == "nth":
+            started = list(state.log.runs)
+            if -len(started) <= step.index < len(started):
+                return started[step.index]
+            return None
+        if step.session is None:
+            return None
+        try:
+            listed = self._gateway(state).runs(session_key=step.session, limit=RUNS_LOOKED_AT)
+        except ValueError:
+            return None
+        for run in listed["runs"]:
+            if run.get("status") in PENDING_RUN:
+                return UUID(str(run["runId"]))
+        return None
+
+    def _cancel(self, state: _Run, run: UUID, reason: str) -> None:
+        gateway = self._gateway(state)
+
+        async def call() -> None:
+            answer = await gateway.cancel_run(str(run), reason)
+            if answer is not None and answer.get("cancelled") is True:
+                state.cancelled.append(run)
+
+        state.calls.append(asyncio.ensure_future(call()))
 
     def _call(self, state: _Run, work: Coroutine[Any, Any, Any]) -> None:
         async def call() -> None:
@@ -535,6 +596,8 @@ class Simulation:
 
     def _check_step(self, state: _Run) -> None:
         self._read_log(state)
+        self._check_followers(state)
+        self._check_cancels(state)
         self._observe(state, state.agents.observations)
         self._observe(state, state.channels.observations)
         for tool, result in state.agents.tool_results:
@@ -558,7 +621,67 @@ class Simulation:
                     f"{held} of {capacity} lane slots held with {running} run(s) running",
                 )
 
+    def _read_sealed(self, state: _Run) -> int:
+        """Follow the sealed log (as the stream publishes it) to its head; the head."""
+        store = self._gateway(state).store
+        after = state.sealed[-1][0] if state.sealed else 0
+        while True:
+            records = store.records_after(after, LOG_PAGE)
+            for position, event in single_appends(records):
+                state.sealed.append((position, type(event).__name__))
+            if len(records) < LOG_PAGE:
+                return state.sealed[-1][0] if state.sealed else 0
+            after = records[-1][0]
+
+    def _check_followers(self, state: _Run) -> None:
+        """Each subscriber reads what is there (never waiting); what it saw must be the
+        sealed log after its P, in order, and reach at least the head read before."""
+        if not state.followers:
+            return
+        head = self._read_sealed(state)
+        for follower, subscription in zip(state.followers, state.subscriptions, strict=True):
+            for event in subscription.recorded():
+                follower.seen.append((int(event["position"]), str(event["type"])))
+            follower.position = subscription.position
+        # What was sealed while they read: a follower may be ahead of ``head``.
+        self._read_sealed(state)
+        for follower in state.followers:
+            for problem in subscriber_problems(follower, state.sealed, head, complete=True):
+                self._violate(state, "subscribers", problem)
+
+    def _check_cancels(self, state: _Run) -> None:
+        """Each answered cancel: RunCancelled is the run's one outcome, and the runs it
+        caused that had started before it have all ended (cascade, or by themselves)."""
+        log = state.log
+        for run in state.cancelled:
+            outcome = log.ended.get(run)
+            if outcome is None or outcome[0] != "RunCancelled":
+                self._violate(
+                    state,
+                    "cancel-outcome",
+                    f"cancel_run({run}) answered cancelled, but the run's outcome is "
+                    f"{outcome[0] if outcome else 'not recorded'}",
+                )
+                continue
+            cancelled_at = outcome[1]
+            left = [
+                child
+                for child in log.descendants(run)
+                if log.started_at.get(child, cancelled_at) < cancelled_at and child not in log.ended
+            ]
+            for child in left[:VIOLATIONS_KEPT]:
+                session, step = log.runs.get(child, ("?", "?"))
+                self._violate(
+                    state,
+                    "cancel-outcome",
+                    f"run {child} ({step} in {session}), caused by cancelled run {run}, "
+                    "has not ended after the cancel answered",
+                )
+        state.cancelled.clear()
+
     def _check_idle(self, state: _Run) -> None:
+        for problem in state.log.busy_problems():
+            self._violate(state, "busy-decided", problem)
         store = self._gateway(state).store
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
@@ -618,6 +741,15 @@ class Simulation:
                     "closed-sessions",
                     f"run {request.run_id} ({request.step}) handed to an agent in "
                     f"{request.session_key}, which is {stored.state.status}",
+                )
+            )
+        stored_run = gateway.store.run(request.run_id)
+        if stored_run is not None and stored_run.status == "cancelled":
+            found.append(
+                Observation(
+                    "cancel-outcome",
+                    f"run {request.run_id} ({request.step} in {request.session_key}) "
+                    "handed to an agent after it was cancelled",
                 )
             )
         work = gateway.store.work(UUID(request.run_id))

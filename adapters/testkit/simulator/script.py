@@ -98,8 +98,48 @@ class Crash(_Step):
     down_seconds: float = Field(ge=0)
 
 
+class Cancel(_Step):
+    """``gw.cancel_run`` of a run the script can name without knowing its id: the
+    ``index``-th run started so far (``pick="nth"``, negative from the newest, ended
+    runs included), or the newest run not ended in ``session`` (``pick="in_flight"``).
+    Skipped when there is no such run."""
+
+    op: Literal["cancel"] = "cancel"
+    pick: Literal["nth", "in_flight"]
+    index: int = 0
+    session: str | None = None
+    reason: str = ""
+
+
+class Busy(_Step):
+    """``sessions.patch {busy}`` on a session: what a send into it does while it has a
+    run in flight (``None`` clears the override: the config decides, ADR 0022)."""
+
+    op: Literal["busy"] = "busy"
+    session: str
+    busy: Literal["enqueue", "reject", "interrupt"] | None
+
+
+class Subscribe(_Step):
+    """A subscriber from the log's current position P (each script also has one from
+    position 0): it reads what is recorded after each step, and resumes from its last
+    position on the new gateway after a crash."""
+
+    op: Literal["subscribe"] = "subscribe"
+
+
 Step = Annotated[
-    Message | Send | Spawn | Policy | Command | Advance | ChannelDown | Crash,
+    Message
+    | Send
+    | Spawn
+    | Policy
+    | Command
+    | Advance
+    | ChannelDown
+    | Crash
+    | Cancel
+    | Busy
+    | Subscribe,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -202,6 +242,8 @@ def read_plan(*texts: str | None) -> dict[str, Any] | None:
 
 __all__ = [
     "Advance",
+    "Busy",
+    "Cancel",
     "ChannelDown",
     "Command",
     "Crash",
@@ -213,6 +255,7 @@ __all__ = [
     "SimulationScriptError",
     "Spawn",
     "Step",
+    "Subscribe",
     "parse_steps",
     "plan_text",
     "read_plan",

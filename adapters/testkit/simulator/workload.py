@@ -3,7 +3,10 @@
 The mix: users' messages, sends (waiting, fire-and-forget, short timeouts) with agents
 that answer, are slow, fail, hang or return garbage, nested sends and spawns made from
 inside turns, forwarding cycles, spawns, policy changes and ``/send`` commands, channels
-that go down and recover, clock jumps of seconds to weeks, and crashes with downtime.
+that go down and recover, clock jumps of seconds to weeks, and crashes with downtime;
+with a smaller weight, cancellations (of runs in flight, ended runs and runs with
+descendants), busy-policy overrides (and a config busy policy), and one subscriber that
+joins at a random step (besides the one every run has from position 0).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
+    Busy,
+    Cancel,
     ChannelDown,
     Command,
     Crash,
@@ -24,6 +29,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     SimulationScript,
     Spawn,
     Step,
+    Subscribe,
 )
 
 WORLD: tuple[SessionSeed, ...] = (
@@ -60,6 +66,12 @@ class WorkloadOptions:
     """Agents forwarding each message round a cycle (ends only with a hop limit)."""
     nested: bool = True
     """Sends and spawns made by agents from inside their turns."""
+    cancels: bool = True
+    """``gw.cancel_run`` of runs in flight, ended runs and runs with descendants."""
+    busy: bool = True
+    """Busy policies: the config's and per-session overrides (ADR 0022)."""
+    subscribers: bool = True
+    """A subscriber that joins at a random step (the one from position 0 is always there)."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -92,7 +104,14 @@ class _Generator:
                 ],
             },
         }
+        if self.options.busy:
+            config["session"]["agentToAgent"]["busy"] = rng.choices(
+                ["enqueue", "reject", "interrupt"], [60, 20, 20]
+            )[0]
         steps = [self.step() for _ in range(self.options.steps)]
+        if self.options.subscribers and steps:
+            # In place of a step: a workload keeps the length asked for.
+            steps[rng.randrange(len(steps))] = Subscribe()
         return SimulationScript(seed=self.seed, config=config, sessions=list(WORLD), steps=steps)
 
     def step(self) -> Step:
@@ -110,6 +129,10 @@ class _Generator:
             choices.append(("crash", 6))
         if self.options.cycles:
             choices.append(("cycle", 3))
+        if self.options.cancels:
+            choices.append(("cancel", 6))
+        if self.options.busy:
+            choices.append(("busy", 3))
         names, weights = zip(*choices, strict=True)
         kind = rng.choices(names, weights)[0]
         if kind == "send":
@@ -147,7 +170,23 @@ class _Generator:
                 after_events=rng.choice([0, 1, 2, 3, 5, 8, 13, 30]),
                 down_seconds=self.jump() if rng.random() < 0.7 else 0,
             )
+        if kind == "cancel":
+            return self.cancel()
+        if kind == "busy":
+            return Busy(
+                session=rng.choice(self.keys),
+                busy=rng.choice(["enqueue", "reject", "interrupt", None]),
+            )
         return self.cycle()
+
+    def cancel(self) -> Cancel:
+        """Mostly the newest run in flight in a session; else a run by its place in the
+        order runs started (early ones have usually ended, or have descendants)."""
+        rng = self.rng
+        reason = rng.choice(["", "user pressed stop", "superseded"])
+        if rng.random() < 0.6:
+            return Cancel(pick="in_flight", session=rng.choice(self.keys), reason=reason)
+        return Cancel(pick="nth", index=rng.choice([0, 1, 2, 5, -1, -2, -3]), reason=reason)
 
     def wait(self) -> float:
         rng = self.rng
