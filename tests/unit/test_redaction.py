@@ -4,9 +4,8 @@ must stay, and inputs built to make a backtracking engine take exponential time.
 
 from __future__ import annotations
 
-import time
-
 import pytest
+import re2
 from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
 from sessionwire.domain.redaction import DEFAULT_PATTERNS, Redactor, redactor_for
 
@@ -125,8 +124,13 @@ def test_configured_patterns_are_checked_when_the_config_loads() -> None:
 
 def test_matching_takes_linear_time_even_on_crafted_input() -> None:
     # Each of these takes a backtracking engine (Python's re) exponential or quadratic
-    # time; RE2 scans each once. 200 kB per text, a second for all of them is generous.
+    # time; RE2 scans each once. What makes it linear is the engine, so that is what is
+    # asserted (a wall-clock bound would be a timed test, flaky on a loaded machine):
+    # every pattern, the configured ones included, is compiled by RE2, never by re.
     masker = redactor_for((r"(a+)+$", r"(x|x)*y", r"(?:\w+\s?)*!"))
+    engines = {type(pattern.regex) for pattern in masker._patterns}
+    assert engines == {type(re2.compile("a"))}
+    assert all(type(pattern.regex).__module__ == "re2" for pattern in masker._patterns)
     texts = [
         "a" * 200_000 + "!",
         "x" * 200_000,
@@ -138,10 +142,8 @@ def test_matching_takes_linear_time_even_on_crafted_input() -> None:
         "password=" * 25_000,
         "postgres://u:" + "p" * 200_000,
     ]
-    started = time.perf_counter()
     for text in texts:
-        masker.mask_text(text)
-    assert time.perf_counter() - started < 5
+        masker.mask_text(text)  # each returns (a backtracking engine would not, here)
 
 
 def test_the_config_example_in_the_security_page_loads_and_masks() -> None:
