@@ -145,6 +145,7 @@ async def _seeds(
 ) -> int:
     from sessionwire.adapters.testkit.simulator import WorkloadOptions, generate
     from sessionwire.adapters.testkit.simulator import shrink as shrink_script
+    from sessionwire.adapters.testkit.simulator.shrinking import NotReproduced
 
     workload = WorkloadOptions(steps=steps, crashes=stores.can_reopen)
     started = time.perf_counter()
@@ -169,21 +170,43 @@ async def _seeds(
                 click.echo(f"seed {seed}: FAILED ({', '.join(result.counts)})")
                 _print_violations(result)
             if shrink and len(failures) == 1:
-                shrunk = await shrink_script(simulation, script)
-                shrunk_json = {
-                    "seed": seed,
-                    "invariant": shrunk.invariant,
-                    "steps": len(shrunk.script.steps),
-                    "tries": shrunk.tries,
-                    "script": json.loads(shrunk.script.to_json()),
-                }
-                path = None
-                if save_dir is not None:
-                    save_dir.mkdir(parents=True, exist_ok=True)
-                    path = save_dir / f"seed-{seed}.json"
-                    shrunk.script.save(path)
-                if not options.as_json:
-                    _print_shrunk(shrunk.script, shrunk.invariant, shrunk.tries, path)
+                try:
+                    shrunk = await shrink_script(simulation, script)
+                except NotReproduced:
+                    # Kept whole, to be played again: it failed once, not every time.
+                    shrunk_json = {
+                        "seed": seed,
+                        "invariant": None,
+                        "reproduced": False,
+                        "steps": len(script.steps),
+                        "script": json.loads(script.to_json()),
+                    }
+                    path = None
+                    if save_dir is not None:
+                        save_dir.mkdir(parents=True, exist_ok=True)
+                        path = save_dir / f"seed-{seed}.json"
+                        script.save(path)
+                    if not options.as_json:
+                        where = f"; its whole script: {path}" if path is not None else ""
+                        click.echo(
+                            f"seed {seed} broke no invariant when played again (the failure "
+                            f"depends on timing, not on the script alone){where}"
+                        )
+                else:
+                    shrunk_json = {
+                        "seed": seed,
+                        "invariant": shrunk.invariant,
+                        "steps": len(shrunk.script.steps),
+                        "tries": shrunk.tries,
+                        "script": json.loads(shrunk.script.to_json()),
+                    }
+                    path = None
+                    if save_dir is not None:
+                        save_dir.mkdir(parents=True, exist_ok=True)
+                        path = save_dir / f"seed-{seed}.json"
+                        shrunk.script.save(path)
+                    if not options.as_json:
+                        _print_shrunk(shrunk.script, shrunk.invariant, shrunk.tries, path)
         done = seed - start + 1
         if not options.as_json and (done % 100 == 0 or done == seeds):
             elapsed = time.perf_counter() - started

@@ -206,6 +206,10 @@ class RunEngine:
         self._turns: dict[str, RunTurn] = {}
         # Runs whose runtime call is in flight here: done when the run is cancelled.
         self._stops: dict[UUID, asyncio.Future[None]] = {}
+        # Runs whose cancel is being committed, each with what resolves when it is: from
+        # the decision on, their runtime is never asked (a writer thread's commit leaves
+        # the loop free, and the run's actor may reach the runtime call meanwhile).
+        self._cancelling: dict[UUID, asyncio.Future[None]] = {}
         # Runs executing here, with whether a cancel came before their runtime call.
         self._executing: dict[UUID, bool] = {}
         self.turn_started: Callable[[], None] = lambda: None
@@ -454,7 +458,7 @@ class RunEngine:
 
     async def _call_runtime(self, run: Run) -> object:
         """What the runtime returned, the error it raised, TIMED_OUT or CANCELLED."""
-        if self._executing.get(run.id):
+        if self._executing.get(run.id) or run.id in self._cancelling:
             return CANCELLED  # cancelled since this execution began: never asked
         state = run.state
         stored_session = self.store.session(state.session_key)
@@ -558,16 +562,23 @@ class RunEngine:
         here, is stopped, and whoever waits for the run hears it ended."""
         if self.load(run_id) is None:
             return None
-        async for uow in retrying(self.store, f"run {run_id}"):
-            with uow:
-                found = uow.work(run_id, Run, RunState)
-                assert found is not None
-                run = found
-                if run.state.ended:
-                    return run.state, False
-                # After a conflict (the run's own end, say), the reload above decides.
-                run.cancel(reason=reason, at=self.clock.now())
-                await uow.commit_async()
+        committed = asyncio.get_running_loop().create_future()
+        self._cancelling[run_id] = committed
+        try:
+            async for uow in retrying(self.store, f"run {run_id}"):
+                with uow:
+                    found = uow.work(run_id, Run, RunState)
+                    assert found is not None
+                    run = found
+                    if run.state.ended:
+                        return run.state, False
+                    # After a conflict (the run's own end, say), the reload above decides.
+                    run.cancel(reason=reason, at=self.clock.now())
+                    await uow.commit_async()
+        finally:
+            if self._cancelling.get(run_id) is committed:
+                del self._cancelling[run_id]
+            committed.set_result(None)
         log.info("run cancelled", session_key=run.state.session_key, run_id=str(run_id))
         self.stop(run_id)
         # A queued run never reaches its agent (its actor finds it ended); its waiters
@@ -591,7 +602,7 @@ class RunEngine:
         return [run_id for run_id, stop in self._stops.items() if not stop.done()]
 
     async def _ask(self, request: RunRequest, stop: asyncio.Future[None]) -> object:
-        if stop.done():
+        if stop.done() or UUID(request.run_id) in self._cancelling:
             # Cancelled after this task was created but before it first ran (an
             # interrupting send, say): the agent is never asked.
             return CANCELLED
@@ -602,6 +613,10 @@ class RunEngine:
         return answer
 
     async def _record_outcome(self, run_id: UUID, outcome: object) -> Run:
+        cancelling = self._cancelling.get(run_id)
+        if outcome is CANCELLED and cancelling is not None:
+            # Its canceller records the outcome (with its reason): wait for that.
+            await asyncio.shield(cancelling)
         async for uow in retrying(self.store, f"run {run_id}"):
             with uow:
                 found = uow.work(run_id, Run, RunState)

@@ -49,6 +49,32 @@ def test_a_failing_seed_exits_1_with_a_replayable_minimal_script(
     assert "exactly-once" in replayed["counts"]
 
 
+def test_a_failure_that_does_not_come_again_is_reported_with_its_whole_script(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An injected bug that strikes once: the seed fails, then passes when played again
+    # (as a failure that depends on a writer thread's timing does).
+    port = SimulatedChannels.port
+    struck: list[bool] = []
+
+    def once(self: SimulatedChannels, index: int) -> ChannelDelivery:
+        inner = port(self, index)
+        if struck:
+            return inner
+        struck.append(True)
+        return PostingTwice(inner)
+
+    monkeypatch.setattr(SimulatedChannels, "port", once)
+    code = main(["simulate", "--seeds", "1", "--start", "11", "--save", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "seed 11: FAILED (exactly-once" in out
+    saved = tmp_path / "seed-11.json"
+    assert "seed 11 broke no invariant when played again" in out
+    assert f"its whole script: {saved}" in out
+    assert main(["--json", "simulate", "--replay", str(saved)]) == 0  # whole, and passing now
+
+
 def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["simulate", "--store", "oracle"]) == 2
     assert "unknown store 'oracle'" in capsys.readouterr().err

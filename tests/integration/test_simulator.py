@@ -243,3 +243,15 @@ async def test_a_run_interrupted_before_its_runtime_task_runs_is_not_handed_to_i
     script = SimulationScript.load(FINDINGS / "seed-30011-cancelled-run-handed-to-agent.json")
     result = await Simulation(fresh_stores("memory")).run(script)
     assert "cancel-outcome" not in result.counts, result.violations
+
+
+# Found by the SQLite seed run on the final code of 2026-11-23 (docs/testing.md, finding
+# 9): a cancel (here the cascade of an interrupting send) was being committed on the
+# writer thread while the run's actor dispatched the run and asked its agent; the stop
+# came only once the commit was back on the loop.
+async def test_a_run_whose_cancel_is_being_committed_is_not_handed_to_its_agent(
+    tmp_path: Path,
+) -> None:
+    script = SimulationScript.load(FINDINGS / "seed-72729-cancel-committing-while-dispatched.json")
+    result = await Simulation(fresh_stores(f"sqlite:///{tmp_path}")).run(script)
+    assert "cancel-outcome" not in result.counts, result.violations

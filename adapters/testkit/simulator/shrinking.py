@@ -26,6 +26,11 @@ class Shrunk:
     seconds: float
 
 
+class NotReproduced(ValueError):
+    """The script broke no invariant when played again (for a seed that failed once: a
+    failure that depends on timing, e.g. a writer thread's, not on the script alone)."""
+
+
 async def shrink(
     simulation: Simulation,
     script: SimulationScript,
@@ -40,7 +45,7 @@ async def shrink(
     if invariant is None:
         invariant = result.first_invariant
     if invariant is None or not _breaks(result, invariant):
-        raise ValueError("the script breaks no invariant: nothing to shrink")
+        raise NotReproduced("the script breaks no invariant: nothing to shrink")
     steps = list(script.steps)
     best = result
     tries = 1
