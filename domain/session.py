@@ -495,20 +495,7 @@ class Session(Aggregate):
             "updated_at": to_millis(event.timestamp),
             "message_count": state.message_count + 1,
         }
-        origin = event.origin
-        if origin is not None:
-            if origin.channel:
-                updates["last_channel"] = origin.channel
-                if state.channel is None and origin.chat_type in {"group", "channel"}:
-                    updates["channel"] = origin.channel
-            if origin.chat_type:
-                updates["chat_type"] = origin.chat_type
-            if origin.display_name:
-                updates["display_name"] = origin.display_name
-            if origin.to:
-                updates["last_to"] = origin.to
-            if origin.account_id:
-                updates["last_account_id"] = origin.account_id
+        updates.update(_origin_updates(state, event.origin))
         message = event.message
         if message.model:
             updates["model"] = message.model
@@ -533,20 +520,7 @@ class Session(Aggregate):
             "updated_at": to_millis(moment),
             "message_count": state.message_count + count,
         }
-        origin = event.origin
-        if origin is not None:
-            if origin.channel:
-                updates["last_channel"] = origin.channel
-                if state.channel is None and origin.chat_type in {"group", "channel"}:
-                    updates["channel"] = origin.channel
-            if origin.chat_type:
-                updates["chat_type"] = origin.chat_type
-            if origin.display_name:
-                updates["display_name"] = origin.display_name
-            if origin.to:
-                updates["last_to"] = origin.to
-            if origin.account_id:
-                updates["last_account_id"] = origin.account_id
+        updates.update(_origin_updates(state, event.origin))
         input_tokens, output_tokens, total_tokens = (
             state.input_tokens,
             state.output_tokens,
@@ -568,3 +542,24 @@ class Session(Aggregate):
                 updates["output_tokens"] = output_tokens
                 updates["total_tokens"] = total_tokens
         return state.model_copy(update=updates)
+
+
+def _origin_updates(state: SessionState, origin: MessageOrigin | None) -> dict[str, Any]:
+    """What a message's origin (channel, route, display name) changes on the session
+    row: one rule for single appends and batches."""
+    updates: dict[str, Any] = {}
+    if origin is None:
+        return updates
+    if origin.channel:
+        updates["last_channel"] = origin.channel
+        if state.channel is None and origin.chat_type in {"group", "channel"}:
+            updates["channel"] = origin.channel
+    if origin.chat_type:
+        updates["chat_type"] = origin.chat_type
+    if origin.display_name:
+        updates["display_name"] = origin.display_name
+    if origin.to:
+        updates["last_to"] = origin.to
+    if origin.account_id:
+        updates["last_account_id"] = origin.account_id
+    return updates
