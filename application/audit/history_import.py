@@ -51,11 +51,14 @@ class Problem(BaseModel):
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceMessage:
     message: TranscriptMessage
     file: str
     line: int
+    fits: bool = False
+    """The reader knows the message's JSON is within MAX_MESSAGE_BYTES (its line was short
+    enough); otherwise the import serialises it to measure."""
 
 
 @dataclass
@@ -148,9 +151,18 @@ def _session(
     )
     moment = opened_at
     batch: list[TranscriptMessage] = []
+
+    def append() -> None:
+        nonlocal moment, batch
+        # A stream's time never goes backwards, even where the source's clock did: the
+        # batch is at its latest message's time, or the previous batch's if later.
+        moment = max(moment, _at(max(message.timestamp for message in batch)))
+        session.append_messages(batch, at=moment)
+        batch = []
+
     for source_message in item.messages:
         message = source_message.message
-        if len(message.to_json().encode()) > MAX_MESSAGE_BYTES:
+        if not source_message.fits and len(message.to_json().encode()) > MAX_MESSAGE_BYTES:
             report.problems.append(
                 Problem(
                     file=source_message.file,
@@ -159,14 +171,11 @@ def _session(
                 )
             )
             continue
-        # A stream's time never goes backwards, even where the source's clock did.
-        moment = max(moment, _at(message.timestamp))
         batch.append(message)
         if len(batch) == IMPORT_BATCH:
-            session.append_messages(batch, at=moment)
-            batch = []
+            append()
     if batch:
-        session.append_messages(batch, at=moment)
+        append()
     fields = _checked_fields(store, key, item, report)
     session.import_fields(fields, source=source, at=max(moment, item.updated_at))
     return session
