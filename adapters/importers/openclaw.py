@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -91,6 +91,10 @@ def _line_validator() -> SchemaValidator:
     return SchemaValidator(core_schema.typed_dict_schema(fields, extra_behavior="ignore"))
 
 
+LinesRead = Callable[[int], None]
+"""Told how many more transcript lines (messages and problems) have been read."""
+
+
 class Outside(ValueError):
     """A path that leads out of the imported directory."""
 
@@ -103,8 +107,11 @@ def inside(root: Path, path: Path) -> Path:
     return real
 
 
-def read_state_dir(root: Path) -> tuple[list[SourceSession], list[Problem]]:
-    """Every session of every store under ``root`` (both layouts), with the problems met."""
+def read_state_dir(
+    root: Path, *, progress: LinesRead | None = None
+) -> tuple[list[SourceSession], list[Problem]]:
+    """Every session of every store under ``root`` (both layouts), with the problems met;
+    ``progress`` is told of transcript lines as they are read."""
     sessions: list[SourceSession] = []
     problems: list[Problem] = []
     for path in _files(root, {STORE_FILE, AGENT_DATABASE}):
@@ -114,9 +121,13 @@ def read_state_dir(root: Path) -> tuple[list[SourceSession], list[Problem]]:
             problems.append(Problem(file=str(path), line=0, reason=f"not read: {error}"))
             continue
         if path.name == STORE_FILE:
-            read, found = read_store(path, agent_id=_agent_of(path, root), root=root)
+            read, found = read_store(
+                path, agent_id=_agent_of(path, root), root=root, progress=progress
+            )
         else:
-            read, found = read_agent_database(path, agent_id=_agent_of(path, root), root=root)
+            read, found = read_agent_database(
+                path, agent_id=_agent_of(path, root), root=root, progress=progress
+            )
         sessions.extend(read)
         problems.extend(found)
     return sessions, problems
@@ -153,7 +164,7 @@ def _too_big(path: Path) -> str | None:
 
 
 def read_store(
-    store: Path, *, agent_id: str, root: Path | None = None
+    store: Path, *, agent_id: str, root: Path | None = None, progress: LinesRead | None = None
 ) -> tuple[list[SourceSession], list[Problem]]:
     problems: list[Problem] = []
     root = root or store.parent
@@ -182,7 +193,7 @@ def read_store(
             )
         else:
             if transcript.is_file():
-                session.messages = read_transcript(transcript, problems)
+                session.messages = read_transcript(transcript, problems, progress=progress)
         sessions.append(session)
     return sessions, problems
 
@@ -301,12 +312,14 @@ def _transcript_path(store: Path, entry: dict[str, Any], session_id: str) -> Pat
     return store.parent / f"{session_id}.jsonl"
 
 
-def read_transcript(path: Path, problems: list[Problem]) -> list[SourceMessage]:
+def read_transcript(
+    path: Path, problems: list[Problem], *, progress: LinesRead | None = None
+) -> list[SourceMessage]:
     refused = _too_big(path)
     if refused:
         problems.append(Problem(file=str(path), line=0, reason=f"transcript not read: {refused}"))
         return []
-    lines = TranscriptLines(str(path), problems)
+    lines = TranscriptLines(str(path), problems, progress=progress)
     try:
         with path.open("rb") as file:
             for number, raw in _bounded_lines(file):
@@ -329,9 +342,12 @@ class TranscriptLines:
     validated again line by line, so a bad message is reported on its own line with the
     reason a single check gives."""
 
-    def __init__(self, file: str, problems: list[Problem]) -> None:
+    def __init__(
+        self, file: str, problems: list[Problem], *, progress: LinesRead | None = None
+    ) -> None:
         self.file = file
         self.problems = problems
+        self.progress = progress
         self.messages: list[SourceMessage] = []
         # (line, its message, or its fields to validate, or the problem's reason; whether
         # its JSON surely fits)
@@ -367,6 +383,8 @@ class TranscriptLines:
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
+        if self.progress is not None:
+            self.progress(len(pending))
         rows = [found for _, found, _ in pending if type(found) is dict]
         checked: Iterator[TranscriptMessage] | None = iter(())
         if rows:
@@ -412,7 +430,7 @@ def _bounded_lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
 
 
 def read_agent_database(
-    path: Path, *, agent_id: str, root: Path | None = None
+    path: Path, *, agent_id: str, root: Path | None = None, progress: LinesRead | None = None
 ) -> tuple[list[SourceSession], list[Problem]]:
     """Sessions of a newer OpenClaw's per-agent SQLite database (AGENT_DATABASE).
 
@@ -445,7 +463,7 @@ def read_agent_database(
                     "transcript_events tables",
                 )
             ]
-        return _database_sessions(connection, path, agent_id)
+        return _database_sessions(connection, path, agent_id, progress)
     except sqlite3.Error as error:
         return [], [Problem(file=str(path), line=0, reason=f"unreadable database: {error}")]
     finally:
@@ -457,7 +475,7 @@ _BOUNDED = "CASE WHEN length(CAST({0} AS BLOB)) > ? THEN NULL ELSE {0} END"
 
 
 def _database_sessions(
-    connection: sqlite3.Connection, path: Path, agent_id: str
+    connection: sqlite3.Connection, path: Path, agent_id: str, progress: LinesRead | None
 ) -> tuple[list[SourceSession], list[Problem]]:
     problems: list[Problem] = []
     sessions: list[SourceSession] = []
@@ -485,16 +503,20 @@ def _database_sessions(
         session = _session(path, agent_id, key, entry, problems)
         if session is None:
             continue
-        session.messages = _database_transcript(connection, path, session_id, problems)
+        session.messages = _database_transcript(connection, path, session_id, problems, progress)
         sessions.append(session)
     return sessions, problems
 
 
 def _database_transcript(
-    connection: sqlite3.Connection, path: Path, session_id: str, problems: list[Problem]
+    connection: sqlite3.Connection,
+    path: Path,
+    session_id: str,
+    problems: list[Problem],
+    progress: LinesRead | None,
 ) -> list[SourceMessage]:
     where = f"{path}:transcript_events:{session_id}"
-    lines = TranscriptLines(where, problems)
+    lines = TranscriptLines(where, problems, progress=progress)
     rows = connection.execute(
         f"SELECT seq, {_BOUNDED.format('event_json')} FROM transcript_events "
         "WHERE session_id = ? ORDER BY seq",

@@ -12,6 +12,7 @@ A session that cannot be built is reported and skipped; it never stops the other
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -91,8 +92,10 @@ def import_sessions(
     *,
     source: str,
     problems: list[Problem] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Record ``sessions`` as events; a key seen twice keeps the newer entry (OpenClaw's rule)."""
+    """Record ``sessions`` as events; a key seen twice keeps the newer entry (OpenClaw's rule).
+    ``progress`` is told how many of the sessions' messages have been dealt with so far."""
     report = ImportReport(problems=list(problems or []))
     newest: dict[str, SourceSession] = {}
     for item in sessions:
@@ -104,18 +107,30 @@ def import_sessions(
         kept = newest.get(key)
         if kept is None or item.updated_at > kept.updated_at:
             newest[key] = item
+    done = 0
+
+    def dealt_with(count: int) -> None:
+        if progress is not None:
+            progress(done + count)
+
     for key, item in sorted(newest.items(), key=lambda pair: pair[1].updated_at):
         if store.session(key) is not None:
             report.skipped.append(key)
+            done += len(item.messages)
+            dealt_with(0)
             continue
         try:
-            session = _session(store, rules, ids, key, item, source, report)
+            session = _session(store, rules, ids, key, item, source, report, dealt_with)
         except (ValueError, OverflowError) as error:
             # A value the reader let through but the session refuses: this session is
             # reported and left out, the others are still imported.
             report.problems.append(Problem(file=item.file, line=0, reason=f"{key}: {error}"))
+            done += len(item.messages)
+            dealt_with(0)
             continue
         store.save(session)
+        done += len(item.messages)
+        dealt_with(0)
         report.imported.append(key)
         report.messages += session.state.message_count
         log.info("session imported", session_key=key, messages=session.state.message_count)
@@ -130,6 +145,7 @@ def _session(
     item: SourceSession,
     source: str,
     report: ImportReport,
+    dealt_with: Callable[[int], None],
 ) -> Session:
     first = item.messages[0].message.timestamp if item.messages else None
     opened_at = _at(first) if first is not None else item.updated_at
@@ -152,15 +168,16 @@ def _session(
     moment = opened_at
     batch: list[TranscriptMessage] = []
 
-    def append() -> None:
+    def append(dealt: int) -> None:
         nonlocal moment, batch
         # A stream's time never goes backwards, even where the source's clock did: the
         # batch is at its latest message's time, or the previous batch's if later.
         moment = max(moment, _at(max(message.timestamp for message in batch)))
         session.append_messages(batch, at=moment)
         batch = []
+        dealt_with(dealt)
 
-    for source_message in item.messages:
+    for index, source_message in enumerate(item.messages, start=1):
         message = source_message.message
         if not source_message.fits and len(message.to_json().encode()) > MAX_MESSAGE_BYTES:
             report.problems.append(
@@ -173,9 +190,9 @@ def _session(
             continue
         batch.append(message)
         if len(batch) == IMPORT_BATCH:
-            append()
+            append(index)
     if batch:
-        append()
+        append(len(item.messages))
     fields = _checked_fields(store, key, item, report)
     session.import_fields(fields, source=source, at=max(moment, item.updated_at))
     return session
