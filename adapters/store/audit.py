@@ -35,7 +35,7 @@ from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 from sessionwire.domain.run import Run, RunState
-from sessionwire.domain.session import session_uuid
+from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
 REBUILD_PAGE = 500
@@ -258,10 +258,11 @@ class StoreAuditLog(AuditLog):
             self.chain.write_links_many(cursor, links)
             stored.clear()
             links.clear()
+            events, lines = runs_as_batches(batch)
             try:
-                changes = replay.apply([event for _, event in batch])
+                changes = replay.apply(events)
             except ReplayFailed as error:
-                raise ImportRejected(f"line {batch[error.index][0]}: {error}") from error
+                raise ImportRejected(f"line {lines[error.index]}: {error}") from error
             model.write(cursor, changes)
             batch.clear()
 
@@ -324,3 +325,59 @@ class StoreAuditLog(AuditLog):
     def _write(self, model: Any, changes: Any) -> None:
         with self._writing() as cursor:
             model.write(cursor, changes)
+
+
+def runs_as_batches(
+    loaded: list[tuple[int, DomainEvent]],
+) -> tuple[list[DomainEvent], list[int]]:
+    """The events to replay for ``loaded`` (line, event) and the line each stands for.
+
+    A run of single appends to one session, one after another in the log (consecutive
+    versions, the same origin and provenance), is replayed as the one batch
+    (MessagesAppended) it amounts to: the session state is copied once for the run
+    instead of once a message, and its transcript rows are written together. The rows
+    are those of the single appends (ADR 0025: a batch leaves what its single appends
+    leave); the events stored are the file's, untouched. A run that cannot be applied
+    fails at its first event, as that event alone would.
+    """
+    events: list[DomainEvent] = []
+    lines: list[int] = []
+    run: list[Session.MessageAppended] = []
+
+    def end_run() -> None:
+        if len(run) == 1:
+            events.append(run[0])
+        elif run:
+            first, last = run[0], run[-1]
+            events.append(
+                Session.MessagesAppended.model_construct(
+                    originator_id=first.originator_id,
+                    originator_version=last.originator_version,
+                    timestamp=last.timestamp,
+                    count=len(run),
+                    messages=[event.message for event in run],
+                    origin=first.origin,
+                    provenance=first.provenance,
+                )
+            )
+        run.clear()
+
+    for line, event in loaded:
+        if type(event) is Session.MessageAppended:
+            if (
+                run
+                and event.originator_id == run[0].originator_id
+                and event.originator_version == run[-1].originator_version + 1
+                and event.origin == run[0].origin
+                and event.provenance == run[0].provenance
+            ):
+                run.append(event)
+                continue
+            end_run()
+            run.append(event)
+        else:
+            end_run()
+            events.append(event)
+        lines.append(line)
+    end_run()
+    return events, lines
