@@ -43,6 +43,7 @@ from sessionwire.adapters.cli.context import (
     EXIT_REFUSED,
     EXIT_USAGE,
     CliOptions,
+    collector_paused,
     console,
     fail,
 )
@@ -367,7 +368,8 @@ def import_command(options: CliOptions, source: str) -> int:
     with open_log(options) as log:
         try:
             if source == "-":
-                count = import_export(log, sys.stdin, notes=notes)
+                with collector_paused():
+                    count = import_export(log, sys.stdin, notes=notes)
             else:
                 try:
                     file = Path(source).open(encoding="utf-8")  # noqa: SIM115
@@ -379,6 +381,7 @@ def import_command(options: CliOptions, source: str) -> int:
                     progress_bar(
                         options, size, "importing", every=1 << 20, counted=False
                     ) as progress,
+                    collector_paused(),
                 ):
                     lines = file if options.as_json else _reporting(file, progress)
                     count = import_export(log, lines, notes=notes)

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.cli.audit_integrity import progress_bar
 from sessionwire.adapters.cli.audit_replay import store_alone
-from sessionwire.adapters.cli.context import CliOptions, fail
+from sessionwire.adapters.cli.context import CliOptions, collector_paused, fail
 from sessionwire.adapters.importers.openclaw import AGENT_DATABASE, STORE_FILE, read_state_dir
 from sessionwire.application.audit.history_import import import_sessions
 from sessionwire.application.ports.clock_and_ids import RandomIds
@@ -42,7 +42,7 @@ def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
     options.as_json = options.as_json or as_json
     if not directory.is_dir():
         fail(f"{directory} is not a directory")
-    with progress_bar(options, None, "reading") as reached:
+    with progress_bar(options, None, "reading") as reached, collector_paused():
         read = 0
 
         def lines_read(count: int) -> None:
@@ -57,6 +57,7 @@ def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
     with (
         store_alone(options) as (store, config),
         progress_bar(options, total, "importing") as progress,
+        collector_paused(),
     ):
         report = import_sessions(
             store,
