@@ -364,12 +364,16 @@ def import_command(options: CliOptions, source: str) -> int:
 
     Every hash is checked and only sessionwire's own events are accepted; any error
     leaves the store as it was."""
+    with collector_paused():
+        return _import(options, source)
+
+
+def _import(options: CliOptions, source: str) -> int:
     notes: list[str] = []
     with open_log(options) as log:
         try:
             if source == "-":
-                with collector_paused():
-                    count = import_export(log, sys.stdin, notes=notes)
+                count = import_export(log, sys.stdin, notes=notes)
             else:
                 try:
                     file = Path(source).open(encoding="utf-8")  # noqa: SIM115
@@ -381,7 +385,6 @@ def import_command(options: CliOptions, source: str) -> int:
                     progress_bar(
                         options, size, "importing", every=1 << 20, counted=False
                     ) as progress,
-                    collector_paused(),
                 ):
                     lines = file if options.as_json else _reporting(file, progress)
                     count = import_export(log, lines, notes=notes)

@@ -40,9 +40,14 @@ def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
 
     Nothing outside DIRECTORY is read; every bad line is reported with file and line."""
     options.as_json = options.as_json or as_json
+    with collector_paused():
+        return _import_openclaw(options, directory)
+
+
+def _import_openclaw(options: CliOptions, directory: Path) -> int:
     if not directory.is_dir():
         fail(f"{directory} is not a directory")
-    with progress_bar(options, None, "reading") as reached, collector_paused():
+    with progress_bar(options, None, "reading") as reached:
         read = 0
 
         def lines_read(count: int) -> None:
@@ -57,7 +62,6 @@ def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
     with (
         store_alone(options) as (store, config),
         progress_bar(options, total, "importing") as progress,
-        collector_paused(),
     ):
         report = import_sessions(
             store,
