@@ -206,14 +206,16 @@ def parse_json(text: str | bytes) -> Any:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
     # Each level of nesting opens with a bracket: text with few of them (a transcript
     # line, nearly always) cannot be nested too deep, and is not walked.
-    brackets = (
-        text.count("{") + text.count("[")
-        if isinstance(text, str)
-        else text.count(b"{") + text.count(b"[")
-    )
-    if brackets > MAX_DEPTH and _depth(value) > MAX_DEPTH:
+    if _brackets(text) > MAX_DEPTH and _depth(value) > MAX_DEPTH:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _brackets(text: str | bytes) -> int:
+    """How many ``{`` and ``[`` the text holds: at least how deep it can nest."""
+    if isinstance(text, str):
+        return text.count("{") + text.count("[")
+    return text.count(b"{") + text.count(b"[")
 
 
 def _depth(value: Any) -> int:
@@ -326,7 +328,7 @@ def read_transcript(
                 if raw is None:
                     lines.problem(number, f"line longer than {MAX_LINE_BYTES} bytes")
                     continue
-                lines.add(number, raw.decode("utf-8", errors="replace"))
+                lines.add(number, raw)
     except OSError as error:
         lines.problem(0, f"unreadable: {error.strerror}")
     return lines.finish()
@@ -353,16 +355,19 @@ class TranscriptLines:
         # its JSON surely fits)
         self._pending: list[tuple[int, TranscriptMessage | dict[str, Any] | str, bool]] = []
 
-    def add(self, number: int, text: str) -> None:
-        """The message on one line (none on a blank line or one without a message)."""
-        if not text or text.isspace():
-            return
-        # A character of the line is at most 6 bytes of the message's JSON (an escape),
-        # and what the reader adds (content block, timestamp) is small: only a message
-        # that could be too large is serialised to be measured.
-        fits = 6 * len(text) + 4096 <= MAX_MESSAGE_BYTES
-        found: TranscriptMessage | dict[str, Any] | None = _one_pass(text)
+    def add(self, number: int, line: str | bytes) -> None:
+        """The message on one line (none on a blank line or one without a message); a
+        line read from a file comes as bytes, decoded (bad UTF-8 replaced) only if the
+        one pass refuses it: that pass takes valid UTF-8 alone."""
+        # A character of the line (a byte is at least one) is at most 6 bytes of the
+        # message's JSON (an escape), and what the reader adds (content block, timestamp)
+        # is small: only a message that could be too large is serialised to be measured.
+        fits = 6 * len(line) + 4096 <= MAX_MESSAGE_BYTES
+        found: TranscriptMessage | dict[str, Any] | None = _one_pass(line)
         if found is None:
+            text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+            if not text or text.isspace():
+                return
             try:
                 found = _message_data(text)
             except ValueError as error:
@@ -533,7 +538,7 @@ def _database_transcript(
     return lines.finish()
 
 
-def _one_pass(text: str) -> TranscriptMessage | None:
+def _one_pass(text: str | bytes) -> TranscriptMessage | None:
     """The message on a line, parsed and validated from its text in one pydantic call,
     when that gives exactly what ``_message_data`` and validation give; else None.
 
@@ -544,7 +549,7 @@ def _one_pass(text: str) -> TranscriptMessage | None:
     read. Everything else (string content, a missing or out-of-range timestamp, a line
     that may be nested too deep, any error) goes the checked way, which gives the reason.
     tests/unit/test_openclaw_lines.py holds the two ways to the same results."""
-    if text.count("{") + text.count("[") > MAX_DEPTH:
+    if _brackets(text) > MAX_DEPTH:
         return None  # may be nested too deep: parse_json walks it
     try:
         message: TranscriptMessage = _line_validator().validate_json(text, strict=True)["message"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -172,7 +173,7 @@ def _session(
         nonlocal moment, batch
         # A stream's time never goes backwards, even where the source's clock did: the
         # batch is at its latest message's time, or the previous batch's if later.
-        moment = max(moment, _at(max(message.timestamp for message in batch)))
+        moment = max(moment, _at(max(map(_timestamp, batch))))
         session.append_messages(batch, at=moment)
         batch = []
         dealt_with(dealt)
@@ -220,6 +221,9 @@ def _checked_fields(
         )
         del fields["label"]
     return fields
+
+
+_timestamp = attrgetter("timestamp")
 
 
 def _at(millis: int) -> datetime:

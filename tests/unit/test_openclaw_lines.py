@@ -192,3 +192,29 @@ def test_a_line_the_one_pass_refuses_is_still_checked(tmp_path: Path) -> None:
     assert [(p.line, p.reason) for p in problems] == [
         (2, "role 'nobody' is not one of user, assistant, toolResult")
     ]
+
+
+def test_a_file_line_that_is_not_utf8_is_read_with_replacement_characters(
+    tmp_path: Path,
+) -> None:
+    """The one pass takes valid UTF-8 alone; other bytes are decoded as before (each bad
+    byte a U+FFFD) and checked."""
+    good = '{"message":{"role":"user","content":[{"type":"text","text":"é"}],"timestamp":5}}'
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(
+        good.encode()
+        + b"\n"
+        + good.encode().replace("é".encode(), b"\xff\xc3")
+        + b"\n"
+        + b'{"message":{"role":"user","content":[],"timestamp":5},"x":"\xed\xa0\x80"}\n'
+        + b"  \n"
+    )
+    assert _one_pass(path.read_bytes().splitlines()[1]) is None
+    problems: list[Problem] = []
+    messages = read_transcript(path, problems)
+    assert problems == []
+    assert [(m.line, m.message.text()) for m in messages] == [
+        (1, "é"),
+        (2, "\ufffd\ufffd"),
+        (3, ""),
+    ]
