@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +21,15 @@ from typing import Any, TextIO
 
 import click
 from rich.console import Group, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.cli.checkpoint_key import (
@@ -35,6 +43,7 @@ from sessionwire.adapters.cli.context import (
     EXIT_REFUSED,
     EXIT_USAGE,
     CliOptions,
+    collector_paused,
     console,
     fail,
 )
@@ -59,15 +68,20 @@ def open_log(options: CliOptions) -> Iterator[StoreAuditLog]:
 
 
 @contextmanager
-def progress_bar(options: CliOptions, total: int, what: str) -> Iterator[Callable[[int], None]]:
-    """A progress callback taking the log position reached; a bar on stderr for people."""
+def progress_bar(
+    options: CliOptions, total: int | None, what: str, *, every: int = 1000, counted: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """A progress callback taking how far the work is (a log position, a count of lines,
+    bytes read); a bar on stderr for people, nothing with --json. ``counted`` shows the
+    count reached out of ``total`` (None: not known ahead, the count alone); bytes show
+    as a percentage instead."""
     if options.as_json or total == 0:
         yield lambda _: None
         return
+    columns: list[ProgressColumn] = [TextColumn(what), BarColumn()]
+    columns.append(MofNCompleteColumn() if counted else TaskProgressColumn())
     with Progress(
-        TextColumn(what),
-        BarColumn(),
-        MofNCompleteColumn(),
+        *columns,
         TimeElapsedColumn(),
         console=console(stderr=True),
         transient=True,
@@ -78,8 +92,8 @@ def progress_bar(options: CliOptions, total: int, what: str) -> Iterator[Callabl
         def advance(position: int) -> None:
             nonlocal reached
             # Redrawing per event would cost more than checking it.
-            if position - reached >= 1000 or position == total:
-                bar.update(task, completed=position)
+            if position - reached >= every or (total is not None and position >= total):
+                bar.update(task, completed=position if total is None else min(position, total))
                 reached = position
 
         yield advance
@@ -350,6 +364,11 @@ def import_command(options: CliOptions, source: str) -> int:
 
     Every hash is checked and only sessionwire's own events are accepted; any error
     leaves the store as it was."""
+    with collector_paused():
+        return _import(options, source)
+
+
+def _import(options: CliOptions, source: str) -> int:
     notes: list[str] = []
     with open_log(options) as log:
         try:
@@ -358,10 +377,17 @@ def import_command(options: CliOptions, source: str) -> int:
             else:
                 try:
                     file = Path(source).open(encoding="utf-8")  # noqa: SIM115
+                    size = os.fstat(file.fileno()).st_size
                 except OSError as error:
                     fail(f"cannot read {source}: {error.strerror}", EXIT_USAGE)
-                with file:
-                    count = import_export(log, file, notes=notes)
+                with (
+                    file,
+                    progress_bar(
+                        options, size, "importing", every=1 << 20, counted=False
+                    ) as progress,
+                ):
+                    lines = file if options.as_json else _reporting(file, progress)
+                    count = import_export(log, lines, notes=notes)
         except ImportRefused as error:
             fail(f"{error}; import only into an empty store", EXIT_USAGE)
         except (ExportFormatError, ImportRejected, UnicodeDecodeError) as error:
@@ -375,6 +401,16 @@ def import_command(options: CliOptions, source: str) -> int:
         for note in notes:
             console().print(note)
     return EXIT_OK
+
+
+def _reporting(lines: Iterable[str], progress: Callable[[int], None]) -> Iterator[str]:
+    """``lines``, reporting how much of the file has been read (characters: bytes for the
+    ASCII an export mostly is)."""
+    read = 0
+    for line in lines:
+        read += len(line)
+        progress(read)
+        yield line
 
 
 @click.command("rebuild")

@@ -15,8 +15,9 @@ import click
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from sessionwire.adapters.cli.audit_integrity import progress_bar
 from sessionwire.adapters.cli.audit_replay import store_alone
-from sessionwire.adapters.cli.context import CliOptions, fail
+from sessionwire.adapters.cli.context import CliOptions, collector_paused, fail
 from sessionwire.adapters.importers.openclaw import AGENT_DATABASE, STORE_FILE, read_state_dir
 from sessionwire.application.audit.history_import import import_sessions
 from sessionwire.application.ports.clock_and_ids import RandomIds
@@ -39,14 +40,37 @@ def openclaw(options: CliOptions, directory: Path, as_json: bool) -> int:
 
     Nothing outside DIRECTORY is read; every bad line is reported with file and line."""
     options.as_json = options.as_json or as_json
+    with collector_paused():
+        return _import_openclaw(options, directory)
+
+
+def _import_openclaw(options: CliOptions, directory: Path) -> int:
     if not directory.is_dir():
         fail(f"{directory} is not a directory")
-    sessions, problems = read_state_dir(directory)
+    with progress_bar(options, None, "reading") as reached:
+        read = 0
+
+        def lines_read(count: int) -> None:
+            nonlocal read
+            read += count
+            reached(read)
+
+        sessions, problems = read_state_dir(directory, progress=lines_read)
     if not sessions and not problems:
         fail(f"no {STORE_FILE} found under {directory} (nor any {AGENT_DATABASE})")
-    with store_alone(options) as (store, config):
+    total = sum(len(session.messages) for session in sessions)
+    with (
+        store_alone(options) as (store, config),
+        progress_bar(options, total, "importing") as progress,
+    ):
         report = import_sessions(
-            store, config.key_rules, RandomIds(), sessions, source="openclaw", problems=problems
+            store,
+            config.key_rules,
+            RandomIds(),
+            sessions,
+            source="openclaw",
+            problems=problems,
+            progress=progress,
         )
     return options.show(report.model_dump(mode="json"), import_view)
 

@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO, TypeGuard
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator, core_schema
 from sessionwire.application.audit.history_import import (
     Problem,
     SourceMessage,
@@ -49,6 +51,8 @@ AGENT_DATABASE = "openclaw-agent.sqlite"
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_LINE_BYTES = MAX_MESSAGE_BYTES + 64 * 1024  # a largest message and its line's framing
 MAX_DEPTH = 64
+# Transcript lines whose messages are validated together (TranscriptLines).
+CHECK_BATCH = 1_000
 # Milliseconds since 1970 up to the end of year 9999: what a datetime can hold.
 MAX_MILLIS = 253_402_300_799_999
 
@@ -74,6 +78,21 @@ _COUNT_FIELDS = {
 }
 _FLAG_FIELDS = {"systemSent": "system_sent", "abortedLastRun": "aborted_last_run"}
 _CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
+_MESSAGES = TypeAdapter(list[TranscriptMessage])
+
+
+@cache
+def _line_validator() -> SchemaValidator:
+    """A transcript line that holds a message: its ``message`` validated, its other
+    fields ignored (_one_pass). Built on first use, as the models are."""
+    TranscriptMessage.model_rebuild()
+    message = TranscriptMessage.__pydantic_core_schema__
+    fields = {"message": core_schema.typed_dict_field(message)}
+    return SchemaValidator(core_schema.typed_dict_schema(fields, extra_behavior="ignore"))
+
+
+LinesRead = Callable[[int], None]
+"""Told how many more transcript lines (messages and problems) have been read."""
 
 
 class Outside(ValueError):
@@ -88,8 +107,11 @@ def inside(root: Path, path: Path) -> Path:
     return real
 
 
-def read_state_dir(root: Path) -> tuple[list[SourceSession], list[Problem]]:
-    """Every session of every store under ``root`` (both layouts), with the problems met."""
+def read_state_dir(
+    root: Path, *, progress: LinesRead | None = None
+) -> tuple[list[SourceSession], list[Problem]]:
+    """Every session of every store under ``root`` (both layouts), with the problems met;
+    ``progress`` is told of transcript lines as they are read."""
     sessions: list[SourceSession] = []
     problems: list[Problem] = []
     for path in _files(root, {STORE_FILE, AGENT_DATABASE}):
@@ -99,9 +121,13 @@ def read_state_dir(root: Path) -> tuple[list[SourceSession], list[Problem]]:
             problems.append(Problem(file=str(path), line=0, reason=f"not read: {error}"))
             continue
         if path.name == STORE_FILE:
-            read, found = read_store(path, agent_id=_agent_of(path, root), root=root)
+            read, found = read_store(
+                path, agent_id=_agent_of(path, root), root=root, progress=progress
+            )
         else:
-            read, found = read_agent_database(path, agent_id=_agent_of(path, root), root=root)
+            read, found = read_agent_database(
+                path, agent_id=_agent_of(path, root), root=root, progress=progress
+            )
         sessions.extend(read)
         problems.extend(found)
     return sessions, problems
@@ -138,7 +164,7 @@ def _too_big(path: Path) -> str | None:
 
 
 def read_store(
-    store: Path, *, agent_id: str, root: Path | None = None
+    store: Path, *, agent_id: str, root: Path | None = None, progress: LinesRead | None = None
 ) -> tuple[list[SourceSession], list[Problem]]:
     problems: list[Problem] = []
     root = root or store.parent
@@ -167,7 +193,7 @@ def read_store(
             )
         else:
             if transcript.is_file():
-                session.messages = read_transcript(transcript, problems)
+                session.messages = read_transcript(transcript, problems, progress=progress)
         sessions.append(session)
     return sessions, problems
 
@@ -178,9 +204,18 @@ def parse_json(text: str | bytes) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
-    if _depth(value) > MAX_DEPTH:
+    # Each level of nesting opens with a bracket: text with few of them (a transcript
+    # line, nearly always) cannot be nested too deep, and is not walked.
+    if _brackets(text) > MAX_DEPTH and _depth(value) > MAX_DEPTH:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _brackets(text: str | bytes) -> int:
+    """How many ``{`` and ``[`` the text holds: at least how deep it can nest."""
+    if isinstance(text, str):
+        return text.count("{") + text.count("[")
+    return text.count(b"{") + text.count(b"[")
 
 
 def _depth(value: Any) -> int:
@@ -279,44 +314,107 @@ def _transcript_path(store: Path, entry: dict[str, Any], session_id: str) -> Pat
     return store.parent / f"{session_id}.jsonl"
 
 
-def read_transcript(path: Path, problems: list[Problem]) -> list[SourceMessage]:
-    messages: list[SourceMessage] = []
+def read_transcript(
+    path: Path, problems: list[Problem], *, progress: LinesRead | None = None
+) -> list[SourceMessage]:
     refused = _too_big(path)
     if refused:
         problems.append(Problem(file=str(path), line=0, reason=f"transcript not read: {refused}"))
-        return messages
+        return []
+    lines = TranscriptLines(str(path), problems, progress=progress)
     try:
         with path.open("rb") as file:
             for number, raw in _bounded_lines(file):
                 if raw is None:
-                    problems.append(
-                        Problem(
-                            file=str(path),
-                            line=number,
-                            reason=f"line longer than {MAX_LINE_BYTES} bytes",
-                        )
-                    )
+                    lines.problem(number, f"line longer than {MAX_LINE_BYTES} bytes")
                     continue
-                text = raw.decode("utf-8", errors="replace")
-                add_line(messages, problems, str(path), number, text)
+                lines.add(number, raw)
     except OSError as error:
-        problems.append(Problem(file=str(path), line=0, reason=f"unreadable: {error.strerror}"))
-    return messages
+        lines.problem(0, f"unreadable: {error.strerror}")
+    return lines.finish()
 
 
-def add_line(
-    messages: list[SourceMessage], problems: list[Problem], file: str, number: int, text: str
-) -> None:
-    """The message on one transcript line, or the problem with it."""
-    if not text.strip():
-        return
-    try:
-        message = _message(text)
-    except ValueError as error:
-        problems.append(Problem(file=file, line=number, reason=str(error)))
-        return
-    if message is not None:
-        messages.append(SourceMessage(message=message, file=file, line=number))
+class TranscriptLines:
+    """The messages on a transcript's lines, or the problem with each line, in line order.
+
+    A line is first read in one pass (``_one_pass``: parsed and validated by pydantic
+    from its text). A line that pass refuses is parsed and checked on its own
+    (``_message_data``), which finds the reason, and its message validated with the
+    others of the batch of CHECK_BATCH lines in one pydantic call; a batch that fails is
+    validated again line by line, so a bad message is reported on its own line with the
+    reason a single check gives."""
+
+    def __init__(
+        self, file: str, problems: list[Problem], *, progress: LinesRead | None = None
+    ) -> None:
+        self.file = file
+        self.problems = problems
+        self.progress = progress
+        self.messages: list[SourceMessage] = []
+        # (line, its message, or its fields to validate, or the problem's reason; whether
+        # its JSON surely fits)
+        self._pending: list[tuple[int, TranscriptMessage | dict[str, Any] | str, bool]] = []
+
+    def add(self, number: int, line: str | bytes) -> None:
+        """The message on one line (none on a blank line or one without a message); a
+        line read from a file comes as bytes, decoded (bad UTF-8 replaced) only if the
+        one pass refuses it: that pass takes valid UTF-8 alone."""
+        # A character of the line (a byte is at least one) is at most 6 bytes of the
+        # message's JSON (an escape), and what the reader adds (content block, timestamp)
+        # is small: only a message that could be too large is serialised to be measured.
+        fits = 6 * len(line) + 4096 <= MAX_MESSAGE_BYTES
+        found: TranscriptMessage | dict[str, Any] | None = _one_pass(line)
+        if found is None:
+            text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+            if not text or text.isspace():
+                return
+            try:
+                found = _message_data(text)
+            except ValueError as error:
+                self.problem(number, str(error))
+                return
+            if found is None:
+                return
+        self._pending.append((number, found, fits))
+        if len(self._pending) >= CHECK_BATCH:
+            self._flush()
+
+    def problem(self, number: int, reason: str) -> None:
+        self._pending.append((number, reason, True))
+
+    def finish(self) -> list[SourceMessage]:
+        self._flush()
+        return self.messages
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if self.progress is not None:
+            self.progress(len(pending))
+        rows = [found for _, found, _ in pending if type(found) is dict]
+        checked: Iterator[TranscriptMessage] | None = iter(())
+        if rows:
+            try:
+                checked = iter(_MESSAGES.validate_python(rows))
+            except ValidationError:
+                checked = None  # each line alone, below: its own error
+        for number, found, fits in pending:
+            if isinstance(found, str):
+                self.problems.append(Problem(file=self.file, line=number, reason=found))
+                continue
+            if isinstance(found, TranscriptMessage):
+                message = found
+            elif checked is not None:
+                message = next(checked)
+            else:
+                try:
+                    message = TranscriptMessage.model_validate(found)
+                except ValidationError as error:
+                    reason = f"invalid message: {friendly(error)}"
+                    self.problems.append(Problem(file=self.file, line=number, reason=reason))
+                    continue
+            self.messages.append(
+                SourceMessage(message=message, file=self.file, line=number, fits=fits)
+            )
 
 
 def _bounded_lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
@@ -337,7 +435,7 @@ def _bounded_lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
 
 
 def read_agent_database(
-    path: Path, *, agent_id: str, root: Path | None = None
+    path: Path, *, agent_id: str, root: Path | None = None, progress: LinesRead | None = None
 ) -> tuple[list[SourceSession], list[Problem]]:
     """Sessions of a newer OpenClaw's per-agent SQLite database (AGENT_DATABASE).
 
@@ -370,7 +468,7 @@ def read_agent_database(
                     "transcript_events tables",
                 )
             ]
-        return _database_sessions(connection, path, agent_id)
+        return _database_sessions(connection, path, agent_id, progress)
     except sqlite3.Error as error:
         return [], [Problem(file=str(path), line=0, reason=f"unreadable database: {error}")]
     finally:
@@ -382,7 +480,7 @@ _BOUNDED = "CASE WHEN length(CAST({0} AS BLOB)) > ? THEN NULL ELSE {0} END"
 
 
 def _database_sessions(
-    connection: sqlite3.Connection, path: Path, agent_id: str
+    connection: sqlite3.Connection, path: Path, agent_id: str, progress: LinesRead | None
 ) -> tuple[list[SourceSession], list[Problem]]:
     problems: list[Problem] = []
     sessions: list[SourceSession] = []
@@ -410,16 +508,20 @@ def _database_sessions(
         session = _session(path, agent_id, key, entry, problems)
         if session is None:
             continue
-        session.messages = _database_transcript(connection, path, session_id, problems)
+        session.messages = _database_transcript(connection, path, session_id, problems, progress)
         sessions.append(session)
     return sessions, problems
 
 
 def _database_transcript(
-    connection: sqlite3.Connection, path: Path, session_id: str, problems: list[Problem]
+    connection: sqlite3.Connection,
+    path: Path,
+    session_id: str,
+    problems: list[Problem],
+    progress: LinesRead | None,
 ) -> list[SourceMessage]:
-    messages: list[SourceMessage] = []
     where = f"{path}:transcript_events:{session_id}"
+    lines = TranscriptLines(where, problems, progress=progress)
     rows = connection.execute(
         f"SELECT seq, {_BOUNDED.format('event_json')} FROM transcript_events "
         "WHERE session_id = ? ORDER BY seq",
@@ -427,19 +529,39 @@ def _database_transcript(
     )
     for seq, text in rows:
         if not isinstance(seq, int):
-            problems.append(Problem(file=where, line=0, reason=f"seq {seq!r} is not a number"))
+            lines.problem(0, f"seq {seq!r} is not a number")
             continue
         if text is None:
-            problems.append(
-                Problem(file=where, line=seq, reason=f"event longer than {MAX_LINE_BYTES} bytes")
-            )
+            lines.problem(seq, f"event longer than {MAX_LINE_BYTES} bytes")
             continue
-        add_line(messages, problems, where, seq, str(text))
-    return messages
+        lines.add(seq, str(text))
+    return lines.finish()
 
 
-def _message(text: str) -> TranscriptMessage | None:
-    """The message on one transcript line, None for a line that holds none."""
+def _one_pass(text: str | bytes) -> TranscriptMessage | None:
+    """The message on a line, parsed and validated from its text in one pydantic call,
+    when that gives exactly what ``_message_data`` and validation give; else None.
+
+    Strict JSON validation takes a line only when json.loads would parse it to the same
+    values (it refuses what json.loads refuses, and more: lone surrogates, integers over
+    4,300 digits) and only a ``message`` object whose role, integer timestamp and list of
+    content blocks pass as they are, with no conversion; the line's other fields are not
+    read. Everything else (string content, a missing or out-of-range timestamp, a line
+    that may be nested too deep, any error) goes the checked way, which gives the reason.
+    tests/unit/test_openclaw_lines.py holds the two ways to the same results."""
+    if _brackets(text) > MAX_DEPTH:
+        return None  # may be nested too deep: parse_json walks it
+    try:
+        message: TranscriptMessage = _line_validator().validate_json(text, strict=True)["message"]
+    except ValueError:  # a ValidationError, or JSON pydantic cannot read
+        return None
+    return message if message.timestamp <= MAX_MILLIS else None
+
+
+def _message_data(text: str) -> dict[str, Any] | None:
+    """The fields of the message on one transcript line, checked as far as they can be
+    before validation (role, timestamp, content blocks); None for a line that holds none.
+    The line was just parsed: its objects are changed in place, never copied."""
     try:
         line = parse_json(text)
     except json.JSONDecodeError as error:
@@ -448,23 +570,24 @@ def _message(text: str) -> TranscriptMessage | None:
         raise ValueError("a transcript line must be a JSON object")
     if "message" not in line:
         return None  # a header or a metadata line: nothing to import
-    raw = line["message"]
-    if not isinstance(raw, dict):
+    data = line["message"]
+    if not isinstance(data, dict):
         raise ValueError("'message' is not an object")
-    role = raw.get("role")
+    role = data.get("role")
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
-    data = dict(raw)
     stamp = data.get("timestamp")
-    if _is_count(stamp) and not _is_millis(stamp):
-        raise ValueError(f"timestamp {stamp} is out of range")
-    if not _is_millis(stamp):
-        data["timestamp"] = _line_time(line.get("timestamp"))
-    try:
-        data["content"] = content_blocks(data.get("content", []))
-        return TranscriptMessage.model_validate(data)
-    except ValidationError as error:
-        raise ValueError(f"invalid message: {friendly(error)}") from None
+    if type(stamp) is not int or not 0 <= stamp <= MAX_MILLIS:
+        if _is_count(stamp) and not _is_millis(stamp):
+            raise ValueError(f"timestamp {stamp} is out of range")
+        if not _is_millis(stamp):
+            data["timestamp"] = _line_time(line.get("timestamp"))
+    content = data.get("content", [])
+    if type(content) is list and all(type(block) is dict for block in content):
+        data["content"] = content
+    else:
+        data["content"] = content_blocks(content)
+    return data
 
 
 def _line_time(value: Any) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Literal, cast
 from uuid import UUID
 
@@ -310,33 +309,37 @@ def read_export(
             continue
         if ended is not None:
             raise ExportFormatError(f"line {number}: text after the end line")
+        read = _event_line(line) if header_seen else None
         try:
-            data = json.loads(line)
-            kind = data.get("type") if isinstance(data, dict) else None
-            if not header_seen:
-                header = ExportHeader.model_validate(data)
-                header_seen = True
-                if header.scope != "all":
-                    raise ExportFormatError(
-                        f"line {number}: a --session export holds part of the log "
-                        f"(session {header.session}); import needs a complete export"
-                    )
-                continue
-            if kind == "event":
-                event = ExportedEvent.model_validate(data)
-                record, link = event.to_record()
-            elif kind == "end":
-                ended = ExportEnd.model_validate(data)
-                continue
-            elif kind == "checkpoint":
-                # The import recomputes the chain itself; the checkpoint is checked against
-                # the imported log afterwards (import_export).
-                carried = ExportCheckpoint.model_validate(data).to_checkpoint()
-                if checkpoints is not None:
-                    checkpoints.append(carried)
-                continue
+            if read is not None:
+                record, link = read
             else:
-                raise ValueError(f"unknown line type {kind!r}")
+                data = json.loads(line)
+                kind = data.get("type") if isinstance(data, dict) else None
+                if not header_seen:
+                    header = ExportHeader.model_validate(data)
+                    header_seen = True
+                    if header.scope != "all":
+                        raise ExportFormatError(
+                            f"line {number}: a --session export holds part of the log "
+                            f"(session {header.session}); import needs a complete export"
+                        )
+                    continue
+                if kind == "event":
+                    event = ExportedEvent.model_validate(data)
+                    record, link = event.to_record()
+                elif kind == "end":
+                    ended = ExportEnd.model_validate(data)
+                    continue
+                elif kind == "checkpoint":
+                    # The import recomputes the chain itself; the checkpoint is checked against
+                    # the imported log afterwards (import_export).
+                    carried = ExportCheckpoint.model_validate(data).to_checkpoint()
+                    if checkpoints is not None:
+                        checkpoints.append(carried)
+                    continue
+                else:
+                    raise ValueError(f"unknown line type {kind!r}")
         except ExportFormatError:
             raise
         except (ValueError, ValidationError, RecursionError) as error:
@@ -378,6 +381,19 @@ def read_export(
         )
 
 
+def _event_line(line: str) -> tuple[StoredRecord, ChainLink | None] | None:
+    """An event line parsed and validated from its text in one pydantic call, when that
+    gives exactly what json.loads and validation give; None otherwise (the line is then
+    read the checked way, which gives the reason when it is bad). Strict validation takes
+    only values json.loads reads alike that need no conversion."""
+    if not line.startswith('{"type":"event"'):
+        return None
+    try:
+        return ExportedEvent.model_validate_json(line, strict=True).to_record()
+    except ValueError:  # a ValidationError, JSON pydantic cannot read, a bad record
+        return None
+
+
 def _head_text(position: int | None, hash_hex: str | None) -> str:
     return "none" if hash_hex is None else f"#{position} {hash_hex}"
 
@@ -389,15 +405,17 @@ class _ChainCheck:
         self.head: ChainLink | None = None  # the sealed log's last record so far
         self.chained = False  # a chain row seen: every later record must have one
         self.tail = False  # an unsealed record seen: no sealed one may follow
-        self.versions: dict[UUID, int] = {}
-        self.streams: dict[UUID, bytes] = {}
+        # By the stream id's integer: a UUID hashes in Python, an int in C.
+        self.versions: dict[int, int] = {}
+        self.streams: dict[int, bytes] = {}
 
     def check(
         self, record: StoredRecord, link: ChainLink | None
     ) -> tuple[str | None, ChainLink | None]:
         """A problem with this record (or None), and its link with its place in the log."""
         content = record.content
-        expected_version = self.versions.get(content.originator_id, 0) + 1
+        stream = content.originator_id.int
+        expected_version = self.versions.get(stream, 0) + 1
         # A batch of messages takes several versions, from its first message's.
         first = first_version(content)
         if first != expected_version:
@@ -405,16 +423,16 @@ class _ChainCheck:
                 f"stream {content.originator_id} jumps to version "
                 f"{first}; version {expected_version} is missing"
             ), link
-        self.versions[content.originator_id] = content.originator_version
+        self.versions[stream] = content.originator_version
         if link is None:
             if self.chained:
                 return "no chain hashes, though the chain began before this event", link
             return None, link  # recorded before the store kept a chain
         self.chained = True
-        own = stream_hash(self.streams.get(content.originator_id, GENESIS), content)
+        own = stream_hash(self.streams.get(stream, GENESIS), content)
         if own != link.stream_hash:
             return "the stream hash does not match the event's bytes and its predecessor", link
-        self.streams[content.originator_id] = own
+        self.streams[stream] = own
         if link.log_hash is None:
             self.tail = True
             return None, link
@@ -428,7 +446,14 @@ class _ChainCheck:
         )
         if log_hash(previous, record.notification_id, own) != link.log_hash:
             return "the log hash does not match the record and the chain before it", link
-        self.head = replace(link, log_seq=seq)
+        self.head = ChainLink(
+            notification_id=link.notification_id,
+            originator_id=link.originator_id,
+            originator_version=link.originator_version,
+            stream_hash=link.stream_hash,
+            log_hash=link.log_hash,
+            log_seq=seq,
+        )
         return None, self.head
 
 

@@ -12,8 +12,10 @@ A session that cannot be built is reported and skipped; it never stops the other
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -51,11 +53,14 @@ class Problem(BaseModel):
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceMessage:
     message: TranscriptMessage
     file: str
     line: int
+    fits: bool = False
+    """The reader knows the message's JSON is within MAX_MESSAGE_BYTES (its line was short
+    enough); otherwise the import serialises it to measure."""
 
 
 @dataclass
@@ -88,8 +93,10 @@ def import_sessions(
     *,
     source: str,
     problems: list[Problem] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Record ``sessions`` as events; a key seen twice keeps the newer entry (OpenClaw's rule)."""
+    """Record ``sessions`` as events; a key seen twice keeps the newer entry (OpenClaw's rule).
+    ``progress`` is told how many of the sessions' messages have been dealt with so far."""
     report = ImportReport(problems=list(problems or []))
     newest: dict[str, SourceSession] = {}
     for item in sessions:
@@ -101,18 +108,30 @@ def import_sessions(
         kept = newest.get(key)
         if kept is None or item.updated_at > kept.updated_at:
             newest[key] = item
+    done = 0
+
+    def dealt_with(count: int) -> None:
+        if progress is not None:
+            progress(done + count)
+
     for key, item in sorted(newest.items(), key=lambda pair: pair[1].updated_at):
         if store.session(key) is not None:
             report.skipped.append(key)
+            done += len(item.messages)
+            dealt_with(0)
             continue
         try:
-            session = _session(store, rules, ids, key, item, source, report)
+            session = _session(store, rules, ids, key, item, source, report, dealt_with)
         except (ValueError, OverflowError) as error:
             # A value the reader let through but the session refuses: this session is
             # reported and left out, the others are still imported.
             report.problems.append(Problem(file=item.file, line=0, reason=f"{key}: {error}"))
+            done += len(item.messages)
+            dealt_with(0)
             continue
         store.save(session)
+        done += len(item.messages)
+        dealt_with(0)
         report.imported.append(key)
         report.messages += session.state.message_count
         log.info("session imported", session_key=key, messages=session.state.message_count)
@@ -127,6 +146,7 @@ def _session(
     item: SourceSession,
     source: str,
     report: ImportReport,
+    dealt_with: Callable[[int], None],
 ) -> Session:
     first = item.messages[0].message.timestamp if item.messages else None
     opened_at = _at(first) if first is not None else item.updated_at
@@ -148,9 +168,19 @@ def _session(
     )
     moment = opened_at
     batch: list[TranscriptMessage] = []
-    for source_message in item.messages:
+
+    def append(dealt: int) -> None:
+        nonlocal moment, batch
+        # A stream's time never goes backwards, even where the source's clock did: the
+        # batch is at its latest message's time, or the previous batch's if later.
+        moment = max(moment, _at(max(map(_timestamp, batch))))
+        session.append_messages(batch, at=moment)
+        batch = []
+        dealt_with(dealt)
+
+    for index, source_message in enumerate(item.messages, start=1):
         message = source_message.message
-        if len(message.to_json().encode()) > MAX_MESSAGE_BYTES:
+        if not source_message.fits and len(message.to_json().encode()) > MAX_MESSAGE_BYTES:
             report.problems.append(
                 Problem(
                     file=source_message.file,
@@ -159,14 +189,11 @@ def _session(
                 )
             )
             continue
-        # A stream's time never goes backwards, even where the source's clock did.
-        moment = max(moment, _at(message.timestamp))
         batch.append(message)
         if len(batch) == IMPORT_BATCH:
-            session.append_messages(batch, at=moment)
-            batch = []
+            append(index)
     if batch:
-        session.append_messages(batch, at=moment)
+        append(len(item.messages))
     fields = _checked_fields(store, key, item, report)
     session.import_fields(fields, source=source, at=max(moment, item.updated_at))
     return session
@@ -194,6 +221,9 @@ def _checked_fields(
         )
         del fields["label"]
     return fields
+
+
+_timestamp = attrgetter("timestamp")
 
 
 def _at(millis: int) -> datetime:
