@@ -1,9 +1,9 @@
 """Stored transcript lines as a reader gets them: ``sessions_history``, the messages of
 ``sessions_list`` and the console's transcript all read them through ``reader_messages``.
 
-Each line is decoded, its user text cleaned of channel envelopes (``clean_for_reader``),
-given its provenance (``with_provenance``) and, when another session reads it, masked by
-the redactor. Most lines hold no secret: when the redactor finds nothing in the stored
+Each line is decoded, its user text cleaned of channel envelopes (as ``clean_for_reader``
+does), given its provenance (as ``with_provenance`` does) and, when another session reads
+it, masked by the redactor. Most lines hold no secret: when the redactor finds nothing in the stored
 JSON text itself, masking could change nothing, and the walk over every message is
 skipped (``_nothing_to_mask`` says why that is exact).
 """
@@ -14,15 +14,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sessionwire.domain.causality import with_provenance
+from sessionwire.domain.causality import default_provenance_shown
 from sessionwire.domain.redaction import Redactor
-from sessionwire.domain.transcript import clean_for_reader
+from sessionwire.domain.transcript import strip_envelope
 
-# What with_provenance adds to a line recorded without provenance: not in the stored text.
-_DEFAULT_PROVENANCE = (
-    with_provenance({"role": "user"})["provenance"],
-    with_provenance({"role": "assistant"})["provenance"],
-)
+# What a line recorded without provenance is given: not in the stored text.
+_DEFAULT_PROVENANCE = (default_provenance_shown("user"), default_provenance_shown("assistant"))
 
 
 def reader_messages(lines: Sequence[str], redactor: Redactor | None) -> list[dict[str, Any]]:
@@ -30,12 +27,27 @@ def reader_messages(lines: Sequence[str], redactor: Redactor | None) -> list[dic
     joined = ",".join(lines)
     if redactor is None or _nothing_to_mask(joined, redactor):
         # One decode for the lot: the lines are JSON objects this store wrote.
-        return [with_provenance(clean_for_reader(m)) for m in json.loads(f"[{joined}]")]
+        return [_shown(message) for message in json.loads(f"[{joined}]")]
     return [_masked(line, redactor) for line in lines]
 
 
+def _shown(message: dict[str, Any]) -> dict[str, Any]:
+    """``with_provenance(clean_for_reader(message))``, made in place: the message was just
+    decoded here and nothing else holds it, so the copies those make are not needed."""
+    if message.get("role") == "user":
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                text = block.get("text")
+                if block.get("type") == "text" and isinstance(text, str):
+                    block["text"] = strip_envelope(text)
+    if not isinstance(message.get("provenance"), dict):
+        message["provenance"] = default_provenance_shown(message.get("role"))
+    return message
+
+
 def _masked(line: str, redactor: Redactor) -> dict[str, Any]:
-    shown = with_provenance(clean_for_reader(json.loads(line)))
+    shown = _shown(json.loads(line))
     return shown if _nothing_to_mask(line, redactor) else redactor.mask(shown)
 
 

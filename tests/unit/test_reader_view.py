@@ -86,7 +86,11 @@ def stored_lines(draw: st.DrawFn) -> list[str]:
         if draw(st.booleans()):
             more["arguments"] = {"token": draw(st.sampled_from(FRAGMENTS))}
         ascii_only = draw(st.booleans())
-        message = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1}
+        blocks: list[Any] = [{"type": "text", "text": text}]
+        if draw(st.booleans()):
+            blocks.append({"type": "image", "text": 5, "data": draw(st.sampled_from(FRAGMENTS))})
+        content: Any = draw(st.sampled_from([blocks, blocks[::-1], text]))
+        message = {"role": role, "content": content, "timestamp": 1}
         lines.append(
             json.dumps({**message, **more}, separators=(",", ":"), ensure_ascii=ascii_only)
         )
