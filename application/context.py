@@ -156,7 +156,12 @@ class ToolContext:
         return reader_messages(lines, None if own else self.redactor)
 
     def display_key(self, key: str) -> str:
-        return self.rules.display(key, agent_id=self.requester.agent_id)
+        return "main" if key == self._own_main_key else key
+
+    @cached_property
+    def _own_main_key(self) -> str:
+        # KeyRules.display for this requester, its one varying part computed once per call.
+        return self.rules.main_key_of(self.requester.agent_id)
 
     def transcript_path(self, state: SessionState) -> str:
         # A reference an auditor can follow: the store, and the sessionId its tools accept.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 DEFAULT_AGENT_ID = "main"
@@ -194,7 +194,12 @@ class KeyRules:
     def _is_main(self, canonical_key: str, rest: str) -> bool:
         if canonical_key == "global":
             return self.is_global
-        return rest == normalize_main_key(self.main_key)
+        return rest == self._main_rest
+
+    @cached_property
+    def _main_rest(self) -> str:
+        # Computed once: every listed row and every policy check compares against it.
+        return normalize_main_key(self.main_key)
 
     def kind(self, canonical_key: str, chat_type: str | None = None) -> SessionKind:
         """Classification of openclaw-behaviour.md §2.4, on the canonical key's rest."""
@@ -224,12 +229,11 @@ class KeyRules:
 
     def display(self, canonical_key: str, *, agent_id: str | None = None) -> str:
         """``main`` for the calling agent's main session (and ``global``); the key otherwise."""
-        if canonical_key == "global" and self.is_global:
-            return "main"
-        caller = normalize_agent_id(agent_id or self.default_agent_id)
-        if canonical_key == self.main_session_key(caller):
-            return "main"
-        return canonical_key
+        return "main" if canonical_key == self.main_key_of(agent_id) else canonical_key
+
+    def main_key_of(self, agent_id: str | None) -> str:
+        """The key ``display`` shows as ``main`` to ``agent_id`` (``global`` in global scope)."""
+        return self.main_session_key(normalize_agent_id(agent_id or self.default_agent_id))
 
     def group_channel(self, canonical_key: str) -> str | None:
         """``discord`` for ``agent:x:discord:group:dev``: the channel a group key names."""

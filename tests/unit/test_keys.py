@@ -648,3 +648,27 @@ def test_a_rows_kind_and_group_channel_come_from_one_parse(
             rules.kind(candidate, chat_type),
             rules.group_channel(candidate),
         )
+
+
+def displayed_before(rules: KeyRules, key: str, agent_id: str | None) -> str:
+    """KeyRules.display as it was written before main_key_of."""
+    if key == "global" and rules.is_global:
+        return "main"
+    caller = normalize_agent_id(agent_id or rules.default_agent_id)
+    if key == rules.main_session_key(caller):
+        return "main"
+    return key
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.sampled_from(["global", "unknown", "agent:main:main", "agent:ops:main", "agent:x:y"]),
+    agent_id=st.sampled_from([None, "", "main", "Ops", "ops", " x "]),
+    scope=st.sampled_from(["per-sender", "global"]),
+    main_key=st.sampled_from(["main", "y", " Main "]),
+)
+def test_display_shows_main_as_it_did(
+    key: str, agent_id: str | None, scope: str, main_key: str
+) -> None:
+    rules = KeyRules(main_key=main_key, scope=scope)
+    assert rules.display(key, agent_id=agent_id) == displayed_before(rules, key, agent_id)
