@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from sessionwire.domain.causality import default_provenance_shown
@@ -63,7 +64,11 @@ def _nothing_to_mask(text: str, redactor: Redactor) -> bool:
     provenance is not in the text, so it is checked on its own.
     """
     return (
-        "\\" not in text
-        and redactor.finds_nothing_in(text)
-        and all(redactor.mask(kind) == kind for kind in _DEFAULT_PROVENANCE)
+        "\\" not in text and redactor.finds_nothing_in(text) and _keeps_default_provenance(redactor)
     )
+
+
+@lru_cache(maxsize=16)
+def _keeps_default_provenance(redactor: Redactor) -> bool:
+    # Once per redactor (there is one per configured set of patterns).
+    return all(redactor.mask(kind) == kind for kind in _DEFAULT_PROVENANCE)
