@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -25,6 +26,8 @@ from sessionwire.domain.policy import (
     Refusal,
     hop_limit_refusal,
 )
+from sessionwire.domain.reader_view import reader_messages
+from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
 from sessionwire.domain.session import SessionState
 
@@ -141,16 +144,24 @@ class ToolContext:
             # the refusal still answers, and the log says what was not kept.
             log.warning("refusal not recorded: another gateway holds the store", tool=tool)
 
-    def reader_view(self, target_key: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Messages of session ``target_key`` as this requester reads them: secrets masked
-        when it is another session's (``redaction`` config), as stored when its own."""
-        redactor = self.config.redaction.redactor()
-        if redactor is None or target_key == self.requester.key:
-            return messages
-        return [redactor.mask(message) for message in messages]
+    @cached_property
+    def redactor(self) -> Redactor | None:
+        """What masks another session's messages for this call (``redaction`` config)."""
+        return self.config.redaction.redactor()
+
+    def reader_messages(self, target_key: str, lines: Sequence[str]) -> list[dict[str, Any]]:
+        """Stored lines of session ``target_key`` as this requester reads them: secrets
+        masked when it is another session's, as stored when its own."""
+        own = target_key == self.requester.key
+        return reader_messages(lines, None if own else self.redactor)
 
     def display_key(self, key: str) -> str:
-        return self.rules.display(key, agent_id=self.requester.agent_id)
+        return "main" if key == self._own_main_key else key
+
+    @cached_property
+    def _own_main_key(self) -> str:
+        # KeyRules.display for this requester, its one varying part computed once per call.
+        return self.rules.main_key_of(self.requester.agent_id)
 
     def transcript_path(self, state: SessionState) -> str:
         # A reference an auditor can follow: the store, and the sessionId its tools accept.

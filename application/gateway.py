@@ -66,7 +66,7 @@ from sessionwire.application.tools.params import (
     ToolParams,
     friendly,
 )
-from sessionwire.application.tools.results import ToolError, ToolResult
+from sessionwire.application.tools.results import ReadAnswer, ToolError, ToolResult
 from sessionwire.application.tools.schemas import TOOL_PARAMETERS, tool_schemas
 from sessionwire.application.tools.session_refs import SessionNotResolved, SessionRefused
 from sessionwire.application.tools.sessions_history import sessions_history
@@ -102,7 +102,8 @@ CLOSE_ROUNDS = 50
 MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
-ToolHandler = Callable[[ToolContext, Any], ToolResult | Awaitable[ToolResult]]
+ToolAnswer = ToolResult | ReadAnswer
+ToolHandler = Callable[[ToolContext, Any], ToolAnswer | Awaitable[ToolAnswer]]
 
 TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
     "sessions_list": (SessionsListParams, sessions_list),

@@ -371,7 +371,7 @@ class GatewayMethods:
 
     @staticmethod
     def _row(context: ToolContext, stored: StoredSession) -> SessionListRow:
-        return row(context, stored, 0).model_copy(update={"key": stored.state.key})
+        return SessionListRow.model_validate({**row(context, stored, 0), "key": stored.state.key})
 
     def _of_agent(self, matches: list[StoredSession], agent: str | None) -> list[StoredSession]:
         return [

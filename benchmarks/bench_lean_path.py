@@ -8,6 +8,8 @@ them (interleave the runs):
     .venv/bin/python benchmarks/bench_lean_path.py read      # ms of CPU per 200 lines
     .venv/bin/python benchmarks/bench_lean_path.py append    # us of CPU per append
     .venv/bin/python benchmarks/bench_lean_path.py read --against ../main-checkout
+    .venv/bin/python benchmarks/bench_lean_path.py history   # ms of CPU per tool call
+    .venv/bin/python benchmarks/bench_lean_path.py list      # ms of CPU per tool call
 
 ``read``: what ``sessions_history`` does to 200 stored lines after its query (parse,
 clean the envelope, provenance, mask another session's secrets), 50 rounds, median;
@@ -16,6 +18,11 @@ with ``--against DIR``, the same with that checkout's ``with_provenance`` and ``
 round by round, the outputs asserted equal.
 ``append``: ``record_message`` into 50 sessions round-robin on an SQLite file, 2,000
 appends after 100 warm-up ones; process CPU (the loop and the writer thread) per append.
+``history``: the whole ``sessions_history`` tool call (limit 200, tools included) the
+peers' W2 makes, on a 20,000-message session prefilled with ``record_many``, read by
+another session (so its secrets are masked); ``list``: the whole ``sessions_list`` call
+(limit 50) of W3 on 2,000 one-message sessions. Both print the median process CPU of
+``--calls`` calls (after 20 warm-up ones); the store's query is inside it.
 ``--profile FILE`` writes a cProfile of the run on the main thread's CPU clock (the
 loop's Python; the writer thread is not in it).
 """
@@ -117,22 +124,95 @@ async def append_cpu(appends: int) -> float:
             await gateway.close()
 
 
+REQUESTER = "agent:main:main"
+# history and list profile their timed calls only, not the prefill.
+PROFILE: cProfile.Profile | None = None
+WORDS = TEXT.split()
+
+
+def _message(n: int) -> dict[str, Any]:
+    # ~300 bytes of JSON, as the peers' message factory makes them.
+    words = [f"[w2-big#{n}]"]
+    while sum(len(word) + 1 for word in words) < 240:
+        words.append(WORDS[(n + len(words)) % len(WORDS)])
+    return {"role": "user" if n % 2 else "assistant", "content": " ".join(words)}
+
+
+async def _call_cpu(gateway: Gateway, tool: str, params: dict[str, Any], calls: int) -> float:
+    """Median process CPU of one ``call_tool``, in ms; a profile covers the timed calls."""
+    for _ in range(20):
+        await gateway.call_tool(REQUESTER, tool, params)
+    took: list[float] = []
+    if PROFILE is not None:
+        PROFILE.enable()
+    for _ in range(calls):
+        started = time.process_time()
+        result = await gateway.call_tool(REQUESTER, tool, params)
+        took.append(time.process_time() - started)
+    if PROFILE is not None:
+        PROFILE.disable()
+    assert result.get("status") != "error", result
+    return statistics.median(took) * 1e3
+
+
+async def history_cpu(calls: int, messages: int) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        store = f"sqlite:///{Path(folder) / 'w2.db'}"
+        gateway = await Gateway.open(config=GatewayConfig(), store=store)
+        try:
+            key = f"{PREFIX}w2-big"
+            for start in range(0, messages, 1000):
+                batch = [_message(n) for n in range(start, min(messages, start + 1000))]
+                await gateway.record_many(key, batch, channel="bench", chat_type="group")
+            params = {"sessionKey": key, "limit": 200, "includeTools": True}
+            return await _call_cpu(gateway, "sessions_history", params, calls)
+        finally:
+            await gateway.close()
+
+
+async def list_cpu(calls: int, sessions: int) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        store = f"sqlite:///{Path(folder) / 'w3.db'}"
+        gateway = await Gateway.open(config=GatewayConfig(), store=store)
+        try:
+            for n in range(sessions):
+                message = _message(n)
+                await gateway.record_message(
+                    f"{PREFIX}w3-s{n:04d}",
+                    role=message["role"],
+                    content=message["content"],
+                    channel="bench",
+                    chat_type="group",
+                )
+            return await _call_cpu(gateway, "sessions_list", {"limit": 50}, calls)
+        finally:
+            await gateway.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workload", choices=["read", "append"])
+    parser.add_argument("workload", choices=["read", "append", "history", "list"])
     parser.add_argument("--rounds", type=int, default=50, help="read: rounds of 200 lines")
     parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=200, help="history, list: calls timed")
+    parser.add_argument("--messages", type=int, default=20_000, help="history: session size")
+    parser.add_argument("--sessions", type=int, default=2_000, help="list: sessions")
     parser.add_argument("--against", type=Path, help="read: another checkout to compare")
     parser.add_argument("--profile", type=Path, help="write a cProfile (CPU clock) here")
     args = parser.parse_args()
+    global PROFILE
     profile = cProfile.Profile(time.thread_time) if args.profile else None
-    if profile is not None:
+    whole_run = args.workload in ("read", "append")
+    if profile is not None and whole_run:
         profile.enable()
+    else:
+        PROFILE = profile
     try:
         run(args)
     finally:
         if profile is not None:
-            profile.disable()
+            if whole_run:
+                profile.disable()
             with open(args.profile, "w") as out:
                 pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(60)
 
@@ -142,6 +222,12 @@ def run(args: argparse.Namespace) -> None:
         medians = read_pipeline(args.rounds, args.against)
         shown = ", ".join(f"{name} {ms:.2f}" for name, ms in medians.items())
         print(f"read pipeline, ms CPU per 200 lines: {shown}")
+    elif args.workload == "history":
+        took = asyncio.run(history_cpu(args.calls, args.messages))
+        print(f"history: {took:.3f} ms CPU per sessions_history call (limit 200)")
+    elif args.workload == "list":
+        took = asyncio.run(list_cpu(args.calls, args.sessions))
+        print(f"list: {took:.3f} ms CPU per sessions_list call (limit 50)")
     else:
         print(f"append: {asyncio.run(append_cpu(args.appends)):.0f} us CPU per append")
 

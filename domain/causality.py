@@ -89,5 +89,9 @@ def with_provenance(message: dict[str, Any]) -> dict[str, Any]:
     """A transcript line as readers get it: with provenance, a default for older lines."""
     if isinstance(message.get("provenance"), dict):
         return message
-    # default_provenance(role).for_reader(), without building a model per line read.
-    return {**message, "provenance": {"kind": "user" if message.get("role") == "user" else "agent"}}
+    return {**message, "provenance": default_provenance_shown(message.get("role"))}
+
+
+def default_provenance_shown(role: Any) -> dict[str, Any]:
+    """``default_provenance(role).for_reader()``, without building a model per line read."""
+    return {"kind": "user" if role == "user" else "agent"}

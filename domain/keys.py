@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 DEFAULT_AGENT_ID = "main"
@@ -68,6 +68,13 @@ class ParsedAgentKey:
 
 def parse_agent_session_key(key: str | None) -> ParsedAgentKey | None:
     """``agent:<id>:<rest>`` split in parts; empty parts drop, so ``agent::x`` fails."""
+    if key and key.startswith("agent:") and "::" not in key and key.count(":") >= 2:
+        # A canonical key (every stored one): no part is empty, so splitting twice
+        # splits it as the general case below does, without a list of its parts.
+        last = key[-1]
+        if last != ":" and not last.isspace():
+            _, agent_id, rest = key.split(":", 2)
+            return ParsedAgentKey(agent_id=agent_id, rest=rest)
     parts = [part for part in (key or "").strip().split(":") if part]
     if len(parts) < 3 or parts[0].lower() != "agent":
         return None
@@ -182,15 +189,32 @@ class KeyRules:
         return parsed.rest if parsed else canonical_key
 
     def is_main(self, canonical_key: str) -> bool:
+        return self._is_main(canonical_key, self.rest_of(canonical_key))
+
+    def _is_main(self, canonical_key: str, rest: str) -> bool:
         if canonical_key == "global":
             return self.is_global
-        return self.rest_of(canonical_key) == normalize_main_key(self.main_key)
+        return rest == self._main_rest
+
+    @cached_property
+    def _main_rest(self) -> str:
+        # Computed once: every listed row and every policy check compares against it.
+        return normalize_main_key(self.main_key)
 
     def kind(self, canonical_key: str, chat_type: str | None = None) -> SessionKind:
         """Classification of openclaw-behaviour.md §2.4, on the canonical key's rest."""
-        if self.is_main(canonical_key):
-            return "main"
+        return self._kind(canonical_key, self.rest_of(canonical_key), chat_type)
+
+    def kind_and_group_channel(
+        self, canonical_key: str, chat_type: str | None = None
+    ) -> tuple[SessionKind, str | None]:
+        """``kind`` and ``group_channel`` from one parse of the key (a listed row shows both)."""
         rest = self.rest_of(canonical_key)
+        return self._kind(canonical_key, rest, chat_type), _group_channel(rest)
+
+    def _kind(self, canonical_key: str, rest: str, chat_type: str | None) -> SessionKind:
+        if self._is_main(canonical_key, rest):
+            return "main"
         if rest.startswith("cron:"):
             return "cron"
         if rest.startswith("hook:"):
@@ -205,19 +229,22 @@ class KeyRules:
 
     def display(self, canonical_key: str, *, agent_id: str | None = None) -> str:
         """``main`` for the calling agent's main session (and ``global``); the key otherwise."""
-        if canonical_key == "global" and self.is_global:
-            return "main"
-        caller = normalize_agent_id(agent_id or self.default_agent_id)
-        if canonical_key == self.main_session_key(caller):
-            return "main"
-        return canonical_key
+        return "main" if canonical_key == self.main_key_of(agent_id) else canonical_key
+
+    def main_key_of(self, agent_id: str | None) -> str:
+        """The key ``display`` shows as ``main`` to ``agent_id`` (``global`` in global scope)."""
+        return self.main_session_key(normalize_agent_id(agent_id or self.default_agent_id))
 
     def group_channel(self, canonical_key: str) -> str | None:
         """``discord`` for ``agent:x:discord:group:dev``: the channel a group key names."""
-        parts = self.rest_of(canonical_key).split(":")
-        if len(parts) >= 3 and parts[1] in {"group", "channel"}:
-            return parts[0]
-        return None
+        return _group_channel(self.rest_of(canonical_key))
+
+
+def _group_channel(rest: str) -> str | None:
+    parts = rest.split(":")
+    if len(parts) >= 3 and parts[1] in {"group", "channel"}:
+        return parts[0]
+    return None
 
 
 def derive_channel(

@@ -12,6 +12,7 @@ value after ``Bearer`` or ``password=``); otherwise the whole match is masked.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +26,8 @@ SHORT_TEXT = 64
 SHORT_CACHE = 4096
 # Message fields that hold no free text: left alone whatever they look like.
 _STRUCTURAL = frozenset({"role", "type", "timestamp", "id", "toolCallId", "toolName", "name"})
+# ``[^`` opening a negated class (its ``[`` not escaped): the one ``^`` that is no anchor.
+_NEGATED_CLASS = re.compile(r"(?<!\\)\[\^")
 
 
 class InvalidPattern(ValueError):
@@ -79,6 +82,20 @@ class Redactor:
         self._any.Compile()
         # Short strings repeat (a provenance kind, a session key): their answer is kept.
         self._short: dict[str, str] = {}
+        self._context_free = all(_anchor_free(pattern.regex.pattern) for pattern in self._patterns)
+
+    def finds_nothing_in(self, text: str) -> bool:
+        """True only when masking any piece of ``text`` that starts and ends beside a
+        non-word character (or an end of ``text``) returns that piece unchanged.
+
+        A match inside such a piece is a match inside ``text``: the patterns look at
+        nothing outside their match but word boundaries, and those see the same
+        characters there. Patterns with anchors (``^``, ``$``, ``\\A``, ``\\z``) see the
+        ends of the piece, so a redactor holding one answers False.
+        """
+        if not self._patterns:
+            return True
+        return self._context_free and not self._any.Match(text)
 
     def mask_text(self, text: str) -> str:
         matched = self._any.Match(text) if self._patterns else None
@@ -117,6 +134,12 @@ class Redactor:
                 key: item if key in _STRUCTURAL else self.mask(item) for key, item in value.items()
             }
         return value
+
+
+def _anchor_free(pattern: str) -> bool:
+    """No anchor in ``pattern``; answers False for some that have none (an escaped ``^``)."""
+    rest = _NEGATED_CLASS.sub("", pattern)
+    return not any(anchor in rest for anchor in ("^", "$", "\\A", "\\z"))
 
 
 def _options() -> Any:

@@ -8,7 +8,6 @@ by the redaction config (docs/adr/0018-console.md).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -19,9 +18,8 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.ports.session_read_model import SessionPage, StoredSession
 from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import REFUSALS_KEY
-from sessionwire.domain.causality import with_provenance
+from sessionwire.domain.reader_view import reader_messages
 from sessionwire.domain.run import RunState
-from sessionwire.domain.transcript import clean_for_reader
 
 PAGE_SIZE = 50
 TRANSCRIPT_LIMIT = 200
@@ -89,10 +87,7 @@ def session_detail(store: Store, config: GatewayConfig, key: str) -> SessionDeta
     if stored is None:
         return None
     texts = store.transcript(stored.id, limit=TRANSCRIPT_LIMIT, include_tools=True)
-    messages = [with_provenance(clean_for_reader(json.loads(text))) for text in texts]
-    redactor = config.redaction.redactor()
-    if redactor is not None:
-        messages = [redactor.mask(message) for message in messages]
+    messages = reader_messages(texts, config.redaction.redactor())
     detail = SessionDetail(session=stored, messages=messages)
     members = store.session_streams(key) or {}
     detail.runs = sum(1 for kind in members.values() if kind == "run")

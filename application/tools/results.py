@@ -1,8 +1,12 @@
-"""Tool results: the JSON shapes of the source document, as pydantic models."""
+"""Tool results: the JSON shapes of the source document, as pydantic models, and for the
+two reads called most (``sessions_history``, ``sessions_list``) as typed dicts built
+directly: validating the gateway's own output into a model and dumping it again was a
+tenth of a read's CPU and checked nothing the types do not."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
@@ -67,6 +71,9 @@ class SessionListRow(BaseModel):
 
 
 class SessionsListResult(ToolResult):
+    """``sessions_list``'s answer as a model: its documented schema (OpenAPI). The tool
+    builds ``SessionsListAnswer`` directly; tests hold the two to each other."""
+
     count: int
     sessions: list[SessionListRow]
 
@@ -79,8 +86,57 @@ class SessionsListResult(ToolResult):
 
 
 class SessionsHistoryResult(ToolResult):
+    """``sessions_history``'s answer as a model (see ``SessionsListResult``)."""
+
     sessionKey: str
     messages: list[dict[str, Any]]
+
+
+class SessionRow(TypedDict):
+    """One ``sessions_list`` row as the tool answers it: ``SessionListRow``'s fields, in
+    its order, ``messages`` only when asked for (tests hold the two to each other)."""
+
+    key: str
+    kind: str
+    channel: str
+    label: str | None
+    displayName: str | None
+    updatedAt: int
+    sessionId: str
+    model: str | None
+    contextTokens: int | None
+    totalTokens: int | None
+    thinkingLevel: str | None
+    verboseLevel: str | None
+    systemSent: bool
+    abortedLastRun: bool
+    sendPolicy: str | None
+    lastChannel: str | None
+    lastTo: str | None
+    lastAccountId: str | None
+    deliveryContext: dict[str, str | None] | None
+    transcriptPath: str
+    messages: NotRequired[list[dict[str, Any]]]
+
+
+class SessionsListAnswer(TypedDict):
+    count: int
+    sessions: list[SessionRow]
+
+
+class SessionsHistoryAnswer(TypedDict):
+    sessionKey: str
+    messages: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReadAnswer:
+    """A read tool's answer, already the JSON data the caller gets."""
+
+    data: SessionsListAnswer | SessionsHistoryAnswer
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return dict(self.data)
 
 
 class AgentListEntry(BaseModel):

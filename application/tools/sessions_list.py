@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
 from sessionwire.application.tools.params import SessionsListParams
-from sessionwire.application.tools.results import (
-    DeliveryContext,
-    SessionListRow,
-    SessionsListResult,
-)
-from sessionwire.domain.causality import with_provenance
+from sessionwire.application.tools.results import ReadAnswer, SessionRow
 from sessionwire.domain.keys import derive_channel
 from sessionwire.domain.session import to_millis
-from sessionwire.domain.transcript import clean_for_reader
 
 
-def sessions_list(context: ToolContext, params: SessionsListParams) -> SessionsListResult:
+def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswer:
     rules = context.rules
     excluded = {"unknown"} if rules.is_global else {"global", "unknown"}
     since = None
@@ -39,7 +31,7 @@ def sessions_list(context: ToolContext, params: SessionsListParams) -> SessionsL
     rows = [
         row(context, stored, params.messageLimit) for stored in context.store.list_sessions(query)
     ]
-    return SessionsListResult(count=len(rows), sessions=rows)
+    return ReadAnswer({"count": len(rows), "sessions": rows})
 
 
 def visible_agents(context: ToolContext) -> frozenset[str] | None:
@@ -55,47 +47,42 @@ def visible_agents(context: ToolContext) -> frozenset[str] | None:
     return frozenset({own} | {a for a in configured | present if a2a.is_allowed(own, a)})
 
 
-def row(context: ToolContext, stored: StoredSession, message_limit: int) -> SessionListRow:
+def row(context: ToolContext, stored: StoredSession, message_limit: int) -> SessionRow:
     state = stored.state
-    rules = context.rules
-    kind = rules.kind(state.key, state.chat_type)
+    kind, group_channel = context.rules.kind_and_group_channel(state.key, state.chat_type)
     channel = derive_channel(
-        kind,
-        channel=state.channel,
-        last_channel=state.last_channel,
-        group_channel=rules.group_channel(state.key),
+        kind, channel=state.channel, last_channel=state.last_channel, group_channel=group_channel
     )
     delivery = None
     if state.last_channel or state.last_to or state.last_account_id:
-        delivery = DeliveryContext(
-            channel=state.last_channel, to=state.last_to, accountId=state.last_account_id
-        )
-    messages = None
+        delivery = {
+            "channel": state.last_channel,
+            "to": state.last_to,
+            "accountId": state.last_account_id,
+        }
+    shown: SessionRow = {
+        "key": context.display_key(state.key),
+        "kind": kind,
+        "channel": channel,
+        "label": state.label,
+        "displayName": state.display_name or state.label,
+        "updatedAt": state.updated_at,
+        "sessionId": state.session_id,
+        "model": state.model,
+        "contextTokens": state.context_tokens,
+        "totalTokens": state.total_tokens,
+        "thinkingLevel": state.thinking_level,
+        "verboseLevel": state.verbose_level,
+        "systemSent": state.system_sent,
+        "abortedLastRun": state.aborted_last_run,
+        "sendPolicy": state.send_policy,
+        "lastChannel": state.last_channel,
+        "lastTo": state.last_to,
+        "lastAccountId": state.last_account_id,
+        "deliveryContext": delivery,
+        "transcriptPath": context.transcript_path(state),
+    }
     if message_limit > 0:
         texts = context.store.transcript(stored.id, limit=message_limit, include_tools=False)
-        messages = context.reader_view(
-            state.key, [with_provenance(clean_for_reader(json.loads(t))) for t in texts]
-        )
-    return SessionListRow(
-        key=context.display_key(state.key),
-        kind=kind,
-        channel=channel,
-        label=state.label,
-        displayName=state.display_name or state.label,
-        updatedAt=state.updated_at,
-        sessionId=state.session_id,
-        model=state.model,
-        contextTokens=state.context_tokens,
-        totalTokens=state.total_tokens,
-        thinkingLevel=state.thinking_level,
-        verboseLevel=state.verbose_level,
-        systemSent=state.system_sent,
-        abortedLastRun=state.aborted_last_run,
-        sendPolicy=state.send_policy,
-        lastChannel=state.last_channel,
-        lastTo=state.last_to,
-        lastAccountId=state.last_account_id,
-        deliveryContext=delivery,
-        transcriptPath=context.transcript_path(state),
-        messages=messages,
-    )
+        shown["messages"] = context.reader_messages(state.key, texts)
+    return shown

@@ -117,3 +117,26 @@ def test_bulk_benchmark_runs_every_workload_at_a_small_count(tmp_path: Path) -> 
         f"messages_per_s[{name}]" for name in names
     ]
     assert all(row["value"] > 0 and row["peak_rss_mb"] > 0 for row in written["figures"])
+
+
+LEAN = BENCH.parent / "bench_lean_path.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("workload", "size"),
+    [("history", ["--messages", "300"]), ("list", ["--sessions", "60"])],
+)
+def test_lean_path_times_whole_tool_calls(workload: str, size: list[str], tmp_path: Path) -> None:
+    """bench_lean_path.py history/list at small sizes, with a profile of the timed calls."""
+    profile = tmp_path / "calls.txt"
+    done = subprocess.run(
+        [sys.executable, str(LEAN), workload, *size, "--calls", "5", "--profile", str(profile)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ms CPU per sessions_{workload} call" in done.stdout
+    assert f"sessions_{workload}" in profile.read_text()

@@ -6,6 +6,8 @@ Every table row is one example: an input and the exact value it must give.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sessionwire.domain.keys import (
     MAX_KEY_LENGTH,
     InvalidSessionKey,
@@ -606,3 +608,67 @@ def test_agent_to_agent_allow_patterns(
 )
 def test_agent_to_agent_open_to_all(policy: AgentToAgentPolicy, expected: bool) -> None:
     assert policy.open_to_all() is expected
+
+
+# --- the canonical-key fast path and the listed row's classification -------------------
+
+
+def parsed_part_by_part(key: str | None) -> ParsedAgentKey | None:
+    """parse_agent_session_key's general case, the one every key took before."""
+    parts = [part for part in (key or "").strip().split(":") if part]
+    if len(parts) < 3 or parts[0].lower() != "agent":
+        return None
+    return ParsedAgentKey(agent_id=parts[1], rest=":".join(parts[2:]))
+
+
+KEY_PIECES = ["agent", "AGENT", "main", "ops", "cron", "hook", "node-1", "group", "channel"]
+KEY_PIECES += [":", "::", " ", "\t", "\u3000", "discord", "subagent", "x"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(key=st.lists(st.sampled_from(KEY_PIECES), max_size=8).map("".join))
+def test_a_key_parses_as_it_did_part_by_part(key: str) -> None:
+    assert parse_agent_session_key(key) == parsed_part_by_part(key)
+    assert parse_agent_session_key(f"agent:{key}") == parsed_part_by_part(f"agent:{key}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.lists(st.sampled_from(KEY_PIECES), max_size=8).map("".join),
+    chat_type=st.sampled_from([None, "group", "channel", "direct"]),
+    scope=st.sampled_from(["per-sender", "global"]),
+    main_key=st.sampled_from(["main", "ops", " Work "]),
+)
+def test_a_rows_kind_and_group_channel_come_from_one_parse(
+    key: str, chat_type: str | None, scope: str, main_key: str
+) -> None:
+    rules = KeyRules(main_key=main_key, scope=scope)
+    for candidate in (key, f"agent:{key}", "global", "unknown"):
+        assert rules.kind_and_group_channel(candidate, chat_type) == (
+            rules.kind(candidate, chat_type),
+            rules.group_channel(candidate),
+        )
+
+
+def displayed_before(rules: KeyRules, key: str, agent_id: str | None) -> str:
+    """KeyRules.display as it was written before main_key_of."""
+    if key == "global" and rules.is_global:
+        return "main"
+    caller = normalize_agent_id(agent_id or rules.default_agent_id)
+    if key == rules.main_session_key(caller):
+        return "main"
+    return key
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.sampled_from(["global", "unknown", "agent:main:main", "agent:ops:main", "agent:x:y"]),
+    agent_id=st.sampled_from([None, "", "main", "Ops", "ops", " x "]),
+    scope=st.sampled_from(["per-sender", "global"]),
+    main_key=st.sampled_from(["main", "y", " Main "]),
+)
+def test_display_shows_main_as_it_did(
+    key: str, agent_id: str | None, scope: str, main_key: str
+) -> None:
+    rules = KeyRules(main_key=main_key, scope=scope)
+    assert rules.display(key, agent_id=agent_id) == displayed_before(rules, key, agent_id)
