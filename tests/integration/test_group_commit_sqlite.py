@@ -228,3 +228,34 @@ async def test_a_commit_by_another_connection_is_chained_on_from_the_real_head(
         assert report.checked == 6
     finally:
         store.close()
+
+
+async def test_a_cancelled_callers_save_still_commits_and_the_session_cache_follows_it(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
+    gate: Gate | None = None
+    try:
+        store = gateway.store
+        key = "agent:main:main"
+        await gateway.record_message("main", role="user", content="one")
+        gate = Gate(monkeypatch)  # holds the next batch: the save below
+        sending = asyncio.create_task(gateway.record_message("main", role="user", content="two"))
+        await until(gate.entered.is_set)
+        sending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+        # The caller is gone; its save is still the gateway's work in progress.
+        assert store.writes_in_flight() == 1
+        gate.open()
+        await gateway.wait_idle()
+
+        assert store.writes_in_flight() == 0
+        assert stored_messages(db, key) == ["one", "two"]
+        # The session as this process last wrote it is the committed one: the next
+        # append is decided on it, not on the version before the cancelled save.
+        assert store.session_for_update(key) == store.session(key)
+    finally:
+        if gate is not None:
+            gate.open()
+        await gateway.close()
