@@ -88,7 +88,9 @@ def record_contents(
         (
             notification_id,
             RecordContent(
-                originator_id=UUID(str(stored.originator_id)),
+                originator_id=stored.originator_id
+                if isinstance(stored.originator_id, UUID)
+                else UUID(str(stored.originator_id)),
                 originator_version=stored.originator_version,
                 topic=stored.topic,
                 state=stored.state,
