@@ -345,8 +345,13 @@ class EventSourcedStore(Store):
 
         def settle(outcome: BaseException | None) -> None:
             # The writer thread's one hand-off to the loop: a single wake-up per save.
-            with suppress(RuntimeError):  # the loop closed meanwhile: nobody to tell
+            try:
                 loop.call_soon_threadsafe(settled, outcome)
+            except RuntimeError:
+                # The loop closed meanwhile: nobody waits, nothing runs on it any more;
+                # the save is no longer in flight (the cache, unchanged, is only stale:
+                # the next save over it conflicts and reads the row again).
+                self._settling -= 1
 
         self.writer.submit(stored, changes, settle)
         self._settling += 1

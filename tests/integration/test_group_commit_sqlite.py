@@ -259,3 +259,25 @@ async def test_a_cancelled_callers_save_still_commits_and_the_session_cache_foll
         if gate is not None:
             gate.open()
         await gateway.close()
+
+
+def test_a_save_settled_after_its_loop_closed_is_no_longer_in_flight(db: Path, gate: Gate) -> None:
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    session = Session.open(key="agent:main:a", session_id=uuid4(), agent_id="main", at=AT)
+    saving: list[asyncio.Task[None]] = []
+
+    async def start_and_leave() -> None:
+        saving.append(asyncio.create_task(store.save_async(session)))
+        await until(gate.entered.is_set)
+        assert store.writes_in_flight() == 1
+
+    try:
+        asyncio.run(start_and_leave())  # the loop closes while the save is in the thread
+        assert saving[0].cancelled()
+        gate.open()
+    finally:
+        store.close()  # finishes the queued save: it settles with no loop to tell
+    assert store.writes_in_flight() == 0
+    with sqlite3.connect(db) as connection:
+        (count,) = connection.execute("SELECT count(*) FROM sw_sessions").fetchone()
+    assert count == 1
