@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -293,12 +294,16 @@ class GatewayService:
                 session.handle_send_command(command, sender_is_owner=sender_is_owner, at=now)
 
         session = await self._change_session(key, append, create=True)
-        log = self.log.bind(session_key=key)
-        log.debug("message recorded", role=role, version=session.version)
+        if self.log.isEnabledFor(logging.DEBUG):
+            # Checked first: binding and dropping a record cost more than the check, on
+            # every append.
+            self.log.debug("message recorded", session_key=key, role=role, version=session.version)
         recorded: dict[str, Any] = {"sessionKey": key, "sessionId": session.state.session_id}
         if command is not None:
             # An owner's command answers; anyone else's is ignored (and recorded as such).
-            log.info("/send command", mode=command.mode, applied=sender_is_owner)
+            self.log.info(
+                "/send command", session_key=key, mode=command.mode, applied=sender_is_owner
+            )
             recorded["command"] = {
                 "name": "send",
                 "mode": command.mode,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from uuid import UUID
 
 HASH_SIZE = 32
@@ -165,9 +165,24 @@ def chain(
 ) -> list[ChainLink]:
     """Links for records appended together and sealed at once, in log order, after the
     sealed log's ``head`` (one writer that seals as it writes: SQLite)."""
-    links = stream_links(records, previous_streams=previous_streams)
-    seals = seal(head, [(link.notification_id, link.stream_hash) for link in links])
-    return [
-        replace(link, log_hash=sealed.log_hash, log_seq=sealed.log_seq)
-        for link, sealed in zip(links, seals, strict=True)
-    ]
+    # stream_links then seal, in one pass: each link is made once, sealed (the writer
+    # does this for every save, so no intermediate links, seals and copies).
+    streams = dict(previous_streams)
+    links: list[ChainLink] = []
+    seq, previous = head.seq, head.log_hash
+    for notification_id, record in records:
+        own = stream_hash(streams.get(record.originator_id, GENESIS), record)
+        streams[record.originator_id] = own
+        seq += 1
+        previous = log_hash(previous, notification_id, own)
+        links.append(
+            ChainLink(
+                notification_id=notification_id,
+                originator_id=record.originator_id,
+                originator_version=record.originator_version,
+                stream_hash=own,
+                log_hash=previous,
+                log_seq=seq,
+            )
+        )
+    return links

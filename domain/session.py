@@ -60,7 +60,10 @@ class MessageOrigin(Immutable):
     account_id: str | None = None
 
     def is_empty(self) -> bool:
-        return not any(self.model_dump().values())
+        # Every field by name: this runs on every append, and a dump costs ten times more.
+        return not (
+            self.channel or self.chat_type or self.display_name or self.to or self.account_id
+        )
 
 
 class SessionState(BaseModel):

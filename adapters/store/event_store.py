@@ -11,6 +11,7 @@ the events, so events and read models commit together or not at all.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from abc import ABC
 from collections import OrderedDict
@@ -69,6 +70,16 @@ def no_kind(state: SessionState) -> str:
     return "other"
 
 
+def _settle_future(written: Future[None]) -> Callable[[BaseException | None], None]:
+    def settle(outcome: BaseException | None) -> None:
+        if outcome is None:
+            written.set_result(None)
+        else:
+            written.set_exception(outcome)
+
+    return settle
+
+
 def record_contents(
     notification_ids: Sequence[int], stored_events: Sequence[StoredEvent]
 ) -> list[tuple[int, RecordContent]]:
@@ -77,7 +88,9 @@ def record_contents(
         (
             notification_id,
             RecordContent(
-                originator_id=UUID(str(stored.originator_id)),
+                originator_id=stored.originator_id
+                if isinstance(stored.originator_id, UUID)
+                else UUID(str(stored.originator_id)),
                 originator_version=stored.originator_version,
                 topic=stored.topic,
                 state=stored.state,
@@ -115,13 +128,15 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
 
 
 class SavesWriter(Protocol):
-    """Writes prepared saves on its own thread; each future resolves once committed."""
+    """Writes prepared saves on its own thread; each one's ``settle`` is called from that
+    thread once it is committed (None) or failed (the error). ``settle`` must not raise."""
 
     def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None
-    ) -> Future[None]: ...
-
-    def in_flight(self) -> list[Future[None]]: ...
+        self,
+        stored: Sequence[StoredEvent],
+        changes: ReadModelChanges | None,
+        settle: Callable[[BaseException | None], None],
+    ) -> None: ...
 
     def paused(self) -> AbstractContextManager[None]: ...
 
@@ -210,6 +225,13 @@ class EventSourcedStore(Store):
         self._new_rows = 0
         self._analyze_at = ANALYZE_FIRST_AT
         self.writer: SavesWriter | None = None
+        # Saves handed to the writer and not yet settled (ADR 0012: the gateway knows its
+        # in-flight work exactly): those awaited on the event loop count until their
+        # settlement ran there (loop thread only); blocking ones, by their futures.
+        self._settling = 0
+        self._settled_waiters: list[asyncio.Future[None]] = []
+        self._guard = threading.Lock()
+        self._blocking: set[Future[None]] = set()
         if writer or self.backend.admits_many_writers():
             self._backfill_runs()
         # Told when the sealed log may have grown here (the live event stream, ADR 0023).
@@ -264,11 +286,18 @@ class EventSourcedStore(Store):
                 self._failed(changes)
                 raise StoreConflict(str(error)) from error
         else:
+            written: Future[None] = Future()
+            with self._guard:
+                self._blocking.add(written)
             try:
-                self.writer.submit(stored, changes).result()
+                self.writer.submit(stored, changes, _settle_future(written))
+                written.result()
             except StoreConflict:
                 self._failed(changes)
                 raise
+            finally:
+                with self._guard:
+                    self._blocking.discard(written)
         self.telemetry.appended(time.perf_counter() - started, len(stored))
         self._saved(aggregates, changes)
 
@@ -281,23 +310,76 @@ class EventSourcedStore(Store):
         if prepared is None:
             return
         stored, changes = prepared
-        written = self.writer.submit(stored, changes)
-        try:
-            # Shielded: a caller cancelled while its save is in the writer thread still
-            # leaves that save to commit, and the cache below to follow it.
-            await asyncio.shield(asyncio.wrap_future(written))
-        except StoreConflict:
-            self._failed(changes)
-            raise
-        self.telemetry.appended(time.perf_counter() - started, len(stored))
-        self._saved(aggregates, changes)
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def settled(outcome: BaseException | None) -> None:
+            # On the loop, once the writer thread is done with the save: the cache follows
+            # the commit here, whether or not the caller still waits (a cancelled caller
+            # cancelled ``done``, not the save).
+            self._settling -= 1
+            try:
+                if outcome is None:
+                    self.telemetry.appended(time.perf_counter() - started, len(stored))
+                    self._saved(aggregates, changes)
+                else:
+                    self._failed(changes)
+            except Exception as error:  # what the caller would have heard, it hears
+                outcome = error
+            finally:
+                if not self._settling:
+                    self._wake_settled()
+            if not done.done():
+                if outcome is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(outcome)
+            elif outcome is not None and not isinstance(outcome, StoreConflict):
+                # Nobody waits (the caller was cancelled): the loop reports it instead.
+                loop.call_exception_handler(
+                    {
+                        "message": "a save failed after its caller was cancelled",
+                        "exception": outcome,
+                    }
+                )
+
+        def settle(outcome: BaseException | None) -> None:
+            # The writer thread's one hand-off to the loop: a single wake-up per save.
+            try:
+                loop.call_soon_threadsafe(settled, outcome)
+            except RuntimeError:
+                # The loop closed meanwhile: nobody waits, nothing runs on it any more;
+                # the save is no longer in flight (the cache, unchanged, is only stale:
+                # the next save over it conflicts and reads the row again).
+                self._settling -= 1
+
+        self.writer.submit(stored, changes, settle)
+        self._settling += 1
+        await done
 
     def writes_in_flight(self) -> int:
-        return 0 if self.writer is None else len(self.writer.in_flight())
+        with self._guard:
+            blocking = len(self._blocking)
+        return self._settling + blocking
 
     async def writes_settled(self) -> None:
-        while self.writer is not None and (pending := self.writer.in_flight()):
-            await asyncio.wait([asyncio.wrap_future(done) for done in pending])
+        while True:
+            with self._guard:
+                blocking = [asyncio.wrap_future(written) for written in self._blocking]
+            if blocking:
+                await asyncio.wait(blocking)
+            elif self._settling:
+                waiter = asyncio.get_running_loop().create_future()
+                self._settled_waiters.append(waiter)
+                await waiter
+            else:
+                return
+
+    def _wake_settled(self) -> None:
+        waiters, self._settled_waiters = self._settled_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _prepare(
         self, aggregates: Sequence[Aggregate]

@@ -3,8 +3,9 @@
 Saves are queued. The thread takes everything queued (up to ``MAX_BATCH`` saves) and
 writes it in one transaction, each save inside its own SAVEPOINT, then commits once:
 
-- one fsync (WAL, ``synchronous=FULL``) covers the whole batch, and a save's future
-  resolves only after that commit, so every save is durable when its caller goes on;
+- one fsync (WAL, ``synchronous=FULL``) covers the whole batch, and a save is settled
+  (its ``settle`` called) only after that commit, so every save is durable when its
+  caller goes on;
 - a save that fails (a version conflict, a broken row) rolls back to its savepoint and
   fails alone; the others in the batch commit;
 - the event loop never waits on SQLite for a write (``EventSourcedStore.save_async``).
@@ -25,8 +26,7 @@ import queue
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -44,13 +44,17 @@ STREAM_HEADS = 10_000  # streams whose last link is kept (bounded: RSS flat)
 LOCK_TIMEOUT_SECONDS = 30.0
 
 
+Settle = Callable[[BaseException | None], None]
+"""Told a save's outcome on the writer thread, once: None when committed, else the error."""
+
+
 @dataclass(frozen=True)
 class PendingSave:
     """One save's rows, prepared on the caller's thread, written on the writer's."""
 
     stored: Sequence[StoredEvent]
     changes: ReadModelChanges | None
-    result: Future[None]
+    settle: Settle
 
 
 class WriterClosed(RuntimeError):
@@ -71,7 +75,6 @@ class SQLiteWriter:
         self.read_model = read_model
         self.chain = chain_table
         self._queue: queue.SimpleQueue[PendingSave | None] = queue.SimpleQueue()
-        self._in_flight: set[Future[None]] = set()
         self._guard = threading.Lock()
         # Held by the thread for each batch, and by ``paused`` for another connection's
         # write: never two writing transactions of this process at once.
@@ -89,10 +92,12 @@ class SQLiteWriter:
     # The caller's side ------------------------------------------------------------------
 
     def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None
-    ) -> Future[None]:
-        """Queue one save; its future resolves once the save is committed (or failed)."""
-        result: Future[None] = Future()
+        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
+    ) -> None:
+        """Queue one save; ``settle`` is called from the writer thread once the save is
+        committed (None) or failed (the error), never before. The caller keeps count of
+        what it submitted: a save is its caller's work until settled (an event loop's
+        caller settles on its loop, after this thread is done with it)."""
         with self._guard:
             if self._closed:
                 raise WriterClosed("the store is closed")
@@ -101,19 +106,7 @@ class SQLiteWriter:
                     target=self._run, name=f"sessionwire-writer:{self.database}", daemon=True
                 )
                 self._thread.start()
-            self._in_flight.add(result)
-        result.add_done_callback(self._settled)
-        self._queue.put(PendingSave(stored, changes, result))
-        return result
-
-    def _settled(self, result: Future[None]) -> None:
-        with self._guard:
-            self._in_flight.discard(result)
-
-    def in_flight(self) -> list[Future[None]]:
-        """Saves queued or being written, not yet committed or failed."""
-        with self._guard:
-            return list(self._in_flight)
+        self._queue.put(PendingSave(stored, changes, settle))
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -202,10 +195,7 @@ class SQLiteWriter:
         self.commits += 1
         self.saves += len(batch)
         for save, outcome in zip(batch, outcomes, strict=True):
-            if outcome is None:
-                save.result.set_result(None)
-            else:
-                save.result.set_exception(outcome)
+            save.settle(outcome)
 
     def _write(self, cursor: Any, save: PendingSave) -> list[ChainLink]:
         ids: list[int] = []

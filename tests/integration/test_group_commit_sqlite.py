@@ -228,3 +228,56 @@ async def test_a_commit_by_another_connection_is_chained_on_from_the_real_head(
         assert report.checked == 6
     finally:
         store.close()
+
+
+async def test_a_cancelled_callers_save_still_commits_and_the_session_cache_follows_it(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
+    gate: Gate | None = None
+    try:
+        store = gateway.store
+        key = "agent:main:main"
+        await gateway.record_message("main", role="user", content="one")
+        gate = Gate(monkeypatch)  # holds the next batch: the save below
+        sending = asyncio.create_task(gateway.record_message("main", role="user", content="two"))
+        await until(gate.entered.is_set)
+        sending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+        # The caller is gone; its save is still the gateway's work in progress.
+        assert store.writes_in_flight() == 1
+        gate.open()
+        await gateway.wait_idle()
+
+        assert store.writes_in_flight() == 0
+        assert stored_messages(db, key) == ["one", "two"]
+        # The session as this process last wrote it is the committed one: the next
+        # append is decided on it, not on the version before the cancelled save.
+        assert store.session_for_update(key) == store.session(key)
+    finally:
+        if gate is not None:
+            gate.open()
+        await gateway.close()
+
+
+def test_a_save_settled_after_its_loop_closed_is_no_longer_in_flight(db: Path, gate: Gate) -> None:
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    session = Session.open(key="agent:main:a", session_id=uuid4(), agent_id="main", at=AT)
+    saving: list[asyncio.Task[None]] = []
+
+    async def start_and_leave() -> None:
+        saving.append(asyncio.create_task(store.save_async(session)))
+        await until(gate.entered.is_set)
+        assert store.writes_in_flight() == 1
+
+    try:
+        asyncio.run(start_and_leave())  # the loop closes while the save is in the thread
+        assert saving[0].cancelled()
+        gate.open()
+    finally:
+        store.close()  # finishes the queued save: it settles with no loop to tell
+    assert store.writes_in_flight() == 0
+    with sqlite3.connect(db) as connection:
+        (count,) = connection.execute("SELECT count(*) FROM sw_sessions").fetchone()
+    assert count == 1

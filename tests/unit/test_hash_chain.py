@@ -10,7 +10,9 @@ from sessionwire.domain.hash_chain import (
     RecordContent,
     chain,
     log_hash,
+    seal,
     stream_hash,
+    stream_links,
 )
 
 A = UUID(int=1)
@@ -43,6 +45,25 @@ def test_appending_in_two_saves_gives_the_same_links_as_in_one() -> None:
         previous_streams={A: first[-1].stream_hash},
     )
     assert [*first, *rest] == whole
+
+
+def test_chaining_is_linking_the_streams_then_sealing_in_log_order() -> None:
+    # The one-writer path (chain) and the seal-behind path (stream_links, then seal) must
+    # give every record the same hashes and place.
+    records = [(4, record(A, 3)), (5, record(B, 1)), (7, record(A, 4))]
+    head, previous = LogHead(3, b"\x02" * 32), {A: b"\x01" * 32}
+    links = stream_links(records, previous_streams=previous)
+    seals = seal(head, [(link.notification_id, link.stream_hash) for link in links])
+
+    chained = chain(records, head=head, previous_streams=previous)
+
+    assert [(c.notification_id, c.stream_hash) for c in chained] == [
+        (link.notification_id, link.stream_hash) for link in links
+    ]
+    assert [(c.notification_id, c.log_seq, c.log_hash) for c in chained] == [
+        (s.notification_id, s.log_seq, s.log_hash) for s in seals
+    ]
+    assert [c.log_seq for c in chained] == [4, 5, 6]
 
 
 def test_any_change_to_a_record_or_its_place_changes_its_hashes() -> None:
