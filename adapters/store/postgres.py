@@ -22,6 +22,7 @@ import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
+from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
@@ -78,13 +79,14 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Any, **kwargs: Any) -> Sequence[int] | None:
-        """One transaction, one pipeline, one sync at the commit: the events, the read
-        models and the stream links. A conflicting save fails at that sync on the events'
-        primary key (eventsourcing's IntegrityError, as before), and nothing is kept.
+        """One transaction, one pipeline, one sync after the COMMIT: the events, the
+        read models and the stream links. A conflicting save fails at that sync on the
+        events' primary key (eventsourcing's IntegrityError, as before), and nothing is
+        kept.
 
         eventsourcing's own shape syncs in the middle to read the notification ids back
         first; the stream links do not need them (the sealer reads them), so the save
-        costs one round trip to the server instead of two."""
+        costs one round trip to the server."""
         if not stored_events:
             return None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
@@ -103,18 +105,26 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                     )
                     for e in stored_events
                 ]
-                with (
-                    conn.pipeline(),
-                    conn.cursor() as insert_cursor,
-                    conn.cursor() as cursor,
-                ):
-                    with conn.transaction():
-                        insert_cursor.execute(
-                            self.insert_events_statement, (events,), prepare=False
-                        )
-                        if changes:
-                            self.read_model.write(cursor, changes)
-                        self.chain.write_stream_links(cursor, links)
+                with conn.cursor() as insert_cursor, conn.cursor() as cursor:
+                    try:
+                        # BEGIN and COMMIT queued with the statements: one sync, one
+                        # round trip. (conn.transaction() would sync after its BEGIN and
+                        # again before its COMMIT: three.)
+                        with conn.pipeline():
+                            cursor.execute("BEGIN", prepare=False)
+                            insert_cursor.execute(
+                                self.insert_events_statement, (events,), prepare=False
+                            )
+                            if changes:
+                                self.read_model.write(cursor, changes)
+                            self.chain.write_stream_links(cursor, links)
+                            cursor.execute("COMMIT", prepare=False)
+                    except BaseException:
+                        # A statement failed: the server skipped the rest, COMMIT too,
+                        # and holds the failed transaction open until told.
+                        if conn.info.transaction_status != TransactionStatus.IDLE:
+                            conn.rollback()
+                        raise
                     ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
             self.chain.committed(links)
             return ids
