@@ -46,18 +46,23 @@ from sessionwire.domain.hash_chain import stream_links
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
-        # No server-side prepared statements for our writes: they run in a pipeline,
-        # and when a conflicting save aborts it psycopg can lose track of a statement it
-        # was preparing ("prepared statement _pg3_N does not exist" on the next save).
+        # Server-side prepared statements for our writes, from their first run on each
+        # connection: parsing and planning them every time cost the server more than
+        # running them. Always prepare=True (never None or False for the same text on
+        # a connection): psycopg loses track of a statement that first ran unprepared
+        # and reaches its preparing threshold in a pipeline that aborts ("prepared
+        # statement _pg3_N does not exist" on the next save). A failed save also rolls
+        # back through conn.rollback(), which forgets every prepared statement on both
+        # sides (DEALLOCATE ALL).
         self.read_model = SqlReadModel(
             marker="%s",
             prefix=f'"{self.datastore.schema}".',
             kind_of=no_kind,
-            write_options={"prepare": False},
+            write_options={"prepare": True},
         )
         self.chain = SqlChain(
             postgres_tables(self.datastore.schema, self.events_table_name),
-            write_options={"prepare": False},
+            write_options={"prepare": True},
         )
         # The chain table last: _postgres_setup takes its presence to mean "all created".
         for statement in [
@@ -113,7 +118,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                         with conn.pipeline():
                             cursor.execute("BEGIN", prepare=False)
                             insert_cursor.execute(
-                                self.insert_events_statement, (events,), prepare=False
+                                self.insert_events_statement, (events,), prepare=True
                             )
                             if changes:
                                 self.read_model.write(cursor, changes)
@@ -151,29 +156,61 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         (``wait``: for the lock; otherwise leave it to the sealer holding it)."""
         sealed = 0
         while True:
-            with self.datastore.transaction(commit=True) as cursor:
-                # Seals need not wait for the disk: one lost in a crash is given again,
-                # identically, by the next pass (the sealed log is always a prefix of the
-                # same order), and WAL order keeps a later seal from outliving it.
-                cursor.execute("SET LOCAL synchronous_commit = off")
-                if wait:
-                    cursor.execute(
-                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                        (_SEALER_LOCK_SPACE, self.datastore.schema),
-                    )
-                else:
-                    cursor.execute(
-                        "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
-                        (_SEALER_LOCK_SPACE, self.datastore.schema),
-                    )
-                    if not cursor.fetchone()["locked"]:
-                        return sealed
-                count = self.chain.seal_final(cursor)
+            count = self._seal_batch(wait=wait)
+            if count is None:
+                return sealed  # another sealer holds the lock
             sealed += count
             if count and self.sealed_hook is not None:
                 self.sealed_hook()  # committed: followers in this process may read them
             if count < SEAL_BATCH:
                 return sealed
+
+    def _seal_batch(self, *, wait: bool) -> int | None:
+        """One batch (``SqlChain.seal_final``) in three round trips: the lock, the head and
+        the bound; the final records below the bound; their seals and the commit."""
+        key = (_SEALER_LOCK_SPACE, self.datastore.schema)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor() as cursor,
+            conn.cursor() as locked,
+            conn.cursor() as head,
+            conn.cursor() as bound,
+        ):
+            try:
+                with conn.pipeline():
+                    cursor.execute("BEGIN", prepare=False)
+                    # Seals need not wait for the disk: one lost in a crash is given again,
+                    # identically, by the next pass (the sealed log is always a prefix of
+                    # the same order), and WAL order keeps a later seal from outliving it.
+                    cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
+                    if wait:
+                        locked.execute(
+                            "SELECT true AS locked, pg_advisory_xact_lock(%s, hashtext(%s))",
+                            key,
+                            prepare=True,
+                        )
+                    else:
+                        locked.execute(
+                            "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
+                            key,
+                            prepare=True,
+                        )
+                    # Statements after the lock's: read under it (when it was taken).
+                    head.execute(self.chain.select_head, prepare=True)
+                    assert self.chain.t.final is not None
+                    bound.execute(self.chain.t.final, prepare=True)
+                    if not locked.fetchone()["locked"]:
+                        cursor.execute("COMMIT", prepare=False)
+                        return None
+                    count = self.chain.seal_below(
+                        cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
+                    )
+                    cursor.execute("COMMIT", prepare=False)
+            except BaseException:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()
+                raise
+        return count
 
     def stop_sealing(self) -> None:
         self.sealer.stop()

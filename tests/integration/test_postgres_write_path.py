@@ -121,3 +121,30 @@ def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
     assert fresh is not None
     store.save(with_message(fresh.to_aggregate(), "kept"))
     assert texts(store, session) == ["kept"]
+
+
+def test_conflicts_on_every_pooled_connection_leave_their_prepared_statements_usable(
+    store: EventSourcedStore, postgres_url: str
+) -> None:
+    """The writes are server-side prepared statements; a conflict aborts the pipeline
+    that would have prepared some of them, and the connection's next saves still run."""
+    other = EventSourcedStore(postgres_url, kind_of=no_kind)
+    try:
+        other.save(opened("agent:main:a"))
+        for round_ in range(12):  # more than the pool has connections
+            stored = store.session("agent:main:a")
+            assert stored is not None
+            stale = stored.to_aggregate()
+            fresh = other.session("agent:main:a")
+            assert fresh is not None
+            other.save(with_message(fresh.to_aggregate(), f"won {round_}"))
+            with pytest.raises(StoreConflict):
+                store.save(with_message(stale, f"lost {round_}"))
+            again = store.session("agent:main:a")
+            assert again is not None
+            store.save(with_message(again.to_aggregate(), f"kept {round_}"))
+        session = store.session("agent:main:a")
+        assert session is not None
+        assert len(texts(store, session.to_aggregate())) == 10  # the last ten of 24
+    finally:
+        other.close()
