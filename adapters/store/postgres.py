@@ -218,13 +218,22 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 
 class BackgroundSealer:
     """Seals the log behind this process's writers, in a thread of its own: woken after
-    each save ends, it seals whatever is final then, in batches. Saves that end while it
-    seals are covered by its next pass, so a burst of saves costs a few passes, and no
-    save ever waits for one. It waits on an event, never on time."""
+    a save ends, it lets the writers run on for ``PACE`` seconds, then seals whatever is
+    final, in batches. Every save that ends meanwhile is covered by that one pass, and
+    no save ever waits for one.
+
+    The pace: a pass costs the server and this process about as much CPU as a save
+    (a lock, the head, the bound over ``pg_locks``, the pending rows, their update), and
+    woken by every save, it ran once per save. With the pace, the sealed log lags the
+    commits by at most ``PACE`` plus one pass; readers that need it current (the audit
+    commands, the event feed) seal first."""
+
+    PACE = 0.02  # seconds
 
     def __init__(self, recorder: PostgresSessionRecorder) -> None:
         self.recorder = recorder
         self._wanted = threading.Event()
+        self._stopped = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -243,6 +252,8 @@ class BackgroundSealer:
     def _run(self) -> None:
         while True:
             self._wanted.wait()
+            # Returns at once when the store stops (its last pass is stop()'s).
+            self._stopped.wait(self.PACE)
             self._wanted.clear()
             if self._stopping:
                 return
@@ -257,6 +268,7 @@ class BackgroundSealer:
 
     def stop(self) -> None:
         self._stopping = True
+        self._stopped.set()
         self._wanted.set()
         with self._starting:
             thread = self._thread
