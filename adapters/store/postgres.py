@@ -113,8 +113,9 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 with conn.cursor() as insert_cursor, conn.cursor() as cursor:
                     try:
                         # BEGIN and COMMIT queued with the statements: one sync, one
-                        # round trip. (conn.transaction() would sync after its BEGIN and
-                        # again before its COMMIT: three.)
+                        # round trip. (conn.transaction() inside a pipeline syncs after
+                        # its BEGIN, before its COMMIT and after it: with the pipeline's
+                        # own, four.)
                         with conn.pipeline():
                             cursor.execute("BEGIN", prepare=False)
                             insert_cursor.execute(

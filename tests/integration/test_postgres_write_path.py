@@ -87,7 +87,7 @@ def test_an_append_is_one_round_trip(store: EventSourcedStore, tmp_path: Path) -
         store.save(with_message(session, "one"))
     # Every statement of the transaction, BEGIN and COMMIT included, goes out before the
     # one Sync the client then waits on (psycopg's transaction() in a pipeline syncs
-    # after BEGIN and again before COMMIT: three).
+    # after BEGIN, before COMMIT and after it: with the pipeline's own, four).
     assert sent(trace, "Sync") == 1
     assert sent(trace, "Execute") >= 5
     assert texts(store, session) == ["one"]
