@@ -303,7 +303,11 @@ class SqlChain:
     def head(self, cursor: Cursor) -> LogHead:
         """The sealed log's last record (read under the sealer's lock or the writer's)."""
         cursor.execute(self.select_head, **self.write_options)
-        found = cursor.fetchone()
+        return self.head_of(cursor.fetchone())
+
+    @staticmethod
+    def head_of(found: Any) -> LogHead:
+        """The head from the row ``select_head`` found (None: an empty sealed log)."""
         if found is None:
             return LogHead()
         return LogHead(int(found["log_seq"]), bytes(found["log_hash"]))
@@ -312,11 +316,15 @@ class SqlChain:
         """PostgreSQL's sealer, one batch: seal up to ``limit`` final records after the
         head, in (transaction id, notification id) order. The caller holds the sealer's
         lock, in this transaction. Returns how many were sealed."""
-        t, m = self.t, self.t.marker
-        assert t.final is not None, "only a store with writers in parallel seals behind them"
+        assert self.t.final is not None, "only a store with writers in parallel seals behind them"
         head = self.head(cursor)
-        cursor.execute(t.final, **self.write_options)
-        bound = cursor.fetchone()["bound"]
+        cursor.execute(self.t.final, **self.write_options)
+        return self.seal_below(cursor, head, cursor.fetchone()["bound"], limit=limit)
+
+    def seal_below(self, cursor: Cursor, head: LogHead, bound: str, *, limit: int = PAGE) -> int:
+        """``seal_final`` after its head and its bound (``t.final``) were read, in that
+        order, in earlier statements of this transaction."""
+        t, m = self.t, self.t.marker
         # A later statement, so a later snapshot: every transaction below the bound has
         # ended, and what it committed is visible here.
         cursor.execute(

@@ -22,6 +22,7 @@ import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
+from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
@@ -45,18 +46,23 @@ from sessionwire.domain.hash_chain import stream_links
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
-        # No server-side prepared statements for our writes: they run in a pipeline,
-        # and when a conflicting save aborts it psycopg can lose track of a statement it
-        # was preparing ("prepared statement _pg3_N does not exist" on the next save).
+        # Server-side prepared statements for our writes, from their first run on each
+        # connection: parsing and planning them every time cost the server more than
+        # running them. Always prepare=True (never None or False for the same text on
+        # a connection): psycopg loses track of a statement that first ran unprepared
+        # and reaches its preparing threshold in a pipeline that aborts ("prepared
+        # statement _pg3_N does not exist" on the next save). A failed save also rolls
+        # back through conn.rollback(), which forgets every prepared statement on both
+        # sides (DEALLOCATE ALL).
         self.read_model = SqlReadModel(
             marker="%s",
             prefix=f'"{self.datastore.schema}".',
             kind_of=no_kind,
-            write_options={"prepare": False},
+            write_options={"prepare": True},
         )
         self.chain = SqlChain(
             postgres_tables(self.datastore.schema, self.events_table_name),
-            write_options={"prepare": False},
+            write_options={"prepare": True},
         )
         # The chain table last: _postgres_setup takes its presence to mean "all created".
         for statement in [
@@ -78,13 +84,14 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Any, **kwargs: Any) -> Sequence[int] | None:
-        """One transaction, one pipeline, one sync at the commit: the events, the read
-        models and the stream links. A conflicting save fails at that sync on the events'
-        primary key (eventsourcing's IntegrityError, as before), and nothing is kept.
+        """One transaction, one pipeline, one sync after the COMMIT: the events, the
+        read models and the stream links. A conflicting save fails at that sync on the
+        events' primary key (eventsourcing's IntegrityError, as before), and nothing is
+        kept.
 
         eventsourcing's own shape syncs in the middle to read the notification ids back
         first; the stream links do not need them (the sealer reads them), so the save
-        costs one round trip to the server instead of two."""
+        costs one round trip to the server."""
         if not stored_events:
             return None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
@@ -103,18 +110,27 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                     )
                     for e in stored_events
                 ]
-                with (
-                    conn.pipeline(),
-                    conn.cursor() as insert_cursor,
-                    conn.cursor() as cursor,
-                ):
-                    with conn.transaction():
-                        insert_cursor.execute(
-                            self.insert_events_statement, (events,), prepare=False
-                        )
-                        if changes:
-                            self.read_model.write(cursor, changes)
-                        self.chain.write_stream_links(cursor, links)
+                with conn.cursor() as insert_cursor, conn.cursor() as cursor:
+                    try:
+                        # BEGIN and COMMIT queued with the statements: one sync, one
+                        # round trip. (conn.transaction() inside a pipeline syncs after
+                        # its BEGIN, before its COMMIT and after it: with the pipeline's
+                        # own, four.)
+                        with conn.pipeline():
+                            cursor.execute("BEGIN", prepare=False)
+                            insert_cursor.execute(
+                                self.insert_events_statement, (events,), prepare=True
+                            )
+                            if changes:
+                                self.read_model.write(cursor, changes)
+                            self.chain.write_stream_links(cursor, links)
+                            cursor.execute("COMMIT", prepare=False)
+                    except BaseException:
+                        # A statement failed: the server skipped the rest, COMMIT too,
+                        # and holds the failed transaction open until told.
+                        if conn.info.transaction_status != TransactionStatus.IDLE:
+                            conn.rollback()
+                        raise
                     ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
             self.chain.committed(links)
             return ids
@@ -141,29 +157,61 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         (``wait``: for the lock; otherwise leave it to the sealer holding it)."""
         sealed = 0
         while True:
-            with self.datastore.transaction(commit=True) as cursor:
-                # Seals need not wait for the disk: one lost in a crash is given again,
-                # identically, by the next pass (the sealed log is always a prefix of the
-                # same order), and WAL order keeps a later seal from outliving it.
-                cursor.execute("SET LOCAL synchronous_commit = off")
-                if wait:
-                    cursor.execute(
-                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                        (_SEALER_LOCK_SPACE, self.datastore.schema),
-                    )
-                else:
-                    cursor.execute(
-                        "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
-                        (_SEALER_LOCK_SPACE, self.datastore.schema),
-                    )
-                    if not cursor.fetchone()["locked"]:
-                        return sealed
-                count = self.chain.seal_final(cursor)
+            count = self._seal_batch(wait=wait)
+            if count is None:
+                return sealed  # another sealer holds the lock
             sealed += count
             if count and self.sealed_hook is not None:
                 self.sealed_hook()  # committed: followers in this process may read them
             if count < SEAL_BATCH:
                 return sealed
+
+    def _seal_batch(self, *, wait: bool) -> int | None:
+        """One batch (``SqlChain.seal_final``) in three round trips: the lock, the head and
+        the bound; the final records below the bound; their seals and the commit."""
+        key = (_SEALER_LOCK_SPACE, self.datastore.schema)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor() as cursor,
+            conn.cursor() as locked,
+            conn.cursor() as head,
+            conn.cursor() as bound,
+        ):
+            try:
+                with conn.pipeline():
+                    cursor.execute("BEGIN", prepare=False)
+                    # Seals need not wait for the disk: one lost in a crash is given again,
+                    # identically, by the next pass (the sealed log is always a prefix of
+                    # the same order), and WAL order keeps a later seal from outliving it.
+                    cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
+                    if wait:
+                        locked.execute(
+                            "SELECT true AS locked, pg_advisory_xact_lock(%s, hashtext(%s))",
+                            key,
+                            prepare=True,
+                        )
+                    else:
+                        locked.execute(
+                            "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
+                            key,
+                            prepare=True,
+                        )
+                    # Statements after the lock's: read under it (when it was taken).
+                    head.execute(self.chain.select_head, prepare=True)
+                    assert self.chain.t.final is not None
+                    bound.execute(self.chain.t.final, prepare=True)
+                    if not locked.fetchone()["locked"]:
+                        cursor.execute("COMMIT", prepare=False)
+                        return None
+                    count = self.chain.seal_below(
+                        cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
+                    )
+                    cursor.execute("COMMIT", prepare=False)
+            except BaseException:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()
+                raise
+        return count
 
     def stop_sealing(self) -> None:
         self.sealer.stop()
@@ -171,13 +219,24 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 
 class BackgroundSealer:
     """Seals the log behind this process's writers, in a thread of its own: woken after
-    each save ends, it seals whatever is final then, in batches. Saves that end while it
-    seals are covered by its next pass, so a burst of saves costs a few passes, and no
-    save ever waits for one. It waits on an event, never on time."""
+    a save ends, it seals whatever is final then, in batches, and no save ever waits for
+    it. It starts a pass at most once every ``PACE`` seconds: saves that end in between
+    are covered by the next pass.
+
+    The pace: a pass costs the server and this process about as much CPU as a save
+    (a lock, the head, the bound over ``pg_locks``, the pending rows, their update), and
+    woken by every save it ran once per save. The first save after a quiet spell is
+    sealed at once; under load the sealed log lags the commits by at most ``PACE`` plus
+    one pass. Readers that need it current (the audit commands, the event feed) seal
+    first."""
+
+    PACE = 0.02  # seconds between the starts of two passes
 
     def __init__(self, recorder: PostgresSessionRecorder) -> None:
         self.recorder = recorder
         self._wanted = threading.Event()
+        self._stopped = threading.Event()
+        self._last_pass = -self.PACE
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -196,9 +255,13 @@ class BackgroundSealer:
     def _run(self) -> None:
         while True:
             self._wanted.wait()
+            # At most PACE, whatever the clock did (frozen or set back in tests); returns
+            # at once when the store stops (its last pass is stop()'s).
+            self._stopped.wait(min(self.PACE, self._last_pass + self.PACE - time.monotonic()))
             self._wanted.clear()
             if self._stopping:
                 return
+            self._last_pass = time.monotonic()
             try:
                 self.recorder.seal_log(wait=False)
             except OperationalError as error:
@@ -210,6 +273,7 @@ class BackgroundSealer:
 
     def stop(self) -> None:
         self._stopping = True
+        self._stopped.set()
         self._wanted.set()
         with self._starting:
             thread = self._thread

@@ -49,7 +49,7 @@ class SqlReadModel:
         name_prefix: str = "",
     ) -> None:
         self.m = marker
-        # Options for every write (psycopg: no server-side prepare, see PostgresSessionRecorder).
+        # Options for every write (psycopg: prepare, see PostgresSessionRecorder).
         self.write_options = write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
         # projects into those, then compares them with the live ones).

@@ -1,0 +1,150 @@
+"""A PostgreSQL save is one transaction sent in one round trip, and a save that fails
+part-way keeps nothing (ADR 0021, "Amended: fewer round trips and writes")."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import pq
+from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
+from sessionwire.application.ports.store import StoreConflict
+from sessionwire.domain.session import Session
+from sessionwire.domain.transcript import TranscriptMessage, content_blocks
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def opened(key: str) -> Session:
+    return Session.open(key=key, session_id=uuid.uuid4(), agent_id="main", at=AT)
+
+
+def with_message(session: Session, text: str) -> Session:
+    session.append_message(
+        TranscriptMessage(role="user", content=content_blocks(text), timestamp=0), at=AT
+    )
+    return session
+
+
+def texts(store: EventSourcedStore, session: Session) -> list[str]:
+    """The session's transcript texts, oldest first."""
+    messages = [
+        json.loads(row) for row in store.transcript(session.id, limit=10, include_tools=True)
+    ]
+    return [message["content"][0]["text"] for message in messages]
+
+
+@pytest.fixture
+def store(postgres_url: str) -> Iterator[EventSourcedStore]:
+    opened_store = EventSourcedStore(postgres_url, kind_of=no_kind)
+    opened_store.recorder.stop_sealing()  # only the save's own messages on its connection
+    yield opened_store
+    opened_store.close()
+
+
+@contextmanager
+def traced(store: EventSourcedStore, path: Path) -> Iterator[None]:
+    """libpq's protocol trace of every connection the store's saves take from its pool."""
+    datastore: Any = store.datastore
+    original = datastore.get_connection
+
+    @contextmanager
+    def tracing() -> Iterator[Any]:
+        with original() as conn, path.open("a") as out:
+            conn.pgconn.trace(out.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                yield conn
+            finally:
+                conn.pgconn.untrace()
+
+    datastore.get_connection = tracing
+    try:
+        yield
+    finally:
+        datastore.get_connection = original
+
+
+def sent(path: Path, message: str) -> int:
+    """How many times the client sent this protocol message."""
+    return sum(
+        1 for line in path.read_text().splitlines() if line.split("\t")[:3:2] == ["F", message]
+    )
+
+
+def test_an_append_is_one_round_trip(store: EventSourcedStore, tmp_path: Path) -> None:
+    session = opened("agent:main:a")
+    store.save(session)
+    trace = tmp_path / "trace.txt"
+    with traced(store, trace):
+        store.save(with_message(session, "one"))
+    # Every statement of the transaction, BEGIN and COMMIT included, goes out before the
+    # one Sync the client then waits on (psycopg's transaction() in a pipeline syncs
+    # after BEGIN, before COMMIT and after it: with the pipeline's own, four).
+    assert sent(trace, "Sync") == 1
+    assert sent(trace, "Execute") >= 5
+    assert texts(store, session) == ["one"]
+
+
+def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
+    store: EventSourcedStore, postgres_url: str
+) -> None:
+    session = opened("agent:main:a")
+    store.save(session)
+    # Its events insert fine; transcript rows already there fail the save after them.
+    schema = postgres_url.split("schema=")[1]
+    with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
+        connection.execute(
+            f'INSERT INTO "{schema}".sw_transcript (session, seq, role, message) '
+            "SELECT %s, seq, 'user', '{}' FROM generate_series(1, 10) AS seq",
+            (session.id.hex,),
+        )
+    with pytest.raises(StoreConflict):
+        store.save(with_message(session, "lost"))
+    with store.reading() as cursor:
+        cursor.execute(
+            f'SELECT (SELECT COUNT(*) FROM "{schema}".sessionwire_events) AS events, '
+            f'(SELECT COUNT(*) FROM "{schema}".sw_chain) AS links'
+        )
+        assert cursor.fetchone() == {"events": 1, "links": 1}
+    # Every pooled connection is idle again, and the next save on the session commits.
+    with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
+        connection.execute(f'DELETE FROM "{schema}".sw_transcript')
+    fresh = store.session("agent:main:a")
+    assert fresh is not None
+    store.save(with_message(fresh.to_aggregate(), "kept"))
+    assert texts(store, session) == ["kept"]
+
+
+def test_conflicts_on_every_pooled_connection_leave_their_prepared_statements_usable(
+    store: EventSourcedStore, postgres_url: str
+) -> None:
+    """The writes are server-side prepared statements; a conflict aborts the pipeline
+    that would have prepared some of them, and the connection's next saves still run."""
+    other = EventSourcedStore(postgres_url, kind_of=no_kind)
+    try:
+        other.save(opened("agent:main:a"))
+        for round_ in range(12):  # more than the pool has connections
+            stored = store.session("agent:main:a")
+            assert stored is not None
+            stale = stored.to_aggregate()
+            fresh = other.session("agent:main:a")
+            assert fresh is not None
+            other.save(with_message(fresh.to_aggregate(), f"won {round_}"))
+            with pytest.raises(StoreConflict):
+                store.save(with_message(stale, f"lost {round_}"))
+            again = store.session("agent:main:a")
+            assert again is not None
+            store.save(with_message(again.to_aggregate(), f"kept {round_}"))
+        session = store.session("agent:main:a")
+        assert session is not None
+        assert len(texts(store, session.to_aggregate())) == 10  # the last ten of 24
+    finally:
+        other.close()
