@@ -19,6 +19,7 @@ from typing import Any
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.postgres_writer import save_threads
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.telemetry import Telemetry
 from sessionwire.domain.session import Session, session_uuid
@@ -204,3 +205,8 @@ def test_closing_the_store_finishes_a_save_in_progress_and_seals_it(postgres_url
         assert reopened.sealed_position() == reopened.log_position() == 1
     finally:
         reopened.close()
+
+
+def test_the_save_threads_leave_most_of_the_connection_pool_to_the_rest() -> None:
+    # eventsourcing's default pool: 5 connections and 10 more on demand.
+    assert [save_threads(size) for size in (15, 8, 5, 2, 1)] == [4, 4, 2, 1, 1]
