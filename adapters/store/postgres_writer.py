@@ -11,10 +11,11 @@ and the loser is a ``StoreConflict`` that its unit of work retries on fresh stat
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
@@ -35,10 +36,21 @@ def save_threads(pool_max_size: int) -> int:
     return max(1, min(SAVE_THREADS, pool_max_size // 2))
 
 
+@dataclass(frozen=True)
+class PendingSave:
+    stored: Sequence[StoredEvent]
+    changes: ReadModelChanges | None
+    settle: Settle
+
+
 class PostgresWriter:
     """Runs each save on a worker thread, then calls its ``settle`` there (a
     ``SavesWriter``): None once committed, else the error, a duplicate event as
-    ``StoreConflict`` exactly as ``EventSourcedStore.save`` maps it."""
+    ``StoreConflict`` exactly as ``EventSourcedStore.save`` maps it.
+
+    Its own threads on one queue, not a ``ThreadPoolExecutor``: the executor's futures
+    and bookkeeping cost a sequential append a hand-off about twice as dear (measured
+    in-process, 2,000 hand-offs, ~70 against ~30 µs of CPU each on this machine)."""
 
     blocking_saves_in_place = True
     """A blocking ``save`` waits for its transaction either way: it writes on its own
@@ -46,13 +58,12 @@ class PostgresWriter:
 
     def __init__(self, recorder: Any, *, threads: int) -> None:
         self.recorder = recorder
+        self.threads = threads
+        self._queue: queue.SimpleQueue[PendingSave | None] = queue.SimpleQueue()
         self._guard = threading.Lock()
         self._closed = False
-        # Threads start on demand, up to ``threads``; a save waits in the executor's
-        # queue while all are busy (never for the loop).
-        self._executor = ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="sessionwire-pg-save"
-        )
+        self._started: list[threading.Thread] = []
+        self._idle = 0  # threads waiting for a save
 
     def submit(
         self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
@@ -60,20 +71,35 @@ class PostgresWriter:
         with self._guard:
             if self._closed:
                 raise WriterClosed("the store is closed")
-            self._executor.submit(self._save, stored, changes, settle)
+            # Threads start on demand, up to ``threads``: one more only when none is
+            # waiting; otherwise the save waits in the queue (never on the loop).
+            if not self._idle and len(self._started) < self.threads:
+                thread = threading.Thread(target=self._run, name="sessionwire-pg-save", daemon=True)
+                self._started.append(thread)
+                thread.start()
+        self._queue.put(PendingSave(stored, changes, settle))
 
-    def _save(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
-    ) -> None:
+    def _run(self) -> None:
+        while True:
+            with self._guard:
+                self._idle += 1
+            save = self._queue.get()
+            with self._guard:
+                self._idle -= 1
+            if save is None:
+                return
+            self._save(save)
+
+    def _save(self, save: PendingSave) -> None:
         outcome: BaseException | None = None
         try:
-            self.recorder.insert_events(stored, **{READ_MODEL_KEY: changes})
+            self.recorder.insert_events(save.stored, **{READ_MODEL_KEY: save.changes})
         except IntegrityError as error:
             outcome = StoreConflict(str(error))
             outcome.__cause__ = error
         except BaseException as error:  # whatever it is, its caller hears it
             outcome = error
-        settle(outcome)
+        save.settle(outcome)
 
     def paused(self) -> AbstractContextManager[None]:
         # Another connection's transaction needs no pause: PostgreSQL runs it beside the
@@ -84,4 +110,8 @@ class PostgresWriter:
         """Finish every save submitted (each settles), then stop the threads."""
         with self._guard:
             self._closed = True
-        self._executor.shutdown(wait=True)
+            started = list(self._started)
+        for _ in started:
+            self._queue.put(None)  # behind every save submitted
+        for thread in started:
+            thread.join()
