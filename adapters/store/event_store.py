@@ -31,6 +31,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic
 from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.application.ports.audit_log import StoredRecord
@@ -240,6 +241,7 @@ class EventSourcedStore(Store):
         # settlement ran there (loop thread only); blocking ones, by their futures.
         self._settling = 0
         self._settled_waiters: list[asyncio.Future[None]] = []
+        self._handoff: LoopHandoff | None = None
         self._guard = threading.Lock()
         self._blocking: set[Future[None]] = set()
         if writer or self.backend.admits_many_writers():
@@ -353,21 +355,28 @@ class EventSourcedStore(Store):
                     }
                 )
 
+        def abandoned() -> None:
+            # The loop closed meanwhile: nobody waits, nothing runs on it any more; the
+            # save is no longer in flight (the cache, unchanged, is only stale: the next
+            # save over it conflicts and reads the row again). Called from a writer's
+            # thread; PostgreSQL's has several, so the count is guarded.
+            with self._guard:
+                self._settling -= 1
+
+        handoff = self._handoff_to(loop)
+
         def settle(outcome: BaseException | None) -> None:
-            # The writer thread's one hand-off to the loop: a single wake-up per save.
-            try:
-                loop.call_soon_threadsafe(settled, outcome)
-            except RuntimeError:
-                # The loop closed meanwhile: nobody waits, nothing runs on it any more;
-                # the save is no longer in flight (the cache, unchanged, is only stale:
-                # the next save over it conflicts and reads the row again). Several
-                # writer threads may get here at once: the count is guarded.
-                with self._guard:
-                    self._settling -= 1
+            # The writer thread's hand-off: settled on the loop, one save per loop turn.
+            handoff.put(Settlement(settled, abandoned, outcome))
 
         self.writer.submit(stored, changes, settle)
         self._settling += 1
         await done
+
+    def _handoff_to(self, loop: asyncio.AbstractEventLoop) -> LoopHandoff:
+        if self._handoff is None or self._handoff.loop is not loop:
+            self._handoff = LoopHandoff(loop)
+        return self._handoff
 
     def writes_in_flight(self) -> int:
         with self._guard:

@@ -9,6 +9,7 @@ share a batch is decided by the test, not by timing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sqlite3
 import threading
@@ -281,3 +282,42 @@ def test_a_save_settled_after_its_loop_closed_is_no_longer_in_flight(db: Path, g
     with sqlite3.connect(db) as connection:
         (count,) = connection.execute("SELECT count(*) FROM sw_sessions").fetchone()
     assert count == 1
+
+
+async def test_callers_of_saves_committed_together_are_woken_a_loop_turn_apart(
+    db: Path, gate: Gate
+) -> None:
+    """A commit of many saves does not wake all their callers in one loop turn: between
+    two, the loop turns (and polls its sockets), so a request that arrives meanwhile waits
+    for one caller's work, not for the whole batch's (issue 14, target 3)."""
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    seen: list[str] = []
+    ticking = True
+
+    async def tick() -> None:
+        while ticking:
+            seen.append("turn")
+            await asyncio.sleep(0)  # one loop turn, no real time
+
+    async def save(n: int) -> None:
+        session = Session.open(key=f"agent:main:s{n}", session_id=uuid4(), agent_id="main", at=AT)
+        await store.save_async(session)
+        seen.append(f"saved {n}")
+
+    try:
+        first = asyncio.create_task(save(0))
+        await until(gate.entered.is_set)  # the writer holds s0's batch
+        together = [asyncio.create_task(save(n)) for n in (1, 2, 3)]
+        await until(lambda: store.writes_in_flight() == 4)  # queued: the next batch
+        ticker = asyncio.create_task(tick())
+        gate.open()
+        await asyncio.gather(first, *together)
+        ticking = False
+        await ticker
+        assert writer_of(store).commits == 2  # s0, then s1-s3 in one batch
+        woken = [i for i, entry in enumerate(seen) if entry in ("saved 1", "saved 2", "saved 3")]
+        assert len(woken) == 3
+        assert all(later - earlier > 1 for earlier, later in itertools.pairwise(woken)), seen
+    finally:
+        gate.open()
+        store.close()

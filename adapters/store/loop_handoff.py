@@ -1,0 +1,69 @@
+"""Saves settled by a writer thread, handed back to the event loop one per loop turn.
+
+A group commit settles many saves at once (44 per commit with 50 writers). Handed back
+one wake-up each, they all ran in the loop's next turn, and each woke a caller that
+prepared its next save: a burst of about 10 ms in which the loop polled no socket, so a
+request that arrived meanwhile waited for all of it (``sessions_list`` over HTTP, p99
+4× its idle p99 under 50 writers). Here the thread wakes the loop once per batch, and the
+loop settles one save per turn, in commit order: between two, it polls its sockets and
+runs what became ready, the woken caller included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Outcome = BaseException | None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    settled: Callable[[Outcome], None]
+    """Runs on the loop: what follows the commit (or the failure) there."""
+    abandoned: Callable[[], None]
+    """Runs on the writer's thread instead, when the loop has closed: nothing will run."""
+    outcome: Outcome
+
+
+class LoopHandoff:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._pending: deque[Settlement] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def put(self, settlement: Settlement) -> None:
+        """From the writer's thread: ``settlement`` runs on the loop after those put before."""
+        with self._lock:
+            self._pending.append(settlement)
+            if self._scheduled and not self.loop.is_closed():
+                return
+            self._scheduled = True
+        try:
+            self.loop.call_soon_threadsafe(self._settle_one)
+        except RuntimeError:  # the loop closed: whatever waits here never runs
+            with self._lock:
+                dropped, self._pending = list(self._pending), deque()
+                self._scheduled = False
+            for lost in dropped:
+                lost.abandoned()
+
+    def _settle_one(self) -> None:
+        with self._lock:
+            if not self._pending:
+                self._scheduled = False
+                return
+            settlement = self._pending.popleft()
+            more = bool(self._pending)
+            self._scheduled = more
+        try:
+            settlement.settled(settlement.outcome)
+        finally:
+            if more:
+                # The next turn, behind what this one woke (the caller whose save it
+                # was); the loop polls its sockets before that turn.
+                self.loop.call_soon(self._settle_one)
