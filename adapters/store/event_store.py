@@ -128,9 +128,18 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
+class WriterClosed(RuntimeError):
+    """A save submitted after the store was closed."""
+
+
 class SavesWriter(Protocol):
-    """Writes prepared saves on its own thread; each one's ``settle`` is called from that
-    thread once it is committed (None) or failed (the error). ``settle`` must not raise."""
+    """Writes prepared saves on its own thread(s); each one's ``settle`` is called from
+    there once it is committed (None) or failed (the error). ``settle`` must not raise."""
+
+    blocking_saves_in_place: bool
+    """A blocking ``save`` may write through the recorder on its caller's thread (True),
+    or must be submitted and waited for (False: the writer's connection is the one that
+    writes, SQLite)."""
 
     def submit(
         self,
@@ -179,8 +188,9 @@ class StoreBackend(SessionLocks, ABC):
         return True
 
     def open_writer(self, store: EventSourcedStore) -> SavesWriter | None:
-        """A writer that takes saves off the caller's thread and commits them in groups,
-        if this backend has one (ADR 0020); None: saves go through the recorder."""
+        """A writer that takes saves off the caller's thread (SQLite's commits them in
+        groups, ADR 0020), if this backend has one; None: saves go through the recorder
+        on the caller's thread, an event loop's included."""
         return None
 
 
@@ -279,7 +289,7 @@ class EventSourcedStore(Store):
         if prepared is None:
             return
         stored, changes = prepared
-        if self.writer is None:
+        if self.writer is None or self.writer.blocking_saves_in_place:
             try:
                 # Straight to the recorder: Application.save() adds per-event bookkeeping
                 # (recordings, protocol checks) that nothing here uses, on the hot path.
@@ -348,8 +358,10 @@ class EventSourcedStore(Store):
         def abandoned() -> None:
             # The loop closed meanwhile: nobody waits, nothing runs on it any more; the
             # save is no longer in flight (the cache, unchanged, is only stale: the next
-            # save over it conflicts and reads the row again).
-            self._settling -= 1
+            # save over it conflicts and reads the row again). Called from a writer's
+            # thread; PostgreSQL's has several, so the count is guarded.
+            with self._guard:
+                self._settling -= 1
 
         handoff = self._handoff_to(loop)
 

@@ -4,7 +4,8 @@ Gateway processes on one schema write in parallel: a save takes no lock but its 
 rows (eventsourcing's table lock and NOTIFY are left out), writing each event's stream
 link; the log's order and log hashes are sealed behind the writers (ADR 0016, 0021).
 They create the tables once between them, and lock each session while a run executes
-in it.
+in it. An awaited save runs on a worker thread (``postgres_writer.py``), off the event
+loop.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sessionwire.adapters.store.event_store import (
     no_kind,
     record_contents,
 )
+from sessionwire.adapters.store.postgres_writer import PostgresWriter, save_threads
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.projection import ReadModelChanges
@@ -447,3 +449,10 @@ class PostgresBackend(StoreBackend):
     def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:
         # Explicit ids leave the id sequence behind; the next event must follow.
         chain.advance_sequence(cursor)
+
+    def open_writer(self, store: EventSourcedStore) -> PostgresWriter:
+        # An awaited save runs on a worker thread: the event loop goes on meanwhile.
+        recorder = store.recorder
+        assert isinstance(recorder, PostgresSessionRecorder)
+        threads = save_threads(recorder.datastore.pool.max_size)
+        return PostgresWriter(recorder, threads=threads)

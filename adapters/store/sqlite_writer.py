@@ -33,7 +33,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from sessionwire.adapters.store.chain import SqlChain
-from sessionwire.adapters.store.event_store import record_contents
+from sessionwire.adapters.store.event_store import WriterClosed, record_contents
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.projection import ReadModelChanges
@@ -57,11 +57,10 @@ class PendingSave:
     settle: Settle
 
 
-class WriterClosed(RuntimeError):
-    """A save submitted after the store was closed."""
-
-
 class SQLiteWriter:
+    # Every write of this process goes through the one connection below (group commit).
+    blocking_saves_in_place = False
+
     def __init__(
         self,
         database: str,
