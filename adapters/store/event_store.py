@@ -24,6 +24,7 @@ from contextlib import (
     nullcontext,
     suppress,
 )
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, cast
 from uuid import UUID
 
@@ -71,7 +72,7 @@ def no_kind(state: SessionState) -> str:
     return "other"
 
 
-def _settle_future(written: Future[None]) -> Callable[[BaseException | None], None]:
+def _settle_future(written: Future[None]) -> Settle:
     def settle(outcome: BaseException | None) -> None:
         if outcome is None:
             written.set_result(None)
@@ -132,6 +133,19 @@ class WriterClosed(RuntimeError):
     """A save submitted after the store was closed."""
 
 
+Settle = Callable[[BaseException | None], None]
+"""Told a save's outcome on its writer's thread, once: None when committed, else the error."""
+
+
+@dataclass(frozen=True)
+class PendingSave:
+    """One save's rows, prepared on the caller's thread, written on a writer's."""
+
+    stored: Sequence[StoredEvent]
+    changes: ReadModelChanges | None
+    settle: Settle
+
+
 class SavesWriter(Protocol):
     """Writes prepared saves on its own thread(s); each one's ``settle`` is called from
     there once it is committed (None) or failed (the error). ``settle`` must not raise."""
@@ -142,10 +156,7 @@ class SavesWriter(Protocol):
     writes, SQLite)."""
 
     def submit(
-        self,
-        stored: Sequence[StoredEvent],
-        changes: ReadModelChanges | None,
-        settle: Callable[[BaseException | None], None],
+        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
     ) -> None: ...
 
     def paused(self) -> AbstractContextManager[None]: ...

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from sessionwire.adapters.store.event_store import READ_MODEL_KEY, WriterClosed
+from sessionwire.adapters.store.event_store import (
+    READ_MODEL_KEY,
+    PendingSave,
+    Settle,
+    WriterClosed,
+)
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.projection import ReadModelChanges
 
@@ -28,19 +32,10 @@ SAVE_THREADS = 4
 its transaction; the pool's other connections stay for reads, session locks (one per run
 in progress) and the sealer."""
 
-Settle = Callable[[BaseException | None], None]
-
 
 def save_threads(pool_max_size: int) -> int:
     """Threads for a pool of ``pool_max_size`` connections: at most half of it."""
     return max(1, min(SAVE_THREADS, pool_max_size // 2))
-
-
-@dataclass(frozen=True)
-class PendingSave:
-    stored: Sequence[StoredEvent]
-    changes: ReadModelChanges | None
-    settle: Settle
 
 
 class PostgresWriter:

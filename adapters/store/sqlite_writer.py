@@ -26,14 +26,18 @@ import queue
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from sessionwire.adapters.store.chain import SqlChain
-from sessionwire.adapters.store.event_store import WriterClosed, record_contents
+from sessionwire.adapters.store.event_store import (
+    PendingSave,
+    Settle,
+    WriterClosed,
+    record_contents,
+)
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.projection import ReadModelChanges
@@ -42,19 +46,6 @@ from sessionwire.domain.hash_chain import BATCH_TOPIC, ChainLink, LogHead, chain
 MAX_BATCH = 256
 STREAM_HEADS = 10_000  # streams whose last link is kept (bounded: RSS flat)
 LOCK_TIMEOUT_SECONDS = 30.0
-
-
-Settle = Callable[[BaseException | None], None]
-"""Told a save's outcome on the writer thread, once: None when committed, else the error."""
-
-
-@dataclass(frozen=True)
-class PendingSave:
-    """One save's rows, prepared on the caller's thread, written on the writer's."""
-
-    stored: Sequence[StoredEvent]
-    changes: ReadModelChanges | None
-    settle: Settle
 
 
 class SQLiteWriter:
