@@ -11,9 +11,7 @@ once instead of waiting, so the test fails rather than hangs.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -23,21 +21,9 @@ from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.application.audit.export import export_lines, import_export
 from sessionwire.application.audit.verify import verify
 from sessionwire.domain.session import Session
-from sessionwire.domain.transcript import TranscriptMessage, content_blocks
+from store_sessions import opened, with_message
 
-AT = datetime(2026, 1, 1, tzinfo=UTC)
 HELD = 60  # seconds: only a bound on a broken test, never reached when it passes
-
-
-def opened(key: str) -> Session:
-    return Session.open(key=key, session_id=uuid.uuid4(), agent_id="main", at=AT)
-
-
-def with_message(session: Session, text: str) -> Session:
-    session.append_message(
-        TranscriptMessage(role="user", content=content_blocks(text), timestamp=0), at=AT
-    )
-    return session
 
 
 class HeldSave:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from sessionwire import Gateway, GatewayConfig
@@ -22,9 +20,9 @@ from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.postgres_writer import save_threads
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.telemetry import Telemetry
-from sessionwire.domain.session import Session, session_uuid
+from sessionwire.domain.session import session_uuid
+from store_sessions import opened
 
-AT = datetime(2026, 1, 1, tzinfo=UTC)
 HELD = 60  # seconds: only a bound on a broken test, never reached when it passes
 LOOP_TURNS = 1_000
 
@@ -68,10 +66,6 @@ class CountingTelemetry(Telemetry):
 
     def conflict_retried(self) -> None:
         self.retries += 1
-
-
-def opened(key: str) -> Session:
-    return Session.open(key=key, session_id=uuid.uuid4(), agent_id="main", at=AT)
 
 
 def texts(store: EventSourcedStore, key: str) -> list[str]:

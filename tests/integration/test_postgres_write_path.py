@@ -4,10 +4,8 @@ part-way keeps nothing (ADR 0021, "Amended: fewer round trips and writes")."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +15,7 @@ from psycopg import pq
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.application.ports.store import StoreConflict
 from sessionwire.domain.session import Session
-from sessionwire.domain.transcript import TranscriptMessage, content_blocks
-
-AT = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def opened(key: str) -> Session:
-    return Session.open(key=key, session_id=uuid.uuid4(), agent_id="main", at=AT)
-
-
-def with_message(session: Session, text: str) -> Session:
-    session.append_message(
-        TranscriptMessage(role="user", content=content_blocks(text), timestamp=0), at=AT
-    )
-    return session
+from store_sessions import opened, with_message
 
 
 def texts(store: EventSourcedStore, session: Session) -> list[str]:
