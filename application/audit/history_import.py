@@ -115,27 +115,36 @@ def import_sessions(
             progress(done + count)
 
     for key, item in sorted(newest.items(), key=lambda pair: pair[1].updated_at):
-        if store.session(key) is not None:
-            report.skipped.append(key)
-            done += len(item.messages)
-            dealt_with(0)
-            continue
-        try:
-            session = _session(store, rules, ids, key, item, source, report, dealt_with)
-        except (ValueError, OverflowError) as error:
-            # A value the reader let through but the session refuses: this session is
-            # reported and left out, the others are still imported.
-            report.problems.append(Problem(file=item.file, line=0, reason=f"{key}: {error}"))
-            done += len(item.messages)
-            dealt_with(0)
-            continue
-        store.save(session)
-        done += len(item.messages)
+        _import_session(store, rules, ids, key, item, source, report, dealt_with)
+        done += len(item.messages)  # imported, skipped or refused: dealt with
         dealt_with(0)
-        report.imported.append(key)
-        report.messages += session.state.message_count
-        log.info("session imported", session_key=key, messages=session.state.message_count)
     return report
+
+
+def _import_session(
+    store: Store,
+    rules: KeyRules,
+    ids: IdSource,
+    key: str,
+    item: SourceSession,
+    source: str,
+    report: ImportReport,
+    dealt_with: Callable[[int], None],
+) -> None:
+    if store.session(key) is not None:
+        report.skipped.append(key)
+        return
+    try:
+        session = _session(store, rules, ids, key, item, source, report, dealt_with)
+    except (ValueError, OverflowError) as error:
+        # A value the reader let through but the session refuses: this session is
+        # reported and left out, the others are still imported.
+        report.problems.append(Problem(file=item.file, line=0, reason=f"{key}: {error}"))
+        return
+    store.save(session)
+    report.imported.append(key)
+    report.messages += session.state.message_count
+    log.info("session imported", session_key=key, messages=session.state.message_count)
 
 
 def _session(
