@@ -45,6 +45,19 @@ from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.hash_chain import stream_links
 
 
+@contextmanager
+def rolled_back_on_failure(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A transaction begun by hand (``BEGIN`` in a pipeline) that fails is rolled back: a
+    failed statement made the server skip the rest, ``COMMIT`` too, and it holds the
+    failed transaction open until told."""
+    try:
+        yield
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()
+        raise
+
+
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
@@ -113,26 +126,16 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                     for e in stored_events
                 ]
                 with conn.cursor() as insert_cursor, conn.cursor() as cursor:
-                    try:
-                        # BEGIN and COMMIT queued with the statements: one sync, one
-                        # round trip. (conn.transaction() inside a pipeline syncs after
-                        # its BEGIN, before its COMMIT and after it: with the pipeline's
-                        # own, four.)
-                        with conn.pipeline():
-                            cursor.execute("BEGIN", prepare=False)
-                            insert_cursor.execute(
-                                self.insert_events_statement, (events,), prepare=True
-                            )
-                            if changes:
-                                self.read_model.write(cursor, changes)
-                            self.chain.write_stream_links(cursor, links)
-                            cursor.execute("COMMIT", prepare=False)
-                    except BaseException:
-                        # A statement failed: the server skipped the rest, COMMIT too,
-                        # and holds the failed transaction open until told.
-                        if conn.info.transaction_status != TransactionStatus.IDLE:
-                            conn.rollback()
-                        raise
+                    # BEGIN and COMMIT queued with the statements: one sync, one round
+                    # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
+                    # before its COMMIT and after it: with the pipeline's own, four.)
+                    with rolled_back_on_failure(conn), conn.pipeline():
+                        cursor.execute("BEGIN", prepare=False)
+                        insert_cursor.execute(self.insert_events_statement, (events,), prepare=True)
+                        if changes:
+                            self.read_model.write(cursor, changes)
+                        self.chain.write_stream_links(cursor, links)
+                        cursor.execute("COMMIT", prepare=False)
                     ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
             self.chain.committed(links)
             return ids
@@ -178,41 +181,37 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             conn.cursor() as locked,
             conn.cursor() as head,
             conn.cursor() as bound,
+            rolled_back_on_failure(conn),
+            conn.pipeline(),
         ):
-            try:
-                with conn.pipeline():
-                    cursor.execute("BEGIN", prepare=False)
-                    # Seals need not wait for the disk: one lost in a crash is given again,
-                    # identically, by the next pass (the sealed log is always a prefix of
-                    # the same order), and WAL order keeps a later seal from outliving it.
-                    cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
-                    if wait:
-                        locked.execute(
-                            "SELECT true AS locked, pg_advisory_xact_lock(%s, hashtext(%s))",
-                            key,
-                            prepare=True,
-                        )
-                    else:
-                        locked.execute(
-                            "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
-                            key,
-                            prepare=True,
-                        )
-                    # Statements after the lock's: read under it (when it was taken).
-                    head.execute(self.chain.select_head, prepare=True)
-                    assert self.chain.t.final is not None
-                    bound.execute(self.chain.t.final, prepare=True)
-                    if not locked.fetchone()["locked"]:
-                        cursor.execute("COMMIT", prepare=False)
-                        return None
-                    count = self.chain.seal_below(
-                        cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
-                    )
-                    cursor.execute("COMMIT", prepare=False)
-            except BaseException:
-                if conn.info.transaction_status != TransactionStatus.IDLE:
-                    conn.rollback()
-                raise
+            cursor.execute("BEGIN", prepare=False)
+            # Seals need not wait for the disk: one lost in a crash is given again,
+            # identically, by the next pass (the sealed log is always a prefix of
+            # the same order), and WAL order keeps a later seal from outliving it.
+            cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
+            if wait:
+                locked.execute(
+                    "SELECT true AS locked, pg_advisory_xact_lock(%s, hashtext(%s))",
+                    key,
+                    prepare=True,
+                )
+            else:
+                locked.execute(
+                    "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
+                    key,
+                    prepare=True,
+                )
+            # Statements after the lock's: read under it (when it was taken).
+            head.execute(self.chain.select_head, prepare=True)
+            assert self.chain.t.final is not None
+            bound.execute(self.chain.t.final, prepare=True)
+            if not locked.fetchone()["locked"]:
+                cursor.execute("COMMIT", prepare=False)
+                return None
+            count = self.chain.seal_below(
+                cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
+            )
+            cursor.execute("COMMIT", prepare=False)
         return count
 
     def stop_sealing(self) -> None:
