@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.off_loop import open_off_loop
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
+from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.event_stream.subscription import Subscription
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
@@ -33,8 +37,17 @@ def open_event_store(
     )
 
 
-class Gateway(GatewayService):
-    """The public gateway. Open it with ``await Gateway.open(...)``; close it when done."""
+class Gateway:
+    """The public gateway. Open it with ``await Gateway.open(...)``; close it when done.
+
+    Every method is a coroutine but ``tool_schemas`` and ``subscribe`` (decision 23):
+    the store's work runs off the event loop, which only waits for it. What the gateway
+    runs on (its store, run engine, resume) is not part of it: ``service_of`` hands the
+    adapters that serve it (HTTP, MCP, the console) the service underneath.
+    """
+
+    def __init__(self, service: GatewayService) -> None:
+        self._service = service
 
     @classmethod
     async def open(
@@ -62,9 +75,10 @@ class Gateway(GatewayService):
         OpenTelemetry); none by default."""
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.load(config)
-        event_store = open_event_store(store, config, writer=resume)
-        gateway = cls(
-            store=event_store,
+        chosen = config
+        opened = await open_off_loop(lambda: open_event_store(store, chosen, writer=resume))
+        service = GatewayService(
+            store=opened,
             config=config,
             clock=clock or SystemClock(),
             ids=ids or RandomIds(),
@@ -73,8 +87,130 @@ class Gateway(GatewayService):
             telemetry=telemetry,
         )
         if resume:
-            gateway.resume()
-        return gateway
+            try:
+                await service.resume()
+            except BaseException:
+                await service.close()
+                raise
+        return cls(service)
+
+    async def record_message(
+        self,
+        session_key: str,
+        *,
+        role: str,
+        content: str | list[dict[str, Any]],
+        channel: str | None = None,
+        chat_type: str | None = None,
+        display_name: str | None = None,
+        to: str | None = None,
+        account_id: str | None = None,
+        label: str | None = None,
+        sender_is_owner: bool = False,
+        usage: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """Append one transcript message (opening the session on its first message)."""
+        return await self._service.record_message(
+            session_key,
+            role=role,
+            content=content,
+            channel=channel,
+            chat_type=chat_type,
+            display_name=display_name,
+            to=to,
+            account_id=account_id,
+            label=label,
+            sender_is_owner=sender_is_owner,
+            usage=usage,
+            model=model,
+        )
+
+    async def record_many(
+        self, session_key: str, messages: Sequence[Mapping[str, Any]], **routing: Any
+    ) -> dict[str, Any]:
+        """Append a batch of messages to one session, all or nothing (``channel``,
+        ``chat_type``, ``display_name``, ``to``, ``account_id`` apply to each)."""
+        return await self._service.record_many(session_key, messages, **routing)
+
+    async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
+        """``sessions.patch``: set or clear label, model, levels, sendPolicy, busy."""
+        return await self._service.patch_session(session_key, **changes)
+
+    async def call_tool(self, requester: str, name: str, params: Any = None) -> dict[str, Any]:
+        """Run one tool for the session ``requester``; never raises."""
+        return await self._service.call_tool(requester, name, params)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return self._service.tool_schemas()
+
+    async def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+        """The run as a camelCase dict; None for an unknown, malformed or hidden id."""
+        return await self._service.run(run_id, requester=requester)
+
+    async def runs(
+        self,
+        *,
+        session_key: str | None = None,
+        status: str | None = None,
+        trace_id: str | None = None,
+        limit: int = RUNS_DEFAULT_LIMIT,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """``{"runs": [...]}``: runs newest first, filtered, at most ``limit``."""
+        return await self._service.runs(
+            session_key=session_key,
+            status=status,
+            trace_id=trace_id,
+            limit=limit,
+            requester=requester,
+        )
+
+    async def cancel_run(
+        self, run_id: str, reason: str = "", *, requester: str | None = None
+    ) -> dict[str, Any] | None:
+        """Cancel a queued or running run, and the runs it caused."""
+        return await self._service.cancel_run(run_id, reason, requester=requester)
+
+    async def session_as_of(
+        self, session_key: str, *, version: int | None = None, at: datetime | None = None
+    ) -> SessionAsOf:
+        """The session's row and transcript at ``version`` or instant ``at`` (else now)."""
+        return await self._service.session_as_of(session_key, version=version, at=at)
+
+    async def timeline(self, session_key: str) -> Timeline:
+        """Every event of the session and of the runs, exchanges and spawns it took part in."""
+        return await self._service.timeline(session_key)
+
+    async def trace(self, trace_id: str) -> Trace:
+        """The chain of a trace: who caused what, as a tree in causal order."""
+        return await self._service.trace(trace_id)
+
+    def subscribe(
+        self,
+        after: int | str = 0,
+        *,
+        session_key: str | None = None,
+        trace_id: str | None = None,
+        requester: str | None = None,
+    ) -> Subscription:
+        """The recorded events after position ``after``, then each new one (docs/events.md)."""
+        return self._service.subscribe(
+            after, session_key=session_key, trace_id=trace_id, requester=requester
+        )
+
+    async def wait_idle(self) -> None:
+        """Return once no work of this gateway is runnable before the clock's next due time."""
+        await self._service.wait_idle()
+
+    async def close(self) -> None:
+        """Stop every task the gateway started, then close the store; never hangs."""
+        await self._service.close()
+
+
+def service_of(gateway: Gateway) -> GatewayService:
+    """The service under a public gateway: for the adapters that serve it and for tests."""
+    return gateway._service
 
 
 class SyncGateway:
@@ -111,7 +247,7 @@ class SyncGateway:
         return self._gateway.tool_schemas()
 
     def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
-        return self._gateway.run(run_id, requester=requester)
+        return self._run(self._gateway.run(run_id, requester=requester))
 
     def runs(
         self,
@@ -122,12 +258,14 @@ class SyncGateway:
         limit: int = RUNS_DEFAULT_LIMIT,
         requester: str | None = None,
     ) -> dict[str, Any]:
-        return self._gateway.runs(
-            session_key=session_key,
-            status=status,
-            trace_id=trace_id,
-            limit=limit,
-            requester=requester,
+        return self._run(
+            self._gateway.runs(
+                session_key=session_key,
+                status=status,
+                trace_id=trace_id,
+                limit=limit,
+                requester=requester,
+            )
         )
 
     def cancel_run(
@@ -136,10 +274,13 @@ class SyncGateway:
         return self._run(self._gateway.cancel_run(run_id, reason, requester=requester))
 
     def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
-        return self._gateway.session_as_of(session_key, **point)
+        return self._run(self._gateway.session_as_of(session_key, **point))
 
     def timeline(self, session_key: str) -> Timeline:
-        return self._gateway.timeline(session_key)
+        return self._run(self._gateway.timeline(session_key))
+
+    def trace(self, trace_id: str) -> Trace:
+        return self._run(self._gateway.trace(trace_id))
 
     def wait_idle(self) -> None:
         self._run(self._gateway.wait_idle())

@@ -15,8 +15,9 @@ from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
-from sessionwire.application.ports.store import Store, StoreInUse
+from sessionwire.application.ports.store import StoreInUse
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.causality import Causality, hop_limit_reached
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
@@ -63,7 +64,7 @@ class ToolServices:
 
 @dataclass(frozen=True)
 class ToolContext:
-    store: Store
+    store: AsyncStore
     config: GatewayConfig
     clock: Clock
     requester: Requester
@@ -120,7 +121,7 @@ class ToolContext:
             return None
         return hop_limit_refusal(max_hops)
 
-    def record_refusal(
+    async def record_refusal(
         self, refusal: Refusal, *, tool: str, reference: str, target_key: str | None
     ) -> None:
         """Keep a refused request as evidence (who, what, which rule, from which chain)."""
@@ -138,7 +139,7 @@ class ToolContext:
             caller_run_id=caller.run_id if caller else None,
         )
         try:
-            self.store.save(refused)
+            await self.store.save(refused)
         except StoreInUse:
             # A reader beside the SQLite file's live writer may not write (decision 20);
             # the refusal still answers, and the log says what was not kept.

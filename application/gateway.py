@@ -41,6 +41,7 @@ from sessionwire.application.orchestration.runs import (
     current_turn,
 )
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
@@ -128,7 +129,7 @@ class GatewayService:
     def __init__(
         self,
         *,
-        store: Store,
+        store: AsyncStore,
         config: GatewayConfig,
         clock: Clock,
         ids: IdSource,
@@ -194,7 +195,8 @@ class GatewayService:
                 free_slots=self.run_engine.free_slots,
                 slots=defaults.maxConcurrent,
                 pending_runs=self._pending_runs,
-                outbox_depth=lambda: len(store.pending_work("delivery", ("pending",))),
+                # Read when metrics are collected, on the collector's thread.
+                outbox_depth=lambda: len(store.blocking.pending_work("delivery", ("pending",))),
             )
         )
         self.run_queries = RunQueries(store, config, clock)
@@ -212,15 +214,15 @@ class GatewayService:
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)
 
-    def resume(self) -> None:
+    async def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
         # Timers that came due while the gateway was down fire first (late, once), so no
         # resumed run reaches an agent in a child that is archived by now.
-        archived = self.spawns.archive_overdue()
-        runs = self.run_engine.resume()
-        exchanges = self.exchanges.resume()
-        spawns = self.spawns.resume()
-        deliveries = self.outbox.resume()
+        archived = await self.spawns.archive_overdue()
+        runs = await self.run_engine.resume()
+        exchanges = await self.exchanges.resume()
+        spawns = await self.spawns.resume()
+        deliveries = await self.outbox.resume()
         if runs or exchanges or spawns or deliveries or archived:
             self.log.info(
                 "resumed pending work",
@@ -232,8 +234,9 @@ class GatewayService:
             )
 
     def _pending_runs(self) -> dict[str, int]:
+        # Read when metrics are collected, on the collector's thread.
         return {
-            status: len(self.store.pending_work("run", (status,)))
+            status: len(self.store.blocking.pending_work("run", (status,)))
             for status in ("queued", "running")
         }
 
@@ -283,9 +286,9 @@ class GatewayService:
 
         command = parse_send_command(message.text()) if role == "user" else None
 
-        def append(session: Session) -> None:
+        async def append(session: Session) -> None:
             if patch:
-                self._check_label_free(session.state.key, patch.get("label"))
+                await self._check_label_free(session.state.key, patch.get("label"))
                 session.patch(patch, at=now)
             # No provenance stored: a recorded line is its role's default (user or agent),
             # which readers get from with_provenance.
@@ -347,7 +350,7 @@ class GatewayService:
             account_id=_clean(account_id),
         )
 
-        def append(session: Session) -> None:
+        async def append(session: Session) -> None:
             # One event for the whole batch (Session.MessagesAppended): one state update,
             # one stored record, one chain link; the transcript rows in one statement.
             session.append_messages(checked, at=now, origin=origin)
@@ -366,29 +369,29 @@ class GatewayService:
         key = self.rules.canonical(session_key)
         checked = validate_patch(changes)
 
-        def apply(session: Session) -> None:
-            self._check_label_free(session.state.key, checked.get("label"))
+        async def apply(session: Session) -> None:
+            await self._check_label_free(session.state.key, checked.get("label"))
             session.patch(checked, at=self.clock.now())
 
         session = await self._change_session(key, apply, create=False)
         self.log.info("session patched", session_key=key, fields=sorted(checked))
         return {"ok": True, "key": key, "entry": session.state.model_dump(mode="json")}
 
-    def _check_label_free(self, key: str, label: str | None) -> None:
+    async def _check_label_free(self, key: str, label: str | None) -> None:
         if label is None:
             return
-        if any(other.state.key != key for other in self.store.sessions_by_label(label)):
+        if any(other.state.key != key for other in await self.store.sessions_by_label(label)):
             raise InvalidPatch(f"label already in use: {label}")
 
     async def _change_session(
-        self, key: str, change: Callable[[Session], None], *, create: bool
+        self, key: str, change: Callable[[Session], Awaitable[None]], *, create: bool
     ) -> Session:
         with self.in_flight.entered(Owner("session", key)):
             async for uow in retrying(self.store, f"session {key}"):
                 with uow:
-                    session = uow.session(key) or self._open_session(uow, key, create=create)
-                    change(session)
-                    await uow.commit_async()
+                    session = await uow.session(key) or self._open_session(uow, key, create=create)
+                    await change(session)
+                    await uow.commit()
         return session
 
     def _open_session(self, uow: UnitOfWork, key: str, *, create: bool) -> Session:
@@ -472,7 +475,7 @@ class GatewayService:
         if is_subagent_key(caller.key) and name not in self.subagent_tools:
             refusal = subagent_tool_refusal(name)
             log.info("tool forbidden to a sub-agent")
-            context.record_refusal(refusal, tool=name, reference=name, target_key=None)
+            await context.record_refusal(refusal, tool=name, reference=name, target_key=None)
             return ToolError(status="forbidden", tool=name, error=refusal.message).to_json_dict()
         try:
             parsed = params_class.parse(params)
@@ -485,7 +488,7 @@ class GatewayService:
         except SessionRefused as refused:
             refusal = refused.refusal
             log.info("tool refused by policy", error=refusal.message, rule=refusal.rule)
-            context.record_refusal(
+            await context.record_refusal(
                 refusal, tool=name, reference=refused.reference, target_key=refused.target_key
             )
             return ToolError(status=refusal.status, tool=name, error=refusal.message).to_json_dict()
@@ -496,7 +499,7 @@ class GatewayService:
             ).to_json_dict()
         return result.to_json_dict()
 
-    def turn_for(self, requester: str, run_token: str) -> RunTurn:
+    def turn_for(self, requester: str, run_token: str) -> RunTurn:  # internal
         """The turn in flight that ``run_token`` names, when it is a turn of the session
         ``requester`` (canonical key); raises RunNotInFlight otherwise. A caller can so
         only claim a run of its own session that is running now: never a lower hop
@@ -514,13 +517,13 @@ class GatewayService:
 
     # Runs (served from the runs read model, ADR 0017) ---------------------------------
 
-    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
+    async def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
         """The run as a camelCase dict (``runId``, ``status``, ``sessionKey``, ``step``,
         ``traceId``, ``parentRunId``, ``startedAt``, ``endedAt``, ...); None for an
         unknown or malformed id, or a run of a session ``requester`` may not see."""
-        return self.run_queries.run(run_id, requester=requester)
+        return await self.run_queries.run(run_id, requester=requester)
 
-    def runs(
+    async def runs(
         self,
         *,
         session_key: str | None = None,
@@ -532,7 +535,7 @@ class GatewayService:
         """``{"runs": [...]}``: runs newest first, filtered, at most ``limit`` (1-1000);
         with ``requester``, only runs of sessions it may see. ValueError for a bad
         ``status``, ``limit`` or key."""
-        return self.run_queries.runs(
+        return await self.run_queries.runs(
             session_key=session_key,
             status=status,
             trace_id=trace_id,
@@ -554,12 +557,12 @@ class GatewayService:
         """
         if not isinstance(reason, str) or len(reason) > MAX_CANCEL_REASON:
             raise ValueError(f"reason must be a string of at most {MAX_CANCEL_REASON} characters")
-        found = self.run_queries.find(run_id, requester=requester)
+        found = await self.run_queries.find(run_id, requester=requester)
         if found is None:
             return None
         with self.in_flight.entered(Owner("cancel", found.run_id)):
             outcome = await self.cancellation.cancel(UUID(found.run_id), reason.strip())
-        after = self.store.run(found.run_id)
+        after = await self.store.run(found.run_id)
         if outcome is None or after is None:
             return None
         answer = after.to_json_dict()
@@ -572,19 +575,29 @@ class GatewayService:
 
     # Audit (reads recorded events only: no runtime, no delivery) -----------------------
 
-    def session_as_of(
+    # Each is read and assembled whole on a reader thread of the store: a long session's
+    # timeline costs the loop nothing (decision 23).
+
+    async def session_as_of(
         self, session_key: str, *, version: int | None = None, at: datetime | None = None
     ) -> SessionAsOf:
         """The session's row and transcript at ``version`` or instant ``at`` (else now)."""
-        return Auditor(self.store, self.rules).session_as_of(session_key, version=version, at=at)
+        rules = self.rules
 
-    def timeline(self, session_key: str) -> Timeline:
+        def read(store: Store) -> SessionAsOf:
+            return Auditor(store, rules).session_as_of(session_key, version=version, at=at)
+
+        return await self.store.read(read)
+
+    async def timeline(self, session_key: str) -> Timeline:
         """Every event of the session and of the runs, exchanges and spawns it took part in."""
-        return Auditor(self.store, self.rules).timeline(session_key)
+        rules = self.rules
+        return await self.store.read(lambda store: Auditor(store, rules).timeline(session_key))
 
-    def trace(self, trace_id: str) -> Trace:
+    async def trace(self, trace_id: str) -> Trace:
         """The chain of a trace: who caused what, as a tree in causal order."""
-        return Auditor(self.store, self.rules).trace(trace_id)
+        rules = self.rules
+        return await self.store.read(lambda store: Auditor(store, rules).trace(trace_id))
 
     # The live event stream --------------------------------------------------------------
 
@@ -625,6 +638,7 @@ class GatewayService:
             trace_id=trace_id,
             sees=reader.sees if reader is not None else None,
             view=reader.view if reader is not None else None,
+            prepare=reader.prepare if reader is not None else None,
         )
         return self.events.subscribe(after, events)
 
@@ -674,7 +688,7 @@ class GatewayService:
                 "gateway closed with tasks that would not stop",
                 tasks=sorted(task.get_name() for task in stuck),
             )
-        self.store.close()
+        await self.store.close()
 
     def _tasks_to_stop(self) -> list[asyncio.Task[Any]]:
         # Every task the registry knows, and runtime calls abandoned at their timeout;

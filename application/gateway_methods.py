@@ -184,7 +184,7 @@ class GatewayMethods:
     def _visible(self, stored: StoredSession) -> bool:
         return self.scope is None or self.scope.access.sees(stored.state.policy_target(self.rules))
 
-    def sessions_list(self, params: SessionsListMethodParams) -> SessionsListMethodResult:
+    async def sessions_list(self, params: SessionsListMethodParams) -> SessionsListMethodResult:
         now = to_millis(self.gateway.clock.now())
         excluded = set()
         if not params.includeGlobal:
@@ -210,14 +210,14 @@ class GatewayMethods:
         context = self._context()
         rows = [
             self._row(context, stored)
-            for stored in self.gateway.store.list_sessions(query)
+            for stored in await self.gateway.store.list_sessions(query)
             if self._visible(stored)
         ]
         return SessionsListMethodResult(
             ts=now, path=self.gateway.store.location, count=len(rows), sessions=rows
         )
 
-    def sessions_resolve(self, params: SessionsResolveParams) -> SessionsResolveResult:
+    async def sessions_resolve(self, params: SessionsResolveParams) -> SessionsResolveResult:
         given = [
             name
             for name, value in (
@@ -233,13 +233,13 @@ class GatewayMethods:
             raise MethodFailed("invalid", "Either key, sessionId, or label is required")
         agent = normalize_agent_id(params.agentId) if params.agentId is not None else None
         if params.key is not None:
-            found = self.gateway.store.session(self._canonical(params.key, agent_id=agent))
+            found = await self.gateway.store.session(self._canonical(params.key, agent_id=agent))
             if found is None or found.state.status != "active" or not self._visible(found):
                 raise MethodFailed("not_found", f"No session found: {params.key}")
             return SessionsResolveResult(key=found.state.key)
         if params.sessionId is not None:
             wanted = params.sessionId.strip().lower()
-            matches = self._of_agent(self.gateway.store.sessions_by_session_id(wanted), agent)
+            matches = self._of_agent(await self.gateway.store.sessions_by_session_id(wanted), agent)
             return self._one(
                 matches,
                 missing=f"No session found: {params.sessionId}",
@@ -249,7 +249,7 @@ class GatewayMethods:
             label = validate_patch({"label": params.label})["label"] or ""
         except InvalidPatch as error:
             raise MethodFailed("invalid", str(error)) from None
-        matches = self._of_agent(self.gateway.store.sessions_by_label(label), agent)
+        matches = self._of_agent(await self.gateway.store.sessions_by_label(label), agent)
         return self._one(
             matches,
             missing=f"No session found with label: {label}",
@@ -270,20 +270,22 @@ class GatewayMethods:
             path=self.gateway.store.location, key=patched["key"], entry=patched["entry"]
         )
 
-    def chat_history(self, params: ChatHistoryParams) -> ChatHistoryResult:
+    async def chat_history(self, params: ChatHistoryParams) -> ChatHistoryResult:
         """The session's transcript, toolResult messages included (the tool filters them).
 
         Archived and deleted sessions still answer: their history stays for auditors.
         """
         stored: StoredSession | None
         if self.scope is not None:
-            stored = self._reachable(self.scope, params.sessionKey)
+            stored = await self._reachable(self.scope, params.sessionKey)
         else:
-            stored = self.gateway.store.session(self._canonical(params.sessionKey))
+            stored = await self.gateway.store.session(self._canonical(params.sessionKey))
         if stored is None:
             raise MethodFailed("not_found", f"Session not found: {params.sessionKey}")
         key = stored.state.key
-        texts = self.gateway.store.transcript(stored.id, limit=params.limit, include_tools=True)
+        texts = await self.gateway.store.transcript(
+            stored.id, limit=params.limit, include_tools=True
+        )
         messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
         return ChatHistoryResult(
             sessionKey=key,
@@ -299,15 +301,15 @@ class GatewayMethods:
         except ValueError:
             raise MethodFailed("invalid", f"invalid runId: {params.runId!r}") from None
         runs = self.gateway.run_engine
-        first = runs.load(run_id)
-        if first is None or not self._run_visible(first.state.session_key):
+        first = await runs.load(run_id)
+        if first is None or not await self._run_visible(first.state.session_key):
             raise MethodFailed("not_found", f"Run not found: {params.runId}")
         timeout = min(params.timeoutMs, WAIT_MAX_MS) / 1000
         waited = 0.0
         while True:
             # The store, not only this process's wait, says when the run ended: another
             # gateway process sharing the store may run it, and this one is never told.
-            run = runs.load(run_id)
+            run = await runs.load(run_id)
             assert run is not None
             if run.state.ended or waited >= timeout:
                 break
@@ -332,15 +334,15 @@ class GatewayMethods:
 
     # Shared steps -----------------------------------------------------------------------
 
-    def _reachable(self, scope: ToolContext, reference: str) -> StoredSession:
+    async def _reachable(self, scope: ToolContext, reference: str) -> StoredSession:
         """The session ``sessions_history`` would read for the scoped requester, or the
         refusal it would give (recorded as the tool records it)."""
         try:
-            return resolve_session(scope, reference, access="history")
+            return await resolve_session(scope, reference, access="history")
         except SessionNotResolved as error:
             raise MethodFailed("not_found", error.message) from None
         except SessionRefused as refused:
-            scope.record_refusal(
+            await scope.record_refusal(
                 refused.refusal,
                 tool="chat.history",
                 reference=refused.reference,
@@ -348,10 +350,10 @@ class GatewayMethods:
             )
             raise MethodFailed("forbidden", refused.refusal.message) from None
 
-    def _run_visible(self, session_key: str) -> bool:
+    async def _run_visible(self, session_key: str) -> bool:
         if self.scope is None:
             return True
-        stored = self.gateway.store.session(session_key)
+        stored = await self.gateway.store.session(session_key)
         return stored is not None and self._visible(stored)
 
     def _canonical(self, raw: str, *, agent_id: str | None = None) -> str:
@@ -371,7 +373,9 @@ class GatewayMethods:
 
     @staticmethod
     def _row(context: ToolContext, stored: StoredSession) -> SessionListRow:
-        return SessionListRow.model_validate({**row(context, stored, 0), "key": stored.state.key})
+        return SessionListRow.model_validate(
+            {**row(context, stored, None), "key": stored.state.key}
+        )
 
     def _of_agent(self, matches: list[StoredSession], agent: str | None) -> list[StoredSession]:
         return [

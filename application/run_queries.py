@@ -2,7 +2,8 @@
 
 With a requester, a run is seen only when its session is one the requester may read the
 history of (the tools' one access policy, domain/policy.py): a hidden run is "not
-found", exactly like a missing one, so an answer never tells what is hidden.
+found", exactly like a missing one, so an answer never tells what is hidden. Each
+answer is read and filtered whole on a reader thread of the store (decision 23).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from uuid import UUID
 
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.run_read_model import RUN_STATUSES, RunQuery, StoredRun
 from sessionwire.application.ports.store import Store
@@ -34,26 +36,24 @@ def run_uuid(run_id: object) -> str | None:
 
 
 class RunQueries:
-    def __init__(self, store: Store, config: GatewayConfig, clock: Clock) -> None:
+    def __init__(self, store: AsyncStore, config: GatewayConfig, clock: Clock) -> None:
         self.store = store
         self.config = config
         self.clock = clock
 
-    def find(self, run_id: object, *, requester: str | None = None) -> StoredRun | None:
+    async def find(self, run_id: object, *, requester: str | None = None) -> StoredRun | None:
         """The run, if it exists and ``requester`` (when given) may see it."""
         key = run_uuid(run_id)
         if key is None:
             return None
-        found = self.store.run(key)
-        if found is None or requester is None:
-            return found
-        return found if _Visibility(self, requester).sees(found) else None
+        visibility = None if requester is None else _Visibility(self, requester)
+        return await self.store.read(_find, key, visibility)
 
-    def run(self, run_id: object, *, requester: str | None = None) -> dict[str, Any] | None:
-        found = self.find(run_id, requester=requester)
+    async def run(self, run_id: object, *, requester: str | None = None) -> dict[str, Any] | None:
+        found = await self.find(run_id, requester=requester)
         return None if found is None else found.to_json_dict()
 
-    def runs(
+    async def runs(
         self,
         *,
         session_key: str | None = None,
@@ -79,34 +79,43 @@ class RunQueries:
             key = self.config.key_rules.canonical(session_key)
         query = RunQuery(limit=limit, session_key=key, status=status, trace_id=trace_id)
         if requester is None:
-            found = self.store.list_runs(query)
+            found = await self.store.list_runs(query)
         else:
-            found = self._visible_runs(query, _Visibility(self, requester))
+            found = await self.store.read(_visible_runs, query, _Visibility(self, requester))
         return {"runs": [run.to_json_dict() for run in found]}
 
-    def _visible_runs(self, query: RunQuery, visibility: _Visibility) -> list[StoredRun]:
-        # Page on (keyset) past hidden runs until the limit is met or the runs run out.
-        found: list[StoredRun] = []
+
+def _find(store: Store, key: str, visibility: _Visibility | None) -> StoredRun | None:
+    found = store.run(key)
+    if found is None or visibility is None:
+        return found
+    return found if visibility.sees(store, found) else None
+
+
+def _visible_runs(store: Store, query: RunQuery, visibility: _Visibility) -> list[StoredRun]:
+    """On a reader thread: page on (keyset) past hidden runs until the limit is met or
+    the runs run out."""
+    found: list[StoredRun] = []
+    page = RunQuery(
+        limit=max(query.limit, VISIBLE_PAGE),
+        session_key=query.session_key,
+        status=query.status,
+        trace_id=query.trace_id,
+    )
+    while len(found) < query.limit:
+        rows = store.list_runs(page)
+        found.extend(run for run in rows if visibility.sees(store, run))
+        if len(rows) < page.limit:
+            break
+        last = rows[-1]
         page = RunQuery(
-            limit=max(query.limit, VISIBLE_PAGE),
-            session_key=query.session_key,
-            status=query.status,
-            trace_id=query.trace_id,
+            limit=page.limit,
+            session_key=page.session_key,
+            status=page.status,
+            trace_id=page.trace_id,
+            before=(last.created_at, last.run_id),
         )
-        while len(found) < query.limit:
-            rows = self.store.list_runs(page)
-            found.extend(run for run in rows if visibility.sees(run))
-            if len(rows) < page.limit:
-                break
-            last = rows[-1]
-            page = RunQuery(
-                limit=page.limit,
-                session_key=page.session_key,
-                status=page.status,
-                trace_id=page.trace_id,
-                before=(last.created_at, last.run_id),
-            )
-        return found[: query.limit]
+    return found[: query.limit]
 
 
 class _Visibility:
@@ -121,15 +130,15 @@ class _Visibility:
         ).access
         self._seen: dict[str, bool] = {}
 
-    def sees(self, run: StoredRun) -> bool:
+    def sees(self, store: Store, run: StoredRun) -> bool:
         known = self._seen.get(run.session_key)
         if known is None:
-            known = self._seen[run.session_key] = self._sees_session(run.session_key)
+            known = self._seen[run.session_key] = self._sees_session(store, run.session_key)
         return known
 
-    def _sees_session(self, key: str) -> bool:
+    def _sees_session(self, store: Store, key: str) -> bool:
         # The rule sessions_history applies: the sandbox, then agent-to-agent history access.
-        stored = self._queries.store.session(key)
+        stored = store.session(key)
         if stored is None:
             return False
         refusal = self._access.reach_refusal(

@@ -4,12 +4,13 @@ Every command and driver changes the store through it, so the retry lives in one
 
     async for uow in retrying(store, f"session {key}"):
         with uow:
-            session = uow.session(key)
+            session = await uow.session(key)
             ...                       # change the aggregates it loaded
-            uow.commit()              # one transaction; a conflict starts a new attempt
+            await uow.commit()        # one transaction; a conflict starts a new attempt
 
 Each attempt is a fresh ``UnitOfWork`` that reads the store again, so a change is always
 decided on the state it is saved over. A block left without ``commit`` saves nothing.
+Every read and the commit are awaited: the store works off the event loop (decision 23).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from uuid import UUID
 from pydantic import BaseModel
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import MAX_SAVE_ATTEMPTS, back_off
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.session import Session
 
@@ -34,7 +35,7 @@ log = library_logger("sessionwire.unit_of_work")
 class UnitOfWork:
     """One attempt: the aggregates it loaded or was given, saved in one transaction."""
 
-    def __init__(self, store: Store, *, attempt: int) -> None:
+    def __init__(self, store: AsyncStore, *, attempt: int) -> None:
         self.store = store
         self.attempt = attempt
         """0 on the first attempt; more after conflicts (what an earlier one held is stale)."""
@@ -42,16 +43,18 @@ class UnitOfWork:
         self.conflicted = False
         self._seen: dict[UUID, Aggregate] = {}
 
-    def session(self, key: str) -> Session | None:
+    async def session(self, key: str) -> Session | None:
         """The session stored under canonical ``key``, to change; None if there is none."""
-        stored = self.store.session_for_update(key)
+        stored = await self.store.session_for_update(key)
         if stored is None:
             return None
         return self.add(stored.to_aggregate())
 
-    def work(self, aggregate_id: UUID, cls: type[A], state_class: type[BaseModel]) -> A | None:
+    async def work(
+        self, aggregate_id: UUID, cls: type[A], state_class: type[BaseModel]
+    ) -> A | None:
         """The run, exchange or spawn with this id, to change; None if there is none."""
-        stored = self.store.work(aggregate_id)
+        stored = await self.store.work(aggregate_id)
         if stored is None:
             return None
         return self.add(stored.to_aggregate(cls, state_class))
@@ -61,7 +64,7 @@ class UnitOfWork:
         self._seen[aggregate.id] = aggregate
         return aggregate
 
-    def commit(self) -> None:
+    async def commit(self) -> None:
         """Save every aggregate that changed, in the order first seen, in one transaction.
 
         Raises StoreConflict when another writer moved one of them on; inside ``with``
@@ -69,17 +72,7 @@ class UnitOfWork:
         """
         changed = [aggregate for aggregate in self._seen.values() if aggregate.pending_events]
         try:
-            self.store.save(*changed)
-        except StoreConflict:
-            self.conflicted = True
-            raise
-        self.committed = True
-
-    async def commit_async(self) -> None:
-        """``commit`` without holding the event loop while the store writes."""
-        changed = [aggregate for aggregate in self._seen.values() if aggregate.pending_events]
-        try:
-            await self.store.save_async(*changed)
+            await self.store.save(*changed)
         except StoreConflict:
             self.conflicted = True
             raise
@@ -102,7 +95,7 @@ class UnitOfWork:
 class Attempts:
     """Units of work, one per attempt, until one commits or ends without a conflict."""
 
-    def __init__(self, store: Store, what: str, *, limit: int = MAX_SAVE_ATTEMPTS) -> None:
+    def __init__(self, store: AsyncStore, what: str, *, limit: int = MAX_SAVE_ATTEMPTS) -> None:
         self.store = store
         self.what = what
         self.limit = limit
@@ -126,6 +119,6 @@ class Attempts:
         return self._current
 
 
-def retrying(store: Store, what: str) -> Attempts:
+def retrying(store: AsyncStore, what: str) -> Attempts:
     """Units of work on ``store`` until one saves; ``what`` names the change in errors."""
     return Attempts(store, what)

@@ -45,6 +45,7 @@ from typing import Any
 from uuid import uuid4
 
 import structlog
+from sessionwire.adapters.testkit.internals import store_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stores import drop_schema, store_url
@@ -153,7 +154,7 @@ async def prefill(url: str, messages: int) -> tuple[float, float]:
                 KEY, batch_of(start, min(BATCH, messages - start)), channel="bench"
             )
         elapsed, cpu = time.perf_counter() - began, _cpu() - cpu
-        stored = gateway.store.session(KEY)
+        stored = store_of(gateway).session(KEY)
         assert stored is not None
         assert stored.state.message_count == messages
     finally:

@@ -34,6 +34,7 @@ from typing import Any
 import structlog
 from bench_stores import drop_schema, store_url
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.event_stream import subscription as stream_module
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -65,11 +66,11 @@ async def latency_in_process(url: str, events: int) -> dict[str, float]:
     gw = await Gateway.open(store=url)
     try:
         await gw.record_message("bench", role="user", content="warm-up")
-        gw.store.seal()
+        store_of(gw).seal()
         received: dict[str, float] = {}
         arrived: dict[str, asyncio.Future[None]] = {}
         loop = asyncio.get_running_loop()
-        subscription = gw.subscribe(after=gw.store.sealed_position())
+        subscription = gw.subscribe(after=store_of(gw).sealed_position())
 
         async def follow() -> None:
             async for event in subscription:
@@ -158,7 +159,7 @@ async def append_rate(url: str, subscribers: int, messages: int, *, shared: bool
     gw = await Gateway.open(store=url)
     try:
         await gw.record_message("bench", role="user", content="warm-up")
-        start = gw.store.sealed_position()
+        start = store_of(gw).sealed_position()
         last = start + messages
 
         async def follow() -> None:

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sessionwire.adapters.testkit.internals import store_of
+
 WRITERS = 50
 TOKEN = "bench-token-" + "x" * 32
 CLIENT = r"""
@@ -92,8 +94,8 @@ async def open_gateway(path: Path, *, thread: bool) -> Any:
 
     gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{path}")
     if not thread:
-        gateway.store.writer.close()  # type: ignore[attr-defined]
-        gateway.store.writer = None  # type: ignore[attr-defined]
+        store_of(gateway).writer.close()  # type: ignore[attr-defined]
+        store_of(gateway).writer = None  # type: ignore[attr-defined]
     return gateway
 
 
@@ -115,7 +117,7 @@ async def ours_appends(path: Path, appends: int, *, thread: bool) -> dict[str, f
     gateway = await open_gateway(path, thread=thread)
     try:
         rate = await writers(gateway, appends)
-        writer = gateway.store.writer
+        writer = store_of(gateway).writer
         per_commit = writer.saves / writer.commits if writer is not None else 1.0
     finally:
         await gateway.close()

@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 from bench_stores import drop_schema, store_url
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 
@@ -52,19 +53,19 @@ class CountingSaves:
 
     def __init__(self, gateway: Gateway) -> None:
         self.count = 0
-        original = gateway.store.save
+        original = store_of(gateway).save
 
         def save(*aggregates: Any) -> None:
             self.count += 1
             original(*aggregates)
 
-        gateway.store.save = save  # type: ignore[method-assign]
+        store_of(gateway).save = save  # type: ignore[method-assign]
 
 
 async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
     """Seconds per store transaction of one small event: record_message's own save."""
     await gateway.record_message("cron:bare", role="user", content="x")
-    stored = gateway.store.session("agent:main:cron:bare")
+    stored = store_of(gateway).session("agent:main:cron:bare")
     assert stored is not None
     session = stored.to_aggregate()
     from sessionwire.domain.transcript import TranscriptMessage
@@ -72,8 +73,8 @@ async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
     message = TranscriptMessage(role="user", content=[{"type": "text", "text": "x"}], timestamp=1)
     started = time.perf_counter()
     for _ in range(rounds):
-        session.append_message(message, at=gateway.clock.now())
-        gateway.store.save(session)
+        session.append_message(message, at=internals(gateway).clock.now())
+        store_of(gateway).save(session)
     return (time.perf_counter() - started) / rounds
 
 
@@ -227,7 +228,7 @@ async def ping_pong(kind: str, workdir: Path, exchanges: int) -> dict[str, Any]:
             await gateway.wait_idle()
             wall = time.perf_counter() - started
             results.append((wall, runtime.agent_seconds))
-        turns = sum(1 for _, e in gateway.store.events() if type(e).__name__ == "PingPongTurn")
+        turns = sum(1 for _, e in store_of(gateway).events() if type(e).__name__ == "PingPongTurn")
         assert turns == 5 * exchanges, turns
         walls = [w for w, _ in results]
         overheads = [w - a for w, a in results]

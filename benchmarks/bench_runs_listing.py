@@ -139,7 +139,7 @@ async def measure(url: str, session: str, calls: int) -> dict[str, float]:
             times = []
             for call in range(WARMUP + calls):
                 started = time.perf_counter()
-                found = gateway.runs(**filters)
+                found = await gateway.runs(**filters)
                 elapsed = time.perf_counter() - started
                 if call >= WARMUP:
                     times.append(elapsed)

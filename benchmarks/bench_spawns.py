@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 from bench_stores import drop_schema, store_url
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -41,7 +42,7 @@ START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def count(gateway: Gateway, name: str) -> int:
-    return sum(1 for _, event in gateway.store.events() if type(event).__name__ == name)
+    return sum(1 for _, event in store_of(gateway).events() if type(event).__name__ == name)
 
 
 async def spawn_overhead(kind: str, workdir: Path, spawns: int) -> dict[str, Any]:
@@ -50,14 +51,14 @@ async def spawn_overhead(kind: str, workdir: Path, spawns: int) -> dict[str, Any
     try:
         await gateway.record_message("main", role="user", content="hi", channel="webchat", to="u")
         saves = 0
-        original = gateway.store.save
+        original = store_of(gateway).save
 
         def counting(*aggregates: Any) -> None:
             nonlocal saves
             saves += 1
             original(*aggregates)
 
-        gateway.store.save = counting  # type: ignore[method-assign]
+        store_of(gateway).save = counting  # type: ignore[method-assign]
         walls = []
         for index in range(spawns):
             started = time.perf_counter()

@@ -28,6 +28,7 @@ from sessionwire.adapters.cli.serve import (
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.http.app import FailedAttempts
 from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.store.off_loop import OffLoopStore
 
 DEFAULT_CONSOLE_PORT = 8766
 pass_options = click.make_pass_decorator(CliOptions)
@@ -82,7 +83,7 @@ def console_command(
     bound = listener.getsockname()[1]
     with options.store_alone() as (store, config):
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-        app.mount("/console", create_console(store, config, tokens, FailedAttempts()))
+        app.mount("/console", create_console(OffLoopStore(store), config, tokens, FailedAttempts()))
 
         @app.get("/", include_in_schema=False)
         async def home() -> RedirectResponse:

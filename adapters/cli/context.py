@@ -25,9 +25,9 @@ import structlog
 from rich.console import Console, RenderableType
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
     from sessionwire.adapters.store.event_store import EventSourcedStore
     from sessionwire.application.config.gateway_config import GatewayConfig
+    from sessionwire.application.gateway import GatewayService
 
 Render = Callable[[dict[str, Any]], RenderableType]
 
@@ -230,12 +230,12 @@ class CliOptions:
         except ConfigError as error:
             fail(str(error), EXIT_USAGE)
 
-    def run(self, work: Callable[[Gateway], Awaitable[int]], **open_kwargs: Any) -> int:
+    def run(self, work: Callable[[GatewayService], Awaitable[int]], **open_kwargs: Any) -> int:
         """Open the gateway on the chosen store, run ``work`` on it and close it."""
         return asyncio.run(self._run(work, open_kwargs))
 
-    async def _run(self, work: Callable[[Gateway], Awaitable[int]], kwargs: Any) -> int:
-        from sessionwire.adapters.bootstrap import Gateway
+    async def _run(self, work: Callable[[GatewayService], Awaitable[int]], kwargs: Any) -> int:
+        from sessionwire.adapters.bootstrap import Gateway, service_of
         from sessionwire.adapters.store.event_store import StoreURLError
         from sessionwire.application.config.gateway_config import ConfigError
         from sessionwire.application.ports.store import StoreInUse
@@ -253,7 +253,7 @@ class CliOptions:
         except StoreInUse as error:
             fail(str(error))
         try:
-            return await work(gateway)
+            return await work(service_of(gateway))
         except ValueError as error:
             fail(str(error))
         finally:

@@ -17,8 +17,8 @@ from sessionwire.adapters.cli.context import EXIT_OK, CliOptions, console
 from sessionwire.adapters.cli.event_lines import STREAM_STYLES, short_key, shorten
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
     from sessionwire.application.event_stream.subscription import Subscription
+    from sessionwire.application.gateway import GatewayService
 
 pass_options = click.make_pass_decorator(CliOptions)
 SUMMARY_CHARS = 100
@@ -50,16 +50,16 @@ def events(
     `serve` on the same file, or any gateway on PostgreSQL).
     """
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         # PostgreSQL seals behind its writers: what is final now gets its position.
-        gateway.store.seal()
+        await gateway.store.read(lambda store: store.seal())
         start = after
         if start is None:
-            start = gateway.store.sealed_position() if follow else 0
+            start = await gateway.store.sealed_position() if follow else 0
         subscription = gateway.subscribe(start, session_key=session_key, trace_id=trace_id)
         out = console()
         if not follow:
-            recorded = list(subscription.recorded())
+            recorded = [event async for event in subscription.recorded()]
             if options.as_json:
                 for event in recorded:
                     click.echo(json.dumps(event))

@@ -18,8 +18,8 @@ from rich.text import Text
 from sessionwire.adapters.cli.audit_integrity import progress_bar
 from sessionwire.adapters.cli.audit_replay import store_alone
 from sessionwire.adapters.cli.context import CliOptions, collector_paused, fail
+from sessionwire.adapters.importers.history_import import import_sessions
 from sessionwire.adapters.importers.openclaw import AGENT_DATABASE, STORE_FILE, read_state_dir
-from sessionwire.application.audit.history_import import import_sessions
 from sessionwire.application.ports.clock_and_ids import RandomIds
 
 pass_options = click.make_pass_decorator(CliOptions)

@@ -40,7 +40,7 @@ from sessionwire.adapters.cli.terminal_views import (
 )
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.application.gateway import GatewayService
 
 __all__ = ["cli", "default_store", "main"]
 
@@ -174,7 +174,7 @@ def cli(
 def record(options: CliOptions, /, session: str, message: str, owner: bool, **route: Any) -> int:
     """Record one message into SESSION (a key such as main or discord:group:dev)."""
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         recorded = await gateway.record_message(
             session, content=message, sender_is_owner=owner, **route
         )
@@ -215,7 +215,7 @@ def sessions_list(
         limit=limit, kinds=list(kinds), activeMinutes=active_minutes, messageLimit=message_limit
     )
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         result = await gateway.call_tool(requester, "sessions_list", params)
         return options.show(result, sessions_table)
 
@@ -234,7 +234,7 @@ def sessions_history(
     """One session's messages (SESSION is a key or a sessionId)."""
     params = present(sessionKey=session, limit=limit, includeTools=include_tools or None)
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         result = await gateway.call_tool(requester, "sessions_history", params)
         return options.show(result, history_view)
 
@@ -252,7 +252,7 @@ def agents() -> None:
 def agents_list(options: CliOptions, requester: str) -> int:
     """The agent ids the requester may pass to sessions_spawn."""
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         return options.show(await gateway.call_tool(requester, "agents_list", {}), agents_view)
 
     return options.run(work)

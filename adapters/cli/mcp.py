@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.context import (
     EXIT_OK,
     EXIT_USAGE,
@@ -23,6 +22,7 @@ from sessionwire.adapters.mcp.server import build_server, serve_http, serve_stdi
 from sessionwire.adapters.runtimes.files import load_runtime
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
 from sessionwire.application.context import Requester
+from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.runtime import AgentRuntime
 from sessionwire.domain.keys import InvalidSessionKey
 
@@ -101,7 +101,7 @@ def mcp_command(
         except ValueError as error:
             fail(str(error), EXIT_USAGE)
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         if isinstance(runtime, OpenAIRuntime):
             # Its agents get their runs' session tools, before any resumed run starts.
             runtime.use_tools(gateway.call_tool)

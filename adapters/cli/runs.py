@@ -19,7 +19,7 @@ from sessionwire.adapters.cli.context import CliOptions, accept_global_options, 
 from sessionwire.adapters.cli.lazy_group import LazyGroup
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.application.gateway import GatewayService
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -152,8 +152,10 @@ def runs_list(
 ) -> int:
     """Runs newest first, filtered."""
 
-    async def work(gateway: Gateway) -> int:
-        found = gateway.runs(session_key=session_key, status=status, trace_id=trace_id, limit=limit)
+    async def work(gateway: GatewayService) -> int:
+        found = await gateway.runs(
+            session_key=session_key, status=status, trace_id=trace_id, limit=limit
+        )
         _print(options, found, runs_table)
         return 0
 
@@ -166,8 +168,8 @@ def runs_list(
 def runs_show(options: CliOptions, run_id: str) -> int:
     """One run: status, session, step, trace, times, usage."""
 
-    async def work(gateway: Gateway) -> int:
-        found = gateway.run(run_id)
+    async def work(gateway: GatewayService) -> int:
+        found = await gateway.run(run_id)
         if found is None:
             fail(_not_found(run_id))
         _print(options, found, run_view)
@@ -188,7 +190,7 @@ def runs_cancel(options: CliOptions, run_id: str, reason: str) -> int:
     through that gateway (POST /v1/runs/RUN_ID/cancel)."""
     from sessionwire.application.ports.store import StoreInUse
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         try:
             found = await gateway.cancel_run(run_id, reason)
         except StoreInUse as refused:

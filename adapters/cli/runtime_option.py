@@ -17,7 +17,7 @@ import click
 from sessionwire.adapters.cli.context import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.application.gateway import GatewayService
     from sessionwire.application.ports.runtime import AgentRuntime
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,7 +59,7 @@ def chosen_runtime(runtime_file: Path | None) -> AgentRuntime | None:
     return None
 
 
-def connect_runtime(runtime: AgentRuntime | None, gateway: Gateway) -> None:
+def connect_runtime(runtime: AgentRuntime | None, gateway: GatewayService) -> None:
     """An OpenAI-compatible runtime's agents get their runs' session tools."""
     if runtime is None or _OPENAI not in sys.modules:
         return  # never imported, so not one (and httpx stays unloaded)

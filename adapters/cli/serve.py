@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 import uvicorn
-from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.context import (
     EXIT_USAGE,
     LOG_FORMATS,
@@ -34,6 +33,7 @@ from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
+from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.telemetry import combined
 
 DEFAULT_PORT = 8765
@@ -167,7 +167,7 @@ def serve(
     metrics = PrometheusTelemetry()
     spans = otel_spans() if otel else None
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)
         app = create_app(gateway, tokens, max_body_bytes=max_body_bytes, metrics=metrics)
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.

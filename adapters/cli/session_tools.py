@@ -27,7 +27,7 @@ from sessionwire.adapters.cli.runtime_option import (
 )
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
+    from sessionwire.application.gateway import GatewayService
     from sessionwire.application.ports.runtime import AgentRuntime
 
 pass_options = click.make_pass_decorator(CliOptions)
@@ -54,15 +54,15 @@ def _runtime(command: str, runtime_file: Path | None) -> AgentRuntime:
 
 
 def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]) -> Any:
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         connect_runtime(gateway.runtime, gateway)
-        feed = EventFeed(gateway.store, gateway.rules.display)
+        feed = await gateway.store.read(EventFeed, gateway.rules.display)
         result = await gateway.call_tool(requester, tool, params)
         code = options.show(result, result_view)
         out = console(stderr=True) if options.as_json else console()
         with out.status("waiting for the work this started to settle…"):
             await gateway.wait_idle()
-        lines = feed.new_lines()
+        lines = await gateway.store.read(lambda _: feed.new_lines())
         if lines and not options.as_json:
             out.print(Text("recorded:", style="bold"))
             for line in lines:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from importlib.resources import files
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -27,6 +28,7 @@ from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey
 
@@ -88,7 +90,7 @@ def _environment() -> jinja2.Environment:
 
 
 def create_console(
-    store: Store,
+    store: AsyncStore,
     config: GatewayConfig,
     tokens: TokenSet,
     attempts: Any | None = None,
@@ -175,13 +177,15 @@ def create_console(
         after: str | None = None,
     ) -> Response:
         chosen = status if status in STATUSES else None
-        found = page_data.sessions_page(
-            store,
-            search=q,
-            status=chosen,
-            kind=kind or None,
-            agent_id=agent or None,
-            after=after,
+        found = await store.read(
+            partial(
+                page_data.sessions_page,
+                search=q,
+                status=chosen,
+                kind=kind or None,
+                agent_id=agent or None,
+                after=after,
+            )
         )
         # The agent is typed, not picked: listing every agent id is a scan of the rows.
         filters = {"q": q or "", "status": status, "kind": kind or "", "agent": agent or ""}
@@ -200,7 +204,7 @@ def create_console(
             canonical = rules.canonical(key)
         except InvalidSessionKey as error:
             return render("missing.html", code=404, what=str(error))
-        detail = page_data.session_detail(store, config, canonical)
+        detail = await store.read(page_data.session_detail, config, canonical)
         if detail is None:
             return render("missing.html", code=404, what=f"Session not found: {canonical}")
         return render("session.html", detail=detail)
@@ -208,7 +212,7 @@ def create_console(
     @app.get("/exchanges/{exchange_id}", response_class=HTMLResponse)
     async def exchange(exchange_id: str) -> Response:
         try:
-            first, entries = page_data.exchange_entries(store, UUID(exchange_id))
+            first, entries = await store.read(page_data.exchange_entries, UUID(exchange_id))
         except (ValueError, LookupError):
             return render("missing.html", code=404, what=f"Exchange not found: {exchange_id}")
         data = first.data
@@ -218,7 +222,7 @@ def create_console(
 
     @app.get("/traces/{trace_id}", response_class=HTMLResponse)
     async def trace(trace_id: str) -> Response:
-        found = page_data.trace_of(store, trace_id)
+        found = await store.read(page_data.trace_of, trace_id)
         if found is None:
             return render("missing.html", code=404, what=f"Trace not found: {trace_id}")
         return render("trace.html", trace=found, children=page_data.tree_children(found))
@@ -226,7 +230,9 @@ def create_console(
     @app.get("/runs", response_class=HTMLResponse)
     async def runs(status: str | None = None, before: int | None = None) -> Response:
         chosen = status if status in RUN_STATUSES else None
-        rows, next_before = page_data.runs_page(store, status=chosen, before=before)
+        rows, next_before = await store.read(
+            partial(page_data.runs_page, status=chosen, before=before)
+        )
         return render(
             "runs.html",
             rows=rows,
@@ -237,20 +243,24 @@ def create_console(
 
     @app.get("/refusals", response_class=HTMLResponse)
     async def refusals() -> Response:
-        return render("refusals.html", entries=page_data.refusals(store))
+        return render("refusals.html", entries=await store.read(page_data.refusals))
 
     @app.get("/store", response_class=HTMLResponse)
     async def integrity(check: bool = False) -> Response:
-        # Verifying reads the whole log: only when asked, never on a page load.
-        log = StoreAuditLog(store)  # type: ignore[arg-type]
-        report = verify(log) if check else None
-        # The latest signed checkpoint (ADR 0016): one row, read on every load.
-        latest = log.checkpoints(limit=1)
+        # Verifying reads the whole log: only when asked, never on a page load; on a
+        # reader thread, as every page's reads.
+        report, latest = await store.read(_integrity, check)
         return render(
             "store.html",
             report=report,
             checkpoint=latest[0].statement if latest else None,
-            location=getattr(store, "location", ""),
+            location=store.location,
         )
 
     return app
+
+
+def _integrity(store: Store, check: bool) -> tuple[Any, list[Any]]:
+    """The verification report (when asked) and the latest signed checkpoint (ADR 0016)."""
+    log = StoreAuditLog(store)  # type: ignore[arg-type]
+    return (verify(log) if check else None), log.checkpoints(limit=1)

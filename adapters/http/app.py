@@ -504,7 +504,7 @@ def create_app(
     async def readyz() -> Health | JSONResponse:
         """The store answers a query."""
         try:
-            gateway.store.log_position()
+            await gateway.store.sealed_position()
         except Exception as error:
             log.warning("store not reachable", error=str(error))
             return error_response(503, "unavailable", f"store not reachable: {error}")
@@ -626,7 +626,7 @@ def create_app(
 
         The body may be left out: every parameter has a default."""
         with refusals():
-            return methods_for(grant).sessions_list(params)
+            return await methods_for(grant).sessions_list(params)
 
     @method("sessions.resolve", SessionsResolveResult)
     async def sessions_resolve(
@@ -634,7 +634,7 @@ def create_app(
     ) -> SessionsResolveResult:
         """The canonical key of the session a key, sessionId or label names."""
         with refusals():
-            return methods_for(grant).sessions_resolve(params)
+            return await methods_for(grant).sessions_resolve(params)
 
     @method("sessions.patch", SessionsPatchResult)
     async def sessions_patch(
@@ -651,7 +651,7 @@ def create_app(
     ) -> ChatHistoryResult:
         """A session's transcript, oldest first, toolResult messages included."""
         with refusals():
-            return methods_for(grant).chat_history(params)
+            return await methods_for(grant).chat_history(params)
 
     @method("agent.wait", AgentWaitResult)
     async def agent_wait(
@@ -717,7 +717,7 @@ def create_app(
         """One run: its status (queued, running, ok, error, timeout, cancelled), session,
         step, trace, times, usage. 404 for an unknown or malformed id, or a run of a
         session the caller may not see (never told apart)."""
-        found = gateway.run(run_id, requester=run_requester(grant, session))
+        found = await gateway.run(run_id, requester=run_requester(grant, session))
         if found is None:
             raise ApiError(404, "not_found", run_not_found)
         return found
@@ -756,7 +756,7 @@ def create_app(
         """Runs newest first, filtered; a caller's listing holds only the runs it may see."""
         requester = run_requester(grant, session)
         try:
-            return gateway.runs(
+            return await gateway.runs(
                 session_key=session_key,
                 status=status,
                 trace_id=trace,

@@ -39,7 +39,7 @@ async def event_source(
     next_event: asyncio.Future[dict[str, Any]] | None = None
     try:
         if not follow:
-            for event in subscription.recorded():
+            async for event in subscription.recorded():
                 yield sse_message(event)
             return
         while True:

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
-from sessionwire.application.audit.history_import import (
+from sessionwire.adapters.importers.history_import import (
     Problem,
     SourceMessage,
     SourceSession,

@@ -141,16 +141,16 @@ class RunResources:
         text = str(uri)
         run_id = run_id_of(text)
         if run_id is not None:
-            found = self.gateway.run(run_id, requester=self.requester)
+            found = await self.gateway.run(run_id, requester=self.requester)
             if found is None:
                 raise not_found(text)
             return [_json_contents(found)]
         parts = urlsplit(text)
         if f"{parts.scheme}://{parts.netloc}{parts.path}" != RUNS_URI or parts.fragment:
             raise not_found(text)
-        return [_json_contents(self._list(parts.query))]
+        return [_json_contents(await self._list(parts.query))]
 
-    def _list(self, query: str) -> dict[str, Any]:
+    async def _list(self, query: str) -> dict[str, Any]:
         filters: dict[str, Any] = {}
         for name, values in parse_qs(query, keep_blank_values=True).items():
             if len(values) != 1:
@@ -164,7 +164,7 @@ class RunResources:
             else:
                 raise invalid(f"unknown filter {name!r} (filters: status, session, trace, limit)")
         try:
-            return self.gateway.runs(**filters, requester=self.requester)
+            return await self.gateway.runs(**filters, requester=self.requester)
         except ValueError as error:
             raise invalid(str(error)) from None
 
@@ -175,7 +175,7 @@ class RunResources:
         run_id = run_id_of(text)
         if run_id is None:
             raise invalid(f"only a run can be subscribed to ({RUN_URI_TEMPLATE}), not {text!r}")
-        found = self.gateway.run(run_id, requester=self.requester)
+        found = await self.gateway.run(run_id, requester=self.requester)
         if found is None:
             raise not_found(text)
         if text in self._watches:
@@ -195,7 +195,7 @@ class RunResources:
             while status in ("queued", "running"):
                 # Parked: a subscriber's look at the clock is no work of the gateway's own.
                 await self.gateway.in_flight.sleep(WATCH_SECONDS, parked=True)
-                found = self.gateway.run(run_id, requester=self.requester)
+                found = await self.gateway.run(run_id, requester=self.requester)
                 if found is None or found["status"] == status:
                     continue
                 status = found["status"]

@@ -116,7 +116,7 @@ class OpenAIRuntime(AgentRuntime):
 
     async def run(self, request: RunRequest) -> RunReply:
         bound = log.bind(session_key=request.session_key, run_id=request.run_id)
-        messages = chat_messages(request, self.config)
+        messages = await chat_messages(request, self.config)
         tools = self.offered_tools(request)
         usage: dict[str, int] = {}
         async with httpx.AsyncClient(
@@ -236,14 +236,14 @@ class OpenAIRuntime(AgentRuntime):
         return min(wait, self.config.max_backoff_seconds)
 
 
-def chat_messages(request: RunRequest, config: OpenAIRuntimeConfig) -> list[dict[str, Any]]:
+async def chat_messages(request: RunRequest, config: OpenAIRuntimeConfig) -> list[dict[str, Any]]:
     """The chat messages of one run: system prompt, injected context, history, message."""
     messages: list[dict[str, Any]] = []
     if config.system_prompt:
         messages.append({"role": "system", "content": config.system_prompt})
     if request.context:
         messages.append({"role": "system", "content": request.context})
-    history = request.transcript(config.history_limit + 1) if config.history_limit else []
+    history = await request.transcript(config.history_limit + 1) if config.history_limit else []
     # The gateway records the run's message in the transcript before the run starts; it
     # is sent once, last.
     if history and _is_the_message(history[-1], request.message):

@@ -32,6 +32,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic
 from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
@@ -70,6 +71,18 @@ class StoreUnavailable(StoreURLError):
 def no_kind(state: SessionState) -> str:
     """Every session's kind until the store is given its key rules."""
     return "other"
+
+
+def _guard_connections(datastore: Any) -> None:
+    """Pass every connection the datastore hands out through the loop guard: its
+    transactions and eventsourcing's own statements all take one here."""
+    get_connection = datastore.get_connection
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        check_off_loop("a database connection taken")
+        return get_connection(*args, **kwargs)
+
+    datastore.get_connection = guarded
 
 
 def _settle_future(written: Future[None]) -> Settle:
@@ -241,6 +254,7 @@ class EventSourcedStore(Store):
         self.read_model = recorder.read_model
         self.chain = recorder.chain
         self.datastore: Any = recorder.datastore
+        _guard_connections(self.datastore)
         self.read_model.kind_of = kind_of
         # Sessions as this process last wrote them: saves one read per append.
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
@@ -489,6 +503,10 @@ class EventSourcedStore(Store):
     def session_for_update(self, key: str) -> StoredSession | None:
         return self._written.get(key) or self.session(key)
 
+    def cached_session(self, key: str) -> StoredSession | None:
+        """The session as this process last wrote it, if it is in the write cache."""
+        return self._written.get(key)
+
     def session(self, key: str) -> StoredSession | None:
         with self.reading() as cursor:
             return self.read_model.session(cursor, session_uuid(key))
@@ -525,6 +543,9 @@ class EventSourcedStore(Store):
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self.backend.session_lock(key)
+
+    async def take_over_dead_gateways(self) -> list[str]:
+        return await self.backend.take_over_dead_gateways()
 
     def work(self, aggregate_id: UUID) -> StoredWork | None:
         with self.reading() as cursor:

@@ -23,8 +23,11 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.loop_guard import blocking_access_allowed
+from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.deliveries import CapturingDelivery
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.config.gateway_config import GatewayConfig
@@ -128,17 +131,26 @@ class Scenario:
     def given(self, *history: Aggregate | DomainEvent) -> Scenario:
         """Record this history as if it had happened: aggregates' pending events, or
         events (later events of an aggregate already recorded continue its stream)."""
-        store = self.gateway.store
+        store = self._store
         pending: dict[Any, list[DomainEvent]] = {}
-        for item in history:
-            if isinstance(item, Aggregate):
-                store.save(item)
-            else:
-                pending.setdefault(item.originator_id, []).append(item)
-        for aggregate_id, events in pending.items():
-            store.save(_continued(list(store.stream(aggregate_id)), events))
-        self._mark = store.log_position()
+        # Set-up before anything runs, blocking on purpose (the loop has nothing else to
+        # do yet): exempt from the loop guard, as the reads ``then`` makes are.
+        with blocking_access_allowed():
+            for item in history:
+                if isinstance(item, Aggregate):
+                    store.save(item)
+                else:
+                    pending.setdefault(item.originator_id, []).append(item)
+            for aggregate_id, events in pending.items():
+                store.save(_continued(list(store.stream(aggregate_id)), events))
+            self._mark = store.log_position()
         return self
+
+    @property
+    def _store(self) -> EventSourcedStore:
+        opened = service_of(self.gateway).store
+        assert isinstance(opened, OffLoopStore)
+        return opened.event_store
 
     # When -------------------------------------------------------------------------------
 
@@ -155,10 +167,10 @@ class Scenario:
         a gateway restarted on that store would.
         """
         gateway = self.gateway
-        self._mark = gateway.store.log_position()
+        self._mark = await service_of(gateway).store.read(lambda store: store.log_position())
         if not self._resumed:
             self._resumed = True
-            gateway.resume()
+            await service_of(gateway).resume()
         result = await command(gateway) if command is not None else None
         await gateway.wait_idle()
         await self.clock.advance(seconds)
@@ -170,7 +182,8 @@ class Scenario:
     @property
     def new_events(self) -> list[DomainEvent]:
         """The events recorded since the last ``given`` or ``when`` began."""
-        return [event for _, event in self.gateway.store.events(start=self._mark + 1)]
+        with blocking_access_allowed():
+            return [event for _, event in self._store.events(start=self._mark + 1)]
 
     def then(self, *expected: Expected) -> list[DomainEvent]:
         """Exactly these new events, in this order; EventsDiffer shows the difference."""

@@ -9,6 +9,7 @@ forgotten and read again when needed).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, cast
@@ -79,25 +80,29 @@ def stream_info(first: DomainEvent) -> StreamInfo:
 class StreamDirectory:
     """Each stream's ``StreamInfo``, from its first event (LRU-bounded, shared)."""
 
-    def __init__(self, log: EventLog, size: int = DIRECTORY_SIZE) -> None:
-        self.log = log
+    def __init__(self, size: int = DIRECTORY_SIZE) -> None:
         self.size = size
         self._known: OrderedDict[UUID, StreamInfo] = OrderedDict()
+        # Pages are decoded on the store's reader threads, several at once.
+        self._guard = threading.Lock()
 
-    def info(self, event: DomainEvent) -> StreamInfo:
+    def info(self, event: DomainEvent, log: EventLog) -> StreamInfo:
+        """The stream's info; ``log`` reads its first event when it is not known yet."""
         stream = event.originator_id
-        known = self._known.get(stream)
-        if known is not None:
-            self._known.move_to_end(stream)
-            return known
+        with self._guard:
+            known = self._known.get(stream)
+            if known is not None:
+                self._known.move_to_end(stream)
+                return known
         if event.originator_version == 1:
             known = stream_info(event)
         else:
-            first = self.log.stream(stream, up_to_version=1)
+            first = log.stream(stream, up_to_version=1)
             known = stream_info(first[0] if first else event)
-        self._known[stream] = known
-        if len(self._known) > self.size:
-            self._known.popitem(last=False)
+        with self._guard:
+            self._known[stream] = known
+            if len(self._known) > self.size:
+                self._known.popitem(last=False)
         return known
 
 
@@ -130,8 +135,10 @@ def run_of(event: DomainEvent) -> str | None:
     return None
 
 
-def stream_event(position: int, event: DomainEvent, directory: StreamDirectory) -> StreamEvent:
-    info = directory.info(event)
+def stream_event(
+    position: int, event: DomainEvent, directory: StreamDirectory, log: EventLog
+) -> StreamEvent:
+    info = directory.info(event, log)
     entry = timeline_entry(position, event, info.kind, {event.originator_id: info.chain})
     return StreamEvent(
         position=position,

@@ -9,6 +9,8 @@ from typing import Any
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.event_stream.public_event import StreamEvent
+from sessionwire.application.ports.session_read_model import StoredSession
+from sessionwire.application.ports.store import Store
 
 REMEMBERED = 1_000
 
@@ -20,28 +22,36 @@ class ScopedReader:
         self.redactor = context.config.redaction.redactor()
         self._seen: OrderedDict[str, bool] = OrderedDict()
 
+    async def prepare(self, page: list[StreamEvent]) -> None:
+        """Read, in one trip off the loop, the sessions of ``page`` not decided yet."""
+        unknown = {key for event in page for key in event.sessions if key not in self._seen}
+        if not unknown:
+            return
+
+        def sessions(store: Store) -> dict[str, StoredSession | None]:
+            return {key: store.session(key) for key in unknown}
+
+        for key, stored in (await self.context.store.read(sessions)).items():
+            self._decide(key, stored)
+
     def sees(self, sessions: tuple[str, ...]) -> bool:
         """Every session the event belongs to must be readable: an exchange into a
-        session the requester may not see says what happened there."""
-        return bool(sessions) and all(self._sees(key) for key in sessions)
+        session the requester may not see says what happened there. (``prepare`` has
+        read them; one it did not find is not readable.)"""
+        return bool(sessions) and all(self._seen.get(key, False) for key in sessions)
 
-    def _sees(self, key: str) -> bool:
-        known = self._seen.get(key)
-        if known is not None:
-            return known
-        stored = self.context.store.session(key)
+    def _decide(self, key: str, stored: StoredSession | None) -> None:
         if stored is None:
-            return False  # not remembered: it may be opened later
+            return  # not remembered: it may be opened later
         refusal = self.context.access.reach_refusal(
             stored.state.policy_target(self.context.rules),
             key,
             access="history",
             target_agent=stored.state.agent_id,
         )
-        seen = self._seen[key] = refusal is None
+        self._seen[key] = refusal is None
         if len(self._seen) > REMEMBERED:
             self._seen.popitem(last=False)
-        return seen
 
     def view(self, event: StreamEvent) -> dict[str, Any]:
         shown = dict(event.public)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +30,9 @@ from sessionwire.application.event_stream.public_event import (
     stream_event,
 )
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
-from sessionwire.application.ports.event_log import EventLog
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.session import single_appends
 
 PAGE = 200
@@ -51,6 +52,8 @@ class EventFilter:
     sees: Callable[[tuple[str, ...]], bool] | None = None
     """With a requester: may it read every session this event belongs to?"""
     view: Callable[[StreamEvent], dict[str, Any]] | None = None
+    prepare: Callable[[list[StreamEvent]], Awaitable[None]] | None = None
+    """Looks up, off the loop, what ``sees`` will need for a page's events."""
 
     def matches(self, event: StreamEvent) -> bool:
         if self.session_key is not None and self.session_key not in event.sessions:
@@ -67,11 +70,11 @@ class EventFilter:
 class EventStream:
     """The followers of one gateway's store."""
 
-    def __init__(self, store: EventLog, in_flight: InFlight, clock: Clock) -> None:
+    def __init__(self, store: AsyncStore, in_flight: InFlight, clock: Clock) -> None:
         self.store = store
         self.in_flight = in_flight
         self.clock = clock
-        self.directory = StreamDirectory(store)
+        self.directory = StreamDirectory()
         self.closed = False
         self._subscriptions: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -90,7 +93,7 @@ class EventStream:
 
     # Pages ------------------------------------------------------------------------------
 
-    def page_after(self, position: int, *, fresh_tail: bool = False) -> list[StreamEvent]:
+    async def page_after(self, position: int, *, fresh_tail: bool = False) -> list[StreamEvent]:
         """The events after ``position``, at most a page (shared, never changed).
 
         A full page never changes. A shorter one, the empty one included, holds until
@@ -103,16 +106,25 @@ class EventStream:
             if generation is None or (generation == self._generation and not fresh_tail):
                 self._pages.move_to_end(position)
                 return page
-        records = self.store.records_after(position, PAGE)
-        # A batch of messages is one record: its messages are published as the single
-        # appends it stands for, all at the batch's position (ADR 0025).
-        page = [stream_event(at, event, self.directory) for at, event in single_appends(records)]
+        # Taken before the read: a growth while it reads makes its tail stale.
+        generation = self._generation
+        full, page = await self.store.read(self._read_page, position)
         # A full page (of records) never changes; a shorter one only until the log grows.
-        self._pages[position] = (None if len(records) == PAGE else self._generation, page)
+        self._pages[position] = (None if full else generation, page)
         self._pages.move_to_end(position)
         if len(self._pages) > CACHED_PAGES:
             self._pages.popitem(last=False)
         return page
+
+    def _read_page(self, store: Store, position: int) -> tuple[bool, list[StreamEvent]]:
+        """On a reader thread: the page after ``position``, decoded; whether it is full."""
+        records = store.records_after(position, PAGE)
+        # A batch of messages is one record: its messages are published as the single
+        # appends it stands for, all at the batch's position (ADR 0025).
+        page = [
+            stream_event(at, event, self.directory, store) for at, event in single_appends(records)
+        ]
+        return len(records) == PAGE, page
 
     # Waiting ----------------------------------------------------------------------------
 
@@ -177,7 +189,7 @@ class EventStream:
                 await self.in_flight.sleep(POLL_SECONDS, parked=True)
                 if self.closed:
                     return
-                now = self.store.sealed_position()
+                now = await self.store.sealed_position()
                 if now != head:
                     head = now
                     self._grew()
@@ -229,7 +241,7 @@ class Subscription:
                 if self.ended:
                     break
             wake = self._stream.armed()
-            self._take_page(self._stream.page_after(self.position))
+            await self._take_page(await self._stream.page_after(self.position))
             if self._page:
                 self._stream.disarm(wake)
                 passed_a_page = True
@@ -238,18 +250,20 @@ class Subscription:
             await self._stream.wait(wake)
         raise StopAsyncIteration
 
-    def recorded(self) -> Iterator[dict[str, Any]]:
+    async def recorded(self) -> AsyncIterator[dict[str, Any]]:
         """The matching events recorded now, without waiting (a one-shot listing)."""
         while not self.ended:
             found = self._from_page()
             if found is not None:
                 yield found
                 continue
-            self._take_page(self._stream.page_after(self.position, fresh_tail=True))
+            await self._take_page(await self._stream.page_after(self.position, fresh_tail=True))
             if not self._page:
                 return
 
-    def _take_page(self, page: list[StreamEvent]) -> None:
+    async def _take_page(self, page: list[StreamEvent]) -> None:
+        if page and self._filter.prepare is not None:
+            await self._filter.prepare(page)
         self._page, self._index = page, 0
         # A resumed cursor inside a batch: pass the batch's events it had passed (a page
         # always holds whole records, so they are at its start).

@@ -16,9 +16,9 @@ from uuid import UUID
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.run_read_model import RunQuery
-from sessionwire.application.ports.store import Store
 from sessionwire.domain.run import RunState
 
 log = library_logger("sessionwire.runs")
@@ -40,7 +40,7 @@ class CancelOutcome:
 
 
 class RunCancellation:
-    def __init__(self, *, engine: RunEngine, store: Store, clock: Clock, in_flight: InFlight):
+    def __init__(self, *, engine: RunEngine, store: AsyncStore, clock: Clock, in_flight: InFlight):
         self.engine = engine
         self.store = store
         self.clock = clock
@@ -69,7 +69,7 @@ class RunCancellation:
             parent = parents.popleft()
             before: tuple[int, str] | None = None
             while True:
-                page = self.store.list_runs(
+                page = await self.store.list_runs(
                     RunQuery(limit=CASCADE_PAGE, parent_run_id=parent, before=before)
                 )
                 for child in page:
@@ -105,7 +105,7 @@ class RunCancellation:
                 if not running:
                     return
                 for run_id in running:
-                    found = self.store.run(str(run_id))
+                    found = await self.store.run(str(run_id))
                     cancelled = found is not None and found.status == "cancelled"
                     if cancelled and self.engine.stop(run_id):
                         log.info("run cancelled by another process", run_id=str(run_id))

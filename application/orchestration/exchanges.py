@@ -16,9 +16,9 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
-from sessionwire.application.ports.store import Store
 from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
 from sessionwire.domain.exchange import (
     AwaitPrimary,
@@ -47,7 +47,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
     def __init__(
         self,
         *,
-        store: Store,
+        store: AsyncStore,
         in_flight: InFlight,
         clock: Clock,
         runs: RunEngine,
@@ -90,16 +90,16 @@ class ExchangeDriver(ProcessManager[Exchange]):
             retry = await self._deliver(exchange, step)
             if retry is not None:
                 # The failure and the outbox entry that retries it are recorded together.
-                self.store.save(exchange, retry)
+                await self.store.save(exchange, retry)
                 self.outbox.start(retry.id)
                 return
         else:
             exchange.close(step.reason, at=self.clock.now())
-        self.store.save(exchange)
+        await self.store.save(exchange)
 
-    def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
+    async def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
         """The rule that denies sends into ``session_key`` now, or None (decision 10)."""
-        stored = self.store.session(session_key)
+        stored = await self.store.session(session_key)
         if stored is None:
             return None
         decision = self.send_policy.decide(stored.state.policy_target(self.rules), channel=channel)
@@ -110,8 +110,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
         # Each turn and the announce run are sends into a session: decided when the step
         # is first taken (a run already started is awaited, whatever the policy says now).
         denied_by = None
-        if self.store.work(step.run_id) is None:
-            denied_by = self._send_denied(step.session_key)
+        if await self.store.work(step.run_id) is None:
+            denied_by = await self._send_denied(step.session_key)
         if denied_by is not None:
             if step.step == "announce":
                 exchange.suppress_announce(stage="run", rule=denied_by, message=None, at=now)
@@ -124,7 +124,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
                 run_id=str(step.run_id),
                 rule=denied_by,
             )
-            self.store.save(exchange)
+            await self.store.save(exchange)
             return
         if step.step == "announce":
             exchange.request_announce(step.run_id, at=now)
@@ -143,10 +143,10 @@ class ExchangeDriver(ProcessManager[Exchange]):
             causality=step.causality,
             sender_key=_other_side(exchange.state, step.session_key),
         )
-        self.runs.ensure_started(run, exchange)
+        await self.runs.ensure_started(run, exchange)
         state = await self.runs.wait(step.run_id)
         assert state is not None
-        exchange = self.load(exchange.id) or exchange
+        exchange = await self.load(exchange.id) or exchange
         if exchange.next_step() != step:
             return  # recorded meanwhile (another gateway)
         now = self.clock.now()
@@ -156,13 +156,13 @@ class ExchangeDriver(ProcessManager[Exchange]):
         else:
             failed = None if state.status == "ok" else (state.error or state.status)
             exchange.record_turn(step, reply=reply, failed=failed, at=now)
-        self.store.save(exchange)
+        await self.store.save(exchange)
 
     async def _deliver(self, exchange: Exchange, step: Deliver) -> OutboundDelivery | None:
         """Attempt the announce once; a failed attempt returns the outbox entry retrying it."""
         state = exchange.state
         now = self.clock.now()
-        stored = self.store.session(state.target_key)
+        stored = await self.store.session(state.target_key)
         target = resolve_announce_target(
             state.target_key,
             stored_channel=stored.state.last_channel if stored else None,
@@ -173,7 +173,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
             exchange.skip_announce("no announce target", at=now)
             exchange.close("announce skipped: no announce target", at=now)
             return None
-        denied_by = self._send_denied(state.target_key, channel=target.channel)
+        denied_by = await self._send_denied(state.target_key, channel=target.channel)
         if denied_by is not None:
             exchange.suppress_announce(stage="delivery", rule=denied_by, message=step.reply, at=now)
             exchange.close("announce suppressed: send blocked by session policy", at=now)

@@ -19,16 +19,22 @@ import asyncio
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import Context
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from sessionwire.application.ports.clock_and_ids import Clock
-from sessionwire.application.ports.session_locks import SessionLocks
 
 T = TypeVar("T")
+
+
+class HoldsSessionLocks(Protocol):
+    """What hands out session locks (the store, blocking or awaited)."""
+
+    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]: ...
+
 
 WaitKind = Literal["clock", "work", "lock"]
 
@@ -229,7 +235,7 @@ class InFlight:
 
     @asynccontextmanager
     async def session_lock(
-        self, store: SessionLocks, location: str, key: str
+        self, store: HoldsSessionLocks, location: str, key: str
     ) -> AsyncIterator[None]:
         """Hold ``store``'s lock of session ``key``, waiting for it as a lock wait."""
         held = (location, key)

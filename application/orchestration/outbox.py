@@ -13,9 +13,9 @@ from typing import Any
 
 from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.process_managers import ProcessManager
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, DeliveryRejected
-from sessionwire.application.ports.store import Store
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.outbox import (
     AttemptAt,
@@ -40,7 +40,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
     def __init__(
         self,
         *,
-        store: Store,
+        store: AsyncStore,
         in_flight: InFlight,
         clock: Clock,
         delivery: ChannelDelivery,
@@ -107,7 +107,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
         recorded = "failed"
         async for uow in retrying(self.store, f"delivery {entry.id}"):
             with uow:
-                fresh = uow.work(entry.id, OutboundDelivery, OutboxState)
+                fresh = await uow.work(entry.id, OutboundDelivery, OutboxState)
                 if fresh is None or fresh.state.attempts + 1 != step.attempt:
                     return  # recorded meanwhile (another gateway)
                 now = self.clock.now()
@@ -120,7 +120,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
                         policy=self.policy,
                         at=now,
                     )
-                uow.commit()
+                await uow.commit()
                 recorded = fresh.state.status
         # delivered, failed (to be retried) or abandoned
         self.store.telemetry.delivery_attempted("failed" if recorded == "pending" else recorded)

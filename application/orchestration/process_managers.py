@@ -12,8 +12,8 @@ from pydantic import BaseModel
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.runs import outside_any_run
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate
 
 A = TypeVar("A", bound=Aggregate)
@@ -26,7 +26,7 @@ class ProcessManager(ABC, Generic[A]):
     aggregate_class: type[A]
     state_class: type[BaseModel]
 
-    def __init__(self, store: Store, in_flight: InFlight) -> None:
+    def __init__(self, store: AsyncStore, in_flight: InFlight) -> None:
         self.store = store
         self.in_flight = in_flight
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
@@ -50,14 +50,14 @@ class ProcessManager(ABC, Generic[A]):
         if self._tasks.get(aggregate_id) is task:
             del self._tasks[aggregate_id]
 
-    def resume(self) -> int:
-        pending = self.store.pending_work(self.kind, self.pending_statuses)
+    async def resume(self) -> int:
+        pending = await self.store.pending_work(self.kind, self.pending_statuses)
         for stored in pending:
             self.start(stored.id)
         return len(pending)
 
-    def load(self, aggregate_id: UUID) -> A | None:
-        stored = self.store.work(aggregate_id)
+    async def load(self, aggregate_id: UUID) -> A | None:
+        stored = await self.store.work(aggregate_id)
         return (
             None if stored is None else stored.to_aggregate(self.aggregate_class, self.state_class)
         )
@@ -66,7 +66,7 @@ class ProcessManager(ABC, Generic[A]):
         bound = self.log.bind(**{f"{self.kind}_id": str(aggregate_id)})
         try:
             while True:
-                aggregate = self.load(aggregate_id)
+                aggregate = await self.load(aggregate_id)
                 if aggregate is None:
                     return
                 step = aggregate.next_step()  # type: ignore[attr-defined]

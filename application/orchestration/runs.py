@@ -16,7 +16,7 @@ import inspect
 import json
 import secrets
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,11 +25,10 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
-from sessionwire.application.ports.session_read_model import SessionReadModel
-from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
@@ -185,7 +184,7 @@ class RunEngine:
     def __init__(
         self,
         *,
-        store: Store,
+        store: AsyncStore,
         clock: Clock,
         runtime: AgentRuntime,
         max_concurrent: int,
@@ -222,24 +221,24 @@ class RunEngine:
 
     # Accepting runs -------------------------------------------------------------------
 
-    def save_and_enqueue(self, run: Run, *others: Aggregate) -> None:
+    async def save_and_enqueue(self, run: Run, *others: Aggregate) -> None:
         """Record a new run (with any aggregates that change with it) and queue it."""
-        self.store.save(run, *others)
+        await self.store.save(run, *others)
         self.enqueue(run.id, run.state.session_key)
 
-    def ensure_started(self, run: Run, *others: Aggregate) -> None:
+    async def ensure_started(self, run: Run, *others: Aggregate) -> None:
         """Start ``run`` (saved with ``others``) unless a run with its id exists already.
 
         Process managers derive their runs' ids from their own, so asking again after a
         restart, or from a second gateway, finds the run instead of starting it twice.
         """
-        existing = self.load(run.id)
+        existing = await self.load(run.id)
         if existing is None:
             try:
-                self.save_and_enqueue(run, *others)
+                await self.save_and_enqueue(run, *others)
                 return
             except StoreConflict:
-                existing = self.load(run.id)
+                existing = await self.load(run.id)
                 if existing is None:
                     raise
         if not existing.state.ended:
@@ -267,23 +266,23 @@ class RunEngine:
             if mailbox is not None and mailbox.empty():
                 del self._mailboxes[session_key]
 
-    def resume(self) -> int:
+    async def resume(self) -> int:
         """Queue every run the store still has pending, in the order they arrived."""
-        pending = self.store.pending_work("run", PENDING)
+        pending = await self.store.pending_work("run", PENDING)
         now = self.clock.now()
         for stored in pending:
             run = stored.to_aggregate(Run, RunState)
             if run.overdue(now):
                 # Decision 16: recorded as timed out now, whatever else is queued before
                 # it; its actor then only settles it (never dispatches it).
-                self._time_out_overdue(run, now)
+                await self._time_out_overdue(run, now)
             self.enqueue(run.id, run.state.session_key)
         return len(pending)
 
-    def _time_out_overdue(self, run: Run, now: datetime) -> None:
+    async def _time_out_overdue(self, run: Run, now: datetime) -> None:
         run.time_out(at=now)
         try:
-            self.store.save(run)
+            await self.store.save(run)
         except StoreConflict:
             pass  # another gateway recorded its end (or a dispatch) first: its actor sees
         else:
@@ -298,13 +297,13 @@ class RunEngine:
             self._endings[run_id] = future
         return future
 
-    def load(self, run_id: UUID) -> Run | None:
-        stored = self.store.work(run_id)
+    async def load(self, run_id: UUID) -> Run | None:
+        stored = await self.store.work(run_id)
         return None if stored is None else stored.to_aggregate(Run, RunState)
 
     async def wait(self, run_id: UUID, timeout: float | None = None) -> RunState | None:
         """The run's final state, or None if ``timeout`` seconds pass on the gateway clock."""
-        run = self.load(run_id)
+        run = await self.load(run_id)
         if run is not None and run.state.ended:
             return run.state
         if run is not None and run_id not in self._endings:
@@ -386,7 +385,7 @@ class RunEngine:
             self._executing.pop(run_id, None)
 
     async def _execute_run(self, run_id: UUID) -> None:
-        run = self.load(run_id)
+        run = await self.load(run_id)
         if run is None:
             return
         bound = log.bind(session_key=run.state.session_key, run_id=str(run_id))
@@ -422,7 +421,7 @@ class RunEngine:
         async for uow in retrying(self.store, f"run {run.id}"):
             with uow:
                 # The run just loaded serves the first attempt; after a conflict it is stale.
-                reloaded = uow.work(run.id, Run, RunState) if uow.attempt else uow.add(run)
+                reloaded = await uow.work(run.id, Run, RunState) if uow.attempt else uow.add(run)
                 assert reloaded is not None
                 run = reloaded
                 if run.state.ended:
@@ -432,9 +431,9 @@ class RunEngine:
                     # Decision 16: past its deadline (the gateway was down, or the run
                     # waited in its mailbox that long) it is timed out, never dispatched.
                     run.time_out(at=now)
-                    uow.commit()
+                    await uow.commit()
                     continue
-                session = uow.session(run.state.session_key)
+                session = await uow.session(run.state.session_key)
                 if session is None:
                     run.fail(error=f"Session not found: {run.state.session_key}", at=now)
                 elif not session.is_active:
@@ -453,7 +452,7 @@ class RunEngine:
                             at=now,
                             provenance=run.state.message_provenance(),
                         )
-                uow.commit()
+                await uow.commit()
         return run
 
     async def _call_runtime(self, run: Run) -> object:
@@ -461,7 +460,7 @@ class RunEngine:
         if self._executing.get(run.id) or run.id in self._cancelling:
             return CANCELLED  # cancelled since this execution began: never asked
         state = run.state
-        stored_session = self.store.session(state.session_key)
+        stored_session = await self.store.session(state.session_key)
         request = RunRequest(
             run_id=state.run_id,
             session_key=state.session_key,
@@ -560,21 +559,21 @@ class RunEngine:
         """Record ``RunCancelled`` unless the run has ended: (its state after, whether this
         call cancelled it); None for no such run. The run's runtime call, if in flight
         here, is stopped, and whoever waits for the run hears it ended."""
-        if self.load(run_id) is None:
+        if await self.load(run_id) is None:
             return None
         committed = asyncio.get_running_loop().create_future()
         self._cancelling[run_id] = committed
         try:
             async for uow in retrying(self.store, f"run {run_id}"):
                 with uow:
-                    found = uow.work(run_id, Run, RunState)
+                    found = await uow.work(run_id, Run, RunState)
                     assert found is not None
                     run = found
                     if run.state.ended:
                         return run.state, False
                     # After a conflict (the run's own end, say), the reload above decides.
                     run.cancel(reason=reason, at=self.clock.now())
-                    await uow.commit_async()
+                    await uow.commit()
         finally:
             if self._cancelling.get(run_id) is committed:
                 del self._cancelling[run_id]
@@ -619,7 +618,7 @@ class RunEngine:
             await asyncio.shield(cancelling)
         async for uow in retrying(self.store, f"run {run_id}"):
             with uow:
-                found = uow.work(run_id, Run, RunState)
+                found = await uow.work(run_id, Run, RunState)
                 assert found is not None
                 run = found
                 if run.state.ended:
@@ -642,7 +641,7 @@ class RunEngine:
                         usage = _usage(outcome.usage)
                         model = outcome.model if isinstance(outcome.model, str) else None
                         run.complete(reply=outcome.text, usage=usage, model=model, at=now)
-                        session = uow.session(run.state.session_key)
+                        session = await uow.session(run.state.session_key)
                         if session is not None and outcome.text:
                             session.append_message(
                                 _assistant_message(outcome.text, usage, model, now),
@@ -651,7 +650,7 @@ class RunEngine:
                             )
                 except (RunAlreadyEnded, SessionClosed) as error:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
-                uow.commit()
+                await uow.commit()
         return run
 
     # Idle and shutdown ----------------------------------------------------------------
@@ -692,12 +691,12 @@ class WorkClock(Clock):
 
 
 def _transcript_reader(
-    store: SessionReadModel, session: UUID | None
-) -> Callable[[int], list[dict[str, Any]]]:
-    def read(limit: int) -> list[dict[str, Any]]:
+    store: AsyncStore, session: UUID | None
+) -> Callable[[int], Awaitable[list[dict[str, Any]]]]:
+    async def read(limit: int) -> list[dict[str, Any]]:
         if session is None:
             return []
-        texts = store.transcript(session, limit=max(1, limit), include_tools=True)
+        texts = await store.transcript(session, limit=max(1, limit), include_tools=True)
         return [json.loads(text) for text in texts]
 
     return read

@@ -19,10 +19,10 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
-from sessionwire.application.ports.store import Store
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
@@ -55,7 +55,7 @@ class SpawnDriver(ProcessManager[Spawn]):
     def __init__(
         self,
         *,
-        store: Store,
+        store: AsyncStore,
         in_flight: InFlight,
         clock: Clock,
         runs: RunEngine,
@@ -82,7 +82,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
             self._record_run_end(spawn, state)
-            self.store.save(spawn)
+            await self.store.save(spawn)
         elif isinstance(step, StartAnnounceRun):
             await self._announce_run(spawn, step)
         elif isinstance(step, Announce):
@@ -124,15 +124,15 @@ class SpawnDriver(ProcessManager[Spawn]):
             at=now,
             causality=step.causality,
         )
-        self.runs.ensure_started(run, spawn)
+        await self.runs.ensure_started(run, spawn)
         state = await self.runs.wait(step.run_id)
-        spawn = self.load(spawn.id) or spawn
+        spawn = await self.load(spawn.id) or spawn
         spawn.record_announce_reply(run_state_reply(state), at=self.clock.now())
-        self.store.save(spawn)
+        await self.store.save(spawn)
 
-    def _report(self, spawn: Spawn, reply: str | None) -> str:
+    async def _report(self, spawn: Spawn, reply: str | None) -> str:
         state = spawn.state
-        child = self.store.session(state.child_key)
+        child = await self.store.session(state.child_key)
         usage = state.usage
         session_id = child.state.session_id if child else None
         stats = AnnounceStats(
@@ -168,10 +168,10 @@ class SpawnDriver(ProcessManager[Spawn]):
     async def _announce(self, spawn: Spawn, step: Announce) -> None:
         if step.skip:
             spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
-            self.store.save(spawn)
+            await self.store.save(spawn)
             return
-        message = self._report(spawn, step.reply)
-        stored = self.store.session(spawn.state.requester_key)
+        message = await self._report(spawn, step.reply)
+        stored = await self.store.session(spawn.state.requester_key)
         requester = stored.state if stored else None
         route = self._route(spawn, requester)
         # Decision 10: a session whose send policy denies gets no delivery on its channel;
@@ -229,7 +229,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         async for uow in retrying(self.store, f"spawn {spawn.id} announce"):
             with uow:
                 now = self.clock.now()
-                fresh = uow.work(spawn.id, Spawn, SpawnState)
+                fresh = await uow.work(spawn.id, Spawn, SpawnState)
                 if fresh is None or fresh.state.announced:
                     return None
                 entry = uow.add(retry()) if retry is not None else None
@@ -245,7 +245,7 @@ class SpawnDriver(ProcessManager[Spawn]):
                     retry_delivery_id=str(entry.id) if entry else None,
                     at=now,
                 )
-                requester = uow.session(spawn.state.requester_key)
+                requester = await uow.session(spawn.state.requester_key)
                 if requester is not None and requester.state.status == "active":
                     requester.append_message(
                         TranscriptMessage(
@@ -256,11 +256,11 @@ class SpawnDriver(ProcessManager[Spawn]):
                         at=now,
                         provenance=report_provenance(fresh.state),
                     )
-                uow.commit()
+                await uow.commit()
                 return entry.id if entry else None
         return None
 
-    def archive_overdue(self) -> int:
+    async def archive_overdue(self) -> int:
         """Archive now every child whose archive time passed while the gateway was down.
 
         Called on reopen before any run is resumed: the child was archived, in effect,
@@ -269,7 +269,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         """
         now = self.clock.now()
         archived = 0
-        for stored in self.store.pending_work(self.kind, ("waiting_archive",)):
+        for stored in await self.store.pending_work(self.kind, ("waiting_archive",)):
             spawn = stored.to_aggregate(Spawn, SpawnState)
             step = spawn.next_step()
             if not isinstance(step, ArchiveAt) or step.due_ms > to_millis(now):
@@ -277,7 +277,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             uow = UnitOfWork(self.store, attempt=0)
             try:
                 with uow:
-                    self._close_in(uow, spawn.id, archive=True)
+                    await self._close_in(uow, spawn.id, archive=True)
             except StoreConflict:
                 continue  # another gateway closed it first: its driver, or ours, sees
             archived += uow.committed
@@ -286,14 +286,14 @@ class SpawnDriver(ProcessManager[Spawn]):
     async def _close_child(self, spawn: Spawn, *, archive: bool) -> None:
         async for uow in retrying(self.store, f"spawn {spawn.id} cleanup"):
             with uow:
-                self._close_in(uow, spawn.id, archive=archive)
+                await self._close_in(uow, spawn.id, archive=archive)
 
-    def _close_in(self, uow: UnitOfWork, spawn_id: UUID, *, archive: bool) -> None:
+    async def _close_in(self, uow: UnitOfWork, spawn_id: UUID, *, archive: bool) -> None:
         now = self.clock.now()
-        fresh = uow.work(spawn_id, Spawn, SpawnState)
+        fresh = await uow.work(spawn_id, Spawn, SpawnState)
         if fresh is None or fresh.state.status == "closed":
             return
-        child = uow.session(fresh.state.child_key)
+        child = await uow.session(fresh.state.child_key)
         if child is not None and archive:
             child.archive(reason="archiveAfterMinutes elapsed", at=now)
         elif child is not None:
@@ -302,7 +302,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             fresh.archived(at=now)
         else:
             fresh.deleted(at=now)
-        uow.commit()
+        await uow.commit()
 
 
 def report_provenance(state: SpawnState) -> Provenance:

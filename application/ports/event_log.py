@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from uuid import UUID
 
-from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.base import DomainEvent
 
 
 class StoreConflict(Exception):
@@ -15,19 +15,12 @@ class StoreConflict(Exception):
 
 
 class EventLog(ABC):
-    @abstractmethod
-    def save(self, *aggregates: Aggregate) -> None:
-        """Record the aggregates' pending events and project them, in one transaction.
+    """The log as the store's own threads and offline commands read it (blocking).
 
-        Raises StoreConflict when a stream moved on since the aggregate was loaded;
-        nothing is recorded then.
-        """
-
-    async def save_async(self, *aggregates: Aggregate) -> None:
-        """``save``, without holding the event loop while the database writes: a store
-        with a writer thread awaits it (and may commit several saves together, each
-        durable when this returns). The default saves in place."""
-        self.save(*aggregates)
+    Writing is not here: application code saves through ``AsyncStore.save`` (awaited,
+    off the event loop, decision 23); the store adapter's blocking ``save`` serves its
+    own threads and offline commands (imports).
+    """
 
     def writes_in_flight(self) -> int:
         """Saves handed to a writer thread and not yet committed or failed."""

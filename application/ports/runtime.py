@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,9 @@ class RunRequest:
     message: str
     context: str | None
     clock: Clock
-    transcript: Callable[[int], list[dict[str, Any]]]
-    """The session's last N messages (raw transcript format), oldest first."""
+    transcript: Callable[[int], Awaitable[list[dict[str, Any]]]]
+    """The session's last N messages (raw transcript format), oldest first:
+    ``await request.transcript(20)`` (read off the event loop, decision 23)."""
     turn: int | None = None
     requester_key: str | None = None
     tools: tuple[str, ...] = ()

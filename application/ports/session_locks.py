@@ -23,3 +23,8 @@ class SessionLocks(ABC):  # noqa: B024
         shared by several gateway processes makes this lock span them.
         """
         return _NO_LOCK
+
+    async def take_over_dead_gateways(self) -> list[str]:
+        """Gateways sharing the store whose lease expired, taken over by this one (their
+        pending work is then this gateway's to resume); none where one process writes."""
+        return []

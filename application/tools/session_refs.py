@@ -46,7 +46,7 @@ class SessionRefused(Exception):
         self.display_key = display_key
 
 
-def resolve_session(context: ToolContext, raw: str, *, access: Access) -> StoredSession:
+async def resolve_session(context: ToolContext, raw: str, *, access: Access) -> StoredSession:
     """The active session ``raw`` names, if the requester may reach it.
 
     Raises SessionNotResolved (OpenClaw's "not found" wording) or SessionRefused.
@@ -58,7 +58,7 @@ def resolve_session(context: ToolContext, raw: str, *, access: Access) -> Stored
     except InvalidSessionKey as error:
         raise SessionNotResolved(f"invalid sessionKey: {error}") from error
     reference = raw.strip()
-    found = store.session(key)
+    found = await store.session(key)
     if found is not None and found.state.status == "active":
         target = found.state.policy_target(context.rules)
         refusal = policy.reach_refusal(
@@ -78,7 +78,7 @@ def resolve_session(context: ToolContext, raw: str, *, access: Access) -> Stored
         raise SessionNotResolved(f"Session not found: {raw}")
     matches = [
         stored
-        for stored in store.sessions_by_session_id(reference.lower())
+        for stored in await store.sessions_by_session_id(reference.lower())
         if stored.state.status == "active"
         and policy.sees(stored.state.policy_target(context.rules))
     ]
@@ -99,7 +99,7 @@ def resolve_session(context: ToolContext, raw: str, *, access: Access) -> Stored
     )
 
 
-def resolve_label(context: ToolContext, label: str, agent_id: str | None) -> str:
+async def resolve_label(context: ToolContext, label: str, agent_id: str | None) -> str:
     """The canonical key of the one session with ``label`` the requester may reach
     (``sessions_send`` by label, openclaw-behaviour.md §6.2 step 2)."""
     policy = context.access
@@ -112,7 +112,7 @@ def resolve_label(context: ToolContext, label: str, agent_id: str | None) -> str
     scope = context.requester.agent_id if policy.sandboxed else requested
     matches = [
         stored
-        for stored in context.store.sessions_by_label(label)
+        for stored in await context.store.sessions_by_label(label)
         if (scope is None or stored.state.agent_id == scope)
         and policy.sees(stored.state.policy_target(context.rules))
     ]

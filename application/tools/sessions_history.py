@@ -10,9 +10,9 @@ from sessionwire.application.tools.session_refs import resolve_session
 MAX_HISTORY_BYTES = 6 * 1024 * 1024
 
 
-def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> ReadAnswer:
-    stored = resolve_session(context, params.sessionKey, access="history")
-    texts = context.store.transcript(
+async def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> ReadAnswer:
+    stored = await resolve_session(context, params.sessionKey, access="history")
+    texts = await context.store.transcript(
         stored.id, limit=params.limit, include_tools=params.includeTools
     )
     messages = context.reader_messages(stored.state.key, cap_bytes(texts, MAX_HISTORY_BYTES))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.params import SessionsListParams
 from sessionwire.application.tools.results import ReadAnswer, SessionRow
 from sessionwire.domain.keys import derive_channel
 from sessionwire.domain.session import to_millis
 
 
-def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswer:
+async def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswer:
     rules = context.rules
     excluded = {"unknown"} if rules.is_global else {"global", "unknown"}
     since = None
@@ -24,17 +25,29 @@ def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswe
         limit=params.limit,
         updated_since_ms=since,
         kinds=params.kinds,
-        agent_ids=visible_agents(context),
+        agent_ids=await visible_agents(context),
         spawned_by=access.requester_key if access.sandboxed else None,
         exclude_keys=frozenset(excluded),
     )
-    rows = [
-        row(context, stored, params.messageLimit) for stored in context.store.list_sessions(query)
-    ]
+    message_limit = params.messageLimit
+
+    def listed(store: Store) -> list[tuple[StoredSession, list[str] | None]]:
+        # The rows and their last messages in one trip off the loop.
+        return [
+            (
+                stored,
+                store.transcript(stored.id, limit=message_limit, include_tools=False)
+                if message_limit > 0
+                else None,
+            )
+            for stored in store.list_sessions(query)
+        ]
+
+    rows = [row(context, stored, texts) for stored, texts in await context.store.read(listed)]
     return ReadAnswer({"count": len(rows), "sessions": rows})
 
 
-def visible_agents(context: ToolContext) -> frozenset[str] | None:
+async def visible_agents(context: ToolContext) -> frozenset[str] | None:
     """The agents whose sessions the requester may list; None means every agent."""
     a2a = context.a2a
     own = context.requester.agent_id
@@ -43,11 +56,12 @@ def visible_agents(context: ToolContext) -> frozenset[str] | None:
     if not a2a.enabled or not a2a.matches(own):
         return frozenset({own})
     configured = {entry.id.strip().lower() for entry in context.config.agents.list}
-    present = set(context.store.agent_ids())
+    present = set(await context.store.agent_ids())
     return frozenset({own} | {a for a in configured | present if a2a.is_allowed(own, a)})
 
 
-def row(context: ToolContext, stored: StoredSession, message_limit: int) -> SessionRow:
+def row(context: ToolContext, stored: StoredSession, texts: list[str] | None) -> SessionRow:
+    """One row; ``texts``: its last messages as stored, when the caller asked for them."""
     state = stored.state
     kind, group_channel = context.rules.kind_and_group_channel(state.key, state.chat_type)
     channel = derive_channel(
@@ -82,7 +96,6 @@ def row(context: ToolContext, stored: StoredSession, message_limit: int) -> Sess
         "deliveryContext": delivery,
         "transcriptPath": context.transcript_path(state),
     }
-    if message_limit > 0:
-        texts = context.store.transcript(stored.id, limit=message_limit, include_tools=False)
+    if texts is not None:
         shown["messages"] = context.reader_messages(state.key, texts)
     return shown

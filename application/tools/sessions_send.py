@@ -56,17 +56,17 @@ def announce_channel(target: SessionState) -> str:
     return announce_target.channel if announce_target else "unknown"
 
 
-def _target(context: ToolContext, params: SessionsSendParams) -> StoredSession:
+async def _target(context: ToolContext, params: SessionsSendParams) -> StoredSession:
     """The session to send into, checked against every policy (§6.2, then the send policy)."""
     if params.sessionKey and params.label:
         raise SendRefused("error", "Provide either sessionKey or label (not both).")
     try:
         reference = params.sessionKey
         if reference is None and params.label:
-            reference = resolve_label(context, params.label, params.agentId)
+            reference = await resolve_label(context, params.label, params.agentId)
         if reference is None:
             raise SendRefused("error", "Either sessionKey or label is required")
-        target = resolve_session(context, reference, access="messaging")
+        target = await resolve_session(context, reference, access="messaging")
     except SessionNotResolved as error:
         raise SendRefused("error", error.message) from None
     refusal = context.access.send_refusal(target.state.policy_target(context.rules))
@@ -90,21 +90,21 @@ async def sessions_send(
     if hop_refusal is not None:
         # Whatever the target: the chain this run belongs to has sent enough (decision 17).
         reference = (params.sessionKey or params.label or "").strip()
-        context.record_refusal(
+        await context.record_refusal(
             hop_refusal, tool="sessions_send", reference=reference, target_key=None
         )
         return HopLimitRefused(error=hop_refusal.message)
     run_id = context.new_run_id("sessions_send", params)
-    earlier = services.runs.load(run_id) if context.caller_turn is not None else None
+    earlier = await services.runs.load(run_id) if context.caller_turn is not None else None
     if earlier is not None:
         # The calling run's earlier attempt (before a crash) made this very send: it goes
         # on as it was (a reopen resumes it); answer for it rather than start it again.
         display = context.display_key(earlier.state.session_key)
         return await _answer(context, params, run_id, display)
     try:
-        target = _target(context, params)
+        target = await _target(context, params)
     except SessionRefused as refused:
-        context.record_refusal(
+        await context.record_refusal(
             refused.refusal,
             tool="sessions_send",
             reference=refused.reference,
@@ -128,7 +128,7 @@ async def sessions_send(
     display = context.display_key(target.state.key)
 
     requester = context.requester
-    requester_session = context.store.session(requester.key)
+    requester_session = await context.store.session(requester.key)
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
     chain = context.next_hop(str(run_id))
@@ -142,7 +142,7 @@ async def sessions_send(
             rule=busy.state.rule,
         )
     if busy is not None and busy.state.decision == "rejected":
-        _record_rejection(context, busy)
+        await _record_rejection(context, busy)
         return SendResult(
             runId=str(run_id),
             status="error",
@@ -180,14 +180,14 @@ async def sessions_send(
         at=now,
         causality=chain,
     )
-    services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
+    await services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
     services.exchanges.start(exchange.id)
     return await _answer(context, params, run_id, display)
 
 
-def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
+async def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
     """The session's runs not ended yet (queued or running), oldest first."""
-    pending = context.store.pending_work("run", PENDING, session_key=session_key)
+    pending = await context.store.pending_work("run", PENDING, session_key=session_key)
     return [work.to_aggregate(Run, RunState).state for work in pending]
 
 
@@ -198,7 +198,7 @@ async def _busy_decision(
     flight (None when none is: nothing to decide). Read from the store, so a run another
     gateway on the same database is running counts too. ``interrupt`` cancels the runs
     in flight here, before the send's own run is queued."""
-    runs = _in_flight(context, target.key)
+    runs = await _in_flight(context, target.key)
     if not runs:
         return None
     # The run in flight is the one running; else the next to run.
@@ -209,7 +209,7 @@ async def _busy_decision(
     if choice.action == "interrupt":
         # Never the sender's own run nor a run it descends from: cancelling those would
         # cancel the very call being made (a cancel takes the runs it caused with it).
-        own = _sender_lineage(context)
+        own = await _sender_lineage(context)
         doomed = [run for run in runs if run.run_id not in own]
         if doomed:
             cancelled = await _interrupt(context, doomed, target.key)
@@ -228,7 +228,7 @@ async def _busy_decision(
     )
 
 
-def _sender_lineage(context: ToolContext) -> set[str]:
+async def _sender_lineage(context: ToolContext) -> set[str]:
     """The calling run and every run it descends from (by ``parentRunId``)."""
     services = context.services
     assert services is not None
@@ -237,7 +237,7 @@ def _sender_lineage(context: ToolContext) -> set[str]:
     run_id = caller.run_id if caller is not None else None
     while run_id is not None and run_id not in lineage:
         lineage.add(run_id)
-        parent = services.runs.load(UUID(run_id))
+        parent = await services.runs.load(UUID(run_id))
         run_id = parent.state.parent_run_id if parent is not None else None
     return lineage
 
@@ -266,9 +266,9 @@ def busy_refusal(display: str, busy: BusyDecision) -> str:
     )
 
 
-def _record_rejection(context: ToolContext, busy: BusyDecision) -> None:
+async def _record_rejection(context: ToolContext, busy: BusyDecision) -> None:
     try:
-        context.store.save(busy)
+        await context.store.save(busy)
     except StoreConflict:
         pass  # the same send, repeated by its run's next attempt: recorded already
     except StoreInUse:

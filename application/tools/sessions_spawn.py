@@ -34,13 +34,13 @@ async def sessions_spawn(
         return SpawnResult(status="forbidden", tool="sessions_spawn", error=NOT_FROM_SUBAGENTS)
     hop_refusal = context.hop_refusal()
     if hop_refusal is not None:
-        context.record_refusal(
+        await context.record_refusal(
             hop_refusal, tool="sessions_spawn", reference=params.task[:80], target_key=None
         )
         return HopLimitRefused(error=hop_refusal.message)
     ids = services.ids
     run_id = context.new_run_id("sessions_spawn", params)
-    earlier = services.runs.load(run_id) if context.caller_turn is not None else None
+    earlier = await services.runs.load(run_id) if context.caller_turn is not None else None
     if earlier is not None:
         # The calling run's earlier attempt (before a crash) spawned this very child: it
         # goes on as it was (a reopen resumes it); answer for it, never spawn it twice.
@@ -66,14 +66,14 @@ async def sessions_spawn(
             error=f"invalid model: {params.model} (configured models: {known})",
         )
     model = params.model or config.subagent_model(target_agent)
-    if params.label is not None and _label_taken(context, params.label):
+    if params.label is not None and await _label_taken(context, params.label):
         return SpawnResult(
             status="error", tool="sessions_spawn", error=f"label already in use: {params.label}"
         )
 
     child_key = f"agent:{target_agent}:subagent:{ids.new_id()}"
     now = context.clock.now()
-    requester_session = context.store.session(requester.key)
+    requester_session = await context.store.session(requester.key)
     requester_row = requester_session.state if requester_session else None
     requester_channel = requester_row.last_channel if requester_row else None
     child = Session.open(
@@ -97,7 +97,7 @@ async def sessions_spawn(
     # The child run is a send into the child session: a rule may deny it (by key prefix).
     refusal = context.access.send_refusal(child.state.policy_target(context.rules))
     if refusal:
-        context.record_refusal(
+        await context.record_refusal(
             refusal, tool="sessions_spawn", reference=child_key, target_key=child_key
         )
         return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
@@ -144,7 +144,7 @@ async def sessions_spawn(
             account_id=requester_row.last_account_id if requester_row else None,
         ),
     )
-    services.runs.save_and_enqueue(run, child, spawn)
+    await services.runs.save_and_enqueue(run, child, spawn)
     services.spawns.start(spawn.id)
     return SpawnResult(
         status="accepted",
@@ -154,12 +154,12 @@ async def sessions_spawn(
     )
 
 
-def _label_taken(context: ToolContext, label: str) -> bool:
+async def _label_taken(context: ToolContext, label: str) -> bool:
     """Is ``label`` held by a session the requester may see? A label held by a hidden
     session (another agent's, with agent-to-agent off) does not count: refusing would
     tell the requester that the hidden session exists (issue 16, finding 4)."""
     policy = context.access
     return any(
         policy.sees(stored.state.policy_target(context.rules))
-        for stored in context.store.sessions_by_label(label)
+        for stored in await context.store.sessions_by_label(label)
     )

@@ -53,7 +53,7 @@ async def started(gateway: Gateway, message: str, target: str = "discord:group:o
     )
     run_id = str(sent["runId"])
     with anyio.fail_after(WAIT_SECONDS):
-        while (gateway.run(run_id) or {}).get("status") == "queued":
+        while (await gateway.run(run_id) or {}).get("status") == "queued":
             await asyncio.sleep(0)  # one loop turn: the actor takes the run
     return run_id
 
@@ -177,7 +177,7 @@ async def test_a_cancel_beside_a_live_gateway(store: str, runs: dict[str, str]) 
             assert "held by another gateway" in answer.stderr
             assert "one writer per SQLite file" in answer.stderr
             assert "cancel the run through that gateway" in answer.stderr
-            assert (owner.run(run_id) or {})["status"] == "running"
+            assert (await owner.run(run_id) or {})["status"] == "running"
         else:
             assert answer.returncode == 0, answer.stderr
             assert json.loads(answer.stdout)["cancelled"] is True

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 
 ROOT = Path(__file__).resolve().parents[2]
 KILL_POINTS = [
@@ -69,7 +70,7 @@ async def test_a_killed_gateway_finishes_the_exchange_once(tmp_path: Path, kill_
             ("user", "tgt-2"),
             ("assistant", "req-3"),
         ]
-        events = [event for _, event in gateway.store.events()]
+        events = [event for _, event in store_of(gateway).events()]
         names = Counter(type(event).__name__ for event in events)
         assert names["PingPongTurn"] == 4
         assert names["AnnounceDelivered"] == 1

@@ -11,6 +11,7 @@ import pytest
 from live_http import SCRIPT, LiveServer, live_server, scripted_server
 from sessionwire import Gateway
 from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.tools.schemas import TOOL_PARAMETERS
 from sessionwire.testing import ScriptedRuntime
 
@@ -50,7 +51,7 @@ def test_health_and_readiness_answer_without_a_token(server: LiveServer) -> None
 async def test_readiness_is_503_when_the_store_does_not_answer(tmp_path: Path) -> None:
     gateway = await Gateway.open(store=f"sqlite:///{tmp_path}/gone.db")
     app = create_app(gateway, "t")
-    gateway.store.close()
+    store_of(gateway).close()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
         response = await http.get("/readyz")

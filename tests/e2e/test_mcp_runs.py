@@ -242,8 +242,8 @@ async def test_runs_cancel_stops_a_running_run_and_the_subscriber_hears_it(
     assert refused.value.error.code == RESOURCE_NOT_FOUND
     gateway = await Gateway.open(store=url, resume=False)
     try:
-        assert gateway.run(hidden) is not None
-        assert gateway.run(hidden)["status"] == "ok"  # type: ignore[index]
+        assert await gateway.run(hidden) is not None
+        assert (await gateway.run(hidden))["status"] == "ok"  # type: ignore[index]
     finally:
         await gateway.close()
 
@@ -319,6 +319,6 @@ async def owner_run(owner: Gateway, target: str) -> str:
     )
     run_id = str(sent["runId"])
     with anyio.fail_after(WAIT_SECONDS):
-        while (owner.run(run_id) or {}).get("status") != "running":
+        while (await owner.run(run_id) or {}).get("status") != "running":
             await asyncio.sleep(0)  # one loop turn: the owner's actor takes the run
     return run_id

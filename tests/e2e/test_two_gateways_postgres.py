@@ -12,6 +12,7 @@ from pathlib import Path
 from uuid import UUID
 
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import ScriptedRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_
             _, stderr = process.communicate(timeout=300)
             assert process.returncode == 0, stderr
 
-        events = [event for _, event in gateway.store.events()]
+        events = [event for _, event in store_of(gateway).events()]
         started = [e for e in events if type(e).__name__ == "RunStarted"]
         target_runs = {e.originator_id for e in started if e.session_key == "agent:main:main"}
         assert len(target_runs) == 2 * PER_PROCESS * 2  # a primary and an announce per send
@@ -60,7 +61,7 @@ async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_
         # Never two runs at once in the target session: [dispatched, ended] never overlap.
         spans = []
         for run_id in target_runs:
-            run = gateway.run_engine.load(run_id)
+            run = internals(gateway).run_engine.load(run_id)
             assert run is not None
             assert run.state.status == "ok", run.state
             assert run.state.started_at is not None
@@ -123,7 +124,7 @@ async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
         assert primary is not None
         assert primary.state.status == "ok"
         assert primary.state.reply == "reply to hi"
-        closed = [e for _, e in second.store.events() if type(e).__name__ == "ExchangeClosed"]
+        closed = [e for _, e in store_of(second).events() if type(e).__name__ == "ExchangeClosed"]
         assert len(closed) == 1
     finally:
         await second.close()

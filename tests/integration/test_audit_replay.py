@@ -18,6 +18,7 @@ import pytest
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.audit.state import SessionNotRecorded
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
@@ -66,9 +67,9 @@ async def test_every_past_version_matches_what_the_gateway_showed_then(
     seen: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
 
     def remember() -> None:
-        stored = gw.store.session(A_KEY)
+        stored = store_of(gw).session(A_KEY)
         assert stored is not None
-        history = gw.store.transcript(stored.id, limit=1000, include_tools=True)
+        history = store_of(gw).transcript(stored.id, limit=1000, include_tools=True)
         seen[stored.version] = (stored.state, [json.loads(m) for m in history])
 
     await say(gw, A, "hello", channel="discord", chat_type="group", to="channel:a")
@@ -87,11 +88,11 @@ async def test_every_past_version_matches_what_the_gateway_showed_then(
 
     assert sorted(seen) == [2, 3, 4, 5]
     for version, (row, transcript) in seen.items():
-        past = gw.session_as_of(A, version=version)
+        past = await gw.session_as_of(A, version=version)
         assert (past.version, past.latest_version) == (version, 5)
         assert past.row == row
         assert past.transcript == transcript
-    opened = gw.session_as_of(A, version=1)
+    opened = await gw.session_as_of(A, version=1)
     assert opened.transcript == []
     assert opened.row.message_count == 0
     assert opened.recorded_at == START
@@ -106,15 +107,15 @@ async def test_state_at_an_instant_is_the_last_version_recorded_by_then(
     await clock.advance(60)
     await say(gw, A, "three")
 
-    just_before_two = gw.session_as_of(A, at=START + timedelta(seconds=59))
+    just_before_two = await gw.session_as_of(A, at=START + timedelta(seconds=59))
     assert [m["content"][0]["text"] for m in just_before_two.transcript] == ["one"]
-    at_two = gw.session_as_of(A, at=START + timedelta(seconds=60))
+    at_two = await gw.session_as_of(A, at=START + timedelta(seconds=60))
     assert at_two.version == 3
     assert at_two.row.updated_at == int((START + timedelta(seconds=60)).timestamp() * 1000)
-    later = gw.session_as_of(A, at=START + timedelta(days=1))
+    later = await gw.session_as_of(A, at=START + timedelta(days=1))
     assert later.version == later.latest_version == 4
     with pytest.raises(SessionNotRecorded, match="did not exist at"):
-        gw.session_as_of(A, at=START - timedelta(seconds=1))
+        await gw.session_as_of(A, at=START - timedelta(seconds=1))
 
 
 async def test_an_instant_deep_in_a_long_stream(gw: Gateway, clock: VirtualClock) -> None:
@@ -123,23 +124,23 @@ async def test_an_instant_deep_in_a_long_stream(gw: Gateway, clock: VirtualClock
         await clock.advance(1)
     # Message n was recorded at START + n seconds and is version n + 2.
     for n in (0, 62, 63, 200, 299):
-        past = gw.session_as_of(A, at=START + timedelta(seconds=n, milliseconds=500))
+        past = await gw.session_as_of(A, at=START + timedelta(seconds=n, milliseconds=500))
         assert past.version == n + 2
         assert past.transcript[-1]["content"][0]["text"] == f"m{n}"
-        assert past.row == gw.session_as_of(A, version=n + 2).row
+        assert past.row == (await gw.session_as_of(A, version=n + 2)).row
 
 
 async def test_bad_points_in_time_are_refused(gw: Gateway) -> None:
     await say(gw, A, "one")
-    assert gw.session_as_of(A, version=99).version == 2
+    assert (await gw.session_as_of(A, version=99)).version == 2
     with pytest.raises(ValueError, match="versions start at 1"):
-        gw.session_as_of(A, version=0)
+        await gw.session_as_of(A, version=0)
     with pytest.raises(ValueError, match="not both"):
-        gw.session_as_of(A, version=1, at=START)
+        await gw.session_as_of(A, version=1, at=START)
     with pytest.raises(ValueError, match="time zone"):
-        gw.session_as_of(A, at=datetime(2026, 5, 1, 12, 0))
+        await gw.session_as_of(A, at=datetime(2026, 5, 1, 12, 0))
     with pytest.raises(SessionNotRecorded, match="Session not found: agent:main:nope"):
-        gw.session_as_of("nope", version=1)
+        await gw.session_as_of("nope", version=1)
 
 
 async def exchange_between_a_and_b(gw: Gateway) -> None:
@@ -154,7 +155,7 @@ async def exchange_between_a_and_b(gw: Gateway) -> None:
 async def test_the_timeline_holds_the_session_and_the_work_it_took_part_in(gw: Gateway) -> None:
     await exchange_between_a_and_b(gw)
 
-    timeline = gw.timeline(B)
+    timeline = await gw.timeline(B)
     entries = timeline.entries
     assert timeline.key == B_KEY
     positions = [e.position for e in entries]
@@ -176,12 +177,12 @@ async def test_the_timeline_holds_the_session_and_the_work_it_took_part_in(gw: G
     assert "announce delivered to discord channel:b: 'all done'" in lines
     assert not any("not part of it" in line for line in lines)
     # The requester's timeline has the same exchange, and its own reply-back run.
-    requester = gw.timeline(A).entries
+    requester = (await gw.timeline(A)).entries
     assert [e.event for e in requester if e.kind == "exchange"] == exchange_events
     turn_runs = [e for e in requester if e.event == "RunStarted" and e.data["step"] == "reply_back"]
     assert [e.data["session_key"] for e in turn_runs] == [A_KEY]
     with pytest.raises(LookupError, match="Session not found"):
-        gw.timeline("discord:group:nobody")
+        await gw.timeline("discord:group:nobody")
 
 
 async def test_a_spawn_is_in_the_timelines_of_its_requester_and_its_child(gw: Gateway) -> None:
@@ -190,7 +191,7 @@ async def test_a_spawn_is_in_the_timelines_of_its_requester_and_its_child(gw: Ga
     await gw.wait_idle()
     child = spawned["childSessionKey"]
     for key in ("main", child):
-        events = [e.event for e in gw.timeline(key).entries if e.kind == "spawn"]
+        events = [e.event for e in (await gw.timeline(key)).entries if e.kind == "spawn"]
         assert events[:2] == ["SubagentSpawned", "SubagentRunStarted"]
         assert "SubagentAnnounced" in events
 
@@ -199,12 +200,12 @@ async def test_auditing_never_calls_the_runtime_delivers_or_writes(
     gw: Gateway, runtime: ScriptedRuntime, delivery: CapturingDelivery
 ) -> None:
     await exchange_between_a_and_b(gw)
-    calls, sent, position = len(runtime.calls), len(delivery.sent), gw.store.log_position()
+    calls, sent, position = len(runtime.calls), len(delivery.sent), store_of(gw).log_position()
     for version in range(1, 10):
-        gw.session_as_of(B, version=version)
-    gw.timeline(A)
-    gw.timeline(B)
-    assert (len(runtime.calls), len(delivery.sent), gw.store.log_position()) == (
+        await gw.session_as_of(B, version=version)
+    await gw.timeline(A)
+    await gw.timeline(B)
+    assert (len(runtime.calls), len(delivery.sent), store_of(gw).log_position()) == (
         calls,
         sent,
         position,
@@ -269,7 +270,7 @@ async def test_cli_audit_leaves_unfinished_work_alone(
     send = {"sessionKey": B, "message": "ping", "timeoutSeconds": 0}
     await gw.call_tool(A, "sessions_send", send)
     await gw.wait_idle()
-    position = gw.store.log_position()
+    position = store_of(gw).log_position()
     await gw.close()
 
     assert main(["--store", store_file, "audit", "timeline", B, "--json"]) == 0
@@ -293,7 +294,7 @@ def test_cli_reads_leave_unfinished_work_alone(store_file: str) -> None:
         send = {"sessionKey": B, "message": "ping", "timeoutSeconds": 0}
         await gw.call_tool(A, "sessions_send", send)
         await gw.wait_idle()
-        position = gw.store.log_position()
+        position = store_of(gw).log_position()
         await gw.close()
         return position
 

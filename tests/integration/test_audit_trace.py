@@ -16,6 +16,7 @@ import pytest
 from audit_rig import RawStore, run_cli
 from sessionwire import Gateway
 from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.audit.trace import Trace, trace_chain
 from sessionwire.testing import VirtualClock
 from test_causality import OPERATOR, A, CycleAgents, open_cycle
@@ -24,7 +25,7 @@ from test_causality import OPERATOR, A, CycleAgents, open_cycle
 def streams_in_log(gw: Gateway, trace_id: str) -> set[str]:
     return {
         str(event.originator_id)
-        for _, event in gw.store.events()
+        for _, event in store_of(gw).events()
         if event.originator_version == 1 and getattr(event, "trace_id", None) == trace_id
     }
 
@@ -70,7 +71,7 @@ async def test_a_trace_is_every_stream_of_the_chain_each_under_its_cause(
 ) -> None:
     gw, trace_id = await chain_of_three(store_url, clock)
     try:
-        trace = trace_chain(NoScan(gw.store), trace_id)  # type: ignore[arg-type]
+        trace = trace_chain(NoScan(store_of(gw)), trace_id)  # type: ignore[arg-type]
         assert {node.id for node in trace.nodes} == streams_in_log(gw, trace_id)
         check_tree(trace)
         # The chain starts with the operator's send: the first run is the trace's id.
@@ -91,7 +92,7 @@ async def test_a_trace_is_every_stream_of_the_chain_each_under_its_cause(
             positions = [entry.position for entry in node.entries]
             assert positions == sorted(positions)
             assert {entry.trace_id for entry in node.entries} == {trace_id}
-        assert gw.trace(trace_id) == trace
+        assert await gw.trace(trace_id) == trace
     finally:
         await gw.close()
 
@@ -100,7 +101,7 @@ async def test_an_unknown_trace_is_not_found(store_url: str, clock: VirtualClock
     gw, _ = await chain_of_three(store_url, clock)
     try:
         with pytest.raises(LookupError, match="Trace not found"):
-            trace_chain(NoScan(gw.store), "no-such-trace")  # type: ignore[arg-type]
+            trace_chain(NoScan(store_of(gw)), "no-such-trace")  # type: ignore[arg-type]
     finally:
         await gw.close()
 
@@ -163,7 +164,7 @@ async def test_a_store_without_trace_rows_gets_them_from_audit_rebuild(
 ) -> None:
     url = f"sqlite:///{tmp_path}/old.db"
     gw, trace_id = await chain_of_three(url, clock)
-    expected = gw.trace(trace_id)
+    expected = await gw.trace(trace_id)
     await gw.close()
     # As recorded before the trace rows: the sessions' index rows only.
     RawStore(url).run(("DELETE FROM sw_session_streams WHERE session_key LIKE 'trace:%'", ()))

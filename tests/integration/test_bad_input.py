@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.tools.params import (
     SessionsHistoryParams,
     SessionsListParams,
@@ -64,7 +65,7 @@ def short(value: Any) -> str:
 def store_state(gateway: Gateway) -> tuple[Any, int]:
     """The read models and the event count; a policy refusal's AccessRefused event (and
     its timeline index rows) is evidence, not a change, so it is not counted."""
-    store = gateway.store
+    store = store_of(gateway)
     events = sum(1 for _, e in store.events() if type(e).__name__ != "AccessRefused")
     snapshot = store.read_model_snapshot()
     snapshot["session_streams"] = [

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from audit_rig import RawStore, run_cli, verify_json
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.domain.session import session_uuid
 from sessionwire.testing import VirtualClock
 
@@ -57,7 +58,7 @@ async def history(gateway: Gateway, key: str) -> list[dict[str, Any]]:
 
 
 def transcript_seqs(gateway: Gateway, key: str) -> list[tuple[int, str, str]]:
-    snapshot = gateway.store.read_model_snapshot()  # type: ignore[attr-defined]
+    snapshot = store_of(gateway).read_model_snapshot()  # type: ignore[attr-defined]
     session = session_uuid(key).hex
     return [
         (seq, role, message) for s, seq, role, message in snapshot["transcript"] if s == session
@@ -75,7 +76,7 @@ async def test_a_batch_reads_exactly_like_the_same_single_appends(gateway: Gatew
     # The same transcript rows, at the same seq numbers (the versions single appends take).
     assert transcript_seqs(gateway, BATCH) == transcript_seqs(gateway, SINGLE)
     assert [seq for seq, _, _ in transcript_seqs(gateway, BATCH)] == list(range(2, 12))
-    single, batched = gateway.store.session(SINGLE), gateway.store.session(BATCH)
+    single, batched = store_of(gateway).session(SINGLE), store_of(gateway).session(BATCH)
     assert single is not None
     assert batched is not None
     assert batched.version == single.version == 11
@@ -84,20 +85,20 @@ async def test_a_batch_reads_exactly_like_the_same_single_appends(gateway: Gatew
     assert batched.state.message_count == 10
     assert batched.state.total_tokens == sum(3 * n for n in range(2, 9, 3))
     # Only two events hold the batch's session: it opened, the batch, the message after.
-    assert [type(e).__name__ for e in gateway.store.stream(session_uuid(BATCH))] == [
+    assert [type(e).__name__ for e in store_of(gateway).stream(session_uuid(BATCH))] == [
         "SessionOpened",
         "MessagesAppended",
         "MessageAppended",
     ]
 
-    def lines(key: str) -> list[tuple[int, str, str, dict[str, Any]]]:
+    async def lines(key: str) -> list[tuple[int, str, str, dict[str, Any]]]:
         return [
             (e.version, e.event, e.summary, e.data)
-            for e in gateway.timeline(key).entries
+            for e in (await gateway.timeline(key)).entries
             if e.kind == "session" and e.version > 1
         ]
 
-    assert lines(BATCH) == lines(SINGLE)
+    assert await lines(BATCH) == await lines(SINGLE)
 
 
 async def test_replay_at_every_version_inside_and_after_a_batch(gateway: Gateway) -> None:
@@ -107,8 +108,8 @@ async def test_replay_at_every_version_inside_and_after_a_batch(gateway: Gateway
     await gateway.record_many(BATCH, batch, **ROUTING)
     await gateway.record_message(BATCH, role="user", content="after")
     for version in range(1, 10):
-        single = gateway.session_as_of(SINGLE, version=version)
-        batched = gateway.session_as_of(BATCH, version=version)
+        single = await gateway.session_as_of(SINGLE, version=version)
+        batched = await gateway.session_as_of(BATCH, version=version)
         assert batched.version == single.version == min(version, 8)
         assert batched.transcript == single.transcript
         assert len(batched.transcript) == min(version, 8) - 1
@@ -129,10 +130,10 @@ async def test_a_bad_message_anywhere_writes_none_of_the_batch(gateway: Gateway)
     with pytest.raises(ValueError, match=r"^message 500: invalid message: usage.input"):
         await gateway.record_many("main", batch)
     assert [m["content"][0]["text"] for m in await history(gateway, "main")] == ["before"]
-    stored = gateway.store.session("agent:main:main")
+    stored = store_of(gateway).session("agent:main:main")
     assert stored is not None
     assert stored.version == 2
-    assert gateway.store.session(BATCH) is None
+    assert store_of(gateway).session(BATCH) is None
 
 
 def test_a_batch_event_refuses_to_apply_out_of_its_place() -> None:
@@ -288,8 +289,8 @@ async def test_the_live_event_stream_publishes_a_batch_as_its_single_appends(
     batch = messages(5)
     await record_singly(gateway, SINGLE, batch)
     await gateway.record_many(BATCH, batch, **ROUTING)
-    gateway.store.seal()
-    published = list(gateway.subscribe().recorded())
+    store_of(gateway).seal()
+    published = [event async for event in gateway.subscribe().recorded()]
 
     def of(key: str) -> list[tuple[str, int, str, Any]]:
         return [
@@ -307,14 +308,14 @@ async def test_the_live_event_stream_publishes_a_batch_as_its_single_appends(
     # gets none of them again.
     positions = {e["position"] for e in published if e["sessionKey"] == BATCH and e["version"] > 1}
     [position] = positions
-    assert list(gateway.subscribe(after=position).recorded()) == []
+    assert [event async for event in gateway.subscribe(after=position).recorded()] == []
 
 
 async def test_a_subscriber_resumed_inside_a_batch_misses_none_of_it(gateway: Gateway) -> None:
     await gateway.record_many(BATCH, messages(4), **ROUTING)
     await gateway.record_message(SINGLE, role="user", content="after the batch")
-    gateway.store.seal()
-    published = list(gateway.subscribe().recorded())
+    store_of(gateway).seal()
+    published = [event async for event in gateway.subscribe().recorded()]
     summaries = [e["summary"] for e in published]
     cursors = [e["cursor"] for e in published]
     # Inside the batch an event's cursor names how many of the batch's events are
@@ -323,9 +324,9 @@ async def test_a_subscriber_resumed_inside_a_batch_misses_none_of_it(gateway: Ga
     assert cursors[1:5] == [f"{batch_position}.{k}" for k in (1, 2, 3)] + [str(batch_position)]
     assert len(set(cursors)) == len(cursors)
     for index, cursor in enumerate(cursors):
-        rest = [e["summary"] for e in gateway.subscribe(after=cursor).recorded()]
+        rest = [e["summary"] async for e in gateway.subscribe(after=cursor).recorded()]
         assert rest == summaries[index + 1 :], cursor
     # A subscription says where it stands, whether or not it yielded there.
     subscription = gateway.subscribe(session_key=SINGLE)
-    assert [e["summary"] for e in subscription.recorded()][-1] == summaries[-1]
+    assert [e["summary"] async for e in subscription.recorded()][-1] == summaries[-1]
     assert subscription.cursor == str(published[-1]["position"])

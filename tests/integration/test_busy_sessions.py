@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.config.gateway_config import ConfigError
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.run import Run, RunState
@@ -81,27 +82,27 @@ async def keep_busy(gw: Gateway) -> str:
 
 
 def status_of(gw: Gateway, run_id: str) -> str:
-    stored = gw.store.work(UUID(run_id))
+    stored = store_of(gw).work(UUID(run_id))
     assert stored is not None
     return stored.to_aggregate(Run, RunState).state.status
 
 
 def decisions(gw: Gateway) -> list[BusyDecision.BusyDecided]:
-    return [e for _, e in gw.store.events() if isinstance(e, BusyDecision.BusyDecided)]
+    return [e for _, e in store_of(gw).events() if isinstance(e, BusyDecision.BusyDecided)]
 
 
 def primaries(gw: Gateway) -> list[str]:
     return [
         event.message
-        for _, event in gw.store.events()
+        for _, event in store_of(gw).events()
         if type(event).__name__ == "RunStarted" and event.step == "primary"
     ]
 
 
 def replies(gw: Gateway) -> list[str]:
-    history = gw.store.session(WORKER)
+    history = store_of(gw).session(WORKER)
     assert history is not None
-    lines = gw.store.transcript(history.id, limit=100, include_tools=False)
+    lines = store_of(gw).transcript(history.id, limit=100, include_tools=False)
     messages = [json.loads(line) for line in lines]
     texts = [m["content"][0]["text"] for m in messages if m["role"] == "assistant"]
     return [text for text in texts if text != "ANNOUNCE_SKIP"]  # the announce steps' replies
@@ -150,7 +151,7 @@ async def test_reject_refuses_a_send_into_a_busy_session_and_starts_nothing(
 ) -> None:
     gw = rejecting
     in_flight = await keep_busy(gw)
-    before = len(list(gw.store.events()))
+    before = len(list(store_of(gw).events()))
 
     refused = await send(gw, "next job")
     assert refused["status"] == "error"
@@ -160,7 +161,7 @@ async def test_reject_refuses_a_send_into_a_busy_session_and_starts_nothing(
         f"session {WORKER} is busy (run {in_flight} in flight) and refuses sends while it is "
         "(session.agentToAgent.busy: reject); try again once that run has ended"
     )
-    new = [type(e).__name__ for _, e in list(gw.store.events())[before:]]
+    new = [type(e).__name__ for _, e in list(store_of(gw).events())[before:]]
     assert new == ["BusyDecided"]  # no run, no exchange: only the decision
     [decided] = decisions(gw)
     assert (decided.policy, decided.decision) == ("reject", "rejected")
@@ -213,7 +214,7 @@ async def interrupting(store_url: str, clock: VirtualClock) -> AsyncIterator[Gat
 
 
 def events_of(gw: Gateway, run_id: str) -> list[str]:
-    return [type(e).__name__ for _, e in gw.store.events() if str(e.originator_id) == run_id]
+    return [type(e).__name__ for _, e in store_of(gw).events() if str(e.originator_id) == run_id]
 
 
 async def test_interrupt_cancels_the_run_in_flight_and_takes_the_new_message(
@@ -228,7 +229,7 @@ async def test_interrupt_cancels_the_run_in_flight_and_takes_the_new_message(
         )
     )
     await clock.settle()  # the send's task takes its first step, and its run starts
-    [slow] = [r for r in gw.runs(session_key=WORKER)["runs"] if r["status"] == "running"]
+    [slow] = [r for r in (await gw.runs(session_key=WORKER))["runs"] if r["status"] == "running"]
 
     urgent = await send(gw, "urgent job")
     assert urgent["status"] == "accepted"
@@ -316,9 +317,9 @@ async def test_interrupt_never_cancels_the_senders_own_run(
 async def test_a_subscriber_of_either_session_sees_the_decision(rejecting: Gateway) -> None:
     await keep_busy(rejecting)
     await send(rejecting, "next job")
-    rejecting.store.seal()
+    store_of(rejecting).seal()
     for key in (WORKER, "agent:main:main"):
-        seen = list(rejecting.subscribe(session_key=key).recorded())
+        seen = [event async for event in rejecting.subscribe(session_key=key).recorded()]
         [busy] = [event for event in seen if event["type"] == "BusyDecided"]
         assert busy["sessionKey"] == WORKER
         assert "rejected" in busy["summary"]
@@ -426,7 +427,7 @@ async def test_busy_decisions_and_overrides_rebuild_to_the_live_read_models(
     await clock.advance(61)
     await gw.wait_idle()
 
-    live = gw.store.read_model_snapshot()
-    gw.store.rebuild_read_models()
-    assert gw.store.read_model_snapshot() == live
+    live = store_of(gw).read_model_snapshot()
+    store_of(gw).rebuild_read_models()
+    assert store_of(gw).read_model_snapshot() == live
     assert [d.decision for d in decisions(gw)] == ["rejected", "enqueued"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.run import Run
@@ -83,13 +84,13 @@ async def open_cycle(
 def started_runs(gw: Gateway, step: str = "primary") -> list[Run.RunStarted]:
     return [
         event
-        for _, event in gw.store.events()
+        for _, event in store_of(gw).events()
         if isinstance(event, Run.RunStarted) and event.step == step
     ]
 
 
 def refusals(gw: Gateway) -> list[AccessRefusal.AccessRefused]:
-    return [e for _, e in gw.store.events() if isinstance(e, AccessRefusal.AccessRefused)]
+    return [e for _, e in store_of(gw).events() if isinstance(e, AccessRefusal.AccessRefused)]
 
 
 async def test_a_forwarding_cycle_of_three_agents_ends_at_the_hop_limit(
@@ -250,7 +251,7 @@ async def test_the_audit_timeline_shows_the_chain_on_each_line(
             OPERATOR, "sessions_send", {"sessionKey": A, "message": "loop", "timeoutSeconds": 0}
         )
         await gw.wait_idle()
-        timeline = gw.timeline(B)
+        timeline = await gw.timeline(B)
         chained = [entry for entry in timeline.entries if entry.kind != "session"]
         assert chained, "B took part in the chain"
         assert {entry.trace_id for entry in chained} == {sent["runId"]}
@@ -260,7 +261,7 @@ async def test_the_audit_timeline_shows_the_chain_on_each_line(
         lines = [e for e in timeline.entries if e.event == "MessageAppended" and e.trace_id]
         assert {line.parent_run_id for line in lines} >= {run_b.aggregate_id}
         # The refusal at hop 3 (C's send) is not B's; C's timeline has it, with its chain.
-        refused = [e for e in gw.timeline(C).entries if e.kind == "refusal"]
+        refused = [e for e in (await gw.timeline(C)).entries if e.kind == "refusal"]
         assert [(e.trace_id, e.hops) for e in refused] == [(sent["runId"], 3)]
     finally:
         await gw.close()

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire import Gateway
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.audit.checkpoint import (
     CheckpointMismatch,
     NothingToCheckpoint,
@@ -30,7 +31,7 @@ NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 def audit_log(gateway: Gateway) -> StoreAuditLog:
     """The gateway's store through the audit port, with every record sealed."""
-    store = gateway.store
+    store = store_of(gateway)
     assert isinstance(store, EventSourcedStore)
     log = StoreAuditLog(store)
     if log.log_bounds().last_event:
@@ -138,7 +139,7 @@ async def test_a_postgres_schema_made_before_checkpoints_gets_the_table(
 
     gateway = await Gateway.open(config=GatewayConfig(), store=postgres_url)
     await gateway.record_message("main", role="user", content="one")
-    store = gateway.store
+    store = store_of(gateway)
     assert isinstance(store, EventSourcedStore)
     with store.writing() as cursor:
         cursor.execute(f"DROP TABLE {store.chain.t.checkpoints}")

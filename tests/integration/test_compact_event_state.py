@@ -11,6 +11,7 @@ from eventsourcing.persistence import StoredEvent
 from sessionwire import Gateway
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.audit.verify import verify
 from sessionwire.domain.session import MessageOrigin, Session
 from sessionwire.domain.transcript import TranscriptMessage, Usage
@@ -25,7 +26,7 @@ async def test_a_message_event_is_stored_without_its_defaults_and_reads_back_who
     await gateway.record_message(
         KEY, role="assistant", content="hi", usage={"input": 0, "output": 3}, model="m1"
     )
-    store = gateway.store
+    store = store_of(gateway)
     assert isinstance(store, EventSourcedStore)
     store.seal()  # PostgreSQL seals behind its writers
     with store.reading() as cursor:

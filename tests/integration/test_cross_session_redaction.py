@@ -9,6 +9,7 @@ from audit_rig import run_cli
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.audit.export import export_lines
 from sessionwire.testing import VirtualClock
 
@@ -52,11 +53,11 @@ async def test_another_sessions_secrets_are_masked_in_its_views_only(gateway: Ga
     assert texts(rows["main"]["messages"]) == [f"my own {AWS}"]  # its own row
 
     # Stored, logged and exported as recorded.
-    stored = gateway.store.session("agent:main:discord:group:ops")
+    stored = store_of(gateway).session("agent:main:discord:group:ops")
     assert stored is not None
-    assert SAID in gateway.store.transcript(stored.id, limit=5, include_tools=False)[0]
-    assert isinstance(gateway.store, EventSourcedStore)
-    exported = "\n".join(export_lines(StoreAuditLog(gateway.store)))
+    assert SAID in store_of(gateway).transcript(stored.id, limit=5, include_tools=False)[0]
+    assert isinstance(store_of(gateway), EventSourcedStore)
+    exported = "\n".join(export_lines(StoreAuditLog(store_of(gateway))))
     assert AWS in exported
     assert BADGE in exported
 

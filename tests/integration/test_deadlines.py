@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -31,13 +32,13 @@ ROUTE = {"channel": "whatsapp", "to": "+1555", "chat_type": "direct"}
 def names(gateway: Gateway, aggregate_id: Any) -> list[str]:
     return [
         type(event).__name__
-        for _, event in gateway.store.events()
+        for _, event in store_of(gateway).events()
         if str(event.originator_id) == str(aggregate_id)
     ]
 
 
 def events(gateway: Gateway, name: str) -> list[Any]:
-    return [event for _, event in gateway.store.events() if type(event).__name__ == name]
+    return [event for _, event in store_of(gateway).events() if type(event).__name__ == name]
 
 
 async def _open(store_url: str, clock: VirtualClock, runtime: ScriptedRuntime) -> Gateway:
@@ -187,7 +188,7 @@ async def test_an_archive_timer_due_during_downtime_fires_once_late(reopenable: 
             archived = events(gateway, "SessionArchived")
             assert [e.timestamp for e in archived] == [START + LATER]
             assert [e.originator_id for e in archived] == [
-                gateway.store.session(child).id  # type: ignore[union-attr]
+                store_of(gateway).session(child).id  # type: ignore[union-attr]
             ]
         finally:
             await gateway.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from sessionwire import ChannelDelivery, Delivery, DeliveryRejected, Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.spawn import Spawn
 from sessionwire.testing import ScriptedRuntime, VirtualClock
@@ -69,7 +70,7 @@ async def spawn_with_route(gw: Gateway) -> None:
 def outbox_events(gw: Gateway) -> list[Any]:
     return [
         event
-        for _, event in gw.store.events()
+        for _, event in store_of(gw).events()
         if type(event).__qualname__.startswith("OutboundDelivery.")
     ]
 
@@ -86,7 +87,9 @@ async def test_a_report_whose_channel_is_down_for_a_moment_is_delivered_later(
     try:
         await spawn_with_route(gw)
         assert channel.delivered == []
-        (announced,) = [e for _, e in gw.store.events() if isinstance(e, Spawn.SubagentAnnounced)]
+        (announced,) = [
+            e for _, e in store_of(gw).events() if isinstance(e, Spawn.SubagentAnnounced)
+        ]
         assert announced.delivery_error == "ConnectionError: channel unreachable"
         assert announced.retry_delivery_id is not None
 
@@ -115,7 +118,7 @@ async def test_a_report_whose_channel_is_down_for_a_moment_is_delivered_later(
         assert [getattr(e, "attempt", None) for e in events[1:]] == [1, 2, 3]
         assert str(events[0].originator_id) == announced.retry_delivery_id
         # The requester's audit timeline shows every attempt.
-        lines = [e.summary for e in gw.timeline(MAIN).entries if e.kind == "delivery"]
+        lines = [e.summary for e in (await gw.timeline(MAIN)).entries if e.kind == "delivery"]
         assert lines[0].startswith("subagent_report to whatsapp +1555 queued for retry")
         assert lines[1:] == [
             "delivery attempt 1 failed: ConnectionError: channel unreachable; next attempt due",
@@ -163,7 +166,7 @@ async def test_an_a2a_announce_that_fails_is_retried(store_url: str, clock: Virt
         )
         assert sent["status"] == "accepted"
         await gw.wait_idle()
-        failed = [e for _, e in gw.store.events() if isinstance(e, Exchange.AnnounceFailed)]
+        failed = [e for _, e in store_of(gw).events() if isinstance(e, Exchange.AnnounceFailed)]
         assert [e.retry_delivery_id is not None for e in failed] == [True]
         await clock.advance(10)
         await gw.wait_idle()

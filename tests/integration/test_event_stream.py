@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 REQ = "agent:main:discord:group:req"
@@ -23,17 +24,17 @@ async def take(subscription: Any, count: int) -> list[dict[str, Any]]:
     return found
 
 
-def listed(gw: Gateway, **filters: Any) -> list[dict[str, Any]]:
+async def listed(gw: Gateway, **filters: Any) -> list[dict[str, Any]]:
     """What a subscriber gets of the events recorded so far (sealed first: PostgreSQL
     seals behind its writers)."""
-    gw.store.seal()
-    return list(gw.subscribe(**filters).recorded())
+    store_of(gw).seal()
+    return [event async for event in gw.subscribe(**filters).recorded()]
 
 
 def recorded(gw: Gateway) -> list[tuple[int, str]]:
     """The store's sealed log, as (position, event name)."""
-    gw.store.seal()
-    return [(p, type(e).__name__) for p, e in gw.store.records_after(0, 10_000)]
+    store_of(gw).seal()
+    return [(p, type(e).__name__) for p, e in store_of(gw).records_after(0, 10_000)]
 
 
 async def test_a_subscriber_from_p_sees_exactly_the_events_after_p_in_order(
@@ -45,9 +46,9 @@ async def test_a_subscriber_from_p_sees_exactly_the_events_after_p_in_order(
     assert len(log) == 6  # the session opened, five messages
     for start in (0, 2, 6):
         subscription = gateway.subscribe(after=start)
-        got = list(subscription.recorded())
+        got = [event async for event in subscription.recorded()]
         assert [(e["position"], e["type"]) for e in got] == log[start:]
-    first = listed(gateway)[1]
+    first = (await listed(gateway))[1]
     assert first["sessionKey"] == "agent:main:main"
     assert first["kind"] == "session"
     assert first["summary"] == "user message: 'm0'"
@@ -58,8 +59,8 @@ async def test_a_subscriber_from_p_sees_exactly_the_events_after_p_in_order(
 
 async def test_new_events_wake_a_waiting_subscriber(gateway: Gateway) -> None:
     await gateway.record_message("main", role="user", content="before")
-    gateway.store.seal()  # PostgreSQL seals behind its writers
-    subscription = gateway.subscribe(after=gateway.store.sealed_position())
+    store_of(gateway).seal()  # PostgreSQL seals behind its writers
+    subscription = gateway.subscribe(after=store_of(gateway).sealed_position())
     waiting = asyncio.ensure_future(take(subscription, 2))
     await asyncio.sleep(0)
     # Idle: the subscriber waits, and wait_idle does not count it as work.
@@ -96,14 +97,14 @@ async def test_filters_by_session_and_by_trace(clock: VirtualClock, store_url: s
         sent = await gw.call_tool(REQ, "sessions_send", {"sessionKey": TARGET, "message": "ping"})
         assert sent["status"] == "ok", sent
         await gw.wait_idle()
-        everything = listed(gw)
-        of_target = listed(gw, session_key="discord:group:target")
+        everything = await listed(gw)
+        of_target = await listed(gw, session_key="discord:group:target")
         assert of_target
         assert all(TARGET in e["sessions"] for e in of_target)
         assert {e["kind"] for e in of_target} >= {"session", "run", "exchange"}
         assert [e for e in everything if TARGET in e["sessions"]] == of_target
         trace = next(e["traceId"] for e in of_target if e["type"] == "ExchangeOpened")
-        of_trace = listed(gw, trace_id=trace)
+        of_trace = await listed(gw, trace_id=trace)
         assert of_trace
         assert all(e["traceId"] == trace for e in of_trace)
         assert "agent:main:other" not in {k for e in of_trace for k in e["sessions"]}
@@ -129,8 +130,8 @@ async def test_a_requester_never_sees_a_session_it_may_not_read(
             "discord:group:dev", "sessions_history", {"sessionKey": "main"}
         )
         assert refused["status"] == "forbidden"
-        everything = listed(gw)
-        seen = listed(gw, requester="discord:group:dev")
+        everything = await listed(gw)
+        seen = await listed(gw, requester="discord:group:dev")
         assert everything
         for event in seen:
             assert "agent:main:main" not in event["sessions"]
@@ -149,11 +150,11 @@ async def test_another_sessions_secrets_are_masked_for_a_requester(
         secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4"
         await gw.record_message("discord:group:dev", role="user", content=f"key {secret}")
         await gw.record_message("main", role="user", content="hi")
-        as_main = listed(gw, requester="main")
+        as_main = await listed(gw, requester="main")
         dev_messages = [e for e in as_main if e["type"] == "MessageAppended"]
         assert any(e["sessionKey"] == "agent:main:discord:group:dev" for e in dev_messages)
         assert secret not in repr(as_main)
-        as_dev = listed(gw, requester="discord:group:dev")
+        as_dev = await listed(gw, requester="discord:group:dev")
         assert secret in repr(as_dev)  # its own messages, as stored
     finally:
         await gw.close()
@@ -177,9 +178,9 @@ async def test_a_subscriber_that_never_reads_does_not_stall_the_writer(
     # Nothing was read for the idle ones: each holds a cursor and no page.
     assert all(s.position == 0 and not s._page for s in idle)
     got = await take(reading, 301)
-    assert got[-1]["position"] == gateway.store.sealed_position()
+    assert got[-1]["position"] == store_of(gateway).sealed_position()
     # A late reader gets everything, from where it stood.
-    late = list(idle[0].recorded())
+    late = [event async for event in idle[0].recorded()]
     assert len(late) == 301
 
 
@@ -234,23 +235,23 @@ async def test_subscribers_following_the_same_positions_share_each_page(
     gateway: Gateway,
 ) -> None:
     reads = 0
-    records_after = gateway.store.records_after
+    records_after = store_of(gateway).records_after
 
     def counted(position: int, limit: int) -> Any:
         nonlocal reads
         reads += 1
         return records_after(position, limit)
 
-    gateway.store.records_after = counted  # type: ignore[method-assign]
+    store_of(gateway).records_after = counted  # type: ignore[method-assign]
     await gateway.record_message("main", role="user", content="first")
-    gateway.store.seal()
-    start = gateway.store.sealed_position()
+    store_of(gateway).seal()
+    start = store_of(gateway).sealed_position()
     followers = [gateway.subscribe(after=start) for _ in range(20)]
     waiting = [asyncio.ensure_future(take(f, 5)) for f in followers]
     await asyncio.sleep(0)
     for n in range(5):
         await gateway.record_message("main", role="user", content=f"m{n}")
-        gateway.store.seal()  # PostgreSQL: sealed now, not by its sealer thread later
+        store_of(gateway).seal()  # PostgreSQL: sealed now, not by its sealer thread later
         # Every follower takes this event before the next one is recorded.
         while any(f.position < start + n + 1 for f in followers):
             await asyncio.sleep(0)
@@ -268,8 +269,8 @@ async def test_no_poll_on_a_clock_that_moves_only_when_told(postgres_url: str) -
         waiting = asyncio.ensure_future(take(gw.subscribe(), 1))
         await asyncio.sleep(0)
         await gw.wait_idle()
-        assert gw.events._poller is None
-        assert gw.in_flight.snapshot() == []
+        assert internals(gw).events._poller is None
+        assert internals(gw).in_flight.snapshot() == []
         await gw.record_message("main", role="user", content="hi")  # woken by the sealer
         (event,) = await waiting
         assert event["type"] == "SessionOpened"

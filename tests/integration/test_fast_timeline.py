@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from audit_rig import QUICK, RawStore, run_cli
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.audit.timeline import TimelineEntry, _scanned
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
@@ -38,14 +39,14 @@ async def recorded(url: str, clock: VirtualClock) -> Gateway:
 
 
 def full_scan(gateway: Gateway, key: str) -> list[TimelineEntry]:
-    return list(_scanned(gateway.store, gateway.rules.canonical(key)))
+    return list(_scanned(store_of(gateway), internals(gateway).rules.canonical(key)))
 
 
 def no_log_scan(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
     def scan(*_: Any, **__: Any) -> Iterator[Any]:
         raise AssertionError("the timeline read the whole log")
 
-    monkeypatch.setattr(gateway.store, "events", scan)
+    monkeypatch.setattr(store_of(gateway), "events", scan)
 
 
 async def test_a_timeline_reads_only_the_streams_of_its_session(
@@ -59,7 +60,7 @@ async def test_a_timeline_reads_only_the_streams_of_its_session(
         no_log_scan(gateway, monkeypatch)
 
         for key, entries in expected.items():
-            assert gateway.timeline(key).entries == entries, key
+            assert (await gateway.timeline(key)).entries == entries, key
         kinds = {key: {e.kind for e in entries} for key, entries in expected.items()}
         assert kinds["main"] >= {"session", "spawn", "run", "refusal"}
         assert kinds[child] >= {"session", "spawn", "run"}
@@ -77,13 +78,13 @@ async def test_a_store_without_the_index_is_read_whole_until_rebuilt(
 ) -> None:
     url = f"sqlite:///{tmp_path}/old.db"
     gateway = await recorded(url, clock)
-    expected = gateway.timeline("main").entries
+    expected = (await gateway.timeline("main")).entries
     await gateway.close()
     RawStore(url).run(("DELETE FROM sw_session_streams", ()))  # as before the index
 
     gateway = await Gateway.open(config=GatewayConfig(), store=url, clock=clock)
     try:
-        assert gateway.timeline("main").entries == expected
+        assert (await gateway.timeline("main")).entries == expected
     finally:
         await gateway.close()
 
@@ -94,6 +95,6 @@ async def test_a_store_without_the_index_is_read_whole_until_rebuilt(
     gateway = await Gateway.open(config=GatewayConfig(), store=url, clock=clock)
     try:
         no_log_scan(gateway, monkeypatch)
-        assert gateway.timeline("main").entries == expected
+        assert (await gateway.timeline("main")).entries == expected
     finally:
         await gateway.close()

@@ -31,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessionwire import SyncGateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.gateway import TOOLS as REGISTERED_TOOLS
 from sessionwire.testing import VirtualClock
 
@@ -212,7 +213,7 @@ def sync_gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Syn
 def store_state(gateway: SyncGateway) -> tuple[Any, int]:
     """The read models and the event count; a policy refusal's AccessRefused event is
     evidence, not a change, so it is not counted."""
-    store = gateway._gateway.store  # the facade does not expose it; tests may look
+    store = store_of(gateway._gateway)  # the facade does not expose it; tests may look
     events = sum(1 for _, e in store.events() if type(e).__name__ != "AccessRefused")
     snapshot = store.read_model_snapshot()
     # The refusal's timeline index rows are part of that evidence.
@@ -271,7 +272,7 @@ def test_call_tool_never_raises_and_never_writes(sync_gateway: SyncGateway) -> N
     listed = sync_gateway.call_tool("main", "sessions_list", {})
     assert {row["key"] for row in listed["sessions"]} >= {"main", "agent:main:cron:nightly"}
     live = store_state(sync_gateway)
-    sync_gateway._gateway.store.rebuild_read_models()
+    store_of(sync_gateway._gateway).rebuild_read_models()
     assert store_state(sync_gateway) == live
 
 

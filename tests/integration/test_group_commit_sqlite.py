@@ -25,6 +25,7 @@ from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import READ_MODEL_KEY, EventSourcedStore
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.domain.session import Session, session_uuid
@@ -100,14 +101,14 @@ async def test_saves_queued_behind_a_commit_share_one_and_are_durable_on_return(
 ) -> None:
     gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
     try:
-        store = gateway.store
+        store = store_of(gateway)
         assert isinstance(store, EventSourcedStore)
         seen_on_return: dict[str, list[str]] = {}
 
         async def send(key: str) -> None:
             await gateway.record_message(key, role="user", content=f"to {key}")
             # Durable when it returns: another connection reads it at once.
-            seen_on_return[key] = stored_messages(db, gateway.rules.canonical(key))
+            seen_on_return[key] = stored_messages(db, internals(gateway).rules.canonical(key))
 
         first = asyncio.create_task(send("discord:group:first"))
         await until(gate.entered.is_set)
@@ -175,10 +176,10 @@ async def test_each_session_keeps_its_order_under_concurrent_writers(db: Path) -
         # Two producers on one session too: every call still lands, none lost to a conflict.
         await asyncio.gather(*(producer(key) for key in keys), producer("discord:group:shared"))
         for key in keys:
-            texts = stored_messages(db, gateway.rules.canonical(key))
+            texts = stored_messages(db, internals(gateway).rules.canonical(key))
             assert texts == [f"{key} #{n}" for n in range(20)]
-        assert writer_of(gateway.store).commits < writer_of(gateway.store).saves  # type: ignore[arg-type]
-        report = verify(StoreAuditLog(gateway.store))  # type: ignore[arg-type]
+        assert writer_of(store_of(gateway)).commits < writer_of(store_of(gateway)).saves  # type: ignore[arg-type]
+        report = verify(StoreAuditLog(store_of(gateway)))  # type: ignore[arg-type]
         assert report.clean, report.findings
     finally:
         await gateway.close()
@@ -192,14 +193,14 @@ async def test_wait_idle_does_not_return_while_a_write_is_in_the_writer_thread(
     gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}", clock=clock)
     try:
         sending = asyncio.create_task(gateway.record_message("main", role="user", content="hi"))
-        await until(lambda: gateway.store.writes_in_flight() == 1)
+        await until(lambda: store_of(gateway).writes_in_flight() == 1)
         idle = asyncio.create_task(gateway.wait_idle())
         for _ in range(1_000):
             await asyncio.sleep(0)
         assert not idle.done()
         gate.open()
         await idle
-        assert gateway.store.writes_in_flight() == 0
+        assert store_of(gateway).writes_in_flight() == 0
         assert stored_messages(db, "agent:main:main") == ["hi"]
         await sending
     finally:
@@ -237,7 +238,7 @@ async def test_a_cancelled_callers_save_still_commits_and_the_session_cache_foll
     gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
     gate: Gate | None = None
     try:
-        store = gateway.store
+        store = store_of(gateway)
         key = "agent:main:main"
         await gateway.record_message("main", role="user", content="one")
         gate = Gate(monkeypatch)  # holds the next batch: the save below

@@ -74,7 +74,7 @@ async def test_each_token_sees_and_cancels_only_what_its_session_may_see(rig: An
     assert (await http.get(f"/v1/runs/{theirs}", headers=auth(MAIN))).status_code == 404
     refused = await http.post(f"/v1/runs/{theirs}/cancel", headers=auth(MAIN))
     assert refused.status_code == 404
-    assert gateway.run(theirs)["status"] == "running"
+    assert (await gateway.run(theirs))["status"] == "running"
     as_other = await http.get("/v1/runs", headers=auth(MAIN, "agent:work:main"))
     assert as_other.status_code == 403
 
@@ -89,8 +89,8 @@ async def test_each_token_sees_and_cancels_only_what_its_session_may_see(rig: An
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["cancelled"] is True
     assert cancelled.json()["status"] == "cancelled"
-    assert gateway.run(theirs)["status"] == "cancelled"
-    assert gateway.run(mine)["status"] == "running"
+    assert (await gateway.run(theirs))["status"] == "cancelled"
+    assert (await gateway.run(mine))["status"] == "running"
 
     running = (await http.get("/v1/runs?status=running", headers=auth(OPERATOR))).json()
     assert [run["runId"] for run in running["runs"]] == [mine]

@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
@@ -64,13 +65,15 @@ async def fire(gw: Gateway, target: str, message: str) -> str:
 
 
 def run_status(gw: Gateway, run_id: str) -> str:
-    run = gw.run_engine.load(UUID(run_id))
+    run = internals(gw).run_engine.load(UUID(run_id))
     assert run is not None
     return run.state.status
 
 
 def all_slots_free(gw: Gateway) -> bool:
-    return gw.run_engine.free_slots() == gw.config.agents.defaults.maxConcurrent
+    return (
+        internals(gw).run_engine.free_slots() == internals(gw).config.agents.defaults.maxConcurrent
+    )
 
 
 class BusyAgent(AgentRuntime):
@@ -116,7 +119,7 @@ async def test_wait_idle_returns_with_a_far_timer_pending_without_moving_the_clo
         # The runtime's scripted delay is its run's wait on the clock, nothing else.
         assert any(
             line.startswith("runtime:") and "waiting on clock" in line
-            for line in gw.in_flight.snapshot()
+            for line in internals(gw).in_flight.snapshot()
         )
         await clock.advance(timedelta(days=1))
         assert run_status(gw, run_id) == "ok"
@@ -153,7 +156,7 @@ async def test_wait_idle_waits_for_a_run_awaiting_a_future_that_other_work_resol
         await gw.wait_idle()
         assert run_status(gw, waiting) == "ok"
         assert run_status(gw, handing) == "ok"
-        replies = [event.reply for _, event in gw.store.events() if hasattr(event, "reply")]
+        replies = [event.reply for _, event in store_of(gw).events() if hasattr(event, "reply")]
         assert "A got the baton" in replies
         assert all_slots_free(gw)
 
@@ -167,7 +170,7 @@ async def test_a_run_waiting_for_a_lane_slot_is_a_lock_wait_and_runs_when_one_is
         first = await fire(gw, A, "first")
         second = await fire(gw, B, "second")
         await gw.wait_idle()
-        states = gw.in_flight.snapshot()
+        states = internals(gw).in_flight.snapshot()
         assert any("waiting on lock" in line for line in states), states
         assert run_status(gw, second) == "queued"
         await clock.advance(30)
@@ -187,14 +190,14 @@ async def test_archive_timers_are_parked_clock_waits_not_renamed_tasks(clock: Vi
         assert result["status"] == "accepted", result
         await gw.wait_idle()
         assert [task.get_name() for task in asyncio.all_tasks() if "timer" in task.get_name()] == []
-        states = gw.in_flight.snapshot()
+        states = internals(gw).in_flight.snapshot()
         assert any(
             line.startswith("spawn:") and "waiting on clock" in line and "(parked)" in line
             for line in states
         ), states
         await clock.advance(timedelta(minutes=60))
         await gw.wait_idle()
-        assert gw.in_flight.snapshot() == []
+        assert internals(gw).in_flight.snapshot() == []
         assert all_slots_free(gw)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import VirtualClock
 
@@ -105,9 +106,9 @@ async def test_nested_forwarding_rounds_leave_every_slot_free(
             await clock.advance(0)
             await gateway.wait_idle()
         assert [a["status"] for a in agent.answers] == ["ok"] * (2 * ROUNDS)
-        assert gateway.run_engine.free_slots() == slots
+        assert internals(gateway).run_engine.free_slots() == slots
         await _plain_send_still_runs(gateway, clock)
-        assert gateway.run_engine.free_slots() == slots
+        assert internals(gateway).run_engine.free_slots() == slots
     finally:
         await gateway.close()
 
@@ -128,8 +129,8 @@ async def test_spawns_from_inside_turns_leave_every_slot_free(
             await clock.advance(0)
             await gateway.wait_idle()
         assert [a["status"] for a in agent.answers] == ["accepted"] * ROUNDS
-        assert gateway.run_engine.free_slots() == slots
+        assert internals(gateway).run_engine.free_slots() == slots
         await _plain_send_still_runs(gateway, clock)
-        assert gateway.run_engine.free_slots() == slots
+        assert internals(gateway).run_engine.free_slots() == slots
     finally:
         await gateway.close()

@@ -20,6 +20,7 @@ from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.telemetry.prometheus import METRIC_NAMES, PrometheusTelemetry
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.testing import ScriptedRuntime, VirtualClock
@@ -166,7 +167,7 @@ async def test_refusals_are_counted_and_only_an_operator_reads_metrics(rig: Any)
 async def test_a_retried_conflict_is_counted(rig: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     gateway, http, _ = rig
     await gateway.record_message("main", role="user", content="one")
-    save = gateway.store.save
+    save = store_of(gateway).save
     conflicts = iter([True])
 
     def conflicting_once(*aggregates: Any) -> None:
@@ -174,7 +175,7 @@ async def test_a_retried_conflict_is_counted(rig: Any, monkeypatch: pytest.Monke
             raise StoreConflict("another writer moved it on")
         save(*aggregates)
 
-    monkeypatch.setattr(gateway.store, "save", conflicting_once)
+    monkeypatch.setattr(store_of(gateway), "save", conflicting_once)
     await gateway.record_message("main", role="user", content="two")
     assert value(await scrape(http), "sessionwire_conflicts_retried_total") == 1
 

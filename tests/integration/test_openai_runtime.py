@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +15,19 @@ from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime, OpenA
 from sessionwire.application.ports.runtime import RunRequest
 from sessionwire.application.ports.store import Clock
 from sessionwire.testing import VirtualClock
+
+
+async def no_transcript(limit: int) -> list[dict[str, Any]]:
+    return []
+
+
+def recorded_tail(
+    recorded: list[dict[str, Any]],
+) -> Callable[[int], Awaitable[list[dict[str, Any]]]]:
+    async def tail(limit: int) -> list[dict[str, Any]]:
+        return recorded[-limit:]
+
+    return tail
 
 
 class RecordingClock(Clock):
@@ -55,7 +68,7 @@ def request(
         message=message,
         context=context,
         clock=clock,
-        transcript=lambda limit: recorded[-limit:],
+        transcript=recorded_tail(recorded),
     )
 
 
@@ -321,7 +334,7 @@ def tool_request(tools: tuple[str, ...]) -> RunRequest:
         message="who is around?",
         context=None,
         clock=RecordingClock(),
-        transcript=lambda limit: [],
+        transcript=no_transcript,
         tools=tools,
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.gateway_methods import GatewayMethods, SessionsListMethodParams
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.session import InvalidPatch
@@ -322,11 +323,11 @@ async def test_k14_spawned_by_is_recorded_by_spawns_only(
             "childSessionKey"
         ]
         await gw.wait_idle()
-        before = gw.store.read_model_snapshot()
+        before = store_of(gw).read_model_snapshot()
         for key in (child, MAIN):
             with pytest.raises(InvalidPatch, match="unknown session field 'spawnedBy'"):
                 await gw.patch_session(key, spawnedBy="agent:main:main")
-        assert gw.store.read_model_snapshot() == before
+        assert store_of(gw).read_model_snapshot() == before
         spawned = GatewayMethods(gw).sessions_list(SessionsListMethodParams(spawnedBy=MAIN))
         assert [row.key for row in spawned.sessions] == [child]
     finally:

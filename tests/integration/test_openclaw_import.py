@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from sessionwire import Gateway
 from sessionwire.adapters.cli.main import main
+from sessionwire.adapters.importers.history_import import import_sessions
 from sessionwire.adapters.importers.openclaw import read_state_dir
-from sessionwire.application.audit.history_import import import_sessions
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.store import RandomIds
 
 T0 = datetime(2026, 4, 1, 10, 0, tzinfo=UTC)
@@ -95,7 +96,12 @@ async def test_an_openclaw_directory_imports_into_every_store(
 ) -> None:
     sessions, problems = read_state_dir(write_state(tmp_path / "state"))
     report = import_sessions(
-        gateway.store, gateway.rules, RandomIds(), sessions, source="openclaw", problems=problems
+        store_of(gateway),
+        internals(gateway).rules,
+        RandomIds(),
+        sessions,
+        source="openclaw",
+        problems=problems,
     )
 
     assert sorted(report.imported) == [
@@ -139,24 +145,32 @@ async def test_an_openclaw_directory_imports_into_every_store(
     assert history["messages"][2]["timestamp"] == ms(T0 + timedelta(minutes=3))
 
     # Imported history audits like recorded history: as it stood at 10:01:30.
-    past = gateway.session_as_of("main", at=T0 + timedelta(minutes=1, seconds=30))
+    past = await gateway.session_as_of("main", at=T0 + timedelta(minutes=1, seconds=30))
     assert [m["content"][0]["text"] for m in past.transcript] == ["hello", "hi there"]
-    events = [e.event for e in gateway.timeline("main").entries]
+    events = [e.event for e in (await gateway.timeline("main")).entries]
     assert events == ["SessionOpened", *["MessageAppended"] * 3, "SessionImported"]
 
 
 async def test_importing_again_skips_what_is_there(gateway: Gateway, tmp_path: Path) -> None:
     state = write_state(tmp_path / "state")
     first = import_sessions(
-        gateway.store, gateway.rules, RandomIds(), read_state_dir(state)[0], source="openclaw"
+        store_of(gateway),
+        internals(gateway).rules,
+        RandomIds(),
+        read_state_dir(state)[0],
+        source="openclaw",
     )
-    position = gateway.store.log_position()
+    position = store_of(gateway).log_position()
     again = import_sessions(
-        gateway.store, gateway.rules, RandomIds(), read_state_dir(state)[0], source="openclaw"
+        store_of(gateway),
+        internals(gateway).rules,
+        RandomIds(),
+        read_state_dir(state)[0],
+        source="openclaw",
     )
     assert again.imported == []
     assert sorted(again.skipped) == sorted(first.imported)
-    assert gateway.store.log_position() == position
+    assert store_of(gateway).log_position() == position
 
 
 def test_the_cli_reports_problems_and_carries_on(
@@ -203,10 +217,15 @@ async def test_a_long_transcript_imports_in_batches_that_replay_message_by_messa
     (sessions_dir / f"{MAIN_ID}.jsonl").write_text("\n".join(lines) + "\n")
     sessions, problems = read_state_dir(root)
     report = import_sessions(
-        gateway.store, gateway.rules, RandomIds(), sessions, source="openclaw", problems=problems
+        store_of(gateway),
+        internals(gateway).rules,
+        RandomIds(),
+        sessions,
+        source="openclaw",
+        problems=problems,
     )
     assert (report.imported, report.messages, report.problems) == (["agent:main:main"], 2_500, [])
-    stream = gateway.store.stream(gateway.store.session("agent:main:main").id)  # type: ignore[union-attr]
+    stream = store_of(gateway).stream(store_of(gateway).session("agent:main:main").id)  # type: ignore[union-attr]
     assert [(type(e).__name__, e.originator_version) for e in stream] == [
         ("SessionOpened", 1),
         ("MessagesAppended", 1_001),
@@ -216,16 +235,16 @@ async def test_a_long_transcript_imports_in_batches_that_replay_message_by_messa
     ]
     # At an instant or a version inside a batch, as single appends would have stood.
     for n in (0, 999, 1_000, 1_234, 2_499):
-        past = gateway.session_as_of("main", at=T0 + timedelta(seconds=n, milliseconds=500))
+        past = await gateway.session_as_of("main", at=T0 + timedelta(seconds=n, milliseconds=500))
         assert len(past.transcript) == n + 1
         assert past.transcript[-1]["content"][0]["text"] == f"line {n}"
         assert past.row.updated_at == ms(T0 + timedelta(seconds=n))
         assert past.recorded_at == T0 + timedelta(seconds=n)
-        by_version = gateway.session_as_of("main", version=n + 2)
+        by_version = await gateway.session_as_of("main", version=n + 2)
         assert by_version.transcript == past.transcript
         assert by_version.row == past.row
     # The timeline shows each message at its own time, as single appends would.
-    lines = [e for e in gateway.timeline("main").entries if e.event == "MessageAppended"]
+    lines = [e for e in (await gateway.timeline("main")).entries if e.event == "MessageAppended"]
     assert [(e.version, e.timestamp) for e in lines] == [
         (n + 2, T0 + timedelta(seconds=n)) for n in range(2_500)
     ]

@@ -33,6 +33,7 @@ from uuid import UUID
 import pytest
 import yaml
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.exchange import exchange_id_for
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, ScriptError, VirtualClock
@@ -47,6 +48,10 @@ Result = dict[str, Any]
 
 
 # Gateways, calls and what they recorded -------------------------------------------------
+
+
+async def no_transcript(limit: int) -> list[dict[str, Any]]:
+    return []
 
 
 @asynccontextmanager
@@ -89,7 +94,7 @@ def start(call: Coroutine[Any, Any, Result]) -> asyncio.Task[Result]:
 
 async def settle(gw: Gateway) -> None:
     """Let every piece of work that does not wait on the clock finish; time stands still."""
-    clock = gw.clock
+    clock = internals(gw).clock
     assert isinstance(clock, VirtualClock)
     await clock.advance(0)
     await gw.wait_idle()
@@ -115,17 +120,19 @@ def since(start_at: datetime, clock: VirtualClock) -> float:
 
 def events(gw: Gateway, *names: str) -> list[Any]:
     """Recorded events of the given types, in log order."""
-    return [event for _, event in gw.store.events() if type(event).__name__ in names]
+    return [event for _, event in store_of(gw).events() if type(event).__name__ in names]
 
 
 def history_of(gw: Gateway, aggregate_id: str | UUID) -> list[str]:
     """The names of one run's (or exchange's) events, in order."""
     wanted = UUID(str(aggregate_id))
-    return [type(event).__name__ for _, event in gw.store.events() if event.originator_id == wanted]
+    return [
+        type(event).__name__ for _, event in store_of(gw).events() if event.originator_id == wanted
+    ]
 
 
 def event_count(gw: Gateway) -> int:
-    return sum(1 for _ in gw.store.events())
+    return sum(1 for _ in store_of(gw).events())
 
 
 async def transcript(gw: Gateway, key: str) -> list[tuple[str, str]]:
@@ -823,14 +830,14 @@ async def test_bad_send_input_is_an_error_that_writes_nothing(
 ) -> None:
     agent = ScriptedRuntime.from_dict({"rules": [{"reply": "should never run"}]})
     async with open_gateway(store_url, clock, agent) as gw:
-        before = (gw.store.read_model_snapshot(), event_count(gw))
+        before = (store_of(gw).read_model_snapshot(), event_count(gw))
 
         result = await answer_now(gw, gw.call_tool(MAIN, "sessions_send", params))
 
         assert result["status"] == "error"
         assert result["tool"] == "sessions_send"
         assert result["error"] == error
-        assert (gw.store.read_model_snapshot(), event_count(gw)) == before
+        assert (store_of(gw).read_model_snapshot(), event_count(gw)) == before
         assert agent.calls == []
 
 
@@ -927,7 +934,7 @@ async def outcomes(runtime: ScriptedRuntime) -> list[tuple[Any, ...]]:
             message=message,
             context=None,
             clock=VirtualClock(),
-            transcript=lambda limit: [],
+            transcript=no_transcript,
             turn=turn,
         )
         try:

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.gateway import SessionNotFound
 from sessionwire.domain.session import InvalidPatch
 
@@ -59,10 +60,10 @@ async def test_bad_patches_are_refused_and_write_nothing(
     gateway: Gateway, changes: dict[str, object], message: str
 ) -> None:
     await gateway.record_message("main", role="user", content="hi")
-    before = gateway.store.read_model_snapshot()
+    before = store_of(gateway).read_model_snapshot()
     with pytest.raises(InvalidPatch, match=message):
         await gateway.patch_session("main", **changes)
-    assert gateway.store.read_model_snapshot() == before
+    assert store_of(gateway).read_model_snapshot() == before
 
 
 async def test_patching_a_missing_session_is_an_error(gateway: Gateway) -> None:

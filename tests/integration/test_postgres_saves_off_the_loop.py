@@ -18,6 +18,7 @@ from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.postgres_writer import save_threads
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.telemetry import Telemetry
 from sessionwire.domain.session import session_uuid
@@ -75,7 +76,7 @@ def texts(store: EventSourcedStore, key: str) -> list[str]:
 
 async def test_the_loop_runs_on_while_a_postgres_save_is_in_progress(postgres_url: str) -> None:
     gateway = await Gateway.open(config=GatewayConfig(), store=postgres_url)
-    store = gateway.store
+    store = store_of(gateway)
     assert isinstance(store, EventSourcedStore)
     held = HeldSave(store)
     try:
@@ -99,7 +100,7 @@ async def test_the_loop_runs_on_while_a_postgres_save_is_in_progress(postgres_ur
 
 async def test_wait_idle_waits_for_a_postgres_save_in_progress(postgres_url: str) -> None:
     gateway = await Gateway.open(config=GatewayConfig(), store=postgres_url)
-    store = gateway.store
+    store = store_of(gateway)
     assert isinstance(store, EventSourcedStore)
     held = HeldSave(store)
     try:
@@ -140,7 +141,7 @@ async def test_a_conflict_off_the_loop_is_a_store_conflict(postgres_url: str) ->
 
 async def test_a_save_that_lost_a_race_off_the_loop_is_retried(postgres_url: str) -> None:
     gateway = await Gateway.open(config=GatewayConfig(), store=postgres_url)
-    store = gateway.store
+    store = store_of(gateway)
     assert isinstance(store, EventSourcedStore)
     telemetry = CountingTelemetry()
     store.telemetry = telemetry

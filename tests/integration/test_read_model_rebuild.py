@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import VirtualClock
 
 
@@ -20,15 +21,15 @@ async def test_rebuilt_read_models_equal_the_live_ones(
     )
     await gateway.patch_session("discord:group:dev", label="dev room", thinkingLevel="high")
     await gateway.record_message("cron:nightly", role="user", content="tick")
-    stored = gateway.store.session("agent:main:cron:nightly")
+    stored = store_of(gateway).session("agent:main:cron:nightly")
     assert stored is not None
     aggregate = stored.to_aggregate()
     aggregate.archive(reason="test", at=clock.now())
-    gateway.store.save(aggregate)
+    store_of(gateway).save(aggregate)
 
-    live = gateway.store.read_model_snapshot()
-    gateway.store.rebuild_read_models()
-    rebuilt = gateway.store.read_model_snapshot()
+    live = store_of(gateway).read_model_snapshot()
+    store_of(gateway).rebuild_read_models()
+    rebuilt = store_of(gateway).read_model_snapshot()
 
     assert len(live["sessions"]) == 3
     assert len(live["transcript"]) == 5
@@ -39,8 +40,10 @@ async def test_the_log_holds_every_event_in_order(gateway: Gateway) -> None:
     await gateway.record_message("main", role="user", content="one")
     await gateway.patch_session("main", label="home")
     await gateway.record_message("main", role="assistant", content="two")
-    names = [type(event).__name__ for _, event in gateway.store.events()]
+    names = [type(event).__name__ for _, event in store_of(gateway).events()]
     assert names == ["SessionOpened", "MessageAppended", "SessionPatched", "MessageAppended"]
-    positions = [position for position, _ in gateway.store.events()]
+    positions = [position for position, _ in store_of(gateway).events()]
     assert positions == sorted(positions)
-    assert list(gateway.store.events(start=positions[2])) == list(gateway.store.events())[2:]
+    assert (
+        list(store_of(gateway).events(start=positions[2])) == list(store_of(gateway).events())[2:]
+    )

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.testkit.internals import store_of
 
 
 async def history(gateway: Gateway, key: str) -> list[tuple[str, str]]:
@@ -45,7 +46,7 @@ async def test_one_bad_message_records_none_of_the_batch(
 ) -> None:
     with pytest.raises(ValueError, match=error):
         await gateway.record_many("main", [{"role": "user", "content": "fine"}, bad])
-    assert gateway.store.session("agent:main:main") is None
+    assert store_of(gateway).session("agent:main:main") is None
 
 
 async def test_a_failed_write_records_none_of_the_batch(
@@ -54,7 +55,7 @@ async def test_a_failed_write_records_none_of_the_batch(
     # On PostgreSQL this failed while eventsourcing's insert caught the error inside its
     # transaction (which then committed the events); the save is one transaction now.
     await gateway.record_message("main", role="user", content="before")
-    transcript = gateway.store.read_model  # type: ignore[attr-defined]
+    transcript = store_of(gateway).read_model  # type: ignore[attr-defined]
     original = transcript.write
     calls = 0
 
@@ -70,7 +71,7 @@ async def test_a_failed_write_records_none_of_the_batch(
     monkeypatch.undo()
     assert calls == 1
     assert await history(gateway, "agent:main:main") == [("user", "before")]
-    stored = gateway.store.session("agent:main:main")
+    stored = store_of(gateway).session("agent:main:main")
     assert stored is not None
     assert stored.state.message_count == 1
 

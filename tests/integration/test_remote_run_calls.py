@@ -17,6 +17,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.mcp.server import RUN_META, build_server
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import CapturingDelivery, VirtualClock
 
@@ -98,7 +99,7 @@ async def open_cycle(clock: VirtualClock, agents: CallingBack) -> Gateway:
 def primary_hops(gateway: Gateway) -> list[int]:
     return [
         event.hops
-        for _, event in gateway.store.events()
+        for _, event in store_of(gateway).events()
         if type(event).__name__ == "RunStarted" and event.step == "primary"
     ]
 
@@ -123,7 +124,7 @@ async def _cycle_ends_at_the_hop_limit(clock: VirtualClock, transport: str) -> N
         assert primary_hops(gateway) == [1, 2, 3, 4, 5, 6]
         traces = {
             event.trace_id
-            for _, event in gateway.store.events()
+            for _, event in store_of(gateway).events()
             if type(event).__name__ == "RunStarted"
         }
         assert traces == {first["runId"]}

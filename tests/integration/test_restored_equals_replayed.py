@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from postgres_server import POSTGRES_URL, postgres_problem
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.audit.state import replay_session
 from sessionwire.testing import VirtualClock
 
@@ -122,7 +123,7 @@ async def play(store: str, script: list[Operation]) -> None:
                 await gateway.record_message(**arguments)
             else:
                 key = arguments.pop("session_key")
-                if gateway.store.session(gateway.rules.canonical(key)) is None:
+                if store_of(gateway).session(internals(gateway).rules.canonical(key)) is None:
                     continue  # a patch needs the session
                 # Refused (a label another session holds): nothing written.
                 with contextlib.suppress(ValueError):
@@ -130,11 +131,11 @@ async def play(store: str, script: list[Operation]) -> None:
         recorded = {arguments["session_key"] for kind, arguments in script if kind == "message"}
         compared = set()
         for key in KEYS:
-            stored = gateway.store.session(gateway.rules.canonical(key))
+            stored = store_of(gateway).session(internals(gateway).rules.canonical(key))
             if stored is None:
                 continue
             restored = stored.to_aggregate()
-            replayed, _ = replay_session(gateway.store.stream(stored.id))
+            replayed, _ = replay_session(store_of(gateway).stream(stored.id))
             assert restored.state == replayed.state
             assert restored.version == replayed.version
             assert restored.created_on == replayed.created_on

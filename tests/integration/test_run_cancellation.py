@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.runtime import AgentRuntime
 from sessionwire.testing import CapturingDelivery, VirtualClock
 
@@ -93,8 +94,8 @@ async def fire(gw: Gateway, target: str, message: str) -> str:
     return str(result["runId"])
 
 
-def status(gw: Gateway, run_id: str) -> str:
-    run = gw.run(run_id)
+async def status(gw: Gateway, run_id: str) -> str:
+    run = await gw.run(run_id)
     assert run is not None
     return str(run["status"])
 
@@ -103,14 +104,14 @@ def gist_of_cancel(gw: Gateway, run_id: str) -> str:
     """How the CLI's event lines show the run's RunCancelled."""
     from sessionwire.adapters.cli.event_lines import gist
 
-    (event,) = [e for e in gw.store.stream(UUID(run_id)) if type(e).__name__ == "RunCancelled"]
+    (event,) = [e for e in store_of(gw).stream(UUID(run_id)) if type(e).__name__ == "RunCancelled"]
     return gist(event, lambda key: key)
 
 
 def outcomes(gw: Gateway, run_id: str) -> list[str]:
     """The outcome events the run's stream holds (a run ends exactly once)."""
     ends = {"RunCompleted", "RunFailed", "RunTimedOut", "RunCancelled"}
-    names = [type(event).__name__ for event in gw.store.stream(UUID(run_id))]
+    names = [type(event).__name__ for event in store_of(gw).stream(UUID(run_id))]
     return [name for name in names if name in ends]
 
 
@@ -124,7 +125,7 @@ async def test_a_running_run_is_cancelled_and_its_waiting_caller_hears_cancelled
         )
         await agents.started.wait()
         await gw.wait_idle()
-        (running,) = gw.runs(session_key=A, status="running")["runs"]
+        (running,) = (await gw.runs(session_key=A, status="running"))["runs"]
         run_id = running["runId"]
 
         answer = await gw.cancel_run(run_id, "no longer needed")
@@ -143,17 +144,17 @@ async def test_a_running_run_is_cancelled_and_its_waiting_caller_hears_cancelled
         assert agents.cancelled == [run_id]  # the runtime's call was stopped
         assert agents.finished == []
         assert outcomes(gw, run_id) == ["RunCancelled"]
-        summaries = [entry.summary for entry in gw.timeline(A).entries]
+        summaries = [entry.summary for entry in (await gw.timeline(A)).entries]
         assert "run cancelled: no longer needed" in summaries
         assert gist_of_cancel(gw, run_id) == "cancelled: no longer needed"
-        assert gw.run(run_id) == {
+        assert await gw.run(run_id) == {
             key: value for key, value in answer.items() if key not in {"cancelled", "cascaded"}
         }
         # The exchange carries on as after a failed primary run: it closes, no reply to
         # loop on and nothing to announce.
-        steps = [run["step"] for run in gw.runs(trace_id=run_id)["runs"]]
+        steps = [run["step"] for run in (await gw.runs(trace_id=run_id))["runs"]]
         assert steps == ["primary"]
-        exchange = gw.store.work(UUID(answer["exchangeId"]))
+        exchange = store_of(gw).work(UUID(answer["exchangeId"]))
         assert exchange is not None
         assert json.loads(exchange.state_json)["status"] == "closed"
 
@@ -166,7 +167,7 @@ async def test_a_queued_run_is_cancelled_without_ever_reaching_its_agent(
         first = await fire(gw, A, "first")
         second = await fire(gw, A, "second")  # queued behind the first
         await gw.wait_idle()
-        assert status(gw, second) == "queued"
+        assert await status(gw, second) == "queued"
         answer = await gw.cancel_run(second)
         assert answer is not None
         assert (answer["status"], answer["cancelled"], answer["startedAt"]) == (
@@ -177,9 +178,9 @@ async def test_a_queued_run_is_cancelled_without_ever_reaching_its_agent(
         assert answer["error"] == "run cancelled"
         await clock.advance(60)
         await gw.wait_idle()
-        assert status(gw, first) == "ok"
+        assert await status(gw, first) == "ok"
         assert ("primary", "second") not in agents.asked
-        assert status(gw, second) == "cancelled"
+        assert await status(gw, second) == "cancelled"
         assert outcomes(gw, second) == ["RunCancelled"]
         history = await gw.call_tool(MAIN, "sessions_history", {"sessionKey": A})
         texts = [str(message["content"]) for message in history["messages"]]
@@ -194,7 +195,7 @@ async def test_cancelling_an_ended_run_is_a_clear_no_op(
         run_id = await fire(gw, A, "quick")
         await clock.advance(60)
         await gw.wait_idle()
-        before = gw.run(run_id)
+        before = await gw.run(run_id)
         assert before is not None
         assert before["status"] == "ok"
         answer = await gw.cancel_run(run_id, "too late")
@@ -203,7 +204,7 @@ async def test_cancelling_an_ended_run_is_a_clear_no_op(
             "cancelled": False,
             "reason": "the run had already ended (ok)",
         }
-        assert gw.run(run_id) == before
+        assert await gw.run(run_id) == before
         assert outcomes(gw, run_id) == ["RunCompleted"]
 
 
@@ -218,7 +219,7 @@ async def test_unknown_malformed_and_hidden_runs_are_not_found_and_untouched(
         assert await gw.cancel_run("not-a-uuid") is None
         # Another agent may not read main's sessions (agent-to-agent is off): not found.
         assert await gw.cancel_run(run_id, requester="agent:ops:main") is None
-        assert status(gw, run_id) == "running"
+        assert await status(gw, run_id) == "running"
         with pytest.raises(ValueError, match="reason"):
             await gw.cancel_run(run_id, "x" * 1001)
         with pytest.raises(ValueError, match="reason"):
@@ -275,7 +276,7 @@ async def test_a_cancel_racing_the_runs_own_end_records_exactly_one_outcome(
         _, answer = await asyncio.gather(clock.advance(60), gw.cancel_run(run_id, "race"))
         await gw.wait_idle()
         assert answer is not None
-        final = status(gw, run_id)
+        final = await status(gw, run_id)
         assert outcomes(gw, run_id) == ["RunCancelled" if answer["cancelled"] else "RunCompleted"]
         assert final == ("cancelled" if answer["cancelled"] else "ok")
         assert answer["status"] == final
@@ -290,7 +291,7 @@ async def test_a_cancel_that_loses_a_store_conflict_to_the_runs_end_is_a_no_op(
     async with open_gateway(store_url, clock, agents) as (gw, _):
         run_id = await fire(gw, A, "photo finish")
         await gw.wait_idle()
-        engine = gw.run_engine
+        engine = internals(gw).run_engine
         real_load = engine.load
         ended_first = False
 
@@ -302,7 +303,7 @@ async def test_a_cancel_that_loses_a_store_conflict_to_the_runs_end_is_a_no_op(
                 done = real_load(run)
                 assert done is not None
                 done.complete(reply="first", usage=None, model=None, at=clock.now())
-                gw.store.save(done)
+                store_of(gw).save(done)
             return found
 
         monkeypatch.setattr(engine, "load", load_then_end)
@@ -336,7 +337,7 @@ async def test_a_cancel_cascades_to_the_runs_it_caused_transitively(
     async with open_gateway(store_url, clock, agents) as (gw, _):
         root = await fire(gw, A, "start the chain")  # A sends to B, B sends to C
         await gw.wait_idle()
-        chain = gw.runs(trace_id=root)["runs"]
+        chain = (await gw.runs(trace_id=root))["runs"]
         by_session = {run["sessionKey"]: run for run in chain if run["step"] == "primary"}
         assert {key: run["status"] for key, run in by_session.items()} == {
             A: "running",
@@ -353,7 +354,7 @@ async def test_a_cancel_cascades_to_the_runs_it_caused_transitively(
         await gw.wait_idle()
         assert sorted(agents.cancelled) == sorted([root, b_run, c_run])
         for run_id in (b_run, c_run):
-            cascaded = gw.run(run_id)
+            cascaded = await gw.run(run_id)
             assert cascaded is not None
             assert cascaded["status"] == "cancelled"
             assert cascaded["error"] == f"run cancelled: caused by cancelled run {root}"
@@ -367,12 +368,14 @@ async def test_a_cancel_cascades_through_a_run_that_already_ended(
     async with open_gateway(store_url, clock, agents) as (gw, _):
         outer = await fire(gw, B, "spawn and go")
         await gw.wait_idle()
-        (turn,) = [run for run in gw.runs(trace_id=outer)["runs"] if run["step"] == "subagent_task"]
+        (turn,) = [
+            run for run in (await gw.runs(trace_id=outer))["runs"] if run["step"] == "subagent_task"
+        ]
         assert turn["parentRunId"] == outer
         answer = await gw.cancel_run(outer)
         assert answer is not None
         assert answer["cascaded"] == [turn["runId"]]
-        assert status(gw, turn["runId"]) == "cancelled"
+        assert await status(gw, turn["runId"]) == "cancelled"
 
 
 def test_the_sync_gateway_cancels_too(tmp_path: Any) -> None:
@@ -396,7 +399,7 @@ async def test_a_cancel_between_dispatch_and_the_runtime_call_stops_the_call_bef
 ) -> None:
     agents = Agents()
     async with open_gateway(store_url, clock, agents) as (gw, _):
-        engine = gw.run_engine
+        engine = internals(gw).run_engine
         real_dispatch = engine._record_dispatch
 
         async def dispatch_then_cancel(run: Any) -> Any:
@@ -410,5 +413,5 @@ async def test_a_cancel_between_dispatch_and_the_runtime_call_stops_the_call_bef
         run_id = await fire(gw, A, "never asked")
         await gw.wait_idle()
         assert ("primary", "never asked") not in agents.asked
-        assert status(gw, run_id) == "cancelled"
+        assert await status(gw, run_id) == "cancelled"
         assert outcomes(gw, run_id) == ["RunCancelled"]

@@ -9,6 +9,7 @@ import time
 from uuid import UUID
 
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.runtime import AgentRuntime
 
 MAIN = "agent:main:main"
@@ -67,10 +68,10 @@ async def test_a_cancel_recorded_by_another_gateway_stops_the_owners_runtime_cal
         result = await asyncio.wait_for(send, HANG_SECONDS)
         assert result["status"] == "cancelled"
         assert result["error"] == "run cancelled: stopped from elsewhere"
-        events = [type(e).__name__ for e in owner.store.stream(UUID(run_id))]
+        events = [type(e).__name__ for e in store_of(owner).stream(UUID(run_id))]
         assert events.count("RunCancelled") == 1
         assert "RunCompleted" not in events
-        assert owner.run(run_id) == other.run(run_id)
+        assert await owner.run(run_id) == other.run(run_id)
     finally:
         await other.close()
         await owner.close()
@@ -91,6 +92,8 @@ async def test_a_gateway_on_a_virtual_clock_starts_no_cancel_watch(postgres_url:
         )
         await gw.wait_idle()
         assert agents.run_ids
-        assert not any(line.startswith("cancel-watch") for line in gw.in_flight.snapshot())
+        assert not any(
+            line.startswith("cancel-watch") for line in internals(gw).in_flight.snapshot()
+        )
     finally:
         await gw.close()

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import ScriptedRuntime
 
 SCRIPT = {
@@ -21,7 +22,7 @@ async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
     try:
         await gateway.record_message("main", role="user", content="target")
         await gateway.record_message("cron:a", role="user", content="start")
-        lookup = gateway.store.session_for_update
+        lookup = store_of(gateway).session_for_update
         broken = [True]
 
         def flaky_lookup(key: str) -> Any:
@@ -30,7 +31,7 @@ async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
                 raise RuntimeError("connection lost")  # once, as a database hiccup
             return lookup(key)
 
-        gateway.store.session_for_update = flaky_lookup  # type: ignore[method-assign]
+        store_of(gateway).session_for_update = flaky_lookup  # type: ignore[method-assign]
         sent = await gateway.call_tool(
             "cron:a",
             "sessions_send",
@@ -47,14 +48,14 @@ async def test_a_run_that_keeps_crashing_is_recorded_as_failed() -> None:
     try:
         await gateway.record_message("main", role="user", content="target")
         await gateway.record_message("cron:a", role="user", content="start")
-        lookup = gateway.store.session_for_update
+        lookup = store_of(gateway).session_for_update
 
         def broken_lookup(key: str) -> Any:
             if key == "agent:main:main":
                 raise RuntimeError("connection lost")  # every time
             return lookup(key)
 
-        gateway.store.session_for_update = broken_lookup  # type: ignore[method-assign]
+        store_of(gateway).session_for_update = broken_lookup  # type: ignore[method-assign]
         sent = await asyncio.wait_for(
             gateway.call_tool(
                 "cron:a",
@@ -66,7 +67,7 @@ async def test_a_run_that_keeps_crashing_is_recorded_as_failed() -> None:
         assert sent["status"] == "error", sent
         assert sent["error"] == "the run crashed 3 times in the gateway"
         await asyncio.wait_for(gateway.wait_idle(), timeout=HANG_SECONDS)
-        names = [type(event).__name__ for _, event in gateway.store.events()]
+        names = [type(event).__name__ for _, event in store_of(gateway).events()]
         assert names.count("RunFailed") == 1
     finally:
         await gateway.close()

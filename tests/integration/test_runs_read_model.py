@@ -62,8 +62,8 @@ async def fire(gw: Gateway, target: str, message: str, requester: str = MAIN) ->
     return str(result["runId"])
 
 
-def found(gw: Gateway, run_id: str) -> dict[str, Any]:
-    run = gw.run(run_id)
+async def found(gw: Gateway, run_id: str) -> dict[str, Any]:
+    run = await gw.run(run_id)
     assert run is not None
     return run
 
@@ -73,7 +73,7 @@ async def test_a_run_row_follows_queued_running_and_ok(store_url: str, clock: Vi
         first = await fire(gw, A, "one")
         second = await fire(gw, A, "two")  # waits in A's mailbox behind the first
         await gw.wait_idle()
-        running, queued = found(gw, first), found(gw, second)
+        running, queued = await found(gw, first), await found(gw, second)
         assert running["status"] == "running"
         assert running["startedAt"] == clock.now().isoformat().replace("+00:00", "Z")
         assert running["endedAt"] is None
@@ -84,7 +84,7 @@ async def test_a_run_row_follows_queued_running_and_ok(store_url: str, clock: Vi
 
         await clock.advance(5)
         await gw.wait_idle()
-        ended = found(gw, first)
+        ended = await found(gw, first)
         assert ended["status"] == "ok"
         assert ended["endedAt"] is not None
         assert ended["usage"]["input"] == 3
@@ -103,7 +103,7 @@ async def test_a_run_row_follows_queued_running_and_ok(store_url: str, clock: Vi
         # A send's primary run belongs to the exchange its send opened.
         assert "exchangeId" in ended
         assert "spawnId" not in ended
-        assert found(gw, second)["status"] == "running"
+        assert (await found(gw, second))["status"] == "running"
 
 
 async def test_the_announce_run_of_an_exchange_is_listed_under_its_trace(
@@ -113,7 +113,7 @@ async def test_the_announce_run_of_an_exchange_is_listed_under_its_trace(
         primary = await fire(gw, A, "hello")
         await clock.advance(5)
         await gw.wait_idle()
-        runs = gw.runs(trace_id=primary)["runs"]
+        runs = (await gw.runs(trace_id=primary))["runs"]
         assert [run["step"] for run in runs] == ["announce", "primary"]  # newest first
         announce, first = runs
         assert announce["parentRunId"] == primary
@@ -128,11 +128,11 @@ async def test_a_spawns_child_and_announce_runs_name_their_spawn(
         spawned = await gw.call_tool(MAIN, "sessions_spawn", {"task": "sum up"})
         assert spawned["status"] == "accepted", spawned
         await gw.wait_idle()
-        child = found(gw, spawned["runId"])
+        child = await found(gw, spawned["runId"])
         assert child["step"] == "subagent_task"
         assert child["sessionKey"] == spawned["childSessionKey"]
         assert child["status"] == "ok"
-        runs = gw.runs(trace_id=child["traceId"])["runs"]
+        runs = (await gw.runs(trace_id=child["traceId"]))["runs"]
         steps = {run["step"]: run for run in runs}
         assert set(steps) == {"subagent_task", "subagent_announce"}
         assert steps["subagent_announce"]["spawnId"] == child["spawnId"]
@@ -148,18 +148,18 @@ async def test_runs_filter_by_session_status_and_trace_newest_first_within_the_l
             ids.append(await fire(gw, target, f"m{index}"))
             await gw.wait_idle()
             await clock.advance(1)
-        primaries = [run for run in gw.runs(limit=1000)["runs"] if run["step"] == "primary"]
+        primaries = [run for run in (await gw.runs(limit=1000))["runs"] if run["step"] == "primary"]
         assert [run["runId"] for run in primaries] == ids[::-1]
-        of_a = gw.runs(session_key=A, limit=1000)["runs"]
+        of_a = (await gw.runs(session_key=A, limit=1000))["runs"]
         assert [r["runId"] for r in of_a if r["step"] == "primary"] == [ids[4], ids[2], ids[0]]
         assert {run["sessionKey"] for run in of_a} == {A}
         # A short key names its canonical session, as in the tools.
-        assert gw.runs(session_key="work:a", limit=1000) == {"runs": of_a}
-        assert [run["runId"] for run in gw.runs(session_key=B, limit=1)["runs"]] == [ids[3]]
-        assert [run["runId"] for run in gw.runs(trace_id=ids[1])["runs"]][-1] == ids[1]
-        assert all(run["status"] == "ok" for run in gw.runs(status="ok")["runs"])
-        assert gw.runs(status="queued") == {"runs": []}
-        assert len(gw.runs(limit=2)["runs"]) == 2
+        assert await gw.runs(session_key="work:a", limit=1000) == {"runs": of_a}
+        assert [run["runId"] for run in (await gw.runs(session_key=B, limit=1))["runs"]] == [ids[3]]
+        assert [run["runId"] for run in (await gw.runs(trace_id=ids[1]))["runs"]][-1] == ids[1]
+        assert all(run["status"] == "ok" for run in (await gw.runs(status="ok"))["runs"])
+        assert await gw.runs(status="queued") == {"runs": []}
+        assert len((await gw.runs(limit=2))["runs"]) == 2
 
 
 @pytest.mark.parametrize(
@@ -179,17 +179,17 @@ async def test_bad_filters_are_a_clear_value_error(
 ) -> None:
     async with open_gateway("memory", clock) as gw:
         with pytest.raises(ValueError, match=message):
-            gw.runs(**filters)
+            await gw.runs(**filters)
 
 
 async def test_an_unknown_or_malformed_run_id_is_none(store_url: str, clock: VirtualClock) -> None:
     async with open_gateway(store_url, clock) as gw:
         run_id = await fire(gw, A, "hi")
-        assert gw.run(str(uuid4())) is None
+        assert await gw.run(str(uuid4())) is None
         for malformed in ("", "nope", "1' OR '1'='1", run_id + "0", None, 42):
-            assert gw.run(malformed) is None  # type: ignore[arg-type]
+            assert await gw.run(malformed) is None  # type: ignore[arg-type]
         # Any spelling of a UUID names the same run.
-        assert found(gw, f" {run_id.upper()} ")["runId"] == run_id
+        assert (await found(gw, f" {run_id.upper()} "))["runId"] == run_id
 
 
 A2A_MAIN_OPS = {
@@ -211,19 +211,21 @@ async def test_a_run_of_a_session_the_requester_may_not_see_is_not_found(
         await gw.wait_idle()
         # "other" is not in the agent-to-agent allow list: ops's runs are hidden from it,
         # exactly as a missing run (and sessions_history of ops would be refused).
-        assert gw.run(to_ops, requester="agent:other:main") is None
-        assert gw.run(to_ops, requester=ops) == gw.run(to_ops)
-        assert gw.run(to_ops, requester=MAIN) == gw.run(to_ops)
-        assert gw.run(to_a, requester="agent:other:main") is None
-        assert gw.runs(requester="agent:other:main") == {"runs": []}
+        assert await gw.run(to_ops, requester="agent:other:main") is None
+        assert await gw.run(to_ops, requester=ops) == await gw.run(to_ops)
+        assert await gw.run(to_ops, requester=MAIN) == await gw.run(to_ops)
+        assert await gw.run(to_a, requester="agent:other:main") is None
+        assert await gw.runs(requester="agent:other:main") == {"runs": []}
         # Runs of another agent's own sessions: hidden from ops and main, seen by other.
         own = await fire(gw, "agent:other:work", "mine", requester="agent:other:main")
         await gw.wait_idle()
-        assert gw.run(own, requester=ops) is None
-        assert {run["runId"] for run in gw.runs(requester="agent:other:main")["runs"]} == {own}
-        seen_by_ops = {run["sessionKey"] for run in gw.runs(requester=ops)["runs"]}
+        assert await gw.run(own, requester=ops) is None
+        assert {run["runId"] for run in (await gw.runs(requester="agent:other:main"))["runs"]} == {
+            own
+        }
+        seen_by_ops = {run["sessionKey"] for run in (await gw.runs(requester=ops))["runs"]}
         assert seen_by_ops == {ops, A}
-        assert "agent:other:work" in {run["sessionKey"] for run in gw.runs()["runs"]}
+        assert "agent:other:work" in {run["sessionKey"] for run in (await gw.runs())["runs"]}
 
 
 async def test_a_requesters_listing_pages_past_hidden_runs(
@@ -240,7 +242,7 @@ async def test_a_requesters_listing_pages_past_hidden_runs(
             await clock.advance(1)
             await fire(gw, OTHER_WORK, f"late {index}", requester=OTHER)
             await gw.wait_idle()
-        listed = gw.runs(requester=ops, limit=1)["runs"]
+        listed = (await gw.runs(requester=ops, limit=1))["runs"]
         assert [run["runId"] for run in listed] == [visible]
 
 
@@ -275,7 +277,7 @@ async def raw(request: pytest.FixtureRequest, tmp_path: Any, clock: VirtualClock
 async def listed(url: str, clock: VirtualClock) -> list[dict[str, Any]]:
     gw = await Gateway.open(config=GatewayConfig(), store=url, clock=clock)
     try:
-        return list(gw.runs(limit=1000)["runs"])
+        return list((await gw.runs(limit=1000))["runs"])
     finally:
         await gw.close()
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -274,7 +275,7 @@ class World:
     position: int = 1
 
     def new_events(self) -> list[Any]:
-        events = list(self.gw.store.events(start=self.position))
+        events = list(store_of(self.gw).events(start=self.position))
         if events:
             self.position = events[-1][0] + 1
         return [event for _, event in events]
@@ -321,7 +322,7 @@ async def build_world(case: Case, store_url: str) -> World:
     session_ids = {}
     for name in STORED:
         if name in keys:
-            stored = gw.store.session(keys[name])
+            stored = store_of(gw).session(keys[name])
             assert stored is not None
             session_ids[name] = stored.state.session_id
     world = World(gw, runtime, delivery, keys, session_ids)
@@ -678,7 +679,7 @@ class Rig:
         return [(call.step, call.session_key) for call in self.runtime.calls]
 
     def events(self, name: str) -> list[Any]:
-        return [e for _, e in self.gw.store.events() if type(e).__name__ == name]
+        return [e for _, e in store_of(self.gw).events() if type(e).__name__ == name]
 
     async def started(self, step: str) -> None:
         """Settle until the runtime has begun a ``step`` run (it then sleeps on the virtual

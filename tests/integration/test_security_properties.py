@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -185,7 +186,7 @@ async def build(data: st.DataObject, config: dict[str, Any]) -> tuple[Any, list[
             )
     await gw.wait_idle()
     for stored in sessions:
-        found = gw.store.session(stored.key)
+        found = store_of(gw).session(stored.key)
         assert found is not None
         stored.session_id = found.state.session_id
     return (gw, delivery), sessions
@@ -223,7 +224,7 @@ async def scenario(data: st.DataObject) -> None:
         calls = data.draw(st.integers(min_value=1, max_value=6), label="calls")
         for _ in range(calls):
             await gw.wait_idle()
-            position = max((p for p, _ in gw.store.events()), default=0)
+            position = max((p for p, _ in store_of(gw).events()), default=0)
             delivered = len(delivery.sent)
             tool = data.draw(
                 st.sampled_from(["sessions_list", "sessions_history", "sessions_send"]),
@@ -276,7 +277,7 @@ async def scenario(data: st.DataObject) -> None:
                 elif not send_policy_set:
                     assert result["status"] == "accepted", where
                 if result["status"] != "accepted":
-                    names = [type(e).__name__ for _, e in gw.store.events(start=position + 1)]
+                    names = [type(e).__name__ for _, e in store_of(gw).events(start=position + 1)]
                     assert "RunStarted" not in names, where
                     assert len(delivery.sent) == delivered, where
     finally:

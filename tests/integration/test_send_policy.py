@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.config.gateway_config import ConfigError
 from sessionwire.domain.control_commands import SEND_USAGE, parse_send_command
 from sessionwire.domain.keys import KeyRules
@@ -180,7 +181,7 @@ async def send_policy_of(gw: Gateway, key: str) -> str | None:
 
 
 def event_names(gw: Gateway) -> list[str]:
-    return [type(event).__name__ for _, event in gw.store.events()]
+    return [type(event).__name__ for _, event in store_of(gw).events()]
 
 
 async def send(gw: Gateway) -> dict[str, Any]:
@@ -221,7 +222,7 @@ async def test_a_send_command_from_someone_else_is_ignored_and_recorded(gw: Gate
     assert recorded["command"]["applied"] is False
     assert recorded["command"]["reply"] is None
     assert await send_policy_of(gw, key) is None
-    handled = [e for _, e in gw.store.events() if type(e).__name__ == "SendCommandHandled"]
+    handled = [e for _, e in store_of(gw).events() if type(e).__name__ == "SendCommandHandled"]
     assert [(e.applied, e.reason) for e in handled] == [  # type: ignore[attr-defined]
         (False, "ignored: the sender is not an owner")
     ]
@@ -256,7 +257,7 @@ async def test_sessions_patch_sets_and_clears_the_override(gw: Gateway) -> None:
     await gw.wait_idle()
     # Evidence of the refusal, and no run, turn or delivery.
     assert event_names(gw)[before:] == ["AccessRefused"]
-    refused = [e for _, e in gw.store.events() if type(e).__name__ == "AccessRefused"][-1]
+    refused = [e for _, e in store_of(gw).events() if type(e).__name__ == "AccessRefused"][-1]
     assert (refused.check, refused.rule, refused.requester_key, refused.target_key) == (  # type: ignore[attr-defined]
         "send_policy",
         "session override (sendPolicy=deny)",
@@ -300,7 +301,7 @@ async def test_the_timeline_shows_the_refusal_and_the_command(gw: Gateway) -> No
     key = "agent:main:discord:group:dev"
     await gw.record_message(key, role="user", content="/send off", sender_is_owner=True)
     await send(gw)
-    entries = [(e.kind, e.event, e.summary) for e in gw.timeline(key).entries]
+    entries = [(e.kind, e.event, e.summary) for e in (await gw.timeline(key)).entries]
     assert ("session", "SendCommandHandled", "/send command (deny): applied") in entries
     assert (
         "refusal",

@@ -11,6 +11,7 @@ import pytest
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway
 from sessionwire.adapters.store.postgres import PostgresSessionLock
+from sessionwire.adapters.testkit.internals import store_of
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ async def test_a_session_lock_in_one_schema_does_not_block_another(
         raise AssertionError("the other store's session lock waited on this one")
 
     try:
-        async with first.store.session_lock("agent:main:main"):
+        async with store_of(first).session_lock("agent:main:main"):
             # Taken at the first try: a lock that had to wait would pause, and fail here.
             monkeypatch.setattr(PostgresSessionLock, "_pause", never_wait)
             await _take(second, "agent:main:main")
@@ -45,7 +46,7 @@ async def test_a_session_lock_of_the_same_store_waits_for_its_holder(postgres_ur
     first = await Gateway.open(store=postgres_url)
     second = await Gateway.open(store=postgres_url, resume=False)
     pauses = 0
-    holding = first.store.session_lock("agent:main:main")
+    holding = store_of(first).session_lock("agent:main:main")
     await holding.__aenter__()
 
     async def pause(_: PostgresSessionLock) -> None:
@@ -65,5 +66,5 @@ async def test_a_session_lock_of_the_same_store_waits_for_its_holder(postgres_ur
 
 
 async def _take(gateway: Gateway, key: str) -> None:
-    async with gateway.store.session_lock(key):
+    async with store_of(gateway).session_lock(key):
         pass  # taken: the lock is free in this store

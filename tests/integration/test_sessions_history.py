@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.tools.sessions_history import cap_bytes
 from sessionwire.testing import VirtualClock
 
@@ -106,7 +107,7 @@ async def test_limit_is_clamped_never_refused(
 
 async def test_limit_default_is_200_and_max_1000(gateway: Gateway) -> None:
     await gateway.record_message("main", role="user", content="first")
-    session = gateway.store.session("agent:main:main")
+    session = store_of(gateway).session("agent:main:main")
     assert session is not None
     aggregate = session.to_aggregate()
     from sessionwire.domain.transcript import TranscriptMessage
@@ -115,8 +116,8 @@ async def test_limit_default_is_200_and_max_1000(gateway: Gateway) -> None:
         message = TranscriptMessage(
             role="user", content=[{"type": "text", "text": f"m{index}"}], timestamp=index
         )
-        aggregate.append_message(message, at=gateway.clock.now())
-    gateway.store.save(aggregate)
+        aggregate.append_message(message, at=internals(gateway).clock.now())
+    store_of(gateway).save(aggregate)
     default = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main"})
     assert len(default["messages"]) == 200
     assert default["messages"][-1]["content"][0]["text"] == "m1099"
@@ -186,14 +187,14 @@ async def test_archived_and_deleted_sessions_leave_the_tools(gateway: Gateway) -
     for key in ("cron:a", "cron:b"):
         await gateway.record_message(key, role="user", content="x")
     for key, verb in (("agent:main:cron:a", "archive"), ("agent:main:cron:b", "delete")):
-        stored = gateway.store.session(key)
+        stored = store_of(gateway).session(key)
         assert stored is not None
         aggregate = stored.to_aggregate()
-        getattr(aggregate, verb)(reason="test", at=gateway.clock.now())
-        gateway.store.save(aggregate)
+        getattr(aggregate, verb)(reason="test", at=internals(gateway).clock.now())
+        store_of(gateway).save(aggregate)
     listed = await gateway.call_tool("main", "sessions_list", {})
     assert listed["count"] == 0
     result = await gateway.call_tool("main", "sessions_history", {"sessionKey": "cron:a"})
     assert result["error"] == "Session not found: cron:a"
-    events = [type(e).__name__ for e in gateway.store.stream(stored.id)]
+    events = [type(e).__name__ for e in store_of(gateway).stream(stored.id)]
     assert events == ["SessionOpened", "MessageAppended", "SessionDeleted"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -66,15 +67,15 @@ class Rig:
         return [call.context for call in self.runtime.calls if call.step == step]
 
     def event_count(self) -> int:
-        return sum(1 for _ in self.gw.store.events())
+        return sum(1 for _ in store_of(self.gw).events())
 
     def events_after(self, position: int) -> list[str]:
         """The names of the events recorded after the first ``position`` events."""
-        names = [type(event).__name__ for _, event in self.gw.store.events()]
+        names = [type(event).__name__ for _, event in store_of(self.gw).events()]
         return names[position:]
 
     def exchange_events(self) -> list[str]:
-        names = (type(event).__name__ for _, event in self.gw.store.events())
+        names = (type(event).__name__ for _, event in store_of(self.gw).events())
         return [name for name in names if name in EXCHANGE_EVENTS]
 
     def sent(self, *fields: str) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -73,20 +74,20 @@ class Rig:
         return await self.gw.call_tool(requester, "sessions_spawn", params)
 
     def event_names(self) -> list[str]:
-        return [type(event).__name__ for _, event in self.gw.store.events()]
+        return [type(event).__name__ for _, event in store_of(self.gw).events()]
 
     def events(self, name: str) -> list[Any]:
-        return [event for _, event in self.gw.store.events() if type(event).__name__ == name]
+        return [event for _, event in store_of(self.gw).events() if type(event).__name__ == name]
 
     def event_count(self) -> int:
-        return sum(1 for _ in self.gw.store.events())
+        return sum(1 for _ in store_of(self.gw).events())
 
     def session_events(self, key: str) -> list[str]:
         """The names of every event the session ``key`` recorded, in order."""
         opened = next(event for event in self.events("SessionOpened") if event.key == key)
         return [
             type(event).__name__
-            for _, event in self.gw.store.events()
+            for _, event in store_of(self.gw).events()
             if event.originator_id == opened.originator_id
         ]
 
@@ -134,7 +135,7 @@ class Rig:
         parts += [
             f"sessionKey {row['key']}",
             f"sessionId {session_id}",
-            f"transcript {self.gw.store.location}#{session_id}",
+            f"transcript {store_of(self.gw).location}#{session_id}",
         ]
         return "Stats: " + " • ".join(parts)
 
@@ -397,7 +398,7 @@ async def test_a_subagent_cannot_spawn(store_url: str, clock: VirtualClock, requ
         }
         # Nothing started: the one new event is the refusal, kept as evidence.
         assert r.event_count() == before + 1
-        refused = [e for _, e in r.gw.store.events()][-1]
+        refused = [e for _, e in store_of(r.gw).events()][-1]
         assert (type(refused).__name__, refused.check) == ("AccessRefused", "subagent_tools")  # type: ignore[attr-defined]
 
 
@@ -449,7 +450,7 @@ async def test_a_spawned_child_cannot_use_any_session_tool(
         }
         await r.settle()
         # Nothing ran: the only new events are the five refusals, kept as evidence.
-        refusals = [e for _, e in r.gw.store.events() if type(e).__name__ == "AccessRefused"]
+        refusals = [e for _, e in store_of(r.gw).events() if type(e).__name__ == "AccessRefused"]
         assert r.event_count() == before + 5
         assert [(e.tool, e.check, e.requester_key) for e in refusals] == [  # type: ignore[attr-defined]
             (name, "subagent_tools", child) for name in results

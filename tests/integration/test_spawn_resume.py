@@ -8,6 +8,7 @@ from uuid import UUID
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
@@ -20,7 +21,7 @@ SCRIPT = {
 
 
 def status(gateway: Gateway, run_id: str) -> str | None:
-    run = gateway.run_engine.load(UUID(run_id))
+    run = internals(gateway).run_engine.load(UUID(run_id))
     return None if run is None else run.state.status
 
 
@@ -53,7 +54,7 @@ async def test_only_unfinished_spawns_are_pending(
         params: dict[str, Any] = {"task": "sum up", "cleanup": cleanup}
         assert (await gateway.call_tool("main", "sessions_spawn", params))["status"] == "accepted"
         await gateway.wait_idle()
-        still = gateway.store.pending_work("spawn", SpawnDriver.pending_statuses)
+        still = store_of(gateway).pending_work("spawn", SpawnDriver.pending_statuses)
         assert len(still) == pending
     finally:
         await gateway.close()
@@ -111,7 +112,7 @@ async def test_a_send_in_flight_in_a_child_archived_while_down_is_not_dispatched
         await second.wait_idle()
         assert [call for call in runtime.calls if call.session_key == child] == []
         assert status(second, run_id) == "error"
-        session = second.store.session(child)
+        session = store_of(second).session(child)
         assert session is not None
         assert session.state.status == "archived"
     finally:

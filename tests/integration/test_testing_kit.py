@@ -10,6 +10,7 @@ from uuid import UUID, uuid4
 import pytest
 from freezegun import freeze_time
 from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, to_millis
@@ -79,7 +80,7 @@ async def test_a_clock_that_drives_freezegun_keeps_event_times_and_now_together(
             await clock.advance(timedelta(hours=1))
             assert datetime.now(UTC) == START + timedelta(hours=1)
             await gw.record_message("main", role="user", content="two")
-            stamps = [event.timestamp for _, event in gw.store.events()]
+            stamps = [event.timestamp for _, event in store_of(gw).events()]
         finally:
             await gw.close()
     assert stamps == [START, START, START + timedelta(hours=1)]

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 
@@ -74,7 +75,7 @@ async def main(store: str, phase: str, kill_at: str | None) -> None:
     gateway = await Gateway.open(config=GatewayConfig.load(CONFIG), store=store, runtime=runtime)
     if kill_at in KILL_POINTS:
         condition = KILL_POINTS[kill_at]
-        save = gateway.store.save
+        save = store_of(gateway).save
 
         def save_then_maybe_die(*aggregates: Any) -> None:
             events = _events_of(aggregates)
@@ -82,7 +83,7 @@ async def main(store: str, phase: str, kill_at: str | None) -> None:
             if any(condition(event) for event in events):
                 _die()
 
-        gateway.store.save = save_then_maybe_die  # type: ignore[method-assign]
+        store_of(gateway).save = save_then_maybe_die  # type: ignore[method-assign]
     try:
         if phase == "start":
             await gateway.record_message(REQUESTER, role="user", content="hi", channel="discord")

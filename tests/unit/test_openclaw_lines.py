@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from sessionwire.adapters.importers.history_import import Problem
 from sessionwire.adapters.importers.openclaw import (
     CHECK_BATCH,
     MAX_DEPTH,
@@ -18,7 +19,6 @@ from sessionwire.adapters.importers.openclaw import (
     _one_pass,
     read_transcript,
 )
-from sessionwire.application.audit.history_import import Problem
 from sessionwire.domain.transcript import TranscriptMessage
 
 M = '"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":5'

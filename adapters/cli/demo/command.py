@@ -25,7 +25,6 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.text import Text
-from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.context import (
     EXIT_OK,
     EXIT_USAGE,
@@ -52,6 +51,7 @@ from sessionwire.adapters.cli.runtime_option import (
 from sessionwire.adapters.cli.terminal_views import sessions_table
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+from sessionwire.application.gateway import GatewayService
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -150,7 +150,7 @@ def demo(
     clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))
     runtime = chosen_runtime(runtime_file) or ScriptedRuntime(scenario.replies)
 
-    async def work(gateway: Gateway) -> int:
+    async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)
         await start_after_the_log(gateway, clock)
         if options.as_json:
@@ -197,7 +197,7 @@ def closing_hints(store: str, config_file: Path | None, scenario: Scenario) -> l
 
 
 async def _play_terminal(
-    gateway: Gateway,
+    gateway: GatewayService,
     clock: VirtualClock,
     scenario: Scenario,
     pace_seconds: float,
@@ -207,7 +207,7 @@ async def _play_terminal(
     out.print(Text(f"sessionwire demo: {scenario.name}", style="bold"))
     if scenario.description:
         out.print(Text(" ".join(scenario.description.split()), style="dim"))
-    earlier = gateway.store.log_position()
+    earlier = await gateway.store.read(lambda store: store.log_position())
     if earlier:
         out.print(
             Text(
@@ -231,7 +231,7 @@ async def _play_terminal(
 
 
 async def _play_json(
-    gateway: Gateway, clock: VirtualClock, scenario: Scenario, config_file: Path | None
+    gateway: GatewayService, clock: VirtualClock, scenario: Scenario, config_file: Path | None
 ) -> int:
     view = JsonView()
     report = await DemoPlayer(gateway, clock, scenario, view).play()

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.demo.scenario import (
     AdvanceStep,
     CallStep,
@@ -23,6 +22,9 @@ from sessionwire.adapters.cli.demo.scenario import (
 )
 from sessionwire.adapters.cli.event_lines import EventFeed, EventLine
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+from sessionwire.application.gateway import GatewayService
+from sessionwire.application.ports.store import Store
+from sessionwire.domain.base import DomainEvent
 
 REFUSED = {"error", "forbidden"}
 FOLLOW_EVERY_SECONDS = 0.01
@@ -91,7 +93,7 @@ def _duration(seconds: float) -> str:
 class DemoPlayer:
     def __init__(
         self,
-        gateway: Gateway,
+        gateway: GatewayService,
         clock: VirtualClock,
         scenario: Scenario,
         view: DemoView,
@@ -103,18 +105,21 @@ class DemoPlayer:
         self.scenario = scenario
         self.view = view
         self.pace_seconds = pace_seconds
-        self.feed = EventFeed(gateway.store, gateway.rules.display)
+        self.feed: EventFeed | None = None
+        # The follower and the steps both drain the feed: one at a time.
+        self._draining = asyncio.Lock()
 
     async def play(self) -> DemoReport:
         report = DemoReport()
+        self.feed = await self.gateway.store.read(EventFeed, self.gateway.rules.display)
         follower = asyncio.create_task(self._follow())
         try:
             for number, step in enumerate(self.scenario.steps, start=1):
-                self._drain()
+                await self._drain()
                 self.view.step_started(number, step, self.clock.now())
                 outcome = await self._play(step)
                 await self.gateway.wait_idle()
-                self._drain()
+                await self._drain()
                 if outcome.failure:
                     outcome.failure = f"step {number} ({describe_step(step)}): {outcome.failure}"
                 self.view.step_finished(number, step, outcome)
@@ -125,7 +130,7 @@ class DemoPlayer:
                     await asyncio.sleep(self.pace_seconds)
         finally:
             follower.cancel()
-            self._drain()
+            await self._drain()
         report.sessions = await self.gateway.call_tool(
             self.scenario.listAs, "sessions_list", {"messageLimit": 1}
         )
@@ -198,18 +203,25 @@ class DemoPlayer:
 
     async def _follow(self) -> None:
         while True:
-            self._drain()
+            await self._drain()
             await asyncio.sleep(FOLLOW_EVERY_SECONDS)
 
-    def _drain(self) -> None:
-        for line in self.feed.new_lines():
+    async def _drain(self) -> None:
+        feed = self.feed
+        assert feed is not None, "the feed starts with play()"
+        async with self._draining:
+            lines = await self.gateway.store.read(lambda _: feed.new_lines())
+        for line in lines:
             self.view.event_recorded(line)
 
 
-async def start_after_the_log(gateway: Gateway, clock: VirtualClock) -> None:
+async def start_after_the_log(gateway: GatewayService, clock: VirtualClock) -> None:
     """Move the clock past the store's last event, so a replayed demo never goes back
     in time (a second run on the same store starts after the first one's simulated hour)."""
-    store = gateway.store
-    last = next((event for _, event in store.events(start=store.log_position())), None)
+
+    def last_event(store: Store) -> DomainEvent | None:
+        return next((event for _, event in store.events(start=store.log_position())), None)
+
+    last = await gateway.store.read(last_event)
     if last is not None and last.timestamp >= clock.now():
         await clock.advance(last.timestamp - clock.now() + timedelta(seconds=1))

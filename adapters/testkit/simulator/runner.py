@@ -15,15 +15,17 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.loop_guard import blocking_access_allowed
+from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.simulator.agents import (
     DeliveryRecord,
     Incarnation,
@@ -276,11 +278,14 @@ class Simulation:
         state.subscriptions = [gateway.subscribe(f.position) for f in state.followers]
 
     def _watch_saves(self, state: _Run, gateway: Gateway, incarnation: Incarnation) -> None:
-        """Make the store's saves stop dead at an armed crash point (an event boundary)."""
-        store = gateway.store
+        """Make the store's saves stop dead at an armed crash point (an event boundary).
+
+        Every save the gateway makes goes through its one awaited ``save`` (decision 23),
+        whichever writer then commits it: the crash point is on every save path."""
+        store = service_of(gateway).store
         save = store.save
 
-        def watched_save(*aggregates: Any) -> None:
+        async def watched_save(*aggregates: Any) -> None:
             incarnation.check_alive()
             armed = state.armed
             events = sum(len(getattr(a, "pending_events", ())) for a in aggregates)
@@ -289,7 +294,7 @@ class Simulation:
                     incarnation.dead = True
                     incarnation.check_alive()
                 armed.saved += events
-            save(*aggregates)
+            await save(*aggregates)
             state.saved_events += events
             self._cut_runaway_settle(state)
 
@@ -341,7 +346,7 @@ class Simulation:
             await self._settle(state)
             if state.incarnation.dead:
                 await self._restart(state)
-            self._check_step(state)
+            await self._check_step(state)
             if state.runaway:
                 return
             if self.deep_every and (index + 1) % self.deep_every == 0:
@@ -350,13 +355,23 @@ class Simulation:
         await self._drain(state)
         if state.runaway:
             return
-        self._check_step(state)
+        await self._check_step(state)
         self._check_idle(state)
         self._check_deep(state)
 
     def _gateway(self, state: _Run) -> Gateway:
         assert state.gateway is not None
         return state.gateway
+
+    @contextlib.contextmanager
+    def _observing(self, state: _Run) -> Iterator[EventSourcedStore]:
+        """The store behind the gateway, read as the simulation's observer does: blocking
+        on purpose, between steps or inside a dispatch it inspects; exempt from the loop
+        guard (the gateway's own store work is what the guard watches)."""
+        store = service_of(self._gateway(state)).store
+        assert isinstance(store, OffLoopStore)
+        with blocking_access_allowed():
+            yield store.event_store
 
     async def _take(self, state: _Run, step: Step) -> None:
         gateway = self._gateway(state)
@@ -385,9 +400,11 @@ class Simulation:
         elif isinstance(step, Busy):
             self._call(state, gateway.patch_session(step.session, busy=step.busy))
         elif isinstance(step, Subscribe):
-            self._follow(state, gateway.store.sealed_position())
+            with self._observing(state) as store:
+                head = store.sealed_position()
+            self._follow(state, head)
         elif isinstance(step, Cancel):
-            run = self._run_to_cancel(state, step)
+            run = await self._run_to_cancel(state, step)
             if run is not None:
                 self._cancel(state, run, step.reason)
         elif isinstance(step, Send):
@@ -438,7 +455,7 @@ class Simulation:
         state.followers.append(follower)
         state.subscriptions.append(self._gateway(state).subscribe(after))
 
-    def _run_to_cancel(self, state: _Run, step: Cancel) -> UUID | None:
+    async def _run_to_cancel(self, state: _Run, step: Cancel) -> UUID | None:
         if step.pick == "nth":
             started = list(state.log.runs)
             if -len(started) <= step.index < len(started):
@@ -447,7 +464,7 @@ class Simulation:
         if step.session is None:
             return None
         try:
-            listed = self._gateway(state).runs(session_key=step.session, limit=RUNS_LOOKED_AT)
+            listed = await self._gateway(state).runs(session_key=step.session, limit=RUNS_LOOKED_AT)
         except ValueError:
             return None
         for run in listed["runs"]:
@@ -514,12 +531,14 @@ class Simulation:
     def _recorded_since(self, state: _Run, start: int) -> int:
         if state.gateway is None or state.incarnation.dead:
             return 0
-        return state.gateway.store.log_position() - start
+        with self._observing(state) as store:
+            return store.log_position() - start
 
     def _runaway(self, state: _Run, start: int) -> bool:
         if state.runaway or state.gateway is None or state.incarnation.dead:
             return state.runaway
-        recorded = state.gateway.store.log_position() - start
+        with self._observing(state) as store:
+            recorded = store.log_position() - start
         if recorded > self.event_budget:
             state.runaway = True
             self._violate(
@@ -589,14 +608,15 @@ class Simulation:
         observations.clear()
 
     def _read_log(self, state: _Run) -> None:
-        store = self._gateway(state).store
-        for problem in state.log.read(store):
+        with self._observing(state) as store:
+            problems = state.log.read(store)
+        for problem in problems:
             kind = "runs-end" if "ended twice" in problem else "exactly-once"
             self._violate(state, kind, problem)
 
-    def _check_step(self, state: _Run) -> None:
+    async def _check_step(self, state: _Run) -> None:
         self._read_log(state)
-        self._check_followers(state)
+        await self._check_followers(state)
         self._check_cancels(state)
         self._observe(state, state.agents.observations)
         self._observe(state, state.channels.observations)
@@ -613,7 +633,8 @@ class Simulation:
         if held is None:
             state.unchecked.add("slots-free")
         elif not state.runaway:  # a runaway step was cut short: the lane is mid-work
-            running = len(self._gateway(state).store.pending_work("run", ("running",)))
+            with self._observing(state) as store:
+                running = len(store.pending_work("run", ("running",)))
             if held > running:
                 self._violate(
                     state,
@@ -623,24 +644,24 @@ class Simulation:
 
     def _read_sealed(self, state: _Run) -> int:
         """Follow the sealed log (as the stream publishes it) to its head; the head."""
-        store = self._gateway(state).store
         after = state.sealed[-1][0] if state.sealed else 0
         while True:
-            records = store.records_after(after, LOG_PAGE)
+            with self._observing(state) as store:
+                records = store.records_after(after, LOG_PAGE)
             for position, event in single_appends(records):
                 state.sealed.append((position, type(event).__name__))
             if len(records) < LOG_PAGE:
                 return state.sealed[-1][0] if state.sealed else 0
             after = records[-1][0]
 
-    def _check_followers(self, state: _Run) -> None:
+    async def _check_followers(self, state: _Run) -> None:
         """Each subscriber reads what is there (never waiting); what it saw must be the
         sealed log after its P, in order, and reach at least the head read before."""
         if not state.followers:
             return
         head = self._read_sealed(state)
         for follower, subscription in zip(state.followers, state.subscriptions, strict=True):
-            for event in subscription.recorded():
+            async for event in subscription.recorded():
                 follower.seen.append((int(event["position"]), str(event["type"])))
             follower.position = subscription.position
         # What was sealed while they read: a follower may be ahead of ``head``.
@@ -682,13 +703,14 @@ class Simulation:
     def _check_idle(self, state: _Run) -> None:
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
-        store = self._gateway(state).store
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
             ("exchange", PENDING_EXCHANGE, "runs-end"),
             ("spawn", PENDING_SPAWN, "runs-end"),
         ):
-            for work in store.pending_work(kind, statuses):
+            with self._observing(state) as store:
+                pending = store.pending_work(kind, statuses)
+            for work in pending:
                 self._violate(state, invariant, f"{kind} {work.id} still pending at idle")
         for run in state.log.runs_without_one_outcome():
             session, step = state.log.runs.get(run, ("?", "?"))
@@ -708,9 +730,10 @@ class Simulation:
             )
 
     def _check_deep(self, state: _Run) -> None:
-        store = self._gateway(state).store
-        assert isinstance(store, EventSourcedStore)
-        log = StoreAuditLog(store)
+        with self._observing(state) as store:
+            self._check_deep_in(state, StoreAuditLog(store))
+
+    def _check_deep_in(self, state: _Run, log: StoreAuditLog) -> None:
         if "read-models" not in self.skip:
             differences = log.rebuild_and_compare(replace=False)
             for table, difference in differences.items():
@@ -729,12 +752,17 @@ class Simulation:
 
     def _inspect_dispatch(self, state: _Run, request: RunRequest) -> list[Observation]:
         """What is wrong with handing this run to an agent now."""
-        gateway = state.gateway
-        if gateway is None:
+        if state.gateway is None:
             return []
+        with self._observing(state) as store:
+            return self._inspect_dispatch_in(state, store, request)
+
+    def _inspect_dispatch_in(
+        self, state: _Run, store: EventSourcedStore, request: RunRequest
+    ) -> list[Observation]:
         found: list[Observation] = []
         now = state.clock.now()
-        stored = gateway.store.session(request.session_key)
+        stored = store.session(request.session_key)
         if stored is not None and stored.state.status != "active":
             found.append(
                 Observation(
@@ -743,7 +771,7 @@ class Simulation:
                     f"{request.session_key}, which is {stored.state.status}",
                 )
             )
-        stored_run = gateway.store.run(request.run_id)
+        stored_run = store.run(request.run_id)
         if stored_run is not None and stored_run.status == "cancelled":
             found.append(
                 Observation(
@@ -752,7 +780,7 @@ class Simulation:
                     "handed to an agent after it was cancelled",
                 )
             )
-        work = gateway.store.work(UUID(request.run_id))
+        work = store.work(UUID(request.run_id))
         if work is not None:
             deadline = _deadline_of(work.created_on, work.state_json)
             if deadline is not None and now > deadline:
@@ -800,8 +828,9 @@ def _max_hops(config: GatewayConfig) -> int:
 
 def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     """Lane slots held now and the lane's size (None when the gateway hides its lane)."""
-    capacity = gateway.config.agents.defaults.maxConcurrent
-    free = getattr(gateway.run_engine, "free_slots", None)
+    service = service_of(gateway)
+    capacity = service.config.agents.defaults.maxConcurrent
+    free = getattr(service.run_engine, "free_slots", None)
     value = free() if callable(free) else None
     if not isinstance(value, int):
         return None, capacity

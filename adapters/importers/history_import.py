@@ -20,9 +20,9 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import IdSource
-from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey, KeyRules, agent_id_of
 from sessionwire.domain.session import InvalidPatch, Session, validate_patch
 from sessionwire.domain.transcript import MAX_MESSAGE_BYTES, TranscriptMessage
@@ -86,7 +86,7 @@ class ImportReport(BaseModel):
 
 
 def import_sessions(
-    store: Store,
+    store: EventSourcedStore,
     rules: KeyRules,
     ids: IdSource,
     sessions: list[SourceSession],
@@ -122,7 +122,7 @@ def import_sessions(
 
 
 def _import_session(
-    store: Store,
+    store: EventSourcedStore,
     rules: KeyRules,
     ids: IdSource,
     key: str,
@@ -148,7 +148,7 @@ def _import_session(
 
 
 def _session(
-    store: Store,
+    store: EventSourcedStore,
     rules: KeyRules,
     ids: IdSource,
     key: str,
@@ -209,7 +209,7 @@ def _session(
 
 
 def _checked_fields(
-    store: Store, key: str, item: SourceSession, report: ImportReport
+    store: EventSourcedStore, key: str, item: SourceSession, report: ImportReport
 ) -> dict[str, Any]:
     fields = dict(item.fields)
     for name, patch_name in _PATCHED:

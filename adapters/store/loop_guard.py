@@ -1,0 +1,89 @@
+"""The guard that catches database work on an event loop's thread (decision 23).
+
+Every connection the store takes passes ``check_off_loop``. With the guard armed
+(``SESSIONWIRE_LOOP_GUARD=raise``, as the test suite and the simulator run), taking one
+on a thread that is running an event loop raises ``SqlOnLoopThread`` naming the call,
+so a store call that slipped back onto the loop fails the test that made it, on every
+store. Unarmed (the default in production) the check is one environment lookup at
+import and a global read per connection.
+
+A test's own reads are not the gateway's: a connection taken for code in a ``tests/``
+or ``benchmarks/`` file (the first caller outside the store and its drivers) passes, so
+a test may check what was recorded with the blocking store from its loop thread.
+``blocking_access_allowed`` lifts the guard for one block of the product's own test kit
+(the simulator's observer, a scenario's given history), which reads on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+ENV = "SESSIONWIRE_LOOP_GUARD"
+
+
+class SqlOnLoopThread(AssertionError):
+    """A database connection was taken on the event loop's thread."""
+
+
+class _Guard(threading.local):
+    allowed = 0
+
+
+_guard = _Guard()
+_armed = os.environ.get(ENV, "") == "raise"
+
+
+def arm(armed: bool = True) -> None:
+    """Arm (or disarm) the guard in this process."""
+    global _armed
+    _armed = armed
+
+
+def armed() -> bool:
+    return _armed
+
+
+# Frames of these files are the store's own machinery, not its caller.
+_MACHINERY = (
+    f"{os.sep}adapters{os.sep}store{os.sep}",
+    f"{os.sep}eventsourcing{os.sep}",
+    f"{os.sep}psycopg{os.sep}",
+    f"{os.sep}psycopg_pool{os.sep}",
+    f"{os.sep}contextlib.py",
+    f"{os.sep}functools.py",
+)
+_TESTS = (f"{os.sep}tests{os.sep}", f"{os.sep}benchmarks{os.sep}")
+
+
+def _called_by_a_test() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not any(part in name for part in _MACHINERY):
+            return any(part in name for part in _TESTS)
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def check_off_loop(what: str) -> None:
+    if not _armed or _guard.allowed:
+        return
+    if asyncio._get_running_loop() is not None and not _called_by_a_test():
+        raise SqlOnLoopThread(
+            f"{what} on the event loop's thread: store work must be awaited through "
+            "the AsyncStore port (decision 23)"
+        )
+
+
+@contextmanager
+def blocking_access_allowed() -> Iterator[None]:
+    _guard.allowed += 1
+    try:
+        yield
+    finally:
+        _guard.allowed -= 1

@@ -1,0 +1,180 @@
+"""The event store awaited from an event loop: its database work on threads of its own.
+
+Decision 23 (ADR 0027): the loop only ever waits for the store. Reads run on reader
+threads (SQLite: WAL readers beside the writer; PostgreSQL: pooled connections); saves
+go to the store's writer (SQLite's group-commit thread, PostgreSQL's save threads). A
+memory store is one shared-cache SQLite database private to the process: its reads and
+writes all run on one thread, in the order asked, since a second connection writing
+would take table locks against the first.
+
+A bounded number of threads is the back-pressure: when every reader is busy, a read
+waits in the queue (the loop turns on), never for a pooled connection on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
+from functools import partial
+from typing import Any, TypeVar
+from uuid import UUID
+
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.ports.async_store import AsyncStore
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
+from sessionwire.application.ports.session_read_model import (
+    SessionPage,
+    SessionQuery,
+    StoredSession,
+)
+from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.telemetry import Telemetry
+from sessionwire.application.ports.work_queue import StoredWork
+from sessionwire.domain.base import Aggregate, DomainEvent
+
+T = TypeVar("T")
+
+READER_THREADS = 4
+"""Reads in progress at once, per store. PostgreSQL's pool (15 connections) keeps room
+for these, its save threads (4), the sealer and lease statements."""
+
+
+class OffLoopStore(AsyncStore):
+    def __init__(self, store: EventSourcedStore) -> None:
+        self._store = store
+        self.location = store.location
+        self._one_thread = store.writer is None
+        # A memory store: one thread for everything (see the module's docstring).
+        threads = 1 if self._one_thread else READER_THREADS
+        self._readers = ThreadPoolExecutor(threads, thread_name_prefix="sessionwire-store")
+
+    @property
+    def telemetry(self) -> Telemetry:
+        return self._store.telemetry
+
+    @telemetry.setter
+    def telemetry(self, value: Telemetry) -> None:
+        self._store.telemetry = value
+
+    @property
+    def blocking(self) -> Store:
+        return self._store
+
+    @property
+    def event_store(self) -> EventSourcedStore:
+        """The store underneath with its backend-specific parts (adapters and tests)."""
+        return self._store
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, call)
+
+    # Writing ----------------------------------------------------------------------------
+
+    async def save(self, *aggregates: Aggregate) -> None:
+        if self._one_thread:
+            await self._off_loop(partial(self._store.save, *aggregates))
+        else:
+            await self._store.save_async(*aggregates)
+
+    def writes_in_flight(self) -> int:
+        return self._store.writes_in_flight()
+
+    async def writes_settled(self) -> None:
+        await self._store.writes_settled()
+
+    # Reading ----------------------------------------------------------------------------
+
+    async def read(self, query: Callable[..., T], /, *args: Any) -> T:
+        return await self._off_loop(partial(query, self._store, *args))
+
+    async def session(self, key: str) -> StoredSession | None:
+        return await self._off_loop(partial(self._store.session, key))
+
+    async def session_for_update(self, key: str) -> StoredSession | None:
+        # This process's own last write, when it has one, without leaving the loop.
+        cached = self._store.cached_session(key)
+        if cached is not None:
+            return cached
+        return await self.session(key)
+
+    async def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
+        return await self._off_loop(partial(self._store.sessions_by_session_id, session_id))
+
+    async def sessions_by_label(self, label: str) -> list[StoredSession]:
+        return await self._off_loop(partial(self._store.sessions_by_label, label))
+
+    async def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
+        return await self._off_loop(partial(self._store.list_sessions, query))
+
+    async def session_page(self, page: SessionPage) -> list[StoredSession]:
+        return await self._off_loop(partial(self._store.session_page, page))
+
+    async def agent_ids(self) -> list[str]:
+        return await self._off_loop(self._store.agent_ids)
+
+    async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
+        return await self._off_loop(
+            partial(self._store.transcript, session, limit=limit, include_tools=include_tools)
+        )
+
+    async def run(self, run_id: str) -> StoredRun | None:
+        return await self._off_loop(partial(self._store.run, run_id))
+
+    async def list_runs(self, query: RunQuery) -> list[StoredRun]:
+        return await self._off_loop(partial(self._store.list_runs, query))
+
+    async def work(self, aggregate_id: UUID) -> StoredWork | None:
+        return await self._off_loop(partial(self._store.work, aggregate_id))
+
+    async def pending_work(
+        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
+    ) -> list[StoredWork]:
+        return await self._off_loop(
+            partial(self._store.pending_work, kind, statuses, session_key=session_key)
+        )
+
+    async def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
+        return await self._off_loop(partial(self._store.records_after, position, limit))
+
+    async def sealed_position(self) -> int:
+        return await self._off_loop(self._store.sealed_position)
+
+    # Not I/O ----------------------------------------------------------------------------
+
+    def on_log_grew(self, listener: Callable[[], None]) -> Callable[[], None]:
+        return self._store.on_log_grew(listener)
+
+    def others_may_write(self) -> bool:
+        return self._store.others_may_write()
+
+    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
+        return self._store.session_lock(key)
+
+    async def take_over_dead_gateways(self) -> list[str]:
+        return await self._store.take_over_dead_gateways()
+
+    async def close(self) -> None:
+        try:
+            await self._off_loop(self._store.close)
+        finally:
+            self._readers.shutdown(wait=False)
+
+    def close_now(self) -> None:
+        """Close from outside any event loop (a loop that is gone, a script's exit)."""
+        try:
+            self._readers.submit(self._store.close).result()
+        finally:
+            self._readers.shutdown(wait=False)
+
+
+async def open_off_loop(open_store: Callable[[], EventSourcedStore]) -> OffLoopStore:
+    """Open a store off the loop (opening creates tables, takes locks, analyzes), then wrap
+    it. A memory store is opened on the thread that will serve it."""
+    executor = ThreadPoolExecutor(1, thread_name_prefix="sessionwire-open")
+    try:
+        store = await asyncio.get_running_loop().run_in_executor(executor, open_store)
+    finally:
+        executor.shutdown(wait=False)
+    return OffLoopStore(store)
