@@ -98,8 +98,7 @@ def simulate(
 
     if list_invariants:
         for invariant in INVARIANTS.values():
-            needs = f" (needs {invariant.needs})" if invariant.needs else ""
-            click.echo(f"{invariant.name}: {invariant.promise}{needs}")
+            click.echo(f"{invariant.name}: {invariant.promise}")
         return EXIT_OK
     if options.store_given:
         # Each seed gets a fresh store of its own: the global --store names a store to

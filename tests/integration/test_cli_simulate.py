@@ -101,3 +101,6 @@ def test_the_invariants_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--list-invariants"]) == 0
     out = capsys.readouterr().out
     assert "deliveries-settle: a delivery that failed is retried" in out
+    # Each line is the invariant's promise, for users: no notes of the work that made it.
+    assert "issue" not in out
+    assert "needs" not in out
