@@ -26,7 +26,7 @@ from contextlib import (
 )
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, cast
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
@@ -54,6 +54,8 @@ from sessionwire.domain.session import Session, SessionState, session_uuid
 KindOf = Callable[[SessionState], str]
 # The keyword the store passes its read-model changes to the recorder under.
 READ_MODEL_KEY = "read_model_changes"
+# ... and the save's id under (a retried save recognises its own commit by it).
+SAVE_ID_KEY = "save_id"
 LOG_PAGE = 500
 WRITE_CACHE_SIZE = 10_000
 ANALYZE_FIRST_AT = 1_000
@@ -144,6 +146,9 @@ class PendingSave:
     stored: Sequence[StoredEvent]
     changes: ReadModelChanges | None
     settle: Settle
+    save_id: UUID | None = None
+    """Made with the save; a backend that may run a save again after a dropped
+    connection records it with the events, to know its own commit (PostgreSQL)."""
 
 
 class SavesWriter(Protocol):
@@ -156,7 +161,12 @@ class SavesWriter(Protocol):
     writes, SQLite)."""
 
     def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
+        self,
+        stored: Sequence[StoredEvent],
+        changes: ReadModelChanges | None,
+        settle: Settle,
+        *,
+        save_id: UUID | None = None,
     ) -> None: ...
 
     def paused(self) -> AbstractContextManager[None]: ...
@@ -299,12 +309,14 @@ class EventSourcedStore(Store):
         prepared = self._prepare(aggregates)
         if prepared is None:
             return
-        stored, changes = prepared
+        stored, changes, save_id = prepared
         if self.writer is None or self.writer.blocking_saves_in_place:
             try:
                 # Straight to the recorder: Application.save() adds per-event bookkeeping
                 # (recordings, protocol checks) that nothing here uses, on the hot path.
-                self.recorder.insert_events(stored, **{READ_MODEL_KEY: changes})
+                self.recorder.insert_events(
+                    stored, **{READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id}
+                )
             except IntegrityError as error:
                 self._failed(changes)
                 raise StoreConflict(str(error)) from error
@@ -313,7 +325,7 @@ class EventSourcedStore(Store):
             with self._guard:
                 self._blocking.add(written)
             try:
-                self.writer.submit(stored, changes, _settle_future(written))
+                self.writer.submit(stored, changes, _settle_future(written), save_id=save_id)
                 written.result()
             except StoreConflict:
                 self._failed(changes)
@@ -332,7 +344,7 @@ class EventSourcedStore(Store):
         prepared = self._prepare(aggregates)
         if prepared is None:
             return
-        stored, changes = prepared
+        stored, changes, save_id = prepared
         loop = asyncio.get_running_loop()
         done = loop.create_future()
 
@@ -380,7 +392,7 @@ class EventSourcedStore(Store):
             # The writer thread's hand-off: settled on the loop, one save per loop turn.
             handoff.put(Settlement(settled, abandoned, outcome))
 
-        self.writer.submit(stored, changes, settle)
+        self.writer.submit(stored, changes, settle, save_id=save_id)
         self._settling += 1
         await done
 
@@ -415,7 +427,8 @@ class EventSourcedStore(Store):
 
     def _prepare(
         self, aggregates: Sequence[Aggregate]
-    ) -> tuple[list[StoredEvent], ReadModelChanges] | None:
+    ) -> tuple[list[StoredEvent], ReadModelChanges, UUID] | None:
+        """The save's rows and its id (the same for every attempt at writing it)."""
         events: list[DomainEvent] = []
         for aggregate in aggregates:
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
@@ -424,7 +437,7 @@ class EventSourcedStore(Store):
         self.hold_writer()
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
-        return [to_stored(event) for event in events], changes
+        return [to_stored(event) for event in events], changes, uuid4()
 
     def _failed(self, changes: ReadModelChanges) -> None:
         for row in changes.rows.values():

@@ -18,9 +18,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID, uuid4
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    PersistenceError,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
@@ -29,6 +35,7 @@ from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
+    SAVE_ID_KEY,
     EventSourcedStore,
     RecordsReadModels,
     SessionwireApplication,
@@ -38,6 +45,7 @@ from sessionwire.adapters.store.event_store import (
     no_kind,
     record_contents,
 )
+from sessionwire.adapters.store.postgres_save_ids import SaveIds, save_ids_table_statement
 from sessionwire.adapters.store.postgres_writer import PostgresWriter, save_threads
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.application.library_logging import library_logger
@@ -79,8 +87,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             postgres_tables(self.datastore.schema, self.events_table_name),
             write_options={"prepare": True},
         )
+        self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
+        self.insert_saved_events_statement = self.save_ids.recording(self.insert_events_statement)
         # The chain table last: _postgres_setup takes its presence to mean "all created".
         for statement in [
+            save_ids_table_statement(self.datastore.schema),
             *self.read_model.create_statements(),
             *self.chain.checkpoint_statements(),
             *self.chain.create_statements(),
@@ -102,7 +113,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         """One transaction, one pipeline, one sync after the COMMIT: the events, the
         read models and the stream links. A conflicting save fails at that sync on the
         events' primary key (eventsourcing's IntegrityError, as before), and nothing is
-        kept.
+        kept; unless the conflict is the save's own commit, met again by a retry after a
+        dropped connection (the save's id, ``SaveIds``): that is a save that committed.
 
         eventsourcing's own shape syncs in the middle to read the notification ids back
         first; the stream links do not need them (the sealer reads them), so the save
@@ -110,6 +122,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         if not stored_events:
             return None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+        # Without one from the store, a fresh id per attempt (no retry recognised).
+        save_id: UUID = kwargs.get(SAVE_ID_KEY) or uuid4()
         records = record_contents([0] * len(stored_events), stored_events)
         try:
             with self.datastore.get_connection() as conn:
@@ -131,18 +145,28 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                     # before its COMMIT and after it: with the pipeline's own, four.)
                     with rolled_back_on_failure(conn), conn.pipeline():
                         cursor.execute("BEGIN", prepare=False)
-                        insert_cursor.execute(self.insert_events_statement, (events,), prepare=True)
+                        insert_cursor.execute(
+                            self.insert_saved_events_statement, (save_id, events), prepare=True
+                        )
                         if changes:
                             self.read_model.write(cursor, changes)
                         self.chain.write_stream_links(cursor, links)
                         cursor.execute("COMMIT", prepare=False)
                     ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
-            self.chain.committed(links)
-            return ids
+        except IntegrityError:
+            # eventsourcing's retry (a dropped connection) may run again a save the server
+            # had committed: its own events are the conflict then, and its id is there.
+            with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+                own = self.save_ids.own_commit(cursor, save_id, stored_events)
+            if own is None:
+                raise
+            ids = own
         finally:
             # After the commit (or the rollback: a transaction that ended lets the
             # sealer pass what it held back).
             self.sealer.wanted()
+        self.chain.committed(links)
+        return ids
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
@@ -265,6 +289,7 @@ class BackgroundSealer:
             self._last_pass = time.monotonic()
             try:
                 self.recorder.seal_log(wait=False)
+                self.recorder.save_ids.prune_if_due(self.recorder.datastore)
             except OperationalError as error:
                 if self._stopping or "closed" in str(error):
                     return  # the store closed under it; nothing left to seal for
@@ -383,6 +408,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 tables = postgres_tables(schema, "")
                 for statement in SqlChain(tables, write_options={}).checkpoint_statements():
                     connection.execute(statement)
+                connection.execute(save_ids_table_statement(schema))
                 runs = connection.execute(
                     "SELECT to_regclass(%s)", (f'"{schema}".sw_runs',)
                 ).fetchone()

@@ -16,10 +16,12 @@ import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
+    SAVE_ID_KEY,
     PendingSave,
     Settle,
     WriterClosed,
@@ -61,7 +63,12 @@ class PostgresWriter:
         self._idle = 0  # threads waiting for a save
 
     def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
+        self,
+        stored: Sequence[StoredEvent],
+        changes: ReadModelChanges | None,
+        settle: Settle,
+        *,
+        save_id: UUID | None = None,
     ) -> None:
         with self._guard:
             if self._closed:
@@ -72,7 +79,7 @@ class PostgresWriter:
                 thread = threading.Thread(target=self._run, name="sessionwire-pg-save", daemon=True)
                 self._started.append(thread)
                 thread.start()
-        self._queue.put(PendingSave(stored, changes, settle))
+        self._queue.put(PendingSave(stored, changes, settle, save_id))
 
     def _run(self) -> None:
         while True:
@@ -88,7 +95,9 @@ class PostgresWriter:
     def _save(self, save: PendingSave) -> None:
         outcome: BaseException | None = None
         try:
-            self.recorder.insert_events(save.stored, **{READ_MODEL_KEY: save.changes})
+            self.recorder.insert_events(
+                save.stored, **{READ_MODEL_KEY: save.changes, SAVE_ID_KEY: save.save_id}
+            )
         except IntegrityError as error:
             outcome = StoreConflict(str(error))
             outcome.__cause__ = error

@@ -82,12 +82,21 @@ class SQLiteWriter:
     # The caller's side ------------------------------------------------------------------
 
     def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
+        self,
+        stored: Sequence[StoredEvent],
+        changes: ReadModelChanges | None,
+        settle: Settle,
+        *,
+        save_id: UUID | None = None,
     ) -> None:
         """Queue one save; ``settle`` is called from the writer thread once the save is
         committed (None) or failed (the error), never before. The caller keeps count of
         what it submitted: a save is its caller's work until settled (an event loop's
-        caller settles on its loop, after this thread is done with it)."""
+        caller settles on its loop, after this thread is done with it).
+
+        ``save_id`` is not written: this thread runs each save once (a failed batch
+        settles its error, and nothing retries it), so no save meets its own commit as
+        a conflict (ADR 0021, "Saves are idempotent")."""
         with self._guard:
             if self._closed:
                 raise WriterClosed("the store is closed")
@@ -96,7 +105,7 @@ class SQLiteWriter:
                     target=self._run, name=f"sessionwire-writer:{self.database}", daemon=True
                 )
                 self._thread.start()
-        self._queue.put(PendingSave(stored, changes, settle))
+        self._queue.put(PendingSave(stored, changes, settle, save_id))
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
