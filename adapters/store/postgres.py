@@ -421,7 +421,7 @@ class PostgresBackend(StoreBackend):
         schema = query.get("schema", ["public"])[0]
         if not schema.replace("_", "").isalnum():
             raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
-        self.lease_seconds: float = _lease_seconds(query)
+        self.lease_seconds: float = _lease_seconds(parse_qs(parts.query, keep_blank_values=True))
         self.env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),

@@ -209,7 +209,9 @@ class HeldLease:
     """A renewal found the session claimed by another gateway since."""
 
 
-_held: ContextVar[HeldLease | None] = ContextVar("sessionwire_held_lease", default=None)
+# The leases the current context holds, innermost last (one per store in practice; a
+# test may hold two stores' leases at once).
+_held: ContextVar[tuple[HeldLease, ...]] = ContextVar("sessionwire_held_leases", default=())
 
 
 @dataclass(eq=False)
@@ -310,10 +312,10 @@ class LeaseKeeper:
                     del self._state.waiters[waiter.key]
 
     def fence_here(self) -> Fence | None:
-        lease = _held.get()
-        if lease is None or lease.released or lease.owner != self.owner:
-            return None
-        return Fence(lease.key, lease.owner, lease.fence)
+        for lease in reversed(_held.get()):
+            if lease.owner == self.owner and not lease.released:
+                return Fence(lease.key, lease.owner, lease.fence)
+        return None
 
     async def take_over(self) -> list[str]:
         return await asyncio.wrap_future(self.executor.submit(self._take_over))
@@ -477,7 +479,7 @@ class PostgresSessionLease(AbstractAsyncContextManager[None]):
         self.keeper = keeper
         self.key = key
         self.lease: HeldLease | None = None
-        self._token: Token[HeldLease | None] | None = None
+        self._token: Token[tuple[HeldLease, ...]] | None = None
 
     async def __aenter__(self) -> None:
         loop = asyncio.get_running_loop()
@@ -487,7 +489,7 @@ class PostgresSessionLease(AbstractAsyncContextManager[None]):
                 claim = await self._claim()
                 if claim.lease is not None:
                     self.lease = claim.lease
-                    self._token = _held.set(claim.lease)
+                    self._token = _held.set((*_held.get(), claim.lease))
                     return
                 self.keeper.wake_at(waiter, claim.expires_in)
                 await waiter.future
@@ -521,7 +523,7 @@ class PostgresSessionLease(AbstractAsyncContextManager[None]):
             try:
                 _held.reset(token)
             except ValueError:  # exited in another context than entered
-                _held.set(None)
+                _held.set(tuple(held for held in _held.get() if held is not lease))
         # Shielded: a cancelled caller still gives the lease back (else only its expiry
         # would, a lease later).
         released = self.keeper.executor.submit(self.keeper.release, lease)
