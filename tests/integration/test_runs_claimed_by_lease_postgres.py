@@ -176,3 +176,55 @@ async def test_a_gateway_clock_far_ahead_changes_nothing_in_a_lease(
     finally:
         await near.close()
         await far.close()
+
+
+async def test_a_dead_gateways_run_is_resumed_once_by_the_gateway_that_takes_it_over(
+    postgres_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead_clock = VirtualClock(start=clock.now())
+    dead = await _open(postgres_url, dead_clock)
+    alive = await _open(postgres_url, clock)
+    target = "agent:main:group:orphan"
+    try:
+        for key in (MAIN, target):
+            await dead.record_message(key, role="user", content="(opened)")
+        run_id = await _fire(dead, target)
+        await asyncio.wait_for(dead.wait_idle(), HANG_SECONDS)  # at its agent, leased
+
+        # The gateway dies as far as the database can tell: no more renewals, and its
+        # heartbeat and lease expire (by the database's clock).
+        backend = _store(dead).backend
+        assert isinstance(backend, PostgresBackend)
+        monkeypatch.setattr(backend.keeper, "_renew", lambda: None)
+        owner = _owner(dead)
+        for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
+            _sql(
+                dead,
+                f"UPDATE {{s}}.{table} SET expires_at = clock_timestamp() - interval '1 second' "
+                f"WHERE {column} = %s RETURNING 1",
+                owner,
+            )
+
+        assert await alive.takeover.check() == [owner]
+        await asyncio.wait_for(alive.wait_idle(), HANG_SECONDS)
+        await clock.advance(RUN_SECONDS)
+        await asyncio.wait_for(alive.wait_idle(), HANG_SECONDS)
+        run = alive.run(run_id)
+        assert run is not None
+        assert run["status"] == "ok"
+
+        # The old owner's agent answers late: its outcome is refused by the fence, and
+        # the run keeps the outcome its new owner recorded.
+        await dead_clock.advance(RUN_SECONDS)
+        await asyncio.wait_for(dead.wait_idle(), HANG_SECONDS)
+        ends = [
+            type(event).__name__
+            for _, event in _store(alive).events()
+            if getattr(event, "originator_id", None) is not None
+            and str(event.originator_id) == run_id
+            and type(event).__name__ in {"RunCompleted", "RunFailed", "RunTimedOut"}
+        ]
+        assert ends == ["RunCompleted"]
+    finally:
+        await alive.close()
+        await dead.close()
