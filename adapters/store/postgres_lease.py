@@ -371,7 +371,7 @@ class LeaseKeeper:
                 if _elapsed() >= renew_at:
                     self._renew()
                     renew_at = _elapsed() + self.renew_every
-            except psycopg.Error as error:
+            except Exception as error:  # a dropped connection, mostly: the keeper lives on
                 if self._stopping.is_set():
                     return
                 self._log.warning("lease keeper lost its connection", error=str(error))

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from freezegun import freeze_time
 from postgres_server import POSTGRES_URL
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
@@ -150,6 +151,62 @@ async def test_a_held_lease_blocks_another_gateway_until_its_release_wakes_it(
     await asyncio.wait_for(claiming, HANG_SECONDS)
     assert order == ["first released", "second claimed"]
     assert spy.heard[:1] == [KEY]  # (its own release, heard later, may follow)
+
+
+async def test_a_claimer_retries_at_the_holders_expiry_even_in_frozen_time(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The holder never releases (it died); its lease runs out a moment from now by the
+    # database's clock. The claimer wakes at that expiry, heard no release, and claims.
+    # Frozen time (which stops asyncio's timers) does not stop that wake-up.
+    first, second = stores.open(), stores.open()
+    spy = WaitSpy(second, monkeypatch)
+    holding = first.session_lock(KEY)
+    await holding.__aenter__()
+    sql(
+        first,
+        "UPDATE {s}.sw_session_leases "
+        "SET expires_at = clock_timestamp() + interval '200 milliseconds' WHERE session_key = %s",
+        KEY,
+    )
+    with freeze_time("2026-01-01"):
+        async with second.session_lock(KEY):
+            assert spy.waiting.is_set()
+            assert spy.heard == []
+            assert lease_row(second, KEY)[0] == keeper(second).owner
+    await holding.__aexit__(None, None, None)
+
+
+async def test_a_keeper_whose_connection_dropped_reconnects_and_wakes_its_waiters(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = stores.open(), stores.open()
+    spy = WaitSpy(second, monkeypatch)
+    holding = first.session_lock(KEY)
+    await holding.__aenter__()
+    claiming = asyncio.create_task(_take(second, KEY))
+    await asyncio.wait_for(spy.waiting.wait(), HANG_SECONDS)
+    # The listener's connection dies (a server restart, a proxy's timeout): a release
+    # NOTIFYed meanwhile is not heard, so the keeper wakes every waiter once back.
+    listener = keeper(second)._conn
+    assert listener is not None
+    sql(second, "SELECT pg_terminate_backend(%s)", listener.info.backend_pid)
+    await holding.__aexit__(None, None, None)
+    await asyncio.wait_for(claiming, HANG_SECONDS)
+    # Listening again: the next release is heard (the holder's expiry is an hour away).
+    spy.heard.clear()
+    spy.waiting.clear()
+    await holding.__aenter__()
+    claiming = asyncio.create_task(_take(second, KEY))
+    await asyncio.wait_for(spy.waiting.wait(), HANG_SECONDS)
+    await holding.__aexit__(None, None, None)
+    await asyncio.wait_for(claiming, HANG_SECONDS)
+    assert KEY in spy.heard
+
+
+async def _take(store: EventSourcedStore, key: str) -> None:
+    async with store.session_lock(key):
+        pass
 
 
 async def test_a_lease_in_one_schema_does_not_block_another(
