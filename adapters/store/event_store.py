@@ -56,6 +56,8 @@ KindOf = Callable[[SessionState], str]
 READ_MODEL_KEY = "read_model_changes"
 # ... and the save's id under (a retried save recognises its own commit by it).
 SAVE_ID_KEY = "save_id"
+# ... and the fence of the session lease the save was made under, if any.
+FENCE_KEY = "fence"
 LOG_PAGE = 500
 WRITE_CACHE_SIZE = 10_000
 ANALYZE_FIRST_AT = 1_000
@@ -131,12 +133,30 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
+def _save_options(changes: ReadModelChanges, fence: Fence | None, save_id: UUID) -> dict[str, Any]:
+    """The recorder's keywords for one save (a fence only where there is one: the
+    recorders of stores without leases never see the keyword)."""
+    if fence is None:
+        return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id}
+    return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id, FENCE_KEY: fence}
+
+
 class WriterClosed(RuntimeError):
     """A save submitted after the store was closed."""
 
 
 Settle = Callable[[BaseException | None], None]
 """Told a save's outcome on its writer's thread, once: None when committed, else the error."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The session lease a save was made under: the save commits only while that lease
+    still has this owner and token (a lease claimed since has a larger one)."""
+
+    session_key: str
+    owner: str
+    token: int
 
 
 @dataclass(frozen=True)
@@ -149,6 +169,8 @@ class PendingSave:
     save_id: UUID | None = None
     """Made with the save; a backend that may run a save again after a dropped
     connection records it with the events, to know its own commit (PostgreSQL)."""
+    fence: Fence | None = None
+    """Taken on the caller's side (the lease is the caller's context, not the writer's)."""
 
 
 class SavesWriter(Protocol):
@@ -160,14 +182,7 @@ class SavesWriter(Protocol):
     or must be submitted and waited for (False: the writer's connection is the one that
     writes, SQLite)."""
 
-    def submit(
-        self,
-        stored: Sequence[StoredEvent],
-        changes: ReadModelChanges | None,
-        settle: Settle,
-        *,
-        save_id: UUID | None = None,
-    ) -> None: ...
+    def submit(self, save: PendingSave) -> None: ...
 
     def paused(self) -> AbstractContextManager[None]: ...
 
@@ -213,6 +228,14 @@ class StoreBackend(SessionLocks, ABC):
         groups, ADR 0020), if this backend has one; None: saves go through the recorder
         on the caller's thread, an event loop's included."""
         return None
+
+    def current_fence(self) -> Fence | None:
+        """The lease the current context holds on this store, which its saves carry;
+        None where saves are not fenced."""
+        return None
+
+    def close(self) -> None:
+        """Give back what the backend holds beside the application (leases, threads)."""
 
 
 def backend_for(url: str) -> StoreBackend:
@@ -310,13 +333,12 @@ class EventSourcedStore(Store):
         if prepared is None:
             return
         stored, changes, save_id = prepared
+        fence = self.backend.current_fence()
         if self.writer is None or self.writer.blocking_saves_in_place:
             try:
                 # Straight to the recorder: Application.save() adds per-event bookkeeping
                 # (recordings, protocol checks) that nothing here uses, on the hot path.
-                self.recorder.insert_events(
-                    stored, **{READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id}
-                )
+                self.recorder.insert_events(stored, **_save_options(changes, fence, save_id))
             except IntegrityError as error:
                 self._failed(changes)
                 raise StoreConflict(str(error)) from error
@@ -325,7 +347,9 @@ class EventSourcedStore(Store):
             with self._guard:
                 self._blocking.add(written)
             try:
-                self.writer.submit(stored, changes, _settle_future(written), save_id=save_id)
+                self.writer.submit(
+                    PendingSave(stored, changes, _settle_future(written), save_id, fence)
+                )
                 written.result()
             except StoreConflict:
                 self._failed(changes)
@@ -392,7 +416,9 @@ class EventSourcedStore(Store):
             # The writer thread's hand-off: settled on the loop, one save per loop turn.
             handoff.put(Settlement(settled, abandoned, outcome))
 
-        self.writer.submit(stored, changes, settle, save_id=save_id)
+        self.writer.submit(
+            PendingSave(stored, changes, settle, save_id, self.backend.current_fence())
+        )
         self._settling += 1
         await done
 
@@ -539,6 +565,13 @@ class EventSourcedStore(Store):
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self.backend.session_lock(key)
 
+    @property
+    def lease_seconds(self) -> float | None:  # type: ignore[override]
+        return self.backend.lease_seconds
+
+    async def take_over_dead_gateways(self) -> list[str]:
+        return await self.backend.take_over_dead_gateways()
+
     def work(self, aggregate_id: UUID) -> StoredWork | None:
         with self.reading() as cursor:
             return self.read_model.work(cursor, aggregate_id)
@@ -640,6 +673,7 @@ class EventSourcedStore(Store):
             if self.writer is not None:
                 self.writer.close()
             self.recorder.stop_sealing()
+            self.backend.close()
             self.app.close()
         finally:
             self.backend.release_writer()
