@@ -41,6 +41,7 @@ from sessionwire.application.orchestration.runs import (
     current_turn,
 )
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
@@ -213,6 +214,10 @@ class GatewayService:
         )
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)
+        # Dead gateways' work, resumed here (decision 24); watched once resume() ran.
+        self.takeover = Takeover(
+            locks=store, clock=clock, in_flight=self.in_flight, on_takeover=self._took_over
+        )
 
     async def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
@@ -232,6 +237,11 @@ class GatewayService:
                 spawns=spawns,
                 deliveries=deliveries,
             )
+        self.takeover.start()
+
+    async def _took_over(self, gateways: list[str]) -> None:
+        # Their pending work is the store's pending work: resumed like at a start.
+        await self.resume()
 
     def _pending_runs(self) -> dict[str, int]:
         # Read when metrics are collected, on the collector's thread.

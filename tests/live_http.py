@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import socket
@@ -138,6 +139,29 @@ def live_server(
         thread.join(30)
     if failures:
         raise failures[0]
+
+
+def wait_for_its_exchange(client: httpx.Client, run_id: str) -> list[dict[str, Any]]:
+    """Wait until the exchange that ``run_id`` began is closed: its reply-back and
+    announce steps still add messages after ``sessions_send`` has its reply. Read from the
+    event stream of the run's trace (recorded events first, then live ones), so an
+    exchange that closed already is found at once. Returns the trace's events up to the
+    close; ``client``'s read timeout bounds a wait that never ends."""
+    run = client.get(f"/v1/runs/{run_id}")
+    assert run.status_code == 200, run.text
+    exchange, trace = run.json()["exchangeId"], run.json()["traceId"]
+    assert exchange is not None, f"run {run_id} began no exchange"
+    seen: list[dict[str, Any]] = []
+    with client.stream("GET", "/v1/events", params={"trace": trace}) as stream:
+        assert stream.status_code == 200
+        for line in stream.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: ") :])
+            seen.append(event)
+            if event["type"] == "ExchangeClosed" and event["streamId"] == exchange:
+                return seen
+    raise AssertionError(f"the event stream ended before exchange {exchange} closed")
 
 
 def seed(store: str) -> None:

@@ -4,6 +4,10 @@ Tokens (docs/security.md): ``--tokens FILE`` binds each token to one session or 
 operator role; without it, the one token of ``$SESSIONWIRE_TOKEN`` or ``--token-file`` is
 an operator token. Beyond loopback every token must be at least ``MIN_TOKEN_LENGTH``
 characters: one given in clear is checked at start, a ``tokenSha256`` one when presented.
+
+Exit codes: 0 stopped (Ctrl+C), 2 bad usage (no token, a bad tokens or runtime file, a
+store that cannot be opened), 3 cannot listen (the port is taken, or the address is not
+this machine's).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.telemetry import combined
 
 DEFAULT_PORT = 8765
+# uvicorn's own code for a server that could not start; kept, so scripts see one code.
+EXIT_CANNOT_LISTEN = 3
 DEFAULT_TOKEN_ENV = "SESSIONWIRE_TOKEN"
 # A connection idle this long between requests is closed.
 IDLE_TIMEOUT_SECONDS = 5
@@ -245,6 +251,14 @@ class _ListeningServer(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
+        try:
+            await super().startup(sockets=sockets)
+        except SystemExit:
+            # uvicorn logs the OS's reason (the line above) and exits when it cannot bind.
+            fail(
+                f"cannot listen on {self.url}: the port is taken or the address is not "
+                "this machine's (see the error above); choose another with --port or --host",
+                EXIT_CANNOT_LISTEN,
+            )
         if self.started:
             click.echo(f"{LISTENING} {self.url}", err=True)

@@ -2,7 +2,7 @@
 checked after every step, a failing seed shrunk to a minimal replayable script.
 
 Exit codes: 0 no invariant broken, 1 some broken, 2 bad usage (an unknown store or
-invariant, a file that is not a script).
+invariant, a file that is not a script, the global ``--store``).
 """
 
 from __future__ import annotations
@@ -98,9 +98,17 @@ def simulate(
 
     if list_invariants:
         for invariant in INVARIANTS.values():
-            needs = f" (needs {invariant.needs})" if invariant.needs else ""
-            click.echo(f"{invariant.name}: {invariant.promise}{needs}")
+            click.echo(f"{invariant.name}: {invariant.promise}")
         return EXIT_OK
+    if options.store_given:
+        # Each seed gets a fresh store of its own: the global --store names a store to
+        # keep, which a simulation never opens. Silently running on memory hid that.
+        fail(
+            f"simulate plays each seed on a fresh store and never opens --store "
+            f"{options.store}; choose the kind of store after the command: "
+            "simulate --store memory|sqlite|sqlite:///DIR|postgres|postgresql://URL",
+            EXIT_USAGE,
+        )
     if not options.verbose:
         # A simulation makes agents and channels fail on purpose: their warnings are noise.
         logging.getLogger("sessionwire").setLevel(logging.CRITICAL)

@@ -47,6 +47,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
 from sessionwire.adapters.http.tokens import Grant, TokenSet
+from sessionwire.adapters.http.wire_document import WireDocumentedApp
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.event_stream.subscription import parse_cursor
@@ -388,7 +389,7 @@ def create_app(
             raise ValueError("the HTTP gateway needs a non-empty token")
         tokens = TokenSet.operator(tokens)
     operator_methods = GatewayMethods(gateway)
-    app = FastAPI(
+    app = WireDocumentedApp(
         title="sessionwire",
         version="0.1.0",
         summary="Session tools and gateway methods over HTTP",

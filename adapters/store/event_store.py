@@ -26,7 +26,7 @@ from contextlib import (
 )
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, cast
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
@@ -55,6 +55,10 @@ from sessionwire.domain.session import Session, SessionState, session_uuid
 KindOf = Callable[[SessionState], str]
 # The keyword the store passes its read-model changes to the recorder under.
 READ_MODEL_KEY = "read_model_changes"
+# ... and the save's id under (a retried save recognises its own commit by it).
+SAVE_ID_KEY = "save_id"
+# ... and the fence of the session lease the save was made under, if any.
+FENCE_KEY = "fence"
 LOG_PAGE = 500
 WRITE_CACHE_SIZE = 10_000
 ANALYZE_FIRST_AT = 1_000
@@ -142,6 +146,14 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
+def _save_options(changes: ReadModelChanges, fence: Fence | None, save_id: UUID) -> dict[str, Any]:
+    """The recorder's keywords for one save (a fence only where there is one: the
+    recorders of stores without leases never see the keyword)."""
+    if fence is None:
+        return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id}
+    return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id, FENCE_KEY: fence}
+
+
 class WriterClosed(RuntimeError):
     """A save submitted after the store was closed."""
 
@@ -151,12 +163,27 @@ Settle = Callable[[BaseException | None], None]
 
 
 @dataclass(frozen=True)
+class Fence:
+    """The session lease a save was made under: the save commits only while that lease
+    still has this owner and token (a lease claimed since has a larger one)."""
+
+    session_key: str
+    owner: str
+    token: int
+
+
+@dataclass(frozen=True)
 class PendingSave:
     """One save's rows, prepared on the caller's thread, written on a writer's."""
 
     stored: Sequence[StoredEvent]
     changes: ReadModelChanges | None
     settle: Settle
+    save_id: UUID | None = None
+    """Made with the save; a backend that may run a save again after a dropped
+    connection records it with the events, to know its own commit (PostgreSQL)."""
+    fence: Fence | None = None
+    """Taken on the caller's side (the lease is the caller's context, not the writer's)."""
 
 
 class SavesWriter(Protocol):
@@ -168,9 +195,7 @@ class SavesWriter(Protocol):
     or must be submitted and waited for (False: the writer's connection is the one that
     writes, SQLite)."""
 
-    def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
-    ) -> None: ...
+    def submit(self, save: PendingSave) -> None: ...
 
     def paused(self) -> AbstractContextManager[None]: ...
 
@@ -216,6 +241,14 @@ class StoreBackend(SessionLocks, ABC):
         groups, ADR 0020), if this backend has one; None: saves go through the recorder
         on the caller's thread, an event loop's included."""
         return None
+
+    def current_fence(self) -> Fence | None:
+        """The lease the current context holds on this store, which its saves carry;
+        None where saves are not fenced."""
+        return None
+
+    def close(self) -> None:
+        """Give back what the backend holds beside the application (leases, threads)."""
 
 
 def backend_for(url: str) -> StoreBackend:
@@ -313,12 +346,13 @@ class EventSourcedStore(Store):
         prepared = self._prepare(aggregates)
         if prepared is None:
             return
-        stored, changes = prepared
+        stored, changes, save_id = prepared
+        fence = self.backend.current_fence()
         if self.writer is None or self.writer.blocking_saves_in_place:
             try:
                 # Straight to the recorder: Application.save() adds per-event bookkeeping
                 # (recordings, protocol checks) that nothing here uses, on the hot path.
-                self.recorder.insert_events(stored, **{READ_MODEL_KEY: changes})
+                self.recorder.insert_events(stored, **_save_options(changes, fence, save_id))
             except IntegrityError as error:
                 self._failed(changes)
                 raise StoreConflict(str(error)) from error
@@ -327,7 +361,9 @@ class EventSourcedStore(Store):
             with self._guard:
                 self._blocking.add(written)
             try:
-                self.writer.submit(stored, changes, _settle_future(written))
+                self.writer.submit(
+                    PendingSave(stored, changes, _settle_future(written), save_id, fence)
+                )
                 written.result()
             except StoreConflict:
                 self._failed(changes)
@@ -346,7 +382,7 @@ class EventSourcedStore(Store):
         prepared = self._prepare(aggregates)
         if prepared is None:
             return
-        stored, changes = prepared
+        stored, changes, save_id = prepared
         loop = asyncio.get_running_loop()
         done = loop.create_future()
 
@@ -394,7 +430,9 @@ class EventSourcedStore(Store):
             # The writer thread's hand-off: settled on the loop, one save per loop turn.
             handoff.put(Settlement(settled, abandoned, outcome))
 
-        self.writer.submit(stored, changes, settle)
+        self.writer.submit(
+            PendingSave(stored, changes, settle, save_id, self.backend.current_fence())
+        )
         self._settling += 1
         await done
 
@@ -429,7 +467,8 @@ class EventSourcedStore(Store):
 
     def _prepare(
         self, aggregates: Sequence[Aggregate]
-    ) -> tuple[list[StoredEvent], ReadModelChanges] | None:
+    ) -> tuple[list[StoredEvent], ReadModelChanges, UUID] | None:
+        """The save's rows and its id (the same for every attempt at writing it)."""
         events: list[DomainEvent] = []
         for aggregate in aggregates:
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
@@ -438,7 +477,7 @@ class EventSourcedStore(Store):
         self.hold_writer()
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
-        return [to_stored(event) for event in events], changes
+        return [to_stored(event) for event in events], changes, uuid4()
 
     def _failed(self, changes: ReadModelChanges) -> None:
         for row in changes.rows.values():
@@ -544,6 +583,10 @@ class EventSourcedStore(Store):
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self.backend.session_lock(key)
 
+    @property
+    def lease_seconds(self) -> float | None:  # type: ignore[override]
+        return self.backend.lease_seconds
+
     async def take_over_dead_gateways(self) -> list[str]:
         return await self.backend.take_over_dead_gateways()
 
@@ -648,6 +691,7 @@ class EventSourcedStore(Store):
             if self.writer is not None:
                 self.writer.close()
             self.recorder.stop_sealing()
+            self.backend.close()
             self.app.close()
         finally:
             self.backend.release_writer()

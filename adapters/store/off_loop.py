@@ -152,6 +152,10 @@ class OffLoopStore(AsyncStore):
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return self._store.session_lock(key)
 
+    @property
+    def lease_seconds(self) -> float | None:
+        return self._store.lease_seconds
+
     async def take_over_dead_gateways(self) -> list[str]:
         return await self._store.take_over_dead_gateways()
 

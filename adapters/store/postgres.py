@@ -3,14 +3,13 @@
 Gateway processes on one schema write in parallel: a save takes no lock but its streams'
 rows (eventsourcing's table lock and NOTIFY are left out), writing each event's stream
 link; the log's order and log hashes are sealed behind the writers (ADR 0016, 0021).
-They create the tables once between them, and lock each session while a run executes
-in it. An awaited save runs on a worker thread (``postgres_writer.py``), off the event
-loop.
+They create the tables once between them, and claim a session's lease while a run
+executes in it (``postgres_lease.py``). An awaited save runs on a worker thread
+(``postgres_writer.py``), off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -18,9 +17,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID, uuid4
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    PersistenceError,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
@@ -28,8 +33,11 @@ from psycopg.sql import SQL
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
 from sessionwire.adapters.store.event_store import (
+    FENCE_KEY,
     READ_MODEL_KEY,
+    SAVE_ID_KEY,
     EventSourcedStore,
+    Fence,
     RecordsReadModels,
     SessionwireApplication,
     StoreBackend,
@@ -38,6 +46,17 @@ from sessionwire.adapters.store.event_store import (
     no_kind,
     record_contents,
 )
+from sessionwire.adapters.store.postgres_lease import (
+    DEFAULT_LEASE_SECONDS,
+    MAX_LEASE_SECONDS,
+    MIN_LEASE_SECONDS,
+    LeaseKeeper,
+    PostgresSessionLease,
+    create_lease_tables,
+    hold_lease_statement,
+    lease_lost,
+)
+from sessionwire.adapters.store.postgres_save_ids import SaveIds, save_ids_table_statement
 from sessionwire.adapters.store.postgres_writer import PostgresWriter, save_threads
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.application.library_logging import library_logger
@@ -79,8 +98,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             postgres_tables(self.datastore.schema, self.events_table_name),
             write_options={"prepare": True},
         )
+        self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
+        self.insert_saved_events_statement = self.save_ids.recording(self.insert_events_statement)
         # The chain table last: _postgres_setup takes its presence to mean "all created".
         for statement in [
+            save_ids_table_statement(self.datastore.schema),
             *self.read_model.create_statements(),
             *self.chain.checkpoint_statements(),
             *self.chain.create_statements(),
@@ -90,6 +112,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # for chain v1's log hash, and serialised every writer of the schema. The sealer
         # gives the log its order instead, with no reader ever passing over a gap.
         self.lock_table_statements = []
+        self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
         self.sealer = BackgroundSealer(self)
 
     def _notify_channel(self, curs: Any) -> None:
@@ -102,47 +125,86 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         """One transaction, one pipeline, one sync after the COMMIT: the events, the
         read models and the stream links. A conflicting save fails at that sync on the
         events' primary key (eventsourcing's IntegrityError, as before), and nothing is
-        kept.
+        kept; unless the conflict is the save's own commit, met again by a retry after a
+        dropped connection (the save's id, ``SaveIds``): that is a save that committed.
 
         eventsourcing's own shape syncs in the middle to read the notification ids back
         first; the stream links do not need them (the sealer reads them), so the save
-        costs one round trip to the server."""
+        costs one round trip to the server.
+
+        A save made under a session's lease checks its fence first in the transaction:
+        one that moved on fails the statement, the server skips the rest, and the save
+        is refused whole (``LeaseLost``)."""
         if not stored_events:
             return None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
+        fence: Fence | None = kwargs.get(FENCE_KEY)
+        # Without one from the store, a fresh id per attempt (no retry recognised).
+        save_id: UUID = kwargs.get(SAVE_ID_KEY) or uuid4()
         records = record_contents([0] * len(stored_events), stored_events)
         try:
-            with self.datastore.get_connection() as conn:
-                # Before the transaction: the previous links are committed and immutable
-                # (a stale one only feeds a save that fails on the primary key anyway).
-                with conn.cursor() as cursor:
-                    links = stream_links(
-                        records, previous_streams=self.chain.previous_streams(cursor, records)
-                    )
-                events = [
-                    self.construct_pg_stored_event(
-                        e.originator_id, e.originator_version, e.topic, e.state
-                    )
-                    for e in stored_events
-                ]
-                with conn.cursor() as insert_cursor, conn.cursor() as cursor:
-                    # BEGIN and COMMIT queued with the statements: one sync, one round
-                    # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
-                    # before its COMMIT and after it: with the pipeline's own, four.)
-                    with rolled_back_on_failure(conn), conn.pipeline():
-                        cursor.execute("BEGIN", prepare=False)
-                        insert_cursor.execute(self.insert_events_statement, (events,), prepare=True)
-                        if changes:
-                            self.read_model.write(cursor, changes)
-                        self.chain.write_stream_links(cursor, links)
-                        cursor.execute("COMMIT", prepare=False)
-                    ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
-            self.chain.committed(links)
-            return ids
+            return self._insert(stored_events, records, changes, fence, save_id)
+        except IntegrityError:
+            # eventsourcing's retry (a dropped connection) may run again a save the server
+            # had committed: its own events are the conflict then, and its id is there.
+            with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+                own = self.save_ids.own_commit(cursor, save_id, stored_events)
+            if own is None:
+                raise
+            return own
+        except PersistenceError as error:
+            refused = lease_lost(error)
+            if refused is not None:
+                raise refused from None
+            raise
         finally:
             # After the commit (or the rollback: a transaction that ended lets the
             # sealer pass what it held back).
             self.sealer.wanted()
+
+    def _insert(
+        self,
+        stored_events: Any,
+        records: Any,
+        changes: ReadModelChanges | None,
+        fence: Fence | None,
+        save_id: UUID,
+    ) -> list[int]:
+        with self.datastore.get_connection() as conn:
+            # Before the transaction: the previous links are committed and immutable
+            # (a stale one only feeds a save that fails on the primary key anyway).
+            with conn.cursor() as cursor:
+                links = stream_links(
+                    records, previous_streams=self.chain.previous_streams(cursor, records)
+                )
+            events = [
+                self.construct_pg_stored_event(
+                    e.originator_id, e.originator_version, e.topic, e.state
+                )
+                for e in stored_events
+            ]
+            with conn.cursor() as insert_cursor, conn.cursor() as cursor:
+                # BEGIN and COMMIT queued with the statements: one sync, one round
+                # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
+                # before its COMMIT and after it: with the pipeline's own, four.)
+                with rolled_back_on_failure(conn), conn.pipeline():
+                    cursor.execute("BEGIN", prepare=False)
+                    if fence is not None:
+                        cursor.execute(
+                            self.hold_lease_statement,
+                            (fence.session_key, fence.owner, fence.token),
+                            prepare=True,
+                        )
+                    insert_cursor.execute(
+                        self.insert_saved_events_statement, (save_id, events), prepare=True
+                    )
+                    if changes:
+                        self.read_model.write(cursor, changes)
+                    self.chain.write_stream_links(cursor, links)
+                    cursor.execute("COMMIT", prepare=False)
+                ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
+        self.chain.committed(links)
+        return ids
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
@@ -265,6 +327,7 @@ class BackgroundSealer:
             self._last_pass = time.monotonic()
             try:
                 self.recorder.seal_log(wait=False)
+                self.recorder.save_ids.prune_if_due(self.recorder.datastore)
             except OperationalError as error:
                 if self._stopping or "closed" in str(error):
                     return  # the store closed under it; nothing left to seal for
@@ -286,63 +349,25 @@ class BackgroundSealer:
                 self.recorder.seal_log(wait=False)
 
 
-# First half of the advisory-lock key pair for session locks (any fixed number).
-_SESSION_LOCK_SPACE = 7251
-# ... and for the schema's one sealer.
+# The advisory lock of the schema's one sealer (any fixed number).
 _SEALER_LOCK_SPACE = 7252
-
-
-class PostgresSessionLock(AbstractAsyncContextManager[None]):
-    """A session-level advisory lock: one run per session across every gateway process.
-
-    The lock belongs to a database connection, so a process that dies releases it.
-    """
-
-    POLL_SECONDS = 0.002
-
-    def __init__(self, recorder: PostgresSessionRecorder, key: str) -> None:
-        self.recorder = recorder
-        # Advisory locks are database-wide: the schema is part of the key, so stores in
-        # other schemas of the same database never wait on this one's runs.
-        self.key = f"{recorder.datastore.schema}:{key}"
-        self._held: Any = None
-
-    async def __aenter__(self) -> None:
-        while True:
-            connection_context = self.recorder.datastore.get_connection()
-            connection = connection_context.__enter__()
-            locked = connection.execute(
-                "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked",
-                (_SESSION_LOCK_SPACE, self.key),
-            ).fetchone()
-            if locked and locked["locked"]:
-                self._held = (connection_context, connection)
-                return
-            connection_context.__exit__(None, None, None)
-            await self._pause()
-
-    async def _pause(self) -> None:
-        """Between two tries of a lock another connection holds.
-
-        The pause in a worker thread: the event loop runs on while this waits (it must
-        not block, issue 12), and no event-loop timer is used, since those stop under
-        freezegun's frozen time and this runs in frozen-time tests too.
-        """
-        await asyncio.to_thread(time.sleep, self.POLL_SECONDS)
-
-    async def __aexit__(self, *_: object) -> None:
-        connection_context, connection = self._held
-        self._held = None
-        try:
-            connection.execute(
-                "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_SESSION_LOCK_SPACE, self.key)
-            )
-        finally:
-            connection_context.__exit__(None, None, None)
 
 
 # Any fixed number: the advisory lock that serialises creating sessionwire's tables.
 _SETUP_LOCK = 7_251_030_117
+
+
+def _connect(env: dict[str, str]) -> psycopg.Connection[Any]:
+    """A connection of its own (not the pool's), in autocommit."""
+    return psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        connect_timeout=5,
+        autocommit=True,
+    )
 
 
 @contextmanager
@@ -356,15 +381,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
     schema = env["POSTGRES_SCHEMA"]
     where = f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
     try:
-        connecting = psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env["POSTGRES_HOST"],
-            port=int(env["POSTGRES_PORT"]),
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=5,
-            autocommit=True,
-        )
+        connecting = _connect(env)
     except psycopg.OperationalError as error:
         # One line, not the driver's traceback: the server's or the network's reason.
         reason = " ".join(str(error).split()).removeprefix("connection failed: ")
@@ -373,6 +390,9 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
         connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
         try:
             connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            # The lease tables stand apart from eventsourcing's: made here for a new
+            # schema and an old one alike (ADR 0028).
+            create_lease_tables(connection, schema)
             found = connection.execute(
                 "SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)
             ).fetchone()
@@ -383,6 +403,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 tables = postgres_tables(schema, "")
                 for statement in SqlChain(tables, write_options={}).checkpoint_statements():
                     connection.execute(statement)
+                connection.execute(save_ids_table_statement(schema))
                 runs = connection.execute(
                     "SELECT to_regclass(%s)", (f'"{schema}".sw_runs',)
                 ).fetchone()
@@ -398,17 +419,36 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
 
 
+def _lease_seconds(query: dict[str, list[str]]) -> float:
+    """``?lease_seconds=N``: how long a session's lease outlives its holder's last
+    renewal (ADR 0028); a dead gateway's runs resume about this long after it died."""
+    given = query.get("lease_seconds", [str(DEFAULT_LEASE_SECONDS)])[0]
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = float("nan")
+    if not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:  # NaN fails both
+        raise StoreURLError(
+            f"lease_seconds {given!r} must be a number of seconds from "
+            f"{MIN_LEASE_SECONDS:g} to {MAX_LEASE_SECONDS:g} (default {DEFAULT_LEASE_SECONDS:g})"
+        )
+    return seconds
+
+
 class PostgresBackend(StoreBackend):
-    """``postgresql://user@host:port/db`` (``?schema=name`` picks a schema)."""
+    """``postgresql://user@host:port/db`` (``?schema=name`` picks a schema,
+    ``?lease_seconds=N`` the length of a session's lease)."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
         database = parts.path.lstrip("/")
         if not database:
             raise StoreURLError(f"no database in store URL {url!r}; use postgresql://user@host/db")
-        schema = parse_qs(parts.query).get("schema", ["public"])[0]
+        query = parse_qs(parts.query)
+        schema = query.get("schema", ["public"])[0]
         if not schema.replace("_", "").isalnum():
             raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
+        self.lease_seconds: float = _lease_seconds(parse_qs(parts.query, keep_blank_values=True))
         self.env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
@@ -425,19 +465,43 @@ class PostgresBackend(StoreBackend):
         self.location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
         if schema != "public":
             self.location += f"?schema={schema}"
-        self._recorder: PostgresSessionRecorder | None = None
+        self._keeper: LeaseKeeper | None = None
 
     def open_application(self) -> SessionwireApplication:
         with _postgres_setup(self.env):
             app = SessionwireApplication(env=self.env)
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
-        self._recorder = app.recorder
+        try:
+            self._keeper = LeaseKeeper(
+                datastore=app.recorder.datastore,
+                connect=lambda: _connect(self.env),
+                schema=self.env["POSTGRES_SCHEMA"],
+                lease_seconds=self.lease_seconds,
+            )
+        except BaseException:
+            app.close()
+            raise
         return app
 
+    @property
+    def keeper(self) -> LeaseKeeper:
+        assert self._keeper is not None, "the leases of a store not opened yet"
+        return self._keeper
+
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        assert self._recorder is not None, "the lock of a store not opened yet"
-        return PostgresSessionLock(self._recorder, key)
+        return PostgresSessionLease(self.keeper, key)
+
+    async def take_over_dead_gateways(self) -> list[str]:
+        return await self.keeper.take_over()
+
+    def current_fence(self) -> Fence | None:
+        return None if self._keeper is None else self._keeper.fence_here()
+
+    def close(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.close()
 
     def analyze(self, store: EventSourcedStore) -> None:
         with store.writing() as cursor:

@@ -13,24 +13,24 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import IntegrityError
 from sessionwire.adapters.store.event_store import (
+    FENCE_KEY,
     READ_MODEL_KEY,
+    SAVE_ID_KEY,
     PendingSave,
-    Settle,
     WriterClosed,
 )
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.projection import ReadModelChanges
 
 SAVE_THREADS = 4
 """Saves of one process in progress at once, at most. Each holds a pooled connection for
-its transaction; the pool's other connections stay for reads, session locks (one per run
-in progress) and the sealer."""
+its transaction; the pool's other connections stay for reads, the lease claims and
+releases (``postgres_lease.py``: a connection for one statement each, never for a run)
+and the sealer."""
 
 
 def save_threads(pool_max_size: int) -> int:
@@ -60,9 +60,7 @@ class PostgresWriter:
         self._started: list[threading.Thread] = []
         self._idle = 0  # threads waiting for a save
 
-    def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
-    ) -> None:
+    def submit(self, save: PendingSave) -> None:
         with self._guard:
             if self._closed:
                 raise WriterClosed("the store is closed")
@@ -72,7 +70,7 @@ class PostgresWriter:
                 thread = threading.Thread(target=self._run, name="sessionwire-pg-save", daemon=True)
                 self._started.append(thread)
                 thread.start()
-        self._queue.put(PendingSave(stored, changes, settle))
+        self._queue.put(save)
 
     def _run(self) -> None:
         while True:
@@ -88,7 +86,10 @@ class PostgresWriter:
     def _save(self, save: PendingSave) -> None:
         outcome: BaseException | None = None
         try:
-            self.recorder.insert_events(save.stored, **{READ_MODEL_KEY: save.changes})
+            options: dict[str, Any] = {READ_MODEL_KEY: save.changes, SAVE_ID_KEY: save.save_id}
+            if save.fence is not None:
+                options[FENCE_KEY] = save.fence
+            self.recorder.insert_events(save.stored, **options)
         except IntegrityError as error:
             outcome = StoreConflict(str(error))
             outcome.__cause__ = error

@@ -26,21 +26,18 @@ import queue
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import (
     PendingSave,
-    Settle,
     WriterClosed,
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.hash_chain import BATCH_TOPIC, ChainLink, LogHead, chain, first_version
 
 MAX_BATCH = 256
@@ -81,13 +78,15 @@ class SQLiteWriter:
 
     # The caller's side ------------------------------------------------------------------
 
-    def submit(
-        self, stored: Sequence[StoredEvent], changes: ReadModelChanges | None, settle: Settle
-    ) -> None:
+    def submit(self, save: PendingSave) -> None:
         """Queue one save; ``settle`` is called from the writer thread once the save is
         committed (None) or failed (the error), never before. The caller keeps count of
         what it submitted: a save is its caller's work until settled (an event loop's
-        caller settles on its loop, after this thread is done with it)."""
+        caller settles on its loop, after this thread is done with it).
+
+        Its ``save_id`` is not written: this thread runs each save once (a failed batch
+        settles its error, and nothing retries it), so no save meets its own commit as
+        a conflict (ADR 0021, "Saves are idempotent")."""
         with self._guard:
             if self._closed:
                 raise WriterClosed("the store is closed")
@@ -96,7 +95,7 @@ class SQLiteWriter:
                     target=self._run, name=f"sessionwire-writer:{self.database}", daemon=True
                 )
                 self._thread.start()
-        self._queue.put(PendingSave(stored, changes, settle))
+        self._queue.put(save)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

@@ -125,6 +125,11 @@ class AsyncStore(ABC):
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         """Held while a run executes in session ``key`` (``SessionLocks``)."""
 
+    @property
+    @abstractmethod
+    def lease_seconds(self) -> float | None:
+        """How long a session's lease lasts (``SessionLocks``); None without leases."""
+
     @abstractmethod
     async def take_over_dead_gateways(self) -> list[str]:
         """Gateways sharing this store whose lease expired, taken over by this one

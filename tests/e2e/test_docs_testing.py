@@ -29,6 +29,12 @@ def test_the_page_has_examples_of_both_kinds() -> None:
     assert any("def test_" in block for block in found)
 
 
+def test_the_page_holds_no_notes_of_the_tracker() -> None:
+    # "issue 12 item 2" means something to the maintainers, nothing to a reader.
+    text = PAGE.read_text(encoding="utf-8")
+    assert re.findall(r"(?i)\bissue[- ]\d+[^.;)]*", text) == []
+
+
 def test_the_examples_run() -> None:
     namespace: dict[str, object] = {"__name__": "docs_testing"}
     for block in blocks():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_http import SCRIPT, LiveServer, live_server, scripted_server
+from live_http import SCRIPT, LiveServer, live_server, scripted_server, wait_for_its_exchange
 from sessionwire import Gateway
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.testkit.internals import store_of
@@ -173,11 +173,14 @@ def test_send_waits_for_the_reply_and_agent_wait_reports_the_run(client: httpx.C
     assert waited["status"] == "ok"
     assert waited["startedAt"] <= waited["endedAt"]
     assert "error" not in waited
+    # The reply-back and announce steps still add messages after the reply is back.
+    wait_for_its_exchange(client, sent["runId"])
     history = client.post(
-        "/v1/methods/chat.history", json={"sessionKey": "discord:group:ops", "limit": 2}
+        "/v1/methods/chat.history", json={"sessionKey": "discord:group:ops", "limit": 4}
     ).json()
-    assert [m["role"] for m in history["messages"]] == ["user", "assistant"]
-    assert history["messages"][1]["content"][0]["text"] == "pong: ping"
+    said = [(m["role"], m["content"][0]["text"]) for m in history["messages"]]
+    assert said[:2] == [("user", "ping"), ("assistant", "pong: ping")]
+    assert said[3] == ("assistant", "ANNOUNCE_SKIP")  # the announce step came after
 
 
 def test_fire_and_forget_then_agent_wait(client: httpx.Client) -> None:
@@ -190,6 +193,8 @@ def test_fire_and_forget_then_agent_wait(client: httpx.Client) -> None:
         "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 20_000}
     ).json()
     assert waited["status"] == "ok"
+    # Its exchange's later steps would otherwise write into the tests after this one.
+    wait_for_its_exchange(client, sent["runId"])
 
 
 def test_agent_wait_times_out_on_a_run_still_going(client: httpx.Client) -> None:

@@ -4,22 +4,51 @@ Every operation gets valid and invalid requests; no answer may be a 5xx, and eve
 answer must match the document (status codes, content type, body schema). The tool
 routes hand any well-formed JSON to the tool, which answers with an error *result*
 (200), so for them schema-invalid bodies are not expected to get a 4xx.
+
+The suite's run is the same every time (``derandomize``): a failure is a change in the
+code, never a roll of the dice. ``SESSIONWIRE_FUZZ=explore`` draws new examples each run
+instead (docs/testing.md); a failure found so is kept in tests/fixtures/http_fuzz_corpus.json,
+whose cases every run sends first.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 from live_http import LiveServer, scripted_server
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
-EXAMPLES_PER_OPERATION = 60
+FIXED = settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+# Exploring: a fresh seed each run (printed on failure; `--hypothesis-seed=N` replays it),
+# more examples, and hypothesis' own database (.hypothesis/) to replay what failed.
+EXPLORE = settings(FIXED, max_examples=300, derandomize=False, database=settings.default.database)
+MODES = {"fixed": FIXED, "explore": EXPLORE}
+FUZZ = os.environ.get("SESSIONWIRE_FUZZ", "fixed")
+if FUZZ not in MODES:
+    raise ValueError(f"SESSIONWIRE_FUZZ={FUZZ!r}: one of {', '.join(MODES)}")
+PROFILE = MODES[FUZZ]
+
+CORPUS = json.loads(
+    (Path(__file__).parent.parent / "fixtures" / "http_fuzz_corpus.json").read_text()
+)
+# The seed that found the corpus' first case, when the document said a query parameter
+# might be null (issue 24); replayed as it was, on GET /v1/runs in negative mode.
+ONCE_FAILING_SEED = 21013536058293015915158971830839704626
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +80,38 @@ def operations(server: LiveServer) -> list[Any]:
     return [operation for operation in found if operation.label not in ENDLESS]
 
 
-def fuzz(operation: Any, mode: GenerationMode, headers: dict[str, str]) -> None:
+def kept_cases(operation: Any) -> list[Any]:
+    """The corpus' cases for ``operation``, as requests to send whatever hypothesis draws."""
+    return [
+        operation.Case(
+            query=entry.get("query"),
+            headers=entry.get("headers"),
+            path_parameters=entry.get("path_parameters"),
+            **({"body": entry["body"]} if "body" in entry else {}),
+        )
+        for entry in CORPUS
+        if entry["operation"] == operation.label
+    ]
+
+
+def fuzz(
+    operation: Any,
+    mode: GenerationMode,
+    headers: dict[str, str],
+    *,
+    replay_seed: int | None = None,
+) -> None:
     excluded = [negative_data_rejection] if operation.path.startswith("/v1/tools/") else []
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(
-        max_examples=EXAMPLES_PER_OPERATION,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(PROFILE)
     def exchange(case: schemathesis.Case) -> None:
         case.call_and_validate(headers=headers, excluded_checks=excluded, timeout=60)
 
+    for case in kept_cases(operation):
+        exchange = example(case=case)(exchange)
+    if replay_seed is not None:
+        exchange = seed(replay_seed)(exchange)
     exchange()
 
 
@@ -85,3 +133,24 @@ def test_no_operation_fails_or_leaves_its_document(
         tested.append(operation.label)
     assert "POST /v1/tools/sessions_send" in tested
     assert "POST /v1/methods/agent.wait" in tested
+
+
+def test_no_parameter_of_the_document_may_be_null(fuzzed_server: LiveServer) -> None:
+    # A query string or header has no null: an optional parameter is one left out. The
+    # null branch FastAPI writes let a fuzzer send what the server reads as a valid value.
+    document = schemathesis.openapi.from_url(f"{fuzzed_server.url}/openapi.json").raw_schema
+    nullable = [
+        f"{method.upper()} {path} {parameter['in']} {parameter['name']}"
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        for parameter in operation.get("parameters", [])
+        if '"null"' in json.dumps(parameter["schema"])
+    ]
+    assert nullable == []
+
+
+def test_the_seed_that_once_failed_passes(fuzzed_server: LiveServer) -> None:
+    runs = next(op for op in operations(fuzzed_server) if op.label == "GET /v1/runs")
+    assert kept_cases(runs), "the corpus keeps the request that seed sent"
+    headers = {"Authorization": f"Bearer {fuzzed_server.token}"}
+    fuzz(runs, GenerationMode.NEGATIVE, headers, replay_seed=ONCE_FAILING_SEED)

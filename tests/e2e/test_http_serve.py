@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,26 @@ def test_an_empty_token_file_or_a_missing_script_exits_2(tmp_path: Path) -> None
     )
     assert no_script.returncode == 2
     assert "cannot read script" in no_script.stderr
+
+
+def test_serve_on_a_taken_port_exits_3_and_says_why(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = sessionwire(
+            "--store",
+            f"sqlite:///{tmp_path}/s.db",
+            "serve",
+            "--port",
+            str(port),
+            env=cli_env(SESSIONWIRE_TOKEN="t"),
+        )
+    assert result.returncode == 3, result.stderr
+    assert "address already in use" in result.stderr  # the OS's reason, from uvicorn
+    said = result.stderr.strip().splitlines()[-1]
+    assert said.startswith(f"sessionwire: cannot listen on http://127.0.0.1:{port}: ")
+    assert "choose another with --port" in said
 
 
 def test_serve_reads_the_token_file_binds_loopback_and_stops_on_ctrl_c(tmp_path: Path) -> None:

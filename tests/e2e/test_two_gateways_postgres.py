@@ -114,13 +114,13 @@ async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
             "cron:a", "sessions_send", {"sessionKey": "main", "message": "hi", "timeoutSeconds": 0}
         )
         assert sent["status"] == "accepted", sent
-        assert second.exchanges.resume() == 1  # the exchange A just opened
+        assert internals(second).exchanges.resume() == 1  # the exchange A just opened
 
         await asyncio.wait_for(
             asyncio.gather(first.wait_idle(), second.wait_idle()), timeout=HANG_SECONDS
         )
 
-        primary = second.run_engine.load(UUID(sent["runId"]))
+        primary = internals(second).run_engine.load(UUID(sent["runId"]))
         assert primary is not None
         assert primary.state.status == "ok"
         assert primary.state.reply == "reply to hi"

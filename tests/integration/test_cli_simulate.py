@@ -85,7 +85,22 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert "invalid script" in capsys.readouterr().err
 
 
+def test_the_global_store_option_is_refused_not_ignored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # It ran on memory without a word; each seed gets a fresh store of its own instead.
+    store = f"sqlite:///{tmp_path}/kept.db"
+    assert main(["--store", store, "simulate", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"never opens --store {store}" in err
+    assert "simulate --store memory|sqlite" in err
+    assert not (tmp_path / "kept.db").exists()
+
+
 def test_the_invariants_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--list-invariants"]) == 0
     out = capsys.readouterr().out
     assert "deliveries-settle: a delivery that failed is retried" in out
+    # Each line is the invariant's promise, for users: no notes of the work that made it.
+    assert "issue" not in out
+    assert "needs" not in out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
@@ -109,9 +110,9 @@ async def test_a_gateway_sees_and_stops_only_its_own_abandoned_calls(
         assert (await first.call_tool("main", "sessions_send", params))["status"] == "accepted"
         await clock.advance(31)
         assert agent.cancelled == 1  # timed out, and still running
-        assert len(first.services.runs.abandoned_calls()) == 1
+        assert len(internals(first).services.runs.abandoned_calls()) == 1
 
-        assert second.services.runs.abandoned_calls() == []
+        assert internals(second).services.runs.abandoned_calls() == []
         await second.close()
         assert agent.cancelled == 1  # the other gateway's close left it alone
     finally:

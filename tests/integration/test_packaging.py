@@ -1,5 +1,7 @@
-"""The package list in pyproject.toml names every code folder (a mapped layout is not
-discovered by setuptools, so a folder left out would be missing from `pip install .`)."""
+"""The package list in pyproject.toml names every folder, of code or of data (a mapped
+layout is not discovered by setuptools, so a code folder left out would be missing from
+`pip install .`, and a data folder left out is a BuildBackendWarning at every build).
+tests/e2e/test_pip_install.py builds the wheel."""
 
 from __future__ import annotations
 
@@ -15,13 +17,16 @@ def _package_name(folder: Path) -> str:
     return ".".join([base, *rest])
 
 
-def test_every_code_folder_is_a_listed_package() -> None:
+def test_every_folder_is_a_listed_package() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
     listed = set(config["tool"]["setuptools"]["packages"])
     folders = {
-        _package_name(init.parent)
+        _package_name(folder)
         for top in ("public", "domain", "application", "adapters")
-        for init in (ROOT / top).rglob("__init__.py")
+        for folder in [ROOT / top, *(ROOT / top).rglob("*")]
+        if folder.is_dir()
+        and "__pycache__" not in folder.parts
+        and any(not item.is_dir() for item in folder.iterdir())
     }
     assert folders - listed == set(), "add these to [tool.setuptools] packages"
     assert listed - folders == set(), "these listed packages have no folder"

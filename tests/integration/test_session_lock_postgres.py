@@ -1,70 +1,349 @@
-"""The PostgreSQL session lock belongs to one store: two stores (schemas) in one database
-never wait on each other's runs."""
+"""PostgreSQL's session lock is a lease (contract decision 24, ADR 0028): claimed and given
+back in short statements, waited for by LISTEN/NOTIFY, taken over once its holder's expiry
+passes, and fencing its holder's saves.
+
+The stores here are opened on one schema as two gateway processes would be (each its own
+gateway id). A lease "whose owner died" is made so by SQL, moving its expiry (and its
+gateway's heartbeat) into the past by the database's clock: no test waits for a lease.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import psycopg
 import pytest
+from freezegun import freeze_time
 from postgres_server import POSTGRES_URL
-from sessionwire import Gateway
-from sessionwire.adapters.store.postgres import PostgresSessionLock
-from sessionwire.adapters.testkit.internals import store_of
+from sessionwire import GatewayConfig
+from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
+from sessionwire.adapters.store.postgres import PostgresBackend
+from sessionwire.adapters.store.postgres_lease import LeaseKeeper
+from sessionwire.application.ports.session_locks import LeaseLost
+from sessionwire.domain.session import Session, session_uuid
+from store_sessions import opened, with_message
+
+KEY = "agent:main:main"
+# Renewals far apart: no renewal runs (and moves an expiry back) while a test looks.
+QUIET = "lease_seconds=3600"
+# Only a bound on a broken test: a wake-up that never came fails instead of hanging.
+HANG_SECONDS = 60
+
+
+def _with(url: str, query: str) -> str:
+    return f"{url}&{query}" if "?" in url else f"{url}?{query}"
+
+
+class Stores:
+    """Stores opened on one schema, as gateway processes open it; closed afterwards."""
+
+    def __init__(self, url: str) -> None:
+        self.url = _with(url, QUIET)
+        self.opened: list[EventSourcedStore] = []
+
+    def open(self) -> EventSourcedStore:
+        store = open_event_store(self.url, GatewayConfig())
+        self.opened.append(store)
+        return store
+
+    def close(self, store: EventSourcedStore) -> None:
+        self.opened.remove(store)
+        store.close()
 
 
 @pytest.fixture
-async def other_store(postgres_url: str) -> AsyncIterator[str]:
+def stores(postgres_url: str) -> Iterator[Stores]:
+    opener = Stores(postgres_url)
+    yield opener
+    for store in opener.opened:
+        store.close()
+
+
+@pytest.fixture
+async def other_schema(postgres_url: str) -> AsyncIterator[str]:
     schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield f"{POSTGRES_URL}?schema={schema}"
+    yield f"{POSTGRES_URL}?schema={schema}&{QUIET}"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-async def test_a_session_lock_in_one_schema_does_not_block_another(
-    postgres_url: str, other_store: str, monkeypatch: pytest.MonkeyPatch
+def keeper(store: EventSourcedStore) -> LeaseKeeper:
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    return backend.keeper
+
+
+def sql(store: EventSourcedStore, statement: str, *params: object) -> list[tuple[Any, ...]]:
+    schema = store.datastore.schema
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        cursor = connection.execute(statement.replace("{s}", f'"{schema}"'), params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def kill(store: EventSourcedStore) -> None:
+    """The store's gateway as dead: its heartbeat and leases expired (the database's time)."""
+    owner = keeper(store).owner
+    sql(
+        store,
+        "UPDATE {s}.sw_session_leases SET expires_at = clock_timestamp() - interval '1 second' "
+        "WHERE owner = %s",
+        owner,
+    )
+    sql(
+        store,
+        "UPDATE {s}.sw_gateways SET expires_at = clock_timestamp() - interval '1 second' "
+        "WHERE gateway_id = %s",
+        owner,
+    )
+
+
+def lease_row(store: EventSourcedStore, key: str) -> tuple[Any, ...]:
+    rows = sql(store, "SELECT owner, fence FROM {s}.sw_session_leases WHERE session_key = %s", key)
+    assert len(rows) == 1
+    return rows[0]
+
+
+class WaitSpy:
+    """Records when a claimer starts waiting (it found the lease held) and each release
+    the store's listener heard."""
+
+    def __init__(self, store: EventSourcedStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.waiting = asyncio.Event()
+        self.heard: list[str] = []
+        target = keeper(store)
+        wake_at, released = target.wake_at, target._released
+
+        def spied_wake_at(waiter: Any, seconds: float) -> None:
+            wake_at(waiter, seconds)
+            self.waiting.set()
+
+        def spied_released(key: str) -> None:
+            self.heard.append(key)  # the listener's thread; appended before the wake
+            released(key)
+
+        monkeypatch.setattr(target, "wake_at", spied_wake_at)
+        monkeypatch.setattr(target, "_released", spied_released)
+
+
+async def test_a_held_lease_blocks_another_gateway_until_its_release_wakes_it(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = await Gateway.open(store=postgres_url)
-    second = await Gateway.open(store=other_store)
-
-    async def never_wait(_: PostgresSessionLock) -> None:
-        raise AssertionError("the other store's session lock waited on this one")
-
-    try:
-        async with store_of(first).session_lock("agent:main:main"):
-            # Taken at the first try: a lock that had to wait would pause, and fail here.
-            monkeypatch.setattr(PostgresSessionLock, "_pause", never_wait)
-            await _take(second, "agent:main:main")
-    finally:
-        monkeypatch.undo()
-        await second.close()
-        await first.close()
-
-
-async def test_a_session_lock_of_the_same_store_waits_for_its_holder(postgres_url: str) -> None:
-    first = await Gateway.open(store=postgres_url)
-    second = await Gateway.open(store=postgres_url, resume=False)
-    pauses = 0
-    holding = store_of(first).session_lock("agent:main:main")
+    first, second = stores.open(), stores.open()
+    spy = WaitSpy(second, monkeypatch)
+    order: list[str] = []
+    holding = first.session_lock(KEY)
     await holding.__aenter__()
 
-    async def pause(_: PostgresSessionLock) -> None:
-        # The holder gives the lock back while the other waits: no timing involved.
-        nonlocal pauses
-        pauses += 1
-        await holding.__aexit__(None, None, None)
+    async def claim() -> None:
+        async with second.session_lock(KEY):
+            order.append("second claimed")
 
+    claiming = asyncio.create_task(claim())
+    await asyncio.wait_for(spy.waiting.wait(), HANG_SECONDS)
+    assert not claiming.done()
+    order.append("first released")
+    await holding.__aexit__(None, None, None)
+    # Woken by the release's NOTIFY: the holder's expiry is an hour away.
+    await asyncio.wait_for(claiming, HANG_SECONDS)
+    assert order == ["first released", "second claimed"]
+    assert spy.heard[:1] == [KEY]  # (its own release, heard later, may follow)
+
+
+async def test_a_claimer_retries_at_the_holders_expiry_even_in_frozen_time(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The holder never releases (it died); its lease runs out a moment from now by the
+    # database's clock. The claimer wakes at that expiry, heard no release, and claims.
+    # Frozen time (which stops asyncio's timers) does not stop that wake-up.
+    first, second = stores.open(), stores.open()
+    spy = WaitSpy(second, monkeypatch)
+    holding = first.session_lock(KEY)
+    await holding.__aenter__()
+    sql(
+        first,
+        "UPDATE {s}.sw_session_leases "
+        "SET expires_at = clock_timestamp() + interval '200 milliseconds' WHERE session_key = %s",
+        KEY,
+    )
+    with freeze_time("2026-01-01"):
+        async with second.session_lock(KEY):
+            assert spy.waiting.is_set()
+            assert spy.heard == []
+            assert lease_row(second, KEY)[0] == keeper(second).owner
+    await holding.__aexit__(None, None, None)
+
+
+async def test_a_keeper_whose_connection_dropped_reconnects_and_wakes_its_waiters(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = stores.open(), stores.open()
+    spy = WaitSpy(second, monkeypatch)
+    holding = first.session_lock(KEY)
+    await holding.__aenter__()
+    claiming = asyncio.create_task(_take(second, KEY))
+    await asyncio.wait_for(spy.waiting.wait(), HANG_SECONDS)
+    # The listener's connection dies (a server restart, a proxy's timeout): a release
+    # NOTIFYed meanwhile is not heard, so the keeper wakes every waiter once back.
+    listener = keeper(second)._conn
+    assert listener is not None
+    sql(second, "SELECT pg_terminate_backend(%s)", listener.info.backend_pid)
+    await holding.__aexit__(None, None, None)
+    await asyncio.wait_for(claiming, HANG_SECONDS)
+    # Listening again: the next release is heard (the holder's expiry is an hour away).
+    spy.heard.clear()
+    spy.waiting.clear()
+    await holding.__aenter__()
+    claiming = asyncio.create_task(_take(second, KEY))
+    await asyncio.wait_for(spy.waiting.wait(), HANG_SECONDS)
+    await holding.__aexit__(None, None, None)
+    await asyncio.wait_for(claiming, HANG_SECONDS)
+    assert KEY in spy.heard
+
+
+async def _take(store: EventSourcedStore, key: str) -> None:
+    async with store.session_lock(key):
+        pass
+
+
+async def test_a_lease_in_one_schema_does_not_block_another(
+    stores: Stores, other_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = stores.open()
+    second = open_event_store(other_schema, GatewayConfig())
     try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(PostgresSessionLock, "_pause", pause)
-            await _take(second, "agent:main:main")
-        assert pauses == 1
+
+        def never_wait(*_: object) -> None:
+            raise AssertionError("the other schema's lease waited on this one")
+
+        monkeypatch.setattr(keeper(second), "wake_at", never_wait)
+        async with first.session_lock(KEY), second.session_lock(KEY):
+            pass
     finally:
-        await second.close()
-        await first.close()
+        second.close()
 
 
-async def _take(gateway: Gateway, key: str) -> None:
-    async with store_of(gateway).session_lock(key):
-        pass  # taken: the lock is free in this store
+async def test_no_connection_is_held_while_a_lease_is_held(stores: Stores) -> None:
+    store = stores.open()
+    pool = store.datastore.pool
+    keys = [f"agent:main:s{index}" for index in range(pool.max_size + 5)]
+    leases = [store.session_lock(key) for key in keys]
+    for lease in leases:
+        await lease.__aenter__()
+    try:
+        # More leases than the pool has connections, and every connection back in it.
+        assert pool.get_stats().get("pool_available", 0) == pool.get_stats().get("pool_size", 0)
+        owner = keeper(store).owner
+        held = sql(store, "SELECT count(*) FROM {s}.sw_session_leases WHERE owner = %s", owner)
+        assert held == [(len(keys),)]
+    finally:
+        for lease in leases:
+            await lease.__aexit__(None, None, None)
+    assert sql(store, "SELECT count(*) FROM {s}.sw_session_leases WHERE owner IS NOT NULL") == [
+        (0,)
+    ]
+
+
+async def test_a_dead_owners_lease_is_taken_over_and_its_late_save_refused(
+    stores: Stores,
+) -> None:
+    dead, alive = stores.open(), stores.open()
+    await dead.save_async(opened(KEY))
+
+    async with dead.session_lock(KEY):
+        _, old_fence = lease_row(dead, KEY)
+        kill(dead)
+        async with alive.session_lock(KEY):
+            owner, new_fence = lease_row(alive, KEY)
+            assert owner == keeper(alive).owner
+            assert new_fence > old_fence
+            # The dead owner's late saves, awaited or blocking: refused whole.
+            with pytest.raises(LeaseLost, match="moved on"):
+                await dead.save_async(_session(dead, "late, awaited"))
+            with pytest.raises(LeaseLost, match="moved on"):
+                dead.save(_session(dead, "late, blocking"))
+            # The new owner's save goes through under its own fence.
+            await alive.save_async(_session(alive, "from the new owner"))
+        # The dead owner's release gives back nothing it no longer holds.
+    owner, fence = lease_row(alive, KEY)
+    assert (owner, fence) == (None, new_fence)
+    texts = [
+        str(message)
+        for message in alive.transcript(session_uuid(KEY), limit=10, include_tools=True)
+    ]
+    assert any("from the new owner" in text for text in texts)
+    assert not any("late" in text for text in texts)
+
+
+async def test_fences_only_grow(stores: Stores) -> None:
+    first, second = stores.open(), stores.open()
+    fences = []
+    for store in (first, second, first, first, second):
+        async with store.session_lock(KEY):
+            fences.append(lease_row(store, KEY)[1])
+    assert fences == sorted(set(fences))
+
+
+async def test_saves_outside_any_lease_are_not_fenced(stores: Stores) -> None:
+    first, second = stores.open(), stores.open()
+    async with second.session_lock(KEY):
+        # Another gateway holds the session's lease; this save is under none.
+        await first.save_async(opened(KEY))
+    assert first.session(KEY) is not None
+
+
+async def test_a_task_that_outlives_the_lease_it_started_under_is_not_fenced(
+    stores: Stores,
+) -> None:
+    # A driver started inside a run (sharing its context) saves after the run ended and
+    # another run claimed the session: it was never the run's write.
+    first, second = stores.open(), stores.open()
+    go_on = asyncio.Event()
+
+    async def driver() -> None:
+        await go_on.wait()
+        await first.save_async(opened("agent:main:other"))
+
+    async with first.session_lock(KEY):
+        outliving = asyncio.create_task(driver())
+    async with second.session_lock(KEY):
+        go_on.set()
+        await outliving
+    assert first.session("agent:main:other") is not None
+
+
+async def test_exactly_one_of_two_gateways_takes_a_dead_gateway_over(stores: Stores) -> None:
+    first, second, dead = stores.open(), stores.open(), stores.open()
+    kill(dead)
+    taken = await asyncio.gather(first.take_over_dead_gateways(), second.take_over_dead_gateways())
+    assert sorted(taken) == [[], [keeper(dead).owner]]
+    assert await first.take_over_dead_gateways() == []
+
+
+async def test_a_live_gateway_is_not_taken_over_and_a_closed_one_leaves(stores: Stores) -> None:
+    first, second = stores.open(), stores.open()
+    assert await first.take_over_dead_gateways() == []
+    gone = keeper(second).owner
+    stores.close(second)
+    assert sql(first, "SELECT gateway_id FROM {s}.sw_gateways WHERE gateway_id = %s", gone) == []
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "abc", "nan", "7200", ""])
+def test_a_bad_lease_length_is_a_clear_store_url_error(postgres_url: str, given: str) -> None:
+    with pytest.raises(StoreURLError, match="lease_seconds"):
+        PostgresBackend(_with(postgres_url, f"lease_seconds={given}"))
+
+
+def test_the_lease_length_comes_from_the_url(postgres_url: str) -> None:
+    assert PostgresBackend(postgres_url).lease_seconds == 30
+    assert PostgresBackend(_with(postgres_url, "lease_seconds=5")).lease_seconds == 5
+
+
+def _session(store: EventSourcedStore, text: str) -> Session:
+    """The session as ``store`` last knew it, with one more message."""
+    stored = store.session_for_update(KEY)
+    assert stored is not None
+    return with_message(stored.to_aggregate(), text)

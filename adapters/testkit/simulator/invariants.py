@@ -1,7 +1,7 @@
 """The invariants the simulator checks, and the log reader that checks most of them.
 
-Each invariant has a name (what ``--skip`` and a result's violations use), what it
-promises, and, when it holds only with work not yet merged, which work that is.
+Each invariant has a name (what ``--skip`` and a result's violations use) and what it
+promises.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from sessionwire.application.ports.event_log import EventLog
 class Invariant:
     name: str
     promise: str
-    needs: str | None = None
-    """The feature it needs, while that is not in the gateway yet."""
 
 
 INVARIANTS: dict[str, Invariant] = {
@@ -29,7 +27,6 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "slots-free",
             "a lane slot is held only by a running run; at idle every slot is free",
-            needs="slots that belong to runs (issue 12 item 2)",
         ),
         Invariant(
             "runs-end",
@@ -38,7 +35,6 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "deadlines",
             "no run is handed to an agent past its deadline (start + timeout)",
-            needs="deadlines as facts (issue 12 item 3)",
         ),
         Invariant(
             "exactly-once",
@@ -47,7 +43,6 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "deliveries-settle",
             "a delivery that failed is retried until delivered or recorded abandoned",
-            needs="the delivery outbox (issue 12 item 5)",
         ),
         Invariant(
             "closed-sessions",
@@ -56,7 +51,6 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "hop-limit",
             "no chain of sends goes past session.agentToAgent.maxHops; every step's work ends",
-            needs="causality and a hop limit (issue 12 item 4)",
         ),
         Invariant(
             "tool-answers",
