@@ -22,6 +22,7 @@ from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.store.off_loop import OffLoopStore
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -217,8 +218,9 @@ def test_the_store_page_shows_the_last_signed_checkpoint(tmp_path: Path) -> None
     config = GatewayConfig()
     app = FastAPI()
     store = open_event_store(url, config)
+    awaited = OffLoopStore(store)
     try:
-        app.mount("/console", create_console(store, config, TokenSet.operator(TOKEN)))
+        app.mount("/console", create_console(awaited, config, TokenSet.operator(TOKEN)))
         client = TestClient(app)
         assert "None recorded yet" in client.get("/console/store", headers=AUTH).text
         key = tmp_path / "keys" / "checkpoint.key"
@@ -227,4 +229,4 @@ def test_the_store_page_shows_the_last_signed_checkpoint(tmp_path: Path) -> None
         assert f"Log size {store.log_position()} event(s)" in page
         assert "Key id" in page
     finally:
-        store.close()
+        awaited.close_now()
