@@ -137,9 +137,12 @@ class Gateway:
         """``sessions.patch``: set or clear label, model, levels, sendPolicy, busy."""
         return await self._service.patch_session(session_key, **changes)
 
-    async def call_tool(self, requester: str, name: str, params: Any = None) -> dict[str, Any]:
-        """Run one tool for the session ``requester``; never raises."""
-        return await self._service.call_tool(requester, name, params)
+    async def call_tool(
+        self, requester: str, name: str, params: Any = None, *, run_token: str | None = None
+    ) -> dict[str, Any]:
+        """Run one tool for the session ``requester``; never raises. ``run_token`` (a
+        ``RunRequest.run_token``) joins the call to that run's chain (ADR 0011)."""
+        return await self._service.call_tool(requester, name, params, run_token=run_token)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._service.tool_schemas()
