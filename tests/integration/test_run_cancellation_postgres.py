@@ -71,7 +71,7 @@ async def test_a_cancel_recorded_by_another_gateway_stops_the_owners_runtime_cal
         events = [type(e).__name__ for e in store_of(owner).stream(UUID(run_id))]
         assert events.count("RunCancelled") == 1
         assert "RunCompleted" not in events
-        assert await owner.run(run_id) == other.run(run_id)
+        assert await owner.run(run_id) == await other.run(run_id)
     finally:
         await other.close()
         await owner.close()
