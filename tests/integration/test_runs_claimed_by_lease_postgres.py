@@ -145,7 +145,7 @@ async def test_a_gateway_clock_far_ahead_changes_nothing_in_a_lease(
 
         # A gateway whose clock is 74 years behind neither takes the far one for dead
         # nor claims its lease: it waits, and is woken by the release.
-        assert await near.store.take_over_dead_gateways() == []
+        assert await internals(near).store.take_over_dead_gateways() == []
         backend = _store(near).backend
         assert isinstance(backend, PostgresBackend)
         waiting = asyncio.Event()
@@ -159,7 +159,7 @@ async def test_a_gateway_clock_far_ahead_changes_nothing_in_a_lease(
         claimed: list[str] = []
 
         async def claim() -> None:
-            async with near.store.session_lock(target):
+            async with internals(near).store.session_lock(target):
                 claimed.append("near")
 
         claiming = asyncio.create_task(claim())
@@ -169,7 +169,7 @@ async def test_a_gateway_clock_far_ahead_changes_nothing_in_a_lease(
         # The far gateway's run ends on its clock; its saves carry its fence, accepted.
         await far_clock.advance(RUN_SECONDS)
         await asyncio.wait_for(far.wait_idle(), HANG_SECONDS)
-        run = far.run(run_id)
+        run = await far.run(run_id)
         assert run is not None
         assert run["status"] == "ok"
         await asyncio.wait_for(claiming, HANG_SECONDS)
@@ -210,7 +210,7 @@ async def test_a_dead_gateways_run_is_resumed_once_by_the_gateway_that_takes_it_
         await asyncio.wait_for(alive.wait_idle(), HANG_SECONDS)
         await clock.advance(RUN_SECONDS)
         await asyncio.wait_for(alive.wait_idle(), HANG_SECONDS)
-        run = alive.run(run_id)
+        run = await alive.run(run_id)
         assert run is not None
         assert run["status"] == "ok"
 
