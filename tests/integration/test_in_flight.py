@@ -64,8 +64,8 @@ async def fire(gw: Gateway, target: str, message: str) -> str:
     return str(result["runId"])
 
 
-def run_status(gw: Gateway, run_id: str) -> str:
-    run = internals(gw).run_engine.load(UUID(run_id))
+async def run_status(gw: Gateway, run_id: str) -> str:
+    run = await internals(gw).run_engine.load(UUID(run_id))
     assert run is not None
     return run.state.status
 
@@ -99,7 +99,7 @@ async def test_wait_idle_waits_for_a_runtime_busy_for_thousands_of_loop_turns(
         run_id = await fire(gw, A, "work hard")
         started = clock.now()
         await gw.wait_idle()
-        assert run_status(gw, run_id) == "ok"
+        assert await run_status(gw, run_id) == "ok"
         assert clock.now() == started
         assert all_slots_free(gw)
 
@@ -114,7 +114,7 @@ async def test_wait_idle_returns_with_a_far_timer_pending_without_moving_the_clo
         started = clock.now()
         await gw.wait_idle()
         assert clock.now() == started
-        assert run_status(gw, run_id) == "running"
+        assert await run_status(gw, run_id) == "running"
         assert clock.next_wake() == started + timedelta(days=1)
         # The runtime's scripted delay is its run's wait on the clock, nothing else.
         assert any(
@@ -122,7 +122,7 @@ async def test_wait_idle_returns_with_a_far_timer_pending_without_moving_the_clo
             for line in internals(gw).in_flight.snapshot()
         )
         await clock.advance(timedelta(days=1))
-        assert run_status(gw, run_id) == "ok"
+        assert await run_status(gw, run_id) == "ok"
         await gw.wait_idle()
         assert all_slots_free(gw)
 
@@ -154,8 +154,8 @@ async def test_wait_idle_waits_for_a_run_awaiting_a_future_that_other_work_resol
         waiting = await fire(gw, A, "wait for B")
         handing = await fire(gw, B, "hand over")
         await gw.wait_idle()
-        assert run_status(gw, waiting) == "ok"
-        assert run_status(gw, handing) == "ok"
+        assert await run_status(gw, waiting) == "ok"
+        assert await run_status(gw, handing) == "ok"
         replies = [event.reply for _, event in store_of(gw).events() if hasattr(event, "reply")]
         assert "A got the baton" in replies
         assert all_slots_free(gw)
@@ -172,12 +172,12 @@ async def test_a_run_waiting_for_a_lane_slot_is_a_lock_wait_and_runs_when_one_is
         await gw.wait_idle()
         states = internals(gw).in_flight.snapshot()
         assert any("waiting on lock" in line for line in states), states
-        assert run_status(gw, second) == "queued"
+        assert await run_status(gw, second) == "queued"
         await clock.advance(30)
-        assert run_status(gw, first) == "ok"
-        assert run_status(gw, second) == "running"
+        assert await run_status(gw, first) == "ok"
+        assert await run_status(gw, second) == "running"
         await clock.advance(30)
-        assert run_status(gw, second) == "ok"
+        assert await run_status(gw, second) == "ok"
         await gw.wait_idle()
         assert all_slots_free(gw)
 
@@ -210,11 +210,11 @@ async def test_one_clock_settles_every_gateway_opened_on_it(clock: VirtualClock)
         runs = [(first, await fire(first, A, "one")), (second, await fire(second, B, "two"))]
         await clock.advance(10)
         # advance alone settled both: no wait_idle needed.
-        assert [run_status(gw, run_id) for gw, run_id in runs] == ["ok", "ok"]
+        assert [await run_status(gw, run_id) for gw, run_id in runs] == ["ok", "ok"]
         await first.close()
         third_run = await fire(second, A, "three")
         await clock.advance(10)
-        assert run_status(second, third_run) == "ok"
+        assert await run_status(second, third_run) == "ok"
 
 
 class ManualClock(Clock):
@@ -266,10 +266,10 @@ async def test_a_custom_clock_that_is_moved_by_hand_settles_waits_on_it() -> Non
     async with open_gateway("memory", clock, agent) as gw:
         run_id = await fire(gw, A, "five seconds")
         await gw.wait_idle()  # returns: the run waits on a clock that only moves by hand
-        assert run_status(gw, run_id) == "running"
+        assert await run_status(gw, run_id) == "running"
         clock.tick(5)
         await gw.wait_idle()
-        assert run_status(gw, run_id) == "ok"
+        assert await run_status(gw, run_id) == "ok"
         assert all_slots_free(gw)
 
 
@@ -279,5 +279,5 @@ async def test_a_custom_clock_that_moves_by_itself_is_waited_for() -> None:
     async with open_gateway("memory", InstantClock(), agent) as gw:
         run_id = await fire(gw, A, "five seconds")
         await gw.wait_idle()
-        assert run_status(gw, run_id) == "ok"
+        assert await run_status(gw, run_id) == "ok"
         assert all_slots_free(gw)
