@@ -83,6 +83,9 @@ class EventStream:
         self._waiting = 0
         self._generation = 0
         self._pages: OrderedDict[int, tuple[int | None, list[StreamEvent]]] = OrderedDict()
+        # Reads in progress, by position, with the generation each started at: a
+        # subscriber asking for a page another is reading awaits that read.
+        self._reads: dict[int, tuple[int, asyncio.Task[tuple[bool, list[StreamEvent]]]]] = {}
         self._poller: asyncio.Task[None] | None = None
         self._stop_listening = store.on_log_grew(self._heard)
 
@@ -108,13 +111,28 @@ class EventStream:
                 return page
         # Taken before the read: a growth while it reads makes its tail stale.
         generation = self._generation
-        full, page = await self.store.read(self._read_page, position)
+        reading = self._reads.get(position)
+        if reading is None or reading[0] != generation or fresh_tail:
+            reading = generation, asyncio.ensure_future(self.store.read(self._read_page, position))
+            self._reads[position] = reading
+            reading[1].add_done_callback(lambda read: self._read_done(position, reading))
+        # Shielded: a subscriber that stops waiting leaves the read to the others.
+        return (await asyncio.shield(reading[1]))[1]
+
+    def _read_done(
+        self, position: int, reading: tuple[int, asyncio.Task[tuple[bool, list[StreamEvent]]]]
+    ) -> None:
+        generation, read = reading
+        if self._reads.get(position) is reading:
+            del self._reads[position]
+        if read.cancelled() or read.exception() is not None or self.closed:
+            return  # the error is its waiters' (read.exception() marked it retrieved)
+        full, page = read.result()
         # A full page (of records) never changes; a shorter one only until the log grows.
         self._pages[position] = (None if full else generation, page)
         self._pages.move_to_end(position)
         if len(self._pages) > CACHED_PAGES:
             self._pages.popitem(last=False)
-        return page
 
     def _read_page(self, store: Store, position: int) -> tuple[bool, list[StreamEvent]]:
         """On a reader thread: the page after ``position``, decoded; whether it is full."""
@@ -241,7 +259,8 @@ class Subscription:
                 if self.ended:
                     break
             wake = self._stream.armed()
-            await self._take_page(await self._stream.page_after(self.position))
+            if not await self._read_next_page():
+                break
             if self._page:
                 self._stream.disarm(wake)
                 passed_a_page = True
@@ -257,9 +276,21 @@ class Subscription:
             if found is not None:
                 yield found
                 continue
-            await self._take_page(await self._stream.page_after(self.position, fresh_tail=True))
-            if not self._page:
+            if not await self._read_next_page(fresh_tail=True) or not self._page:
                 return
+
+    async def _read_next_page(self, *, fresh_tail: bool = False) -> bool:
+        """Take the page after the cursor; False when the gateway closed meanwhile (a
+        read the closing store cut short ends the subscription, it is not its error)."""
+        try:
+            await self._take_page(
+                await self._stream.page_after(self.position, fresh_tail=fresh_tail)
+            )
+        except Exception:
+            if self.ended:
+                return False
+            raise
+        return not self.ended
 
     async def _take_page(self, page: list[StreamEvent]) -> None:
         if page and self._filter.prepare is not None:

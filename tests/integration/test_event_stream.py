@@ -4,6 +4,7 @@ filters, visibility, waking without polling, and subscribers that never read."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -81,6 +82,28 @@ async def test_close_ends_open_subscriptions(gateway: Gateway) -> None:
         await waiting
     with pytest.raises(StopAsyncIteration):
         await anext(subscription)
+
+
+async def test_a_subscription_whose_read_the_close_cuts_short_ends(gateway: Gateway) -> None:
+    # Failed when reads went off the loop: a page read in flight as the gateway closed
+    # failed with the closing store, and the subscriber got that error, not the end.
+    reading, release = threading.Event(), threading.Event()
+
+    def cut_short(position: int, limit: int) -> Any:
+        reading.set()
+        release.wait()
+        raise RuntimeError("the store closed under the read")
+
+    store_of(gateway).records_after = cut_short  # type: ignore[method-assign]
+    waiting = asyncio.ensure_future(take(gateway.subscribe(), 1))
+    await asyncio.to_thread(reading.wait)
+    closing = asyncio.ensure_future(gateway.close())
+    while not internals(gateway).events.closed:
+        await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(StopAsyncIteration):
+        await waiting
+    await closing
 
 
 async def test_filters_by_session_and_by_trace(clock: VirtualClock, store_url: str) -> None:
