@@ -195,10 +195,10 @@ async def test_the_decision_is_in_both_sessions_timelines_and_its_trace(
 ) -> None:
     await keep_busy(rejecting)
     refused = await send(rejecting, "next job")
-    [node] = rejecting.trace(refused["runId"]).nodes
+    [node] = (await rejecting.trace(refused["runId"])).nodes
     assert (node.kind, node.session_key) == ("busy", WORKER)
     for key in (WORKER, "main"):
-        busy = [e for e in rejecting.timeline(key).entries if e.kind == "busy"]
+        busy = [e for e in (await rejecting.timeline(key)).entries if e.kind == "busy"]
         assert [e.event for e in busy] == ["BusyDecided"]
         assert "send from agent:main:main into busy agent:main:work rejected" in busy[0].summary
 
