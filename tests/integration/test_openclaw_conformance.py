@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.gateway_methods import GatewayMethods, SessionsListMethodParams
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.session import InvalidPatch
@@ -279,13 +279,13 @@ async def test_k13_sessions_list_by_spawned_by_lists_the_children(
             "childSessionKey"
         ]
         await gw.wait_idle()
-        methods = GatewayMethods(gw)
+        methods = GatewayMethods(internals(gw))
         for spawner in ("agent:main:main", "main"):
-            listed = methods.sessions_list(
+            listed = await methods.sessions_list(
                 SessionsListMethodParams(spawnedBy=spawner, includeGlobal=True, includeUnknown=True)
             )
             assert [row.key for row in listed.sessions] == [child]
-        nobody = methods.sessions_list(SessionsListMethodParams(spawnedBy="cron:job-1"))
+        nobody = await methods.sessions_list(SessionsListMethodParams(spawnedBy="cron:job-1"))
         assert nobody.sessions == []
     finally:
         await gw.close()
@@ -328,7 +328,9 @@ async def test_k14_spawned_by_is_recorded_by_spawns_only(
             with pytest.raises(InvalidPatch, match="unknown session field 'spawnedBy'"):
                 await gw.patch_session(key, spawnedBy="agent:main:main")
         assert store_of(gw).read_model_snapshot() == before
-        spawned = GatewayMethods(gw).sessions_list(SessionsListMethodParams(spawnedBy=MAIN))
+        spawned = await GatewayMethods(internals(gw)).sessions_list(
+            SessionsListMethodParams(spawnedBy=MAIN)
+        )
         assert [row.key for row in spawned.sessions] == [child]
     finally:
         await gw.close()
@@ -344,10 +346,10 @@ async def test_k5_sessions_list_includes_global_only_when_asked(
         await gw.record_message(MAIN, role="user", content="hi")
         await clock.advance(5)
         await gw.record_message("global", role="user", content="hi")
-        methods = GatewayMethods(gw)
-        default = methods.sessions_list(SessionsListMethodParams())
+        methods = GatewayMethods(internals(gw))
+        default = await methods.sessions_list(SessionsListMethodParams())
         assert [row.key for row in default.sessions] == [MAIN]
-        newest = methods.sessions_list(SessionsListMethodParams(includeGlobal=True, limit=1))
+        newest = await methods.sessions_list(SessionsListMethodParams(includeGlobal=True, limit=1))
         assert [row.key for row in newest.sessions] == ["global"]
     finally:
         await gw.close()
