@@ -163,13 +163,16 @@ async def test_a_claimer_retries_at_the_holders_expiry_even_in_frozen_time(
     spy = WaitSpy(second, monkeypatch)
     holding = first.session_lock(KEY)
     await holding.__aenter__()
-    sql(
-        first,
-        "UPDATE {s}.sw_session_leases "
-        "SET expires_at = clock_timestamp() + interval '200 milliseconds' WHERE session_key = %s",
-        KEY,
-    )
     with freeze_time("2026-01-01"):
+        # Moved once frozen: freezegun's start scans every loaded module (some 0.4 s),
+        # which would let the lease run out before the claimer looked.
+        sql(
+            first,
+            "UPDATE {s}.sw_session_leases "
+            "SET expires_at = clock_timestamp() + interval '500 milliseconds' "
+            "WHERE session_key = %s",
+            KEY,
+        )
         async with second.session_lock(KEY):
             assert spy.waiting.is_set()
             assert spy.heard == []
