@@ -295,15 +295,15 @@ async def test_a_cancel_that_loses_a_store_conflict_to_the_runs_end_is_a_no_op(
         real_load = engine.load
         ended_first = False
 
-        def load_then_end(run: UUID) -> Any:
+        async def load_then_end(run: UUID) -> Any:
             nonlocal ended_first
-            found = real_load(run)
+            found = await real_load(run)
             if not ended_first and found is not None:
                 ended_first = True
-                done = real_load(run)
+                done = await real_load(run)
                 assert done is not None
                 done.complete(reply="first", usage=None, model=None, at=clock.now())
-                store_of(gw).save(done)
+                await internals(gw).store.save(done)
             return found
 
         monkeypatch.setattr(engine, "load", load_then_end)
