@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from sessionwire import Gateway
-from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import ScriptedRuntime
 
 SCRIPT = {
@@ -22,16 +22,17 @@ async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
     try:
         await gateway.record_message("main", role="user", content="target")
         await gateway.record_message("cron:a", role="user", content="start")
-        lookup = store_of(gateway).session_for_update
+        # The gateway's awaited store: where its runs look up the session to change.
+        lookup = internals(gateway).store.session_for_update
         broken = [True]
 
-        def flaky_lookup(key: str) -> Any:
+        async def flaky_lookup(key: str) -> Any:
             if broken and key == "agent:main:main":
                 broken.clear()
                 raise RuntimeError("connection lost")  # once, as a database hiccup
-            return lookup(key)
+            return await lookup(key)
 
-        store_of(gateway).session_for_update = flaky_lookup  # type: ignore[method-assign]
+        internals(gateway).store.session_for_update = flaky_lookup  # type: ignore[method-assign]
         sent = await gateway.call_tool(
             "cron:a",
             "sessions_send",
@@ -39,6 +40,7 @@ async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
         )
         assert sent["status"] == "accepted", sent
         await asyncio.wait_for(gateway.wait_idle(), timeout=HANG_SECONDS)
+        assert not broken  # the run did meet the hiccup
     finally:
         await gateway.close()
 
@@ -48,14 +50,15 @@ async def test_a_run_that_keeps_crashing_is_recorded_as_failed() -> None:
     try:
         await gateway.record_message("main", role="user", content="target")
         await gateway.record_message("cron:a", role="user", content="start")
-        lookup = store_of(gateway).session_for_update
+        # The gateway's awaited store: where its runs look up the session to change.
+        lookup = internals(gateway).store.session_for_update
 
-        def broken_lookup(key: str) -> Any:
+        async def broken_lookup(key: str) -> Any:
             if key == "agent:main:main":
                 raise RuntimeError("connection lost")  # every time
-            return lookup(key)
+            return await lookup(key)
 
-        store_of(gateway).session_for_update = broken_lookup  # type: ignore[method-assign]
+        internals(gateway).store.session_for_update = broken_lookup  # type: ignore[method-assign]
         sent = await asyncio.wait_for(
             gateway.call_tool(
                 "cron:a",
