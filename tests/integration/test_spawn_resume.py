@@ -20,8 +20,8 @@ SCRIPT = {
 }
 
 
-def status(gateway: Gateway, run_id: str) -> str | None:
-    run = internals(gateway).run_engine.load(UUID(run_id))
+async def status(gateway: Gateway, run_id: str) -> str | None:
+    run = await internals(gateway).run_engine.load(UUID(run_id))
     return None if run is None else run.state.status
 
 
@@ -94,7 +94,7 @@ async def test_a_send_in_flight_in_a_child_archived_while_down_is_not_dispatched
         )
         await clock.advance(0)  # dispatched: the child's agent works on it as we stop
         run_id = sent["runId"]
-        assert status(first, run_id) == "running"
+        assert await status(first, run_id) == "running"
     finally:
         await first.close()
 
@@ -111,7 +111,7 @@ async def test_a_send_in_flight_in_a_child_archived_while_down_is_not_dispatched
         await later.run_until_idle()
         await second.wait_idle()
         assert [call for call in runtime.calls if call.session_key == child] == []
-        assert status(second, run_id) == "error"
+        assert await status(second, run_id) == "error"
         session = store_of(second).session(child)
         assert session is not None
         assert session.state.status == "archived"
