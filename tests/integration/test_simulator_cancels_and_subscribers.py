@@ -4,7 +4,7 @@ violation (these tests fail if the check were removed)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
@@ -93,8 +93,8 @@ async def test_the_simulation_catches_a_subscription_that_skips_an_event(
 ) -> None:
     recorded = Subscription.recorded
 
-    def skips_the_fifth(self: Subscription) -> Iterator[dict[str, Any]]:
-        for event in recorded(self):
+    async def skips_the_fifth(self: Subscription) -> AsyncIterator[dict[str, Any]]:
+        async for event in recorded(self):
             if event["position"] != 5:
                 yield event
 
