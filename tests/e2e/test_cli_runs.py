@@ -17,6 +17,7 @@ import pytest
 from command_line import Ran, run_in_process, run_process
 from sessionwire import Gateway
 from sessionwire.adapters.cli.runs import STATUSES
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.run_read_model import RUN_STATUSES
 from sessionwire.testing import ScriptedRuntime
 
@@ -182,7 +183,7 @@ async def test_a_cancel_beside_a_live_gateway(store: str, runs: dict[str, str]) 
             assert answer.returncode == 0, answer.stderr
             assert json.loads(answer.stdout)["cancelled"] is True
             # The owner's runtime call is stopped and its waiters hear it ended.
-            ended: Any = await owner.run_engine.wait(UUID(run_id), timeout=WAIT_SECONDS)
+            ended: Any = await internals(owner).run_engine.wait(UUID(run_id), timeout=WAIT_SECONDS)
             assert ended is not None
             assert ended.status == "cancelled"
     finally:

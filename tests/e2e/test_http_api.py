@@ -12,6 +12,7 @@ from live_http import SCRIPT, LiveServer, live_server, scripted_server, wait_for
 from sessionwire import Gateway
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.application.gateway import GatewayService
 from sessionwire.application.tools.schemas import TOOL_PARAMETERS
 from sessionwire.testing import ScriptedRuntime
 
@@ -90,7 +91,8 @@ def test_every_route_but_health_needs_the_bearer_token(
 
 
 def test_an_empty_token_is_refused() -> None:
-    gateway = object.__new__(Gateway)  # create_app checks the token before using the gateway
+    # create_app checks the token before using the service
+    gateway = Gateway(object.__new__(GatewayService))
     with pytest.raises(ValueError, match="non-empty token"):
         create_app(gateway, "  ")
 

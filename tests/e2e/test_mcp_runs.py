@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.mcp.runs import RESOURCE_NOT_FOUND
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.testing import ScriptedRuntime
 from test_mcp_server import authorized, http_server
 
@@ -42,6 +43,8 @@ SCRIPT = {
 }
 # Generous: a real process on a shared machine; each wait ends as soon as its event comes.
 WAIT_SECONDS = 60
+# A send's exchange under SCRIPT: the primary run, one reply-back turn, the announce.
+EXCHANGE_RUNS = 3
 
 
 @pytest.fixture
@@ -138,15 +141,34 @@ async def send(session: ClientSession, message: str, wait: int) -> str:
     return str(sent["runId"])
 
 
+async def exchange_over(session: ClientSession, updates: Updates, trace_id: str) -> None:
+    """Until the send's exchange is over: the send answers once its primary run ended,
+    and the exchange goes on with the reply-back turn, then the announce."""
+    with anyio.fail_after(WAIT_SECONDS):
+        while True:
+            runs = (await read_json(session, f"sessionwire://runs?trace={trace_id}"))["runs"]
+            going = [run["runId"] for run in runs if run["status"] in {"queued", "running"}]
+            if len(runs) == EXCHANGE_RUNS and not going:
+                return
+            for run_id in going:  # each wait ends at the run's next change of status
+                uri = f"sessionwire://runs/{run_id}"
+                seen = updates.uris.count(uri)
+                await session.subscribe_resource(uri)
+                if (await read_json(session, uri))["status"] in {"queued", "running"}:
+                    await updates.next_for(uri, seen)
+
+
 async def test_runs_are_resources_the_session_may_see(store: tuple[str, str], script: Path) -> None:
     url, hidden = store
-    async with stdio_session(url, script) as (session, hello):
+    updates = Updates()
+    async with stdio_session(url, script, updates) as (session, hello):
         assert hello.capabilities.resources is not None
         assert hello.capabilities.resources.subscribe is True
         listed = await session.list_resources()
         templates = await session.list_resource_templates()
         run_id = await send(session, "ping", 30)
         run = await read_json(session, f"sessionwire://runs/{run_id}")
+        await exchange_over(session, updates, run["traceId"])
         every = await read_json(session, "sessionwire://runs")
         ok = await read_json(session, "sessionwire://runs?status=ok&limit=1")
         running = await read_json(session, "sessionwire://runs?status=running")
@@ -306,7 +328,7 @@ async def test_on_postgresql_runs_of_another_process_are_followed_and_cancelled(
         assert followed["status"] == "cancelled"
         assert cancelled["run"]["cancelled"] is True
         # The owner's runtime call stops, and whoever waits for the run hears it.
-        ended = await owner.run_engine.wait(UUID(second), timeout=WAIT_SECONDS)
+        ended = await internals(owner).run_engine.wait(UUID(second), timeout=WAIT_SECONDS)
         assert ended is not None
         assert ended.status == "cancelled"
     finally:

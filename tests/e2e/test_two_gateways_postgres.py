@@ -61,7 +61,7 @@ async def test_two_processes_never_run_two_runs_in_one_session_at_once(postgres_
         # Never two runs at once in the target session: [dispatched, ended] never overlap.
         spans = []
         for run_id in target_runs:
-            run = internals(gateway).run_engine.load(run_id)
+            run = await internals(gateway).run_engine.load(run_id)
             assert run is not None
             assert run.state.status == "ok", run.state
             assert run.state.started_at is not None
@@ -114,13 +114,13 @@ async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
             "cron:a", "sessions_send", {"sessionKey": "main", "message": "hi", "timeoutSeconds": 0}
         )
         assert sent["status"] == "accepted", sent
-        assert internals(second).exchanges.resume() == 1  # the exchange A just opened
+        assert await internals(second).exchanges.resume() == 1  # the exchange A just opened
 
         await asyncio.wait_for(
             asyncio.gather(first.wait_idle(), second.wait_idle()), timeout=HANG_SECONDS
         )
 
-        primary = internals(second).run_engine.load(UUID(sent["runId"]))
+        primary = await internals(second).run_engine.load(UUID(sent["runId"]))
         assert primary is not None
         assert primary.state.status == "ok"
         assert primary.state.reply == "reply to hi"

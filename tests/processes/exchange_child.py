@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.runtime import RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 
@@ -75,15 +75,17 @@ async def main(store: str, phase: str, kill_at: str | None) -> None:
     gateway = await Gateway.open(config=GatewayConfig.load(CONFIG), store=store, runtime=runtime)
     if kill_at in KILL_POINTS:
         condition = KILL_POINTS[kill_at]
-        save = store_of(gateway).save
+        # Every save the gateway makes is awaited through its AsyncStore (decision 23).
+        awaited = internals(gateway).store
+        save = awaited.save
 
-        def save_then_maybe_die(*aggregates: Any) -> None:
+        async def save_then_maybe_die(*aggregates: Any) -> None:
             events = _events_of(aggregates)
-            save(*aggregates)
+            await save(*aggregates)
             if any(condition(event) for event in events):
                 _die()
 
-        store_of(gateway).save = save_then_maybe_die  # type: ignore[method-assign]
+        awaited.save = save_then_maybe_die  # type: ignore[method-assign]
     try:
         if phase == "start":
             await gateway.record_message(REQUESTER, role="user", content="hi", channel="discord")
