@@ -567,12 +567,14 @@ class GatewayService:
         """
         if not isinstance(reason, str) or len(reason) > MAX_CANCEL_REASON:
             raise ValueError(f"reason must be a string of at most {MAX_CANCEL_REASON} characters")
-        found = await self.run_queries.find(run_id, requester=requester)
-        if found is None:
-            return None
-        with self.in_flight.entered(Owner("cancel", found.run_id)):
+        # In-flight work from its first step: its lookup is an awaited read, and a
+        # wait_idle meanwhile must not take the gateway for idle with the cancel to come.
+        with self.in_flight.entered(Owner("cancel", _shorten(str(run_id)))):
+            found = await self.run_queries.find(run_id, requester=requester)
+            if found is None:
+                return None
             outcome = await self.cancellation.cancel(UUID(found.run_id), reason.strip())
-        after = await self.store.run(found.run_id)
+            after = await self.store.run(found.run_id)
         if outcome is None or after is None:
             return None
         answer = after.to_json_dict()
