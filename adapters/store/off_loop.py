@@ -14,6 +14,7 @@ waits in the queue (the loop turns on), never for a pooled connection on the loo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.in_order import calls_in_order, store_executor
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
@@ -49,10 +51,11 @@ class OffLoopStore(AsyncStore):
     def __init__(self, store: EventSourcedStore) -> None:
         self._store = store
         self.location = store.location
-        self._one_thread = store.writer is None
-        # A memory store: one thread for everything (see the module's docstring).
+        # A memory store: one thread for everything (see the module's docstring); so for
+        # a simulation's store, whose calls complete in the order asked (in_order.py).
+        self._one_thread = store.writer is None or calls_in_order()
         threads = 1 if self._one_thread else READER_THREADS
-        self._readers = ThreadPoolExecutor(threads, thread_name_prefix="sessionwire-store")
+        self._readers = store_executor(threads, "sessionwire-store")
         self._closed = False
 
     @property
@@ -193,7 +196,9 @@ async def open_off_loop(open_store: Callable[[], EventSourcedStore]) -> OffLoopS
     it. A memory store is opened on the thread that will serve it."""
     executor = ThreadPoolExecutor(1, thread_name_prefix="sessionwire-open")
     try:
-        store = await asyncio.get_running_loop().run_in_executor(executor, open_store)
+        # In the caller's context: a store opened for calls in order is so all through.
+        opening = contextvars.copy_context().run
+        store = await asyncio.get_running_loop().run_in_executor(executor, opening, open_store)
     finally:
         executor.shutdown(wait=False)
     return OffLoopStore(store)

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ import psycopg
 from eventsourcing.persistence import PersistenceError
 from psycopg.sql import SQL, Identifier
 from sessionwire.adapters.store.event_store import Fence
+from sessionwire.adapters.store.in_order import store_executor
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.session_locks import LeaseLost
 
@@ -264,7 +265,7 @@ class LeaseKeeper:
         self.owner = uuid.uuid4().hex
         self.channel = _channel(schema)
         self.sql = _Statements(schema)
-        self.executor = ThreadPoolExecutor(LEASE_THREADS, thread_name_prefix="sessionwire-lease")
+        self.executor = store_executor(LEASE_THREADS, "sessionwire-lease")
         self._state = _KeeperState()
         self._lock = threading.Lock()
         self._order = itertools.count()

@@ -1,6 +1,8 @@
 """Running a script against a real gateway and checking the invariants after each step.
 
-Everything runs on one event loop over a VirtualClock with seeded ids, so a script
+Everything runs on one event loop over a VirtualClock with seeded ids, and the store's
+calls complete in the order asked (``in_submission_order``: off the loop, yet each result
+reaches the loop where it was asked, not when a thread happens to finish), so a script
 always does the same thing. After each step the loop is run until nothing is runnable
 (the clock's sleepers wait for the next ``advance``); at the end every channel comes
 back up and the clock jumps from timer to timer until none is left, and the end-state
@@ -24,6 +26,7 @@ from uuid import UUID
 from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.in_order import in_submission_order
 from sessionwire.adapters.store.loop_guard import blocking_access_allowed
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.simulator.agents import (
@@ -211,7 +214,7 @@ class Simulation:
 
     async def run(self, script: SimulationScript) -> SimulationResult:
         started = time.perf_counter()
-        with self.stores.fresh() as url:
+        with self.stores.fresh() as url, in_submission_order():
             state = self._new_run(script, url)
             # Tasks that are not the simulated gateway's (this one, the test's own).
             state.bystanders = set(asyncio.all_tasks())
