@@ -28,6 +28,7 @@ from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.cli.serve import LISTENING as SERVE_LISTENING
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, create_app
 from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.testing import ScriptedRuntime
 
 TOKEN = "test-token-0123456789"
@@ -57,7 +58,7 @@ class _SignallingServer(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # As `serve` does: open event streams end, or uvicorn would wait for them.
         if self.gateway is not None:
-            self.gateway.end_subscriptions()
+            internals(self.gateway).end_subscriptions()
         await super().shutdown(sockets=sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
