@@ -211,9 +211,10 @@ class Gateway:
         await self._service.close()
 
 
-def service_of(gateway: Gateway) -> GatewayService:
-    """The service under a public gateway: for the adapters that serve it and for tests."""
-    return gateway._service
+def service_of(gateway: Gateway | GatewayService) -> GatewayService:
+    """The service under a public gateway: for the adapters that serve it (HTTP, MCP,
+    the console) and for tests. A service is its own."""
+    return gateway._service if isinstance(gateway, Gateway) else gateway
 
 
 class SyncGateway:

@@ -45,6 +45,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
@@ -370,7 +371,7 @@ def header_text(value: str) -> str:
 
 
 def create_app(
-    gateway: GatewayService,
+    served: GatewayService | Gateway,
     tokens: TokenSet | str,
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
@@ -384,6 +385,7 @@ def create_app(
     Prometheus telemetry) it counts requests and serves ``GET /metrics`` to operator
     tokens. The read-only web console is under ``/console`` (docs/console.md) unless
     ``console`` is False."""
+    gateway = service_of(served)
     if isinstance(tokens, str):
         if not tokens.strip():
             raise ValueError("the HTTP gateway needs a non-empty token")

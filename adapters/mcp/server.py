@@ -39,6 +39,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import Grant, TokenSet
@@ -123,11 +124,12 @@ class _Server(Server[Any, Any]):
 
 
 def build_server(
-    gateway: GatewayService, requester: str, *, subscriptions: bool = True
+    served: GatewayService | Gateway, requester: str, *, subscriptions: bool = True
 ) -> Server[Any, Any]:
     """An MCP server whose every tool call runs as the session ``requester``; with
     ``subscriptions`` (a transport that can notify: stdio, not stateless HTTP) a run's
     resource can be subscribed to."""
+    gateway = service_of(served)
     server: Server[Any, Any] = _Server(
         "sessionwire",
         version=_version(),
