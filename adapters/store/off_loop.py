@@ -174,21 +174,23 @@ class OffLoopStore(AsyncStore):
         if self._closed:
             return
         self._closed = True
-        try:
-            # After the reads already asked for (one thread: in order); none after.
-            await asyncio.get_running_loop().run_in_executor(self._readers, self._store.close)
-        finally:
-            self._readers.shutdown(wait=False)
+        await asyncio.to_thread(self._close_after_reads)
 
     def close_now(self) -> None:
         """Close from outside any event loop (a loop that is gone, a script's exit)."""
         if self._closed:
             return
         self._closed = True
-        try:
-            self._readers.submit(self._store.close).result()
-        finally:
-            self._readers.shutdown(wait=False)
+        self._close_after_reads()
+
+    def _close_after_reads(self) -> None:
+        # The reads already asked for end first (a cancelled caller's read runs on too):
+        # closing the store closes its pooled connections, those a reader thread is using
+        # included, and SQLite's driver crashes the process (SIGSEGV) on a statement
+        # whose connection another thread closed. Never on a reader thread: it would wait
+        # for itself.
+        self._readers.shutdown(wait=True)
+        self._store.close()
 
 
 async def open_off_loop(open_store: Callable[[], EventSourcedStore]) -> OffLoopStore:
