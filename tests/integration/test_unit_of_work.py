@@ -10,7 +10,7 @@ import pytest
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.off_loop import OffLoopStore, open_off_loop
-from sessionwire.application.ports.store import Store, StoreConflict
+from sessionwire.application.ports.store import StoreConflict
 from sessionwire.application.unit_of_work import Attempts, retrying
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage
@@ -34,14 +34,14 @@ async def store(store_url: str, config: GatewayConfig) -> AsyncIterator[OffLoopS
 
 
 def _texts(offloop: OffLoopStore) -> list[str]:
-    store: Store = offloop.event_store
+    store = offloop.event_store
     stored = store.session(KEY)
     assert stored is not None
     return store.transcript(stored.id, limit=10, include_tools=False)
 
 
 def _write_behind_its_back(offloop: OffLoopStore, text: str) -> None:
-    store: Store = offloop.event_store
+    store = offloop.event_store
     stored = store.session(KEY)
     assert stored is not None
     other = stored.to_aggregate()
