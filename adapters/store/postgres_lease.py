@@ -512,7 +512,11 @@ class PostgresSessionLease(AbstractAsyncContextManager[None]):
         lease = submitted.result().lease
         if lease is not None:
             lease.released = True
-            self.keeper.release(lease)
+            # On the keeper's executor: when the claim had already ended, this callback
+            # runs at once, on the thread that cancelled (the event loop's).
+            # The store closed meanwhile (RuntimeError): the lease expires instead.
+            with contextlib.suppress(RuntimeError):
+                self.keeper.executor.submit(self.keeper.release, lease)
 
     async def __aexit__(self, *_: object) -> None:
         lease, self.lease = self.lease, None

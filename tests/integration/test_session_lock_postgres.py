@@ -10,8 +10,11 @@ gateway's heartbeat) into the past by the database's clock: no test waits for a 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import psycopg
@@ -350,3 +353,45 @@ def _session(store: EventSourcedStore, text: str) -> Session:
     stored = store.session_for_update(KEY)
     assert stored is not None
     return with_message(stored.to_aggregate(), text)
+
+
+async def test_a_claim_cancelled_after_it_took_the_lease_gives_it_back_off_the_loop(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim has already ended when its caller is cancelled: the give-back runs at once,
+    # on the cancelling thread; it must still reach the database from the keeper's.
+    store = stores.open()
+    target = keeper(store)
+    claimed = threading.Event()
+    submitted: list[Future[Any]] = []
+    released_on: list[str] = []
+    claim, release, submit = target.claim, target.release, target.executor.submit
+
+    def slow_claim(key: str) -> Any:
+        claimed.wait(HANG_SECONDS)
+        return claim(key)
+
+    def spied_release(lease: Any) -> None:
+        released_on.append(threading.current_thread().name)
+        release(lease)
+
+    def spied_submit(function: Any, *args: Any) -> Future[Any]:
+        future = submit(function, *args)
+        submitted.append(future)
+        return future
+
+    monkeypatch.setattr(target, "claim", slow_claim)
+    monkeypatch.setattr(target, "release", spied_release)
+    monkeypatch.setattr(target.executor, "submit", spied_submit)
+    entering = asyncio.ensure_future(store.session_lock(KEY).__aenter__())
+    while not submitted:
+        await asyncio.sleep(0)
+    claimed.set()
+    concurrent.futures.wait(submitted[:1], timeout=HANG_SECONDS)  # ended, loop not told
+    entering.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await entering
+    concurrent.futures.wait(submitted[1:], timeout=HANG_SECONDS)
+    assert released_on
+    assert all(name != threading.current_thread().name for name in released_on)
+    assert lease_row(store, KEY)[0] is None  # given back: no owner
