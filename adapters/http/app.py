@@ -903,7 +903,9 @@ def create_app(
             """Prometheus metrics (docs/operations.md): an operator token only."""
             if not grant.is_operator:
                 raise ApiError(403, "forbidden", "metrics need an operator token")
-            return Response(exposition.exposition(), media_type=METRICS_CONTENT_TYPE)
+            # Collecting reads the store (pending runs, outbox depth): on a reader thread.
+            text = await gateway.store.read(lambda _store: exposition.exposition())
+            return Response(text, media_type=METRICS_CONTENT_TYPE)
 
     app.add_middleware(
         Gatekeeper,
