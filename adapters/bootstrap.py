@@ -147,6 +147,11 @@ class Gateway:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._service.tool_schemas()
 
+    @property
+    def delivery(self) -> ChannelDelivery:
+        """The channel delivery it was opened with (a test's ``CapturingDelivery``)."""
+        return self._service.delivery
+
     async def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
         """The run as a camelCase dict; None for an unknown, malformed or hidden id."""
         return await self._service.run(run_id, requester=requester)

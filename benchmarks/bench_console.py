@@ -38,6 +38,7 @@ from fastapi.testclient import TestClient
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.ports.session_read_model import SessionPage
 from sessionwire.domain.session import Session
@@ -85,7 +86,9 @@ def run(kind: str, sessions: int, repeats: int) -> dict[str, Any]:
             fill_seconds = fill(store, sessions)
             store.analyze()
             app = FastAPI()
-            app.mount("/console", create_console(store, config, TokenSet.operator(TOKEN)))
+            app.mount(
+                "/console", create_console(OffLoopStore(store), config, TokenSet.operator(TOKEN))
+            )
             client = TestClient(app)
             headers = {"Authorization": f"Bearer {TOKEN}"}
             # The row 90% of the way down, as a "Next page" link would name it.

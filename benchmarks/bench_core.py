@@ -57,6 +57,7 @@ from typing import Any
 
 import structlog
 from sessionwire import SyncGateway
+from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.domain.session import Session
 from sessionwire.domain.transcript import TranscriptMessage, content_blocks
@@ -209,15 +210,6 @@ class CountingIds(IdSource):
     def new_id(self) -> uuid.UUID:
         self.n += 1
         return uuid.UUID(int=self.n)
-
-
-def service_of(gw: SyncGateway) -> Any:
-    """The async gateway behind a SyncGateway (its store is not on the sync facade)."""
-    return getattr(gw, "_gateway", gw)
-
-
-def store_of(gw: SyncGateway) -> Any:
-    return service_of(gw).store
 
 
 def first_value(row: Any) -> Any:
@@ -573,7 +565,7 @@ def check_prefill_equivalence(stores: StoreFactory, size: Size) -> dict[str, Any
     try:
         public_fill(public, clock, size, base)
         fast_store = store_of(fast)
-        ids = service_of(fast).ids
+        ids = internals(fast).ids
         # Small odd batches, so that several sessions and messages share a transaction.
         fill_sessions(fast_store, size.check_sessions, base, ids, batch=7)
         fill_session(
@@ -615,7 +607,7 @@ def workload_reads(kind: str, size: Size, postgres_url: str, profile_dir: Path |
 
 def run_reads(gw: SyncGateway, kind: str, size: Size, profile_dir: Path | None) -> dict:
     store = store_of(gw)
-    ids = service_of(gw).ids
+    ids = internals(gw).ids
     out: dict[str, Any] = {
         "fill_sessions": size.fill_sessions,
         "big_messages": size.big_messages,
