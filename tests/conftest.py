@@ -55,6 +55,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# A library thread that logs after its test's captured stream closed would have logging
+# print a "--- Logging error ---" traceback from that thread; CPython 3.11 builds a
+# traceback's carets with ast.parse, which is not thread-safe, and a failure report being
+# formatted at that moment crashes its xdist worker ("AST constructor recursion depth
+# mismatch"). Such a late line is dropped instead.
+logging.raiseExceptions = False
+
+
 def quiet_logging() -> None:
     """Logging as an embedding host finds it (decision 21): structlog unconfigured (the
     library never uses its global configuration) and no handler of the CLI's left on the

@@ -372,6 +372,12 @@ class LeaseKeeper:
                 if _elapsed() >= renew_at:
                     self._renew()
                     renew_at = _elapsed() + self.renew_every
+            except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as error:
+                # The schema is gone (dropped under a store never closed): nothing is left
+                # to keep, and reconnecting would fail the same way forever.
+                self._log.warning("lease keeper stopped: its schema is gone", error=str(error))
+                self._drop_connection()
+                return
             except Exception as error:  # a dropped connection, mostly: the keeper lives on
                 if self._stopping.is_set():
                     return

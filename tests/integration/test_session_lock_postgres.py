@@ -395,3 +395,21 @@ async def test_a_claim_cancelled_after_it_took_the_lease_gives_it_back_off_the_l
     assert released_on
     assert all(name != threading.current_thread().name for name in released_on)
     assert lease_row(store, KEY)[0] is None  # given back: no owner
+
+
+def test_a_keeper_whose_schema_was_dropped_stops_instead_of_retrying_forever(
+    other_schema: str,
+) -> None:
+    # A store never closed whose schema a test (or an operator) dropped: its keeper met
+    # "relation does not exist" at every reconnect and logged it for ever.
+    store = open_event_store(other_schema, GatewayConfig())
+    try:
+        target = keeper(store)
+        listener = target._conn
+        assert listener is not None
+        sql(store, "DROP SCHEMA {s} CASCADE")
+        sql(store, "SELECT pg_terminate_backend(%s)", listener.info.backend_pid)
+        target._thread.join(HANG_SECONDS)
+        assert not target._thread.is_alive()
+    finally:
+        store.close()
