@@ -72,6 +72,11 @@ INVARIANTS: dict[str, Invariant] = {
             "a subscriber from position P sees exactly the events after P, in order, once "
             "each (across reopens)",
         ),
+        Invariant(
+            "off-loop",
+            "no SQL runs on the event loop's thread: every store call the gateway makes is "
+            "awaited (the loop guard is armed for the whole simulation; decision 23)",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
     )

@@ -27,7 +27,7 @@ from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import in_submission_order
-from sessionwire.adapters.store.loop_guard import blocking_access_allowed
+from sessionwire.adapters.store.loop_guard import arm, armed, blocking_access_allowed, watching
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.simulator.agents import (
     DeliveryRecord,
@@ -185,6 +185,8 @@ class _Run:
     """The sealed log as single appends (position, type): what subscribers must see."""
     cancelled: list[UUID] = field(default_factory=list)
     """Runs whose cancel answered ``cancelled: true``, not checked yet."""
+    on_loop: list[str] = field(default_factory=list)
+    """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
 
 class Simulation:
@@ -214,14 +216,23 @@ class Simulation:
 
     async def run(self, script: SimulationScript) -> SimulationResult:
         started = time.perf_counter()
-        with self.stores.fresh() as url, in_submission_order():
-            state = self._new_run(script, url)
-            # Tasks that are not the simulated gateway's (this one, the test's own).
-            state.bystanders = set(asyncio.all_tasks())
-            try:
-                await self._play(state)
-            finally:
-                await self._stop(state)
+        # The loop guard armed for the gateway's work: SQL on the loop is a violation
+        # (``off-loop``) wherever it happens, even where the product swallows the error.
+        was_armed = armed()
+        arm(True)
+        try:
+            with self.stores.fresh() as url, in_submission_order(), watching() as on_loop:
+                state = self._new_run(script, url)
+                state.on_loop = on_loop
+                # Tasks that are not the simulated gateway's (this one, the test's own).
+                state.bystanders = set(asyncio.all_tasks())
+                try:
+                    await self._play(state)
+                finally:
+                    await self._stop(state)
+                    self._check_off_loop(state)
+        finally:
+            arm(was_armed)
         return SimulationResult(
             seed=script.seed,
             steps=len(script.steps),
@@ -617,7 +628,13 @@ class Simulation:
             kind = "runs-end" if "ended twice" in problem else "exactly-once"
             self._violate(state, kind, problem)
 
+    def _check_off_loop(self, state: _Run) -> None:
+        for message in state.on_loop:
+            self._violate(state, "off-loop", message)
+        state.on_loop.clear()
+
     async def _check_step(self, state: _Run) -> None:
+        self._check_off_loop(state)
         self._read_log(state)
         await self._check_followers(state)
         self._check_cancels(state)

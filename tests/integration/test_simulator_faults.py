@@ -1,0 +1,36 @@
+"""The simulator crashes where it matters (issue 22 item 5): SQL on the loop thread is
+a violation; every save path passes the crash point; a connection dropped mid-commit;
+two PostgreSQL gateways, one killed and the other taking over."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from sessionwire.adapters.store.loop_guard import SqlOnLoopThread
+from sessionwire.application.gateway import GatewayService
+from sessionwire.testing import INVARIANTS, Simulation, WorkloadOptions, fresh_stores, generate
+
+
+def test_off_loop_is_a_named_invariant() -> None:
+    assert "off-loop" in INVARIANTS
+
+
+async def test_sql_on_the_loop_thread_is_an_off_loop_violation_even_when_swallowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A planted bug: the gateway reads its pending runs synchronously as it resumes (the
+    metrics gauge's blocking read, called on the loop), and swallows the guard's error."""
+    resume = GatewayService.resume
+
+    async def resume_reading_on_the_loop(self: GatewayService) -> None:
+        with contextlib.suppress(SqlOnLoopThread):
+            self._pending_runs()
+        await resume(self)
+
+    script = generate(1, WorkloadOptions(steps=4, crashes=False))
+    assert (await Simulation(fresh_stores("memory")).run(script)).ok
+    monkeypatch.setattr(GatewayService, "resume", resume_reading_on_the_loop)
+    result = await Simulation(fresh_stores("memory")).run(script)
+    assert result.first_invariant == "off-loop", result.violations
+    assert "gateway.py" in result.violations[0].detail
