@@ -5,10 +5,13 @@ two PostgreSQL gateways, one killed and the other taking over."""
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sessionwire.adapters.store.loop_guard import SqlOnLoopThread
 from sessionwire.application.gateway import GatewayService
+from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.testing import INVARIANTS, Simulation, WorkloadOptions, fresh_stores, generate
 
 
@@ -34,3 +37,22 @@ async def test_sql_on_the_loop_thread_is_an_off_loop_violation_even_when_swallow
     result = await Simulation(fresh_stores("memory")).run(script)
     assert result.first_invariant == "off-loop", result.violations
     assert "gateway.py" in result.violations[0].detail
+
+
+async def test_a_save_path_that_skips_the_crash_point_is_a_crash_points_violation(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A planted bug: runs are saved straight to the SQLite writer (awaited, off the
+    loop), around the store the simulator watches; a crash could never happen there."""
+
+    async def save_and_enqueue(self: RunEngine, run: Any, *others: Any) -> None:
+        await self.store.event_store.save_async(run, *others)  # type: ignore[attr-defined]
+        self.enqueue(run.id, run.state.session_key)
+
+    stores = fresh_stores(f"sqlite:///{tmp_path}")
+    script = generate(0, WorkloadOptions(steps=6))
+    assert (await Simulation(stores).run(script)).ok
+    monkeypatch.setattr(RunEngine, "save_and_enqueue", save_and_enqueue)
+    result = await Simulation(stores).run(script)
+    assert result.first_invariant == "crash-points", result.violations
+    assert set(result.counts) == {"crash-points"}

@@ -23,12 +23,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sessionwire.adapters.bootstrap import Gateway, service_of
+from sessionwire.adapters.bootstrap import Gateway, open_event_store, service_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import in_submission_order
 from sessionwire.adapters.store.loop_guard import arm, armed, blocking_access_allowed, watching
-from sessionwire.adapters.store.off_loop import OffLoopStore
+from sessionwire.adapters.store.off_loop import OffLoopStore, open_off_loop
 from sessionwire.adapters.testkit.simulator.agents import (
     DeliveryRecord,
     Incarnation,
@@ -66,6 +66,7 @@ from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.event_stream.subscription import Subscription
+from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
 from sessionwire.domain.session import single_appends
@@ -185,6 +186,8 @@ class _Run:
     """The sealed log as single appends (position, type): what subscribers must see."""
     cancelled: list[UUID] = field(default_factory=list)
     """Runs whose cancel answered ``cancelled: true``, not checked yet."""
+    watched: set[tuple[UUID, int]] = field(default_factory=set)
+    """(aggregate, version) of every event a save passed the crash point with."""
     on_loop: list[str] = field(default_factory=list)
     """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
@@ -277,32 +280,55 @@ class Simulation:
         delivery = state.channels.port(incarnation)
         if self.wrap_delivery is not None:
             delivery = self.wrap_delivery(delivery)
-        gateway = await Gateway.open(
-            config=state.config,
-            store=state.url,
-            runtime=runtime,
-            clock=state.clock,
-            delivery=delivery,
-            ids=state.ids,
-        )
+        gateway = await self._open_gateway(state, runtime, delivery, incarnation)
         state.gateway = gateway
         state.agents.call_tool = gateway.call_tool
-        self._watch_saves(state, gateway, incarnation)
         # A follower resumes on the new gateway from the last position it passed.
         state.subscriptions = [gateway.subscribe(f.position) for f in state.followers]
 
-    def _watch_saves(self, state: _Run, gateway: Gateway, incarnation: Incarnation) -> None:
+    async def _open_gateway(
+        self,
+        state: _Run,
+        runtime: AgentRuntime,
+        delivery: ChannelDelivery,
+        incarnation: Incarnation,
+    ) -> Gateway:
+        """``Gateway.open``, with the crash point on the store before the gateway
+        resumes: the saves of a resume (overdue archives, runs timed out while down) are
+        saves like any other (the ``crash-points`` invariant found them unwatched)."""
+        config = state.config
+        store = await open_off_loop(lambda: open_event_store(state.url, config, writer=True))
+        self._watch_saves(state, store, incarnation)
+        service = GatewayService(
+            store=store,
+            config=config,
+            clock=state.clock,
+            ids=state.ids,
+            runtime=runtime,
+            delivery=delivery,
+        )
+        try:
+            await service.resume()
+        except BaseException:
+            await service.close()
+            raise
+        return Gateway(service)
+
+    def _watch_saves(self, state: _Run, store: OffLoopStore, incarnation: Incarnation) -> None:
         """Make the store's saves stop dead at an armed crash point (an event boundary).
 
         Every save the gateway makes goes through its one awaited ``save`` (decision 23),
-        whichever writer then commits it: the crash point is on every save path."""
-        store = service_of(gateway).store
+        whichever writer then commits it (memory's one thread, SQLite's writer thread,
+        PostgreSQL's save threads): the crash point is on every save path, and the
+        ``crash-points`` invariant checks that every event recorded passed it."""
         save = store.save
 
         async def watched_save(*aggregates: Any) -> None:
             incarnation.check_alive()
             armed = state.armed
-            events = sum(len(getattr(a, "pending_events", ())) for a in aggregates)
+            pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
+            events = len(pending)
+            state.watched.update((e.originator_id, e.originator_version) for e in pending)
             if armed is not None:
                 if armed.saved >= armed.after_events:
                     incarnation.dead = True
@@ -627,6 +653,15 @@ class Simulation:
         for problem in problems:
             kind = "runs-end" if "ended twice" in problem else "exactly-once"
             self._violate(state, kind, problem)
+        for aggregate, version in state.log.recorded:
+            if (aggregate, version) not in state.watched:
+                self._violate(
+                    state,
+                    "crash-points",
+                    f"event {version} of {aggregate} was recorded by a save that passed "
+                    "no crash point",
+                )
+        state.log.recorded.clear()
 
     def _check_off_loop(self, state: _Run) -> None:
         for message in state.on_loop:
