@@ -64,7 +64,7 @@ def die_without_goodbye(keeper: LeaseKeeper) -> None:
             keeper._wake_reader.close()
             keeper._wake_writer.close()
 
-    keeper.release = release  # type: ignore[method-assign]
+    keeper.release = release  # type: ignore[method-assign, assignment]
     keeper.close = close  # type: ignore[method-assign]
 
 

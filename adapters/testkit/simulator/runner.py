@@ -483,10 +483,10 @@ class Simulation:
                 if step.after_events == 0:
                     state.incarnation.dead = True
         elif isinstance(step, DropConnection):
-            store = service_of(gateway).store
-            assert isinstance(store, OffLoopStore)
-            if is_postgres(store.event_store):
-                drop_next_commit(store.event_store, committed=step.committed)
+            off_loop = service_of(gateway).store
+            assert isinstance(off_loop, OffLoopStore)
+            if is_postgres(off_loop.event_store):
+                drop_next_commit(off_loop.event_store, committed=step.committed)
         elif isinstance(step, Message):
             self._call(state, gateway.record_message(step.session, role="user", content=step.text))
         elif isinstance(step, Command):
