@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the simulator is imported when the command runs, not with t
         Simulation,
         SimulationResult,
         SimulationScript,
+        WorkloadOptions,
     )
 
 pass_options = click.make_pass_decorator(CliOptions)
@@ -66,6 +67,16 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="write each shrunk reproduction here as seed-N.json",
 )
 @click.option("--shrink/--no-shrink", default=True, help="shrink the first failing seed")
+@click.option(
+    "--two-gateways",
+    is_flag=True,
+    help="PostgreSQL: two gateways on the store; a crash kills one, the other takes over",
+)
+@click.option(
+    "--dropped-connections",
+    is_flag=True,
+    help="PostgreSQL: saves lose their connection at COMMIT (committed or not)",
+)
 @click.option("--list-invariants", is_flag=True, help="list the invariants and exit")
 @pass_options
 def simulate(
@@ -78,6 +89,8 @@ def simulate(
     replay: Path | None,
     save_dir: Path | None,
     shrink: bool,
+    two_gateways: bool,
+    dropped_connections: bool,
     list_invariants: bool,
 ) -> int:
     """Play seeded random workloads and check the gateway's invariants.
@@ -93,6 +106,7 @@ def simulate(
         SimulationScript,
         SimulationScriptError,
         StoreSpecError,
+        WorkloadOptions,
         fresh_stores,
     )
 
@@ -122,7 +136,21 @@ def simulate(
         if script is not None:
             return _replay(options, simulation, script)
         return asyncio.run(
-            _seeds(options, simulation, stores, seeds, start, steps, save_dir, shrink)
+            _seeds(
+                options,
+                simulation,
+                stores,
+                seeds,
+                start,
+                WorkloadOptions(
+                    steps=steps,
+                    crashes=stores.can_reopen,
+                    two_gateways=two_gateways,
+                    dropped_connections=dropped_connections,
+                ),
+                save_dir,
+                shrink,
+            )
         )
     finally:
         stores.close()
@@ -147,15 +175,14 @@ async def _seeds(
     stores: FreshStores,
     seeds: int,
     start: int,
-    steps: int,
+    workload: WorkloadOptions,
     save_dir: Path | None,
     shrink: bool,
 ) -> int:
-    from sessionwire.adapters.testkit.simulator import WorkloadOptions, generate
+    from sessionwire.adapters.testkit.simulator import generate
     from sessionwire.adapters.testkit.simulator import shrink as shrink_script
     from sessionwire.adapters.testkit.simulator.shrinking import NotReproduced
 
-    workload = WorkloadOptions(steps=steps, crashes=stores.can_reopen)
     started = time.perf_counter()
     failures: list[SimulationResult] = []
     broken: Counter[str] = Counter()

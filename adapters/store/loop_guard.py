@@ -36,6 +36,10 @@ class _Guard(threading.local):
 
 _guard = _Guard()
 _armed = os.environ.get(ENV, "") == "raise"
+# Lists that each hear of every SqlOnLoopThread raised (``watching``): product code that
+# catches broad exceptions cannot hide one from the simulator.
+_watchers: list[list[str]] = []
+_watchers_lock = threading.Lock()
 
 
 def arm(armed: bool = True) -> None:
@@ -74,10 +78,39 @@ def check_off_loop(what: str) -> None:
     if not _armed or _guard.allowed:
         return
     if asyncio._get_running_loop() is not None and not _called_by_a_test():
-        raise SqlOnLoopThread(
-            f"{what} on the event loop's thread: store work must be awaited through "
-            "the AsyncStore port (decision 23)"
+        message = (
+            f"{what} on the event loop's thread (from {_first_caller()}): store work "
+            "must be awaited through the AsyncStore port (decision 23)"
         )
+        with _watchers_lock:
+            for seen in _watchers:
+                seen.append(message)
+        raise SqlOnLoopThread(message)
+
+
+def _first_caller() -> str:
+    """The first frame outside the store's machinery: who asked for the connection."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not any(part in name for part in _MACHINERY):
+            return f"{os.path.basename(name)}:{frame.f_lineno} {frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+
+@contextmanager
+def watching() -> Iterator[list[str]]:
+    """Every SqlOnLoopThread raised meanwhile (anywhere in the process), in a list, even
+    one that the code it interrupted caught and swallowed."""
+    seen: list[str] = []
+    with _watchers_lock:
+        _watchers.append(seen)
+    try:
+        yield seen
+    finally:
+        with _watchers_lock:
+            _watchers.remove(seen)
 
 
 @contextmanager

@@ -72,6 +72,16 @@ INVARIANTS: dict[str, Invariant] = {
             "a subscriber from position P sees exactly the events after P, in order, once "
             "each (across reopens)",
         ),
+        Invariant(
+            "crash-points",
+            "every event recorded passed the simulator's crash point: each save path, on "
+            "every store and writer, goes through the one awaited save (decision 23)",
+        ),
+        Invariant(
+            "off-loop",
+            "no SQL runs on the event loop's thread: every store call the gateway makes is "
+            "awaited (the loop guard is armed for the whole simulation; decision 23)",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
     )
@@ -123,6 +133,8 @@ class LogReader:
     interrupted: dict[UUID, tuple[str, ...]] = field(default_factory=dict)
     """A BusyDecided 'interrupted' -> the runs it says it cancelled."""
     events: int = 0
+    recorded: list[tuple[UUID, int]] = field(default_factory=list)
+    """(aggregate, version) of each event read since the caller last cleared it."""
     digest: Any = field(default_factory=hashlib.sha256)
     """Over each event's type, aggregate, version and time: the run's fingerprint."""
 
@@ -134,6 +146,7 @@ class LogReader:
             self.events += 1
             name = type(event).__name__
             aggregate = event.originator_id
+            self.recorded.append((aggregate, event.originator_version))
             self.digest.update(
                 f"{name}|{aggregate}|{event.originator_version}|{event.timestamp}\n".encode()
             )

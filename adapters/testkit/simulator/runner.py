@@ -21,20 +21,29 @@ from collections.abc import Callable, Collection, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 from uuid import UUID
 
-from sessionwire.adapters.bootstrap import Gateway, service_of
+from sessionwire.adapters.bootstrap import Gateway, open_event_store, service_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import in_submission_order
-from sessionwire.adapters.store.loop_guard import blocking_access_allowed
-from sessionwire.adapters.store.off_loop import OffLoopStore
+from sessionwire.adapters.store.loop_guard import arm, armed, blocking_access_allowed, watching
+from sessionwire.adapters.store.off_loop import OffLoopStore, open_off_loop
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.adapters.testkit.simulator.agents import (
     DeliveryRecord,
     Incarnation,
     Observation,
     SimulatedAgents,
     SimulatedChannels,
+)
+from sessionwire.adapters.testkit.simulator.faults import (
+    die_without_goodbye,
+    drop_next_commit,
+    expire,
+    is_postgres,
+    keeper_of,
 )
 from sessionwire.adapters.testkit.simulator.invariants import (
     DEFAULT_MAX_HOPS,
@@ -51,6 +60,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     ChannelDown,
     Command,
     Crash,
+    DropConnection,
     Message,
     Policy,
     Send,
@@ -66,6 +76,7 @@ from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.event_stream.subscription import Subscription
+from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
 from sessionwire.domain.session import single_appends
@@ -114,6 +125,8 @@ class SimulationResult:
     two runs that recorded the same events, whatever the store."""
     seconds: float
     store: str
+    takeovers: int = 0
+    """Takeovers of a dead gateway by another (two gateways on PostgreSQL)."""
 
     @property
     def ok(self) -> bool:
@@ -131,6 +144,7 @@ class SimulationResult:
             "events": self.events,
             "crashes": self.crashes,
             "crashesSkipped": self.crashes_skipped,
+            "takeovers": self.takeovers,
             "fingerprint": self.fingerprint,
             "seconds": round(self.seconds, 4),
             "violations": [violation.to_json() for violation in self.violations],
@@ -147,6 +161,7 @@ DeliveryWrapper = Callable[[ChannelDelivery], ChannelDelivery]
 class _Armed:
     after_events: int
     down_seconds: float
+    at: str = "save"
     saved: int = 0
 
 
@@ -185,6 +200,17 @@ class _Run:
     """The sealed log as single appends (position, type): what subscribers must see."""
     cancelled: list[UUID] = field(default_factory=list)
     """Runs whose cancel answered ``cancelled: true``, not checked yet."""
+    watched: set[tuple[UUID, int]] = field(default_factory=set)
+    """(aggregate, version) of every event a save passed the crash point with."""
+    standby: Gateway | None = None
+    """With two gateways: the one that takes over when the active one dies."""
+    standby_incarnation: Incarnation | None = None
+    standby_tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    opened: int = 0
+    """Gateway processes opened so far (each its incarnation's number)."""
+    takeovers: int = 0
+    on_loop: list[str] = field(default_factory=list)
+    """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
 
 class Simulation:
@@ -214,14 +240,23 @@ class Simulation:
 
     async def run(self, script: SimulationScript) -> SimulationResult:
         started = time.perf_counter()
-        with self.stores.fresh() as url, in_submission_order():
-            state = self._new_run(script, url)
-            # Tasks that are not the simulated gateway's (this one, the test's own).
-            state.bystanders = set(asyncio.all_tasks())
-            try:
-                await self._play(state)
-            finally:
-                await self._stop(state)
+        # The loop guard armed for the gateway's work: SQL on the loop is a violation
+        # (``off-loop``) wherever it happens, even where the product swallows the error.
+        was_armed = armed()
+        arm(True)
+        try:
+            with self.stores.fresh() as url, in_submission_order(), watching() as on_loop:
+                state = self._new_run(script, url)
+                state.on_loop = on_loop
+                # Tasks that are not the simulated gateway's (this one, the test's own).
+                state.bystanders = set(asyncio.all_tasks())
+                try:
+                    await self._play(state)
+                finally:
+                    await self._stop(state)
+                    self._check_off_loop(state)
+        finally:
+            arm(was_armed)
         return SimulationResult(
             seed=script.seed,
             steps=len(script.steps),
@@ -234,6 +269,7 @@ class Simulation:
             fingerprint=state.log.fingerprint,
             seconds=time.perf_counter() - started,
             store=self.stores.name,
+            takeovers=state.takeovers,
         )
 
     def run_sync(self, script: SimulationScript) -> SimulationResult:
@@ -256,42 +292,92 @@ class Simulation:
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
         return state
 
-    async def _open(self, state: _Run) -> None:
-        incarnation = Incarnation(state.incarnation.number + 1)
-        state.incarnation = incarnation
-        state.agents.incarnation = incarnation
+    def _ports(self, state: _Run, incarnation: Incarnation) -> tuple[AgentRuntime, ChannelDelivery]:
         runtime: AgentRuntime = state.agents
         if self.wrap_runtime is not None:
             runtime = self.wrap_runtime(runtime)
         delivery = state.channels.port(incarnation)
         if self.wrap_delivery is not None:
             delivery = self.wrap_delivery(delivery)
-        gateway = await Gateway.open(
-            config=state.config,
-            store=state.url,
-            runtime=runtime,
-            clock=state.clock,
-            delivery=delivery,
-            ids=state.ids,
-        )
+        return runtime, delivery
+
+    def _two_gateways(self, state: _Run) -> bool:
+        return state.script.gateways == 2 and self.stores.name == "postgres"
+
+    async def _open(self, state: _Run) -> None:
+        state.opened += 1
+        incarnation = Incarnation(state.opened)
+        state.incarnation = incarnation
+        state.agents.incarnation = incarnation
+        runtime, delivery = self._ports(state, incarnation)
+        gateway = await self._open_gateway(state, runtime, delivery, incarnation)
         state.gateway = gateway
         state.agents.call_tool = gateway.call_tool
-        self._watch_saves(state, gateway, incarnation)
+        if self._two_gateways(state) and state.standby is None:
+            await self._open_standby(state)
         # A follower resumes on the new gateway from the last position it passed.
         state.subscriptions = [gateway.subscribe(f.position) for f in state.followers]
 
-    def _watch_saves(self, state: _Run, gateway: Gateway, incarnation: Incarnation) -> None:
+    async def _open_standby(self, state: _Run) -> None:
+        """A second gateway on the store, idle until it takes over. It resumes nothing
+        as it opens (the active gateway is alive; what is pending is its work): only a
+        takeover makes it resume the store's pending work."""
+        state.opened += 1
+        incarnation = Incarnation(state.opened)
+        runtime, delivery = self._ports(state, incarnation)
+        before = asyncio.all_tasks()
+        state.standby = await self._open_gateway(
+            state, runtime, delivery, incarnation, resume=False
+        )
+        state.standby_incarnation = incarnation
+        state.standby_tasks = asyncio.all_tasks() - before
+
+    async def _open_gateway(
+        self,
+        state: _Run,
+        runtime: AgentRuntime,
+        delivery: ChannelDelivery,
+        incarnation: Incarnation,
+        *,
+        resume: bool = True,
+    ) -> Gateway:
+        """``Gateway.open``, with the crash point on the store before the gateway
+        resumes: the saves of a resume (overdue archives, runs timed out while down) are
+        saves like any other (the ``crash-points`` invariant found them unwatched)."""
+        config = state.config
+        store = await open_off_loop(lambda: open_event_store(state.url, config, writer=True))
+        self._watch_saves(state, store, incarnation)
+        service = GatewayService(
+            store=store,
+            config=config,
+            clock=state.clock,
+            ids=state.ids,
+            runtime=runtime,
+            delivery=delivery,
+        )
+        if resume:
+            try:
+                await service.resume()
+            except BaseException:
+                await service.close()
+                raise
+        return Gateway(service)
+
+    def _watch_saves(self, state: _Run, store: OffLoopStore, incarnation: Incarnation) -> None:
         """Make the store's saves stop dead at an armed crash point (an event boundary).
 
         Every save the gateway makes goes through its one awaited ``save`` (decision 23),
-        whichever writer then commits it: the crash point is on every save path."""
-        store = service_of(gateway).store
+        whichever writer then commits it (memory's one thread, SQLite's writer thread,
+        PostgreSQL's save threads): the crash point is on every save path, and the
+        ``crash-points`` invariant checks that every event recorded passed it."""
         save = store.save
 
         async def watched_save(*aggregates: Any) -> None:
             incarnation.check_alive()
             armed = state.armed
-            events = sum(len(getattr(a, "pending_events", ())) for a in aggregates)
+            pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
+            events = len(pending)
+            state.watched.update((e.originator_id, e.originator_version) for e in pending)
             if armed is not None:
                 if armed.saved >= armed.after_events:
                     incarnation.dead = True
@@ -306,6 +392,9 @@ class Simulation:
     async def _stop(self, state: _Run) -> None:
         if state.gateway is not None:
             await self._kill(state)
+        standby, state.standby = state.standby, None
+        if standby is not None:
+            await standby.close()
 
     async def _kill(self, state: _Run) -> None:
         """End the gateway process: every task it started dies, then its store closes.
@@ -316,7 +405,11 @@ class Simulation:
         gateway = self._gateway(state)
         state.incarnation.dead = True
         for _ in range(KILL_ROUNDS):
-            alive = [task for task in asyncio.all_tasks() if task not in state.bystanders]
+            alive = [
+                task
+                for task in asyncio.all_tasks()
+                if task not in state.bystanders and task not in state.standby_tasks
+            ]
             if not alive:
                 break
             for task in alive:
@@ -386,9 +479,14 @@ class Simulation:
             if not self.stores.can_reopen:
                 state.crashes_skipped += 1
             elif state.armed is None:
-                state.armed = _Armed(step.after_events, step.down_seconds)
+                state.armed = _Armed(step.after_events, step.down_seconds, step.at)
                 if step.after_events == 0:
                     state.incarnation.dead = True
+        elif isinstance(step, DropConnection):
+            off_loop = service_of(gateway).store
+            assert isinstance(off_loop, OffLoopStore)
+            if is_postgres(off_loop.event_store):
+                drop_next_commit(off_loop.event_store, committed=step.committed)
         elif isinstance(step, Message):
             self._call(state, gateway.record_message(step.session, role="user", content=step.text))
         elif isinstance(step, Command):
@@ -557,11 +655,70 @@ class Simulation:
         armed = state.armed
         state.armed = None
         state.crashes += 1
+        if self._two_gateways(state):
+            await self._fail_over(state, armed)
+            return
         await self._kill(state)
         if armed is not None and armed.down_seconds:
             await state.clock.advance(armed.down_seconds)
         await self._open(state)
         await self._settle(state)
+
+    async def _fail_over(self, state: _Run, armed: _Armed | None) -> None:
+        """Two gateways: the active one was killed (its leases and heartbeat stay, then
+        expire by the database's clock); the standby takes it over and resumes its work;
+        a new gateway opens beside it. A crash ``at: takeover`` also kills the one taking
+        over, right after its takeover statement: the next one takes over both."""
+        dead = await self._kill_leaving_leases(state)
+        taker = self._promote(state)
+        taken = [dead]
+        if armed is not None and armed.at == "takeover":
+            await self._open_standby(state)
+            # The takeover statement commits; the process dies before it resumes.
+            taken_first = await service_of(taker).store.take_over_dead_gateways()
+            if dead not in taken_first:
+                self._violate(state, "runs-end", f"dead gateway {dead} not taken over")
+            state.takeovers += 1
+            state.incarnation.dead = True
+            taken = [await self._kill_leaving_leases(state)]
+            taker = self._promote(state)
+        found = await internals(taker).takeover.check()
+        state.takeovers += 1
+        missed = sorted(set(taken) - set(found))
+        if missed:
+            self._violate(state, "runs-end", f"dead gateway(s) {missed} not taken over")
+        if armed is not None and armed.down_seconds:
+            await state.clock.advance(armed.down_seconds)
+        if state.standby is None:
+            await self._open_standby(state)
+        await self._settle(state)
+
+    async def _kill_leaving_leases(self, state: _Run) -> str:
+        """Kill the active gateway as ``kill -9`` would: it gives no lease back; then
+        its heartbeat and leases expire. Its gateway id."""
+        store = service_of(self._gateway(state)).store
+        assert isinstance(store, OffLoopStore)
+        keeper = keeper_of(store.event_store)
+        die_without_goodbye(keeper)
+        await self._kill(state)
+        parts = urlsplit(state.url)
+        schema = parse_qs(parts.query)["schema"][0]
+        url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        await asyncio.to_thread(expire, url, schema, keeper.owner)
+        return keeper.owner
+
+    def _promote(self, state: _Run) -> Gateway:
+        """The standby becomes the active gateway: steps, agents and subscribers go to it."""
+        gateway, incarnation = state.standby, state.standby_incarnation
+        assert gateway is not None
+        assert incarnation is not None
+        state.standby, state.standby_incarnation, state.standby_tasks = None, None, set()
+        state.gateway = gateway
+        state.incarnation = incarnation
+        state.agents.incarnation = incarnation
+        state.agents.call_tool = gateway.call_tool
+        state.subscriptions = [gateway.subscribe(f.position) for f in state.followers]
+        return gateway
 
     async def _drain(self, state: _Run) -> None:
         """Bring every channel up and run every timer until none is left."""
@@ -616,8 +773,23 @@ class Simulation:
         for problem in problems:
             kind = "runs-end" if "ended twice" in problem else "exactly-once"
             self._violate(state, kind, problem)
+        for aggregate, version in state.log.recorded:
+            if (aggregate, version) not in state.watched:
+                self._violate(
+                    state,
+                    "crash-points",
+                    f"event {version} of {aggregate} was recorded by a save that passed "
+                    "no crash point",
+                )
+        state.log.recorded.clear()
+
+    def _check_off_loop(self, state: _Run) -> None:
+        for message in state.on_loop:
+            self._violate(state, "off-loop", message)
+        state.on_loop.clear()
 
     async def _check_step(self, state: _Run) -> None:
+        self._check_off_loop(state)
         self._read_log(state)
         await self._check_followers(state)
         self._check_cancels(state)

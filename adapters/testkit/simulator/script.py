@@ -96,6 +96,19 @@ class Crash(_Step):
     op: Literal["crash"] = "crash"
     after_events: int = Field(ge=0)
     down_seconds: float = Field(ge=0)
+    at: Literal["save", "takeover"] = "save"
+    """With two gateways (``SimulationScript.gateways``): ``takeover`` also kills the
+    gateway that takes the dead one over, right after its takeover statement committed
+    and before it resumed anything; the next gateway takes over both."""
+
+
+class DropConnection(_Step):
+    """PostgreSQL only (skipped elsewhere): the next save loses its database connection
+    at its COMMIT, after the server committed it (``committed``: only the answer is
+    lost) or before; eventsourcing retries it, and the save must be recorded once."""
+
+    op: Literal["drop_connection"] = "drop_connection"
+    committed: bool
 
 
 class Cancel(_Step):
@@ -139,7 +152,8 @@ Step = Annotated[
     | Crash
     | Cancel
     | Busy
-    | Subscribe,
+    | Subscribe
+    | DropConnection,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -168,6 +182,10 @@ class SimulationScript(BaseModel):
     config: dict[str, Any]
     sessions: list[SessionSeed]
     steps: list[Step]
+    gateways: int = Field(default=1, ge=1, le=2)
+    """2: two gateways on the store (PostgreSQL only; one elsewhere): steps go to the
+    active one; at a crash it dies (leases and heartbeat left, expired by SQL) and the
+    other takes its work over, and a new one opens beside it."""
 
     def with_steps(self, steps: list[Step]) -> SimulationScript:
         return self.model_copy(update={"steps": list(steps)})
@@ -247,6 +265,7 @@ __all__ = [
     "ChannelDown",
     "Command",
     "Crash",
+    "DropConnection",
     "Message",
     "Policy",
     "Send",

@@ -22,6 +22,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     ChannelDown,
     Command,
     Crash,
+    DropConnection,
     Message,
     Policy,
     Send,
@@ -72,6 +73,11 @@ class WorkloadOptions:
     """Busy policies: the config's and per-session overrides (ADR 0022)."""
     subscribers: bool = True
     """A subscriber that joins at a random step (the one from position 0 is always there)."""
+    two_gateways: bool = False
+    """Two gateways on the store (PostgreSQL; one elsewhere): a crash kills the active
+    one, the other takes over; crashes may also hit the takeover itself."""
+    dropped_connections: bool = False
+    """Saves that lose their connection at COMMIT, committed or not (PostgreSQL)."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -112,7 +118,13 @@ class _Generator:
         if self.options.subscribers and steps:
             # In place of a step: a workload keeps the length asked for.
             steps[rng.randrange(len(steps))] = Subscribe()
-        return SimulationScript(seed=self.seed, config=config, sessions=list(WORLD), steps=steps)
+        return SimulationScript(
+            seed=self.seed,
+            config=config,
+            sessions=list(WORLD),
+            steps=steps,
+            gateways=2 if self.options.two_gateways else 1,
+        )
 
     def step(self) -> Step:
         rng = self.rng
@@ -133,6 +145,8 @@ class _Generator:
             choices.append(("cancel", 6))
         if self.options.busy:
             choices.append(("busy", 3))
+        if self.options.dropped_connections:
+            choices.append(("drop", 5))
         names, weights = zip(*choices, strict=True)
         kind = rng.choices(names, weights)[0]
         if kind == "send":
@@ -166,10 +180,17 @@ class _Generator:
                 channel=rng.choice(CHANNELS), seconds=rng.choice([5, 60, 600, 3600, 6 * 3600])
             )
         if kind == "crash":
-            return Crash(
+            crash = Crash(
                 after_events=rng.choice([0, 1, 2, 3, 5, 8, 13, 30]),
                 down_seconds=self.jump() if rng.random() < 0.7 else 0,
             )
+            # Drawn only then: the scripts of every seed without two gateways stay as
+            # they were.
+            if self.options.two_gateways and rng.random() < 0.25:
+                crash = crash.model_copy(update={"at": "takeover"})
+            return crash
+        if kind == "drop":
+            return DropConnection(committed=rng.random() < 0.6)
         if kind == "cancel":
             return self.cancel()
         if kind == "busy":

@@ -1,0 +1,84 @@
+"""Faults the simulator injects into a PostgreSQL store: a connection dropped at a save's
+COMMIT, and a gateway process killed (``kill -9``) with its leases left behind.
+
+Both are real: the save's transaction is committed on the server (or not) before its
+connection closes and ``psycopg.OperationalError`` reaches the recorder, as when the
+server or the network drops it; a killed gateway's leases and heartbeat stay in their
+tables until they expire, by the database's clock (``expire``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import psycopg
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.postgres_lease import LeaseKeeper
+
+
+def is_postgres(store: EventSourcedStore) -> bool:
+    return hasattr(store.backend, "keeper")
+
+
+def drop_next_commit(store: EventSourcedStore, *, committed: bool) -> None:
+    """The store's next save loses its connection, once, at its COMMIT: after the server
+    committed it (``committed``: only the answer is lost), or before (nothing is)."""
+    chain: Any = store.chain
+    original = chain.write_stream_links
+
+    def dropped(cursor: Any, links: Any) -> None:
+        original(cursor, links)  # the save's last statement before its COMMIT
+        chain.write_stream_links = original  # once: the retry runs as written
+        connection = cursor.connection
+        if committed:
+            cursor.execute("COMMIT", prepare=False)
+            with connection.pipeline() as pipeline:
+                pipeline.sync()  # the server has committed it
+        connection.close()
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    chain.write_stream_links = dropped
+
+
+def keeper_of(store: EventSourcedStore) -> LeaseKeeper:
+    keeper: LeaseKeeper = store.backend.keeper  # type: ignore[attr-defined]
+    return keeper
+
+
+def die_without_goodbye(keeper: LeaseKeeper) -> None:
+    """From now on the keeper gives nothing back (a killed process does not): releases
+    are dropped, and closing stops its thread and connection without ``release_all``;
+    its leases and heartbeat stay until they expire."""
+
+    def release(_lease: Any) -> None:
+        return None
+
+    def close() -> None:
+        keeper._stopping.set()
+        keeper._poke()
+        keeper._thread.join()
+        keeper.executor.shutdown(wait=True)
+        keeper._drop_connection()
+        with contextlib.suppress(OSError):
+            keeper._wake_reader.close()
+            keeper._wake_writer.close()
+
+    keeper.release = release  # type: ignore[method-assign, assignment]
+    keeper.close = close  # type: ignore[method-assign]
+
+
+def expire(url: str, schema: str, owner: str) -> None:
+    """The gateway ``owner``'s heartbeat and leases as expired, by the database's clock
+    (as the lease would after its time): what a takeover looks for."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as connection:
+        for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
+            connection.execute(
+                f'UPDATE "{schema}".{table} '
+                "SET expires_at = clock_timestamp() - interval '1 second' "
+                f"WHERE {column} = %s",
+                (owner,),
+            )
+
+
+__all__ = ["die_without_goodbye", "drop_next_commit", "expire", "is_postgres", "keeper_of"]

@@ -1,0 +1,82 @@
+"""The simulator crashes where it matters (issue 22 item 5): SQL on the loop thread is
+a violation; every save path passes the crash point; a connection dropped mid-commit;
+two PostgreSQL gateways, one killed and the other taking over."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sessionwire.adapters.store.loop_guard import SqlOnLoopThread
+from sessionwire.application.gateway import GatewayService
+from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.testing import INVARIANTS, Simulation, WorkloadOptions, fresh_stores, generate
+
+
+def test_off_loop_is_a_named_invariant() -> None:
+    assert "off-loop" in INVARIANTS
+
+
+async def test_sql_on_the_loop_thread_is_an_off_loop_violation_even_when_swallowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A planted bug: the gateway reads its pending runs synchronously as it resumes (the
+    metrics gauge's blocking read, called on the loop), and swallows the guard's error."""
+    resume = GatewayService.resume
+
+    async def resume_reading_on_the_loop(self: GatewayService) -> None:
+        with contextlib.suppress(SqlOnLoopThread):
+            self._pending_runs()
+        await resume(self)
+
+    script = generate(1, WorkloadOptions(steps=4, crashes=False))
+    assert (await Simulation(fresh_stores("memory")).run(script)).ok
+    monkeypatch.setattr(GatewayService, "resume", resume_reading_on_the_loop)
+    result = await Simulation(fresh_stores("memory")).run(script)
+    assert result.first_invariant == "off-loop", result.violations
+    assert "gateway.py" in result.violations[0].detail
+
+
+async def test_a_save_path_that_skips_the_crash_point_is_a_crash_points_violation(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A planted bug: runs are saved straight to the SQLite writer (awaited, off the
+    loop), around the store the simulator watches; a crash could never happen there."""
+
+    async def save_and_enqueue(self: RunEngine, run: Any, *others: Any) -> None:
+        await self.store.event_store.save_async(run, *others)  # type: ignore[attr-defined]
+        self.enqueue(run.id, run.state.session_key)
+
+    stores = fresh_stores(f"sqlite:///{tmp_path}")
+    script = generate(0, WorkloadOptions(steps=6))
+    assert (await Simulation(stores).run(script)).ok
+    monkeypatch.setattr(RunEngine, "save_and_enqueue", save_and_enqueue)
+    result = await Simulation(stores).run(script)
+    assert result.first_invariant == "crash-points", result.violations
+    assert set(result.counts) == {"crash-points"}
+
+
+# A fixed set in CI (about 2.5 s a seed); the 500-seed run is in ADR 0013's amendment.
+TWO_GATEWAY_SEEDS = range(6)
+
+
+async def test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_stay_clean(
+    postgres_url: str,
+) -> None:
+    stores = fresh_stores(postgres_url.split("?")[0])
+    simulation = Simulation(stores)
+    options = WorkloadOptions(two_gateways=True, dropped_connections=True)
+    failures: list[str] = []
+    takeovers = drops = 0
+    for seed in TWO_GATEWAY_SEEDS:
+        script = generate(seed, options)
+        assert script.gateways == 2
+        drops += sum(step.op == "drop_connection" for step in script.steps)
+        result = await simulation.run(script)
+        takeovers += result.takeovers
+        failures += [f"seed {seed}: {violation}" for violation in result.violations]
+    assert failures == []
+    assert takeovers > 0
+    assert drops > 0
