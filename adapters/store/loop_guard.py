@@ -7,9 +7,10 @@ so a store call that slipped back onto the loop fails the test that made it, on 
 store. Unarmed (the default in production) the check is one environment lookup at
 import and a global read per connection.
 
-A test's own reads are not the gateway's: a connection taken for code in a ``tests/``
-or ``benchmarks/`` file (the first caller outside the store and its drivers) passes, so
-a test may check what was recorded with the blocking store from its loop thread.
+A test's own blocking calls are not the gateway's: a connection taken under a frame of
+a ``tests/`` or ``benchmarks/`` file, with no coroutine of the product's in between,
+passes, so a test may check what was recorded with the blocking store (or run an audit,
+or open a store) from its loop thread; a product coroutine that blocks still fails.
 ``blocking_access_allowed`` lifts the guard for one block of the product's own test kit
 (the simulator's observer, a scenario's given history), which reads on purpose.
 """
@@ -17,6 +18,7 @@ a test may check what was recorded with the blocking store from its loop thread.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 import threading
@@ -64,12 +66,22 @@ _MACHINERY = (
 _TESTS = (f"{os.sep}tests{os.sep}", f"{os.sep}benchmarks{os.sep}")
 
 
+# A coroutine's or an async generator's frame: code that runs on the loop as a task.
+_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
 def _called_by_a_test() -> bool:
+    """Did a test call blocking code itself? Up from the connection, past the store's
+    machinery and any plain functions: a test's frame before any coroutine of the
+    product's is a test calling a blocking function (an audit, an import, opening a
+    store) on purpose; a product coroutine first is the product blocking the loop."""
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not any(part in name for part in _MACHINERY):
-            return any(part in name for part in _TESTS)
+        if any(part in name for part in _TESTS):
+            return True
+        if frame.f_code.co_flags & _ASYNC and not any(part in name for part in _MACHINERY):
+            return False
         frame = frame.f_back  # type: ignore[assignment]
     return False
 
