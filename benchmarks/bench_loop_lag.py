@@ -385,7 +385,8 @@ def main() -> int:
     if args.worker:
         global GC_FREEZE
         GC_FREEZE = args.gc_freeze
-        run_worker(*args.worker, args.quick)
+        store, workload = args.worker
+        run_worker(store, workload, args.quick)
         return 0
     checkouts = [tuple(c.split("=", 1)) for c in args.checkout or [f"this={sys.executable}"]]
     runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}

@@ -210,7 +210,7 @@ class Asyncpg:
         self.insert_sql = f'INSERT INTO "{schema}".events VALUES ($1, $2, $3, $4)'
 
     async def open(self) -> None:
-        import asyncpg
+        import asyncpg  # type: ignore[import-not-found]  # in its own venv only
 
         async def keep(connection: Any) -> None:
             """Release without a reset query."""
