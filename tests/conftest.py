@@ -27,6 +27,7 @@ import structlog
 from postgres_server import POSTGRES_URL, postgres_problem
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.store import loop_guard
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.testing import VirtualClock
 
@@ -36,6 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # sessionwire's pytest plugin may have imported the guard before this file set the
+    # variable (a run without workers): arm it as the variable says.
+    loop_guard.arm(os.environ["SESSIONWIRE_LOOP_GUARD"] == "raise")
     # The editable install is a link tree (ADR 0009): a module added since the last
     # install is missing from it and would fail as "No module named …" mid-run.
     installed = Path(sessionwire.__file__).resolve().parent

@@ -36,6 +36,7 @@ from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
+from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
@@ -51,6 +52,8 @@ from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
+
+log = library_logger("sessionwire.store")
 
 KindOf = Callable[[SessionState], str]
 # The keyword the store passes its read-model changes to the recorder under.
@@ -292,6 +295,7 @@ class EventSourcedStore(Store):
         # Sessions as this process last wrote them: saves one read per append.
         self._written: OrderedDict[str, StoredSession] = OrderedDict()
         self._new_rows = 0
+        self._analyzing: list[threading.Thread] = []
         self._analyze_at = ANALYZE_FIRST_AT
         self.writer: SavesWriter | None = None
         # Saves handed to the writer and not yet settled (ADR 0012: the gateway knows its
@@ -520,7 +524,23 @@ class EventSourcedStore(Store):
         self._new_rows += count
         if self._new_rows >= self._analyze_at:
             self._analyze_at = self._new_rows * 2
+            if asyncio._get_running_loop() is None:
+                self.analyze()
+            else:
+                # Counted where an awaited save settles: on the event loop, which must
+                # not wait for the server (decision 23). A statistics refresh may land
+                # a little later, on a thread of its own; close waits for it.
+                analyzing = threading.Thread(
+                    target=self._analyze_quietly, name="sessionwire-analyze", daemon=True
+                )
+                self._analyzing.append(analyzing)
+                analyzing.start()
+
+    def _analyze_quietly(self) -> None:
+        try:
             self.analyze()
+        except Exception as error:  # statistics only: the next doubling tries again
+            log.warning("read-model statistics not refreshed", error=str(error))
 
     def analyze(self) -> None:
         """Refresh the database's statistics on the read-model tables, where it plans by them."""
@@ -688,6 +708,8 @@ class EventSourcedStore(Store):
 
     def close(self) -> None:
         try:
+            for analyzing in self._analyzing:
+                analyzing.join()
             if self.writer is not None:
                 self.writer.close()
             self.recorder.stop_sealing()

@@ -64,6 +64,8 @@ _MACHINERY = (
     f"{os.sep}functools.py",
 )
 _TESTS = (f"{os.sep}tests{os.sep}", f"{os.sep}benchmarks{os.sep}")
+# asyncio's Handle._run: every callback and task step the loop runs passes through it.
+_LOOP_CALLBACKS = f"asyncio{os.sep}events.py"
 
 
 # A coroutine's or an async generator's frame: code that runs on the loop as a task.
@@ -77,10 +79,15 @@ def _called_by_a_test() -> bool:
     store) on purpose; a product coroutine first is the product blocking the loop."""
     frame = sys._getframe(2)
     while frame is not None:
-        name = frame.f_code.co_filename
+        code = frame.f_code
+        name = code.co_filename
         if any(part in name for part in _TESTS):
             return True
-        if frame.f_code.co_flags & _ASYNC and not any(part in name for part in _MACHINERY):
+        if code.co_flags & _ASYNC and not any(part in name for part in _MACHINERY):
+            return False
+        if code.co_name == "_run" and name.endswith(_LOOP_CALLBACKS):
+            # A plain callback the loop runs (a settled save's, say): the product's,
+            # even when a test or a benchmark started the loop further up.
             return False
         frame = frame.f_back  # type: ignore[assignment]
     return False

@@ -36,9 +36,14 @@ class DroppedConnection:
     """The store's next save loses its connection, once, at its COMMIT: after the server
     committed it (``committed``: only the answer is lost), or before (nothing is)."""
 
-    def __init__(self, store: EventSourcedStore, *, committed: bool) -> None:
+    def __init__(
+        self, store: EventSourcedStore, *, committed: bool, at_start: bool = False
+    ) -> None:
         self.fired = 0
         chain: Any = store.chain
+        if at_start:
+            self._drop_at_start(chain)
+            return
         original = chain.write_stream_links
 
         def dropped(cursor: Any, links: Any) -> None:
@@ -54,6 +59,20 @@ class DroppedConnection:
             raise psycopg.OperationalError("server closed the connection unexpectedly")
 
         chain.write_stream_links = dropped
+
+    def _drop_at_start(self, chain: Any) -> None:
+        """Lost before any of the save's statements reached the server. (A save over a
+        stale version may hear of its conflict at any statement of its pipeline, before
+        its last one: a drop there would not always come first.)"""
+        original = chain.previous_streams
+
+        def dropped(cursor: Any, records: Any) -> Any:
+            chain.previous_streams = original  # once: the retry runs as written
+            self.fired += 1
+            cursor.connection.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        chain.previous_streams = dropped
 
 
 class Outcomes:
@@ -193,7 +212,7 @@ async def test_an_awaited_save_that_dropped_before_committing_still_meets_a_conf
     finally:
         other.close()
     outcomes = Outcomes(store, monkeypatch)
-    fault = DroppedConnection(store, committed=False)
+    fault = DroppedConnection(store, committed=False, at_start=True)
     with pytest.raises(StoreConflict):
         await store.save_async(stale)
     assert fault.fired == 1

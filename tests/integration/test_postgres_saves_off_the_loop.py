@@ -205,3 +205,26 @@ def test_closing_the_store_finishes_a_save_in_progress_and_seals_it(postgres_url
 def test_the_save_threads_leave_most_of_the_connection_pool_to_the_rest() -> None:
     # eventsourcing's default pool: 5 connections and 10 more on demand.
     assert [save_threads(size) for size in (15, 8, 5, 2, 1)] == [4, 4, 2, 1, 1]
+
+
+async def test_the_statistics_refresh_a_save_triggers_never_runs_on_the_loop(
+    postgres_url: str, monkeypatch: Any
+) -> None:
+    # The ANALYZE a growing table gets at 1,000, 2,000, 4,000... new rows was counted in
+    # the awaited save's settlement, on the loop: the guard refused it there, and the
+    # save that had committed was reported to its caller as failed.
+    store = open_event_store(postgres_url, GatewayConfig())
+    analyzed_on: list[str] = []
+    analyze = store.backend.analyze
+
+    def spied(target: EventSourcedStore) -> None:
+        analyzed_on.append(threading.current_thread().name)
+        analyze(target)
+
+    monkeypatch.setattr(store.backend, "analyze", spied)
+    try:
+        store._analyze_at = 1  # the next new row doubles the count
+        await store.save_async(opened("agent:main:grows"))
+    finally:
+        store.close()  # after the refresh it started
+    assert analyzed_on == ["sessionwire-analyze"]

@@ -24,12 +24,21 @@ async def test_sql_on_the_loop_thread_is_an_off_loop_violation_even_when_swallow
 ) -> None:
     """A planted bug: the gateway reads its pending runs synchronously as it resumes (the
     metrics gauge's blocking read, called on the loop), and swallows the guard's error."""
-    resume = GatewayService.resume
-
-    async def resume_reading_on_the_loop(self: GatewayService) -> None:
-        with contextlib.suppress(SqlOnLoopThread):
-            self._pending_runs()
-        await resume(self)
+    # Compiled as a product file: the guard tells a test's own blocking calls (allowed)
+    # from the product's by the file of the coroutine above the connection.
+    planted: dict[str, Any] = {
+        "resume": GatewayService.resume,
+        "contextlib": contextlib,
+        "SqlOnLoopThread": SqlOnLoopThread,
+    }
+    source = (
+        "async def resume_reading_on_the_loop(self):\n"
+        "    with contextlib.suppress(SqlOnLoopThread):\n"
+        "        self._pending_runs()\n"
+        "    await resume(self)\n"
+    )
+    exec(compile(source, "/sessionwire/application/planted.py", "exec"), planted)
+    resume_reading_on_the_loop = planted["resume_reading_on_the_loop"]
 
     script = generate(1, WorkloadOptions(steps=4, crashes=False))
     assert (await Simulation(fresh_stores("memory")).run(script)).ok
