@@ -2,7 +2,7 @@
 docs/benchmarks.md.
 
     .venv/bin/python benchmarks/bench_concurrent_runs.py [--runs 40 200 1000] [--delay 300]
-        [--out FILE]
+        [--callbacks] [--out FILE]
 
 For each size N, in a fresh process (so peak RSS is that size's own): one ``Gateway`` on
 a fresh PostgreSQL schema with ``agents.defaults.maxConcurrent: N``, a ScriptedRuntime
@@ -16,6 +16,15 @@ outcome event, a RunCompleted), wall time and process CPU per phase, the event l
 lateness (a real-time ticker every 5 ms), peak RSS, and the PostgreSQL connections this
 process held (pg_stat_activity sampled every 100 ms from a thread of its own; every
 connection the gateway opens carries this process's PGAPPNAME).
+
+``--callbacks`` also times every callback the loop runs (wall and the loop thread's own
+CPU), samples the loop thread's stack while one has run 10 ms, and times the garbage
+collector's pauses: it tells a loop blocked by a long step from one late behind many
+short steps queued at once. It costs CPU; the plain run's figures are the headline.
+
+The loop guard exempts blocking calls made under a ``benchmarks/`` frame, and this
+script's ``main`` is under every loop callback: to check for SQL on the loop thread, run
+``one_size`` from ``python -c`` with ``SESSIONWIRE_LOOP_GUARD=raise``.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -160,6 +170,37 @@ class CallbackTimer:
         self.count = 0
         self.longest: list[tuple[float, float, str]] = []
         self._original = asyncio.events.Handle._run
+        # While a callback has run 10 ms, a thread samples the loop thread's stack:
+        # where a long step spends its time.
+        self.running_since: float | None = None
+        self.loop_thread = threading.get_ident()
+        self.stacks: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample_stacks, daemon=True)
+        # The collector's pauses land inside whichever step allocated last.
+        self.gc_pauses: dict[int, list[float]] = {}
+        self._gc_started = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            took = time.perf_counter() - self._gc_started
+            self.gc_pauses.setdefault(info["generation"], []).append(took)
+
+    def _sample_stacks(self) -> None:
+        while not self._stop.wait(0.002):
+            since = self.running_since
+            if since is None or time.perf_counter() - since < 0.01:
+                continue
+            frame = sys._current_frames().get(self.loop_thread)
+            where = []
+            while frame is not None and len(where) < 4:
+                code = frame.f_code
+                if "sessionwire" in code.co_filename or "eventsourcing" in code.co_filename:
+                    where.append(f"{Path(code.co_filename).name}:{code.co_name}")
+                frame = frame.f_back
+            self.stacks[" < ".join(where) or "(outside sessionwire)"] += 1
 
     def __enter__(self) -> CallbackTimer:
         original = self._original
@@ -167,7 +208,9 @@ class CallbackTimer:
 
         def timed(handle: asyncio.events.Handle) -> None:
             started, cpu = time.perf_counter(), time.thread_time()
+            timer.running_since = started
             original(handle)
+            timer.running_since = None
             took = time.perf_counter() - started
             timer.count += 1
             if took > 0.005:
@@ -176,10 +219,15 @@ class CallbackTimer:
                 timer.longest.append((took, time.thread_time() - cpu, describe(handle)))
 
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        self._sampler.start()
+        gc.callbacks.append(self._on_gc)
         return self
 
     def __exit__(self, *exc: object) -> None:
         asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+        self._stop.set()
+        self._sampler.join()
+        gc.callbacks.remove(self._on_gc)
 
     def figures(self) -> dict[str, Any]:
         slowest = sorted(self.longest, reverse=True)
@@ -192,6 +240,16 @@ class CallbackTimer:
                 [round(took * 1000, 1), round(cpu * 1000, 1), what]
                 for took, cpu, what in slowest[:8]
             ],
+            "long_step_samples_2ms": dict(self.stacks.most_common(12)),
+            "gc_pauses": {
+                f"gen{generation}": {
+                    "count": len(pauses),
+                    "total_ms": round(sum(pauses) * 1000, 1),
+                    "max_ms": round(max(pauses) * 1000, 1),
+                    "over_20ms": sum(1 for pause in pauses if pause > 0.02),
+                }
+                for generation, pauses in sorted(self.gc_pauses.items())
+            },
         }
 
 
@@ -244,7 +302,9 @@ def outcomes_in(store: Any, targets: set[str]) -> dict[str, Any]:
     }
 
 
-async def one_size(runs: int, delay: float, callbacks: CallbackTimer | None) -> dict[str, Any]:
+async def one_size(
+    runs: int, delay: float, callbacks: CallbackTimer | None, *, paced: bool = False
+) -> dict[str, Any]:
     schema = f"bench_conc_{uuid.uuid4().hex[:10]}"
     url = f"{POSTGRES}?schema={schema}"
     config = GatewayConfig.load(
@@ -288,16 +348,23 @@ async def one_size(runs: int, delay: float, callbacks: CallbackTimer | None) -> 
                 end_phase("setup")
 
                 ticker.phase = "send"
-                replies = await asyncio.gather(
-                    *(
-                        gateway.call_tool(
-                            requester,
-                            "sessions_send",
-                            {"sessionKey": key, "message": f"m{index}", "timeoutSeconds": 0},
-                        )
-                        for index, key in enumerate(targets)
+                sends = [
+                    gateway.call_tool(
+                        requester,
+                        "sessions_send",
+                        {"sessionKey": key, "message": f"m{index}", "timeoutSeconds": 0},
                     )
-                )
+                    for index, key in enumerate(targets)
+                ]
+                if paced:
+                    # One send's task a loop turn: the ticker is not queued behind them all.
+                    tasks = []
+                    for send in sends:
+                        tasks.append(asyncio.ensure_future(send))
+                        await asyncio.sleep(0)
+                    replies = await asyncio.gather(*tasks)
+                else:
+                    replies = await asyncio.gather(*sends)
                 statuses = Counter(str(reply.get("status")) for reply in replies)
                 # Every run takes its first steps and falls asleep on the clock.
                 await gateway.wait_idle()
@@ -319,6 +386,7 @@ async def one_size(runs: int, delay: float, callbacks: CallbackTimer | None) -> 
         return {
             "runs": runs,
             "delay_virtual_s": delay,
+            "sends_issued": "paced" if paced else "burst",
             "max_concurrent": runs,
             "send_statuses": dict(statuses),
             "runs_in_agent_at_once": asleep,
@@ -352,14 +420,17 @@ def main() -> None:
     parser.add_argument(
         "--callbacks", action="store_true", help="also time each loop callback (slower)"
     )
+    parser.add_argument(
+        "--paced", action="store_true", help="issue one send a loop turn, not all at once"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.one:
         if args.callbacks:
             with CallbackTimer() as timer:
-                figures = asyncio.run(one_size(args.runs[0], args.delay, timer))
+                figures = asyncio.run(one_size(args.runs[0], args.delay, timer, paced=args.paced))
         else:
-            figures = asyncio.run(one_size(args.runs[0], args.delay, None))
+            figures = asyncio.run(one_size(args.runs[0], args.delay, None, paced=args.paced))
         print(json.dumps(figures))
         return
     result: dict[str, Any] = {
@@ -373,7 +444,8 @@ def main() -> None:
         # A process per size: ru_maxrss is the peak of the process's whole life.
         done = subprocess.run(
             [sys.executable, __file__, "--one", "--runs", str(runs), "--delay", str(args.delay)]
-            + (["--callbacks"] if args.callbacks else []),
+            + (["--callbacks"] if args.callbacks else [])
+            + (["--paced"] if args.paced else []),
             capture_output=True,
             text=True,
             check=False,
