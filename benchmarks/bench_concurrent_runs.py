@@ -194,7 +194,7 @@ class CallbackTimer:
             if since is None or time.perf_counter() - since < 0.01:
                 continue
             frame = sys._current_frames().get(self.loop_thread)
-            where = []
+            where: list[str] = []
             while frame is not None and len(where) < 4:
                 code = frame.f_code
                 if "sessionwire" in code.co_filename or "eventsourcing" in code.co_filename:
@@ -218,7 +218,7 @@ class CallbackTimer:
                 # (for the GIL, or descheduled on a busy machine), not the step's work.
                 timer.longest.append((took, time.thread_time() - cpu, describe(handle)))
 
-        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
         self._sampler.start()
         gc.callbacks.append(self._on_gc)
         return self
