@@ -25,6 +25,7 @@ from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.postgres_save_ids import RETENTION_MINUTES
 from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.adapters.testkit.simulator.faults import drop_next_commit
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.domain.session import Session, session_uuid
 from store_sessions import opened, with_message
@@ -44,21 +45,10 @@ class DroppedConnection:
         if at_start:
             self._drop_at_start(chain)
             return
-        original = chain.write_stream_links
+        drop_next_commit(store, committed=committed, fired=self._fired)
 
-        def dropped(cursor: Any, links: Any) -> None:
-            original(cursor, links)  # the save's last statement before its COMMIT
-            chain.write_stream_links = original  # once: the retry runs as written
-            self.fired += 1
-            connection = cursor.connection
-            if committed:
-                cursor.execute("COMMIT", prepare=False)
-                with connection.pipeline() as pipeline:
-                    pipeline.sync()  # the server has committed it
-            connection.close()
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-
-        chain.write_stream_links = dropped
+    def _fired(self) -> None:
+        self.fired += 1
 
     def _drop_at_start(self, chain: Any) -> None:
         """Lost before any of the save's statements reached the server. (A save over a

@@ -10,6 +10,7 @@ tables until they expire, by the database's clock (``expire``).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -21,15 +22,19 @@ def is_postgres(store: EventSourcedStore) -> bool:
     return hasattr(store.backend, "keeper")
 
 
-def drop_next_commit(store: EventSourcedStore, *, committed: bool) -> None:
+def drop_next_commit(
+    store: EventSourcedStore, *, committed: bool, fired: Callable[[], None] = lambda: None
+) -> None:
     """The store's next save loses its connection, once, at its COMMIT: after the server
-    committed it (``committed``: only the answer is lost), or before (nothing is)."""
+    committed it (``committed``: only the answer is lost), or before (nothing is);
+    ``fired`` is told when it happens."""
     chain: Any = store.chain
     original = chain.write_stream_links
 
     def dropped(cursor: Any, links: Any) -> None:
         original(cursor, links)  # the save's last statement before its COMMIT
         chain.write_stream_links = original  # once: the retry runs as written
+        fired()
         connection = cursor.connection
         if committed:
             cursor.execute("COMMIT", prepare=False)
