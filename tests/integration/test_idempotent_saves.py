@@ -182,7 +182,7 @@ def test_a_blocking_save_that_dropped_before_committing_still_meets_a_conflict(
     finally:
         other.close()
     outcomes = Outcomes(store, monkeypatch)
-    fault = DroppedConnection(store, committed=False)
+    fault = DroppedConnection(store, committed=False, at_start=True)
     with pytest.raises(StoreConflict):
         store.save(stale)
     assert fault.fired == 1
