@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sessionwire.adapters.store.event_store import EventSourcedStore
-from sessionwire.adapters.store.off_loop import open_off_loop
+from sessionwire.adapters.store.off_loop import OffLoopStore, open_off_loop
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.audit.trace import Trace
@@ -35,6 +35,42 @@ def open_event_store(
     return EventSourcedStore(
         store, kind_of=lambda state: rules.kind(state.key, state.chat_type), writer=writer
     )
+
+
+async def open_service(
+    config: GatewayConfig,
+    store: str,
+    *,
+    runtime: AgentRuntime | None,
+    clock: Clock,
+    delivery: ChannelDelivery | None,
+    ids: IdSource,
+    resume: bool,
+    telemetry: Telemetry | None = None,
+    before_resume: Callable[[OffLoopStore], None] | None = None,
+) -> GatewayService:
+    """``Gateway.open``'s wiring: the store opened off the loop, the service on it, and
+    its unfinished work resumed. ``before_resume`` sees the store first (the simulator
+    puts its crash point there, so the saves of a resume are watched too)."""
+    opened = await open_off_loop(lambda: open_event_store(store, config, writer=resume))
+    if before_resume is not None:
+        before_resume(opened)
+    service = GatewayService(
+        store=opened,
+        config=config,
+        clock=clock,
+        ids=ids,
+        runtime=runtime,
+        delivery=delivery,
+        telemetry=telemetry,
+    )
+    if resume:
+        try:
+            await service.resume()
+        except BaseException:
+            await service.close()
+            raise
+    return service
 
 
 class Gateway:
@@ -75,23 +111,16 @@ class Gateway:
         OpenTelemetry); none by default."""
         if not isinstance(config, GatewayConfig):
             config = GatewayConfig.load(config)
-        chosen = config
-        opened = await open_off_loop(lambda: open_event_store(store, chosen, writer=resume))
-        service = GatewayService(
-            store=opened,
-            config=config,
-            clock=clock or SystemClock(),
-            ids=ids or RandomIds(),
+        service = await open_service(
+            config,
+            store,
             runtime=runtime,
+            clock=clock or SystemClock(),
             delivery=delivery,
+            ids=ids or RandomIds(),
+            resume=resume,
             telemetry=telemetry,
         )
-        if resume:
-            try:
-                await service.resume()
-            except BaseException:
-                await service.close()
-                raise
         return cls(service)
 
     async def record_message(

@@ -24,12 +24,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 from uuid import UUID
 
-from sessionwire.adapters.bootstrap import Gateway, open_event_store, service_of
+from sessionwire.adapters.bootstrap import Gateway, open_service, service_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import in_submission_order
 from sessionwire.adapters.store.loop_guard import arm, armed, blocking_access_allowed, watching
-from sessionwire.adapters.store.off_loop import OffLoopStore, open_off_loop
+from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.adapters.testkit.simulator.agents import (
     DeliveryRecord,
@@ -76,7 +76,6 @@ from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.event_stream.subscription import Subscription
-from sessionwire.application.gateway import GatewayService
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
 from sessionwire.domain.session import single_appends
@@ -344,23 +343,16 @@ class Simulation:
         """``Gateway.open``, with the crash point on the store before the gateway
         resumes: the saves of a resume (overdue archives, runs timed out while down) are
         saves like any other (the ``crash-points`` invariant found them unwatched)."""
-        config = state.config
-        store = await open_off_loop(lambda: open_event_store(state.url, config, writer=True))
-        self._watch_saves(state, store, incarnation)
-        service = GatewayService(
-            store=store,
-            config=config,
-            clock=state.clock,
-            ids=state.ids,
+        service = await open_service(
+            state.config,
+            state.url,
             runtime=runtime,
+            clock=state.clock,
             delivery=delivery,
+            ids=state.ids,
+            resume=resume,
+            before_resume=lambda store: self._watch_saves(state, store, incarnation),
         )
-        if resume:
-            try:
-                await service.resume()
-            except BaseException:
-                await service.close()
-                raise
         return Gateway(service)
 
     def _watch_saves(self, state: _Run, store: OffLoopStore, incarnation: Incarnation) -> None:
