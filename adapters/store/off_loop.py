@@ -14,9 +14,7 @@ waits in the queue (the loop turns on), never for a pooled connection on the loo
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any, TypeVar
@@ -195,12 +193,6 @@ class OffLoopStore(AsyncStore):
 
 async def open_off_loop(open_store: Callable[[], EventSourcedStore]) -> OffLoopStore:
     """Open a store off the loop (opening creates tables, takes locks, analyzes), then wrap
-    it. A memory store is opened on the thread that will serve it."""
-    executor = ThreadPoolExecutor(1, thread_name_prefix="sessionwire-open")
-    try:
-        # In the caller's context: a store opened for calls in order is so all through.
-        opening = contextvars.copy_context().run
-        store = await asyncio.get_running_loop().run_in_executor(executor, opening, open_store)
-    finally:
-        executor.shutdown(wait=False)
-    return OffLoopStore(store)
+    it. The opening thread runs in the caller's context: a store opened for calls in
+    order (in_order.py) is so all through."""
+    return OffLoopStore(await asyncio.to_thread(open_store))
