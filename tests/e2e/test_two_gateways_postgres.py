@@ -119,6 +119,10 @@ async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
         await asyncio.wait_for(
             asyncio.gather(first.wait_idle(), second.wait_idle()), timeout=HANG_SECONDS
         )
+        # Each gateway's wait_idle sees its own work only: the announce run may still be
+        # passing its session's lease from one gateway to the other (1 run in 12). Its
+        # end is waited for by the event that records it, never by time.
+        await asyncio.wait_for(_exchange_closed(second), timeout=HANG_SECONDS)
 
         primary = await internals(second).run_engine.load(UUID(sent["runId"]))
         assert primary is not None
@@ -129,3 +133,9 @@ async def test_a_gateway_resuming_another_gateways_exchange_hears_its_run_end(
     finally:
         await second.close()
         await first.close()
+
+
+async def _exchange_closed(gateway: Gateway) -> None:
+    async for event in gateway.subscribe():
+        if event["type"] == "ExchangeClosed":
+            return
