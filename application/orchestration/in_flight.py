@@ -225,13 +225,20 @@ class InFlight:
             if due is None:
                 await asyncio.wait({future})
                 return True
-            seconds = (due - self.clock.now()).total_seconds()
-            timer = asyncio.ensure_future(self.clock.sleep(max(0.0, seconds)))
+            timer = asyncio.ensure_future(self._until(due))
             try:
                 done, _ = await asyncio.wait({future, timer}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 timer.cancel()
             return future in done or future.done()
+
+    async def _until(self, due: datetime) -> None:
+        """Sleep on the clock until ``due``, counted from when this first runs: a timer
+        task takes its first step later than its wait began, and a virtual clock may
+        have moved in between (a relative sleep would then overshoot the due time the
+        wait was registered with, and the settle would wait for it for ever)."""
+        while (left := (due - self.clock.now()).total_seconds()) > 0:
+            await self.clock.sleep(left)
 
     @asynccontextmanager
     async def session_lock(
