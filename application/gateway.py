@@ -78,6 +78,7 @@ from sessionwire.application.tools.sessions_send import sessions_send
 from sessionwire.application.tools.sessions_spawn import sessions_spawn
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
@@ -118,11 +119,11 @@ TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
 assert set(TOOLS) == set(TOOL_PARAMETERS)
 
 
-class SessionNotFound(LookupError):
+class SessionNotFound(SessionwireError, LookupError):
     pass
 
 
-class RunNotInFlight(LookupError):
+class RunNotInFlight(SessionwireError, LookupError):
     """A call names a run (by its token) that is not in flight for the calling session."""
 
 

@@ -15,6 +15,7 @@ from uuid import UUID
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.busy_decision import BusyDecision
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
@@ -262,7 +263,7 @@ def work_row(
     )
 
 
-class ReplayFailed(Exception):
+class ReplayFailed(SessionwireError):
     """An event that cannot be applied where the log puts it (``index`` in its batch)."""
 
     def __init__(self, index: int, error: Exception) -> None:

@@ -15,6 +15,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.causality import Causality, Provenance, ProvenanceKind
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
@@ -32,11 +33,11 @@ PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
 ENDED: frozenset[str] = frozenset({"ok", "error", "timeout", "cancelled"})
 
 
-class RunAlreadyEnded(Exception):
+class RunAlreadyEnded(SessionwireError):
     """A run reached its outcome already; it never ends twice."""
 
 
-class RunOverdue(Exception):
+class RunOverdue(SessionwireError):
     """A run past its deadline is never dispatched; it is timed out instead."""
 
 

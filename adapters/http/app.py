@@ -85,6 +85,7 @@ from sessionwire.application.tools.results import (
     ToolError,
 )
 from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import InvalidSessionKey
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -131,7 +132,7 @@ class ToolList(BaseModel):
     tools: list[dict[str, Any]]
 
 
-class ApiError(Exception):
+class ApiError(SessionwireError):
     def __init__(
         self, status: int, code: str, message: str, headers: dict[str, str] | None = None
     ) -> None:

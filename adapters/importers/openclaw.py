@@ -38,6 +38,7 @@ from sessionwire.adapters.importers.history_import import (
     SourceSession,
 )
 from sessionwire.application.tools.params import friendly
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.transcript import (
     MAX_MESSAGE_BYTES,
     ROLES,
@@ -95,7 +96,7 @@ LinesRead = Callable[[int], None]
 """Told how many more transcript lines (messages and problems) have been read."""
 
 
-class Outside(ValueError):
+class Outside(SessionwireError, ValueError):
     """A path that leads out of the imported directory."""
 
 

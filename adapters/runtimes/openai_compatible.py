@@ -30,6 +30,7 @@ from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.tools.schemas import tool_schemas
+from sessionwire.domain.errors import SessionwireError
 
 log = library_logger("sessionwire.openai_runtime")
 
@@ -39,7 +40,7 @@ ToolCaller = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """``(requester_key, tool_name, params) -> result``: a gateway's ``call_tool``."""
 
 
-class OpenAIRuntimeError(RuntimeError):
+class OpenAIRuntimeError(SessionwireError, RuntimeError):
     """A chat completion that did not succeed; the text is what the run records."""
 
 

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sessionwire.application.config.gateway_config import describe_errors
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.run import RUN_STEPS
 
 MAX_MATCH_PATTERN = 256
@@ -82,7 +83,7 @@ def check_match_pattern(pattern: str) -> None:
         raise ValueError(f"match {pattern!r}: {problems[0]}")
 
 
-class ScriptError(ValueError):
+class ScriptError(SessionwireError, ValueError):
     """A script that cannot be used; the message names the rule and the field."""
 
 

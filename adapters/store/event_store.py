@@ -50,6 +50,7 @@ from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
@@ -67,7 +68,7 @@ WRITE_CACHE_SIZE = 10_000
 ANALYZE_FIRST_AT = 1_000
 
 
-class StoreURLError(ValueError):
+class StoreURLError(SessionwireError, ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
 
 
@@ -157,7 +158,7 @@ def _save_options(changes: ReadModelChanges, fence: Fence | None, save_id: UUID)
     return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id, FENCE_KEY: fence}
 
 
-class WriterClosed(RuntimeError):
+class WriterClosed(SessionwireError, RuntimeError):
     """A save submitted after the store was closed."""
 
 

@@ -33,6 +33,7 @@ from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import Telemetry
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.errors import SessionwireError
 
 T = TypeVar("T")
 
@@ -41,7 +42,7 @@ READER_THREADS = 4
 for these, its save threads (4), the sealer and lease statements."""
 
 
-class StoreClosed(RuntimeError):
+class StoreClosed(SessionwireError, RuntimeError):
     """A read asked for after the store was closed."""
 
 

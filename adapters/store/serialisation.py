@@ -27,11 +27,12 @@ from eventsourcing.persistence import Mapper, MapperDeserialisationError, Stored
 from eventsourcing.utils import get_topic
 from pydantic import BaseModel
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.errors import SessionwireError
 
 _COORDINATES = {"originator_id", "originator_version"}
 
 
-class UnknownTopic(MapperDeserialisationError):
+class UnknownTopic(SessionwireError, MapperDeserialisationError):
     """A stored record whose topic is not one of sessionwire's events."""
 
 

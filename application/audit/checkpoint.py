@@ -20,15 +20,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sessionwire.application.ports.audit_log import AuditLog
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
+from sessionwire.domain.errors import SessionwireError
 
 PUBLIC_KEY_PREFIX = "ed25519:"
 
 
-class NothingToCheckpoint(ValueError):
+class NothingToCheckpoint(SessionwireError, ValueError):
     """A store whose log has no chained record yet."""
 
 
-class BadPublicKey(ValueError):
+class BadPublicKey(SessionwireError, ValueError):
     """Text that is not an ``ed25519:BASE64`` public key."""
 
 
@@ -90,7 +91,7 @@ def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> 
     return Checkpointed(checkpoint=checkpoint, heads=heads)
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(SessionwireError, ValueError):
     """A recorded checkpoint that the store's log no longer matches."""
 
 

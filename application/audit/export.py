@@ -27,6 +27,7 @@ from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, Stor
 from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
@@ -45,7 +46,7 @@ FORMAT_VERSION = 2
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
 
-class ExportFormatError(ValueError):
+class ExportFormatError(SessionwireError, ValueError):
     """A file that is not a complete, well-formed export."""
 
 

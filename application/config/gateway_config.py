@@ -20,6 +20,7 @@ import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.causality import DEFAULT_MAX_HOPS
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
@@ -41,7 +42,7 @@ DEFAULT_PING_PONG_TURNS = 5
 MAX_PING_PONG_TURNS = 5
 
 
-class ConfigError(ValueError):
+class ConfigError(SessionwireError, ValueError):
     """A configuration that cannot be used; the message names each bad key."""
 
 
@@ -85,7 +86,7 @@ def intended_key(unknown: str, known: builtins.list[str]) -> str | None:
     return None
 
 
-class NearMissKey(ValueError):
+class NearMissKey(SessionwireError, ValueError):
     """Unknown keys that look like misspelt known ones."""
 
 

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from sessionwire.domain.base import DomainEvent
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 
 
@@ -68,11 +69,11 @@ class TableDifference:
         return self.added + self.removed + self.changed
 
 
-class ImportRefused(Exception):
+class ImportRefused(SessionwireError):
     """An import into a store that already holds events."""
 
 
-class ImportRejected(ValueError):
+class ImportRejected(SessionwireError, ValueError):
     """A record the store cannot take (not one of its event topics, state it cannot read,
     a stream out of order); the message names the line of the file it came from."""
 

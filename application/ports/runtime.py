@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.domain.errors import SessionwireError
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Delivery:
         }
 
 
-class DeliveryRejected(Exception):
+class DeliveryRejected(SessionwireError):
     """Raised by a ``ChannelDelivery`` for a delivery that can never succeed (the chat is
     gone, the account was removed): it is abandoned at once instead of retried."""
 

@@ -11,6 +11,7 @@ import math
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import SESSION_KINDS, has_control_characters
 from sessionwire.domain.transcript import MAX_TEXT_BYTES, text_json_bytes
 
@@ -22,7 +23,7 @@ MAX_ACTIVE_MINUTES = 1_000_000_000
 MAX_QUOTED_NAME = 64
 
 
-class ToolInputError(ValueError):
+class ToolInputError(SessionwireError, ValueError):
     """A parameter an agent got wrong; the message says which and how."""
 
 

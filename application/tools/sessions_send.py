@@ -26,6 +26,7 @@ from sessionwire.domain.agent_to_agent import (
 )
 from sessionwire.domain.busy_decision import BusyDecision, BusyOutcome
 from sessionwire.domain.causality import Causality
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.keys import agent_id_of
 from sessionwire.domain.run import Run, RunState
@@ -36,7 +37,7 @@ PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
 log = library_logger("sessionwire.tools")
 
 
-class SendRefused(Exception):
+class SendRefused(SessionwireError):
     """Bad or unresolvable input (an ``error`` result, not a policy refusal)."""
 
     def __init__(self, status: str, error: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from sessionwire.domain.errors import SessionwireError
 
 SCRIPT_VERSION = 1
 
@@ -170,7 +171,7 @@ class SessionSeed(BaseModel):
     chat_type: Literal["direct", "group", "channel"] | None = None
 
 
-class SimulationScriptError(ValueError):
+class SimulationScriptError(SessionwireError, ValueError):
     """A script file that is not a simulation script; the message says what is wrong."""
 
 
