@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 import uvicorn
+from sessionwire.adapters.cli.checkpoint_key import event_cursor_key
 from sessionwire.adapters.cli.context import (
     EXIT_USAGE,
     LOG_FORMATS,
@@ -175,7 +176,16 @@ def serve(
 
     async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)
-        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes, metrics=metrics)
+        # Session-bound subscribers' event ids are sealed with a kept secret, so they
+        # resume across restarts (docs/http.md); only made where such tokens exist.
+        bound = any(not grant.is_operator for _, grant in tokens.entries)
+        app = create_app(
+            gateway,
+            tokens,
+            max_body_bytes=max_body_bytes,
+            metrics=metrics,
+            cursor_secret=event_cursor_key() if bound else None,
+        )
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
         server = _ListeningServer(
             f"http://{host}:{port}",

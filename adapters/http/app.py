@@ -32,6 +32,7 @@ time. Nothing a client sends (token, body) is ever logged. Every error is
 """
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -46,6 +47,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sessionwire.adapters.bootstrap import Gateway, service_of
+from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
@@ -371,6 +373,41 @@ def header_text(value: str) -> str:
         raise ApiError(400, "bad_request", f"{SESSION_HEADER} is not valid UTF-8") from None
 
 
+def _stream_start(
+    grant: Grant, after: int, last_event_id: str | None, cursors: EventCursors
+) -> int | str:
+    """Where a subscriber's stream starts: ``after``, or the id a reconnecting client
+    sends. A session-bound subscriber's ids are sealed (``EventCursors``): it resumes
+    from one of them, or starts at 0; a log position would let it count what it may not
+    see, so none other is taken from it."""
+    if grant.session is not None:
+        if after != 0:
+            raise ApiError(
+                400,
+                "bad_request",
+                f"a session-bound token follows from 0 or resumes with {LAST_EVENT_ID}: "
+                "its event ids are not log positions",
+            )
+        if last_event_id is None:
+            return 0
+        try:
+            return cursors.open(grant.session, last_event_id.strip())
+        except ValueError:
+            raise ApiError(
+                400, "bad_request", f"{LAST_EVENT_ID} must be an event's id from this stream"
+            ) from None
+    if last_event_id is None:
+        return after
+    resumed = last_event_id.strip()
+    try:
+        position, _ = parse_cursor(resumed)
+    except ValueError:
+        position = MAX_POSITION + 1
+    if position > MAX_POSITION or len(resumed) > 40:
+        raise ApiError(400, "bad_request", f"{LAST_EVENT_ID} must be an event's id (its cursor)")
+    return resumed
+
+
 def create_app(
     served: GatewayService | Gateway,
     tokens: TokenSet | str,
@@ -380,18 +417,21 @@ def create_app(
     body_read_seconds: float = BODY_READ_SECONDS,
     metrics: PrometheusTelemetry | None = None,
     console: bool = True,
+    cursor_secret: bytes | None = None,
 ) -> FastAPI:
     """The HTTP gateway over ``gateway`` for callers presenting one of ``tokens`` (a lone
     string is one operator token) as a bearer token. With ``metrics`` (the gateway's
     Prometheus telemetry) it counts requests and serves ``GET /metrics`` to operator
     tokens. The read-only web console is under ``/console`` (docs/console.md) unless
-    ``console`` is False."""
+    ``console`` is False. ``cursor_secret`` seals session-bound subscribers' event ids
+    (``EventCursors``; without it they hold for this app's lifetime only)."""
     gateway = service_of(served)
     if isinstance(tokens, str):
         if not tokens.strip():
             raise ValueError("the HTTP gateway needs a non-empty token")
         tokens = TokenSet.operator(tokens)
     operator_methods = GatewayMethods(gateway)
+    cursors = EventCursors(cursor_secret)
     app = WireDocumentedApp(
         title="sessionwire",
         version="0.1.0",
@@ -859,18 +899,7 @@ def create_app(
 
         An operator token sees every event; a session-bound token only the events of
         sessions its session may read (as ``sessions_history``)."""
-        start: int | str = after
-        if last_event_id is not None:
-            resumed = last_event_id.strip()
-            try:
-                position, _ = parse_cursor(resumed)
-            except ValueError:
-                position = MAX_POSITION + 1
-            if position > MAX_POSITION or len(resumed) > 40:
-                raise ApiError(
-                    400, "bad_request", f"{LAST_EVENT_ID} must be an event's id (its cursor)"
-                )
-            start = resumed
+        start = _stream_start(grant, after, last_event_id, cursors)
         try:
             subscription = gateway.subscribe(
                 start,
@@ -881,7 +910,14 @@ def create_app(
         except ValueError as error:
             raise ApiError(400, "bad_request", str(error)) from None
         return StreamingResponse(
-            event_source(subscription, gateway.clock, follow=follow),
+            event_source(
+                subscription,
+                gateway.clock,
+                follow=follow,
+                shown=None
+                if grant.session is None
+                else functools.partial(cursors.sealed_event, grant.session),
+            ),
             media_type=EVENT_STREAM,
             # Proxies must neither cache nor buffer a stream.
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
