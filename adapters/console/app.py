@@ -99,6 +99,9 @@ def create_console(
     templates = _environment()
     limiter = attempts if attempts is not None else FailedLogins()
     rules = config.key_rules
+    # Recorded texts are shown as another session's history is read: masked (ADR 0018).
+    redactor = config.redaction.redactor()
+    templates.filters["masked"] = redactor.mask_text if redactor is not None else str
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     stylesheet = (files("sessionwire.adapters.console") / "static" / "console.css").read_bytes()
 
@@ -212,7 +215,9 @@ def create_console(
     @app.get("/exchanges/{exchange_id}", response_class=HTMLResponse)
     async def exchange(exchange_id: str) -> Response:
         try:
-            first, entries = await store.read(page_data.exchange_entries, UUID(exchange_id))
+            first, entries = await store.read(
+                page_data.exchange_entries, UUID(exchange_id), redactor
+            )
         except (ValueError, LookupError):
             return render("missing.html", code=404, what=f"Exchange not found: {exchange_id}")
         data = first.data
@@ -222,7 +227,7 @@ def create_console(
 
     @app.get("/traces/{trace_id}", response_class=HTMLResponse)
     async def trace(trace_id: str) -> Response:
-        found = await store.read(page_data.trace_of, trace_id)
+        found = await store.read(page_data.trace_of, trace_id, redactor)
         if found is None:
             return render("missing.html", code=404, what=f"Trace not found: {trace_id}")
         return render("trace.html", trace=found, children=page_data.tree_children(found))
@@ -243,7 +248,7 @@ def create_console(
 
     @app.get("/refusals", response_class=HTMLResponse)
     async def refusals() -> Response:
-        return render("refusals.html", entries=await store.read(page_data.refusals))
+        return render("refusals.html", entries=await store.read(page_data.refusals, redactor))
 
     @app.get("/store", response_class=HTMLResponse)
     async def integrity(check: bool = False) -> Response:
