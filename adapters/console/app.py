@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
 from importlib.resources import files
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, quote
 from uuid import UUID
 
 import jinja2
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
@@ -35,6 +35,8 @@ from sessionwire.domain.keys import InvalidSessionKey
 COOKIE = "sessionwire_console"
 LOGIN_BODY_BYTES = 8192
 STATUSES = ("active", "archived", "deleted")
+# Log positions and times are 64-bit integers in the stores.
+MAX_POSITION = 2**63 - 1
 RUN_STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
 # The console's pages hold no script; styles and images come from the console itself.
 SECURITY_HEADERS = {
@@ -233,7 +235,11 @@ def create_console(
         return render("trace.html", trace=found, children=page_data.tree_children(found))
 
     @app.get("/runs", response_class=HTMLResponse)
-    async def runs(status: str | None = None, before: int | None = None) -> Response:
+    async def runs(
+        status: str | None = None,
+        # A log position: a 64-bit integer in the stores (a larger one was a 500).
+        before: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
+    ) -> Response:
         chosen = status if status in RUN_STATUSES else None
         rows, next_before = await store.read(
             partial(page_data.runs_page, status=chosen, before=before)

@@ -45,9 +45,11 @@ def parse_cursor(text: str | None) -> tuple[int, str] | None:
         return None
     millis, _, key = text.partition(":")
     try:
-        return int(millis), key
+        at = int(millis)
     except ValueError:
         return None
+    # A time the stores can hold (64-bit): a larger one is no cursor of ours (it was a 500).
+    return (at, key) if -(2**63) <= at < 2**63 else None
 
 
 def sessions_page(

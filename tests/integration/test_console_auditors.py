@@ -176,3 +176,22 @@ def test_no_page_shows_the_secret(client: TestClient, recorded: tuple[str, dict[
     assert "[redacted:" in pages["exchange diagram"]
     assert "[redacted:" in pages["spawn trace"]
     assert "[redacted:" in pages["main (spawn summaries)"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/runs?before=99999999999999999999999",
+        "/console/runs?before=9223372036854775808",
+        "/console/?after=99999999999999999999999:agent:main:main",
+        "/console/?after=-99999999999999999999999:agent:main:main",
+    ],
+)
+def test_huge_integers_in_a_query_are_no_500(client: TestClient, path: str) -> None:
+    """Issue 27 finding 8: a position or time past 64 bits was an internal error."""
+    answer = client.get(path, headers=AUTH)
+    assert answer.status_code in {200, 422}, answer.text
+    if "before=" in path:
+        assert answer.status_code == 422  # refused: no position is that large
+    else:
+        assert "<title>Sessions" in answer.text  # not a cursor of ours: the first page
