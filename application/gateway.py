@@ -50,7 +50,7 @@ from sessionwire.application.ports.runtime import (
     NoRuntime,
     RecordedDelivery,
 )
-from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.store import Store, StoreInUse
 from sessionwire.application.ports.telemetry import (
     NO_TELEMETRY,
     GatewayGauges,
@@ -103,6 +103,12 @@ MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 # Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
 CLOSE_ROUNDS = 50
+# What a tool call answers while another gateway is the store's one writer: no path,
+# host or pid of the operator's machine (issue 27 finding 8).
+STORE_HELD = (
+    "the store is held by another gateway (one writer per SQLite file): nothing was "
+    "written; call the gateway that serves this store"
+)
 MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
@@ -503,10 +509,17 @@ class GatewayService:
                 refusal, tool=name, reference=refused.reference, target_key=refused.target_key
             )
             return ToolError(status=refusal.status, tool=name, error=refusal.message).to_json_dict()
+        except StoreInUse as held:
+            # Beside an SQLite file's live writer (decision 20). Its message names the
+            # file's path, host and pid: the operator's log has them, the agent does not.
+            log.warning("tool refused: the store has another writer", error=str(held))
+            return ToolError(tool=name, error=STORE_HELD).to_json_dict()
         except Exception as error:  # a tool call must answer, whatever broke inside
+            # The exception's text may name paths, hosts or processes: the log has it,
+            # the caller (an agent, perhaps hostile) gets its type only.
             log.exception("tool failed")
             return ToolError(
-                tool=name, error=f"internal error: {type(error).__name__}: {error}"
+                tool=name, error=f"internal error: {type(error).__name__}"
             ).to_json_dict()
         return result.to_json_dict()
 

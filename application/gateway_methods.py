@@ -72,7 +72,12 @@ JsonInt = Annotated[int, BeforeValidator(_not_a_boolean)]
 
 
 class MethodModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # Built at import (no defer_build): only the HTTP gateway imports these, and FastAPI
+    # wraps each body model in a TypeAdapter with its own Field(alias=...) while it
+    # silences pydantic's UnsupportedFieldAttributeWarning about that alias. A deferred
+    # model put the build off to the first request or /openapi.json, outside that
+    # silence: the warning was printed once `serve` was answering (issue 24).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # Parameters -----------------------------------------------------------------------------

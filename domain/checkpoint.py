@@ -72,8 +72,9 @@ class Statement:
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Statement:
         log_size = data["log_size"]
-        if not isinstance(log_size, int) or log_size < 0:
-            raise ValueError("log_size must be a count")
+        # A 64-bit count, as the stores and the chain's encodings hold it.
+        if not isinstance(log_size, int) or not 0 <= log_size < 2**63:
+            raise ValueError("log_size must be a count (0 to 2^63-1)")
         return cls(
             log_size=log_size,
             log_hash=_hash(data["log_hash"]),

@@ -20,6 +20,7 @@ import click
 from sessionwire.adapters.cli.context import (
     CONFIG_HELP,
     CREATE_HELP,
+    EXIT_REFUSED,
     EXIT_USAGE,
     JSON_HELP,
     STORE_HELP,
@@ -297,6 +298,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except click.exceptions.Exit as exit_:
         return exit_.exit_code
+    except RuntimeError as error:
+        # A write beside the SQLite file's live writer (``record`` while ``serve`` runs,
+        # an import, a checkpoint): its message names the holder and what to do, so one
+        # line, not a traceback through click and asyncio. Imported here: the module is
+        # the store's port, which a listing never needs.
+        from sessionwire.application.ports.store import StoreInUse
+
+        if not isinstance(error, StoreInUse):
+            raise
+        click.echo(f"sessionwire: {error}", err=True)
+        return EXIT_REFUSED
     return result if isinstance(result, int) else 0
 
 

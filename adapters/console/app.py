@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
 from importlib.resources import files
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, quote
 from uuid import UUID
 
 import jinja2
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
@@ -35,6 +35,8 @@ from sessionwire.domain.keys import InvalidSessionKey
 COOKIE = "sessionwire_console"
 LOGIN_BODY_BYTES = 8192
 STATUSES = ("active", "archived", "deleted")
+# Log positions and times are 64-bit integers in the stores.
+MAX_POSITION = 2**63 - 1
 RUN_STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
 # The console's pages hold no script; styles and images come from the console itself.
 SECURITY_HEADERS = {
@@ -99,6 +101,9 @@ def create_console(
     templates = _environment()
     limiter = attempts if attempts is not None else FailedLogins()
     rules = config.key_rules
+    # Recorded texts are shown as another session's history is read: masked (ADR 0018).
+    redactor = config.redaction.redactor()
+    templates.filters["masked"] = redactor.mask_text if redactor is not None else str
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     stylesheet = (files("sessionwire.adapters.console") / "static" / "console.css").read_bytes()
 
@@ -212,7 +217,9 @@ def create_console(
     @app.get("/exchanges/{exchange_id}", response_class=HTMLResponse)
     async def exchange(exchange_id: str) -> Response:
         try:
-            first, entries = await store.read(page_data.exchange_entries, UUID(exchange_id))
+            first, entries = await store.read(
+                page_data.exchange_entries, UUID(exchange_id), redactor
+            )
         except (ValueError, LookupError):
             return render("missing.html", code=404, what=f"Exchange not found: {exchange_id}")
         data = first.data
@@ -222,13 +229,17 @@ def create_console(
 
     @app.get("/traces/{trace_id}", response_class=HTMLResponse)
     async def trace(trace_id: str) -> Response:
-        found = await store.read(page_data.trace_of, trace_id)
+        found = await store.read(page_data.trace_of, trace_id, redactor)
         if found is None:
             return render("missing.html", code=404, what=f"Trace not found: {trace_id}")
         return render("trace.html", trace=found, children=page_data.tree_children(found))
 
     @app.get("/runs", response_class=HTMLResponse)
-    async def runs(status: str | None = None, before: int | None = None) -> Response:
+    async def runs(
+        status: str | None = None,
+        # A log position: a 64-bit integer in the stores (a larger one was a 500).
+        before: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
+    ) -> Response:
         chosen = status if status in RUN_STATUSES else None
         rows, next_before = await store.read(
             partial(page_data.runs_page, status=chosen, before=before)
@@ -243,7 +254,7 @@ def create_console(
 
     @app.get("/refusals", response_class=HTMLResponse)
     async def refusals() -> Response:
-        return render("refusals.html", entries=await store.read(page_data.refusals))
+        return render("refusals.html", entries=await store.read(page_data.refusals, redactor))
 
     @app.get("/store", response_class=HTMLResponse)
     async def integrity(check: bool = False) -> Response:

@@ -43,12 +43,13 @@ from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
+from sessionwire.adapters.http.reference_page import reference_page
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -101,7 +102,7 @@ BODY_READ_SECONDS = 30.0
 # Failed token attempts per client address before it must wait (429).
 MAX_FAILED_ATTEMPTS = 10
 FAILED_ATTEMPTS_WINDOW_SECONDS = 60.0
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
 LIST_EVERYTHING = SessionsListMethodParams()
 NO_REASON = RunCancelParams()
 SESSION_HEADER = "X-Sessionwire-Session"
@@ -553,6 +554,13 @@ def create_app(
             log.warning("store not reachable", error=str(error))
             return error_response(503, "unavailable", f"store not reachable: {error}")
         return Health(status="ready")
+
+    # The API reference --------------------------------------------------------------------
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_reference() -> HTMLResponse:
+        """The OpenAPI document as a page to read, with no script (reference_page.py)."""
+        return reference_page(app.openapi())
 
     # Tools ------------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
-from typing import Literal, cast
+from typing import Annotated, Literal, cast
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sessionwire.application.audit.checkpoint import signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
@@ -42,6 +42,10 @@ from sessionwire.domain.session import session_uuid
 FORMAT = "sessionwire-audit-export"
 # 2: checkpoint and proof lines (a version-1 reader refuses them; v1 files still load).
 FORMAT_VERSION = 2
+# Positions, versions and counts are 64-bit integers in the stores and in the chain's
+# encodings: a file's larger one is a malformed line, named, not an OverflowError
+# traceback from deep inside a verify or an import (issue 27 finding 8).
+Position = Annotated[int, Field(ge=0, le=2**63 - 1)]
 # Fields of run, spawn and exchange creation events that name a session they involve.
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
@@ -64,15 +68,15 @@ class ExportHeader(_Line):
 
 class ExportedEvent(_Line):
     type: Literal["event"] = "event"
-    notification_id: int
+    notification_id: Position
     originator_id: UUID
-    originator_version: int
+    originator_version: Position
     topic: str
     state: str | None = None  # the stored bytes when they are UTF-8 text (always, today)
     state_base64: str | None = None  # otherwise
     stream_hash: str | None = None
     log_hash: str | None = None
-    log_seq: int | None = None  # absent in files from before sealing: the line's order
+    log_seq: Position | None = None  # absent in files from before sealing: the line's order
 
     @classmethod
     def of(cls, record: StoredRecord, link: ChainLink | None) -> ExportedEvent:
@@ -159,10 +163,10 @@ class ExportProof(_Line):
 
     type: Literal["proof"] = "proof"
     originator_id: UUID
-    version: int
+    version: Position
     stream_hash: str
-    index: int
-    tree_size: int
+    index: Position
+    tree_size: Position
     path: list[str]
 
     def head(self) -> StreamHead:
@@ -175,10 +179,10 @@ class ExportProof(_Line):
 
 class ExportEnd(_Line):
     type: Literal["end"] = "end"
-    events: int
-    head_notification_id: int | None = None
+    events: Position
+    head_notification_id: Position | None = None
     head_log_hash: str | None = None
-    head_log_seq: int | None = None
+    head_log_seq: Position | None = None
 
 
 def _hash(text: str | None) -> bytes:
@@ -345,7 +349,8 @@ def read_export(
             raise
         except (ValueError, ValidationError, RecursionError) as error:
             what = "an event line" if header_seen else "the header"
-            raise ExportFormatError(f"line {number}: not {what} of an export: {error}") from error
+            reason = line_problem(error)
+            raise ExportFormatError(f"line {number}: not {what} of an export: {reason}") from error
         in_log_order = link is not None and link.log_hash is not None
         if not in_log_order:
             # Before the chain and after the sealed log, lines go by position.
@@ -393,6 +398,17 @@ def _event_line(line: str) -> tuple[StoredRecord, ChainLink | None] | None:
         return ExportedEvent.model_validate_json(line, strict=True).to_record()
     except ValueError:  # a ValidationError, JSON pydantic cannot read, a bad record
         return None
+
+
+def line_problem(error: Exception) -> str:
+    """Why a line is not what it claims, on one line: a validation error's first field
+    and message (``notification_id: Input should be less than or equal to …``), not
+    pydantic's several lines with a link."""
+    if isinstance(error, ValidationError) and error.errors():
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _head_text(position: int | None, hash_hex: str | None) -> str:

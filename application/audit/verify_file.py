@@ -37,6 +37,7 @@ from sessionwire.application.audit.export import (
     ExportEnd,
     ExportHeader,
     ExportProof,
+    line_problem,
     log_order,
 )
 from sessionwire.domain import merkle
@@ -306,7 +307,7 @@ class _Verifier:
                 self.found("malformed", f"unknown line type {kind!r}", line=number)
         except (ValueError, ValidationError) as error:
             what = "the header" if self.header is None else f"a {kind or 'bundle'} line"
-            reason = str(error).splitlines()[0]
+            reason = line_problem(error)
             self.found("malformed", f"not {what} of an export: {reason}", line=number)
             if self.header is None:
                 self.header = ExportHeader(scope="all")  # go on: locate what follows

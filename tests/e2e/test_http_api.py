@@ -390,6 +390,24 @@ def test_unknown_paths_and_wrong_methods_answer_json(client: httpx.Client) -> No
     assert error_of(wrong_method)["code"] == "method_not_allowed"
 
 
+def test_docs_is_the_api_reference_page_without_a_token_or_a_script(server: LiveServer) -> None:
+    """Issue 24: ``/docs`` was 404 on serve. It is the OpenAPI document as a page (no
+    Swagger UI: that loads its scripts from a CDN), public like ``/openapi.json``."""
+    with httpx.Client(base_url=server.url) as anonymous:
+        page = anonymous.get("/docs")
+        document = anonymous.get("/openapi.json").json()
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert "<script" not in page.text.lower()
+    assert "href='/openapi.json'" in page.text
+    for path in document["paths"]:
+        assert f"<code>{path}</code>" in page.text
+    assert "<code>/v1/tools/sessions_send</code> <em>token</em>" in page.text
+    assert "<code>/healthz</code></h2>" in page.text  # public: no token mark
+    assert "/docs" not in document["paths"]
+
+
 def test_the_openapi_document_carries_each_tools_json_schema(server: LiveServer) -> None:
     with httpx.Client(base_url=server.url) as anonymous:
         document = anonymous.get("/openapi.json").json()
