@@ -165,11 +165,17 @@ class SessionsListParams(ToolParams):
         return 0 if value is None else clamped_int("messageLimit", value, low=0, high=20)
 
 
+# Any offset at or past a session's first message reads an empty page; an infinite one
+# (JSON allows 1e400) is read as this, which no transcript reaches.
+MAX_HISTORY_OFFSET = 2**63 - 1
+
+
 class SessionsHistoryParams(ToolParams):
     tool: ClassVar[str] = "sessions_history"
 
     sessionKey: str
     limit: int = 200
+    offset: int | None = None
     includeTools: bool = False
 
     @model_validator(mode="before")
@@ -186,6 +192,17 @@ class SessionsHistoryParams(ToolParams):
     @classmethod
     def _limit(cls, value: Any) -> int:
         return 200 if value is None else clamped_int("limit", value, low=1, high=1000)
+
+    @field_validator("offset", mode="before")
+    @classmethod
+    def _offset(cls, value: Any) -> int | None:
+        # OpenClaw refuses a negative offset; a fraction is floored like every number here.
+        if value is None:
+            return None
+        x = number("offset", value)
+        if x < 0:
+            raise ValueError("offset must be a non-negative integer")
+        return MAX_HISTORY_OFFSET if math.isinf(x) else min(math.floor(x), MAX_HISTORY_OFFSET)
 
     @field_validator("includeTools", mode="before")
     @classmethod

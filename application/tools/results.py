@@ -86,10 +86,23 @@ class SessionsListResult(ToolResult):
 
 
 class SessionsHistoryResult(ToolResult):
-    """``sessions_history``'s answer as a model (see ``SessionsListResult``)."""
+    """``sessions_history``'s answer as a model (see ``SessionsListResult``); the paging
+    fields only when ``offset`` was given (decision 27)."""
 
     sessionKey: str
     messages: list[dict[str, Any]]
+    truncated: bool
+    droppedMessages: bool
+    contentTruncated: bool
+    contentRedacted: bool
+    bytes: int
+    offset: int | None = None
+    totalMessages: int | None = None
+    hasMore: bool | None = None
+    nextOffset: int | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class SessionRow(TypedDict):
@@ -127,6 +140,15 @@ class SessionsListAnswer(TypedDict):
 class SessionsHistoryAnswer(TypedDict):
     sessionKey: str
     messages: list[dict[str, Any]]
+    truncated: bool
+    droppedMessages: bool
+    contentTruncated: bool
+    contentRedacted: bool
+    bytes: int
+    offset: NotRequired[int]
+    totalMessages: NotRequired[int]
+    hasMore: NotRequired[bool]
+    nextOffset: NotRequired[int]
 
 
 @dataclass(frozen=True)

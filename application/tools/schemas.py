@@ -72,6 +72,14 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
                 "minimum": 1,
                 "description": "Max messages (default 200, clamped to 1000).",
             },
+            "offset": {
+                "type": "number",
+                "minimum": 0,
+                "description": (
+                    "Page back through older messages: skip this many of the newest "
+                    "(0 = the newest page); pass the returned nextOffset for the next page."
+                ),
+            },
             "includeTools": {
                 "type": "boolean",
                 "description": "Include toolResult messages (default false).",
