@@ -101,7 +101,10 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
             "agentId": {
                 "type": "string",
                 "maxLength": 64,
-                "description": "With label: the agent whose sessions the label is looked up in.",
+                "description": (
+                    "With label: the agent whose sessions the label is looked up in; "
+                    "alone: that agent's main session."
+                ),
             },
             "message": {"type": "string", "description": "The message to send."},
             "timeoutSeconds": {
