@@ -129,6 +129,10 @@ class SessionsListParams(ToolParams):
     limit: int = 50
     activeMinutes: int | None = None
     messageLimit: int = 0
+    label: str | None = None
+    agentId: str | None = None
+    search: str | None = None
+    archived: bool = False
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -163,6 +167,30 @@ class SessionsListParams(ToolParams):
     @classmethod
     def _message_limit(cls, value: Any) -> int:
         return 0 if value is None else clamped_int("messageLimit", value, low=0, high=20)
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> str | None:
+        return text("label", value, max_length=64)
+
+    @field_validator("agentId", mode="before")
+    @classmethod
+    def _agent(cls, value: Any) -> str | None:
+        return text("agentId", value, max_length=64)
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search(cls, value: Any) -> str | None:
+        return text("search", value)
+
+    @field_validator("archived", mode="before")
+    @classmethod
+    def _archived(cls, value: Any) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ValueError("archived must be true or false")
+        return value
 
 
 # Any offset at or past a session's first message reads an empty page; an infinite one

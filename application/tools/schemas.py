@@ -59,6 +59,27 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
                 "minimum": 0,
                 "description": "Include the last N messages of each session (0-20, default 0).",
             },
+            "label": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Only sessions with exactly this label.",
+            },
+            "agentId": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Only sessions of this agent.",
+            },
+            "search": {
+                "type": "string",
+                "description": (
+                    "Only sessions whose key, sessionId, label or display name contains "
+                    "this text (any case)."
+                ),
+            },
+            "archived": {
+                "type": "boolean",
+                "description": "List archived sessions instead of active ones (default false).",
+            },
         }
     ),
     "sessions_history": _object(

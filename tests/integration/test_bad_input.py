@@ -287,6 +287,26 @@ TABLES: dict[tuple[str, str], list[Case]] = {
         *[({"limit": v}, rows(3)) for v in (3, 200, 200.5, 201, *TOO_HIGH)],
         *[({"limit": v}, err("limit")) for v in NOT_NUMBERS],
     ],
+    # sessions_list's filters: label exact, agentId and search trimmed text (empty: no
+    # filter), archived a boolean and nothing else. Nothing of the seed is archived.
+    ("sessions_list", "filters"): [
+        *[({name: None}, rows(3)) for name in ("label", "agentId", "search", "archived")],
+        *[({name: "  "}, rows(3)) for name in ("label", "agentId", "search")],
+        ({"agentId": "MAIN"}, rows(3)),
+        ({"agentId": "work"}, rows(0)),
+        ({"search": "NIGHTLY"}, rows(1)),
+        ({"label": "nope"}, rows(0)),
+        ({"archived": False}, rows(3)),
+        ({"archived": True}, rows(0)),
+        *[
+            ({name: v}, err(name, "string"))
+            for name in ("label", "agentId", "search")
+            for v in (5, True, NAN, [], {})
+        ],
+        *[({name: "a" * 65}, err(name, "too long")) for name in ("label", "agentId")],
+        ({"search": MB_STRING}, err("search", "too long")),
+        *[({"archived": v}, err("archived")) for v in ("true", 1, 0, NAN, [], {})],
+    ],
     # sessions_list.activeMinutes: floored, at least 1; +inf, or any window longer than
     # there has been time, is no filter. The group chat is 30 minutes old.
     ("sessions_list", "activeMinutes"): [

@@ -46,6 +46,10 @@ PARAMETER_NAMES = (
     "sessionKey",
     "includeTools",
     "offset",
+    "label",
+    "agentId",
+    "search",
+    "archived",
 )
 HISTORY_FLAGS = {"truncated", "droppedMessages", "contentTruncated", "contentRedacted", "bytes"}
 HISTORY_PAGING = {"offset", "totalMessages", "hasMore"}
