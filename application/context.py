@@ -27,7 +27,7 @@ from sessionwire.domain.policy import (
     Refusal,
     hop_limit_refusal,
 )
-from sessionwire.domain.reader_view import reader_messages
+from sessionwire.domain.reader_view import reader_messages, reader_view
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
 from sessionwire.domain.session import SessionState
@@ -155,6 +155,13 @@ class ToolContext:
         masked when it is another session's, as stored when its own."""
         own = target_key == self.requester.key
         return reader_messages(lines, None if own else self.redactor)
+
+    def reader_view(
+        self, target_key: str, lines: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """``reader_messages``, and whether any was masked."""
+        own = target_key == self.requester.key
+        return reader_view(lines, None if own else self.redactor)
 
     def display_key(self, key: str) -> str:
         return "main" if key == self._own_main_key else key

@@ -91,6 +91,13 @@ def is_subagent_key(key: str) -> bool:
     return parsed is not None and parsed.rest.startswith("subagent:")
 
 
+def is_thread_key(key: str) -> bool:
+    """A key that ends in ``:thread:<id>``: a chat thread's session (OpenClaw's generic
+    thread suffix), which ``sessions_send`` never targets."""
+    head, marker, thread_id = key.strip().lower().rpartition(":thread:")
+    return bool(marker and head and thread_id.strip())
+
+
 def agent_id_of(key: str) -> str:
     """The agent a key belongs to; un-prefixed keys belong to ``main`` (OpenClaw's constant)."""
     parsed = parse_agent_session_key(key)

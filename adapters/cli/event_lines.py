@@ -163,6 +163,11 @@ def call_summary(result: dict[str, Any]) -> str:
         details.append(f"child {short_key(result['childSessionKey'])}")
     if "count" in result:
         details.append(f"{result['count']} session(s)")
+    delivery = result.get("delivery")
+    if isinstance(delivery, dict) and delivery.get("status"):
+        # What became of the message (decision 29): started, queued (its place) or refused.
+        place = f" behind {delivery['position']} run(s)" if "position" in delivery else ""
+        details.append(f"message {delivery['status']}{place}")
     summary = ", ".join(details)
     return f"{status or 'ok'}{': ' + summary if summary else ''}"
 

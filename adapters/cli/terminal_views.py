@@ -96,8 +96,18 @@ def history_view(result: dict[str, Any]) -> RenderableType:
             # Who caused the line: the writer, its trace, its run, the run's cause, hop.
             line.append(f"  [{source}]", style="dim")
         lines.append(line)
-    if result.get("truncated"):
-        lines.append(Text("  (older messages or long text truncated)", style="dim"))
+    if result.get("droppedMessages"):
+        lines.append(Text("  (the oldest messages left out: over the size cap)", style="dim"))
+    if result.get("contentRedacted"):
+        lines.append(Text("  (secrets masked)", style="dim"))
+    if "nextOffset" in result:
+        lines.append(
+            Text(
+                f"  ({result['totalMessages']} messages; older ones: --offset "
+                f"{result['nextOffset']})",
+                style="dim",
+            )
+        )
     return Group(*lines)
 
 

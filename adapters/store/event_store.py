@@ -45,6 +45,7 @@ from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.work_queue import StoredWork
@@ -629,6 +630,14 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.read_model.transcript_tail(
                 cursor, session, limit=limit, include_tools=include_tools
+            )
+
+    def transcript_page(
+        self, session: UUID, *, offset: int, limit: int, include_tools: bool
+    ) -> TranscriptPage:
+        with self.reading() as cursor:
+            return self.read_model.transcript_page(
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools
             )
 
     def log_position(self) -> int:

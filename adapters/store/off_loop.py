@@ -28,6 +28,7 @@ from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import Telemetry
@@ -126,6 +127,19 @@ class OffLoopStore(AsyncStore):
     async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         return await self._off_loop(
             partial(self._store.transcript, session, limit=limit, include_tools=include_tools)
+        )
+
+    async def transcript_page(
+        self, session: UUID, *, offset: int, limit: int, include_tools: bool
+    ) -> TranscriptPage:
+        return await self._off_loop(
+            partial(
+                self._store.transcript_page,
+                session,
+                offset=offset,
+                limit=limit,
+                include_tools=include_tools,
+            )
         )
 
     async def run(self, run_id: str) -> StoredRun | None:

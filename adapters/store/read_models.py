@@ -19,6 +19,7 @@ from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, RunRow
@@ -493,6 +494,34 @@ class SqlReadModel:
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()
         return messages
+
+    def transcript_page(
+        self,
+        cursor: Cursor,
+        aggregate_id: UUID,
+        *,
+        offset: int,
+        limit: int,
+        include_tools: bool,
+    ) -> TranscriptPage:
+        role_filter = "" if include_tools else "AND role <> 'toolResult' "
+        session = aggregate_id.hex
+        cursor.execute(
+            f"SELECT COUNT(*) AS n FROM {self.transcript} WHERE session = {self.m} {role_filter}",
+            (session,),
+        )
+        total = int(cursor.fetchone()["n"])
+        if offset >= total or limit <= 0:
+            # Past the end: nothing to read (and an offset beyond 64 bits never reaches SQL).
+            return TranscriptPage(messages=[], total=total)
+        cursor.execute(
+            f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
+            f"ORDER BY seq DESC LIMIT {self.m} OFFSET {self.m}",
+            (session, limit, offset),
+        )
+        messages = [found["message"] for found in cursor.fetchall()]
+        messages.reverse()
+        return TranscriptPage(messages=messages, total=total)
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
         cursor.execute(

@@ -130,6 +130,10 @@ class SessionsListParams(ToolParams):
     limit: int = 50
     activeMinutes: int | None = None
     messageLimit: int = 0
+    label: str | None = None
+    agentId: str | None = None
+    search: str | None = None
+    archived: bool = False
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -165,12 +169,42 @@ class SessionsListParams(ToolParams):
     def _message_limit(cls, value: Any) -> int:
         return 0 if value is None else clamped_int("messageLimit", value, low=0, high=20)
 
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> str | None:
+        return text("label", value, max_length=64)
+
+    @field_validator("agentId", mode="before")
+    @classmethod
+    def _agent(cls, value: Any) -> str | None:
+        return text("agentId", value, max_length=64)
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search(cls, value: Any) -> str | None:
+        return text("search", value)
+
+    @field_validator("archived", mode="before")
+    @classmethod
+    def _archived(cls, value: Any) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ValueError("archived must be true or false")
+        return value
+
+
+# Any offset at or past a session's first message reads an empty page; an infinite one
+# (JSON allows 1e400) is read as this, which no transcript reaches.
+MAX_HISTORY_OFFSET = 2**63 - 1
+
 
 class SessionsHistoryParams(ToolParams):
     tool: ClassVar[str] = "sessions_history"
 
     sessionKey: str
     limit: int = 200
+    offset: int | None = None
     includeTools: bool = False
 
     @model_validator(mode="before")
@@ -187,6 +221,17 @@ class SessionsHistoryParams(ToolParams):
     @classmethod
     def _limit(cls, value: Any) -> int:
         return 200 if value is None else clamped_int("limit", value, low=1, high=1000)
+
+    @field_validator("offset", mode="before")
+    @classmethod
+    def _offset(cls, value: Any) -> int | None:
+        # OpenClaw refuses a negative offset; a fraction is floored like every number here.
+        if value is None:
+            return None
+        x = number("offset", value)
+        if x < 0:
+            raise ValueError("offset must be a non-negative integer")
+        return MAX_HISTORY_OFFSET if math.isinf(x) else min(math.floor(x), MAX_HISTORY_OFFSET)
 
     @field_validator("includeTools", mode="before")
     @classmethod

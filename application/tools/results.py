@@ -86,10 +86,23 @@ class SessionsListResult(ToolResult):
 
 
 class SessionsHistoryResult(ToolResult):
-    """``sessions_history``'s answer as a model (see ``SessionsListResult``)."""
+    """``sessions_history``'s answer as a model (see ``SessionsListResult``); the paging
+    fields only when ``offset`` was given (decision 27)."""
 
     sessionKey: str
     messages: list[dict[str, Any]]
+    truncated: bool
+    droppedMessages: bool
+    contentTruncated: bool
+    contentRedacted: bool
+    bytes: int
+    offset: int | None = None
+    totalMessages: int | None = None
+    hasMore: bool | None = None
+    nextOffset: int | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class SessionRow(TypedDict):
@@ -127,6 +140,15 @@ class SessionsListAnswer(TypedDict):
 class SessionsHistoryAnswer(TypedDict):
     sessionKey: str
     messages: list[dict[str, Any]]
+    truncated: bool
+    droppedMessages: bool
+    contentTruncated: bool
+    contentRedacted: bool
+    bytes: int
+    offset: NotRequired[int]
+    totalMessages: NotRequired[int]
+    hasMore: NotRequired[bool]
+    nextOffset: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -156,6 +178,17 @@ class AgentsListResult(ToolResult):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+class SendDeliveryShown(BaseModel):
+    """What became of the sent message (decision 29, ``domain/send_delivery.py``)."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    status: Literal["started", "queued", "steered", "refused"]
+    position: int | None = None
+    """Only when ``queued``: runs of the session ahead of the message when it was sent."""
+    mode: Literal["announce"] | None = None
+
+
 class SendResult(ToolResult):
     """``sessions_send``: every early return carries a fresh runId too (OpenClaw)."""
 
@@ -165,7 +198,7 @@ class SendResult(ToolResult):
     reply: str | None = None
     error: str | None = None
     sessionKey: str | None = None
-    delivery: dict[str, str] | None = None
+    delivery: SendDeliveryShown | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

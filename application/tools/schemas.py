@@ -59,6 +59,27 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
                 "minimum": 0,
                 "description": "Include the last N messages of each session (0-20, default 0).",
             },
+            "label": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Only sessions with exactly this label.",
+            },
+            "agentId": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Only sessions of this agent.",
+            },
+            "search": {
+                "type": "string",
+                "description": (
+                    "Only sessions whose key, sessionId, label or display name contains "
+                    "this text (any case)."
+                ),
+            },
+            "archived": {
+                "type": "boolean",
+                "description": "List archived sessions instead of active ones (default false).",
+            },
         }
     ),
     "sessions_history": _object(
@@ -71,6 +92,14 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
                 "type": "number",
                 "minimum": 1,
                 "description": "Max messages (default 200, clamped to 1000).",
+            },
+            "offset": {
+                "type": "number",
+                "minimum": 0,
+                "description": (
+                    "Page back through older messages: skip this many of the newest "
+                    "(0 = the newest page); pass the returned nextOffset for the next page."
+                ),
             },
             "includeTools": {
                 "type": "boolean",
@@ -93,7 +122,10 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
             "agentId": {
                 "type": "string",
                 "maxLength": 64,
-                "description": "With label: the agent whose sessions the label is looked up in.",
+                "description": (
+                    "With label: the agent whose sessions the label is looked up in; "
+                    "alone: that agent's main session."
+                ),
             },
             "message": {"type": "string", "description": "The message to send."},
             "timeoutSeconds": {

@@ -1,14 +1,31 @@
-"""``sessions_list``: rows from the read model, newest first, filtered, then limited."""
+"""``sessions_list``: rows from the read model, newest first, filtered, then limited.
+
+The filters agents use (OpenClaw's ``label``, ``agentId``, ``search``, ``archived``) are
+matched here, on the rows the store's existing reads give: a label's sessions through its
+index, anything else by walking the sessions newest first a page at a time until the
+limit is met. Matching in Python answers the same on every store (SQLite's ``LOWER``
+folds ASCII only).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 from sessionwire.application.context import ToolContext
-from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import (
+    SessionPage,
+    SessionQuery,
+    StoredSession,
+)
 from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.params import SessionsListParams
 from sessionwire.application.tools.results import ReadAnswer, SessionRow
-from sessionwire.domain.keys import derive_channel
+from sessionwire.domain.keys import KeyRules, derive_channel, normalize_agent_id
 from sessionwire.domain.session import to_millis
+
+# Rows read per trip while walking the sessions for a filter the store cannot apply.
+SCAN_PAGE = 200
 
 
 async def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswer:
@@ -21,15 +38,27 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
     if access.sandboxed:
         # A sandboxed session lists only what it spawned (§9), never global or unknown.
         excluded = {"global", "unknown"}
+    agent_ids = await visible_agents(context)
+    if params.agentId is not None:
+        # One agent, if the requester may see it at all (else nothing, as OpenClaw).
+        wanted = normalize_agent_id(params.agentId)
+        agent_ids = frozenset({wanted} if agent_ids is None or wanted in agent_ids else ())
     query = SessionQuery(
         limit=params.limit,
         updated_since_ms=since,
         kinds=params.kinds,
-        agent_ids=await visible_agents(context),
+        agent_ids=agent_ids,
         spawned_by=access.requester_key if access.sandboxed else None,
         exclude_keys=frozenset(excluded),
     )
     message_limit = params.messageLimit
+    matching = RowFilter(
+        query=query,
+        rules=rules,
+        label=params.label,
+        search=params.search.lower() if params.search else None,
+        archived=params.archived,
+    )
 
     def listed(store: Store) -> list[tuple[StoredSession, list[str] | None]]:
         # The rows and their last messages in one trip off the loop.
@@ -40,11 +69,98 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
                 if message_limit > 0
                 else None,
             )
-            for stored in store.list_sessions(query)
+            for stored in matching.rows(store)
         ]
 
     rows = [row(context, stored, texts) for stored, texts in await context.store.read(listed)]
     return ReadAnswer({"count": len(rows), "sessions": rows})
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """``query`` (what the read model filters) plus the agent-facing filters."""
+
+    query: SessionQuery
+    rules: KeyRules
+    label: str | None
+    search: str | None
+    """Lower-cased."""
+    archived: bool
+
+    def rows(self, store: Store) -> list[StoredSession]:
+        if self.label is None and self.search is None and not self.archived:
+            return store.list_sessions(self.query)
+        if self.query.agent_ids is not None and not self.query.agent_ids:
+            return []
+        if self.label is not None and not self.archived:
+            # The label's index holds every active session with it: few rows.
+            found = sorted(store.sessions_by_label(self.label), key=newest_first)
+            candidates: Iterator[StoredSession] = iter(found)
+        else:
+            candidates = self._walk(store)
+        rows: list[StoredSession] = []
+        for stored in candidates:
+            if self.query.limit <= len(rows):
+                break
+            if self.matches(stored):
+                rows.append(stored)
+        return rows
+
+    def _walk(self, store: Store) -> Iterator[StoredSession]:
+        """Sessions of the listed status, newest first, a page at a time, ending at the
+        activity window (the order is by ``updatedAt``, so nothing older can match)."""
+        agents = self.query.agent_ids
+        page = SessionPage(
+            limit=SCAN_PAGE,
+            status="archived" if self.archived else "active",
+            agent_id=next(iter(agents)) if agents is not None and len(agents) == 1 else None,
+        )
+        since = self.query.updated_since_ms
+        while True:
+            found = store.session_page(page)
+            for stored in found:
+                if since is not None and stored.state.updated_at < since:
+                    return
+                yield stored
+            if len(found) < SCAN_PAGE:
+                return
+            last = found[-1].state
+            page = SessionPage(
+                limit=page.limit,
+                status=page.status,
+                agent_id=page.agent_id,
+                after=(last.updated_at, last.key),
+            )
+
+    def matches(self, stored: StoredSession) -> bool:
+        state = stored.state
+        query = self.query
+        if state.status != ("archived" if self.archived else "active"):
+            return False
+        if query.updated_since_ms is not None and state.updated_at < query.updated_since_ms:
+            return False
+        if query.agent_ids is not None and state.agent_id not in query.agent_ids:
+            return False
+        if query.kinds is not None and self.rules.kind(state.key, state.chat_type) not in (
+            query.kinds
+        ):
+            return False
+        if query.spawned_by is not None and state.spawned_by != query.spawned_by:
+            return False
+        if state.key in query.exclude_keys:
+            return False
+        if self.label is not None and state.label != self.label:
+            return False
+        return self.search is None or any(
+            self.search in field.lower()
+            for field in (state.key, state.session_id, state.label, state.display_name)
+            if field
+        )
+
+
+def newest_first(stored: StoredSession) -> tuple[int, str]:
+    """The listing's order (``updatedAt`` descending, then key) as a sort key."""
+    return (-stored.state.updated_at, stored.state.key)
 
 
 async def visible_agents(context: ToolContext) -> frozenset[str] | None:

@@ -131,6 +131,34 @@ def test_sessions_history_returns_the_tool_result_exactly(client: httpx.Client) 
     assert "toolResult" in [m["role"] for m in with_tools.json()["messages"]]
 
 
+def test_sessions_history_pages_back_over_http(client: httpx.Client) -> None:
+    # Decision 27 through the real transport: pages of 1, newest first, down to the first.
+    total = client.post("/v1/tools/sessions_history", json={"sessionKey": "main", "offset": 0})
+    assert total.status_code == 200
+    count = total.json()["totalMessages"]
+    assert total.json()["truncated"] is False
+    seen: list[str] = []
+    body: dict[str, object] = {"sessionKey": "main", "offset": 0, "limit": 1}
+    while True:
+        page = client.post("/v1/tools/sessions_history", json=body).json()
+        seen = [m["role"] for m in page["messages"]] + seen
+        if "nextOffset" not in page:
+            break
+        body["offset"] = page["nextOffset"]
+    assert len(seen) == count
+    assert seen == [m["role"] for m in total.json()["messages"]]
+    bad = client.post("/v1/tools/sessions_history", json={"sessionKey": "main", "offset": -1})
+    assert bad.status_code == 200
+    assert bad.json()["error"] == "offset must be a non-negative integer"
+
+
+def test_sessions_list_filters_over_http(client: httpx.Client) -> None:
+    found = client.post("/v1/tools/sessions_list", json={"search": "#OPS"}).json()
+    assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
+    archived = client.post("/v1/tools/sessions_list", json={"archived": True}).json()
+    assert archived == {"count": 0, "sessions": []}
+
+
 def test_refusals_are_200_results_with_their_status(server: LiveServer) -> None:
     with server.client("main") as http:
         missing = http.post("/v1/tools/sessions_history", json={"sessionKey": "cron:nope"})
@@ -168,6 +196,11 @@ def test_send_waits_for_the_reply_and_agent_wait_reports_the_run(client: httpx.C
     ).json()
     assert sent["status"] == "ok", sent
     assert sent["reply"] == "pong: ping"
+    assert sent["delivery"] in (
+        {"status": "started", "mode": "announce"},
+        # An earlier test's exchange may still be running in that session.
+        {"status": "queued", "position": 1, "mode": "announce"},
+    )
     waited = client.post(
         "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 0}
     ).json()

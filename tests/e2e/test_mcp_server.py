@@ -129,12 +129,32 @@ async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) 
     assert not sent.isError
     assert payload(sent)["status"] == "ok"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
+    assert payload(sent)["delivery"] == {"status": "started", "mode": "announce"}
     assert not spawned.isError
     spawn = payload(spawned)
     assert spawn["status"] == "accepted"
     assert spawn["childSessionKey"].startswith("agent:main:subagent:")
     assert agents["requester"] == "main"
     assert [agent["id"] for agent in agents["agents"]] == ["main"]
+
+
+async def test_history_pages_and_list_filters_through_mcp(store: str) -> None:
+    async with stdio_session(store, "--session", "main") as session:
+        page = payload(
+            await session.call_tool("sessions_history", {"sessionKey": "main", "offset": 0})
+        )
+        past = payload(
+            await session.call_tool("sessions_history", {"sessionKey": "main", "offset": 9})
+        )
+        bad = await session.call_tool("sessions_history", {"sessionKey": "main", "offset": -2})
+        found = payload(await session.call_tool("sessions_list", {"search": "OPS"}))
+    assert [m["content"][0]["text"] for m in page["messages"]] == ["hello"]
+    assert (page["offset"], page["totalMessages"], page["hasMore"]) == (0, 1, False)
+    assert "nextOffset" not in page
+    assert (past["messages"], past["hasMore"]) == ([], False)
+    assert bad.isError
+    assert payload(bad)["error"] == "offset must be a non-negative integer"
+    assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
 
 
 async def test_a_refusal_is_an_error_result_that_carries_the_json(store: str) -> None:
@@ -298,6 +318,7 @@ async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -
     assert [t.inputSchema for t in listed.tools][:-1] == [s["parameters"] for s in tool_schemas()]
     assert listed.tools[-1].name == "runs_cancel"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
+    assert payload(sent)["delivery"] == {"status": "started", "mode": "announce"}
     assert missing.isError
     assert payload(missing)["error"].startswith("Session not found: cron:nope")
 
