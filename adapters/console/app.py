@@ -1,16 +1,19 @@
 """The read-only web console: server-rendered pages over a store (docs/console.md).
 
 ``create_console(store, config, tokens)`` builds the ASGI app that ``serve`` mounts at
-``/console`` and ``sessionwire console`` serves alone. It never writes: every route is a
-GET but the login form. Only operator tokens open it (ADR 0014): from an
-``Authorization: Bearer`` header, or from the HttpOnly, SameSite=Strict cookie the login
-form sets (``/console/login``; ``?token=`` on that page logs in from a link, as the one
-``sessionwire console`` prints, then redirects so the token leaves the address bar).
-Failed attempts count against the same per-client limit as the API's.
+``/console`` and ``sessionwire console`` serves alone. It never writes to the store:
+every route is a GET but the login and logout forms. Only operator tokens open it (ADR
+0014): from an ``Authorization: Bearer`` header, or through a login (``/console/login``;
+``?token=`` on that page logs in from a link, as the one ``sessionwire console`` prints,
+then redirects so the token leaves the address bar). A login's HttpOnly, SameSite=Strict
+cookie holds a random login id, never the token (logins.py); it is ``Secure`` unless the
+console was reached on a loopback address, and ``/console/logout`` ends it. Failed
+attempts count against the same per-client limit as the API's.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -23,6 +26,7 @@ import jinja2
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
+from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.audit import StoreAuditLog
@@ -96,9 +100,11 @@ def create_console(
     config: GatewayConfig,
     tokens: TokenSet,
     attempts: Any | None = None,
+    logins: ConsoleLogins | None = None,
 ) -> FastAPI:
     """The console over ``store``; mount it at ``/console`` (its links assume so)."""
     templates = _environment()
+    logins = logins if logins is not None else ConsoleLogins()
     limiter = attempts if attempts is not None else FailedLogins()
     rules = config.key_rules
     # Recorded texts are shown as another session's history is read: masked (ADR 0018).
@@ -108,14 +114,18 @@ def create_console(
     stylesheet = (files("sessionwire.adapters.console") / "static" / "console.css").read_bytes()
 
     def render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
-        html = templates.get_template(name).render(base="/console", rules=rules, **context)
+        html = templates.get_template(name).render(
+            base="/console", rules=rules, hide_logout=name == "login.html", **context
+        )
         return HTMLResponse(html, status_code=code, headers=SECURITY_HEADERS)
 
     def granted(request: Request) -> bool:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         presented = token.strip() if scheme.lower() == "bearer" else None
-        presented = presented or request.cookies.get(COOKIE)
+        # A login's token is checked again on every page: one that is no longer an
+        # operator's closes the console to its logins too.
+        presented = presented or logins.token_of(request.cookies.get(COOKIE))
         grant = tokens.grant_for(presented)
         return grant is not None and grant.is_operator
 
@@ -131,15 +141,36 @@ def create_console(
             limiter.failed(client)
         return RedirectResponse("/console/login", status_code=303, headers=SECURITY_HEADERS)
 
-    def log_in(token: str, client: str) -> Response:
+    def log_in(request: Request, token: str, client: str) -> Response:
         grant = tokens.grant_for(token)
         if grant is None or not grant.is_operator:
             limiter.failed(client)
             message = "That token does not open the console (an operator token is needed)."
             return render("login.html", code=401, message=message)
         response = RedirectResponse("/console/", status_code=303, headers=SECURITY_HEADERS)
+        # A replaced login (a second login in the same browser) ends the first.
+        logins.close(request.cookies.get(COOKIE))
         response.set_cookie(
-            COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=8 * 3600
+            COOKIE,
+            logins.open(token),
+            httponly=True,
+            samesite="strict",
+            path="/console",
+            max_age=LOGIN_SECONDS,
+            secure=not reached_on_loopback(request),
+        )
+        return response
+
+    @app.post("/logout")
+    async def log_out(request: Request) -> Response:
+        logins.close(request.cookies.get(COOKIE))
+        response = RedirectResponse("/console/login", status_code=303, headers=SECURITY_HEADERS)
+        response.delete_cookie(
+            COOKIE,
+            path="/console",
+            httponly=True,
+            samesite="strict",
+            secure=not reached_on_loopback(request),
         )
         return response
 
@@ -156,7 +187,7 @@ def create_console(
         if wait is not None:
             return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
         if token:
-            return log_in(token, client)
+            return log_in(request, token, client)
         return render("login.html", message=None)
 
     @app.post("/login")
@@ -171,7 +202,7 @@ def create_console(
             if len(body) > LOGIN_BODY_BYTES:
                 return render("login.html", code=413, message="The form was too large.")
         token = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
-        return log_in(token, client)
+        return log_in(request, token, client)
 
     @app.get("/", response_class=HTMLResponse)
     async def sessions(
@@ -269,6 +300,19 @@ def create_console(
         )
 
     return app
+
+
+def reached_on_loopback(request: Request) -> bool:
+    """Was the console asked for at a loopback address (``http://127.0.0.1:…``,
+    ``localhost``)? Only there may its cookie go without ``Secure``: anywhere else the
+    way in should be TLS (a proxy in front), and the cookie must never travel in clear."""
+    host = request.url.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _integrity(store: Store, check: bool) -> tuple[Any, list[Any]]:

@@ -195,3 +195,72 @@ def test_huge_integers_in_a_query_are_no_500(client: TestClient, path: str) -> N
         assert answer.status_code == 422  # refused: no position is that large
     else:
         assert "<title>Sessions" in answer.text  # not a cursor of ours: the first page
+
+
+# Logins (issue 27 finding 8) ------------------------------------------------------------
+
+
+def logged_in(client: TestClient) -> str:
+    answer = client.post(
+        "/console/login",
+        content=f"token={TOKEN}",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303
+    cookie = answer.headers["set-cookie"]
+    match = re.match(r"sessionwire_console=([^;]+);", cookie)
+    assert match is not None
+    client.cookies.clear()  # each request below says which cookie it sends
+    return match.group(1)
+
+
+def cookie(value: str) -> dict[str, str]:
+    return {"Cookie": f"sessionwire_console={value}"}
+
+
+def test_the_console_cookie_is_a_login_id_not_the_operator_token(client: TestClient) -> None:
+    login_id = logged_in(client)
+    assert TOKEN not in login_id
+    assert len(login_id) >= 40  # 32 random bytes
+    page = client.get("/console/runs", headers=cookie(login_id), follow_redirects=False)
+    assert page.status_code == 200
+    # It opens the console and nothing else: not a bearer token on the API.
+    api = client.get("/v1/tools", headers={"Authorization": f"Bearer {login_id}"})
+    assert api.status_code == 401
+    forged = client.get("/console/runs", headers=cookie(TOKEN), follow_redirects=False)
+    assert forged.status_code == 303, "the token itself in the cookie opens nothing"
+
+
+def test_the_cookie_is_secure_except_on_loopback(
+    recorded: tuple[str, dict[str, str]], client: TestClient
+) -> None:
+    beyond = client.post(
+        "/console/login",
+        content=f"token={TOKEN}",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert "secure" in beyond.headers["set-cookie"].lower()  # http://testserver
+    for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765"):
+        local = client.post(
+            "/console/login",
+            content=f"token={TOKEN}",
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Host": host},
+            follow_redirects=False,
+        )
+        assert "secure" not in local.headers["set-cookie"].lower(), host
+
+
+def test_logout_ends_the_login(client: TestClient) -> None:
+    login_id = logged_in(client)
+    jar = cookie(login_id)
+    opened = client.get("/console/", headers=jar, follow_redirects=False)
+    assert opened.status_code == 200
+    assert 'action="/console/logout"' in opened.text
+    out = client.post("/console/logout", headers=jar, follow_redirects=False)
+    assert out.status_code == 303
+    assert out.headers["location"] == "/console/login"
+    assert 'sessionwire_console=""' in out.headers["set-cookie"]
+    again = client.get("/console/", headers=jar, follow_redirects=False)
+    assert again.status_code == 303, "the login id opens nothing once logged out"
