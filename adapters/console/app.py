@@ -3,9 +3,10 @@
 ``create_console(store, config, tokens)`` builds the ASGI app that ``serve`` mounts at
 ``/console`` and ``sessionwire console`` serves alone. It never writes to the store:
 every route is a GET but the login and logout forms. Only operator tokens open it (ADR
-0014): from an ``Authorization: Bearer`` header, or through a login (``/console/login``;
-``?token=`` on that page logs in from a link, as the one ``sessionwire console`` prints,
-then redirects so the token leaves the address bar). A login's HttpOnly, SameSite=Strict
+0014): from an ``Authorization: Bearer`` header, or through a login (``/console/login``:
+its form posts the token; a token is never taken from an address, which browsers and
+access logs keep; the link ``sessionwire console`` prints carries a one-time ``?code=``
+instead). A login's HttpOnly, SameSite=Strict
 cookie holds a random login id, never the token (logins.py); it is ``Secure`` unless the
 console was reached on a loopback address, and ``/console/logout`` ends it. Failed
 attempts count against the same per-client limit as the API's.
@@ -95,6 +96,10 @@ def _environment() -> jinja2.Environment:
     return environment
 
 
+MAX_CODE_LENGTH = 64
+"""A one-time login code is 43 characters; longer input is cut before the lookup."""
+
+
 def create_console(
     store: AsyncStore,
     config: GatewayConfig,
@@ -181,13 +186,24 @@ def create_console(
         return Response(stylesheet, media_type="text/css", headers=headers)
 
     @app.get("/login", response_class=HTMLResponse)
-    async def login_page(request: Request, token: str | None = None) -> Response:
+    async def login_page(
+        request: Request, code: str | None = None, token: str | None = None
+    ) -> Response:
         client = request.client.host if request.client else "unknown"
         wait = limiter.retry_after(client)
         if wait is not None:
             return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
         if token:
-            return log_in(request, token, client)
+            # Never taken from an address (browser history, access logs): the form posts it.
+            message = "A token in a link is not taken: paste it in the form below."
+            return render("login.html", code=400, message=message)
+        if code:
+            redeemed = logins.redeem(code[:MAX_CODE_LENGTH])
+            if redeemed is None:
+                limiter.failed(client)
+                message = "That login link was used already or has expired."
+                return render("login.html", code=401, message=message)
+            return log_in(request, redeemed, client)
         return render("login.html", message=None)
 
     @app.post("/login")

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 LOGIN_SECONDS = 8 * 3600
 # Logins kept at once; the oldest goes first past this (each is a few hundred bytes).
 MAX_LOGINS = 1000
+# How long a login link's one-time code stays good (it is printed to be opened at once).
+CODE_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class ConsoleLogins:
         self._limit = limit
         self._now = now
         self._open: OrderedDict[str, _Login] = OrderedDict()
+        self._codes: dict[str, _Login] = {}
 
     def open(self, token: str) -> str:
         """A new login for ``token`` (already checked to be an operator's): its id."""
@@ -49,6 +52,21 @@ class ConsoleLogins:
         login_id = secrets.token_urlsafe(32)
         self._open[login_id] = _Login(token=token, until=self._now() + self._lifetime)
         return login_id
+
+    def invite(self, token: str) -> str:
+        """A one-time code that logs in as ``token`` once, within ``CODE_SECONDS``: what a
+        printed login link carries instead of the token (an address is kept in browser
+        history and access logs; a spent code is worth nothing there)."""
+        code = secrets.token_urlsafe(32)
+        self._codes[code] = _Login(token=token, until=self._now() + CODE_SECONDS)
+        return code
+
+    def redeem(self, code: str) -> str | None:
+        """The token a one-time code stands for, spending it; None if unknown or late."""
+        login = self._codes.pop(code, None)
+        if login is None or self._now() >= login.until:
+            return None
+        return login.token
 
     def token_of(self, login_id: str | None) -> str | None:
         """The token the login ``login_id`` was opened with; None if there is no such
@@ -71,4 +89,4 @@ class ConsoleLogins:
         return len(self._open)
 
 
-__all__ = ["LOGIN_SECONDS", "ConsoleLogins"]
+__all__ = ["CODE_SECONDS", "LOGIN_SECONDS", "ConsoleLogins"]

@@ -13,6 +13,7 @@ import asyncio
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -264,3 +265,39 @@ def test_logout_ends_the_login(client: TestClient) -> None:
     assert 'sessionwire_console=""' in out.headers["set-cookie"]
     again = client.get("/console/", headers=jar, follow_redirects=False)
     assert again.status_code == 303, "the login id opens nothing once logged out"
+
+
+def test_a_token_in_an_address_is_never_taken(client: TestClient) -> None:
+    refused = client.get(f"/console/login?token={TOKEN}", follow_redirects=False)
+    assert refused.status_code == 400
+    assert "set-cookie" not in refused.headers
+    assert "paste it in the form" in refused.text
+
+
+def test_a_login_link_carries_a_code_that_logs_in_once(tmp_path: Path) -> None:
+    from fastapi import FastAPI
+    from sessionwire.adapters.bootstrap import open_event_store
+    from sessionwire.adapters.console.app import create_console
+    from sessionwire.adapters.console.logins import ConsoleLogins
+    from sessionwire.adapters.http.tokens import TokenSet
+    from sessionwire.adapters.store.off_loop import OffLoopStore
+
+    config = GatewayConfig()
+    store = open_event_store(f"sqlite:///{tmp_path}/s.db", config)
+    logins = ConsoleLogins()
+    app = FastAPI()
+    app.mount(
+        "/console",
+        create_console(OffLoopStore(store), config, TokenSet.operator(TOKEN), None, logins),
+    )
+    try:
+        with TestClient(app) as browser:
+            code = logins.invite(TOKEN)
+            opened = browser.get(f"/console/login?code={code}", follow_redirects=False)
+            assert opened.status_code == 303
+            assert opened.headers["location"] == "/console/"
+            assert TOKEN not in opened.headers["set-cookie"]
+            again = browser.get(f"/console/login?code={code}", follow_redirects=False)
+            assert again.status_code == 401, "a spent code logs in no one"
+    finally:
+        store.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessionwire.adapters.console.logins import ConsoleLogins
+from sessionwire.adapters.console.logins import CODE_SECONDS, ConsoleLogins
 
 
 class Ticking:
@@ -43,3 +43,15 @@ def test_the_oldest_login_goes_past_the_limit() -> None:
     assert len(logins) == 3
     assert logins.token_of(ids[0]) is None
     assert [logins.token_of(i) for i in ids[1:]] == ["t1", "t2", "t3"]
+
+
+def test_a_login_code_is_spent_once_and_expires() -> None:
+    now = [0.0]
+    logins = ConsoleLogins(now=lambda: now[0])
+    code = logins.invite("operator-token")
+    assert "operator-token" not in code
+    assert logins.redeem(code) == "operator-token"
+    assert logins.redeem(code) is None  # spent
+    late = logins.invite("operator-token")
+    now[0] = CODE_SECONDS
+    assert logins.redeem(late) is None
