@@ -17,6 +17,7 @@ import json
 import secrets
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
@@ -213,6 +214,13 @@ class RunEngine:
         self._executing: dict[UUID, bool] = {}
         self.turn_started: Callable[[], None] = lambda: None
         """Called as a runtime call starts (the cancellation watch starts polling)."""
+        self.outcome_lock: Callable[[RunState], AbstractAsyncContextManager[None]] = lambda state: (
+            nullcontext()
+        )
+        """Held while a run's outcome (its usage) is recorded: the trace budget's lock
+        (ADR 0034), so no run is admitted into its trace on a count missing that usage."""
+        self.run_ended: Callable[[RunState], None] = lambda state: None
+        """Called once a run's outcome is recorded here (the trace budget's cancel)."""
         # Runtime calls of this engine's runs cancelled at their timeout (or cancel), kept
         # until they stop (one may ignore cancellation): this gateway's close waits for
         # its own only.
@@ -410,11 +418,13 @@ class RunEngine:
             )
         ) as span:
             outcome = await self._call_runtime(run)
-            run = await self._record_outcome(run_id, outcome)
+            async with self.outcome_lock(run.state):
+                run = await self._record_outcome(run_id, outcome)
             span.status, span.error = run.state.status, run.state.error
         bound.info("run ended", status=run.state.status)
         telemetry.run_ended(run.state.status)
         self._settle(run)
+        self.run_ended(run.state)
 
     async def _record_dispatch(self, run: Run) -> Run:
         """Mark the run dispatched; its first dispatch appends its user message."""

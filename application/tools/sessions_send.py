@@ -12,7 +12,7 @@ from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.tools.params import SessionsSendParams
-from sessionwire.application.tools.results import HopLimitRefused, SendResult
+from sessionwire.application.tools.results import HopLimitRefused, SendResult, TraceBudgetRefused
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
     SessionRefused,
@@ -83,7 +83,7 @@ async def _target(context: ToolContext, params: SessionsSendParams) -> StoredSes
 
 async def sessions_send(
     context: ToolContext, params: SessionsSendParams
-) -> SendResult | HopLimitRefused:
+) -> SendResult | HopLimitRefused | TraceBudgetRefused:
     services = context.services
     assert services is not None, "sessions_send needs the gateway's run engine"
     hop_refusal = context.hop_refusal()
@@ -101,6 +101,27 @@ async def sessions_send(
         # on as it was (a reopen resumes it); answer for it rather than start it again.
         display = context.display_key(earlier.state.session_key)
         return await _answer(context, params, run_id, display)
+    chain = context.next_hop(str(run_id))
+    # The trace's budget (decision 31) before anything else: a spent trace sends nowhere.
+    async with services.budgets.admit(chain.trace_id) as exceeded:
+        started = None if exceeded else await _start(context, params, run_id, chain)
+    if exceeded is not None:
+        reference = (params.sessionKey or params.label or "").strip()
+        await context.refuse_over_budget(exceeded, chain, tool="sessions_send", reference=reference)
+        return TraceBudgetRefused(error=exceeded.message)
+    if isinstance(started, SendResult):
+        return started
+    assert started is not None
+    return await _answer(context, params, run_id, started)
+
+
+async def _start(
+    context: ToolContext, params: SessionsSendParams, run_id: UUID, chain: Causality
+) -> SendResult | str:
+    """Resolve the target and start the run with its exchange: the target's display key,
+    or the result of a send that started nothing."""
+    services = context.services
+    assert services is not None
     try:
         target = await _target(context, params)
     except SessionRefused as refused:
@@ -131,7 +152,6 @@ async def sessions_send(
     requester_session = await context.store.session(requester.key)
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
-    chain = context.next_hop(str(run_id))
     busy = await _busy_decision(context, target.state, run_id, chain)
     if busy is not None:
         log.info(
@@ -182,7 +202,7 @@ async def sessions_send(
     )
     await services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
     services.exchanges.start(exchange.id)
-    return await _answer(context, params, run_id, display)
+    return display
 
 
 async def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
