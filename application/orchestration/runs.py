@@ -229,10 +229,30 @@ class RunEngine:
 
     # Accepting runs -------------------------------------------------------------------
 
-    async def save_and_enqueue(self, run: Run, *others: Aggregate) -> None:
-        """Record a new run (with any aggregates that change with it) and queue it."""
+    async def save_and_enqueue(
+        self, run: Run, *others: Aggregate, then: Callable[[], object] | None = None
+    ) -> None:
+        """Record a new run (with any aggregates that change with it), queue it, and
+        ``then`` start what drives it on (its exchange or spawn driver).
+
+        On a task of their own: a caller cancelled meanwhile (the turn of a run cancelled
+        while its tool call saves a send) must not leave a run, or its exchange, that is
+        recorded but never queued or driven, pending until the next reopen."""
+        await asyncio.shield(
+            self.in_flight.start(
+                self._save_and_enqueue(run, others, then),
+                Owner("run-start", str(run.id)),
+                context=outside_any_run(),
+            )
+        )
+
+    async def _save_and_enqueue(
+        self, run: Run, others: tuple[Aggregate, ...], then: Callable[[], object] | None
+    ) -> None:
         await self.store.save(run, *others)
         self.enqueue(run.id, run.state.session_key)
+        if then is not None:
+            then()
 
     async def ensure_started(self, run: Run, *others: Aggregate) -> None:
         """Start ``run`` (saved with ``others``) unless a run with its id exists already.

@@ -200,8 +200,12 @@ async def _start(
         at=now,
         causality=chain,
     )
-    await services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
-    services.exchanges.start(exchange.id)
+    await services.runs.save_and_enqueue(
+        run,
+        exchange,
+        *([busy] if busy is not None else []),
+        then=lambda: services.exchanges.start(exchange.id),
+    )
     return display
 
 

@@ -169,8 +169,9 @@ async def _spawn(
             account_id=requester_row.last_account_id if requester_row else None,
         ),
     )
-    await services.runs.save_and_enqueue(run, child, spawn)
-    services.spawns.start(spawn.id)
+    await services.runs.save_and_enqueue(
+        run, child, spawn, then=lambda: services.spawns.start(spawn.id)
+    )
     return SpawnResult(
         status="accepted",
         runId=str(run_id),
