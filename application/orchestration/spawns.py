@@ -136,7 +136,9 @@ class SpawnDriver(ProcessManager[Spawn]):
                 await self.runs.ensure_started(run, spawn)
         if exceeded is not None:
             assert chain is not None
-            spawn.record_announce_reply(None, at=now)
+            # The child's own reply stands in for the announce step's (its Result).
+            child = await self.runs.load(UUID(spawn.state.run_id))
+            spawn.record_announce_reply(child.state.reply if child else None, at=now)
             await self.store.save(spawn)
             await self.budgets.refuse(
                 exceeded,

@@ -16,7 +16,7 @@ from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.config.gateway_config import ConfigError
 from sessionwire.application.ports.runtime import AgentRuntime
 from sessionwire.domain.access_refusal import AccessRefusal
-from sessionwire.testing import VirtualClock
+from sessionwire.testing import CapturingDelivery, VirtualClock
 
 A = "agent:main:work:a"
 B = "agent:main:work:b"
@@ -315,3 +315,40 @@ def test_zero_budgets_are_valid() -> None:
     assert budget.configured
     assert budget.max_runs == 0
     assert budget.max_cost == 0
+
+
+async def test_a_spent_trace_skips_the_announce_step_and_still_reports(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """maxRuns 1: the spawn's task is the trace's one run; its announce step is refused
+    (recorded), and the report still reaches the requester's chat with the status."""
+    delivery = CapturingDelivery()
+    agents = Chain()
+    gw = await Gateway.open(
+        config=config({"maxRuns": 1}),
+        store=store_url,
+        clock=clock,
+        runtime=agents,
+        delivery=delivery,
+    )
+    agents.gateway = gw
+    try:
+        ops = "agent:main:discord:group:ops"
+        await gw.record_message(
+            ops, role="user", content="hi", channel="discord", chat_type="group"
+        )
+        spawned = await gw.call_tool(ops, "sessions_spawn", {"task": "dig"})
+        await gw.wait_idle()
+        runs = (await gw.runs(trace_id=(await gw.run(spawned["runId"]) or {})["traceId"]))["runs"]
+        recorded = refusals(gw)
+    finally:
+        await gw.close()
+
+    assert [run["step"] for run in runs] == ["subagent_task"]
+    assert [(r.tool, r.rule) for r in recorded] == [
+        ("subagent_announce", "session.agentToAgent.budget.maxRuns")
+    ]
+    (report,) = delivery.sent
+    assert report["to"] == "channel:ops"
+    assert report["message"].startswith("Status: ok")
+    assert "child done" in report["message"]
