@@ -328,3 +328,34 @@ async def test_session_status_reports_the_calling_session_only(
         "tool": "session_status",
         "error": "Session not found: agent:main:never",
     }
+
+
+async def test_a_queued_child_is_steered_and_reads_it_when_it_starts(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """maxConcurrent 1: the second child waits for the lane (queued) while the first
+    works; a steer into it is recorded, and it reads the message once it runs."""
+    agents = Children()
+    settings = GatewayConfig.load({**QUIET, "agents": {"defaults": {"maxConcurrent": 1}}})
+    gw = await Gateway.open(config=settings, store=store_url, clock=clock, runtime=agents)
+    try:
+        await gw.record_message(MAIN, role="user", content="hi")
+        first = await spawn(gw, MAIN, "first")
+        second = await spawn(gw, MAIN, "second")
+        await clock.advance(1)
+        assert (await gw.run(second) or {})["status"] == "queued"
+
+        steered = await gw.call_tool(
+            MAIN, "subagents", {"action": "steer", "target": second, "message": "use cache"}
+        )
+        assert steered["status"] == "ok"
+        await clock.advance(61)
+        await clock.advance(61)
+        await gw.wait_idle()
+        ended = [await gw.run(run_id) for run_id in (first, second)]
+    finally:
+        await gw.close()
+
+    assert [run["status"] if run else None for run in ended] == ["ok", "ok"]
+    assert agents.seen[first] == []
+    assert agents.seen[second] == ["use cache"]

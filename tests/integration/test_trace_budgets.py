@@ -123,25 +123,61 @@ async def test_no_budget_by_default_counts_nothing(store_url: str, clock: Virtua
         assert refusals(gw) == []
 
 
+@pytest.mark.parametrize(
+    ("budget", "reason", "limit"),
+    [
+        ({"maxRuns": 0}, "maxRuns 0 reached (0 runs in this trace)", "maxRuns"),
+        ({"maxTokens": 0}, "maxTokens 0 reached (0 tokens in this trace)", "maxTokens"),
+        ({"maxCost": 0}, "maxCost $0 reached ($0 USD in this trace)", "maxCost"),
+    ],
+)
 async def test_budgets_of_zero_refuse_every_send_and_spawn(
-    store_url: str, clock: VirtualClock
+    store_url: str, clock: VirtualClock, budget: dict[str, Any], reason: str, limit: str
 ) -> None:
     agents = Chain()
-    async with opened(store_url, clock, config({"maxRuns": 0}), agents) as gw:
+    async with opened(store_url, clock, config(budget), agents) as gw:
         sent = await start(gw)
         spawned = await gw.call_tool(A, "sessions_spawn", {"task": "dig"})
         await gw.wait_idle()
         runs = await gw.runs()
         recorded = refusals(gw)
 
-    reason = "trace budget exceeded: maxRuns 0 reached (0 runs in this trace)"
-    assert sent == {"status": "forbidden", "error": reason}
-    assert spawned == {"status": "forbidden", "error": reason}
+    message = f"trace budget exceeded: {reason}"
+    assert sent == {"status": "forbidden", "error": message}
+    assert spawned == {"status": "forbidden", "error": message}
     assert runs == {"runs": []}
+    rule = f"session.agentToAgent.budget.{limit}"
     assert [(r.tool, r.message, r.rule) for r in recorded] == [
-        ("sessions_send", reason, "session.agentToAgent.budget.maxRuns"),
-        ("sessions_spawn", reason, "session.agentToAgent.budget.maxRuns"),
+        ("sessions_send", message, rule),
+        ("sessions_spawn", message, rule),
     ]
+
+
+async def test_two_spawns_at_once_in_one_trace_do_not_both_pass_max_spawns(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """A's turn makes two spawns concurrently with maxSpawns 1: the count and the start
+    are one step under the trace's lock, so exactly one is accepted."""
+
+    class Twice(Chain):
+        async def run(self, request: RunRequest) -> RunReply:
+            if (request.session_key, request.step) != (A, "primary"):
+                return await super().run(request)
+            gw = self.gateway
+            assert gw is not None
+            both = await asyncio.gather(
+                gw.call_tool(A, "sessions_spawn", {"task": "one"}),
+                gw.call_tool(A, "sessions_spawn", {"task": "two"}),
+            )
+            self.answers[A] = list(both)
+            return RunReply(text="spawned")
+
+    agents = Twice()
+    async with opened(store_url, clock, config({"maxSpawns": 1}), agents) as gw:
+        await start(gw)
+        await gw.wait_idle()
+
+    assert sorted(answer["status"] for answer in agents.answers[A]) == ["accepted", "forbidden"]
 
 
 async def test_max_spawns_zero_refuses_spawns_and_lets_sends_through(
