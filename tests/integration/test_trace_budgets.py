@@ -388,3 +388,42 @@ async def test_a_spent_trace_skips_the_announce_step_and_still_reports(
     assert report["to"] == "channel:ops"
     assert report["message"].startswith("Status: ok")
     assert "child done" in report["message"]
+
+
+async def test_a_ping_pong_turn_past_the_budget_ends_the_loop_with_the_rule(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """maxRuns 2, up to 5 ping-pong turns: the send's run and turn 1 are the trace's two
+    runs; turn 2 is blocked by the budget (TurnBlocked names it), the announce too."""
+
+    class Talkative(AgentRuntime):
+        async def run(self, request: RunRequest) -> RunReply:
+            return RunReply(text=f"{request.step} {request.turn}")
+
+    gw = await Gateway.open(
+        config=config({"maxRuns": 2}, turns=5), store=store_url, clock=clock, runtime=Talkative()
+    )
+    try:
+        for key in (A, B):
+            await gw.record_message(key, role="user", content="hi")
+        sent = await gw.call_tool(A, "sessions_send", {"sessionKey": B, "message": "go"})
+        await gw.wait_idle()
+        trace = (await gw.run(sent["runId"]) or {})["traceId"]
+        runs = (await gw.runs(trace_id=trace))["runs"]
+        blocked = [
+            event
+            for _, event in store_of(gw).events()
+            if type(event).__name__ in ("TurnBlocked", "AnnounceSuppressed")
+        ]
+        recorded = refusals(gw)
+    finally:
+        await gw.close()
+
+    assert sent["status"] == "ok"
+    assert sorted(run["step"] for run in runs) == ["primary", "reply_back"]
+    rule = "session.agentToAgent.budget.maxRuns"
+    assert [(type(event).__name__, event.rule) for event in blocked] == [
+        ("TurnBlocked", rule),
+        ("AnnounceSuppressed", rule),
+    ]
+    assert [r.tool for r in recorded] == ["reply_back", "announce"]
