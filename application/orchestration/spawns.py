@@ -117,7 +117,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         chain = step.causality
         new = chain is not None and await self.store.work(step.run_id) is None
         # The trace's budget (decision 31): a spent trace runs no announce step; the
-        # report still goes to the requester, with the child's status and stats.
+        # report still goes to the requester: the child's status, reply and stats.
         async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
             if exceeded is None:
                 spawn.request_announce(step.run_id, at=now)
