@@ -42,6 +42,7 @@ from sessionwire.application.orchestration.runs import (
 )
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.takeover import Takeover
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
@@ -65,6 +66,8 @@ from sessionwire.application.tools.params import (
     SessionsListParams,
     SessionsSendParams,
     SessionsSpawnParams,
+    SessionStatusParams,
+    SubagentsParams,
     ToolInputError,
     ToolParams,
     friendly,
@@ -72,10 +75,12 @@ from sessionwire.application.tools.params import (
 from sessionwire.application.tools.results import ReadAnswer, ToolError, ToolResult
 from sessionwire.application.tools.schemas import TOOL_PARAMETERS, tool_schemas
 from sessionwire.application.tools.session_refs import SessionNotResolved, SessionRefused
+from sessionwire.application.tools.session_status import session_status
 from sessionwire.application.tools.sessions_history import sessions_history
 from sessionwire.application.tools.sessions_list import sessions_list
 from sessionwire.application.tools.sessions_send import sessions_send
 from sessionwire.application.tools.sessions_spawn import sessions_spawn
+from sessionwire.application.tools.subagents import subagents
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.errors import SessionwireError
@@ -121,6 +126,8 @@ TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
     "sessions_send": (SessionsSendParams, sessions_send),
     "sessions_spawn": (SessionsSpawnParams, sessions_spawn),
     "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
+    "subagents": (SubagentsParams, subagents),
+    "session_status": (SessionStatusParams, session_status),
 }
 assert set(TOOLS) == set(TOOL_PARAMETERS)
 
@@ -171,6 +178,15 @@ class GatewayService:
             in_flight=self.in_flight,
             tools_for=self.tools_for,
         )
+        # Budgets per trace (decision 31): every start of a run in a trace asks them.
+        self.budgets = TraceBudgets(
+            store=store,
+            config=config,
+            clock=clock,
+            ids=ids,
+            in_flight=self.in_flight,
+            engine=self.run_engine,
+        )
         self.outbox = DeliveryOutbox(
             store=store,
             in_flight=self.in_flight,
@@ -188,6 +204,7 @@ class GatewayService:
             run_timeout_seconds=defaults.timeoutSeconds,
             send_policy=config.send_policy,
             rules=self.rules,
+            budgets=self.budgets,
         )
         self.spawns = SpawnDriver(
             store=store,
@@ -197,6 +214,7 @@ class GatewayService:
             delivery=self.delivery,
             outbox=self.outbox,
             config=config,
+            budgets=self.budgets,
         )
         self.telemetry.watch(
             GatewayGauges(
@@ -211,6 +229,7 @@ class GatewayService:
         self.cancellation = RunCancellation(
             engine=self.run_engine, store=store, clock=clock, in_flight=self.in_flight
         )
+        self.budgets.cancellation = self.cancellation
         self.services = ToolServices(
             runs=self.run_engine,
             exchanges=self.exchanges,
@@ -218,6 +237,7 @@ class GatewayService:
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
             cancellation=self.cancellation,
+            budgets=self.budgets,
         )
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)

@@ -28,7 +28,9 @@ SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this
 
 Access = Literal["history", "messaging"]
 Action = Literal["allow", "deny"]
-Check = Literal["agent_to_agent", "sandbox", "send_policy", "subagent_tools", "hop_limit"]
+Check = Literal[
+    "agent_to_agent", "sandbox", "send_policy", "subagent_tools", "hop_limit", "trace_budget"
+]
 
 
 def not_visible(reference: str) -> str:

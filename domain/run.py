@@ -69,6 +69,8 @@ class RunState(BaseModel):
     error: str | None = None
     usage: Usage | None = None
     model: str | None = None
+    steers: int = 0
+    """Messages steered into the run while it was queued or running (``subagents``)."""
 
     @property
     def ended(self) -> bool:
@@ -202,6 +204,19 @@ class Run(Aggregate):
                 }
             )
 
+    class RunSteered(Aggregate.Event):
+        """A message for the run from the session that spawned it (the ``subagents``
+        tool's steer): appended to the run's session, where its agent reads it at its
+        next step; the run itself goes on."""
+
+        message: str
+        steered_by: str
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={"steers": aggregate.state.steers + 1}
+            )
+
     def __init__(
         self,
         session_key: str,
@@ -308,6 +323,27 @@ class Run(Aggregate):
         (a cancel racing the run's own end: exactly one of them is recorded)."""
         self._require_open()
         self.trigger_event(self.RunCancelled, timestamp=at, reason=reason)
+
+    def steer(self, *, message: str, steered_by: str, at: datetime) -> None:
+        """Record a steer; RunAlreadyEnded for a run that has its outcome (a steer
+        reaches only a queued or running run)."""
+        self._require_open()
+        self.trigger_event(self.RunSteered, timestamp=at, message=message, steered_by=steered_by)
+
+    def steer_provenance(self, steered_by: str) -> Provenance:
+        """The steer's transcript line: another agent's words, on the run's chain."""
+        return self._provenance_of("a2a", steered_by)
+
+    def _provenance_of(self, kind: ProvenanceKind, session_key: str) -> Provenance:
+        chain = self.state.causality
+        return Provenance(
+            kind=kind,
+            session_key=session_key,
+            run_id=self.state.run_id,
+            trace_id=chain.trace_id,
+            parent_run_id=chain.parent_run_id,
+            hops=chain.hops,
+        )
 
     def time_out(self, *, at: datetime) -> None:
         self._require_open()

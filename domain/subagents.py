@@ -28,6 +28,7 @@ KNOWN_TOOLS = (
     "whatsapp_login",
     *SESSION_TOOLS,
     "agents_list",
+    "subagents",
 )
 
 # Always denied to sub-agents, whatever the config allows (OpenClaw's deny list).
@@ -43,6 +44,9 @@ SUBAGENT_DENIED_TOOLS = (
     "cron",
     "memory_search",
     "memory_get",
+    # A leaf sub-agent has no children to control (OpenClaw gives `subagents` to
+    # orchestrator sub-agents only, with nesting on).
+    "subagents",
 )
 
 

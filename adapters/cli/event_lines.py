@@ -217,6 +217,8 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"timed out after {data.timeout_seconds:g}s"
         case "RunCancelled":
             return f"cancelled: {data.reason}" if data.reason else "cancelled"
+        case "RunSteered":
+            return f"steered by {data.steered_by}: {data.message}"
         case "ExchangeOpened":
             return (
                 f"{data.requester_display} → {data.target_display}: {data.original_message} "

@@ -84,8 +84,11 @@ from sessionwire.application.tools.results import (
     SendResult,
     SessionsHistoryResult,
     SessionsListResult,
+    SessionStatusResult,
     SpawnResult,
+    SubagentsResult,
     ToolError,
+    TraceBudgetRefused,
 )
 from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
 from sessionwire.domain.errors import SessionwireError
@@ -149,9 +152,11 @@ class ApiError(SessionwireError):
 TOOL_RESULTS: dict[str, Any] = {
     "sessions_list": SessionsListResult | ToolError,
     "sessions_history": SessionsHistoryResult | ToolError,
-    "sessions_send": SendResult | ToolError,
-    "sessions_spawn": SpawnResult | ToolError,
+    "sessions_send": SendResult | TraceBudgetRefused | ToolError,
+    "sessions_spawn": SpawnResult | TraceBudgetRefused | ToolError,
     "agents_list": AgentsListResult | ToolError,
+    "subagents": SubagentsResult | ToolError,
+    "session_status": SessionStatusResult | ToolError,
 }
 assert set(TOOL_RESULTS) == set(TOOL_PARAMETERS)
 

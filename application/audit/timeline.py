@@ -190,6 +190,8 @@ def _run(event: Any) -> str:
         return f"run timed out after {event.timeout_seconds:g}s"
     if isinstance(event, Run.RunCancelled):
         return f"run cancelled: {event.reason}" if event.reason else "run cancelled"
+    if isinstance(event, Run.RunSteered):
+        return f"run steered by {event.steered_by}: {_snip(event.message)}"
     return type(event).__name__
 
 

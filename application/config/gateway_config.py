@@ -35,6 +35,7 @@ from sessionwire.domain.policy import (
     normalize_chat_type,
 )
 from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
+from sessionwire.domain.trace_budget import TraceBudget
 
 log = library_logger("sessionwire.config")
 
@@ -144,12 +145,25 @@ class SendPolicyConfig(_Section):
     default: Literal["allow", "deny"] = "allow"
 
 
+class TraceBudgetConfig(_Section):
+    """``session.agentToAgent.budget`` (decision 31): every limit unset by default; 0 is
+    a valid limit (refuse every run, or spawn), a negative one an error."""
+
+    maxRuns: int | None = Field(default=None, ge=0)
+    maxSpawns: int | None = Field(default=None, ge=0)
+    maxTokens: int | None = Field(default=None, ge=0)
+    maxCost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    onExceeded: Literal["refuse", "cancel"] = "refuse"
+
+
 class AgentToAgentSession(_Section):
     maxPingPongTurns: float | None = None
     maxHops: int = Field(default=DEFAULT_MAX_HOPS, ge=1)
     """Sends and spawns in one chain before the next is refused (decision 17)."""
     busy: BusyAction = DEFAULT_BUSY
     """What a sessions_send into a session with a run in flight does (ADR 0022)."""
+    budget: TraceBudgetConfig = Field(default_factory=TraceBudgetConfig)
+    """Limits per trace on runs, spawns, tokens and cost (decision 31, ADR 0034)."""
 
     @property
     def max_ping_pong_turns(self) -> int:
@@ -423,6 +437,17 @@ class GatewayConfig(_Section):
             for rule in section.rules
         )
         return SendPolicy(rules=rules, default=section.default, configured=True)
+
+    @property
+    def trace_budget(self) -> TraceBudget:
+        section = self.session.agentToAgent.budget
+        return TraceBudget(
+            max_runs=section.maxRuns,
+            max_spawns=section.maxSpawns,
+            max_tokens=section.maxTokens,
+            max_cost=section.maxCost,
+            on_exceeded=section.onExceeded,
+        )
 
     @property
     def busy_policy(self) -> BusyPolicy:

@@ -19,6 +19,7 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -62,6 +63,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         delivery: ChannelDelivery,
         outbox: DeliveryOutbox,
         config: GatewayConfig,
+        budgets: TraceBudgets,
     ) -> None:
         super().__init__(store, in_flight)
         self.clock = clock
@@ -69,6 +71,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.delivery = delivery
         self.outbox = outbox
         self.config = config
+        self.budgets = budgets
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
@@ -111,20 +114,42 @@ class SpawnDriver(ProcessManager[Spawn]):
 
     async def _announce_run(self, spawn: Spawn, step: StartAnnounceRun) -> None:
         now = self.clock.now()
-        spawn.request_announce(step.run_id, at=now)
-        run = Run.start(
-            run_id=step.run_id,
-            session_key=step.session_key,
-            agent_id=spawn.state.agent_id,
-            step="subagent_announce",
-            message=step.message,
-            context=step.context,
-            timeout_seconds=self.config.agents.defaults.timeoutSeconds,
-            requester_key=spawn.state.requester_key,
-            at=now,
-            causality=step.causality,
-        )
-        await self.runs.ensure_started(run, spawn)
+        chain = step.causality
+        new = chain is not None and await self.store.work(step.run_id) is None
+        # The trace's budget (decision 31): a spent trace runs no announce step; the
+        # report still goes to the requester: the child's status, reply and stats.
+        async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
+            if exceeded is None:
+                spawn.request_announce(step.run_id, at=now)
+                run = Run.start(
+                    run_id=step.run_id,
+                    session_key=step.session_key,
+                    agent_id=spawn.state.agent_id,
+                    step="subagent_announce",
+                    message=step.message,
+                    context=step.context,
+                    timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+                    requester_key=spawn.state.requester_key,
+                    at=now,
+                    causality=chain,
+                )
+                await self.runs.ensure_started(run, spawn)
+        if exceeded is not None:
+            assert chain is not None
+            # The child's own reply stands in for the announce step's (its Result).
+            child = await self.runs.load(UUID(spawn.state.run_id))
+            spawn.record_announce_reply(child.state.reply if child else None, at=now)
+            await self.store.save(spawn)
+            await self.budgets.refuse(
+                exceeded,
+                chain=chain,
+                requester_key=spawn.state.requester_key,
+                tool="subagent_announce",
+                reference=spawn.state.child_key,
+                target_key=spawn.state.child_key,
+                caller_run_id=None,
+            )
+            return
         state = await self.runs.wait(step.run_id)
         spawn = await self.load(spawn.id) or spawn
         spawn.record_announce_reply(run_state_reply(state), at=self.clock.now())

@@ -386,3 +386,79 @@ class SessionsSpawnParams(ToolParams):
         if self.runTimeoutSeconds is not None:
             return self.runTimeoutSeconds
         return self.timeoutSeconds or 0
+
+
+SUBAGENT_ACTIONS = ("list", "cancel", "steer")
+# OpenClaw's earlier name of the cancel action.
+ACTION_ALIASES = {"kill": "cancel"}
+MAX_RECENT_MINUTES = 10_080
+DEFAULT_RECENT_MINUTES = 30
+MAX_STEER_CHARS = 100_000
+
+
+class SubagentsParams(ToolParams):
+    """``subagents``: list the caller's spawn tree, cancel or steer a run in it."""
+
+    tool: ClassVar[str] = "subagents"
+
+    action: str = "list"
+    target: str | None = None
+    message: str | None = None
+    recentMinutes: int = DEFAULT_RECENT_MINUTES
+    reason: str | None = None
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _action(cls, value: Any) -> str:
+        raw = text("action", value, max_length=64)
+        if raw is None:
+            return "list"
+        action = ACTION_ALIASES.get(raw.lower(), raw.lower())
+        if action not in SUBAGENT_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(SUBAGENT_ACTIONS)}, not {raw!r}")
+        return action
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: Any) -> str | None:
+        return text("target", value, max_length=512)
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _message(cls, value: Any) -> str | None:
+        return within_message_cap("message", text("message", value, max_length=MAX_STEER_CHARS))
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _reason(cls, value: Any) -> str | None:
+        return text("reason", value, max_length=MAX_STRING_PARAM)
+
+    @field_validator("recentMinutes", mode="before")
+    @classmethod
+    def _recent(cls, value: Any) -> int:
+        if value is None:
+            return DEFAULT_RECENT_MINUTES
+        return clamped_int("recentMinutes", value, low=1, high=MAX_RECENT_MINUTES)
+
+    @model_validator(mode="after")
+    def _what_each_action_needs(self) -> SubagentsParams:
+        if self.action in ("cancel", "steer") and self.target is None:
+            raise ValueError(f"target required for action {self.action}")
+        if self.action == "steer" and self.message is None:
+            raise ValueError("message required for action steer")
+        if self.action != "steer" and self.message is not None:
+            raise ValueError("message is only for action steer")
+        return self
+
+
+class SessionStatusParams(ToolParams):
+    """``session_status``: the calling session's own status card."""
+
+    tool: ClassVar[str] = "session_status"
+
+    sessionKey: str | None = None
+
+    @field_validator("sessionKey", mode="before")
+    @classmethod
+    def _key(cls, value: Any) -> str | None:
+        return text("sessionKey", value, max_length=512)

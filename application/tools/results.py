@@ -34,6 +34,14 @@ class HopLimitRefused(ToolResult):
     error: str
 
 
+class TraceBudgetRefused(ToolResult):
+    """A send or spawn refused because its trace spent its budget (decision 31): the
+    same two fields as a hop-limit refusal."""
+
+    status: Literal["forbidden"] = "forbidden"
+    error: str
+
+
 class DeliveryContext(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
 
@@ -214,3 +222,50 @@ class SpawnResult(ToolResult):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class SubagentsResult(ToolResult):
+    """``subagents``: ``list`` gives ``requesterSessionKey``, ``total``, ``active`` and
+    ``recent`` (one row per spawn in the caller's tree); ``cancel`` gives ``runs`` (each
+    ``cancelled``, with ``cascaded`` or the ``reason`` it was not); ``steer`` gives the
+    ``runId`` and ``sessionKey`` steered and the run's ``steers`` so far."""
+
+    status: Literal["ok"] = "ok"
+    action: Literal["list", "cancel", "steer"]
+    requesterSessionKey: str | None = None
+    total: int | None = None
+    active: list[dict[str, Any]] | None = None
+    recent: list[dict[str, Any]] | None = None
+    target: str | None = None
+    runs: list[dict[str, Any]] | None = None
+    runId: str | None = None
+    sessionKey: str | None = None
+    steers: int | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class SessionStatusResult(ToolResult):
+    """``session_status``: the calling session's card. ``currentRun`` is null when no
+    run of it is in flight; ``budget`` appears when a trace budget is configured."""
+
+    status: Literal["ok"] = "ok"
+    sessionKey: str
+    key: str
+    sessionId: str
+    agentId: str
+    label: str | None
+    model: str | None
+    updatedAt: int
+    currentRun: dict[str, Any] | None
+    queuedRuns: int
+    children: list[dict[str, Any]]
+    usage: dict[str, Any]
+    budget: dict[str, Any] | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if data["budget"] is None:
+            del data["budget"]
+        return data

@@ -19,6 +19,12 @@ TOOL_DESCRIPTIONS = {
         "back to the requester chat."
     ),
     "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
+    "subagents": (
+        "List, cancel or steer the sub-agent runs this session spawned (its own spawn tree)."
+    ),
+    "session_status": (
+        "Show this session's status: its run in flight, its sub-agents, usage and budget."
+    ),
 }
 
 
@@ -165,6 +171,40 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
         required=["task"],
     ),
     "agents_list": _object({}),
+    "subagents": _object(
+        {
+            "action": {
+                "type": "string",
+                "enum": ["list", "cancel", "steer"],
+                "description": "list (default), cancel (with what it caused) or steer.",
+            },
+            "target": {
+                "type": "string",
+                "description": (
+                    "For cancel and steer: a runId from list, or a child sessionKey or "
+                    'label; "all" cancels every sub-agent run in flight.'
+                ),
+            },
+            "message": {
+                "type": "string",
+                "description": "For steer: what the running sub-agent reads at its next step.",
+            },
+            "reason": {"type": "string", "description": "For cancel: why (recorded)."},
+            "recentMinutes": {
+                "type": "number",
+                "minimum": 1,
+                "description": "For list: ended runs within N minutes (default 30).",
+            },
+        }
+    ),
+    "session_status": _object(
+        {
+            "sessionKey": {
+                "type": "string",
+                "description": 'Omit, or "current": this session (the only one it reports).',
+            },
+        }
+    ),
 }
 
 

@@ -16,6 +16,7 @@ from sessionwire.application.tools.results import (
     HopLimitRefused,
     SendDeliveryShown,
     SendResult,
+    TraceBudgetRefused,
 )
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
@@ -107,7 +108,7 @@ def _refuse_thread(context: ToolContext, reference: str) -> None:
 
 async def sessions_send(
     context: ToolContext, params: SessionsSendParams
-) -> SendResult | HopLimitRefused:
+) -> SendResult | HopLimitRefused | TraceBudgetRefused:
     services = context.services
     assert services is not None, "sessions_send needs the gateway's run engine"
     hop_refusal = context.hop_refusal()
@@ -125,6 +126,29 @@ async def sessions_send(
         # on as it was (a reopen resumes it); answer for it rather than start it again.
         display = context.display_key(earlier.state.session_key)
         return await _answer(context, params, run_id, display, await _recorded(context, run_id))
+    chain = context.next_hop(str(run_id))
+    # The trace's budget (decision 31) before anything else: a spent trace sends nowhere.
+    async with services.budgets.admit(chain.trace_id) as exceeded:
+        started = None if exceeded else await _start(context, params, run_id, chain)
+    if exceeded is not None:
+        reference = (params.sessionKey or params.label or "").strip()
+        await context.refuse_over_budget(exceeded, chain, tool="sessions_send", reference=reference)
+        return TraceBudgetRefused(error=exceeded.message)
+    if isinstance(started, SendResult):
+        return started
+    assert started is not None
+    display, delivery = started
+    return await _answer(context, params, run_id, display, delivery)
+
+
+async def _start(
+    context: ToolContext, params: SessionsSendParams, run_id: UUID, chain: Causality
+) -> SendResult | tuple[str, SendDelivery]:
+    """Resolve the target and start the run with its exchange: the target's display key
+    and what became of the message (decision 29), or the result of a send that started
+    nothing."""
+    services = context.services
+    assert services is not None
     try:
         target = await _target(context, params)
     except SessionRefused as refused:
@@ -155,7 +179,6 @@ async def sessions_send(
     requester_session = await context.store.session(requester.key)
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
-    chain = context.next_hop(str(run_id))
     busy = await _busy_decision(context, target.state, run_id, chain)
     if busy is not None:
         log.info(
@@ -205,14 +228,16 @@ async def sessions_send(
         at=now,
         causality=chain,
     )
-    await services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
-    services.exchanges.start(exchange.id)
+    await services.runs.save_and_enqueue(
+        run,
+        exchange,
+        *([busy] if busy is not None else []),
+        then=lambda: services.exchanges.start(exchange.id),
+    )
     # What was just recorded decides the answer: the decision saved with the run, or none.
     if busy is None:
-        delivery = SendDelivery.of(None, None)
-    else:
-        delivery = SendDelivery.of(busy.state.decision, busy.state.runs_ahead)
-    return await _answer(context, params, run_id, display, delivery)
+        return display, SendDelivery.of(None, None)
+    return display, SendDelivery.of(busy.state.decision, busy.state.runs_ahead)
 
 
 async def _recorded(context: ToolContext, run_id: UUID) -> SendDelivery:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import SessionsSpawnParams
-from sessionwire.application.tools.results import HopLimitRefused, SpawnResult
+from sessionwire.application.tools.results import (
+    HopLimitRefused,
+    SpawnResult,
+    TraceBudgetRefused,
+)
 from sessionwire.domain.agent_to_agent import report_route
+from sessionwire.domain.causality import Causality
 from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
@@ -26,7 +33,7 @@ def allowed_targets(context: ToolContext) -> tuple[bool, set[str]]:
 
 async def sessions_spawn(
     context: ToolContext, params: SessionsSpawnParams
-) -> SpawnResult | HopLimitRefused:
+) -> SpawnResult | HopLimitRefused | TraceBudgetRefused:
     services = context.services
     assert services is not None, "sessions_spawn needs the gateway's spawn driver"
     requester = context.requester
@@ -38,7 +45,6 @@ async def sessions_spawn(
             hop_refusal, tool="sessions_spawn", reference=params.task[:80], target_key=None
         )
         return HopLimitRefused(error=hop_refusal.message)
-    ids = services.ids
     run_id = context.new_run_id("sessions_spawn", params)
     earlier = await services.runs.load(run_id) if context.caller_turn is not None else None
     if earlier is not None:
@@ -47,6 +53,26 @@ async def sessions_spawn(
         return SpawnResult(
             status="accepted", runId=str(run_id), childSessionKey=earlier.state.session_key
         )
+    chain = context.next_hop(str(run_id))
+    # The trace's budget (decision 31): its runs, its spawns, its tokens and cost.
+    async with services.budgets.admit(chain.trace_id, spawning=True) as exceeded:
+        result = None if exceeded else await _spawn(context, params, run_id, chain)
+    if exceeded is not None:
+        await context.refuse_over_budget(
+            exceeded, chain, tool="sessions_spawn", reference=params.task[:80]
+        )
+        return TraceBudgetRefused(error=exceeded.message)
+    assert result is not None
+    return result
+
+
+async def _spawn(
+    context: ToolContext, params: SessionsSpawnParams, run_id: UUID, chain: Causality
+) -> SpawnResult:
+    services = context.services
+    assert services is not None
+    requester = context.requester
+    ids = services.ids
     target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
     if target_agent != requester.agent_id:
         allow_any, allowed = allowed_targets(context)
@@ -102,7 +128,6 @@ async def sessions_spawn(
         )
         return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
     run_timeout = params.run_timeout
-    chain = context.next_hop(str(run_id))
     run = Run.start(
         run_id=run_id,
         session_key=child_key,
@@ -144,8 +169,9 @@ async def sessions_spawn(
             account_id=requester_row.last_account_id if requester_row else None,
         ),
     )
-    await services.runs.save_and_enqueue(run, child, spawn)
-    services.spawns.start(spawn.id)
+    await services.runs.save_and_enqueue(
+        run, child, spawn, then=lambda: services.spawns.start(spawn.id)
+    )
     return SpawnResult(
         status="accepted",
         runId=str(run_id),

@@ -92,7 +92,7 @@ def payload(result: types.CallToolResult) -> dict[str, Any]:
     return data
 
 
-async def test_lists_the_five_tools_with_the_gateways_schemas_then_runs_cancel(store: str) -> None:
+async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store: str) -> None:
     async with stdio_session(store, "--session", "main") as session:
         listed = await session.list_tools()
     served = [
@@ -107,10 +107,14 @@ async def test_lists_the_five_tools_with_the_gateways_schemas_then_runs_cancel(s
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "subagents",
+        "session_status",
         "runs_cancel",
     ]
     read_only = {t.name for t in listed.tools if t.annotations and t.annotations.readOnlyHint}
-    assert read_only == {"sessions_list", "sessions_history", "agents_list"}
+    assert read_only == {"sessions_list", "sessions_history", "agents_list", "session_status"}
+    destructive = {t.name for t in listed.tools if t.annotations and t.annotations.destructiveHint}
+    assert destructive == {"subagents", "runs_cancel"}
 
 
 async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) -> None:

@@ -14,6 +14,8 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
         "sessions_send",
         "sessions_spawn",
         "agents_list",
+        "subagents",
+        "session_status",
     }
     for schema in schemas.values():
         parameters = schema["parameters"]
@@ -25,6 +27,7 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
     for name in ("limit", "activeMinutes", "messageLimit"):
         assert schemas["sessions_list"]["parameters"]["properties"][name]["type"] == "number"
     assert schemas["sessions_history"]["parameters"]["required"] == ["sessionKey"]
+    assert schemas["subagents"]["parameters"]["properties"]["recentMinutes"]["type"] == "number"
     assert (
         schemas["sessions_send"]["parameters"]["properties"]["timeoutSeconds"]["type"] == "number"
     )

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.ports.event_log import EventLog
+from sessionwire.domain.trace_budget import TraceBudget, TraceUsage
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,16 @@ INVARIANTS: dict[str, Invariant] = {
             "no SQL runs on the event loop's thread: every store call the gateway makes is "
             "awaited (the loop guard is armed for the whole simulation; decision 23)",
         ),
+        Invariant(
+            "trace-budget",
+            "no run starts in a trace past session.agentToAgent.budget: its runs, its spawns, "
+            "and the tokens its runs recorded before it started (decision 31)",
+        ),
+        Invariant(
+            "steers",
+            "a steer is recorded (RunSteered) only on a run that has not ended, and a steer "
+            "answered ok is recorded",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
     )
@@ -137,6 +148,15 @@ class LogReader:
     """(aggregate, version) of each event read since the caller last cleared it."""
     digest: Any = field(default_factory=hashlib.sha256)
     """Over each event's type, aggregate, version and time: the run's fingerprint."""
+    budget: TraceBudget | None = None
+    """The script's trace budget, when it sets one (decision 31)."""
+    spent: dict[str, TraceUsage] = field(default_factory=dict)
+    """Trace -> what its runs recorded so far (runs, spawns, tokens)."""
+    trace_of: dict[UUID, str] = field(default_factory=dict)
+    budget_problems: list[str] = field(default_factory=list)
+    steered: dict[UUID, int] = field(default_factory=dict)
+    """Run -> the log position of its last RunSteered."""
+    steer_problems: list[str] = field(default_factory=list)
 
     def read(self, store: EventLog) -> list[str]:
         """Read the events recorded since the last call; the problems they show."""
@@ -159,7 +179,17 @@ class LogReader:
                 parent = getattr(event, "parent_run_id", None)
                 if parent:
                     self.parents[aggregate] = UUID(str(parent))
+                self._admit(aggregate, event, position)
+            elif name == "RunSteered":
+                self.steered[aggregate] = position
+                if aggregate in self.ended:
+                    session, step = self.runs.get(aggregate, ("?", "?"))
+                    self.steer_problems.append(
+                        f"run {aggregate} ({step} in {session}) was steered at log position "
+                        f"{position}, after its outcome {self.ended[aggregate][0]}"
+                    )
             elif name in OUTCOMES:
+                self._spend(aggregate, event)
                 self.outcomes[aggregate] += 1
                 self.ended.setdefault(aggregate, (name, position))
                 if self.outcomes[aggregate] > 1:
@@ -196,6 +226,36 @@ class LogReader:
             if "Abandon" in name:
                 self.abandoned.add(aggregate)
         return problems
+
+    def _admit(self, run: UUID, event: Any, position: int) -> None:
+        """A run started: its trace must not have reached its budget before it."""
+        trace = getattr(event, "trace_id", None)
+        if not trace:
+            return
+        self.trace_of[run] = str(trace)
+        step = str(getattr(event, "step", "?"))
+        used = self.spent.get(str(trace), TraceUsage())
+        if self.budget is not None:
+            exceeded = self.budget.exceeded(used, spawning=step == "subagent_task")
+            if exceeded is not None:
+                self.budget_problems.append(
+                    f"run {run} ({step} in {getattr(event, 'session_key', '?')}) started at "
+                    f"log position {position} in trace {trace}, past its budget: "
+                    f"{exceeded.reason}"
+                )
+        self.spent[str(trace)] = used.plus(spawn=step == "subagent_task", tokens=0, cost=0.0)
+
+    def _spend(self, run: UUID, event: Any) -> None:
+        """A run's first outcome: the tokens its usage recorded count in its trace."""
+        trace = self.trace_of.get(run)
+        usage = getattr(event, "usage", None)
+        if trace is None or usage is None or run in self.ended:
+            return
+        total = usage.totalTokens if usage.totalTokens is not None else usage.input + usage.output
+        used = self.spent.get(trace, TraceUsage())
+        self.spent[trace] = TraceUsage(
+            runs=used.runs, spawns=used.spawns, tokens=used.tokens + total, cost=used.cost
+        )
 
     @property
     def fingerprint(self) -> str:

@@ -66,6 +66,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Send,
     SimulationScript,
     Spawn,
+    Steer,
     Step,
     Subscribe,
     plan_text,
@@ -289,6 +290,8 @@ class Simulation:
             config=GatewayConfig.load(script.config),
         )
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
+        if state.config.trace_budget.configured:
+            state.log.budget = state.config.trace_budget
         return state
 
     def _ports(self, state: _Run, incarnation: Incarnation) -> tuple[AgentRuntime, ChannelDelivery]:
@@ -509,6 +512,12 @@ class Simulation:
                     "timeoutSeconds": step.wait,
                 }
                 self._tool(state, step.source, "sessions_send", params)
+        elif isinstance(step, Steer):
+            child = self._target(state, step.target)
+            source = self._spawner(state, child) if step.source == "@parent" else step.source
+            if child is not None and source is not None:
+                params = {"action": "steer", "target": child, "message": step.text}
+                self._tool(state, source, "subagents", params)
         elif isinstance(step, Spawn):
             params = {"task": plan_text(step.plan), "cleanup": step.cleanup}
             if step.agent is not None:
@@ -542,6 +551,14 @@ class Simulation:
             return state.children[index]
         except IndexError:
             return None
+
+    def _spawner(self, state: _Run, child: str | None) -> str | None:
+        """The session that spawned ``child`` (None: no such child)."""
+        if child is None:
+            return None
+        with self._observing(state) as store:
+            found = store.session(child)
+        return found.state.spawned_by if found is not None else None
 
     def _follow(self, state: _Run, after: int) -> None:
         follower = Follower(after)
@@ -765,6 +782,13 @@ class Simulation:
         for problem in problems:
             kind = "runs-end" if "ended twice" in problem else "exactly-once"
             self._violate(state, kind, problem)
+        for invariant, found in (
+            ("trace-budget", state.log.budget_problems),
+            ("steers", state.log.steer_problems),
+        ):
+            for problem in found:
+                self._violate(state, invariant, problem)
+            found.clear()
         for aggregate, version in state.log.recorded:
             if (aggregate, version) not in state.watched:
                 self._violate(
@@ -791,6 +815,12 @@ class Simulation:
             error = str(result.get("error", ""))
             if "internal error" in error:
                 self._violate(state, "tool-answers", f"{tool} answered {error!r}")
+            if tool == "subagents" and result.get("status") == "ok":
+                steered = _uuid_or_none(result.get("runId"))
+                if steered is not None and steered not in state.log.steered:
+                    self._violate(
+                        state, "steers", f"a steer into run {steered} answered ok, unrecorded"
+                    )
             if tool == "sessions_spawn" and result.get("status") == "accepted":
                 child = result.get("childSessionKey")
                 if isinstance(child, str):
@@ -1015,3 +1045,10 @@ def _failed_never_delivered(state: _Run) -> dict[str, DeliveryRecord]:
 
 
 __all__ = ["SeededIds", "Simulation", "SimulationResult"]
+
+
+def _uuid_or_none(value: object) -> UUID | None:
+    try:
+        return UUID(str(value)) if value is not None else None
+    except ValueError:
+        return None
