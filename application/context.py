@@ -15,6 +15,7 @@ from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.orchestration.yields import YieldDriver
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.store import StoreInUse
@@ -60,6 +61,7 @@ class ToolServices:
     ids: IdSource
     run_timeout_seconds: float
     cancellation: RunCancellation
+    yields: YieldDriver
 
 
 @dataclass(frozen=True)

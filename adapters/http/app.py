@@ -83,6 +83,7 @@ from sessionwire.application.tools.results import (
     SessionsListResult,
     SpawnResult,
     ToolError,
+    YieldResult,
 )
 from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
 from sessionwire.domain.keys import InvalidSessionKey
@@ -147,6 +148,7 @@ TOOL_RESULTS: dict[str, Any] = {
     "sessions_history": SessionsHistoryResult | ToolError,
     "sessions_send": SendResult | ToolError,
     "sessions_spawn": SpawnResult | ToolError,
+    "sessions_yield": YieldResult | ToolError,
     "agents_list": AgentsListResult | ToolError,
 }
 assert set(TOOL_RESULTS) == set(TOOL_PARAMETERS)

@@ -26,8 +26,10 @@ from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
+from sessionwire.domain.keys import is_subagent_key
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import wake_run_id_for, yield_id_for
 from sessionwire.domain.session import SessionState, to_millis
 from sessionwire.domain.spawn import (
     Announce,
@@ -37,6 +39,7 @@ from sessionwire.domain.spawn import (
     Spawn,
     SpawnState,
     StartAnnounceRun,
+    spawn_id_for,
 )
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
@@ -69,6 +72,9 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.delivery = delivery
         self.outbox = outbox
         self.config = config
+        self.on_report: Callable[[str], None] = lambda requester_key: None
+        """Called with the requester's key once a child has reported (or closed): the
+        yields of that session look again (``YieldDriver.child_reported``)."""
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
@@ -81,14 +87,26 @@ class SpawnDriver(ProcessManager[Spawn]):
         if isinstance(step, AwaitChildRun):
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
-            self._record_run_end(spawn, state)
+            yielded = await self.store.work(yield_id_for(state.run_id))
+            if yielded is not None and state.status == "ok":
+                # The child yielded (sessions_yield): it pauses, and its task goes on
+                # in the turn its yield wakes; it reports once that turn ends.
+                spawn.run_yielded(
+                    yielded_run_id=state.run_id,
+                    wake_run_id=str(wake_run_id_for(yielded.id)),
+                    at=self.clock.now(),
+                )
+            else:
+                self._record_run_end(spawn, state)
             await self.store.save(spawn)
         elif isinstance(step, StartAnnounceRun):
             await self._announce_run(spawn, step)
         elif isinstance(step, Announce):
             await self._announce(spawn, step)
+            self.on_report(spawn.state.requester_key)
         elif isinstance(step, DeleteChild):
             await self._close_child(spawn, archive=False)
+            self.on_report(spawn.state.requester_key)
         else:
             delay_ms = step.due_ms - to_millis(self.clock.now())
             if delay_ms > 0:
@@ -303,6 +321,17 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
+
+
+async def spawn_depth(store: AsyncStore, session_key: str) -> int:
+    """How deep a session is in its spawn tree: 0 for a top-level session, its spawn's
+    recorded depth for a sub-agent's (1 for one spawned before depths were recorded)."""
+    if not is_subagent_key(session_key):
+        return 0
+    stored = await store.work(spawn_id_for(session_key))
+    if stored is None:
+        return 1
+    return SpawnState.model_validate_json(stored.state_json).depth
 
 
 def report_provenance(state: SpawnState) -> Provenance:

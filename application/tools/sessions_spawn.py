@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.orchestration.spawns import spawn_depth
+from sessionwire.application.orchestration.yields import MAX_CHILDREN_READ, spawns_of
+from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.tools.params import SessionsSpawnParams
 from sessionwire.application.tools.results import HopLimitRefused, SpawnResult
 from sessionwire.domain.agent_to_agent import report_route
-from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
+from sessionwire.domain.keys import normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session
@@ -30,8 +33,18 @@ async def sessions_spawn(
     services = context.services
     assert services is not None, "sessions_spawn needs the gateway's spawn driver"
     requester = context.requester
-    if is_subagent_key(requester.key):
-        return SpawnResult(status="forbidden", tool="sessions_spawn", error=NOT_FROM_SUBAGENTS)
+    limits = context.config.agents.defaults.subagents
+    depth = await spawn_depth(context.store, requester.key)
+    if depth >= limits.maxSpawnDepth:
+        # A leaf: with the default (no nesting) a sub-agent's session tools are refused
+        # before this; here for a caller past the configured depth (decision 30).
+        error = (
+            NOT_FROM_SUBAGENTS
+            if limits.maxSpawnDepth == 1
+            else f"sessions_spawn is not allowed at this depth (depth {depth}: "
+            f"agents.defaults.subagents.maxSpawnDepth is {limits.maxSpawnDepth})"
+        )
+        return SpawnResult(status="forbidden", tool="sessions_spawn", error=error)
     hop_refusal = context.hop_refusal()
     if hop_refusal is not None:
         await context.record_refusal(
@@ -46,6 +59,17 @@ async def sessions_spawn(
         # goes on as it was (a reopen resumes it); answer for it, never spawn it twice.
         return SpawnResult(
             status="accepted", runId=str(run_id), childSessionKey=earlier.state.session_key
+        )
+    active = await _active_children(context, limits.maxChildrenPerAgent)
+    if active >= limits.maxChildrenPerAgent:
+        return SpawnResult(
+            status="forbidden",
+            tool="sessions_spawn",
+            error=(
+                f"sessions_spawn has reached max active children for this session "
+                f"({active}/{limits.maxChildrenPerAgent}: "
+                "agents.defaults.subagents.maxChildrenPerAgent)"
+            ),
         )
     target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
     if target_agent != requester.agent_id:
@@ -137,6 +161,7 @@ async def sessions_spawn(
         at=now,
         causality=chain,
         # Where the report goes is decided now, from where the requester asked (decision 14).
+        depth=depth + 1,
         report_route=report_route(
             requester.key,
             channel=requester_row.last_channel if requester_row else None,
@@ -151,6 +176,21 @@ async def sessions_spawn(
         runId=str(run_id),
         childSessionKey=child_key,
         modelApplied=True if model is not None else None,
+    )
+
+
+async def _active_children(context: ToolContext, limit: int) -> int:
+    """How many of the requester's children are still running their task (at least
+    ``limit`` means the cap is reached). Only when it has that many child sessions at
+    all are their spawns read: the common case is one query."""
+    store = context.store
+    children = await store.list_sessions(
+        SessionQuery(limit=MAX_CHILDREN_READ, spawned_by=context.requester.key)
+    )
+    if len(children) < limit:
+        return len(children)
+    return sum(
+        1 for state in await spawns_of(store, context.requester.key) if state.status == "running"
     )
 
 
