@@ -1,4 +1,4 @@
-"""The five session tools over the Model Context Protocol (the official ``mcp`` SDK),
+"""The session tools over the Model Context Protocol (the official ``mcp`` SDK),
 and the runs they start (adapters/mcp/runs.py, ADR 0026).
 
 One server speaks for one session: the requester is fixed when the server is built, and
