@@ -198,7 +198,9 @@ class LogReader:
                 self.wakes.setdefault(aggregate, 0)
             elif name == "YieldWoken":
                 self.wakes[aggregate] = self.wakes.get(aggregate, 0) + 1
-                self.wake_runs.setdefault(aggregate, UUID(str(event.wake_run_id)))
+                wake_run = _uuid(str(getattr(event, "wake_run_id", "")))
+                if wake_run is not None:
+                    self.wake_runs.setdefault(aggregate, wake_run)
                 if self.wakes[aggregate] > 1:
                     problems.append(f"yield {aggregate} woke twice (log position {position})")
             elif name == "BusyDecided":
