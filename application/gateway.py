@@ -205,6 +205,7 @@ class GatewayService:
             store=store, in_flight=self.in_flight, clock=clock, runs=self.run_engine, config=config
         )
         self.spawns.on_report = self.yields.child_reported
+        self.spawns.until_woken = self.yields.until_woken
         self.telemetry.watch(
             GatewayGauges(
                 free_slots=self.run_engine.free_slots,

@@ -64,6 +64,8 @@ class SpawnState(BaseModel):
     awaited_run_id: str | None = None
     """The child's turn that ends its task: the task run, or the turn a yield woke
     (a yielding sub-agent pauses; it reports once its woken turn ends)."""
+    yielded_run_id: str | None = None
+    """The child's turn that yielded last (its yield wakes ``awaited_run_id``)."""
     status: Literal["running", "announcing", "waiting_archive", "closed"] = "running"
     outcome: Outcome | None = None
     error: str | None = None
@@ -160,7 +162,7 @@ class Spawn(Aggregate):
         wake_run_id: str
 
         def apply(self, aggregate: Spawn) -> None:
-            aggregate._update(awaited_run_id=self.wake_run_id)
+            aggregate._update(awaited_run_id=self.wake_run_id, yielded_run_id=self.yielded_run_id)
 
     class SubagentRunEnded(Aggregate.Event):
         outcome: Outcome

@@ -75,8 +75,8 @@ COMMANDS = {
     ),
     "mcp": LazyCommand(
         f"{CLI}.mcp:mcp_command",
-        "Serve sessions_list, sessions_history, sessions_send, sessions_spawn and "
-        "agents_list over MCP, every call made by the session --session.",
+        "Serve sessions_list, sessions_history, sessions_send, sessions_spawn, "
+        "sessions_yield and agents_list over MCP, every call made by the session --session.",
     ),
     "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
     "serve": LazyCommand(

@@ -8,7 +8,7 @@ after it archives at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -72,6 +72,9 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.delivery = delivery
         self.outbox = outbox
         self.config = config
+        self.until_woken: Callable[[UUID], Awaitable[None]] | None = None
+        """Waits until a yield has woken (``YieldDriver.until_woken``): the turn it wakes
+        exists from then on, wherever it was woken."""
         self.on_report: Callable[[str], None] = lambda requester_key: None
         """Called with the requester's key once a child has reported (or closed): the
         yields of that session look again (``YieldDriver.child_reported``)."""
@@ -85,6 +88,11 @@ class SpawnDriver(ProcessManager[Spawn]):
         step: AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild,
     ) -> None:
         if isinstance(step, AwaitChildRun):
+            yielded_run = spawn.state.yielded_run_id
+            if yielded_run is not None and self.until_woken is not None:
+                # The child paused in a yield: its woken turn starts when the yield
+                # wakes, here or on another gateway.
+                await self.until_woken(yield_id_for(yielded_run))
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
             yielded = await self.store.work(yield_id_for(state.run_id))

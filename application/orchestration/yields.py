@@ -175,6 +175,20 @@ class YieldDriver(ProcessManager[RunYield]):
             )
             self.runs.enqueue(run.id, run.state.session_key)
 
+    async def until_woken(self, yield_id: UUID) -> None:
+        """Wait until the yield has woken: drive it here if it is not driven here yet
+        (another gateway may wake it first; this driver then finds it woken)."""
+        # Twice at most: a driver that stalled (logged) is not restarted in a loop here;
+        # the wait for the woken turn then goes on until a resume drives the yield again.
+        for _ in range(2):
+            found = await self.load(yield_id)
+            if found is None or found.state.status != "waiting":
+                return
+            self.start(yield_id)
+            driver = self._tasks.get(yield_id)
+            if driver is not None:
+                await self.in_flight.wait_for(driver)
+
     def child_reported(self, session_key: str) -> None:
         """A child of ``session_key`` has reported: its yields look again."""
         poked = False
