@@ -261,6 +261,20 @@ async def test_bad_parameters_are_clear_errors(
         assert message in answer["error"]
 
 
+async def test_an_announce_step_cannot_yield(store_url: str, clock: VirtualClock) -> None:
+    children = [
+        {"step": "subagent_task", "reply": "done"},
+        {"step": "subagent_announce", "tools": [yield_()], "reply": "Result: done"},
+    ]
+    async with rig(store_url, clock, [{"tools": [spawn("x")]}], A2A, children=children) as r:
+        await ask(r)
+        await r.settle()
+        (refused,) = r.results("sessions_yield")
+        assert refused["status"] == "error"
+        assert "a subagent_announce step cannot yield" in refused["error"]
+        assert r.events("RunYielded") == []
+
+
 async def test_a_second_yield_while_one_waits_is_an_error(
     store_url: str, clock: VirtualClock
 ) -> None:
