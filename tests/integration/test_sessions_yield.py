@@ -349,3 +349,28 @@ async def test_a_yield_whose_deadline_passed_while_closed_wakes_at_reopen(
         await r.settle()
         (wake,) = r.wakes()
         assert "timed out" in wake.message
+
+
+async def test_the_yield_is_in_the_trace_and_the_timeline(
+    store_url: str, clock: VirtualClock
+) -> None:
+    primary = [{"tools": [spawn("fast"), yield_()]}]
+    async with rig(store_url, clock, primary, A2A) as r:
+        await ask(r)
+        await r.settle()
+        (yielded,) = r.events("RunYielded")
+        (woken,) = r.events("YieldWoken")
+        assert yielded.trace_id is not None
+        trace = await r.gw.trace(yielded.trace_id)
+        nodes = {node.id: node for node in trace.nodes}
+        node = nodes[str(yielded.originator_id)]
+        assert node.kind == "yield"
+        assert node.parent_id == yielded.run_id
+        assert node.session_key == MAIN
+        wake = nodes[str(woken.wake_run_id)]
+        assert wake.kind == "run"
+        assert wake.parent_id == yielded.run_id
+        timeline = await r.gw.timeline(MAIN)
+        lines = [entry.summary for entry in timeline.entries if entry.kind == "yield"]
+        assert lines[0].startswith(f"run {yielded.run_id} yielded, waiting for all of: ")
+        assert lines[1].startswith("yield woken (all): 1 report(s), 0 still running")
