@@ -16,7 +16,7 @@ from sessionwire.testing import ScriptedRuntime
 SCRIPT = {
     "rules": [
         # Long enough that the yield below always finds the child in flight.
-        {"step": "subagent_task", "reply": "counted", "delaySeconds": 1},
+        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
         {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
         {"step": "yield_wake", "reply": "thanks, noted"},
     ]

@@ -344,7 +344,7 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
 YIELD_SCRIPT = {
     "rules": [
         # Long enough that the yield always finds the child in flight.
-        {"step": "subagent_task", "reply": "counted", "delaySeconds": 2},
+        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
         {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
         {"step": "yield_wake", "reply": "thanks"},
     ]
