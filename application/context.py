@@ -16,6 +16,7 @@ from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.yields import YieldDriver
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.store import StoreInUse
@@ -63,6 +64,7 @@ class ToolServices:
     run_timeout_seconds: float
     cancellation: RunCancellation
     budgets: TraceBudgets
+    yields: YieldDriver
 
 
 @dataclass(frozen=True)

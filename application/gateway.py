@@ -40,9 +40,10 @@ from sessionwire.application.orchestration.runs import (
     current_run,
     current_turn,
 )
-from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.orchestration.spawns import SpawnDriver, spawn_depth
 from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.yields import YieldDriver
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
@@ -67,6 +68,7 @@ from sessionwire.application.tools.params import (
     SessionsSendParams,
     SessionsSpawnParams,
     SessionStatusParams,
+    SessionsYieldParams,
     SubagentsParams,
     ToolInputError,
     ToolParams,
@@ -80,6 +82,7 @@ from sessionwire.application.tools.sessions_history import sessions_history
 from sessionwire.application.tools.sessions_list import sessions_list
 from sessionwire.application.tools.sessions_send import sessions_send
 from sessionwire.application.tools.sessions_spawn import sessions_spawn
+from sessionwire.application.tools.sessions_yield import sessions_yield
 from sessionwire.application.tools.subagents import subagents
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
@@ -125,6 +128,7 @@ TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
     "sessions_history": (SessionsHistoryParams, sessions_history),
     "sessions_send": (SessionsSendParams, sessions_send),
     "sessions_spawn": (SessionsSpawnParams, sessions_spawn),
+    "sessions_yield": (SessionsYieldParams, sessions_yield),
     "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
     "subagents": (SubagentsParams, subagents),
     "session_status": (SessionStatusParams, session_status),
@@ -166,6 +170,12 @@ class GatewayService:
         defaults = config.agents.defaults
         subagent_policy = config.tools.subagents.tools
         self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
+        # A sub-agent above maxSpawnDepth's last level spawns children of its own
+        # (decision 30): it gets sessions_spawn too.
+        self.orchestrator_tools = subagent_tools(
+            subagent_policy.allow, subagent_policy.deny, orchestrator=True
+        )
+        self.max_spawn_depth = defaults.subagents.maxSpawnDepth
         # Every task the gateway runs is registered here; a clock moved by hand settles
         # it (several gateways may share one clock).
         self.in_flight = InFlight(clock)
@@ -216,6 +226,11 @@ class GatewayService:
             config=config,
             budgets=self.budgets,
         )
+        self.yields = YieldDriver(
+            store=store, in_flight=self.in_flight, clock=clock, runs=self.run_engine, config=config
+        )
+        self.spawns.on_report = self.yields.child_reported
+        self.spawns.until_woken = self.yields.until_woken
         self.telemetry.watch(
             GatewayGauges(
                 free_slots=self.run_engine.free_slots,
@@ -238,7 +253,9 @@ class GatewayService:
             run_timeout_seconds=defaults.timeoutSeconds,
             cancellation=self.cancellation,
             budgets=self.budgets,
+            yields=self.yields,
         )
+        self.run_engine.call_tool = self.call_tool
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)
         # Dead gateways' work, resumed here (decision 24); watched once resume() ran.
@@ -254,14 +271,16 @@ class GatewayService:
         runs = await self.run_engine.resume()
         exchanges = await self.exchanges.resume()
         spawns = await self.spawns.resume()
+        yields = await self.yields.resume()
         deliveries = await self.outbox.resume()
-        if runs or exchanges or spawns or deliveries or archived:
+        if runs or exchanges or spawns or yields or deliveries or archived:
             self.log.info(
                 "resumed pending work",
                 archived=archived,
                 runs=runs,
                 exchanges=exchanges,
                 spawns=spawns,
+                yields=yields,
                 deliveries=deliveries,
             )
         self.takeover.start()
@@ -277,11 +296,17 @@ class GatewayService:
             for status in ("queued", "running")
         }
 
-    def tools_for(self, run: Run) -> tuple[str, ...]:
-        """The tools a run may use: sub-agents get the full set minus the session tools."""
-        if is_subagent_key(run.state.session_key):
-            return self.subagent_tools
-        return KNOWN_TOOLS
+    async def tools_for(self, run: Run) -> tuple[str, ...]:
+        """The tools a run may use: sub-agents get the full set minus the session tools
+        (but sessions_yield), and sessions_spawn too while they may nest (decision 30)."""
+        return await self.tools_of_session(run.state.session_key)
+
+    async def tools_of_session(self, key: str) -> tuple[str, ...]:
+        if not is_subagent_key(key):
+            return KNOWN_TOOLS
+        if self.max_spawn_depth > 1 and await spawn_depth(self.store, key) < self.max_spawn_depth:
+            return self.orchestrator_tools
+        return self.subagent_tools
 
     # Commands ---------------------------------------------------------------------------
 
@@ -509,7 +534,7 @@ class GatewayService:
             caller_run=turn.state if turn else None,
             caller_turn=turn,
         )
-        if is_subagent_key(caller.key) and name not in self.subagent_tools:
+        if is_subagent_key(caller.key) and name not in await self.tools_of_session(caller.key):
             refusal = subagent_tool_refusal(name)
             log.info("tool forbidden to a sub-agent")
             await context.record_refusal(refusal, tool=name, reference=name, target_key=None)

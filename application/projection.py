@@ -19,6 +19,7 @@ from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import Session, SessionState, to_millis
 from sessionwire.domain.spawn import Spawn
 
@@ -116,6 +117,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "delivery", (event.session_key,)
     elif isinstance(event, BusyDecision.BusyDecided):
         kind, keys = "busy", (event.session_key, event.requester_key)
+    elif isinstance(event, RunYield.RunYielded):
+        kind, keys = "yield", (event.session_key,)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)
@@ -239,6 +242,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, Exchange):
             changes.work[aggregate.id] = work_row(
                 aggregate, "exchange", aggregate.state.status, aggregate.state.target_key, is_new
+            )
+        elif isinstance(aggregate, RunYield):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "yield", aggregate.state.status, aggregate.state.session_key, is_new
             )
         elif isinstance(aggregate, OutboundDelivery):
             changes.work[aggregate.id] = work_row(

@@ -19,17 +19,23 @@ from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
-RunStep = Literal["primary", "reply_back", "announce", "subagent_task", "subagent_announce"]
+RunStep = Literal[
+    "primary", "reply_back", "announce", "subagent_task", "subagent_announce", "yield_wake"
+]
 RUN_STEPS: tuple[RunStep, ...] = (
     "primary",
     "reply_back",
     "announce",
     "subagent_task",
     "subagent_announce",
+    "yield_wake",
 )
 RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
 # Steps whose message is the gateway's prompt, not another agent's words.
 PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
+# Steps whose message the gateway writes but whose reply is the agent's own (a woken
+# turn after sessions_yield: its message carries the children's reports).
+GATEWAY_MESSAGE_STEPS: frozenset[str] = PROMPT_STEPS | {"yield_wake"}
 ENDED: frozenset[str] = frozenset({"ok", "error", "timeout", "cancelled"})
 
 
@@ -96,7 +102,7 @@ class RunState(BaseModel):
 
     def message_provenance(self) -> Provenance:
         """The line the run's first dispatch appends: another agent's words, or a prompt."""
-        if self.step in PROMPT_STEPS:
+        if self.step in GATEWAY_MESSAGE_STEPS:
             return self._provenance("system", None)
         return self._provenance("a2a", self.sender_key or self.requester_key)
 

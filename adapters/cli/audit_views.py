@@ -18,6 +18,7 @@ KIND_STYLES = {
     "refusal": "red",
     "delivery": "blue",
     "busy": "bright_red",
+    "yield": "bright_green",
 }
 
 

@@ -32,6 +32,7 @@ STREAM_STYLES = {
     "refusal": "red",
     "busy": "bright_red",
     "delivery": "blue",
+    "yield": "bright_green",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
 WIDE = 120
@@ -45,6 +46,7 @@ OPENERS = {
     "AccessRefused": ("refusal", "requester_key"),
     "DeliveryQueued": ("delivery", "session_key"),
     "BusyDecided": ("busy", "session_key"),
+    "RunYielded": ("yield", "session_key"),
 }
 
 

@@ -89,6 +89,7 @@ from sessionwire.application.tools.results import (
     SubagentsResult,
     ToolError,
     TraceBudgetRefused,
+    YieldResult,
 )
 from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
 from sessionwire.domain.errors import SessionwireError
@@ -154,6 +155,7 @@ TOOL_RESULTS: dict[str, Any] = {
     "sessions_history": SessionsHistoryResult | ToolError,
     "sessions_send": SendResult | TraceBudgetRefused | ToolError,
     "sessions_spawn": SpawnResult | TraceBudgetRefused | ToolError,
+    "sessions_yield": YieldResult | ToolError,
     "agents_list": AgentsListResult | ToolError,
     "subagents": SubagentsResult | ToolError,
     "session_status": SessionStatusResult | ToolError,

@@ -35,6 +35,7 @@ from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import RunYield, RunYieldState
 from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
@@ -45,6 +46,7 @@ _WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
     "run": (Run, RunState),
     "spawn": (Spawn, SpawnState),
     "exchange": (Exchange, ExchangeState),
+    "yield": (RunYield, RunYieldState),
 }
 
 

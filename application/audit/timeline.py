@@ -23,10 +23,11 @@ from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run
+from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy", "yield"]
 SNIPPET = 60
 
 
@@ -133,6 +134,8 @@ def chain_of_first(event: DomainEvent) -> Chain:
         return (event.trace_id, event.run_id, event.hops)
     if isinstance(event, BusyDecision.BusyDecided) and event.trace_id:
         return (event.trace_id, event.parent_run_id, event.hops)
+    if isinstance(event, RunYield.RunYielded) and event.trace_id:
+        return (event.trace_id, event.run_id, event.hops)
     return NO_CHAIN
 
 
@@ -263,6 +266,19 @@ def _spawn(event: Any) -> str:
     return type(event).__name__
 
 
+def _yield(event: Any) -> str:
+    if isinstance(event, RunYield.RunYielded):
+        who = f"run {event.run_id}" if event.run_id else event.session_key
+        children = ", ".join(child.child_key for child in event.children)
+        return f"{who} yielded, waiting for {event.wait_for} of: {children}"
+    if isinstance(event, RunYield.YieldWoken):
+        return (
+            f"yield woken ({event.reason}): {len(event.reports)} report(s), "
+            f"{len(event.still_running)} still running; turn {event.wake_run_id}"
+        )
+    return type(event).__name__
+
+
 def _refusal(event: Any) -> str:
     if isinstance(event, AccessRefusal.AccessRefused):
         return (
@@ -305,6 +321,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Run": _run,
     "Exchange": _exchange,
     "Spawn": _spawn,
+    "RunYield": _yield,
     "AccessRefusal": _refusal,
     "OutboundDelivery": _delivery,
     "BusyDecision": _busy,

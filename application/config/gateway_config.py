@@ -205,9 +205,17 @@ class SandboxConfig(_Section):
     sessionToolsVisibility: Literal["spawned", "all"] | None = None
 
 
+MAX_SPAWN_DEPTH = 5
+MAX_CHILDREN_PER_AGENT = 20
+
+
 class SubagentDefaults(_Section):
     archiveAfterMinutes: float = 60
     maxConcurrent: int = Field(default=8, ge=1)
+    # Decision 30: nesting is opt-in (1 = sub-agents spawn nothing, as before); a session
+    # has at most maxChildrenPerAgent children whose task runs are still going.
+    maxSpawnDepth: int = Field(default=1, ge=1, le=MAX_SPAWN_DEPTH, strict=True)
+    maxChildrenPerAgent: int = Field(default=5, ge=1, le=MAX_CHILDREN_PER_AGENT, strict=True)
     model: str | dict[str, Any] | None = None
 
 

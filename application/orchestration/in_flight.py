@@ -214,6 +214,7 @@ class InFlight:
         due: datetime | None = None,
         kind: WaitKind = "work",
         ready: Callable[[], bool] | None = None,
+        parked: bool = False,
     ) -> bool:
         """Wait until ``future`` is done (True) or the clock reaches ``due`` (False).
 
@@ -221,7 +222,7 @@ class InFlight:
         wait counts as runnable once it says so (what ``future`` is about to be set by, in
         a callback the loop has not run yet).
         """
-        with self.waiting(Wait(kind, due=due, future=future, ready=ready)):
+        with self.waiting(Wait(kind, due=due, future=future, ready=ready, parked=parked)):
             if due is None:
                 await asyncio.wait({future})
                 return True

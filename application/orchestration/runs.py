@@ -190,12 +190,14 @@ class RunEngine:
         runtime: AgentRuntime,
         max_concurrent: int,
         in_flight: InFlight | None = None,
-        tools_for: Callable[[Run], tuple[str, ...]] = lambda run: (),
+        tools_for: Callable[[Run], Awaitable[tuple[str, ...]]] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.runtime = runtime
         self.tools_for = tools_for
+        self.call_tool: ToolCall | None = None
+        """The gateway's ``call_tool``: a runtime calls its run's tools through it."""
         self.in_flight = in_flight or InFlight(clock)
         # What a runtime sleeps on: the gateway clock, as its run's work.
         self.work_clock = WorkClock(clock, self.in_flight)
@@ -504,7 +506,8 @@ class RunEngine:
             ),
             turn=state.turn,
             requester_key=state.requester_key,
-            tools=self.tools_for(run),
+            tools=await self.tools_for(run) if self.tools_for is not None else (),
+            call_tool=_tool_caller(self.call_tool, state.session_key),
         )
         # The deadline was recorded when the run started: time spent queued, or before
         # a crash, counts against it.
@@ -718,6 +721,23 @@ class WorkClock(Clock):
 
     async def sleep(self, seconds: float) -> None:
         await self._in_flight.sleep(seconds)
+
+
+ToolCall = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def _tool_caller(
+    call_tool: ToolCall | None, session_key: str
+) -> Callable[[str, Any], Awaitable[dict[str, Any]]] | None:
+    """``call_tool(name, params)`` as the run's session; made in the runtime's task, the
+    call belongs to the run's turn (its chain, its hop limit)."""
+    if call_tool is None:
+        return None
+
+    async def call(name: str, params: Any = None) -> dict[str, Any]:
+        return await call_tool(session_key, name, params)
+
+    return call
 
 
 def _transcript_reader(

@@ -8,7 +8,7 @@ after it archives at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -27,8 +27,10 @@ from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
+from sessionwire.domain.keys import is_subagent_key
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import wake_run_id_for, yield_id_for
 from sessionwire.domain.session import SessionState, to_millis
 from sessionwire.domain.spawn import (
     Announce,
@@ -38,6 +40,7 @@ from sessionwire.domain.spawn import (
     Spawn,
     SpawnState,
     StartAnnounceRun,
+    spawn_id_for,
 )
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
@@ -72,6 +75,12 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.outbox = outbox
         self.config = config
         self.budgets = budgets
+        self.until_woken: Callable[[UUID], Awaitable[None]] | None = None
+        """Waits until a yield has woken (``YieldDriver.until_woken``): the turn it wakes
+        exists from then on, wherever it was woken."""
+        self.on_report: Callable[[str], None] = lambda requester_key: None
+        """Called with the requester's key once a child has reported (or closed): the
+        yields of that session look again (``YieldDriver.child_reported``)."""
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
@@ -82,16 +91,33 @@ class SpawnDriver(ProcessManager[Spawn]):
         step: AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild,
     ) -> None:
         if isinstance(step, AwaitChildRun):
+            yielded_run = spawn.state.yielded_run_id
+            if yielded_run is not None and self.until_woken is not None:
+                # The child paused in a yield: its woken turn starts when the yield
+                # wakes, here or on another gateway.
+                await self.until_woken(yield_id_for(yielded_run))
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
-            self._record_run_end(spawn, state)
+            yielded = await self.store.work(yield_id_for(state.run_id))
+            if yielded is not None and state.status == "ok":
+                # The child yielded (sessions_yield): it pauses, and its task goes on
+                # in the turn its yield wakes; it reports once that turn ends.
+                spawn.run_yielded(
+                    yielded_run_id=state.run_id,
+                    wake_run_id=str(wake_run_id_for(yielded.id)),
+                    at=self.clock.now(),
+                )
+            else:
+                self._record_run_end(spawn, state)
             await self.store.save(spawn)
         elif isinstance(step, StartAnnounceRun):
             await self._announce_run(spawn, step)
         elif isinstance(step, Announce):
             await self._announce(spawn, step)
+            self.on_report(spawn.state.requester_key)
         elif isinstance(step, DeleteChild):
             await self._close_child(spawn, archive=False)
+            self.on_report(spawn.state.requester_key)
         else:
             delay_ms = step.due_ms - to_millis(self.clock.now())
             if delay_ms > 0:
@@ -328,6 +354,17 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
+
+
+async def spawn_depth(store: AsyncStore, session_key: str) -> int:
+    """How deep a session is in its spawn tree: 0 for a top-level session, its spawn's
+    recorded depth for a sub-agent's (1 for one spawned before depths were recorded)."""
+    if not is_subagent_key(session_key):
+        return 0
+    stored = await store.work(spawn_id_for(session_key))
+    if stored is None:
+        return 1
+    return SpawnState.model_validate_json(stored.state_json).depth
 
 
 def report_provenance(state: SpawnState) -> Provenance:

@@ -295,6 +295,38 @@ class SessionsSendParams(ToolParams):
         return clamped_int("timeoutSeconds", value, low=0, high=MAX_SEND_TIMEOUT_SECONDS)
 
 
+class SessionsYieldParams(ToolParams):
+    tool: ClassVar[str] = "sessions_yield"
+
+    waitFor: str = "all"
+    timeoutSeconds: int | None = None
+    message: str | None = None
+
+    @field_validator("waitFor", mode="before")
+    @classmethod
+    def _wait_for(cls, value: Any) -> str:
+        wait_for = text("waitFor", value, max_length=64)
+        if wait_for is None:
+            return "all"
+        if wait_for.lower() not in {"all", "any"}:
+            raise ValueError(f'waitFor must be "all" or "any", not {wait_for!r}')
+        return wait_for.lower()
+
+    @field_validator("timeoutSeconds", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        return clamped_int("timeoutSeconds", value, low=1, high=MAX_SEND_TIMEOUT_SECONDS)
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _message(cls, value: Any) -> str | None:
+        return within_message_cap(
+            "message", text("message", value, max_length=MAX_SEND_MESSAGE_CHARS)
+        )
+
+
 MAX_TASK_CHARS = 1_000_000
 THINKING_ALIASES = {
     "off": "off",

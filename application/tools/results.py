@@ -269,3 +269,29 @@ class SessionStatusResult(ToolResult):
         if data["budget"] is None:
             del data["budget"]
         return data
+
+
+class YieldChildRow(BaseModel):
+    """A child a yield waits for, as ``sessions_yield`` answers it."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    childSessionKey: str
+    runId: str
+    label: str | None = None
+
+
+class YieldResult(ToolResult):
+    """``sessions_yield``: the turn ends; the session is woken by a new turn later."""
+
+    status: Literal["yielded", "error", "forbidden"]
+    tool: str | None = None
+    error: str | None = None
+    yieldId: str | None = None
+    waitFor: Literal["all", "any"] | None = None
+    dueAt: int | None = None
+    """When the wait times out at the latest (ms since the epoch); absent: never."""
+    children: list[YieldChildRow] | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -18,6 +18,10 @@ TOOL_DESCRIPTIONS = {
         "Spawn a background sub-agent run in an isolated session and announce the result "
         "back to the requester chat."
     ),
+    "sessions_yield": (
+        "End your turn and wait for your sub-agents: you are woken by a new turn with "
+        "their reports when all (or any) have finished, or when the wait times out."
+    ),
     "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
     "subagents": (
         "List, cancel or steer the sub-agent runs this session spawned (its own spawn tree)."
@@ -169,6 +173,25 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
             },
         },
         required=["task"],
+    ),
+    "sessions_yield": _object(
+        {
+            "waitFor": {
+                "type": "string",
+                "enum": ["all", "any"],
+                "description": "Wake when all sub-agents have finished (default) or any has.",
+            },
+            "timeoutSeconds": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Wake after N seconds at the latest (default: your run's "
+                "own deadline).",
+            },
+            "message": {
+                "type": "string",
+                "description": "A private note the woken turn receives.",
+            },
+        }
     ),
     "agents_list": _object({}),
     "subagents": _object(

@@ -106,6 +106,7 @@ async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store:
         "sessions_history",
         "sessions_send",
         "sessions_spawn",
+        "sessions_yield",
         "agents_list",
         "subagents",
         "session_status",
@@ -361,3 +362,46 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
     assert missing.status_code == 401
     assert foreign.status_code == 403
     assert allowed.status_code == 200
+
+
+YIELD_SCRIPT = {
+    "rules": [
+        # Long enough that the yield always finds the child in flight.
+        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
+        {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
+        {"step": "yield_wake", "reply": "thanks"},
+    ]
+}
+
+
+async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
+    store: str, tmp_path: Path
+) -> None:
+    """The yield is recorded over MCP; the server then exits with it waiting. A gateway
+    opened later on the store resumes the child and the yield, and wakes main once."""
+    script = tmp_path / "yield.json"
+    script.write_text(json.dumps(YIELD_SCRIPT))
+    async with stdio_session(store, "--session", "main", "--runtime", str(script)) as session:
+        spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
+        yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})
+        lonely = await session.call_tool("sessions_yield", {"waitFor": "most"})
+    assert not yielded.isError
+    answer = payload(yielded)
+    assert answer["status"] == "yielded"
+    assert answer["waitFor"] == "any"
+    assert [child["runId"] for child in answer["children"]] == [spawned["runId"]]
+    assert lonely.isError
+    assert 'waitFor must be "all" or "any"' in payload(lonely)["error"]
+
+    from sessionwire.testing import ScriptedRuntime
+
+    runtime = ScriptedRuntime.from_dict(YIELD_SCRIPT)
+    gateway = await Gateway.open(store=store, runtime=runtime)
+    try:
+        await gateway.wait_idle()
+        runs = (await gateway.runs(session_key="main", limit=10))["runs"]
+    finally:
+        await gateway.close()
+    (wake,) = [call for call in runtime.calls if call.step == "yield_wake"]
+    assert "42 sheep" in wake.message
+    assert [run["status"] for run in runs if run["step"] == "yield_wake"] == ["ok"]

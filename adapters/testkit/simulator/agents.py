@@ -124,6 +124,12 @@ class SimulatedAgents(AgentRuntime):
             await self.clock.sleep(delay)
         for call in plan.get("calls", []):
             await self._nested(request, call, incarnation)
+        if plan.get("yield") in ("all", "any"):
+            # The turn ends after it (sessions_yield); a wake turn follows, once.
+            await self._call(
+                request.session_key, "sessions_yield", {"waitFor": plan["yield"]}, incarnation
+            )
+            return RunReply(text=f"yielded {plan_text(plan)}")
         if "cycle" in plan:
             await self._forward(request, plan, incarnation)
         kind = plan.get("kind", "ok")

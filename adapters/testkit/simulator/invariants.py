@@ -93,6 +93,11 @@ INVARIANTS: dict[str, Invariant] = {
             "a steer is recorded (RunSteered) only on a run that has not ended, and a steer "
             "answered ok is recorded",
         ),
+        Invariant(
+            "yields-wake-once",
+            "every yield (RunYielded) wakes exactly once (one YieldWoken, whose woken turn "
+            "starts; never two; none waiting at idle)",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
     )
@@ -143,6 +148,10 @@ class LogReader:
     """A BusyDecided 'rejected' -> the run id its send answered with (none may start)."""
     interrupted: dict[UUID, tuple[str, ...]] = field(default_factory=dict)
     """A BusyDecided 'interrupted' -> the runs it says it cancelled."""
+    wakes: dict[UUID, int] = field(default_factory=dict)
+    """Yield -> how many YieldWoken it recorded."""
+    wake_runs: dict[UUID, UUID] = field(default_factory=dict)
+    """Yield -> the run its (first) wake started."""
     events: int = 0
     recorded: list[tuple[UUID, int]] = field(default_factory=list)
     """(aggregate, version) of each event read since the caller last cleared it."""
@@ -215,6 +224,15 @@ class LogReader:
                 self.reports[aggregate] += 1
                 if self.reports[aggregate] > 1:
                     problems.append(f"spawn {aggregate} recorded its report twice")
+            elif name == "RunYielded":
+                self.wakes.setdefault(aggregate, 0)
+            elif name == "YieldWoken":
+                self.wakes[aggregate] = self.wakes.get(aggregate, 0) + 1
+                wake_run = _uuid(str(getattr(event, "wake_run_id", "")))
+                if wake_run is not None:
+                    self.wake_runs.setdefault(aggregate, wake_run)
+                if self.wakes[aggregate] > 1:
+                    problems.append(f"yield {aggregate} woke twice (log position {position})")
             elif name == "BusyDecided":
                 decision = str(getattr(event, "decision", ""))
                 if decision == "rejected":
@@ -263,6 +281,17 @@ class LogReader:
 
     def runs_without_one_outcome(self) -> list[UUID]:
         return [run for run in self.runs if self.outcomes[run] != 1]
+
+    def yield_problems(self) -> list[str]:
+        """Yields that did not wake exactly once, or whose woken turn never started
+        (checked at idle, when every yield's deadline has passed)."""
+        problems: list[str] = []
+        for yielded, count in self.wakes.items():
+            if count != 1:
+                problems.append(f"yield {yielded} woke {count} times")
+            elif self.wake_runs.get(yielded) not in self.runs:
+                problems.append(f"yield {yielded} woke, but its turn never started")
+        return problems
 
     def descendants(self, run: UUID) -> list[UUID]:
         """The runs ``run`` caused, directly or not (by ``parent_run_id``)."""

@@ -780,7 +780,13 @@ class Simulation:
         with self._observing(state) as store:
             problems = state.log.read(store)
         for problem in problems:
-            kind = "runs-end" if "ended twice" in problem else "exactly-once"
+            kind = (
+                "runs-end"
+                if "ended twice" in problem
+                else "yields-wake-once"
+                if problem.startswith("yield ")
+                else "exactly-once"
+            )
             self._violate(state, kind, problem)
         for invariant, found in (
             ("trace-budget", state.log.budget_problems),
@@ -900,10 +906,13 @@ class Simulation:
     def _check_idle(self, state: _Run) -> None:
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
+        for problem in state.log.yield_problems():
+            self._violate(state, "yields-wake-once", problem)
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
             ("exchange", PENDING_EXCHANGE, "runs-end"),
             ("spawn", PENDING_SPAWN, "runs-end"),
+            ("yield", ("waiting",), "yields-wake-once"),
         ):
             with self._observing(state) as store:
                 pending = store.pending_work(kind, statuses)

@@ -83,6 +83,8 @@ class WorkloadOptions:
     """A trace budget in the config (decision 31): runs, spawns, tokens, refuse or cancel."""
     steers: bool = False
     """``subagents`` steers into children, in flight or ended."""
+    yields: bool = True
+    """Turns that spawn and then yield (sessions_yield, waitFor all or any)."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -270,7 +272,17 @@ class _Generator:
         plan["ann"] = rng.choices(["say", "skip", "fail", "hang"], [60, 28, 7, 5])[0]
         if calls and depth < MAX_PLAN_DEPTH and rng.random() < 0.3 and self.options.nested:
             plan["calls"] = [self.nested_call(depth) for _ in range(rng.choice([1, 1, 2]))]
+            self.maybe_yield(plan)
         return plan
+
+    def maybe_yield(self, plan: dict[str, Any]) -> None:
+        """A turn that spawned yields half the time. Drawn from a generator of its own,
+        so a seed's script is what it was before yields existed, plus the yields."""
+        if not self.options.yields or not any(c["tool"] == "spawn" for c in plan["calls"]):
+            return
+        side = random.Random(f"{self.seed}/yield/{plan['id']}")
+        if side.random() < 0.5:
+            plan["yield"] = side.choice(["all", "any"])
 
     def nested_call(self, depth: int) -> dict[str, Any]:
         rng = self.rng
