@@ -13,6 +13,7 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.ports.event_log import EventLog
+from sessionwire.domain.busy_decision import busy_decision_id
 from sessionwire.domain.trace_budget import TraceBudget, TraceUsage
 
 
@@ -67,6 +68,12 @@ INVARIANTS: dict[str, Invariant] = {
             "busy-decided",
             "a BusyDecided 'rejected' started no run; an 'interrupted' one cancelled (with "
             "RunCancelled) every run it names",
+        ),
+        Invariant(
+            "send-delivery",
+            "a sessions_send's delivery is what its recorded busy decision says: none or "
+            "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused' "
+            "(decision 29)",
         ),
         Invariant(
             "subscribers",
@@ -152,6 +159,8 @@ class LogReader:
     """Yield -> how many YieldWoken it recorded."""
     wake_runs: dict[UUID, UUID] = field(default_factory=dict)
     """Yield -> the run its (first) wake started."""
+    decided: dict[UUID, tuple[str, int | None]] = field(default_factory=dict)
+    """Every BusyDecided -> its decision and the runs it recorded ahead of the send."""
     events: int = 0
     recorded: list[tuple[UUID, int]] = field(default_factory=list)
     """(aggregate, version) of each event read since the caller last cleared it."""
@@ -235,6 +244,7 @@ class LogReader:
                     problems.append(f"yield {aggregate} woke twice (log position {position})")
             elif name == "BusyDecided":
                 decision = str(getattr(event, "decision", ""))
+                self.decided[aggregate] = (decision, getattr(event, "runs_ahead", None))
                 if decision == "rejected":
                     self.rejected[aggregate] = str(getattr(event, "run_id", None) or "")
                 elif decision == "interrupted":
@@ -324,6 +334,30 @@ class LogReader:
                         f"busy decision {decision} interrupted run {run_id}, which has {got}"
                     )
         return problems
+
+    def delivery_problem(self, run_id: str, delivery: dict[str, Any]) -> str | None:
+        """What the log says against the ``delivery`` a send answered for run ``run_id``."""
+        run = _uuid(run_id)
+        if run is None:
+            return f"a send answered delivery {delivery} with run id {run_id!r}"
+        decided = self.decided.get(busy_decision_id(run))
+        if decided is None:
+            expected: dict[str, Any] = {"status": "started"}
+        elif decided[0] == "rejected":
+            expected = {"status": "refused"}
+        elif decided[1] == 0:
+            expected = {"status": "started"}
+        else:
+            expected = {"status": "queued"}
+            if decided[1] is not None:
+                expected["position"] = decided[1]
+        shown = {k: v for k, v in delivery.items() if k in ("status", "position")}
+        if shown != expected:
+            return (
+                f"send {run_id} answered delivery {delivery}, but its recorded decision "
+                f"({decided or 'none: the session was idle'}) says {expected}"
+            )
+        return None
 
 
 def _uuid(text: str) -> UUID | None:

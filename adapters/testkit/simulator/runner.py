@@ -200,6 +200,8 @@ class _Run:
     """The sealed log as single appends (position, type): what subscribers must see."""
     cancelled: list[UUID] = field(default_factory=list)
     """Runs whose cancel answered ``cancelled: true``, not checked yet."""
+    deliveries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(runId, delivery) of each send answered, checked against the log at idle."""
     watched: set[tuple[UUID, int]] = field(default_factory=set)
     """(aggregate, version) of every event a save passed the crash point with."""
     standby: Gateway | None = None
@@ -827,6 +829,9 @@ class Simulation:
                     self._violate(
                         state, "steers", f"a steer into run {steered} answered ok, unrecorded"
                     )
+            delivery = result.get("delivery")
+            if tool == "sessions_send" and isinstance(delivery, dict):
+                state.deliveries.append((str(result.get("runId")), delivery))
             if tool == "sessions_spawn" and result.get("status") == "accepted":
                 child = result.get("childSessionKey")
                 if isinstance(child, str):
@@ -908,6 +913,11 @@ class Simulation:
             self._violate(state, "busy-decided", problem)
         for problem in state.log.yield_problems():
             self._violate(state, "yields-wake-once", problem)
+        for run_id, delivery in state.deliveries:
+            mismatch = state.log.delivery_problem(run_id, delivery)
+            if mismatch is not None:
+                self._violate(state, "send-delivery", mismatch)
+        state.deliveries.clear()
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
             ("exchange", PENDING_EXCHANGE, "runs-end"),
