@@ -387,6 +387,16 @@ class GatewayService:
         self.log.info("session patched", session_key=key, fields=sorted(checked))
         return {"ok": True, "key": key, "entry": session.state.model_dump(mode="json")}
 
+    async def ensure_session(self, session_key: str) -> None:
+        """Open the session (canonical key) unless it exists: a remote context's session
+        is opened by its first task, before any message is in it."""
+
+        async def nothing(session: Session) -> None:
+            return None
+
+        if await self.store.session(session_key) is None:
+            await self._change_session(session_key, nothing, create=True)
+
     async def _check_label_free(self, key: str, label: str | None) -> None:
         if label is None:
             return

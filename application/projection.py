@@ -17,6 +17,7 @@ from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import Session, SessionState, to_millis
 from sessionwire.domain.spawn import Spawn
@@ -115,6 +116,9 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "delivery", (event.session_key,)
     elif isinstance(event, BusyDecision.BusyDecided):
         kind, keys = "busy", (event.session_key, event.requester_key)
+    elif isinstance(event, RemoteCall.RemoteCallReceived):
+        caller = event.caller if event.caller.startswith("agent:") else None
+        kind, keys = "remote_call", (event.session_key, caller)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)

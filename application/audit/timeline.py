@@ -22,11 +22,12 @@ from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy"]
+Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy", "remote_call"]
 SNIPPET = 60
 
 
@@ -178,6 +179,8 @@ def _run(event: Any) -> str:
     if isinstance(event, Run.RunStarted):
         asked = f" for {event.requester_key}" if event.requester_key else ""
         turn = f" turn {event.turn}" if event.turn is not None else ""
+        if event.remote_caller:
+            asked = f" for the remote caller {event.remote_caller}"
         where = f"{event.step}{turn} run queued in {event.session_key}{asked}"
         return f"{where}: {_snip(event.message)}"
     if isinstance(event, Run.RunDispatched):
@@ -296,6 +299,17 @@ def _delivery(event: Any) -> str:
     return type(event).__name__
 
 
+def _remote_call(event: Any) -> str:
+    if isinstance(event, RemoteCall.RemoteCallReceived):
+        task = f" task {event.task_id}" if event.task_id else ""
+        detail = f": {event.detail}" if event.detail else ""
+        return (
+            f"{event.protocol} {event.method} by {event.caller} to agent {event.agent_id}"
+            f"{task}: {event.outcome}{detail}"
+        )
+    return type(event).__name__
+
+
 # Events are classes nested in their aggregate (Session.MessageAppended, ...); the
 # aggregates share one Event base, so the enclosing class picks the describer.
 _DESCRIBERS: dict[str, Callable[[Any], str]] = {
@@ -306,6 +320,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "AccessRefusal": _refusal,
     "OutboundDelivery": _delivery,
     "BusyDecision": _busy,
+    "RemoteCall": _remote_call,
 }
 
 

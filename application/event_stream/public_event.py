@@ -38,6 +38,7 @@ PRIMARY_FIELD = {
     "refusal": "requester_key",
     "delivery": "session_key",
     "busy": "session_key",
+    "remote_call": "session_key",
 }
 
 
