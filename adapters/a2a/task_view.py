@@ -56,9 +56,7 @@ def _timestamp(millis: int | None) -> Timestamp:
     return stamp
 
 
-def text_message(
-    text: str, *, role: Role, task_id: str, context_id: str, id: str
-) -> Message:
+def text_message(text: str, *, role: Role, task_id: str, context_id: str, id: str) -> Message:
     return Message(
         message_id=id,
         role=role,
