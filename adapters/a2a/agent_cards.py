@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
-from sessionwire.application.config.gateway_config import AgentEntry, GatewayConfig
+from sessionwire.application.config.gateway_config import A2ASkill, AgentEntry, GatewayConfig
 from sessionwire.domain.keys import DEFAULT_AGENT_ID, normalize_agent_id
 
 A2A_PREFIX = "/a2a"
@@ -67,6 +67,11 @@ def public_jwk(key: Ed25519PrivateKey) -> dict[str, str]:
         "x": base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"),
         "kid": key_id(key),
     }
+
+
+def _conversation(agent_id: str) -> A2ASkill:
+    """The skill of an agent configured with none: a card must list one (spec §5.7)."""
+    return A2ASkill(id="chat", name=f"Chat with {agent_id}", description="a conversation turn")
 
 
 def agent_card(
@@ -111,7 +116,7 @@ def agent_card(
                 tags=skill.tags or [agent_id],
                 examples=skill.examples,
             )
-            for skill in (a2a.skills if a2a else [])
+            for skill in (a2a.skills if a2a and a2a.skills else [_conversation(agent_id)])
         ],
     )
     if signing_key is not None:
