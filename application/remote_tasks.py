@@ -39,9 +39,10 @@ log = library_logger("sessionwire.remote")
 class RemoteTaskRefused(Exception):
     """The send is refused (the send policy, a closed session): the task is rejected."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, session_key: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.session_key = session_key
 
 
 @dataclass(frozen=True)
@@ -122,16 +123,16 @@ class RemoteTasks:
         if existing is not None:
             return existing.state
         if not caller.is_operator and not await self._context_is_callers(caller, key):
-            raise RemoteTaskRefused("this context belongs to another caller")
+            raise RemoteTaskRefused("this context belongs to another caller", key)
         await service.ensure_session(key)
         stored = await service.store.session(key)
         if stored is None or stored.state.status != "active":
-            raise RemoteTaskRefused(f"the session {key} is closed")
+            raise RemoteTaskRefused(f"the session {key} is closed", key)
         decision = service.config.send_policy.decide(
             stored.state.policy_target(service.rules), channel=self.protocol
         )
         if not decision.allowed:
-            raise RemoteTaskRefused(f"send policy denies sends into {key} ({decision.rule})")
+            raise RemoteTaskRefused(f"send policy denies sends into {key} ({decision.rule})", key)
         run = Run.start(
             run_id=run_id,
             session_key=key,

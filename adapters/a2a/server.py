@@ -212,6 +212,7 @@ class GatewayRequestHandler(RequestHandler):
                 "refused",
                 task_id=task_id,
                 context_id=context_id,
+                session_key=refused.session_key,
                 detail=refused.reason,
             )
             return rejected_task(
