@@ -115,6 +115,24 @@ class Served:
         return f"{self.url}/a2a/{agent_id}"
 
 
+class _GatewayServer(uvicorn.Server):
+    """uvicorn that says when its port is open, and ends the gateway's event streams as
+    it stops (an open SubscribeToTask would otherwise hold the shutdown, as in `serve`)."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event, gateway: Gateway) -> None:
+        super().__init__(config)
+        self.ready = ready
+        self.gateway = gateway
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        internals(self.gateway).end_subscriptions()
+        await super().shutdown(sockets=sockets)
+
+
 @contextmanager
 def a2a_server(
     store: str, runtime: AgentRuntime, config: Any = CONFIG, tokens: TokenSet = TOKENS
@@ -133,19 +151,14 @@ def a2a_server(
         )
         try:
             app = create_app(gateway, tokens, a2a=True, attempts=FailedAttempts(limit=1_000_000))
-            server = uvicorn.Server(
+            server = _GatewayServer(
                 uvicorn.Config(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-                )
+                ),
+                ready,
+                gateway,
             )
             servers.append(server)
-            original = server.startup
-
-            async def startup(sockets: Any = None) -> None:
-                await original(sockets=sockets)
-                ready.set()
-
-            server.startup = startup  # type: ignore[method-assign]
             await server.serve()
         finally:
             internals(gateway).end_subscriptions()
@@ -172,6 +185,7 @@ def a2a_server(
         thread.join(30)
     if failures:
         raise failures[0]
+    assert not thread.is_alive(), "the A2A gateway did not stop within 30 s"
 
 
 @contextmanager
@@ -492,3 +506,36 @@ async def test_sessions_send_to_a_remote_agent_over_a2a_between_two_gateways(
     finally:
         await served.close()
     assert [t["sessionKey"].split(":a2a:")[0] for t in tasks] == ["agent:main"]
+
+
+async def test_resubscribe_to_a_task_after_its_gateway_was_stopped_and_started_again(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'a2a.db'}"
+    with a2a_server(store, GatedRuntime()) as first:
+        client = await sdk_client(first)
+        stream = client.send_message(SendMessageRequest(message=message("wait across", "ctx-k")))
+        task_id = (await stream.__anext__()).task.id
+        runtime = first.runtime
+        assert isinstance(runtime, GatedRuntime)
+        while runtime.gate is None:  # the agent has the run when the gateway goes down
+            await stream.__anext__()
+        await stream.aclose()
+        await client.close()
+    # The run was in flight: the next gateway on the store resumes it, and its agent
+    # waits at the gate again until the client has subscribed.
+    with a2a_server(store, GatedRuntime()) as second:
+        other = await sdk_client(second)
+        resubscribed = other.subscribe(SubscribeToTaskRequest(id=task_id))
+        snapshot = await resubscribed.__anext__()
+        runtime = second.runtime
+        assert isinstance(runtime, GatedRuntime)
+        while runtime.gate is None:
+            await asyncio.sleep(0)  # the resumed run reaches the agent on the server's loop
+        runtime.open()
+        rest = await collect(resubscribed)
+        await other.close()
+    assert snapshot.task.id == task_id
+    states = [state_name(e.status_update.status.state) for e in rest if e.HasField("status_update")]
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    assert rest[-2].artifact_update.artifact.parts[0].text == "pong: wait across"
