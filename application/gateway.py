@@ -34,6 +34,7 @@ from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
+from sessionwire.application.orchestration.pushes import RunPushes
 from sessionwire.application.orchestration.runs import (
     RunEngine,
     RunTurn,
@@ -182,6 +183,15 @@ class GatewayService:
             send_policy=config.send_policy,
             rules=self.rules,
         )
+        # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
+        # when their run ends.
+        self.pushes = RunPushes(
+            store=store,
+            in_flight=self.in_flight,
+            clock=clock,
+            runs=self.run_engine,
+            outbox=self.outbox,
+        )
         self.spawns = SpawnDriver(
             store=store,
             in_flight=self.in_flight,
@@ -228,7 +238,8 @@ class GatewayService:
         exchanges = await self.exchanges.resume()
         spawns = await self.spawns.resume()
         deliveries = await self.outbox.resume()
-        if runs or exchanges or spawns or deliveries or archived:
+        pushes = await self.pushes.resume()
+        if runs or exchanges or spawns or deliveries or archived or pushes:
             self.log.info(
                 "resumed pending work",
                 archived=archived,
@@ -236,6 +247,7 @@ class GatewayService:
                 exchanges=exchanges,
                 spawns=spawns,
                 deliveries=deliveries,
+                pushes=pushes,
             )
         self.takeover.start()
 

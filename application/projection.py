@@ -17,6 +17,7 @@ from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequest
 from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.session import Session, SessionState, to_millis
@@ -116,6 +117,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "delivery", (event.session_key,)
     elif isinstance(event, BusyDecision.BusyDecided):
         kind, keys = "busy", (event.session_key, event.requester_key)
+    elif isinstance(event, PushRequest.PushRequested):
+        kind, keys = "push", (event.session_key,)
     elif isinstance(event, RemoteCall.RemoteCallReceived):
         caller = event.caller if event.caller.startswith("agent:") else None
         kind, keys = "remote_call", (event.session_key, caller)
@@ -246,6 +249,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, OutboundDelivery):
             changes.work[aggregate.id] = work_row(
                 aggregate, "delivery", aggregate.state.status, aggregate.state.session_key, is_new
+            )
+        elif isinstance(aggregate, PushRequest):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "push", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 

@@ -14,14 +14,18 @@ answered exactly as a missing one (``None``). Every call is recorded (``RemoteCa
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 from dataclasses import dataclass
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.store import StoreInUse
+from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.keys import normalize_agent_id
+from sessionwire.domain.push_request import PushRequest, PushRequestState, push_request_id
 from sessionwire.domain.remote_call import CallOutcome, RemoteCall
 from sessionwire.domain.run import Run, RunState
 
@@ -162,6 +166,52 @@ class RemoteTasks:
     async def wait(self, run_id: str, timeout: float | None = None) -> RunState | None:
         """The task's final state, or None if ``timeout`` seconds pass on the clock."""
         return await self.service.run_engine.wait(UUID(run_id), timeout)
+
+    # Push requests ------------------------------------------------------------------
+
+    async def request_push(
+        self, state: RunState, *, config_id: str, url: str, token: str | None, channel: str
+    ) -> PushRequestState:
+        """Notify ``url`` when the run ends (recorded; kept across restarts). The same
+        config id again finds the request already made."""
+        service = self.service
+        push = PushRequest.request(
+            run_id=state.run_id,
+            session_key=state.session_key,
+            config_id=config_id,
+            channel=channel,
+            url=url,
+            token=token,
+            at=service.clock.now(),
+        )
+        existing = await service.store.work(push.id)
+        if existing is not None:
+            return existing.to_aggregate(PushRequest, PushRequestState).state
+        # Made meanwhile (a retry, another gateway): the same request.
+        with suppress(StoreConflict):
+            await service.store.save(push)
+        service.pushes.start(push.id)
+        return push.state
+
+    async def pushes_of(self, state: RunState) -> list[PushRequestState]:
+        """The run's push requests not withdrawn, oldest first."""
+        stored = await self.service.store.pending_work(
+            "push", ("waiting", "queued"), session_key=state.session_key
+        )
+        found = [work.to_aggregate(PushRequest, PushRequestState).state for work in stored]
+        return [push for push in found if push.run_id == state.run_id]
+
+    async def withdraw_push(self, state: RunState, config_id: str) -> bool:
+        """Withdraw a request whose run has not ended (after, its push is queued already)."""
+        push_id = push_request_id(state.run_id, config_id)
+        async for uow in retrying(self.service.store, f"push {push_id}"):
+            with uow:
+                push = await uow.work(push_id, PushRequest, PushRequestState)
+                if push is None:
+                    return False
+                push.withdraw(at=self.service.clock.now())
+                await uow.commit()
+        return True
 
     # Queries ------------------------------------------------------------------------
 

@@ -1,31 +1,27 @@
 """A2A push notifications through the delivery outbox (ADR 0035).
 
-A push is an outbox delivery on the ``a2a-push`` channel: ``to`` is the client's URL and
-the message a JSON envelope of the task (a ``StreamResponse``) and the client's token.
-The outbox attempts it, records each attempt, and retries a failure with back-off on the
-gateway clock (decision 13). ``A2APushDelivery`` wraps the gateway's own channel
-delivery: other channels go to it unchanged.
+A push is an outbox delivery on the ``a2a-push`` channel, queued by the push requests'
+process manager (application/orchestration/pushes.py) when the task's run ends: ``to`` is
+the client's URL, the message the run's final state and the client's token, rendered here
+as the task (a ``StreamResponse``). The outbox attempts it, records each attempt, and
+retries a failure with back-off on the gateway clock (decision 13). ``A2APushDelivery``
+wraps the gateway's own channel delivery: other channels go to it unchanged.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
-from a2a.types import StreamResponse, Task
+from a2a.types import StreamResponse
 from google.protobuf.json_format import MessageToDict
+from sessionwire.adapters.a2a.task_view import task_of
+from sessionwire.application.orchestration.pushes import run_of_push
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, DeliveryRejected
 
 PUSH_CHANNEL = "a2a-push"
 TOKEN_HEADER = "X-A2A-Notification-Token"
 PUSH_TIMEOUT_SECONDS = 10.0
-
-
-def push_message(task: Task, token: str | None) -> str:
-    """The outbox entry's message: the task as a StreamResponse, and the client's token."""
-    body = MessageToDict(StreamResponse(task=task))
-    return json.dumps({"body": body, "token": token or None}, separators=(",", ":"))
 
 
 class A2APushDelivery(ChannelDelivery):
@@ -39,19 +35,25 @@ class A2APushDelivery(ChannelDelivery):
         self.inner = inner
         self._client = client
 
+    async def close(self) -> None:
+        """Close the HTTP client it was given (one it makes per push closes itself)."""
+        if self._client is not None:
+            await self._client.aclose()
+
     async def deliver(self, delivery: Delivery) -> None:
         if delivery.channel != PUSH_CHANNEL:
             await self.inner.deliver(delivery)
             return
-        envelope: dict[str, Any] = json.loads(delivery.message)
+        state, token = run_of_push(delivery.message)
+        body = MessageToDict(StreamResponse(task=task_of(state)))
         headers = {"Content-Type": "application/json"}
-        if envelope.get("token"):
-            headers[TOKEN_HEADER] = str(envelope["token"])
+        if token:
+            headers[TOKEN_HEADER] = token
         client = self._client or httpx.AsyncClient(timeout=PUSH_TIMEOUT_SECONDS)
         try:
             response = await client.post(
                 delivery.to,
-                content=json.dumps(envelope["body"]),
+                content=json.dumps(body),
                 headers={**headers, "Idempotency-Key": delivery.idempotency_key},
             )
         finally:

@@ -58,7 +58,7 @@ from sessionwire.adapters.a2a.agent_cards import (
     agent_path,
     served_agents,
 )
-from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery, push_message
+from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
 from sessionwire.adapters.a2a.task_view import (
     TERMINAL,
     artifact_update,
@@ -71,7 +71,6 @@ from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.config.gateway_config import AgentEntry
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
-from sessionwire.application.orchestration.in_flight import Owner
 from sessionwire.application.remote_tasks import (
     OPERATOR_CALLER,
     RemoteCaller,
@@ -80,7 +79,7 @@ from sessionwire.application.remote_tasks import (
     check_context_id,
 )
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
-from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequestState
 from sessionwire.domain.run import RunState
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -112,6 +111,17 @@ def caller_of(context: ServerCallContext) -> RemoteCaller:
     return RemoteCaller(OPERATOR_CALLER if grant.session is None else grant.session)
 
 
+def push_config(push: PushRequestState, tenant: str = "") -> TaskPushNotificationConfig:
+    """A push request as the protocol shows it (its token included: it is the caller's)."""
+    return TaskPushNotificationConfig(
+        tenant=tenant,
+        id=push.config_id,
+        task_id=push.run_id,
+        url=push.url,
+        token=push.token or "",
+    )
+
+
 def text_of(message: Message) -> str:
     """The message's words: its text parts, one per line. Other parts are refused."""
     texts: list[str] = []
@@ -130,8 +140,6 @@ class GatewayRequestHandler(RequestHandler):
         self.agent_id = agent_id
         self.card = card
         self.tasks = RemoteTasks(service)
-        # Push configs by task; each is also recorded as a call (its URL, not its token).
-        self.push_configs: dict[str, dict[str, TaskPushNotificationConfig]] = {}
 
     # Who may call -------------------------------------------------------------------
 
@@ -374,47 +382,22 @@ class GatewayRequestHandler(RequestHandler):
             raise PushNotificationNotSupportedError("this gateway sends no push notifications")
         if not config.url.startswith(("http://", "https://")):
             raise InvalidParamsError("the push URL must be http(s)")
-        stored = TaskPushNotificationConfig()
-        stored.CopyFrom(config)
-        stored.task_id = state.run_id
-        stored.id = config.id or str(uuid.uuid4())
-        self.push_configs.setdefault(state.run_id, {})[stored.id] = stored
+        if config.HasField("authentication"):
+            raise InvalidParamsError("push authentication schemes are not supported; use token")
+        push = await self.tasks.request_push(
+            state,
+            config_id=config.id or str(uuid.uuid4()),
+            url=config.url,
+            token=config.token or None,
+            channel=PUSH_CHANNEL,
+        )
         await self._record(
             caller,
             "CreateTaskPushNotificationConfig",
             state,
-            detail=f"push {stored.id} to {stored.url}",
+            detail=f"push {push.config_id} to {push.url}",
         )
-        self.service.in_flight.start(
-            self._push_when_ended(caller, state, stored),
-            Owner("a2a-push", f"{state.run_id}:{stored.id}"),
-        )
-        return stored
-
-    async def _push_when_ended(
-        self, caller: RemoteCaller, state: RunState, config: TaskPushNotificationConfig
-    ) -> None:
-        """Queue the push once the task has ended: from then on the outbox owns it."""
-        ended = await self.tasks.wait(state.run_id)
-        if ended is None or self.push_configs.get(state.run_id, {}).get(config.id) is None:
-            return
-        service = self.service
-        entry = OutboundDelivery.queued(
-            source="a2a_push",
-            source_id=state.run_id,
-            session_key=state.session_key,
-            channel=PUSH_CHANNEL,
-            to=config.url,
-            message=push_message(task_of(ended), config.token),
-            idempotency_key=f"a2a-push:{state.run_id}:{config.id}",
-            at=service.clock.now(),
-        )
-        try:
-            await service.store.save(entry)
-        except Exception:  # queued already (a second gateway, a retry): the outbox has it
-            log.info("push already queued", task_id=state.run_id, config_id=config.id)
-            return
-        service.outbox.start(entry.id)
+        return push_config(push, config.tenant)
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
@@ -428,11 +411,13 @@ class GatewayRequestHandler(RequestHandler):
     ) -> TaskPushNotificationConfig:
         caller = caller_of(context)
         state = await self._visible(caller, params.task_id, "GetTaskPushNotificationConfig")
-        found = self.push_configs.get(state.run_id, {}).get(params.id)
-        if found is None:
+        found = [p for p in await self.tasks.pushes_of(state) if p.config_id == params.id]
+        await self._record(
+            caller, "GetTaskPushNotificationConfig", state, detail=f"push {params.id}"
+        )
+        if not found:
             raise TaskNotFoundError("no push notification config with this id for this task")
-        await self._record(caller, "GetTaskPushNotificationConfig", state)
-        return found
+        return push_config(found[0], params.tenant)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
@@ -440,8 +425,9 @@ class GatewayRequestHandler(RequestHandler):
         caller = caller_of(context)
         state = await self._visible(caller, params.task_id, "ListTaskPushNotificationConfigs")
         await self._record(caller, "ListTaskPushNotificationConfigs", state)
+        pushes = await self.tasks.pushes_of(state)
         return ListTaskPushNotificationConfigsResponse(
-            configs=list(self.push_configs.get(state.run_id, {}).values())
+            configs=[push_config(push, params.tenant) for push in pushes]
         )
 
     async def on_delete_task_push_notification_config(
@@ -449,7 +435,7 @@ class GatewayRequestHandler(RequestHandler):
     ) -> None:
         caller = caller_of(context)
         state = await self._visible(caller, params.task_id, "DeleteTaskPushNotificationConfig")
-        self.push_configs.get(state.run_id, {}).pop(params.id, None)
+        await self.tasks.withdraw_push(state, params.id)
         await self._record(
             caller, "DeleteTaskPushNotificationConfig", state, detail=f"push {params.id}"
         )

@@ -22,12 +22,15 @@ from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequest
 from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy", "remote_call"]
+Kind = Literal[
+    "session", "run", "exchange", "spawn", "refusal", "delivery", "busy", "remote_call", "push"
+]
 SNIPPET = 60
 
 
@@ -310,6 +313,16 @@ def _remote_call(event: Any) -> str:
     return type(event).__name__
 
 
+def _push(event: Any) -> str:
+    if isinstance(event, PushRequest.PushRequested):
+        return f"push {event.config_id} to {event.url} requested for run {event.run_id}"
+    if isinstance(event, PushRequest.PushQueued):
+        return f"push queued in the outbox (delivery {event.delivery_id})"
+    if isinstance(event, PushRequest.PushWithdrawn):
+        return "push withdrawn"
+    return type(event).__name__
+
+
 # Events are classes nested in their aggregate (Session.MessageAppended, ...); the
 # aggregates share one Event base, so the enclosing class picks the describer.
 _DESCRIBERS: dict[str, Callable[[Any], str]] = {
@@ -321,6 +334,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "OutboundDelivery": _delivery,
     "BusyDecision": _busy,
     "RemoteCall": _remote_call,
+    "PushRequest": _push,
 }
 
 

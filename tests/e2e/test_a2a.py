@@ -23,6 +23,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -539,3 +540,42 @@ async def test_resubscribe_to_a_task_after_its_gateway_was_stopped_and_started_a
     states = [state_name(e.status_update.status.state) for e in rest if e.HasField("status_update")]
     assert states[-1] == "TASK_STATE_COMPLETED"
     assert rest[-2].artifact_update.artifact.parts[0].text == "pong: wait across"
+
+
+async def test_a_push_set_before_a_restart_is_sent_when_the_task_ends_after_it(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'a2a.db'}"
+    with push_receiver(fail_first=0) as receiver:
+        with a2a_server(store, GatedRuntime()) as first:
+            client = await sdk_client(first, streaming=False)
+            sent = await collect(
+                client.send_message(
+                    SendMessageRequest(
+                        message=message("wait for the restart", "ctx-pr"),
+                        configuration=SendMessageConfiguration(return_immediately=True),
+                    )
+                )
+            )
+            task_id = sent[-1].task.id
+            config = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task_id, id="p-1", url=receiver.url)
+            )
+            await client.close()
+        assert config.id == "p-1"
+        assert receiver.bodies == []  # the task had not ended
+        with a2a_server(store, GatedRuntime()) as second:
+            runtime = second.runtime
+            assert isinstance(runtime, GatedRuntime)
+            client = await sdk_client(second, streaming=False)
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task_id)
+            )
+            while runtime.gate is None:  # the resumed run reaches the agent
+                await client.get_task(GetTaskRequest(id=task_id))
+            runtime.open()
+            assert await asyncio.to_thread(receiver.accepted.wait, 60)
+            await client.close()
+    assert [c.id for c in listed.configs] == ["p-1"]
+    assert receiver.bodies[-1][1]["task"]["id"] == task_id
+    assert receiver.bodies[-1][1]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -4,14 +4,19 @@ a clock that only moves when told)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -19,15 +24,18 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
+from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
 from sessionwire.adapters.http.tokens import Grant
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
+from sessionwire.application.ports.runtime import RecordedDelivery
 from sessionwire.testing import ScriptedRuntime
 
 SCRIPT = {
@@ -61,9 +69,10 @@ def send(
 
 
 async def opened(
-    store_url: str, clock: VirtualClock, config: Any = None
+    store_url: str, clock: VirtualClock, config: Any = None, delivery: Any = None
 ) -> tuple[Gateway, GatewayRequestHandler]:
     gateway = await Gateway.open(
+        delivery=delivery,
         config=config or {"agents": {"list": [{"id": "main", "default": True}, {"id": "ops"}]}},
         store=store_url,
         clock=clock,
@@ -195,3 +204,58 @@ async def test_another_callers_context_is_not_joined(store_url: str, clock: Virt
         await gateway.close()
     assert joined.status.state == TaskState.TASK_STATE_REJECTED
     assert len(runs["runs"]) == 1
+
+
+async def test_push_configs_are_kept_listed_withdrawn_and_sent_once_when_the_task_ends(
+    store_url: str, clock: VirtualClock
+) -> None:
+    received: list[tuple[str, dict[str, Any], str | None]] = []
+
+    def receive(request: httpx.Request) -> httpx.Response:
+        received.append(
+            (str(request.url), json.loads(request.content), request.headers.get(TOKEN_HEADER))
+        )
+        return httpx.Response(200)
+
+    delivery = A2APushDelivery(
+        RecordedDelivery(), client=httpx.AsyncClient(transport=httpx.MockTransport(receive))
+    )
+    gateway, handler = await opened(store_url, clock, delivery=delivery)
+    try:
+        task = as_task(
+            await handler.on_message_send(send("slow push", "c7", wait=False), context(OPERATOR))
+        )
+        for config_id in ("p-1", "p-2"):
+            await handler.on_create_task_push_notification_config(
+                TaskPushNotificationConfig(
+                    task_id=task.id, id=config_id, url=f"https://hooks.test/{config_id}", token="t"
+                ),
+                context(OPERATOR),
+            )
+        both = await handler.on_list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id), context(OPERATOR)
+        )
+        one = await handler.on_get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id="p-1"), context(OPERATOR)
+        )
+        await handler.on_delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="p-2"), context(OPERATOR)
+        )
+        left = await handler.on_list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id), context(OPERATOR)
+        )
+        with pytest.raises(TaskNotFoundError):  # another caller: as a missing task
+            await handler.on_list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id), context(MAIN)
+            )
+        assert received == []
+        await clock.advance(60)  # the run ends
+        await gateway.wait_idle()
+    finally:
+        await gateway.close()
+        await delivery.close()
+    assert [c.id for c in both.configs] == ["p-1", "p-2"]
+    assert one.url == "https://hooks.test/p-1"
+    assert [c.id for c in left.configs] == ["p-1"]
+    assert [(url, token) for url, _, token in received] == [("https://hooks.test/p-1", "t")]
+    assert received[0][1]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
