@@ -18,6 +18,8 @@ KIND_STYLES = {
     "refusal": "red",
     "delivery": "blue",
     "busy": "bright_red",
+    "remote_call": "bright_cyan",
+    "push": "bright_blue",
 }
 
 

@@ -32,6 +32,8 @@ STREAM_STYLES = {
     "refusal": "red",
     "busy": "bright_red",
     "delivery": "blue",
+    "a2a": "bright_cyan",
+    "push": "bright_blue",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
 WIDE = 120
@@ -45,6 +47,8 @@ OPENERS = {
     "AccessRefused": ("refusal", "requester_key"),
     "DeliveryQueued": ("delivery", "session_key"),
     "BusyDecided": ("busy", "session_key"),
+    "RemoteCallReceived": ("a2a", "session_key"),
+    "PushRequested": ("push", "session_key"),
 }
 
 

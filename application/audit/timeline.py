@@ -288,9 +288,9 @@ def _busy(event: Any) -> str:
 
 def _delivery(event: Any) -> str:
     if isinstance(event, OutboundDelivery.DeliveryQueued):
-        return (
-            f"{event.source} to {event.channel} {event.to} queued for retry: {_snip(event.message)}"
-        )
+        # An entry queued after a failed first attempt, or (a push) before its first.
+        why = "queued" if event.next_attempt_at is not None else "queued for retry"
+        return f"{event.source} to {event.channel} {event.to} {why}: {_snip(event.message)}"
     if isinstance(event, OutboundDelivery.DeliveryAttemptFailed):
         return f"delivery attempt {event.attempt} failed: {event.error}; next attempt due"
     if isinstance(event, OutboundDelivery.DeliverySucceeded):

@@ -4,8 +4,10 @@ a clock that only moves when told)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +30,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from command_line import run_in_process
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
@@ -259,3 +262,35 @@ async def test_push_configs_are_kept_listed_withdrawn_and_sent_once_when_the_tas
     assert [c.id for c in left.configs] == ["p-1"]
     assert [(url, token) for url, _, token in received] == [("https://hooks.test/p-1", "t")]
     assert received[0][1]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_the_command_line_shows_a2a_calls_and_pushes_in_timelines_and_events(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    async def record() -> None:
+        delivery = A2APushDelivery(
+            RecordedDelivery(),
+            client=httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200))),
+        )
+        gateway, handler = await opened(store, VirtualClock(), delivery=delivery)
+        try:
+            config = TaskPushNotificationConfig(url="https://hooks.test/x")
+            request = send("seen", "cli")
+            request.configuration.task_push_notification_config.CopyFrom(config)
+            await handler.on_message_send(request, context(OPERATOR))
+            await gateway.wait_idle()
+        finally:
+            await gateway.close()
+            await delivery.close()
+
+    asyncio.run(record())
+    timeline = run_in_process("--store", store, "audit", "timeline", "agent:main:a2a:cli")
+    events = run_in_process("--store", store, "events")
+    assert timeline.returncode == 0, timeline.stderr
+    assert events.returncode == 0, events.stderr
+    for shown in (timeline.stdout, events.stdout):
+        assert "RemoteCallReceived" in shown
+        assert "PushRequested" in shown
+        assert "DeliverySucceeded" in shown
