@@ -87,18 +87,24 @@ CONFIG = {
 
 class GatedRuntime(AgentRuntime):
     """Replies ``pong: <message>``; a message starting with ``wait`` first waits until
-    the test opens the gate (from its own thread)."""
+    the test opens the gate (from its own thread). ``reached`` is set once a run waits
+    there: what the test waits for (on a thread, never by polling)."""
 
     def __init__(self) -> None:
         self.gate: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.reached = threading.Event()
 
     async def run(self, request: RunRequest) -> RunReply:
         if request.message.startswith("wait"):
             self.loop = asyncio.get_running_loop()
             self.gate = self.gate or asyncio.Event()
+            self.reached.set()
             await self.gate.wait()
         return RunReply(text=f"pong: {request.message}")
+
+    async def wait_reached(self) -> None:
+        assert await asyncio.to_thread(self.reached.wait, 60), "no run reached the agent"
 
     def open(self) -> None:
         assert self.loop is not None
@@ -345,9 +351,7 @@ async def test_a_streamed_task_ends_with_its_reply_and_completed(tmp_path: Path)
         first = await stream.__anext__()
         runtime = served.runtime
         assert isinstance(runtime, GatedRuntime)
-        while runtime.gate is None:  # the run reaches the agent: the stream says working
-            update = await stream.__anext__()
-            assert update.HasField("status_update")
+        await runtime.wait_reached()  # the run is with the agent
         runtime.open()
         rest = await collect(stream)
         await client.close()
@@ -519,8 +523,7 @@ async def test_resubscribe_to_a_task_after_its_gateway_was_stopped_and_started_a
         task_id = (await stream.__anext__()).task.id
         runtime = first.runtime
         assert isinstance(runtime, GatedRuntime)
-        while runtime.gate is None:  # the agent has the run when the gateway goes down
-            await stream.__anext__()
+        await runtime.wait_reached()  # the agent has the run when the gateway goes down
         await stream.aclose()
         await client.close()
     # The run was in flight: the next gateway on the store resumes it, and its agent
@@ -531,8 +534,7 @@ async def test_resubscribe_to_a_task_after_its_gateway_was_stopped_and_started_a
         snapshot = await resubscribed.__anext__()
         runtime = second.runtime
         assert isinstance(runtime, GatedRuntime)
-        while runtime.gate is None:
-            await asyncio.sleep(0)  # the resumed run reaches the agent on the server's loop
+        await runtime.wait_reached()  # the resumed run reaches the agent again
         runtime.open()
         rest = await collect(resubscribed)
         await other.close()
@@ -571,8 +573,7 @@ async def test_a_push_set_before_a_restart_is_sent_when_the_task_ends_after_it(
             listed = await client.list_task_push_notification_configs(
                 ListTaskPushNotificationConfigsRequest(task_id=task_id)
             )
-            while runtime.gate is None:  # the resumed run reaches the agent
-                await client.get_task(GetTaskRequest(id=task_id))
+            await runtime.wait_reached()  # the resumed run reaches the agent
             runtime.open()
             assert await asyncio.to_thread(receiver.accepted.wait, 60)
             await client.close()
