@@ -34,6 +34,7 @@ from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
+from sessionwire.application.orchestration.pushes import RunPushes
 from sessionwire.application.orchestration.runs import (
     RunEngine,
     RunTurn,
@@ -216,6 +217,15 @@ class GatewayService:
             rules=self.rules,
             budgets=self.budgets,
         )
+        # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
+        # when their run ends.
+        self.pushes = RunPushes(
+            store=store,
+            in_flight=self.in_flight,
+            clock=clock,
+            runs=self.run_engine,
+            outbox=self.outbox,
+        )
         self.spawns = SpawnDriver(
             store=store,
             in_flight=self.in_flight,
@@ -273,7 +283,8 @@ class GatewayService:
         spawns = await self.spawns.resume()
         yields = await self.yields.resume()
         deliveries = await self.outbox.resume()
-        if runs or exchanges or spawns or yields or deliveries or archived:
+        pushes = await self.pushes.resume()
+        if runs or exchanges or spawns or yields or deliveries or archived or pushes:
             self.log.info(
                 "resumed pending work",
                 archived=archived,
@@ -282,6 +293,7 @@ class GatewayService:
                 spawns=spawns,
                 yields=yields,
                 deliveries=deliveries,
+                pushes=pushes,
             )
         self.takeover.start()
 
@@ -438,6 +450,16 @@ class GatewayService:
         session = await self._change_session(key, apply, create=False)
         self.log.info("session patched", session_key=key, fields=sorted(checked))
         return {"ok": True, "key": key, "entry": session.state.model_dump(mode="json")}
+
+    async def ensure_session(self, session_key: str) -> None:
+        """Open the session (canonical key) unless it exists: a remote context's session
+        is opened by its first task, before any message is in it."""
+
+        async def nothing(session: Session) -> None:
+            return None
+
+        if await self.store.session(session_key) is None:
+            await self._change_session(session_key, nothing, create=True)
 
     async def _check_label_free(self, key: str, label: str | None) -> None:
         if label is None:

@@ -18,6 +18,8 @@ from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequest
+from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import Session, SessionState, to_millis
@@ -119,6 +121,11 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "busy", (event.session_key, event.requester_key)
     elif isinstance(event, RunYield.RunYielded):
         kind, keys = "yield", (event.session_key,)
+    elif isinstance(event, PushRequest.PushRequested):
+        kind, keys = "push", (event.session_key,)
+    elif isinstance(event, RemoteCall.RemoteCallReceived):
+        caller = event.caller if event.caller.startswith("agent:") else None
+        kind, keys = "remote_call", (event.session_key, caller)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)
@@ -250,6 +257,10 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, OutboundDelivery):
             changes.work[aggregate.id] = work_row(
                 aggregate, "delivery", aggregate.state.status, aggregate.state.session_key, is_new
+            )
+        elif isinstance(aggregate, PushRequest):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "push", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 

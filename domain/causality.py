@@ -19,7 +19,9 @@ from sessionwire.domain.base import Immutable
 
 DEFAULT_MAX_HOPS = 6
 
-ProvenanceKind = Literal["user", "agent", "a2a", "subagent_report", "announce", "system"]
+ProvenanceKind = Literal[
+    "user", "agent", "a2a", "a2a-remote", "subagent_report", "announce", "system"
+]
 
 
 class Causality(Immutable):

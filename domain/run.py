@@ -67,6 +67,9 @@ class RunState(BaseModel):
     parent_run_id: str | None = None
     hops: int = 0
     sender_key: str | None = None
+    remote_caller: str | None = None
+    """Who asked over a remote protocol (A2A, ADR 0035): the caller's token scope
+    (``operator`` or its bound session), when the run is a remote agent's task."""
     status: RunStatus = "queued"
     attempts: int = 0
     started_at: int | None = None
@@ -104,6 +107,9 @@ class RunState(BaseModel):
         """The line the run's first dispatch appends: another agent's words, or a prompt."""
         if self.step in GATEWAY_MESSAGE_STEPS:
             return self._provenance("system", None)
+        if self.remote_caller is not None:
+            # A remote agent's words (A2A): no session of this gateway wrote them.
+            return self._provenance("a2a-remote", None)
         return self._provenance("a2a", self.sender_key or self.requester_key)
 
     def reply_provenance(self) -> Provenance:
@@ -141,6 +147,8 @@ class Run(Aggregate):
         hops: int = 0
         sender_key: str | None = None
         """The session whose words ``message`` is (decision 18), when another agent's."""
+        remote_caller: str | None = None
+        """A remote (A2A) caller's scope, when a remote agent asked for the run."""
 
     class RunDispatched(Aggregate.Event):
         """Handed to the agent runtime; a second attempt follows a crash."""
@@ -240,6 +248,7 @@ class Run(Aggregate):
         sender_key: str | None = None,
         deadline_at: int | None = None,
         timestamp: datetime | None = None,
+        remote_caller: str | None = None,
     ) -> None:
         if deadline_at is None and timestamp is not None:
             # Recorded before deadlines were: the deadline its start implied.
@@ -260,6 +269,7 @@ class Run(Aggregate):
             parent_run_id=parent_run_id,
             hops=hops,
             sender_key=sender_key,
+            remote_caller=remote_caller,
         )
 
     @classmethod
@@ -279,6 +289,7 @@ class Run(Aggregate):
         turn: int | None = None,
         causality: Causality | None = None,
         sender_key: str | None = None,
+        remote_caller: str | None = None,
     ) -> Run:
         return cls._create(
             cls.RunStarted,
@@ -298,6 +309,7 @@ class Run(Aggregate):
             parent_run_id=causality.parent_run_id if causality else None,
             hops=causality.hops if causality else 0,
             sender_key=sender_key,
+            remote_caller=remote_caller,
         )
 
     def _require_open(self) -> None:

@@ -19,6 +19,8 @@ KIND_STYLES = {
     "delivery": "blue",
     "busy": "bright_red",
     "yield": "bright_green",
+    "remote_call": "bright_cyan",
+    "push": "bright_blue",
 }
 
 

@@ -33,6 +33,8 @@ STREAM_STYLES = {
     "busy": "bright_red",
     "delivery": "blue",
     "yield": "bright_green",
+    "a2a": "bright_cyan",
+    "push": "bright_blue",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
 WIDE = 120
@@ -47,6 +49,8 @@ OPENERS = {
     "DeliveryQueued": ("delivery", "session_key"),
     "BusyDecided": ("busy", "session_key"),
     "RunYielded": ("yield", "session_key"),
+    "RemoteCallReceived": ("a2a", "session_key"),
+    "PushRequested": ("push", "session_key"),
 }
 
 

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -245,6 +246,11 @@ class FailedAttempts:
         self.by_client.setdefault(client, []).append(self.now())
 
 
+def is_agent_card_path(path: str) -> bool:
+    """An A2A Agent Card (adapters/a2a): public, as the protocol's discovery expects."""
+    return path.startswith("/a2a/") and path.endswith("/.well-known/agent-card.json")
+
+
 def is_console_path(path: str) -> bool:
     """The console's pages: it checks tokens itself (a browser sends a cookie, not a
     bearer header), operators only; bodies are still bounded here."""
@@ -292,7 +298,8 @@ class Gatekeeper:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if scope["path"] not in PUBLIC_PATHS and not is_console_path(scope["path"]):
+        path = scope["path"]
+        if path not in PUBLIC_PATHS and not is_console_path(path) and not is_agent_card_path(path):
             client = scope["client"][0] if scope.get("client") else "unknown"
             wait = self.attempts.retry_after(client)
             if wait is not None:
@@ -426,13 +433,18 @@ def create_app(
     metrics: PrometheusTelemetry | None = None,
     console: bool = True,
     cursor_secret: bytes | None = None,
+    a2a: bool = False,
+    a2a_signing_key: Ed25519PrivateKey | None = None,
+    public_url: str | None = None,
 ) -> FastAPI:
     """The HTTP gateway over ``gateway`` for callers presenting one of ``tokens`` (a lone
     string is one operator token) as a bearer token. With ``metrics`` (the gateway's
     Prometheus telemetry) it counts requests and serves ``GET /metrics`` to operator
     tokens. The read-only web console is under ``/console`` (docs/console.md) unless
     ``console`` is False. ``cursor_secret`` seals session-bound subscribers' event ids
-    (``EventCursors``; without it they hold for this app's lifetime only)."""
+    (``EventCursors``; without it they hold for this app's lifetime only). With ``a2a``
+    each configured agent is served over the A2A protocol under ``/a2a/<agentId>``
+    (docs/a2a.md), its Agent Card signed with ``a2a_signing_key`` when given; ``public_url`` is the base URL the cards name."""
     gateway = service_of(served)
     if isinstance(tokens, str):
         if not tokens.strip():
@@ -938,6 +950,13 @@ def create_app(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    if a2a:
+        # Imported here: the A2A SDK loads only where A2A is served.
+        from sessionwire.adapters.a2a.server import a2a_routes
+
+        app.router.routes.extend(
+            a2a_routes(gateway, signing_key=a2a_signing_key, public_url=public_url)
+        )
     attempts = attempts or FailedAttempts()
     if console:
         # Imported here: the console's templates load only where it is served.

@@ -22,12 +22,25 @@ from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequest
+from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run
 from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy", "yield"]
+Kind = Literal[
+    "session",
+    "run",
+    "exchange",
+    "spawn",
+    "refusal",
+    "delivery",
+    "busy",
+    "yield",
+    "remote_call",
+    "push",
+]
 SNIPPET = 60
 
 
@@ -181,6 +194,8 @@ def _run(event: Any) -> str:
     if isinstance(event, Run.RunStarted):
         asked = f" for {event.requester_key}" if event.requester_key else ""
         turn = f" turn {event.turn}" if event.turn is not None else ""
+        if event.remote_caller:
+            asked = f" for the remote caller {event.remote_caller}"
         where = f"{event.step}{turn} run queued in {event.session_key}{asked}"
         return f"{where}: {_snip(event.message)}"
     if isinstance(event, Run.RunDispatched):
@@ -300,9 +315,9 @@ def _busy(event: Any) -> str:
 
 def _delivery(event: Any) -> str:
     if isinstance(event, OutboundDelivery.DeliveryQueued):
-        return (
-            f"{event.source} to {event.channel} {event.to} queued for retry: {_snip(event.message)}"
-        )
+        # An entry queued after a failed first attempt, or (a push) before its first.
+        why = "queued" if event.next_attempt_at is not None else "queued for retry"
+        return f"{event.source} to {event.channel} {event.to} {why}: {_snip(event.message)}"
     if isinstance(event, OutboundDelivery.DeliveryAttemptFailed):
         return f"delivery attempt {event.attempt} failed: {event.error}; next attempt due"
     if isinstance(event, OutboundDelivery.DeliverySucceeded):
@@ -311,6 +326,27 @@ def _delivery(event: Any) -> str:
         return (
             f"delivery abandoned after {event.attempt} attempt(s): {event.reason} ({event.error})"
         )
+    return type(event).__name__
+
+
+def _remote_call(event: Any) -> str:
+    if isinstance(event, RemoteCall.RemoteCallReceived):
+        task = f" task {event.task_id}" if event.task_id else ""
+        detail = f": {event.detail}" if event.detail else ""
+        return (
+            f"{event.protocol} {event.method} by {event.caller} to agent {event.agent_id}"
+            f"{task}: {event.outcome}{detail}"
+        )
+    return type(event).__name__
+
+
+def _push(event: Any) -> str:
+    if isinstance(event, PushRequest.PushRequested):
+        return f"push {event.config_id} to {event.url} requested for run {event.run_id}"
+    if isinstance(event, PushRequest.PushQueued):
+        return f"push queued in the outbox (delivery {event.delivery_id})"
+    if isinstance(event, PushRequest.PushWithdrawn):
+        return "push withdrawn"
     return type(event).__name__
 
 
@@ -325,6 +361,8 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "AccessRefusal": _refusal,
     "OutboundDelivery": _delivery,
     "BusyDecision": _busy,
+    "RemoteCall": _remote_call,
+    "PushRequest": _push,
 }
 
 

@@ -232,6 +232,23 @@ class AgentDefaults(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
+class A2ASkill(_Section):
+    """One skill an agent's A2A Agent Card lists (ADR 0035)."""
+
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=4000)
+    tags: builtins.list[str] = Field(default_factory=builtins.list)
+    examples: builtins.list[str] = Field(default_factory=builtins.list)
+
+
+class AgentA2A(_Section):
+    """What ``serve --a2a`` publishes of an agent: its card's description and skills."""
+
+    description: str | None = Field(default=None, max_length=4000)
+    skills: builtins.list[A2ASkill] = Field(default_factory=builtins.list)
+
+
 class AgentEntry(_Section):
     id: str
     name: str | None = None
@@ -239,6 +256,7 @@ class AgentEntry(_Section):
     model: str | dict[str, Any] | None = None
     subagents: AgentSubagents = Field(default_factory=AgentSubagents)
     sandbox: SandboxConfig | None = None
+    a2a: AgentA2A | None = None
 
     @field_validator("id")
     @classmethod

@@ -39,6 +39,8 @@ PRIMARY_FIELD = {
     "delivery": "session_key",
     "busy": "session_key",
     "yield": "session_key",
+    "remote_call": "session_key",
+    "push": "session_key",
 }
 
 

@@ -101,3 +101,9 @@ def test_runtime_files_in_the_docs_load(
         path.write_text(body)
         expected = OpenAIRuntime if "openai" in json.loads(body) else ScriptedRuntime
         assert isinstance(load_runtime(path), expected)
+
+
+def test_a2a_examples_run_and_print_what_the_page_shows() -> None:
+    out = run_python("a2a.md")
+    shown = "".join(blocks("a2a.md", "text"))
+    assert out == shown
