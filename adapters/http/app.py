@@ -444,7 +444,8 @@ def create_app(
     ``console`` is False. ``cursor_secret`` seals session-bound subscribers' event ids
     (``EventCursors``; without it they hold for this app's lifetime only). With ``a2a``
     each configured agent is served over the A2A protocol under ``/a2a/<agentId>``
-    (docs/a2a.md), its Agent Card signed with ``a2a_signing_key`` when given; ``public_url`` is the base URL the cards name."""
+    (docs/a2a.md), its Agent Card signed with ``a2a_signing_key`` when given;
+    ``public_url`` is the base URL the cards name."""
     gateway = service_of(served)
     if isinstance(tokens, str):
         if not tokens.strip():
