@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from typing import Literal, cast
+from uuid import UUID
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.orchestration.yields import last_wake, spawns_of
@@ -106,8 +107,25 @@ async def sessions_yield(context: ToolContext, params: SessionsYieldParams) -> Y
         causality=caller.causality if caller is not None else None,
         at=now,
     )
+    chain = caller.causality if caller is not None else None
+    # The trace's budget (decision 31): the woken turn is one more run of the trace.
+    async with services.budgets.admit(chain.trace_id if chain else None) as exceeded:
+        if exceeded is None:
+            saved = await _save(context, yielded, yield_id)
+    if exceeded is not None:
+        assert chain is not None
+        await context.refuse_over_budget(
+            exceeded, chain, tool="sessions_yield", reference=requester.raw
+        )
+        return YieldResult(status="forbidden", tool="sessions_yield", error=exceeded.message)
+    return saved
+
+
+async def _save(context: ToolContext, yielded: RunYield, yield_id: UUID) -> YieldResult:
+    services = context.services
+    assert services is not None
     try:
-        await store.save(yielded)
+        await context.store.save(yielded)
     except StoreConflict:
         # The same turn's other call recorded it first: answer with that one.
         found = await services.yields.load(yield_id)

@@ -427,3 +427,50 @@ async def test_a_ping_pong_turn_past_the_budget_ends_the_loop_with_the_rule(
         ("AnnounceSuppressed", rule),
     ]
     assert [r.tool for r in recorded] == ["reply_back", "announce"]
+
+
+async def test_a_yield_past_the_budget_is_refused_and_recorded(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """maxRuns 2: the send into A and A's sub-agent are the trace's two runs; the turn a
+    yield would wake is a third, so the yield is refused (decision 31: sends, spawns and
+    yields), recorded, and A's turn ends without waiting."""
+
+    class SpawnThenYield(AgentRuntime):
+        def __init__(self) -> None:
+            self.answers: list[dict[str, Any]] = []
+
+        async def run(self, request: RunRequest) -> RunReply:
+            if request.step == "subagent_task":
+                await request.clock.sleep(60)
+                return RunReply(text="child done")
+            if request.step != "primary" or request.session_key != A:
+                return RunReply(text="ANNOUNCE_SKIP")
+            assert request.call_tool is not None
+            self.answers.append(await request.call_tool("sessions_spawn", {"task": "dig"}))
+            self.answers.append(await request.call_tool("sessions_yield", {}))
+            return RunReply(text="a done")
+
+    agents = SpawnThenYield()
+    gw = await Gateway.open(
+        config=config({"maxRuns": 2}), store=store_url, clock=clock, runtime=agents
+    )
+    try:
+        for key in (A, D):
+            await gw.record_message(key, role="user", content="hi")
+        await start(gw)
+        await gw.wait_idle()
+        spawned, yielded = agents.answers
+        assert spawned["status"] == "accepted", spawned
+        message = "trace budget exceeded: maxRuns 2 reached (2 runs in this trace)"
+        assert yielded == {"status": "forbidden", "tool": "sessions_yield", "error": message}
+        # The yield is refused, and the exchange's announce step after A's turn too.
+        assert [(r.tool, r.message) for r in refusals(gw)] == [
+            ("sessions_yield", message),
+            ("announce", message),
+        ]
+        await clock.advance(60)
+        await gw.wait_idle()
+        assert not [e for _, e in store_of(gw).events() if type(e).__name__ == "YieldWoken"]
+    finally:
+        await gw.close()
