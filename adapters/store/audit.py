@@ -17,7 +17,11 @@ from sessionwire.adapters.store.read_model_diff import (
     shadow_model,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
-from sessionwire.adapters.store.serialisation import aggregate_topics, event_classes
+from sessionwire.adapters.store.serialisation import (
+    aggregate_topics,
+    known_event_class,
+    message_code,
+)
 from sessionwire.application.ports.audit_log import (
     AuditLog,
     CheckedRecord,
@@ -205,9 +209,11 @@ class StoreAuditLog(AuditLog):
         """The event class a topic names, when its records can take the one pass."""
         if topic not in self._one_pass_classes:
             mapper = self.store.app.mapper
-            cls = event_classes().get(topic)
+            cls = known_event_class(topic)
             plain = (
                 cls is not None
+                # a v3 message keeps its provenance in its line: the mapper moves it back
+                and topic != message_code()
                 and getattr(cls, "class_version", 1) == 1
                 and mapper.cipher is None
                 and mapper.compressor is None
@@ -218,6 +224,10 @@ class StoreAuditLog(AuditLog):
     def transcript_rows(self, session: UUID, first: int, last: int) -> dict[int, str]:
         model = self.store.read_model
         m = model.m
+        if model.transcript_in_log:
+            # Storage v3: the message is stored once, in the event; there is no second
+            # copy to tell an edited message of a batch from the others by.
+            return {}
         with self._reading() as cursor:
             cursor.execute(
                 f"SELECT seq, message FROM {model.transcript} WHERE session = {m} "

@@ -23,12 +23,12 @@ from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
-    BATCH_TOPIC,
     ChainLink,
     LogHead,
     RecordContent,
     Seal,
     first_version,
+    is_batch,
     seal,
     stream_links,
 )
@@ -57,6 +57,9 @@ class LogTables:
     # one before them is in flight).
     xact_column: str | None = None
     final: str | None = None
+    # Storage v3 on SQLite (ADR 0036): an inserted record's (role, body) history columns,
+    # from its topic and bytes.
+    history_columns: Callable[[str, bytes], tuple[str | None, int | None]] | None = None
 
 
 def _uuid(value: Any) -> UUID:
@@ -482,7 +485,7 @@ class SqlChain:
         # its first one, not the version before its own (the join above).
         return [
             self._batch_predecessor(cursor, found)
-            if found.record.content.topic == BATCH_TOPIC
+            if is_batch(found.record.content.topic)
             else found
             for found in checked
         ]
@@ -662,27 +665,18 @@ class SqlChain:
 
     def insert_record(self, cursor: Cursor, record: StoredRecord) -> None:
         """An event at its original position (import into an empty store)."""
-        t, m = self.t, self.t.marker
-        content = record.content
-        cursor.execute(
-            f"INSERT INTO {t.events} ({t.position}, originator_id, originator_version, topic, "
-            f"state) VALUES ({m}, {m}, {m}, {m}, {m})",
-            (
-                record.notification_id,
-                t.to_db_id(content.originator_id),
-                content.originator_version,
-                content.topic,
-                content.state,
-            ),
-            **self.write_options,
-        )
+        self.insert_records(cursor, [record])
 
     def insert_records(self, cursor: Cursor, records: Sequence[StoredRecord]) -> None:
-        """``insert_record`` for a batch, in one statement."""
+        """Events at their original positions (an import's batch), in one statement."""
         t, m = self.t, self.t.marker
+        columns = "originator_id, originator_version, topic, state"
+        if t.history_columns is not None:
+            columns += ", role, body"
+        marks = ", ".join([m] * (2 + columns.count(",")))
+        history = t.history_columns
         cursor.executemany(
-            f"INSERT INTO {t.events} ({t.position}, originator_id, originator_version, topic, "
-            f"state) VALUES ({m}, {m}, {m}, {m}, {m})",
+            f"INSERT INTO {t.events} ({t.position}, {columns}) VALUES ({marks})",
             [
                 (
                     record.notification_id,
@@ -690,6 +684,11 @@ class SqlChain:
                     record.content.originator_version,
                     record.content.topic,
                     record.content.state,
+                    *(
+                        ()
+                        if history is None
+                        else history(record.content.topic, record.content.state)
+                    ),
                 )
                 for record in records
             ],

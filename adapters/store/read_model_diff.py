@@ -37,6 +37,7 @@ def shadow_model(live: SqlReadModel) -> SqlReadModel:
         kind_of=live.kind_of,
         write_options=live.write_options,
         name_prefix=SHADOW,
+        transcript_in_log=live.transcript_in_log,
     )
 
 
@@ -45,7 +46,7 @@ def drop_statements(model: SqlReadModel) -> list[str]:
         f"DROP TABLE IF EXISTS {table}"
         for table in (
             model.sessions,
-            model.transcript,
+            *([] if model.transcript_in_log else [model.transcript]),
             model.work_table,
             model.streams_table,
             model.runs_table,
@@ -84,6 +85,8 @@ def compare_and_replace(
     """Differences per table; with ``replace`` the rebuilt rows become the live ones."""
     differences: dict[str, TableDifference] = {}
     for name, (attribute, keys, values) in _TABLES.items():
+        if attribute == "transcript" and live.transcript_in_log:
+            continue  # the log's own rows (storage v3): nothing projected to compare
         live_table = getattr(live, attribute)
         rebuilt_table = getattr(rebuilt, attribute)
         differences[name] = _difference(cursor, live_table, rebuilt_table, keys, values)

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
+from sessionwire.adapters.store.serialisation import transcript_lines
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
     SessionPage,
@@ -47,8 +48,12 @@ class SqlReadModel:
         kind_of: Any,
         write_options: dict[str, Any],
         name_prefix: str = "",
+        transcript_in_log: bool = False,
     ) -> None:
         self.m = marker
+        # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
+        # no table of its own is written, and history reads the events.
+        self.transcript_in_log = transcript_in_log
         # Options for every write (psycopg: prepare, see PostgresSessionRecorder).
         self.write_options = write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
@@ -119,9 +124,7 @@ class SqlReadModel:
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_session_id ON {self.sessions} "
             "(session_id)",
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_label ON {self.sessions} (label)",
-            f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
-            "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
-            "message TEXT NOT NULL, PRIMARY KEY (session, seq))",
+            *self.transcript_create_statements(),
             f"CREATE TABLE IF NOT EXISTS {self.work_table} ("
             "id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
             "session_key TEXT NOT NULL, position BIGINT NOT NULL, version BIGINT NOT NULL, "
@@ -134,6 +137,15 @@ class SqlReadModel:
             "session_key TEXT NOT NULL, stream_id TEXT NOT NULL, kind TEXT NOT NULL, "
             "PRIMARY KEY (session_key, stream_id))",
             *self.runs_create_statements(),
+        ]
+
+    def transcript_create_statements(self) -> list[str]:
+        if self.transcript_in_log:
+            return []
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
+            "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
+            "message TEXT NOT NULL, PRIMARY KEY (session, seq))"
         ]
 
     def runs_create_statements(self) -> list[str]:
@@ -159,7 +171,7 @@ class SqlReadModel:
 
     def drop_statements(self) -> list[str]:
         return [
-            f"DELETE FROM {self.transcript}",
+            *([] if self.transcript_in_log else [f"DELETE FROM {self.transcript}"]),
             f"DELETE FROM {self.sessions}",
             f"DELETE FROM {self.work_table}",
             f"DELETE FROM {self.streams_table}",
@@ -204,7 +216,9 @@ class SqlReadModel:
                         row.id.hex,
                     ),
                 )
-        if len(changes.transcript) > 1:
+        if self.transcript_in_log:
+            pass  # the events just inserted are the transcript (storage v3)
+        elif len(changes.transcript) > 1:
             # Many single appends at once (an import, a rebuild): one statement.
             cursor.executemany(
                 self.insert_message,
@@ -216,7 +230,7 @@ class SqlReadModel:
                     self.insert_message,
                     (entry.session.hex, entry.seq, entry.role, entry.message_json),
                 )
-        if changes.transcript_rows:
+        if changes.transcript_rows and not self.transcript_in_log:
             # Batches of messages: one statement for all their rows.
             cursor.executemany(self.insert_message, changes.transcript_rows)
         for work in changes.work.values():
@@ -484,6 +498,8 @@ class SqlReadModel:
     def transcript_tail(
         self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
     ) -> list[str]:
+        if self.transcript_in_log:
+            return self._log_tail(cursor, aggregate_id, limit=limit, include_tools=include_tools)
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
@@ -493,6 +509,53 @@ class SqlReadModel:
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()
         return messages
+
+    def _log_tail(
+        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+    ) -> list[str]:
+        """The newest ``limit`` lines from the session's message rows (storage v3): the
+        primary key (originator_id, originator_version) read backwards. A row is one line,
+        except a batch of messages; pages are read until ``limit`` lines are found."""
+        role_filter = "" if include_tools else "AND role <> 'toolResult' "
+        newest_first: list[str] = []
+        below: int | None = None
+        while len(newest_first) < limit:
+            bound = "" if below is None else f"AND originator_version < {self.m} "
+            wanted = limit - len(newest_first)
+            cursor.execute(
+                "SELECT originator_version, topic, state, body FROM stored_events "
+                f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
+                f"ORDER BY originator_version DESC LIMIT {self.m}",
+                (aggregate_id.hex, *([] if below is None else [below]), wanted),
+            )
+            rows = cursor.fetchall()
+            for row in rows:
+                lines = transcript_lines(aggregate_id, int(row[0]), row[1], bytes(row[2]), row[3])
+                for role, line in reversed(lines):
+                    if include_tools or role != "toolResult":
+                        newest_first.append(line)
+            if len(rows) < wanted:
+                break
+            below = int(rows[-1][0])
+        del newest_first[limit:]
+        newest_first.reverse()
+        return newest_first
+
+    def _log_transcript(self, cursor: Cursor) -> list[tuple[object, ...]]:
+        """Every message row of the log as a v2 transcript row (session, seq, role, line),
+        for snapshots and comparisons: a batch gives one row per message."""
+        cursor.execute(
+            "SELECT originator_id, originator_version, topic, state, body, role "
+            "FROM stored_events WHERE role IS NOT NULL ORDER BY originator_id, originator_version"
+        )
+        rows: list[tuple[object, ...]] = []
+        for found in cursor.fetchall():
+            session, version = str(found[0]), int(found[1])
+            lines = transcript_lines(UUID(session), version, found[2], bytes(found[3]), found[4])
+            first = version - len(lines) + 1
+            for index, (role, line) in enumerate(lines):
+                rows.append((session, first + index, role or found[5], line))
+        return rows
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
         cursor.execute(
@@ -530,10 +593,16 @@ class SqlReadModel:
     def snapshot(self, cursor: Cursor) -> dict[str, list[tuple[object, ...]]]:
         cursor.execute(f"SELECT {SESSION_COLUMNS} FROM {self.sessions} ORDER BY id")
         sessions = [tuple(found[c] for c in _column_names()) for found in cursor.fetchall()]
-        cursor.execute(
-            f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
-        )
-        transcript = [(f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()]
+        transcript: list[tuple[object, ...]] = []
+        if self.transcript_in_log:
+            transcript = self._log_transcript(cursor)
+        else:
+            cursor.execute(
+                f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
+            )
+            transcript = [
+                (f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()
+            ]
         columns = ", ".join(WORK_ROW_COLUMNS)
         cursor.execute(f"SELECT {columns} FROM {self.work_table} ORDER BY position")
         work = [tuple(found[c] for c in WORK_ROW_COLUMNS) for found in cursor.fetchall()]

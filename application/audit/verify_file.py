@@ -42,11 +42,11 @@ from sessionwire.application.audit.export import (
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
 from sessionwire.domain.hash_chain import (
-    BATCH_TOPIC,
     GENESIS,
     HASH_SIZE,
     RecordContent,
     first_version,
+    is_batch,
     log_hash,
     stream_hash,
 )
@@ -335,7 +335,7 @@ class _Verifier:
             self.found("altered", f"version {version} cannot follow {stream.highest}", **where)
             return
         # A batch of messages takes the versions of its messages, up to its own.
-        lowest = first_version(content) if content.topic == BATCH_TOPIC else version
+        lowest = first_version(content) if is_batch(content.topic) else version
         first = next((e for v in range(lowest, version + 1) if (e := stream.event(v))), 0)
         if first:
             self.events.add(number, record.notification_id, version, stream.number, None, own)
