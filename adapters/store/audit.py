@@ -20,7 +20,6 @@ from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.serialisation import (
     aggregate_topics,
     known_event_class,
-    message_code,
 )
 from sessionwire.application.ports.audit_log import (
     AuditLog,
@@ -212,8 +211,6 @@ class StoreAuditLog(AuditLog):
             cls = known_event_class(topic)
             plain = (
                 cls is not None
-                # a v3 message keeps its provenance in its line: the mapper moves it back
-                and topic != message_code()
                 and getattr(cls, "class_version", 1) == 1
                 and mapper.cipher is None
                 and mapper.compressor is None

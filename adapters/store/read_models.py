@@ -30,6 +30,34 @@ SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
     "version, created_on, modified_on, state"
 )
+# Storage v3 (ADR 0036, SQLite): the fields a message changes are columns of their own,
+# so an append is a narrow UPDATE of those that changed; the ``state`` JSON holds the
+# other fields and is written only when one of them changes.
+HOT_FIELDS = (
+    "updated_at",
+    "message_count",
+    "channel",
+    "chat_type",
+    "display_name",
+    "last_channel",
+    "last_to",
+    "last_account_id",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+)
+HOT_TYPES = {
+    "updated_at": "BIGINT NOT NULL",
+    "message_count": "BIGINT",
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "total_tokens": "BIGINT",
+}
+HOT_COLUMNS = tuple(name for name in HOT_FIELDS if name != "updated_at")
+# The fields the row keeps in columns (so not in its JSON, with session columns).
+ROW_FIELDS = frozenset({"label", "status", *HOT_FIELDS})
+_JSON_EXCLUDED: set[str] = set(ROW_FIELDS)
 
 
 class Cursor(Protocol):
@@ -49,6 +77,7 @@ class SqlReadModel:
         write_options: dict[str, Any],
         name_prefix: str = "",
         transcript_in_log: bool = False,
+        session_columns: bool = False,
     ) -> None:
         self.m = marker
         # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
@@ -65,15 +94,21 @@ class SqlReadModel:
         self.streams_table = f"{prefix}{name_prefix}sw_session_streams"
         self.runs_table = f"{prefix}{name_prefix}sw_runs"
         self.prefix = prefix
+        self.session_columns = session_columns
         m = marker
+        hot = "".join(f", {name}" for name in HOT_COLUMNS) if session_columns else ""
+        self.session_select = SESSION_COLUMNS + hot
+        count = 13 + (len(HOT_COLUMNS) if session_columns else 0)
         self.insert_session = (
-            f"INSERT INTO {self.sessions} ({SESSION_COLUMNS}) VALUES ({', '.join([m] * 13)})"
+            f"INSERT INTO {self.sessions} ({self.session_select}) VALUES ({', '.join([m] * count)})"
         )
         # An existing row only changes these columns (key, ids and kind never change).
+        hot_set = "".join(f", {name}={m}" for name in HOT_COLUMNS) if session_columns else ""
         self.update_session = (
             f"UPDATE {self.sessions} SET label={m}, status={m}, updated_at={m}, version={m}, "
-            f"modified_on={m}, state={m} WHERE id={m}"
+            f"modified_on={m}, state={m}{hot_set} WHERE id={m}"
         )
+        self._narrow: dict[frozenset[str], str] = {}
         self.insert_message = (
             f"INSERT INTO {self.transcript} (session, seq, role, message) "
             f"VALUES ({m}, {m}, {m}, {m})"
@@ -116,7 +151,8 @@ class SqlReadModel:
             "id TEXT PRIMARY KEY, key TEXT NOT NULL, session_id TEXT NOT NULL, "
             "agent_id TEXT NOT NULL, kind TEXT NOT NULL, label TEXT, spawned_by TEXT, "
             "status TEXT NOT NULL, updated_at BIGINT NOT NULL, version BIGINT NOT NULL, "
-            "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL)",
+            "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL"
+            f"{self.hot_column_definitions()})",
             # The label rides along so the console's search filters on the index entry
             # before reading the row (stores made before keep the narrower index).
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_recent ON {self.sessions} "
@@ -138,6 +174,34 @@ class SqlReadModel:
             "PRIMARY KEY (session_key, stream_id))",
             *self.runs_create_statements(),
         ]
+
+    def hot_column_definitions(self) -> str:
+        if not self.session_columns:
+            return ""
+        return "".join(f", {name} {HOT_TYPES.get(name, 'TEXT')}" for name in HOT_COLUMNS)
+
+    def _state_json(self, state: SessionState) -> str:
+        if self.session_columns:
+            return state.model_dump_json(exclude=_JSON_EXCLUDED)
+        return state.model_dump_json()
+
+    def _hot_values(self, state: SessionState) -> tuple[Any, ...]:
+        if not self.session_columns:
+            return ()
+        return tuple(getattr(state, name) for name in HOT_COLUMNS)
+
+    def _narrow_update(self, changed: frozenset[str]) -> str:
+        """``UPDATE`` of the version, the modification time and the ``changed`` columns."""
+        statement = self._narrow.get(changed)
+        if statement is None:
+            m = self.m
+            ordered = [name for name in ("label", "status", *HOT_FIELDS) if name in changed]
+            assigned = "".join(f", {name}={m}" for name in ordered)
+            statement = (
+                f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned} WHERE id={m}"
+            )
+            self._narrow[changed] = statement
+        return statement
 
     def transcript_create_statements(self) -> list[str]:
         if self.transcript_in_log:
@@ -200,7 +264,20 @@ class SqlReadModel:
                         row.version,
                         row.created_on_iso,
                         row.modified_on_iso,
-                        state.model_dump_json(),
+                        self._state_json(state),
+                        *self._hot_values(state),
+                    ),
+                )
+            elif self.session_columns and row.changed is not None and row.changed <= ROW_FIELDS:
+                # A message (or a label or status change): its own columns only.
+                ordered = [n for n in ("label", "status", *HOT_FIELDS) if n in row.changed]
+                execute(
+                    self._narrow_update(row.changed),
+                    (
+                        row.version,
+                        row.modified_on_iso,
+                        *(getattr(state, name) for name in ordered),
+                        row.id.hex,
                     ),
                 )
             else:
@@ -212,7 +289,8 @@ class SqlReadModel:
                         state.updated_at,
                         row.version,
                         row.modified_on_iso,
-                        state.model_dump_json(),
+                        self._state_json(state),
+                        *self._hot_values(state),
                         row.id.hex,
                     ),
                 )
@@ -368,20 +446,20 @@ class SqlReadModel:
 
     def session(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} WHERE id = {self.m}",
+            f"SELECT {self.session_select} FROM {self.sessions} WHERE id = {self.m}",
             (aggregate_id.hex,),
         )
         found = cursor.fetchone()
-        return None if found is None else stored_session(found)
+        return None if found is None else self.stored_session(found)
 
     def sessions_where(self, cursor: Cursor, column: str, value: str) -> list[StoredSession]:
         assert column in {"session_id", "label"}
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} "
+            f"SELECT {self.session_select} FROM {self.sessions} "
             f"WHERE {column} = {self.m} AND status = 'active' ORDER BY key",
             (value,),
         )
-        return [stored_session(found) for found in cursor.fetchall()]
+        return [self.stored_session(found) for found in cursor.fetchall()]
 
     def list_sessions(self, cursor: Cursor, query: SessionQuery) -> list[StoredSession]:
         m = self.m
@@ -404,11 +482,11 @@ class SqlReadModel:
             params.extend(sorted(query.exclude_keys))
         params.append(query.limit)
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} WHERE {' AND '.join(where)} "
+            f"SELECT {self.session_select} FROM {self.sessions} WHERE {' AND '.join(where)} "
             f"ORDER BY updated_at DESC, key LIMIT {m}",
             params,
         )
-        return [stored_session(found) for found in cursor.fetchall()]
+        return [self.stored_session(found) for found in cursor.fetchall()]
 
     def session_page(self, cursor: Cursor, page: SessionPage) -> list[StoredSession]:
         m = self.m
@@ -436,11 +514,11 @@ class SqlReadModel:
         params.append(page.limit)
         condition = f"WHERE {' AND '.join(where)} " if where else ""
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} {condition}"
+            f"SELECT {self.session_select} FROM {self.sessions} {condition}"
             f"ORDER BY updated_at DESC, key LIMIT {m}",
             params,
         )
-        return [stored_session(found) for found in cursor.fetchall()]
+        return [self.stored_session(found) for found in cursor.fetchall()]
 
     def recent_work(
         self, cursor: Cursor, kind: str, limit: int, status: str | None, before: int | None
@@ -541,6 +619,22 @@ class SqlReadModel:
         newest_first.reverse()
         return newest_first
 
+    def stored_session(self, found: Any) -> StoredSession:
+        if not self.session_columns:
+            return stored_session(found)
+        fields = json.loads(found["state"])
+        for name in ("label", "status", "updated_at"):
+            fields[name] = found[name]
+        for name in HOT_COLUMNS:
+            fields[name] = found[name]
+        return StoredSession(
+            id=UUID(found["id"]),
+            version=int(found["version"]),
+            created_on=datetime.fromisoformat(found["created_on"]),
+            modified_on=datetime.fromisoformat(found["modified_on"]),
+            state=SessionState.model_validate(fields),
+        )
+
     def _log_transcript(self, cursor: Cursor) -> list[tuple[object, ...]]:
         """Every message row of the log as a v2 transcript row (session, seq, role, line),
         for snapshots and comparisons: a batch gives one row per message."""
@@ -591,8 +685,9 @@ class SqlReadModel:
         return [stored_run(found) for found in cursor.fetchall()]
 
     def snapshot(self, cursor: Cursor) -> dict[str, list[tuple[object, ...]]]:
-        cursor.execute(f"SELECT {SESSION_COLUMNS} FROM {self.sessions} ORDER BY id")
-        sessions = [tuple(found[c] for c in _column_names()) for found in cursor.fetchall()]
+        cursor.execute(f"SELECT {self.session_select} FROM {self.sessions} ORDER BY id")
+        names = [name.strip() for name in self.session_select.split(",")]
+        sessions = [tuple(found[c] for c in names) for found in cursor.fetchall()]
         transcript: list[tuple[object, ...]] = []
         if self.transcript_in_log:
             transcript = self._log_transcript(cursor)
@@ -625,10 +720,6 @@ class SqlReadModel:
 def escape_like(text: str) -> str:
     """``text`` matched literally inside a LIKE pattern (``!`` is the escape character)."""
     return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
-
-
-def _column_names() -> Sequence[str]:
-    return [name.strip() for name in SESSION_COLUMNS.split(",")]
 
 
 WORK_COLUMNS = "id, kind, version, created_on, modified_on, state"

@@ -19,10 +19,12 @@ name (``Session.MessageAppended``); records written before keep their long topic
 topic as stored, so old records are never rewritten, and both read alike.
 
 A message (``Session.MessageAppended`` under its short code) is stored message first:
-``{"message":LINE,"timestamp":…}``, where LINE is the transcript line exactly as
-``sessions_history`` returns it (the message, with its provenance in the reader's shape).
-The row keeps LINE's length (``StoredMessage.body``): history reads the line as a slice of
-the stored bytes, so one encoding of a message serves the row, the hash and the history.
+``{"message":LINE,"provenance":PROV,"timestamp":…}``, where LINE is the message's JSON
+and PROV its provenance in the shape ``sessions_history`` shows (``Provenance.for_reader``,
+which ``Provenance`` also reads). The row keeps LINE's length (``StoredMessage.body``):
+history reads the line as a slice of the stored bytes (PROV appended to it when there is
+one), so one encoding of a message serves the row, the hash and the history, and the
+event decodes with plain validation.
 """
 
 from __future__ import annotations
@@ -47,14 +49,8 @@ _MESSAGE_REST = {"originator_id", "originator_version", "message", "provenance"}
 _MESSAGE_HEAD = b'{"message":'
 MESSAGE_BODY_OFFSET = len(_MESSAGE_HEAD)
 """Where the transcript line starts in a v3 message's stored bytes (0-based)."""
-_READER_FIELDS = {
-    "kind": "kind",
-    "sessionKey": "session_key",
-    "runId": "run_id",
-    "traceId": "trace_id",
-    "parentRunId": "parent_run_id",
-    "hops": "hops",
-}
+_PROVENANCE = b',"provenance":'
+_DECODER = json.JSONDecoder()
 
 
 class UnknownTopic(MapperDeserialisationError):
@@ -150,14 +146,15 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
     if extra and "provenance" in extra:
         return None
     line = message.__pydantic_serializer__.to_json(message, exclude_none=True)
+    state = _MESSAGE_HEAD + line
     provenance = event.provenance
     if provenance is not None:
         shown = json.dumps(provenance.for_reader(), separators=(",", ":"), ensure_ascii=False)
-        line = line[:-1] + b',"provenance":' + shown.encode() + b"}"
+        state += _PROVENANCE + shown.encode()
     rest = event.__pydantic_serializer__.to_json(
         event, exclude=_MESSAGE_REST, exclude_defaults=True
     )
-    state = _MESSAGE_HEAD + line + (b"}" if rest == b"{}" else b"," + rest[1:])
+    state += b"}" if rest == b"{}" else b"," + rest[1:]
     return StoredMessage(
         originator_id=event.originator_id,
         originator_version=event.originator_version,
@@ -168,16 +165,16 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
     )
 
 
-def _from_message_record(state: dict[str, Any]) -> None:
-    """A v3 message's decoded state as the event's fields (its provenance back out of
-    the line)."""
-    message = state.get("message")
-    if isinstance(message, dict):
-        shown = message.pop("provenance", None)
-        if isinstance(shown, dict):
-            state["provenance"] = {
-                _READER_FIELDS.get(name, name): value for name, value in shown.items()
-            }
+def history_line(state: bytes, body: int) -> str:
+    """A v3 message's transcript line, as ``sessions_history`` returns it: its message's
+    bytes, with its provenance (stored beside it in the reader's shape) added last."""
+    end = MESSAGE_BODY_OFFSET + body
+    line = state[MESSAGE_BODY_OFFSET:end]
+    if state.startswith(_PROVENANCE, end):
+        tail = state[end + len(_PROVENANCE) :].decode()
+        _, stop = _DECODER.raw_decode(tail)
+        return line[:-1].decode() + ',"provenance":' + tail[:stop] + "}"
+    return line.decode()
 
 
 class PydanticMapper(Mapper):  # type: ignore[type-arg]
@@ -235,8 +232,6 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
                 f"cannot read {stored_event.topic} of {stored_event.originator_id} "
                 f"v{stored_event.originator_version}: {error}"
             ) from error
-        if stored_event.topic == "Session.MessageAppended":
-            _from_message_record(state)
         version = state.pop("class_version", 1)
         while version < getattr(cls, "class_version", 1):
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
@@ -261,9 +256,8 @@ def transcript_lines(
     """(role, line) of each transcript message a stored record holds, oldest first: a v3
     message's line is a slice of its bytes; a v2 message and a batch are decoded."""
     if body:
-        line = state[MESSAGE_BODY_OFFSET : MESSAGE_BODY_OFFSET + body].decode()
         # The role is the line's first field: the caller filters on the row's column.
-        return [("", line)]
+        return [("", history_line(state, body))]
     event = _READER.to_domain_event(
         StoredEvent(
             originator_id=originator_id, originator_version=version, topic=topic, state=state

@@ -41,7 +41,11 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.read_model = SqlReadModel(
-            marker="?", kind_of=no_kind, write_options={}, transcript_in_log=True
+            marker="?",
+            kind_of=no_kind,
+            write_options={},
+            transcript_in_log=True,
+            session_columns=True,
         )
         self.chain = SqlChain(
             replace(sqlite_tables(), history_columns=history_columns_of), write_options={}

@@ -11,10 +11,14 @@ The event row is the transcript row and the chain row:
 - ``sw_transcript`` is a view whose INSTEAD OF INSERT trigger refuses with a clear error:
   a gateway of the v2 code that opens the upgraded file fails on its first message.
 
+A session row keeps the fields a message changes in columns of their own (an append is a
+narrow UPDATE of those that changed); its ``state`` JSON holds the others.
+
 A v2 file upgrades in place when a v3 store opens it (``upgrade``): the columns are added,
 filled from ``sw_chain`` and the events' own bytes in batches by position, each committed
 with the position reached (``sw_format``), so a crash resumes where it stopped; then the
-old tables are dropped in one transaction. No stored byte and no hash changes.
+session rows' fields move to their columns and the old tables are dropped, in one
+transaction. No stored event byte and no hash changes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from sessionwire.adapters.store.read_models import HOT_COLUMNS, HOT_TYPES, ROW_FIELDS
 from sessionwire.domain.hash_chain import BATCH_CODE, BATCH_TOPIC
 
 FORMAT = 3
@@ -130,6 +135,11 @@ def upgrade(
         for name, kind in V3_COLUMNS:
             if name not in present:
                 cursor.execute(f"ALTER TABLE stored_events ADD COLUMN {name} {kind}")
+        present = _columns(cursor, "sw_sessions")
+        for name in HOT_COLUMNS:
+            if name not in present:
+                kind = HOT_TYPES.get(name, "TEXT")
+                cursor.execute(f"ALTER TABLE sw_sessions ADD COLUMN {name} {kind}")
         cursor.execute(
             "CREATE TABLE IF NOT EXISTS sw_format (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
         )
@@ -158,6 +168,13 @@ def upgrade(
             "ON e.rowid = c.notification_id WHERE e.rowid IS NULL"
         )
         orphans = int(cursor.fetchone()[0])
+        # The session rows: the fields a message changes move to their columns (ADR 0036).
+        extracted = ", ".join(f"{name} = json_extract(state, '$.{name}')" for name in HOT_COLUMNS)
+        removed = ", ".join(f"'$.{name}'" for name in sorted(ROW_FIELDS))
+        cursor.execute(
+            f"UPDATE sw_sessions SET {extracted}, state = json_remove(state, {removed}) "
+            "WHERE json_extract(state, '$.updated_at') IS NOT NULL"
+        )
         cursor.execute("DROP TABLE sw_chain")
         if _kind(cursor, "sw_transcript") == "table":
             cursor.execute("DROP TABLE sw_transcript")
