@@ -59,7 +59,7 @@ class LogTables:
     final: str | None = None
     # Storage v3 on SQLite (ADR 0036): an inserted record's (role, body) history columns,
     # from its topic and bytes.
-    history_columns: Callable[[str, bytes], tuple[str | None, int | None]] | None = None
+    history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
 
 
 def _uuid(value: Any) -> UUID:
@@ -672,7 +672,7 @@ class SqlChain:
         t, m = self.t, self.t.marker
         columns = "originator_id, originator_version, topic, state"
         if t.history_columns is not None:
-            columns += ", role, body"
+            columns += ", role, body, provenance"
         marks = ", ".join([m] * (2 + columns.count(",")))
         history = t.history_columns
         cursor.executemany(

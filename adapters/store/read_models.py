@@ -60,6 +60,16 @@ ROW_FIELDS = frozenset({"label", "status", *HOT_FIELDS})
 _JSON_EXCLUDED: set[str] = set(ROW_FIELDS)
 
 
+# A v3 message's transcript line, sliced from its stored bytes in SQL (ADR 0036): the
+# message's JSON at offset 11 (1-based 12) of ``body`` bytes, with its provenance (stored
+# after it, in the reader's shape) appended as the line's last field when it has one.
+_LINE = (
+    "CASE WHEN provenance IS NULL THEN CAST(substr(state, 12, body) AS TEXT) "
+    "ELSE CAST(substr(state, 12, body - 1) AS TEXT) || ',\"provenance\":' "
+    "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
+)
+
+
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ..., /, **options: Any) -> Any: ...
     def executemany(self, query: Any, params: Any, /) -> Any: ...
@@ -601,14 +611,18 @@ class SqlReadModel:
             bound = "" if below is None else f"AND originator_version < {self.m} "
             wanted = limit - len(newest_first)
             cursor.execute(
-                "SELECT originator_version, topic, state, body FROM stored_events "
+                f"SELECT originator_version, {_LINE} FROM stored_events "
                 f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
                 f"ORDER BY originator_version DESC LIMIT {self.m}",
                 (aggregate_id.hex, *([] if below is None else [below]), wanted),
             )
             rows = cursor.fetchall()
             for row in rows:
-                lines = transcript_lines(aggregate_id, int(row[0]), row[1], bytes(row[2]), row[3])
+                if row[1] is not None:
+                    newest_first.append(row[1])
+                    continue
+                # A v2-layout message or batch (an upgraded store): decoded.
+                lines = self._decoded_lines(cursor, aggregate_id, int(row[0]))
                 for role, line in reversed(lines):
                     if include_tools or role != "toolResult":
                         newest_first.append(line)
@@ -618,6 +632,17 @@ class SqlReadModel:
         del newest_first[limit:]
         newest_first.reverse()
         return newest_first
+
+    def _decoded_lines(
+        self, cursor: Cursor, aggregate_id: UUID, version: int
+    ) -> list[tuple[str, str]]:
+        cursor.execute(
+            f"SELECT topic, state FROM stored_events WHERE originator_id = {self.m} "
+            f"AND originator_version = {self.m}",
+            (aggregate_id.hex, version),
+        )
+        found = cursor.fetchone()
+        return transcript_lines(aggregate_id, version, found[0], bytes(found[1]), None)
 
     def stored_session(self, found: Any) -> StoredSession:
         if not self.session_columns:

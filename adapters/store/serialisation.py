@@ -136,6 +136,8 @@ class StoredMessage(StoredEvent):
 
     role: str = ""
     body: int = 0
+    provenance: int | None = None
+    """The length of the provenance stored after the line (None: it has none)."""
 
 
 def message_record(event: Any, code: str) -> StoredMessage | None:
@@ -148,9 +150,13 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
     line = message.__pydantic_serializer__.to_json(message, exclude_none=True)
     state = _MESSAGE_HEAD + line
     provenance = event.provenance
+    shown_length = None
     if provenance is not None:
-        shown = json.dumps(provenance.for_reader(), separators=(",", ":"), ensure_ascii=False)
-        state += _PROVENANCE + shown.encode()
+        shown = json.dumps(
+            provenance.for_reader(), separators=(",", ":"), ensure_ascii=False
+        ).encode()
+        state += _PROVENANCE + shown
+        shown_length = len(shown)
     rest = event.__pydantic_serializer__.to_json(
         event, exclude=_MESSAGE_REST, exclude_defaults=True
     )
@@ -162,6 +168,7 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
         state=state,
         role=message.role,
         body=len(line),
+        provenance=shown_length,
     )
 
 

@@ -3,8 +3,9 @@
 The event row is the transcript row and the chain row:
 
 - ``stored_events`` (eventsourcing's table, kept so its reads still work) gains
-  ``role`` and ``body`` (a message's role, and the length of its transcript line at the
-  start of ``state``: ``sessions_history`` reads the line as a slice of the stored bytes)
+  ``role``, ``body`` and ``provenance`` (a message's role, the length of its message's
+  JSON at the start of ``state`` and of the provenance after it: ``sessions_history``
+  reads the line as slices of the stored bytes)
   and ``stream_hash``, ``log_hash``, ``log_seq`` (ADR 0016's chain, in the row it covers);
 - ``sw_chain`` is a view over those columns, so the audit queries read as before; its
   INSTEAD OF triggers turn a write to it (an import's links) into an UPDATE of the row;
@@ -39,6 +40,7 @@ MESSAGE_TOPIC = "sessionwire.domain.session:Session.MessageAppended"
 V3_COLUMNS = (
     ("role", "TEXT"),
     ("body", "INTEGER"),
+    ("provenance", "INTEGER"),
     ("stream_hash", "BLOB"),
     ("log_hash", "BLOB"),
     ("log_seq", "INTEGER"),
@@ -46,7 +48,8 @@ V3_COLUMNS = (
 
 INSERT_EVENT = (
     "INSERT INTO stored_events (rowid, originator_id, originator_version, topic, state, "
-    "role, body, stream_hash, log_hash, log_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "role, body, provenance, stream_hash, log_hash, log_seq) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """A v3 row: the event, its history columns and its chain link, in one statement."""
 

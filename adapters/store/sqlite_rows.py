@@ -41,25 +41,37 @@ def insert_rows(
         )
 
 
-def history_columns(stored: StoredEvent) -> tuple[str | None, int | None]:
-    """(role, body) of a record: a message's role and line length, a batch's marker."""
+History = tuple[str | None, int | None, int | None]
+"""(role, body, provenance) columns of a row."""
+
+
+def history_columns(stored: StoredEvent) -> History:
+    """A record's history columns: a message's role and the lengths of its message and
+    provenance JSON; a batch's marker."""
     if isinstance(stored, StoredMessage):
-        return stored.role, stored.body or None
+        return stored.role, stored.body or None, stored.provenance
     if is_batch(stored.topic):
-        return sqlite_format.BATCH_ROLE, None
-    return None, None
+        return sqlite_format.BATCH_ROLE, None, None
+    return None, None, None
 
 
-def history_columns_of(topic: str, state: bytes) -> tuple[str | None, int | None]:
-    """(role, body) of a record read back from its bytes (an import): what
+def history_columns_of(topic: str, state: bytes) -> History:
+    """A record's history columns read back from its bytes (an import): what
     ``history_columns`` gave it when it was written."""
     if is_batch(topic):
-        return sqlite_format.BATCH_ROLE, None
+        return sqlite_format.BATCH_ROLE, None, None
     if topic == message_code():
         text = state.decode()
-        line, end = json.JSONDecoder().raw_decode(text, MESSAGE_BODY_OFFSET)
-        return str(line.get("role", "")), len(text[MESSAGE_BODY_OFFSET:end].encode())
+        decoder = json.JSONDecoder()
+        line, end = decoder.raw_decode(text, MESSAGE_BODY_OFFSET)
+        body = len(text[MESSAGE_BODY_OFFSET:end].encode())
+        marker = ',"provenance":'
+        provenance = None
+        if text.startswith(marker, end):
+            _, stop = decoder.raw_decode(text, end + len(marker))
+            provenance = len(text[end + len(marker) : stop].encode())
+        return str(line.get("role", "")), body, provenance
     if topic == sqlite_format.MESSAGE_TOPIC:
         message = json.loads(state).get("message") or {}
-        return str(message.get("role", "")), None
-    return None, None
+        return str(message.get("role", "")), None, None
+    return None, None, None

@@ -185,3 +185,37 @@ def test_a_v2_gateway_cannot_write_into_an_upgraded_file(
             )
     finally:
         connection.close()
+
+
+def test_a_v3_export_imports_with_the_same_history_columns(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import asyncio
+
+    from audit_rig import populate
+    from sessionwire.testing import VirtualClock
+
+    source, copy, whole = tmp_path / "source.db", tmp_path / "copy.db", tmp_path / "all.jsonl"
+    asyncio.run(populate(url_of(source), VirtualClock()))  # messages with provenance (a spawn's)
+    assert run_cli(capsys, "--store", url_of(source), "audit", "export", "-o", str(whole))[0] == 0
+    code, _, err = run_cli(capsys, "--store", url_of(copy), "audit", "import", str(whole))
+    assert code == 0, err
+
+    def columns(file: Path) -> list[tuple[Any, ...]]:
+        connection = sqlite3.connect(file)
+        try:
+            return connection.execute(
+                "SELECT rowid, role, body, provenance FROM stored_events ORDER BY rowid"
+            ).fetchall()
+        finally:
+            connection.close()
+
+    written = columns(source)
+    assert any(row[3] is not None for row in written)  # some lines carry a provenance
+    assert columns(copy) == written
+    for key in ("main", "discord:group:dev"):
+        args = ["--json", "sessions", "history", key, "--include-tools"]
+        assert (
+            run_cli(capsys, "--store", url_of(copy), *args)[1]
+            == (run_cli(capsys, "--store", url_of(source), *args)[1])
+        )
