@@ -159,6 +159,12 @@ class StoreAuditLog(AuditLog):
         with self._reading() as cursor:
             return self.chain.stream_records_linked(cursor, ids)
 
+    def session_keys(self) -> list[str]:
+        model = self.store.read_model
+        with self._reading() as cursor:
+            cursor.execute(f"SELECT key FROM {model.sessions} ORDER BY key")
+            return [str(found["key"]) for found in cursor.fetchall()]
+
     def decode(self, record: StoredRecord) -> DomainEvent:
         event = self._one_pass(record.content)
         if event is not None:

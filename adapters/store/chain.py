@@ -193,12 +193,20 @@ class SqlChain:
     def checkpoint_statements(self) -> list[str]:
         """The signed checkpoints (ADR 0016 §3): a table of their own, never rewritten."""
         t = self.t
-        return [
+        statements = [
             f"CREATE TABLE IF NOT EXISTS {t.checkpoints} (id {t.serial_key}, "
             f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
             f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
-            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL)"
+            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL, "
+            f"sessions_root {t.blob_type})"
         ]
+        if t.xact_column:
+            # PostgreSQL: a table made before the sessions' membership was signed (ADR
+            # 0036 §7) gets the column (SQLite: sqlite.py adds it when missing).
+            statements.append(
+                f"ALTER TABLE {t.checkpoints} ADD COLUMN IF NOT EXISTS sessions_root {t.blob_type}"
+            )
+        return statements
 
     # Writes ---------------------------------------------------------------------------
 
@@ -365,7 +373,8 @@ class SqlChain:
         statement = checkpoint.statement
         cursor.execute(
             f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
-            f"public_key, signature) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            f"public_key, signature, sessions_root) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
             (
                 statement.log_size,
                 statement.log_hash,
@@ -374,6 +383,7 @@ class SqlChain:
                 statement.key_id,
                 checkpoint.public_key,
                 checkpoint.signature,
+                statement.sessions_root,
             ),
             **self.write_options,
         )
@@ -423,8 +433,8 @@ class SqlChain:
         """The latest ``limit`` recorded checkpoints, newest first."""
         m = self.t.marker
         cursor.execute(
-            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature "
-            f"FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
+            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "
+            f"sessions_root FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
             (limit,),
         )
         return [
@@ -435,6 +445,9 @@ class SqlChain:
                     heads_root=bytes(row["heads_root"]),
                     time=row["time"],
                     key_id=row["key_id"],
+                    sessions_root=(
+                        None if row["sessions_root"] is None else bytes(row["sessions_root"])
+                    ),
                 ),
                 public_key=bytes(row["public_key"]),
                 signature=bytes(row["signature"]),

@@ -80,6 +80,15 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
             with self.datastore.transaction(commit=True) as c:
                 for statement in sqlite_format.finish_statements():
                     c.execute(statement)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT 1 FROM pragma_table_info('sw_checkpoints') WHERE name = 'sessions_root'"
+            )
+            signs_members = c.fetchone() is not None
+        if not signs_members:
+            # A table made before checkpoints signed the sessions' membership (ADR 0036 §7).
+            with self.datastore.transaction(commit=True) as c:
+                c.execute("ALTER TABLE sw_checkpoints ADD COLUMN sessions_root BLOB")
 
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
