@@ -217,6 +217,9 @@ class StoreBackend(SessionLocks, ABC):
     """Where the store is, printable (no password)."""
     seals_as_it_writes: bool = False
     """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
+    writes_v3_records: bool = False
+    """Short topics and messages stored message first (ADR 0036); False keeps the v2
+    encoding that v2 gateways beside this one can read (PostgreSQL, for now)."""
 
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)
@@ -287,6 +290,8 @@ class EventSourcedStore(Store):
         except BaseException:
             self.backend.release_writer()
             raise
+        # Storage v3's records where the backend's tables are v3 (ADR 0036).
+        self.app.mapper.short_topics = self.backend.writes_v3_records  # type: ignore[attr-defined]
         recorder = self.app.recorder
         assert isinstance(recorder, RecordsReadModels)
         self.recorder = recorder

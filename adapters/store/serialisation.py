@@ -185,8 +185,15 @@ def history_line(state: bytes, body: int) -> str:
 
 
 class PydanticMapper(Mapper):  # type: ignore[type-arg]
+    short_topics = True
+    """Write v3 records (short topics, messages message first). A store whose tables are
+    still v2 and may have v2 gateways beside it (PostgreSQL, ADR 0036 §6) writes long
+    topics and v2 layouts, which every gateway reads."""
+
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         model = cast(BaseModel, domain_event)
+        if not self.short_topics:
+            return self._to_stored(domain_event, model, get_topic(type(domain_event)))
         code = topic_codes()[type(domain_event)]
         if code == "Session.MessageAppended" and not (self.compressor or self.cipher):
             record = message_record(domain_event, code)

@@ -127,6 +127,7 @@ class SQLiteBackend(StoreBackend):
         self._writer_lock = SQLiteWriterLock(file)
 
     seals_as_it_writes = True
+    writes_v3_records = True
 
     def others_may_write(self) -> bool:
         # A memory database is this process's; a file is written only by the holder of

@@ -219,3 +219,24 @@ def test_a_v3_export_imports_with_the_same_history_columns(
             run_cli(capsys, "--store", url_of(copy), *args)[1]
             == (run_cli(capsys, "--store", url_of(source), *args)[1])
         )
+
+
+async def test_postgresql_keeps_the_encoding_its_v2_gateways_read(postgres_url: str) -> None:
+    # Its tables are still v2 (ADR 0036 §6): a v2 gateway beside this one must read what
+    # it writes, so long topics and v2 layouts; a batch is still one row per message.
+    from audit_rig import RawStore
+    from sessionwire import Gateway, GatewayConfig
+    from sessionwire.testing import VirtualClock
+
+    gateway = await Gateway.open(config=GatewayConfig(), store=postgres_url, clock=VirtualClock())
+    try:
+        await gateway.record_message("main", role="user", content="one")
+        await gateway.record_many("main", [{"role": "user", "content": "two"}] * 2)
+    finally:
+        await gateway.close()
+    raw = RawStore(postgres_url)
+    topics = [raw.event(position)[2] for position in raw.positions()]
+    assert topics == [
+        "sessionwire.domain.session:Session.SessionOpened",
+        *["sessionwire.domain.session:Session.MessageAppended"] * 3,
+    ]
