@@ -240,3 +240,51 @@ async def test_postgresql_keeps_the_encoding_its_v2_gateways_read(postgres_url: 
         "sessionwire.domain.session:Session.SessionOpened",
         *["sessionwire.domain.session:Session.MessageAppended"] * 3,
     ]
+
+
+async def test_a_line_with_multibyte_text_and_a_provenance_reads_as_its_event(
+    tmp_path: Path,
+) -> None:
+    # The history slices bytes in SQL (ADR 0036 §2): lengths are in bytes, not characters.
+    from sessionwire import Gateway, GatewayConfig
+    from sessionwire.adapters.testkit.internals import store_of
+    from sessionwire.domain.causality import Provenance
+    from sessionwire.domain.session import Session, session_uuid
+    from sessionwire.domain.transcript import TranscriptMessage
+    from sessionwire.testing import VirtualClock
+
+    clock = VirtualClock()
+    gateway = await Gateway.open(
+        config=GatewayConfig(), store=url_of(tmp_path / "u.db"), clock=clock
+    )
+    try:
+        await gateway.record_message("main", role="user", content="grüße 👋 «ok»")
+        store = store_of(gateway)
+        stored = store.session("agent:main:main")
+        assert stored is not None
+        session = stored.to_aggregate()
+        text = 'ünïcödé ✓ 中文 "quoted" \\ back'
+        session.append_message(
+            TranscriptMessage(
+                role="assistant", content=[{"type": "text", "text": text}], timestamp=1
+            ),
+            at=clock.now(),
+            provenance=Provenance(kind="a2a", session_key="agent:ops:main", run_id="r-ü", hops=2),
+        )
+        store.save(session)
+        lines = store.transcript(session_uuid("agent:main:main"), limit=10, include_tools=True)
+        expected = [
+            event.transcript_message().to_json()
+            for event in store.stream(session_uuid("agent:main:main"))
+            if isinstance(event, Session.MessageAppended)
+        ]
+    finally:
+        await gateway.close()
+    assert lines == expected
+    assert json.loads(lines[-1])["provenance"] == {
+        "kind": "a2a",
+        "sessionKey": "agent:ops:main",
+        "runId": "r-ü",
+        "hops": 2,
+    }
+    assert json.loads(lines[-1])["content"][0]["text"] == text
