@@ -34,6 +34,9 @@ class SessionRow:
     modified_on_iso: str
     state: SessionState
     is_new: bool
+    changed: frozenset[str] | None = None
+    """The state's fields that differ from the row the aggregate was restored from (a
+    narrow UPDATE writes only those, ADR 0036); None: unknown, the whole row is written."""
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,21 @@ def session_row(session: Session, *, is_new: bool) -> SessionRow:
         modified_on_iso=session.modified_on.isoformat(),
         state=session.state,
         is_new=is_new,
+        changed=None if is_new else changed_fields(session.restored_state, session.state),
     )
+
+
+def changed_fields(before: SessionState | None, after: SessionState) -> frozenset[str] | None:
+    if before is None:
+        return None
+    if before is after:
+        return frozenset()
+    return frozenset(
+        name for name in SESSION_FIELDS if getattr(before, name) != getattr(after, name)
+    )
+
+
+SESSION_FIELDS = tuple(SessionState.model_fields)
 
 
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:

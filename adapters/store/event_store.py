@@ -65,6 +65,9 @@ SAVE_ID_KEY = "save_id"
 # ... and the fence of the session lease the save was made under, if any.
 FENCE_KEY = "fence"
 LOG_PAGE = 500
+BATCHES_AS_ROWS = True
+"""Storage v3 (ADR 0036): a batch of messages is stored one row per message. False stores
+it as v2 did, one record for the batch: tests of what an upgraded v2 store holds."""
 WRITE_CACHE_SIZE = 10_000
 ANALYZE_FIRST_AT = 1_000
 
@@ -216,6 +219,9 @@ class StoreBackend(SessionLocks, ABC):
     """Where the store is, printable (no password)."""
     seals_as_it_writes: bool = False
     """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
+    writes_v3_records: bool = False
+    """Short topics and messages stored message first (ADR 0036); False keeps the v2
+    encoding that v2 gateways beside this one can read (PostgreSQL, for now)."""
 
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)
@@ -286,6 +292,8 @@ class EventSourcedStore(Store):
         except BaseException:
             self.backend.release_writer()
             raise
+        # Storage v3's records where the backend's tables are v3 (ADR 0036).
+        self.app.mapper.short_topics = self.backend.writes_v3_records  # type: ignore[attr-defined]
         recorder = self.app.recorder
         assert isinstance(recorder, RecordsReadModels)
         self.recorder = recorder
@@ -483,7 +491,16 @@ class EventSourcedStore(Store):
         self.hold_writer()
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
-        return [to_stored(event) for event in events], changes, uuid4()
+        stored: list[StoredEvent] = []
+        for event in events:
+            if BATCHES_AS_ROWS and isinstance(event, Session.MessagesAppended):
+                # Storage v3 (ADR 0036): one row per message. The batch is one domain
+                # event, saved all or nothing; it is stored as the single appends it
+                # stands for (ADR 0025), so each message has its own row, hash and line.
+                stored.extend(to_stored(single) for single in event.as_single_appends())
+            else:
+                stored.append(to_stored(event))
+        return stored, changes, uuid4()
 
     def _failed(self, changes: ReadModelChanges) -> None:
         for row in changes.rows.values():

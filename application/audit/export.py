@@ -26,7 +26,13 @@ from sessionwire.application.audit.checkpoint import signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
-from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
+from sessionwire.domain.checkpoint import (
+    Checkpoint,
+    SessionMembers,
+    Statement,
+    StreamHead,
+    heads_root,
+)
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import (
     GENESIS,
@@ -177,6 +183,40 @@ class ExportProof(_Line):
         )
 
 
+class ExportMember(_Line):
+    originator_id: UUID
+    version: int
+    stream_hash: str
+
+
+class ExportMembers(_Line):
+    """Which streams belong to the bundle's session at the checkpoint, their heads and the
+    order of their events, with the Merkle inclusion proof of that leaf under the
+    checkpoint's ``sessions_root`` (ADR 0036 §7)."""
+
+    type: Literal["members"] = "members"
+    session: str
+    streams: list[ExportMember]
+    order: str
+    index: int
+    tree_size: int
+    path: list[str]
+
+    def members(self) -> SessionMembers:
+        return SessionMembers(
+            key=self.session,
+            heads=[
+                StreamHead(
+                    originator_id=stream.originator_id,
+                    version=stream.version,
+                    stream_hash=_hash(stream.stream_hash),
+                )
+                for stream in self.streams
+            ],
+            order=_hash(self.order),
+        )
+
+
 class ExportEnd(_Line):
     type: Literal["end"] = "end"
     events: Position
@@ -204,6 +244,7 @@ def export_lines(
     session_key: str | None = None,
     checkpoint: Checkpoint | None = None,
     heads: list[StreamHead] | None = None,
+    members: list[SessionMembers] | None = None,
 ) -> Iterator[str]:
     """The export, line by line (each without its newline), streamed from the store.
 
@@ -227,6 +268,8 @@ def export_lines(
         yield ExportCheckpoint.of(checkpoint).model_dump_json()
         if session_key is not None and heads is not None:
             yield from _proof_lines(heads, wanted)
+        if session_key is not None and members:
+            yield from _members_line(members, session_key)
     yield ExportEnd(
         events=count,
         head_notification_id=None if head is None else head.notification_id,
@@ -276,6 +319,12 @@ def log_order(position: int, link: ChainLink | None) -> int:
     return _PHASE + (position if link.log_seq is None else link.log_seq)
 
 
+def sealed_seq(order: int) -> int | None:
+    """The ``log_seq`` of a record from its place in log order (``log_order``), when it
+    is in the sealed log; None before the chain or after the sealed log."""
+    return order - _PHASE if order // _PHASE == 1 else None
+
+
 def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
     tree = merkle.Tree([head.leaf() for head in heads])
     for index, head in enumerate(heads):
@@ -288,6 +337,29 @@ def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
                 tree_size=tree.size,
                 path=[step.hex() for step in tree.inclusion_proof(index)],
             ).model_dump_json()
+
+
+def _members_line(members: list[SessionMembers], session_key: str) -> Iterator[str]:
+    index = next((i for i, member in enumerate(members) if member.key == session_key), None)
+    if index is None:
+        return  # no event of the session within the checkpoint
+    tree = merkle.Tree([member.leaf() for member in members])
+    member = members[index]
+    yield ExportMembers(
+        session=member.key,
+        streams=[
+            ExportMember(
+                originator_id=head.originator_id,
+                version=head.version,
+                stream_hash=head.stream_hash.hex(),
+            )
+            for head in member.heads
+        ],
+        order=member.order.hex(),
+        index=index,
+        tree_size=tree.size,
+        path=[step.hex() for step in tree.inclusion_proof(index)],
+    ).model_dump_json()
 
 
 def read_export(

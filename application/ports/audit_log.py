@@ -142,6 +142,10 @@ class AuditLog(ABC):
         has no index for it (recorded before the index: scan the log instead)."""
 
     @abstractmethod
+    def session_keys(self) -> list[str]:
+        """Every session's key, sorted (the checkpoint signs each one's membership)."""
+
+    @abstractmethod
     def decode(self, record: StoredRecord) -> DomainEvent:
         """The domain event a stored record holds."""
 

@@ -62,12 +62,24 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
         key = Ed25519PrivateKey.generate()
         made = make_checkpoint(log, key, now=START)
         session = list(
-            export_lines(log, session_key=MAIN, checkpoint=made.checkpoint, heads=made.heads)
+            export_lines(
+                log,
+                session_key=MAIN,
+                checkpoint=made.checkpoint,
+                heads=made.heads,
+                members=made.members,
+            )
         )
         whole = list(export_lines(log, checkpoint=made.checkpoint, heads=made.heads))
         log.session_records = lambda key: None  # type: ignore[method-assign]
         scanned = list(
-            export_lines(log, session_key=MAIN, checkpoint=made.checkpoint, heads=made.heads)
+            export_lines(
+                log,
+                session_key=MAIN,
+                checkpoint=made.checkpoint,
+                heads=made.heads,
+                members=made.members,
+            )
         )
     finally:
         store.close()
