@@ -210,31 +210,29 @@ class _Events:
 
 
 class _Stream:
-    """A stream's versions as read: the event holding each (0: none yet)."""
+    """A stream's versions as read: the event holding each (0: none yet). Sparse: a
+    forged file that claims versions far apart costs an entry per event it holds, not
+    one per version it claims (issue 27 finding 6: 8 MB per jump, 1.6 GB for 101 KB)."""
 
     __slots__ = ("at", "highest", "number", "waiting")
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.at = array("q")
+        self.at: dict[int, int] = {}
         self.highest = 0
         # Events whose previous version has not been read yet: their bytes, until it is.
         self.waiting: dict[int, RecordContent] = {}
 
     def event(self, version: int) -> int:
-        return self.at[version - 1] if 1 <= version <= len(self.at) else 0
+        return self.at.get(version, 0)
 
     def put(self, version: int, event: int) -> None:
-        if version > len(self.at):
-            self.at.extend(array("q", bytes(8 * (version - len(self.at)))))
-        self.at[version - 1] = event
+        self.at[version] = event
         self.highest = max(self.highest, version)
 
     def versions(self) -> Iterator[tuple[int, int]]:
         """(version, event) of every version read, in version order."""
-        for version, event in enumerate(self.at, start=1):
-            if event:
-                yield version, event
+        yield from sorted(self.at.items())
 
 
 # A version this far past its stream's highest is not allocated for (a forged number).
