@@ -243,6 +243,12 @@ class StoreBackend(SessionLocks, ABC):
         """Any opener may write (no one-writer lock to take, decision 20)."""
         return True
 
+    def recovered_from(self, error: BaseException) -> bool:
+        """After a read failed with ``error``: whether the backend mended what broke (a
+        server's restart left dead connections in a pool), so the read may run again.
+        Blocking (it may talk to the server): called off the event loop."""
+        return False
+
     def others_may_write(self) -> bool:
         """Can another process append to this store now (``EventLog.others_may_write``)?"""
         return True
@@ -732,6 +738,10 @@ class EventSourcedStore(Store):
     def read_model_snapshot(self) -> dict[str, list[tuple[object, ...]]]:
         with self.reading() as cursor:
             return self.read_model.snapshot(cursor)
+
+    def recovered_from(self, error: BaseException) -> bool:
+        """See ``StoreBackend.recovered_from``."""
+        return self.backend.recovered_from(error)
 
     def close(self) -> None:
         try:

@@ -75,16 +75,25 @@ class OffLoopStore(AsyncStore):
         """The store underneath with its backend-specific parts (adapters and tests)."""
         return self._store
 
-    async def _off_loop(self, call: Callable[[], T]) -> T:
+    async def _off_loop(self, call: Callable[[], T], *, a_read: bool = True) -> T:
         if self._closed:
             raise StoreClosed("the store is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._readers, call)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._readers, call)
+        except Exception as error:
+            # A read that met a connection the server dropped (a PostgreSQL restart)
+            # runs once more when the backend mended its pool; reads change nothing.
+            mended = partial(self._store.recovered_from, error)
+            if self._closed or not a_read or not await loop.run_in_executor(self._readers, mended):
+                raise
+            return await loop.run_in_executor(self._readers, call)
 
     # Writing ----------------------------------------------------------------------------
 
     async def save(self, *aggregates: Aggregate) -> None:
         if self._one_thread:
-            await self._off_loop(partial(self._store.save, *aggregates))
+            await self._off_loop(partial(self._store.save, *aggregates), a_read=False)
         else:
             await self._store.save_async(*aggregates)
 

@@ -466,12 +466,14 @@ class PostgresBackend(StoreBackend):
         if schema != "public":
             self.location += f"?schema={schema}"
         self._keeper: LeaseKeeper | None = None
+        self._pool: Any = None
 
     def open_application(self) -> SessionwireApplication:
         with _postgres_setup(self.env):
             app = SessionwireApplication(env=self.env)
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
+        self._pool = app.recorder.datastore.pool
         try:
             self._keeper = LeaseKeeper(
                 datastore=app.recorder.datastore,
@@ -491,6 +493,15 @@ class PostgresBackend(StoreBackend):
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         return PostgresSessionLease(self.keeper, key)
+
+    def recovered_from(self, error: BaseException) -> bool:
+        """A read that met a dropped connection (the server restarted, or cut it):
+        every idle connection of the pool is checked and the dead ones replaced, once,
+        so the read's second try does not take another dead one."""
+        if not isinstance(error, (OperationalError, InterfaceError)) or self._pool is None:
+            return False
+        self._pool.check()
+        return True
 
     async def take_over_dead_gateways(self) -> list[str]:
         return await self.keeper.take_over()

@@ -107,6 +107,11 @@ async def test_a_restart_under_load_loses_nothing_doubles_nothing_and_runs_resum
         await asyncio.wait_for(a_quarter_written.wait(), HANG_SECONDS)
         # Mid-writes: every connection the gateway holds is cut.
         await asyncio.to_thread(server.restart)
+        # Reads right after it: the pool's idle connections are all dead now, and a read
+        # is answered, not refused (the pool is mended and the read runs again).
+        for _ in range(3):
+            listed = await gateway.call_tool(MAIN, "sessions_list", {"limit": 100})
+            assert len(listed["sessions"]) == RUNS + 1, listed
         await asyncio.wait_for(asyncio.gather(*writing), HANG_SECONDS)
         assert len(acknowledged) == WRITERS * MESSAGES_EACH
         # The restart was felt (connections came back bad and were replaced) ...
