@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sessionwire import SyncGateway
 from sessionwire.adapters.http.tokens import TokenSet
 
 WORK_TOKEN = "work-token-0123456789abcdefghijklmnop"
+V2_STORE = Path(__file__).parents[1] / "fixtures" / "storage_v2" / "v2_demo.db"
 
 
 def read_events(response: httpx.Response, count: int) -> list[tuple[Any, dict[str, Any]]]:
@@ -153,27 +155,39 @@ def test_follow_false_sends_what_is_recorded_and_ends(server: Any) -> None:
 
 
 def test_a_client_that_reconnects_inside_a_batch_misses_none_of_it(tmp_path: Path) -> None:
-    store = f"sqlite:///{tmp_path}/batch.db"
-    with SyncGateway.open(store=store) as gateway:
+    """A batch written by storage v3 is one record a message; one an upgraded v2 store
+    holds is one record of several messages, whose ids are ``position.k``. Resuming after
+    any id gets exactly what follows it, in both."""
+    fresh = f"sqlite:///{tmp_path}/batch.db"
+    with SyncGateway.open(store=fresh) as gateway:
         gateway.record_many("main", [{"role": "user", "content": f"m{n}"} for n in range(3)])
-    with live_server(store) as live:
-        headers = {"Authorization": f"Bearer {live.token}"}
+    upgraded = tmp_path / "v2.db"
+    shutil.copy(V2_STORE, upgraded)
+    for store, batched in ((fresh, False), (f"sqlite:///{upgraded}", True)):
+        with live_server(store) as live:
+            headers = {"Authorization": f"Bearer {live.token}"}
 
-        def ids_after(last: str) -> list[str]:
-            answer = httpx.get(
-                f"{live.url}/v1/events",
-                params={"follow": "false"},
-                headers={**headers, "Last-Event-ID": last},
-                timeout=30,
-            )
-            assert answer.status_code == 200
-            return [line[4:] for line in answer.text.splitlines() if line.startswith("id: ")]
+            def ids_after(
+                last: str, url: str = live.url, headers: dict[str, str] = headers
+            ) -> list[str]:
+                answer = httpx.get(
+                    f"{url}/v1/events",
+                    params={"follow": "false"},
+                    headers={**headers, "Last-Event-ID": last},
+                    timeout=30,
+                )
+                assert answer.status_code == 200
+                return [line[4:] for line in answer.text.splitlines() if line.startswith("id: ")]
 
-        # The session opened (1), then one record of three messages (2).
-        every = ids_after("0")
-        assert every == ["1", "2.1", "2.2", "2"]
-        for index, last in enumerate(every):
-            assert ids_after(last) == every[index + 1 :], last
+            every = ids_after("0")
+            if batched:
+                inside = [i for i in every if "." in i]
+                assert inside, "the v2 store's batch is one record of several messages"
+            else:
+                # The session opened (1), then its three messages, a record each.
+                assert every == ["1", "2", "3", "4"]
+            for index, last in enumerate(every):
+                assert ids_after(last) == every[index + 1 :], last
 
 
 def test_bad_input_is_refused_before_the_stream_opens(server: Any) -> None:
