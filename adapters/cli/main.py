@@ -78,6 +78,10 @@ COMMANDS = {
         "Serve sessions_list, sessions_history, sessions_send, sessions_spawn and "
         "agents_list over MCP, every call made by the session --session.",
     ),
+    "policy": LazyCommand(
+        f"{CLI}.policy:policy_group",
+        "What a candidate config would change about the recorded tool calls (policy diff).",
+    ),
     "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
     "serve": LazyCommand(
         f"{CLI}.serve:serve",

@@ -40,6 +40,8 @@ class SessionQuery:
     agent_ids: frozenset[str] | None = None
     spawned_by: str | None = None
     exclude_keys: frozenset[str] = field(default_factory=frozenset)
+    keys: frozenset[str] | None = None
+    """Only these sessions (a visibility scope's spawn tree); None: any."""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
 from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.params import SessionsListParams
-from sessionwire.application.tools.results import ReadAnswer, SessionRow
-from sessionwire.domain.keys import derive_channel
+from sessionwire.application.tools.results import ReadAnswer, SessionRow, SessionsListAnswer
+from sessionwire.domain.keys import agent_id_of, derive_channel
+from sessionwire.domain.policy import list_warning
 from sessionwire.domain.session import to_millis
 
 
@@ -21,18 +22,44 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
     if access.sandboxed:
         # A sandboxed session lists only what it spawned (§9), never global or unknown.
         excluded = {"global", "unknown"}
-    query = SessionQuery(
-        limit=params.limit,
-        updated_since_ms=since,
-        kinds=params.kinds,
-        agent_ids=await visible_agents(context),
-        spawned_by=access.requester_key if access.sandboxed else None,
-        exclude_keys=frozenset(excluded),
-    )
+    scope = access.list_scope()
+    own = frozenset({context.requester.agent_id})
+    agents = await visible_agents(context)
+
+    def query(*, agent_ids: frozenset[str] | None, keys: frozenset[str] | None) -> SessionQuery:
+        return SessionQuery(
+            limit=params.limit,
+            updated_since_ms=since,
+            kinds=params.kinds,
+            agent_ids=agent_ids,
+            exclude_keys=frozenset(excluded),
+            keys=keys,
+        )
+
+    # The scope as queries whose rows together are what the policy lets the requester
+    # see (domain/policy.py ``sees``): each newest first, merged, then limited.
+    queries: list[SessionQuery] = []
+    if scope.every:
+        queries.append(query(agent_ids=agents, keys=None))
+    if scope.agent:
+        queries.append(query(agent_ids=own, keys=None))
+    if not scope.every:
+        requester = context.requester.key
+        wanted = {requester} if scope.requester else set()
+        if scope.tree:
+            wanted |= await context.store.read(spawn_tree, requester)
+        if scope.agent:
+            wanted = {key for key in wanted if agent_id_of(key) != context.requester.agent_id}
+        if wanted:
+            queries.append(query(agent_ids=agents, keys=frozenset(wanted)))
     message_limit = params.messageLimit
 
     def listed(store: Store) -> list[tuple[StoredSession, list[str] | None]]:
         # The rows and their last messages in one trip off the loop.
+        found: dict[str, StoredSession] = {}
+        for each in queries:
+            found.update((stored.state.key, stored) for stored in store.list_sessions(each))
+        newest = sorted(found.values(), key=lambda s: (-s.state.updated_at, s.state.key))
         return [
             (
                 stored,
@@ -40,11 +67,42 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
                 if message_limit > 0
                 else None,
             )
-            for stored in store.list_sessions(query)
+            for stored in newest[: params.limit]
         ]
 
     rows = [row(context, stored, texts) for stored, texts in await context.store.read(listed)]
-    return ReadAnswer({"count": len(rows), "sessions": rows})
+    answer: SessionsListAnswer = {"count": len(rows), "sessions": rows}
+    mode = access.effective_visibility
+    if mode != "all":
+        # Say that the list is scoped, so that a short one is not read as everything
+        # (OpenClaw PR #86944).
+        answer["visibility"] = {"mode": mode, "restricted": True, "warning": list_warning(mode)}
+    return ReadAnswer(answer)
+
+
+# Spawns nest at most five deep (agents.defaults.subagents.maxSpawnDepth); a bound anyway.
+MAX_TREE_DEPTH = 16
+MAX_TREE_SESSIONS = 10_000
+
+
+def spawn_tree(store: Store, key: str) -> frozenset[str]:
+    """The active sessions ``key`` spawned, transitively (on a reader thread)."""
+    found: set[str] = set()
+    level = [key]
+    for _ in range(MAX_TREE_DEPTH):
+        children = [
+            stored.state.key
+            for parent in level
+            for stored in store.list_sessions(
+                SessionQuery(limit=MAX_TREE_SESSIONS, spawned_by=parent)
+            )
+            if stored.state.key not in found and stored.state.key != key
+        ]
+        if not children:
+            break
+        found.update(children)
+        level = children
+    return frozenset(found)
 
 
 async def visible_agents(context: ToolContext) -> frozenset[str] | None:
