@@ -98,9 +98,11 @@ async def test_widening_to_agent_shows_what_the_group_would_reach(
         ("refused->granted", GROUP, "sessions_history", MAIN),
         ("refused->granted", GROUP, "sessions_send", MAIN),
     }
-    assert result["refusedToGranted"] == 2 and result["grantedToRefused"] == 0
+    assert result["refusedToGranted"] == 2
+    assert result["grantedToRefused"] == 0
     # 5 decisions recorded: 1 send and 1 spawn granted, 3 refusals.
-    assert result["decisions"] == 5 and result["unjudged"] == 0
+    assert result["decisions"] == 5
+    assert result["unjudged"] == 0
 
 
 async def test_all_opens_the_cross_agent_send_too(store: str, tmp_path: Path) -> None:
