@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
@@ -825,7 +826,8 @@ async def open_rig(store_url: str, rules: list[dict[str, Any]], config: dict[str
     delivery = CapturingDelivery()
     clock = VirtualClock(start=START)
     gw = await Gateway.open(
-        config=GatewayConfig.load(config),
+        # Group to group, written before visibility scopes (decision 28): `agent`.
+        config=GatewayConfig.load(before_scopes(config, "agent")),
         store=store_url,
         clock=clock,
         runtime=runtime,
