@@ -46,7 +46,9 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
     if not scope.every:
         requester = context.requester.key
         wanted = {requester} if scope.requester else set()
-        if scope.tree:
+        # With its whole agent in scope, only the tree's other agents' sessions add
+        # anything: no walk when no other agent's session may be listed.
+        if scope.tree and not (scope.agent and agents == own):
             wanted |= await context.store.read(spawn_tree, requester)
         if scope.agent:
             wanted = {key for key in wanted if agent_id_of(key) != context.requester.agent_id}
