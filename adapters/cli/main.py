@@ -80,7 +80,7 @@ COMMANDS = {
     ),
     "policy": LazyCommand(
         f"{CLI}.policy:policy_group",
-        "What a candidate config would change about the recorded tool calls (policy diff).",
+        "Check what a config change would do before making it.",
     ),
     "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
     "serve": LazyCommand(
