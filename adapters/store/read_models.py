@@ -380,6 +380,7 @@ class SqlReadModel:
             ("kind", query.kinds),
             ("agent_id", query.agent_ids),
             ("key", query.keys),
+            ("spawned_by", query.spawned_by_any),
         ):
             if values is not None:
                 if not values:

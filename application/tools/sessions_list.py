@@ -88,22 +88,17 @@ MAX_TREE_SESSIONS = 10_000
 
 
 def spawn_tree(store: Store, key: str) -> frozenset[str]:
-    """The active sessions ``key`` spawned, transitively (on a reader thread)."""
+    """The active sessions ``key`` spawned, transitively (on a reader thread): one query
+    per level of the tree."""
     found: set[str] = set()
-    level = [key]
+    level = frozenset({key})
     for _ in range(MAX_TREE_DEPTH):
-        children = [
-            stored.state.key
-            for parent in level
-            for stored in store.list_sessions(
-                SessionQuery(limit=MAX_TREE_SESSIONS, spawned_by=parent)
-            )
-            if stored.state.key not in found and stored.state.key != key
-        ]
-        if not children:
+        query = SessionQuery(limit=MAX_TREE_SESSIONS, spawned_by_any=level)
+        children = {stored.state.key for stored in store.list_sessions(query)}
+        level = frozenset(children - found - {key})
+        if not level:
             break
-        found.update(children)
-        level = children
+        found |= level
     return frozenset(found)
 
 

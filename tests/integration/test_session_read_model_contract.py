@@ -100,6 +100,8 @@ def test_listing_is_newest_first_filtered_then_limited(event_store: Store) -> No
         "agent:main:subagent:x",
     ]
     assert keys(SessionQuery(limit=10, keys=frozenset())) == []
+    spawners = frozenset({"agent:main:a", "agent:main:nobody"})
+    assert keys(SessionQuery(limit=10, spawned_by_any=spawners)) == ["agent:main:subagent:x"]
 
 
 def test_a_nested_spawn_keeps_its_lineage(event_store: Store) -> None:
