@@ -15,6 +15,8 @@ from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.runs import RunEngine, RunTurn
 from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.yields import YieldDriver
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.store import StoreInUse
@@ -27,10 +29,11 @@ from sessionwire.domain.policy import (
     Refusal,
     hop_limit_refusal,
 )
-from sessionwire.domain.reader_view import reader_messages
+from sessionwire.domain.reader_view import reader_messages, reader_view
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
 from sessionwire.domain.session import SessionState
+from sessionwire.domain.trace_budget import BudgetExceeded
 
 log = library_logger("sessionwire.tools")
 
@@ -83,6 +86,8 @@ class ToolServices:
     ids: IdSource
     run_timeout_seconds: float
     cancellation: RunCancellation
+    budgets: TraceBudgets
+    yields: YieldDriver
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,23 @@ class ToolContext:
             # the refusal still answers, and the log says what was not kept.
             log.warning("refusal not recorded: another gateway holds the store", tool=tool)
 
+    async def refuse_over_budget(
+        self, exceeded: BudgetExceeded, chain: Causality, *, tool: str, reference: str
+    ) -> None:
+        """Record a call refused by its trace's budget (and cancel the trace's work in
+        flight when the budget says so)."""
+        assert self.services is not None, "budgets are kept by the gateway's services"
+        caller = self.caller_run
+        await self.services.budgets.refuse(
+            exceeded,
+            chain=chain,
+            requester_key=self.requester.key,
+            tool=tool,
+            reference=reference,
+            target_key=None,
+            caller_run_id=caller.run_id if caller else None,
+        )
+
     @cached_property
     def redactor(self) -> Redactor | None:
         """What masks another session's messages for this call (``redaction`` config)."""
@@ -167,6 +189,13 @@ class ToolContext:
         masked when it is another session's, as stored when its own."""
         own = target_key == self.requester.key
         return reader_messages(lines, None if own else self.redactor)
+
+    def reader_view(
+        self, target_key: str, lines: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """``reader_messages``, and whether any was masked."""
+        own = target_key == self.requester.key
+        return reader_view(lines, None if own else self.redactor)
 
     def display_key(self, key: str) -> str:
         return "main" if key == self._own_main_key else key

@@ -34,14 +34,17 @@ from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
+from sessionwire.application.orchestration.pushes import RunPushes
 from sessionwire.application.orchestration.runs import (
     RunEngine,
     RunTurn,
     current_run,
     current_turn,
 )
-from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.orchestration.spawns import SpawnDriver, spawn_depth
 from sessionwire.application.orchestration.takeover import Takeover
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.yields import YieldDriver
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
@@ -50,7 +53,7 @@ from sessionwire.application.ports.runtime import (
     NoRuntime,
     RecordedDelivery,
 )
-from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.store import Store, StoreInUse
 from sessionwire.application.ports.telemetry import (
     NO_TELEMETRY,
     GatewayGauges,
@@ -65,6 +68,9 @@ from sessionwire.application.tools.params import (
     SessionsListParams,
     SessionsSendParams,
     SessionsSpawnParams,
+    SessionStatusParams,
+    SessionsYieldParams,
+    SubagentsParams,
     ToolInputError,
     ToolParams,
     friendly,
@@ -72,12 +78,16 @@ from sessionwire.application.tools.params import (
 from sessionwire.application.tools.results import ReadAnswer, ToolError, ToolResult
 from sessionwire.application.tools.schemas import TOOL_PARAMETERS, tool_schemas
 from sessionwire.application.tools.session_refs import SessionNotResolved, SessionRefused
+from sessionwire.application.tools.session_status import session_status
 from sessionwire.application.tools.sessions_history import sessions_history
 from sessionwire.application.tools.sessions_list import sessions_list
 from sessionwire.application.tools.sessions_send import sessions_send
 from sessionwire.application.tools.sessions_spawn import sessions_spawn
+from sessionwire.application.tools.sessions_yield import sessions_yield
+from sessionwire.application.tools.subagents import subagents
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
@@ -102,6 +112,12 @@ MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 # Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
 CLOSE_ROUNDS = 50
+# What a tool call answers while another gateway is the store's one writer: no path,
+# host or pid of the operator's machine (issue 27 finding 8).
+STORE_HELD = (
+    "the store is held by another gateway (one writer per SQLite file): nothing was "
+    "written; call the gateway that serves this store"
+)
 MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
@@ -113,16 +129,19 @@ TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
     "sessions_history": (SessionsHistoryParams, sessions_history),
     "sessions_send": (SessionsSendParams, sessions_send),
     "sessions_spawn": (SessionsSpawnParams, sessions_spawn),
+    "sessions_yield": (SessionsYieldParams, sessions_yield),
     "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
+    "subagents": (SubagentsParams, subagents),
+    "session_status": (SessionStatusParams, session_status),
 }
 assert set(TOOLS) == set(TOOL_PARAMETERS)
 
 
-class SessionNotFound(LookupError):
+class SessionNotFound(SessionwireError, LookupError):
     pass
 
 
-class RunNotInFlight(LookupError):
+class RunNotInFlight(SessionwireError, LookupError):
     """A call names a run (by its token) that is not in flight for the calling session."""
 
 
@@ -152,6 +171,12 @@ class GatewayService:
         defaults = config.agents.defaults
         subagent_policy = config.tools.subagents.tools
         self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
+        # A sub-agent above maxSpawnDepth's last level spawns children of its own
+        # (decision 30): it gets sessions_spawn too.
+        self.orchestrator_tools = subagent_tools(
+            subagent_policy.allow, subagent_policy.deny, orchestrator=True
+        )
+        self.max_spawn_depth = defaults.subagents.maxSpawnDepth
         # Every task the gateway runs is registered here; a clock moved by hand settles
         # it (several gateways may share one clock).
         self.in_flight = InFlight(clock)
@@ -163,6 +188,15 @@ class GatewayService:
             max_concurrent=defaults.maxConcurrent,
             in_flight=self.in_flight,
             tools_for=self.tools_for,
+        )
+        # Budgets per trace (decision 31): every start of a run in a trace asks them.
+        self.budgets = TraceBudgets(
+            store=store,
+            config=config,
+            clock=clock,
+            ids=ids,
+            in_flight=self.in_flight,
+            engine=self.run_engine,
         )
         self.outbox = DeliveryOutbox(
             store=store,
@@ -181,6 +215,16 @@ class GatewayService:
             run_timeout_seconds=defaults.timeoutSeconds,
             send_policy=config.send_policy,
             rules=self.rules,
+            budgets=self.budgets,
+        )
+        # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
+        # when their run ends.
+        self.pushes = RunPushes(
+            store=store,
+            in_flight=self.in_flight,
+            clock=clock,
+            runs=self.run_engine,
+            outbox=self.outbox,
         )
         self.spawns = SpawnDriver(
             store=store,
@@ -190,7 +234,13 @@ class GatewayService:
             delivery=self.delivery,
             outbox=self.outbox,
             config=config,
+            budgets=self.budgets,
         )
+        self.yields = YieldDriver(
+            store=store, in_flight=self.in_flight, clock=clock, runs=self.run_engine, config=config
+        )
+        self.spawns.on_report = self.yields.child_reported
+        self.spawns.until_woken = self.yields.until_woken
         self.telemetry.watch(
             GatewayGauges(
                 free_slots=self.run_engine.free_slots,
@@ -204,6 +254,7 @@ class GatewayService:
         self.cancellation = RunCancellation(
             engine=self.run_engine, store=store, clock=clock, in_flight=self.in_flight
         )
+        self.budgets.cancellation = self.cancellation
         self.services = ToolServices(
             runs=self.run_engine,
             exchanges=self.exchanges,
@@ -211,7 +262,10 @@ class GatewayService:
             ids=ids,
             run_timeout_seconds=defaults.timeoutSeconds,
             cancellation=self.cancellation,
+            budgets=self.budgets,
+            yields=self.yields,
         )
+        self.run_engine.call_tool = self.call_tool
         # The live event stream's followers (ADR 0023).
         self.events = EventStream(store, self.in_flight, clock)
         # Dead gateways' work, resumed here (decision 24); watched once resume() ran.
@@ -227,15 +281,19 @@ class GatewayService:
         runs = await self.run_engine.resume()
         exchanges = await self.exchanges.resume()
         spawns = await self.spawns.resume()
+        yields = await self.yields.resume()
         deliveries = await self.outbox.resume()
-        if runs or exchanges or spawns or deliveries or archived:
+        pushes = await self.pushes.resume()
+        if runs or exchanges or spawns or yields or deliveries or archived or pushes:
             self.log.info(
                 "resumed pending work",
                 archived=archived,
                 runs=runs,
                 exchanges=exchanges,
                 spawns=spawns,
+                yields=yields,
                 deliveries=deliveries,
+                pushes=pushes,
             )
         self.takeover.start()
 
@@ -250,11 +308,17 @@ class GatewayService:
             for status in ("queued", "running")
         }
 
-    def tools_for(self, run: Run) -> tuple[str, ...]:
-        """The tools a run may use: sub-agents get the full set minus the session tools."""
-        if is_subagent_key(run.state.session_key):
-            return self.subagent_tools
-        return KNOWN_TOOLS
+    async def tools_for(self, run: Run) -> tuple[str, ...]:
+        """The tools a run may use: sub-agents get the full set minus the session tools
+        (but sessions_yield), and sessions_spawn too while they may nest (decision 30)."""
+        return await self.tools_of_session(run.state.session_key)
+
+    async def tools_of_session(self, key: str) -> tuple[str, ...]:
+        if not is_subagent_key(key):
+            return KNOWN_TOOLS
+        if self.max_spawn_depth > 1 and await spawn_depth(self.store, key) < self.max_spawn_depth:
+            return self.orchestrator_tools
+        return self.subagent_tools
 
     # Commands ---------------------------------------------------------------------------
 
@@ -387,6 +451,16 @@ class GatewayService:
         self.log.info("session patched", session_key=key, fields=sorted(checked))
         return {"ok": True, "key": key, "entry": session.state.model_dump(mode="json")}
 
+    async def ensure_session(self, session_key: str) -> None:
+        """Open the session (canonical key) unless it exists: a remote context's session
+        is opened by its first task, before any message is in it."""
+
+        async def nothing(session: Session) -> None:
+            return None
+
+        if await self.store.session(session_key) is None:
+            await self._change_session(session_key, nothing, create=True)
+
     async def _check_label_free(self, key: str, label: str | None) -> None:
         if label is None:
             return
@@ -482,7 +556,7 @@ class GatewayService:
             caller_run=turn.state if turn else None,
             caller_turn=turn,
         )
-        if is_subagent_key(caller.key) and name not in self.subagent_tools:
+        if is_subagent_key(caller.key) and name not in await self.tools_of_session(caller.key):
             refusal = subagent_tool_refusal(name)
             log.info("tool forbidden to a sub-agent")
             await context.record_refusal(refusal, tool=name, reference=name, target_key=None)
@@ -502,10 +576,17 @@ class GatewayService:
                 refusal, tool=name, reference=refused.reference, target_key=refused.target_key
             )
             return ToolError(status=refusal.status, tool=name, error=refusal.message).to_json_dict()
+        except StoreInUse as held:
+            # Beside an SQLite file's live writer (decision 20). Its message names the
+            # file's path, host and pid: the operator's log has them, the agent does not.
+            log.warning("tool refused: the store has another writer", error=str(held))
+            return ToolError(tool=name, error=STORE_HELD).to_json_dict()
         except Exception as error:  # a tool call must answer, whatever broke inside
+            # The exception's text may name paths, hosts or processes: the log has it,
+            # the caller (an agent, perhaps hostile) gets its type only.
             log.exception("tool failed")
             return ToolError(
-                tool=name, error=f"internal error: {type(error).__name__}: {error}"
+                tool=name, error=f"internal error: {type(error).__name__}"
             ).to_json_dict()
         return result.to_json_dict()
 

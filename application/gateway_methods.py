@@ -34,6 +34,7 @@ from sessionwire.application.tools.session_refs import (
 )
 from sessionwire.application.tools.sessions_history import MAX_HISTORY_BYTES, cap_bytes
 from sessionwire.application.tools.sessions_list import row
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import InvalidSessionKey, normalize_agent_id
 from sessionwire.domain.session import InvalidPatch, to_millis, validate_patch
 from sessionwire.domain.transcript import clean_for_reader
@@ -48,7 +49,7 @@ WAIT_MAX_MS = 600_000
 WAIT_POLL_SECONDS = 1.0
 
 
-class MethodFailed(Exception):
+class MethodFailed(SessionwireError):
     """A method's refusal: ``code`` is ``invalid`` (bad parameters), ``not_found`` or
     ``forbidden`` (the scoped session may not do this)."""
 
@@ -71,7 +72,12 @@ JsonInt = Annotated[int, BeforeValidator(_not_a_boolean)]
 
 
 class MethodModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # Built at import (no defer_build): only the HTTP gateway imports these, and FastAPI
+    # wraps each body model in a TypeAdapter with its own Field(alias=...) while it
+    # silences pydantic's UnsupportedFieldAttributeWarning about that alias. A deferred
+    # model put the build off to the first request or /openapi.json, outside that
+    # silence: the warning was printed once `serve` was answering (issue 24).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # Parameters -----------------------------------------------------------------------------

@@ -15,9 +15,13 @@ from uuid import UUID
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.busy_decision import BusyDecision
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequest
+from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import Session, SessionState, to_millis
 from sessionwire.domain.spawn import Spawn
 
@@ -30,6 +34,9 @@ class SessionRow:
     modified_on_iso: str
     state: SessionState
     is_new: bool
+    changed: frozenset[str] | None = None
+    """The state's fields that differ from the row the aggregate was restored from (a
+    narrow UPDATE writes only those, ADR 0036); None: unknown, the whole row is written."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,13 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "delivery", (event.session_key,)
     elif isinstance(event, BusyDecision.BusyDecided):
         kind, keys = "busy", (event.session_key, event.requester_key)
+    elif isinstance(event, RunYield.RunYielded):
+        kind, keys = "yield", (event.session_key,)
+    elif isinstance(event, PushRequest.PushRequested):
+        kind, keys = "push", (event.session_key,)
+    elif isinstance(event, RemoteCall.RemoteCallReceived):
+        caller = event.caller if event.caller.startswith("agent:") else None
+        kind, keys = "remote_call", (event.session_key, caller)
     else:
         return []
     unique = dict.fromkeys(key for key in keys if key)
@@ -205,7 +219,21 @@ def session_row(session: Session, *, is_new: bool) -> SessionRow:
         modified_on_iso=session.modified_on.isoformat(),
         state=session.state,
         is_new=is_new,
+        changed=None if is_new else changed_fields(session.restored_state, session.state),
     )
+
+
+def changed_fields(before: SessionState | None, after: SessionState) -> frozenset[str] | None:
+    if before is None:
+        return None
+    if before is after:
+        return frozenset()
+    return frozenset(
+        name for name in SESSION_FIELDS if getattr(before, name) != getattr(after, name)
+    )
+
+
+SESSION_FIELDS = tuple(SessionState.model_fields)
 
 
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:
@@ -239,9 +267,17 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
             changes.work[aggregate.id] = work_row(
                 aggregate, "exchange", aggregate.state.status, aggregate.state.target_key, is_new
             )
+        elif isinstance(aggregate, RunYield):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "yield", aggregate.state.status, aggregate.state.session_key, is_new
+            )
         elif isinstance(aggregate, OutboundDelivery):
             changes.work[aggregate.id] = work_row(
                 aggregate, "delivery", aggregate.state.status, aggregate.state.session_key, is_new
+            )
+        elif isinstance(aggregate, PushRequest):
+            changes.work[aggregate.id] = work_row(
+                aggregate, "push", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 
@@ -262,7 +298,7 @@ def work_row(
     )
 
 
-class ReplayFailed(Exception):
+class ReplayFailed(SessionwireError):
     """An event that cannot be applied where the log puts it (``index`` in its batch)."""
 
     def __init__(self, index: int, error: Exception) -> None:

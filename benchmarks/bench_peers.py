@@ -126,7 +126,57 @@ def harness_copy(harness: Path, into: Path) -> Path:
     shutil.copy(
         HERE / "peers" / "sessionwire_adapter.py", copy / "adapters" / "sessionwire_ours.py"
     )
+    # CPU per operation, all threads, for every adapter (imported last, it wraps the rest).
+    shutil.copy(HERE / "peers" / "zz_cpu_probe.py", copy / "adapters" / "zz_cpu_probe.py")
     return copy
+
+
+def cpu_of(cpu_file: Path, workloads: str) -> dict[str, float]:
+    """CPU per operation (µs, all threads) from the probe's lines: one per workload, in
+    the order the harness runs them."""
+    if not cpu_file.exists():
+        return {}
+    lines = [json.loads(line) for line in cpu_file.read_text().splitlines() if line.strip()]
+    found: dict[str, float] = {}
+    for workload, line in zip([w for w in workloads.split(",") if w], lines, strict=False):
+        for op, (count, seconds) in line["cpu_s"].items():
+            if count:
+                found[f"{workload}_{op}_cpu_us"] = seconds / count * 1e6
+    return found
+
+
+def cpu_table(results: list[dict[str, object]], names: list[str]) -> str:
+    """Medians (min–max) of CPU per operation, µs, all threads of the worker."""
+    columns = [
+        ("W1 append", "w1_append_cpu_us"),
+        ("W2 read-200", "w2_read_last_cpu_us"),
+        ("W2 append-into-big", "w2_append_cpu_us"),
+        ("W3 list-50", "w3_list_cpu_us"),
+    ]
+    rows = [
+        "",
+        "CPU per operation, µs (process CPU, all threads; median (min–max) over reps):",
+        "",
+        "| adapter | " + " | ".join(title for title, _ in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for name in names:
+        cells = []
+        for _, key in columns:
+            values = sorted(
+                float(cpu[key])  # type: ignore[index]
+                for r in results
+                if r.get("adapter", r.get("name")) == name
+                and isinstance(cpu := r.get("cpu"), dict)
+                and key in cpu
+            )
+            if not values:
+                cells.append("–")
+                continue
+            median = values[len(values) // 2]
+            cells.append(f"{median:,.0f} ({values[0]:,.0f}–{values[-1]:,.0f})")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
 
 
 def sizes(scale: float) -> dict[str, int]:
@@ -180,10 +230,17 @@ def main(argv: list[str] | None = None) -> int:
                     *flags,
                 ]  # fmt: skip
                 began = time.perf_counter()
+                cpu_file = out / f"{name}.rep{rep}.cpu.jsonl"
+                cpu_file.unlink(missing_ok=True)
+                env = {**os.environ, "PEER_CPU_OUT": str(cpu_file)}
                 with open(out / f"{name}.rep{rep}.log", "w") as log:
                     try:
                         code: object = subprocess.run(
-                            command, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout
+                            command,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            timeout=args.timeout,
+                            env=env,
                         ).returncode
                     except subprocess.TimeoutExpired:
                         code = "timeout"
@@ -194,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                     result = {"adapter": name, "name": name, "rep": rep}
                     result["errors"] = {"process": f"exit {code}, see {log.name}"}
                 result["wall_s"] = wall
+                result["cpu"] = cpu_of(cpu_file, args.workloads)
                 results.append(result)
                 errors = f" errors={result['errors']}" if result.get("errors") else ""
                 print(f"rep {rep} {name:30s} {wall:6.1f}s{errors}", flush=True)
@@ -212,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             text=True,
             check=True,
         ).stdout
+    table += cpu_table(results, names)
     (out / "table.md").write_text(table)
     print(f"\n{table}\nresults in {out}")
     failed = [r for r in results if r.get("errors")]

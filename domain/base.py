@@ -73,9 +73,12 @@ class Aggregate(BaseAggregate[UUID]):
             id=id, version=version, created_on=created_on, modified_on=modified_on
         )
         aggregate.state = state
+        # As the row held it: a save writes only the row's columns that changed since.
+        aggregate.restored_state = state
         return aggregate
 
     state: Any
+    restored_state: Any = None
 
 
 def event_payload(event: DomainEvent) -> dict[str, Any]:

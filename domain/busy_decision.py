@@ -49,6 +49,9 @@ class BusyDecisionState(BaseModel):
     trace_id: str | None = None
     parent_run_id: str | None = None
     hops: int | None = None
+    runs_ahead: int | None = None
+    """Runs of the session still in flight ahead of the send once it was decided (those
+    it cancelled not counted); None on decisions recorded before it was."""
 
 
 class BusyDecision(Aggregate):
@@ -67,6 +70,7 @@ class BusyDecision(Aggregate):
         trace_id: str | None = None
         parent_run_id: str | None = None
         hops: int | None = None
+        runs_ahead: int | None = None
 
     def __init__(
         self,
@@ -81,6 +85,7 @@ class BusyDecision(Aggregate):
         trace_id: str | None = None,
         parent_run_id: str | None = None,
         hops: int | None = None,
+        runs_ahead: int | None = None,
     ) -> None:
         self.state = BusyDecisionState(
             session_key=session_key,
@@ -94,6 +99,7 @@ class BusyDecision(Aggregate):
             trace_id=trace_id,
             parent_run_id=parent_run_id,
             hops=hops,
+            runs_ahead=runs_ahead,
         )
 
     @classmethod
@@ -109,6 +115,7 @@ class BusyDecision(Aggregate):
         at: datetime,
         decision: BusyOutcome | None = None,
         cancelled_run_ids: tuple[str, ...] = (),
+        runs_ahead: int | None = None,
     ) -> BusyDecision:
         """The decision on the send whose run id is ``send_run_id`` (a rejected send's run
         is never started, so the decision names no run then). ``decision`` is the policy's
@@ -129,4 +136,5 @@ class BusyDecision(Aggregate):
             trace_id=chain.trace_id,
             parent_run_id=chain.parent_run_id,
             hops=chain.hops,
+            runs_ahead=runs_ahead,
         )

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import AliasChoices, ConfigDict, Field
 from sessionwire.domain.base import Immutable
 
 DEFAULT_MAX_HOPS = 6
 
-ProvenanceKind = Literal["user", "agent", "a2a", "subagent_report", "announce", "system"]
+ProvenanceKind = Literal[
+    "user", "agent", "a2a", "a2a-remote", "subagent_report", "announce", "system"
+]
 
 
 class Causality(Immutable):
@@ -43,6 +46,12 @@ class Causality(Immutable):
         return Causality(trace_id=self.trace_id, parent_run_id=parent_run_id, hops=self.hops)
 
 
+def _reader(name: str) -> AliasChoices:
+    """A field read by its own name or by the reader's camelCase one."""
+    head, *rest = name.split("_")
+    return AliasChoices(name, head + "".join(part.title() for part in rest))
+
+
 def hop_limit_reached(hops: int, max_hops: int) -> bool:
     """A run ``hops`` deep may not send or spawn once the chain has ``max_hops`` hops."""
     return hops >= max_hops
@@ -53,14 +62,19 @@ def hop_limit_message(max_hops: int) -> str:
 
 
 class Provenance(Immutable):
-    """Who wrote one transcript line, and in which chain."""
+    """Who wrote one transcript line, and in which chain.
+
+    Also read in the reader's shape (``for_reader``: camelCase names): a message stored
+    in storage v3 keeps its provenance that way, beside its line (ADR 0036)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, populate_by_name=True)
 
     kind: ProvenanceKind
-    session_key: str | None = None
+    session_key: str | None = Field(default=None, validation_alias=_reader("session_key"))
     """The session whose agent (or person) wrote it, when not this session's own user."""
-    run_id: str | None = None
-    trace_id: str | None = None
-    parent_run_id: str | None = None
+    run_id: str | None = Field(default=None, validation_alias=_reader("run_id"))
+    trace_id: str | None = Field(default=None, validation_alias=_reader("trace_id"))
+    parent_run_id: str | None = Field(default=None, validation_alias=_reader("parent_run_id"))
     hops: int | None = None
 
     def for_reader(self) -> dict[str, Any]:

@@ -71,6 +71,12 @@ class Seal:
 # The one event that takes several stream versions: a batch of transcript messages,
 # stored at the version of its last message (domain.session.Session.MessagesAppended).
 BATCH_TOPIC = "sessionwire.domain.session:Session.MessagesAppended"
+# Its short code (storage v3, ADR 0036): a record keeps the topic it was stored with.
+BATCH_CODE = "Session.MessagesAppended"
+
+
+def is_batch(topic: str) -> bool:
+    return topic in (BATCH_CODE, BATCH_TOPIC)
 
 
 def first_version(record: RecordContent) -> int:
@@ -80,7 +86,7 @@ def first_version(record: RecordContent) -> int:
     Read from the stored bytes, which the record's stream hash covers: a count that was
     edited changes the hash, so it can never hide a removed event unnoticed.
     """
-    if record.topic != BATCH_TOPIC:
+    if not is_batch(record.topic):
         return record.originator_version
     # The count is the event's first field after its timestamp: read it without parsing
     # a thousand messages (the writer does this for every batch it chains).

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Literal
 
+from sessionwire.domain.errors import SessionwireError
+
 DEFAULT_AGENT_ID = "main"
 DEFAULT_MAIN_KEY = "main"
 RESERVED_KEYS = frozenset({"global", "unknown"})
@@ -28,7 +30,7 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class InvalidSessionKey(ValueError):
+class InvalidSessionKey(SessionwireError, ValueError):
     """A session key that cannot name a session; the message says why."""
 
 
@@ -87,6 +89,13 @@ def is_subagent_key(key: str) -> bool:
         return True
     parsed = parse_agent_session_key(lowered)
     return parsed is not None and parsed.rest.startswith("subagent:")
+
+
+def is_thread_key(key: str) -> bool:
+    """A key that ends in ``:thread:<id>``: a chat thread's session (OpenClaw's generic
+    thread suffix), which ``sessions_send`` never targets."""
+    head, marker, thread_id = key.strip().lower().rpartition(":thread:")
+    return bool(marker and head and thread_id.strip())
 
 
 def agent_id_of(key: str) -> str:

@@ -23,7 +23,7 @@ from sessionwire.domain.session import to_millis
 
 OUTBOX_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/outbox")
 
-DeliverySource = Literal["a2a_announce", "subagent_report"]
+DeliverySource = Literal["a2a_announce", "subagent_report", "a2a_push"]
 OutboxStatus = Literal["pending", "delivered", "abandoned"]
 
 
@@ -86,6 +86,8 @@ class OutboundDelivery(Aggregate):
         message: str
         idempotency_key: str
         first_attempt_at: int
+        next_attempt_at: int | None = None
+        """Set when the outbox makes the first attempt too (``queued``)."""
 
     class DeliveryAttemptFailed(Aggregate.Event):
         attempt: int
@@ -128,6 +130,7 @@ class OutboundDelivery(Aggregate):
         first_attempt_at: int,
         account_id: str | None = None,
         thread_id: str | None = None,
+        next_attempt_at: int | None = None,
     ) -> None:
         self.state = OutboxState(
             delivery_id=str(self.id),
@@ -141,6 +144,7 @@ class OutboundDelivery(Aggregate):
             message=message,
             idempotency_key=idempotency_key,
             first_attempt_at=first_attempt_at,
+            next_attempt_at=next_attempt_at,
         )
 
     def _update(self, **changes: object) -> None:
@@ -182,6 +186,38 @@ class OutboundDelivery(Aggregate):
         )
         entry.attempt_failed(error=error, permanent=permanent, policy=policy, at=at)
         return entry
+
+    @classmethod
+    def queued(
+        cls,
+        *,
+        source: DeliverySource,
+        source_id: str,
+        session_key: str,
+        channel: str,
+        to: str,
+        message: str,
+        idempotency_key: str,
+        at: datetime,
+    ) -> OutboundDelivery:
+        """An entry whose first attempt is due now: a delivery made by the outbox alone
+        (an A2A push notification), so every attempt, the first too, is recorded."""
+        return cls._create(
+            cls.DeliveryQueued,
+            id=outbox_id_for(idempotency_key),
+            timestamp=at,
+            source=source,
+            source_id=source_id,
+            session_key=session_key,
+            channel=channel,
+            to=to,
+            account_id=None,
+            thread_id=None,
+            message=message,
+            idempotency_key=idempotency_key,
+            first_attempt_at=to_millis(at),
+            next_attempt_at=to_millis(at),
+        )
 
     # Decisions ------------------------------------------------------------------------
 

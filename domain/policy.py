@@ -32,7 +32,13 @@ SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this
 Access = Literal["history", "messaging"]
 Action = Literal["allow", "deny"]
 Check = Literal[
-    "agent_to_agent", "sandbox", "visibility", "send_policy", "subagent_tools", "hop_limit"
+    "agent_to_agent",
+    "sandbox",
+    "visibility",
+    "send_policy",
+    "subagent_tools",
+    "hop_limit",
+    "trace_budget",
 ]
 
 

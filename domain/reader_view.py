@@ -25,11 +25,28 @@ _DEFAULT_PROVENANCE = (default_provenance_shown("user"), default_provenance_show
 
 def reader_messages(lines: Sequence[str], redactor: Redactor | None) -> list[dict[str, Any]]:
     """The stored JSON ``lines`` as readers get them, masked by ``redactor`` unless None."""
+    return reader_view(lines, redactor)[0]
+
+
+def reader_view(
+    lines: Sequence[str], redactor: Redactor | None
+) -> tuple[list[dict[str, Any]], bool]:
+    """``reader_messages``, and whether masking changed any message (``sessions_history``
+    says so: ``contentRedacted``)."""
     joined = ",".join(lines)
     if redactor is None or _nothing_to_mask(joined, redactor):
         # One decode for the lot: the lines are JSON objects this store wrote.
-        return [_shown(message) for message in json.loads(f"[{joined}]")]
-    return [_masked(line, redactor) for line in lines]
+        return [_shown(message) for message in json.loads(f"[{joined}]")], False
+    redacted = False
+    messages: list[dict[str, Any]] = []
+    for line in lines:
+        shown = _shown(json.loads(line))
+        if not _nothing_to_mask(line, redactor):
+            masked = redactor.mask(shown)
+            redacted = redacted or masked != shown
+            shown = masked
+        messages.append(shown)
+    return messages, redacted
 
 
 def _shown(message: dict[str, Any]) -> dict[str, Any]:
@@ -45,11 +62,6 @@ def _shown(message: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(message.get("provenance"), dict):
         message["provenance"] = default_provenance_shown(message.get("role"))
     return message
-
-
-def _masked(line: str, redactor: Redactor) -> dict[str, Any]:
-    shown = _shown(json.loads(line))
-    return shown if _nothing_to_mask(line, redactor) else redactor.mask(shown)
 
 
 def _nothing_to_mask(text: str, redactor: Redactor) -> bool:

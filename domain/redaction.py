@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 import re2
+from sessionwire.domain.errors import SessionwireError
 
 MASK = "[redacted:{name}]"
 # Strings up to this length have their masked form cached (at most SHORT_CACHE of them).
@@ -30,7 +31,7 @@ _STRUCTURAL = frozenset({"role", "type", "timestamp", "id", "toolCallId", "toolN
 _NEGATED_CLASS = re.compile(r"(?<!\\)\[\^")
 
 
-class InvalidPattern(ValueError):
+class InvalidPattern(SessionwireError, ValueError):
     """A configured pattern RE2 cannot compile (RE2 has no backreferences or lookaround)."""
 
 

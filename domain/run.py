@@ -15,28 +15,35 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.causality import Causality, Provenance, ProvenanceKind
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
-RunStep = Literal["primary", "reply_back", "announce", "subagent_task", "subagent_announce"]
+RunStep = Literal[
+    "primary", "reply_back", "announce", "subagent_task", "subagent_announce", "yield_wake"
+]
 RUN_STEPS: tuple[RunStep, ...] = (
     "primary",
     "reply_back",
     "announce",
     "subagent_task",
     "subagent_announce",
+    "yield_wake",
 )
 RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
 # Steps whose message is the gateway's prompt, not another agent's words.
 PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
+# Steps whose message the gateway writes but whose reply is the agent's own (a woken
+# turn after sessions_yield: its message carries the children's reports).
+GATEWAY_MESSAGE_STEPS: frozenset[str] = PROMPT_STEPS | {"yield_wake"}
 ENDED: frozenset[str] = frozenset({"ok", "error", "timeout", "cancelled"})
 
 
-class RunAlreadyEnded(Exception):
+class RunAlreadyEnded(SessionwireError):
     """A run reached its outcome already; it never ends twice."""
 
 
-class RunOverdue(Exception):
+class RunOverdue(SessionwireError):
     """A run past its deadline is never dispatched; it is timed out instead."""
 
 
@@ -60,6 +67,9 @@ class RunState(BaseModel):
     parent_run_id: str | None = None
     hops: int = 0
     sender_key: str | None = None
+    remote_caller: str | None = None
+    """Who asked over a remote protocol (A2A, ADR 0035): the caller's token scope
+    (``operator`` or its bound session), when the run is a remote agent's task."""
     status: RunStatus = "queued"
     attempts: int = 0
     started_at: int | None = None
@@ -68,6 +78,8 @@ class RunState(BaseModel):
     error: str | None = None
     usage: Usage | None = None
     model: str | None = None
+    steers: int = 0
+    """Messages steered into the run while it was queued or running (``subagents``)."""
 
     @property
     def ended(self) -> bool:
@@ -93,8 +105,11 @@ class RunState(BaseModel):
 
     def message_provenance(self) -> Provenance:
         """The line the run's first dispatch appends: another agent's words, or a prompt."""
-        if self.step in PROMPT_STEPS:
+        if self.step in GATEWAY_MESSAGE_STEPS:
             return self._provenance("system", None)
+        if self.remote_caller is not None:
+            # A remote agent's words (A2A): no session of this gateway wrote them.
+            return self._provenance("a2a-remote", None)
         return self._provenance("a2a", self.sender_key or self.requester_key)
 
     def reply_provenance(self) -> Provenance:
@@ -132,6 +147,8 @@ class Run(Aggregate):
         hops: int = 0
         sender_key: str | None = None
         """The session whose words ``message`` is (decision 18), when another agent's."""
+        remote_caller: str | None = None
+        """A remote (A2A) caller's scope, when a remote agent asked for the run."""
 
     class RunDispatched(Aggregate.Event):
         """Handed to the agent runtime; a second attempt follows a crash."""
@@ -201,6 +218,19 @@ class Run(Aggregate):
                 }
             )
 
+    class RunSteered(Aggregate.Event):
+        """A message for the run from the session that spawned it (the ``subagents``
+        tool's steer): appended to the run's session, where its agent reads it at its
+        next step; the run itself goes on."""
+
+        message: str
+        steered_by: str
+
+        def apply(self, aggregate: Run) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={"steers": aggregate.state.steers + 1}
+            )
+
     def __init__(
         self,
         session_key: str,
@@ -218,6 +248,7 @@ class Run(Aggregate):
         sender_key: str | None = None,
         deadline_at: int | None = None,
         timestamp: datetime | None = None,
+        remote_caller: str | None = None,
     ) -> None:
         if deadline_at is None and timestamp is not None:
             # Recorded before deadlines were: the deadline its start implied.
@@ -238,6 +269,7 @@ class Run(Aggregate):
             parent_run_id=parent_run_id,
             hops=hops,
             sender_key=sender_key,
+            remote_caller=remote_caller,
         )
 
     @classmethod
@@ -257,6 +289,7 @@ class Run(Aggregate):
         turn: int | None = None,
         causality: Causality | None = None,
         sender_key: str | None = None,
+        remote_caller: str | None = None,
     ) -> Run:
         return cls._create(
             cls.RunStarted,
@@ -276,6 +309,7 @@ class Run(Aggregate):
             parent_run_id=causality.parent_run_id if causality else None,
             hops=causality.hops if causality else 0,
             sender_key=sender_key,
+            remote_caller=remote_caller,
         )
 
     def _require_open(self) -> None:
@@ -307,6 +341,27 @@ class Run(Aggregate):
         (a cancel racing the run's own end: exactly one of them is recorded)."""
         self._require_open()
         self.trigger_event(self.RunCancelled, timestamp=at, reason=reason)
+
+    def steer(self, *, message: str, steered_by: str, at: datetime) -> None:
+        """Record a steer; RunAlreadyEnded for a run that has its outcome (a steer
+        reaches only a queued or running run)."""
+        self._require_open()
+        self.trigger_event(self.RunSteered, timestamp=at, message=message, steered_by=steered_by)
+
+    def steer_provenance(self, steered_by: str) -> Provenance:
+        """The steer's transcript line: another agent's words, on the run's chain."""
+        return self._provenance_of("a2a", steered_by)
+
+    def _provenance_of(self, kind: ProvenanceKind, session_key: str) -> Provenance:
+        chain = self.state.causality
+        return Provenance(
+            kind=kind,
+            session_key=session_key,
+            run_id=self.state.run_id,
+            trace_id=chain.trace_id,
+            parent_run_id=chain.parent_run_id,
+            hops=chain.hops,
+        )
 
     def time_out(self, *, at: datetime) -> None:
         self._require_open()

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
 from sessionwire.domain.policy import BUSY_ACTIONS, PolicyTarget, normalize_chat_type
 from sessionwire.domain.transcript import TranscriptMessage
@@ -33,11 +34,11 @@ MAX_LABEL_LENGTH = 64
 PATCHABLE_FIELDS = ("label", "model", "thinkingLevel", "verboseLevel", "sendPolicy", "busy")
 
 
-class SessionClosed(Exception):
+class SessionClosed(SessionwireError):
     """A command on a session that was archived or deleted."""
 
 
-class InvalidPatch(ValueError):
+class InvalidPatch(SessionwireError, ValueError):
     """A session patch with an unknown field or a value the field does not take."""
 
 

@@ -54,11 +54,18 @@ class SpawnState(BaseModel):
     trace_id: str | None = None
     parent_run_id: str | None = None
     hops: int = 0
+    depth: int = 1
+    """How deep the child is: 1 for a child of a top-level session (decision 30)."""
     route_captured: bool = False
     report_channel: str | None = None
     report_to: str | None = None
     report_account_id: str | None = None
     report_thread_id: str | None = None
+    awaited_run_id: str | None = None
+    """The child's turn that ends its task: the task run, or the turn a yield woke
+    (a yielding sub-agent pauses; it reports once its woken turn ends)."""
+    yielded_run_id: str | None = None
+    """The child's turn that yielded last (its yield wakes ``awaited_run_id``)."""
     status: Literal["running", "announcing", "waiting_archive", "closed"] = "running"
     outcome: Outcome | None = None
     error: str | None = None
@@ -71,6 +78,11 @@ class SpawnState(BaseModel):
     announced: bool = False
     archive_at: int | None = None
     closed_as: Literal["archived", "deleted", "kept"] | None = None
+
+    @property
+    def reported(self) -> bool:
+        """Its report is made (announced or skipped), or it closed without one."""
+        return self.announced or self.status == "closed"
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,8 @@ class Spawn(Aggregate):
         trace_id: str | None = None
         parent_run_id: str | None = None
         hops: int = 0
+        # Nesting depth (decision 30); spawns recorded before it were all depth 1.
+        depth: int = 1
         # Where the report goes, taken when the requester asked (decision 14); spawns
         # recorded before it have none and route by the requester's row at announce time.
         route_captured: bool = False
@@ -140,6 +154,15 @@ class Spawn(Aggregate):
     class SubagentRunStarted(Aggregate.Event):
         def apply(self, aggregate: Spawn) -> None:
             aggregate._update(started_at=to_millis(self.timestamp))
+
+    class SubagentRunYielded(Aggregate.Event):
+        """The child's turn yielded (sessions_yield): the task goes on in the woken turn."""
+
+        yielded_run_id: str
+        wake_run_id: str
+
+        def apply(self, aggregate: Spawn) -> None:
+            aggregate._update(awaited_run_id=self.wake_run_id, yielded_run_id=self.yielded_run_id)
 
     class SubagentRunEnded(Aggregate.Event):
         outcome: Outcome
@@ -221,6 +244,7 @@ class Spawn(Aggregate):
         trace_id: str | None = None,
         parent_run_id: str | None = None,
         hops: int = 0,
+        depth: int = 1,
         route_captured: bool = False,
         report_channel: str | None = None,
         report_to: str | None = None,
@@ -243,6 +267,7 @@ class Spawn(Aggregate):
             trace_id=trace_id,
             parent_run_id=parent_run_id,
             hops=hops,
+            depth=depth,
             route_captured=route_captured,
             report_channel=report_channel,
             report_to=report_to,
@@ -281,6 +306,7 @@ class Spawn(Aggregate):
         at: datetime,
         causality: Causality | None = None,
         report_route: AnnounceTarget | None = None,
+        depth: int = 1,
     ) -> Spawn:
         spawn = cls._create(
             cls.SubagentSpawned,
@@ -300,6 +326,7 @@ class Spawn(Aggregate):
             trace_id=causality.trace_id if causality else None,
             parent_run_id=causality.parent_run_id if causality else None,
             hops=causality.hops if causality else 0,
+            depth=depth,
             route_captured=True,
             report_channel=report_route.channel if report_route else None,
             report_to=report_route.to if report_route else None,
@@ -316,7 +343,7 @@ class Spawn(Aggregate):
         if state.status == "closed":
             return None
         if state.outcome is None:
-            return AwaitChildRun(run_id=state.run_id)
+            return AwaitChildRun(run_id=state.awaited_run_id or state.run_id)
         if not state.announce_done:
             return StartAnnounceRun(
                 run_id=uuid5(self.id, "announce"),
@@ -380,6 +407,16 @@ class Spawn(Aggregate):
                 started_at=started_at,
                 ended_at=ended_at,
                 usage=usage,
+            )
+
+    def run_yielded(self, *, yielded_run_id: str, wake_run_id: str, at: datetime) -> None:
+        """The awaited turn yielded: await the turn its yield wakes instead."""
+        if self.state.outcome is None and self.state.awaited_run_id != wake_run_id:
+            self.trigger_event(
+                self.SubagentRunYielded,
+                timestamp=at,
+                yielded_run_id=yielded_run_id,
+                wake_run_id=wake_run_id,
             )
 
     def request_announce(self, run_id: UUID, *, at: datetime) -> None:

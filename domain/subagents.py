@@ -5,7 +5,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 
-SESSION_TOOLS = ("sessions_list", "sessions_history", "sessions_send", "sessions_spawn")
+SESSION_TOOLS = (
+    "sessions_list",
+    "sessions_history",
+    "sessions_send",
+    "sessions_spawn",
+    "sessions_yield",
+)
 
 # The tool names a run can be offered; runtimes may know more, named in the config.
 KNOWN_TOOLS = (
@@ -28,6 +34,7 @@ KNOWN_TOOLS = (
     "whatsapp_login",
     *SESSION_TOOLS,
     "agents_list",
+    "subagents",
 )
 
 # Always denied to sub-agents, whatever the config allows (OpenClaw's deny list).
@@ -43,6 +50,9 @@ SUBAGENT_DENIED_TOOLS = (
     "cron",
     "memory_search",
     "memory_get",
+    # A leaf sub-agent has no children to control (OpenClaw gives `subagents` to
+    # orchestrator sub-agents only, with nesting on).
+    "subagents",
 )
 
 
@@ -52,13 +62,24 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
     )
 
 
-def subagent_tools(allow: list[str] | None, deny: list[str]) -> tuple[str, ...]:
-    """The tools a sub-agent run may use: the full set minus the session tools.
+# What a sub-agent that may nest (maxSpawnDepth above its depth) gets back (decision 30).
+ORCHESTRATOR_TOOLS = ("sessions_spawn",)
+
+
+def subagent_tools(
+    allow: list[str] | None, deny: list[str], *, orchestrator: bool = False
+) -> tuple[str, ...]:
+    """The tools a sub-agent run may use: the full set minus the session tools (but
+    ``sessions_yield``: a sub-agent may pause for its own children), plus
+    ``sessions_spawn`` for an ``orchestrator``.
 
     ``tools.subagents.tools.allow``, when set, makes the policy allow-only;
     ``...deny`` adds to the built-in deny list, which always wins.
     """
-    denied = [*SUBAGENT_DENIED_TOOLS, *deny]
+    built_in = [
+        name for name in SUBAGENT_DENIED_TOOLS if not (orchestrator and name in ORCHESTRATOR_TOOLS)
+    ]
+    denied = [*built_in, *deny]
     candidates = [*KNOWN_TOOLS, *(a for a in (allow or []) if "*" not in a)]
     tools = []
     for name in dict.fromkeys(candidates):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         RunReply,
         RunRequest,
     )
+    from sessionwire.domain.errors import SessionwireError
     from sessionwire.domain.keys import InvalidSessionKey
 
     __version__: str
@@ -46,6 +47,7 @@ _HOMES = {
     "Delivery": "sessionwire.application.ports.runtime",
     "DeliveryRejected": "sessionwire.application.ports.runtime",
     "InvalidSessionKey": "sessionwire.domain.keys",
+    "SessionwireError": "sessionwire.domain.errors",
     "OpenAIRuntime": "sessionwire.adapters.runtimes.openai_compatible",
 }
 
@@ -88,6 +90,7 @@ __all__ = [
     "OpenAIRuntime",
     "RunReply",
     "RunRequest",
+    "SessionwireError",
     "SyncGateway",
     "__version__",
 ]

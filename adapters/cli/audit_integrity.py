@@ -150,6 +150,12 @@ def _trusted_key(value: str | None) -> bytes | None:
     is_flag=True,
     help="FILE: an event no checkpoint covers is a finding, not just counted",
 )
+@click.option(
+    "--session",
+    "expect_session",
+    metavar="KEY",
+    help="FILE: the file must be this session's bundle (not another session's)",
+)
 @pass_options
 def verify_command(
     options: CliOptions,
@@ -157,6 +163,7 @@ def verify_command(
     expect_head: str | None,
     trusted_key: str | None,
     require_anchored: bool,
+    expect_session: str | None,
 ) -> int:
     """Check every stored event against the hash chain; report what changed.
 
@@ -165,7 +172,15 @@ def verify_command(
     head = _expected_head(expect_head)
     key = _trusted_key(trusted_key)
     if file is not None:
-        return _verify_file(options, file, head, key, require_anchored)
+        session = None
+        if expect_session is not None:
+            try:
+                session = options.config().key_rules.canonical(expect_session)
+            except InvalidSessionKey as error:
+                fail(str(error), EXIT_USAGE)
+        return _verify_file(options, file, head, key, require_anchored, session)
+    if expect_session is not None:
+        fail("--session checks a FILE (a session bundle)", EXIT_USAGE)
     with open_log(options) as log:
         bounds = log.log_bounds()
         total = max(bounds.last_event, bounds.last_link)
@@ -184,6 +199,7 @@ def _verify_file(
     head: bytes | None,
     key: bytes | None,
     require_anchored: bool,
+    expect_session: str | None = None,
 ) -> int:
     from sessionwire.application.audit.verify_file import verify_file
 
@@ -194,7 +210,11 @@ def _verify_file(
     try:
         with source:
             report = verify_file(
-                source, trusted_key=key, expect_head=head, require_anchored=require_anchored
+                source,
+                trusted_key=key,
+                expect_head=head,
+                require_anchored=require_anchored,
+                expect_session=expect_session,
             )
     except UnicodeDecodeError as error:
         fail(f"{file} is not UTF-8 text: {error}")
@@ -339,6 +359,7 @@ def export_command(
             session_key=key,
             checkpoint=None if anchor is None else anchor.checkpoint,
             heads=None if anchor is None else anchor.heads,
+            members=None if anchor is None else anchor.members,
         )
         if output == "-":
             _write(lines, sys.stdout)

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
-from sessionwire.adapters.cli.terminal_views import message_text, when
+from sessionwire.adapters.cli.terminal_views import FittedToWidth, message_text, when
 
 KIND_STYLES = {
     "session": "cyan",
@@ -18,14 +18,40 @@ KIND_STYLES = {
     "refusal": "red",
     "delivery": "blue",
     "busy": "bright_red",
+    "yield": "bright_green",
+    "remote_call": "bright_cyan",
+    "push": "bright_blue",
 }
 
 
-def timeline_view(result: dict[str, Any]) -> RenderableType:
+# At least this wide, an event is one line of six columns; narrower, four columns with
+# the event's name over its stream and its time over its chain, so what happened keeps
+# room to be read (rich squeezed the other columns to nothing at 80).
+TIMELINE_WIDE = 140
+
+
+def timeline_view(result: dict[str, Any], width: int | None = None) -> RenderableType:
+    if width is None:
+        return FittedToWidth(lambda fitted: timeline_view(result, fitted))
     entries = result["entries"]
     table = Table(
         title=f"timeline of {result['key']}: {len(entries)} event(s)", title_justify="left"
     )
+    if width < TIMELINE_WIDE:
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("TIME (UTC)\nTRACE/PARENT/HOP", no_wrap=True, overflow="ellipsis")
+        table.add_column("EVENT\nKIND", no_wrap=True, overflow="ellipsis")
+        table.add_column("WHAT HAPPENED", overflow="fold", min_width=20, ratio=1)
+        for entry in entries:
+            time = Text(entry["timestamp"][:19].replace("T", " "))
+            chain = chain_cell(entry, compact=True)
+            table.add_row(
+                str(entry["position"]),
+                time.append("\n").append_text(chain) if chain else time,
+                Text(entry["event"]).append("\n").append_text(kind_cell(entry)),
+                Text(entry["summary"]),
+            )
+        return table
     table.add_column("#", justify="right")
     table.add_column("TIME (UTC)", no_wrap=True)
     table.add_column("KIND")
@@ -36,7 +62,7 @@ def timeline_view(result: dict[str, Any]) -> RenderableType:
         table.add_row(
             str(entry["position"]),
             entry["timestamp"][:23].replace("T", " "),
-            Text(f"{entry['kind']} {entry['aggregate_id'][:8]}", style=KIND_STYLES[entry["kind"]]),
+            kind_cell(entry),
             entry["event"],
             # Text, not a str: recorded text is shown as it is, never read as markup.
             Text(entry["summary"]),
@@ -45,17 +71,19 @@ def timeline_view(result: dict[str, Any]) -> RenderableType:
     return table
 
 
-def chain_cell(entry: dict[str, Any]) -> Text:
+def kind_cell(entry: dict[str, Any]) -> Text:
+    return Text(f"{entry['kind']} {entry['aggregate_id'][:8]}", style=KIND_STYLES[entry["kind"]])
+
+
+def chain_cell(entry: dict[str, Any], compact: bool = False) -> Text:
     """The chain an event belongs to, shortened: trace, the run that caused it, its hop."""
     trace = entry.get("trace_id")
     if not trace:
         return Text("")
     parent = entry.get("parent_run_id")
     hops = entry.get("hops")
-    return Text(
-        f"{trace[:8]} / {parent[:8] if parent else '-'} / {hops if hops is not None else '-'}",
-        style="dim",
-    )
+    parts = [trace[:8], parent[:8] if parent else "-", str(hops) if hops is not None else "-"]
+    return Text(("/" if compact else " / ").join(parts), style="dim")
 
 
 def trace_view(result: dict[str, Any]) -> RenderableType:

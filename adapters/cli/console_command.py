@@ -2,8 +2,8 @@
 
 It opens the store alone (no gateway: nothing is resumed, run or delivered) and serves
 the console's pages under ``/console``. Tokens are read as ``serve`` reads them; with
-none given it makes a one-off operator token and prints a login link holding it (the
-page sets its cookie and redirects, so the token leaves the address bar).
+none given it makes a one-off operator token and prints a login link holding a one-time
+code for it (never the token: an address is kept in browser history and access logs).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sessionwire.adapters.cli.serve import (
     read_tokens,
 )
 from sessionwire.adapters.console.app import create_console
+from sessionwire.adapters.console.logins import CODE_SECONDS, ConsoleLogins
 from sessionwire.adapters.http.app import FailedAttempts
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.off_loop import OffLoopStore
@@ -83,7 +84,11 @@ def console_command(
     bound = listener.getsockname()[1]
     with options.store_alone() as (store, config):
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-        app.mount("/console", create_console(OffLoopStore(store), config, tokens, FailedAttempts()))
+        logins = ConsoleLogins()
+        app.mount(
+            "/console",
+            create_console(OffLoopStore(store), config, tokens, FailedAttempts(), logins),
+        )
 
         @app.get("/", include_in_schema=False)
         async def home() -> RedirectResponse:
@@ -101,8 +106,11 @@ def console_command(
         address = f"http://{host}:{bound}/console/"
         click.echo(f"sessionwire: console for {store.location} on {address}", err=True)
         if one_off is not None:
+            # The link carries a one-time code, not the token: it logs in once.
+            code = logins.invite(one_off)
             click.echo(
-                f"sessionwire: open {address}login?token={one_off} (a one-off operator token)",
+                f"sessionwire: open {address}login?code={code} (logs in once, within "
+                f"{CODE_SECONDS // 60} minutes)",
                 err=True,
             )
         # uvicorn stops on Ctrl+C, then re-raises it; stopping is the normal end.

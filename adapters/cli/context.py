@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 import structlog
 from rich.console import Console, RenderableType
+from sessionwire.domain.errors import SessionwireError
 
 if TYPE_CHECKING:
     from sessionwire.adapters.store.event_store import EventSourcedStore
@@ -194,7 +195,7 @@ def console(stderr: bool = False) -> Console:
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
-class CommandFailed(click.ClickException):
+class CommandFailed(SessionwireError, click.ClickException):
     """A refusal or a bad input: printed as ``sessionwire: <reason>`` with its exit code."""
 
     def __init__(self, message: str, exit_code: int = EXIT_REFUSED) -> None:

@@ -32,6 +32,9 @@ STREAM_STYLES = {
     "refusal": "red",
     "busy": "bright_red",
     "delivery": "blue",
+    "yield": "bright_green",
+    "a2a": "bright_cyan",
+    "push": "bright_blue",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
 WIDE = 120
@@ -45,6 +48,9 @@ OPENERS = {
     "AccessRefused": ("refusal", "requester_key"),
     "DeliveryQueued": ("delivery", "session_key"),
     "BusyDecided": ("busy", "session_key"),
+    "RunYielded": ("yield", "session_key"),
+    "RemoteCallReceived": ("a2a", "session_key"),
+    "PushRequested": ("push", "session_key"),
 }
 
 
@@ -163,6 +169,11 @@ def call_summary(result: dict[str, Any]) -> str:
         details.append(f"child {short_key(result['childSessionKey'])}")
     if "count" in result:
         details.append(f"{result['count']} session(s)")
+    delivery = result.get("delivery")
+    if isinstance(delivery, dict) and delivery.get("status"):
+        # What became of the message (decision 29): started, queued (its place) or refused.
+        place = f" behind {delivery['position']} run(s)" if "position" in delivery else ""
+        details.append(f"message {delivery['status']}{place}")
     summary = ", ".join(details)
     return f"{status or 'ok'}{': ' + summary if summary else ''}"
 
@@ -212,6 +223,8 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"timed out after {data.timeout_seconds:g}s"
         case "RunCancelled":
             return f"cancelled: {data.reason}" if data.reason else "cancelled"
+        case "RunSteered":
+            return f"steered by {data.steered_by}: {data.message}"
         case "ExchangeOpened":
             return (
                 f"{data.requester_display} → {data.target_display}: {data.original_message} "

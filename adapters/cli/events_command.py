@@ -84,32 +84,60 @@ def events(
 
 
 async def live_view(subscription: Subscription, out: Console) -> None:
-    """The newest events that fit the terminal, redrawn as each arrives (no timer)."""
-    shown: deque[dict[str, Any]] = deque(maxlen=max(5, out.size.height - 6))
+    """The newest events that fit the terminal, redrawn as each arrives (no timer): once
+    the screen is full the oldest leave the top, so the newest stay in sight."""
+    shown: deque[dict[str, Any]] = deque(maxlen=max(5, out.size.height))
     title = "following the log (Ctrl-C ends)"
-    with Live(events_table(list(shown), title=title), console=out, auto_refresh=False) as live:
+    with Live(events_table([], title=title), console=out, auto_refresh=False) as live:
         async for event in subscription:
             shown.append(event)
-            live.update(events_table(list(shown), title=title), refresh=True)
+            live.update(newest_that_fit(shown, out, title=title), refresh=True)
 
 
-def events_table(found: list[dict[str, Any]], *, title: str) -> Table:
+def newest_that_fit(shown: deque[dict[str, Any]], out: Console, *, title: str) -> Table:
+    """The table of the newest events whose rendering fits the screen, one line each.
+
+    Live crops a frame taller than the screen at the bottom, where the newest rows are:
+    a table of as many events as the screen has lines (less its title, header and
+    borders) still overflowed once a row took two lines. Rows are single lines here,
+    and the oldest are dropped until the rendered frame fits (one line spare for the
+    cursor)."""
+    room = out.size.height - 1
+    rows = list(shown)
+    while True:
+        table = events_table(rows, title=title, one_line=True)
+        over = len(out.render_lines(table, pad=False)) - room
+        if over <= 0 or len(rows) <= 1:
+            return table
+        rows = rows[min(over, len(rows) - 1) :]
+
+
+def events_table(found: list[dict[str, Any]], *, title: str, one_line: bool = False) -> Table:
     table = Table(title=title, title_justify="left")
-    table.add_column("POS", justify="right")
-    table.add_column("TIME (UTC)")
-    table.add_column("KIND")
-    table.add_column("SESSION", overflow="fold")
-    table.add_column("EVENT")
-    table.add_column("SUMMARY", overflow="fold")
+    # One line an event in the live view (cut with an ellipsis); folded in a listing.
+    # Least widths, so that at 80 columns rich narrows the long columns (first, as they
+    # wrap) rather than squeezing the position, time or kind to nothing. In the live view
+    # a long cell is cut with an ellipsis instead of wrapped (one line an event).
+    positions = max((len(str(event["position"])) for event in found), default=3)
+    table.add_column("POS", justify="right", no_wrap=True, min_width=max(3, positions))
+    table.add_column("TIME (UTC)", no_wrap=True, min_width=8)
+    table.add_column("KIND", no_wrap=True, min_width=8)
+    table.add_column("SESSION", overflow="fold", min_width=12)
+    table.add_column("EVENT", overflow="fold", min_width=12)
+    table.add_column("SUMMARY", overflow="fold", min_width=10)
+
+    def cell(text: str) -> Text:
+        return Text(text, no_wrap=True, overflow="ellipsis") if one_line else Text(text)
+
     for event in found:
         kind = event["kind"]
         table.add_row(
             str(event["position"]),
             event["timestamp"][11:19],
             Text(kind, style=STREAM_STYLES.get(kind, "")),
-            short_key(event["sessionKey"] or "-"),
-            event["type"],
-            shorten(event["summary"], SUMMARY_CHARS),
+            cell(short_key(event["sessionKey"] or "-")),
+            cell(event["type"]),
+            cell(shorten(event["summary"], SUMMARY_CHARS)),
         )
     return table
 

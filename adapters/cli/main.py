@@ -20,6 +20,7 @@ import click
 from sessionwire.adapters.cli.context import (
     CONFIG_HELP,
     CREATE_HELP,
+    EXIT_REFUSED,
     EXIT_USAGE,
     JSON_HELP,
     STORE_HELP,
@@ -75,8 +76,8 @@ COMMANDS = {
     ),
     "mcp": LazyCommand(
         f"{CLI}.mcp:mcp_command",
-        "Serve sessions_list, sessions_history, sessions_send, sessions_spawn and "
-        "agents_list over MCP, every call made by the session --session.",
+        "Serve the session tools (sessions_*, agents_list, subagents, session_status) "
+        "over MCP, every call made by the session --session.",
     ),
     "policy": LazyCommand(
         f"{CLI}.policy:policy_group",
@@ -205,6 +206,10 @@ def sessions() -> None:
 )
 @click.option("--active-minutes", type=int, help="only sessions active in the last N minutes")
 @click.option("--message-limit", type=int, help="include each session's last N messages (max 20)")
+@click.option("--label", help="only sessions with exactly this label")
+@click.option("--agent-id", help="only sessions of this agent")
+@click.option("--search", help="only sessions whose key, sessionId, label or name contains TEXT")
+@click.option("--archived", is_flag=True, help="list archived sessions instead of active ones")
 @pass_options
 def sessions_list(
     options: CliOptions,
@@ -213,10 +218,21 @@ def sessions_list(
     kinds: tuple[str, ...],
     active_minutes: int | None,
     message_limit: int | None,
+    label: str | None,
+    agent_id: str | None,
+    search: str | None,
+    archived: bool,
 ) -> int:
     """Sessions the requester may see, newest first."""
     params = present(
-        limit=limit, kinds=list(kinds), activeMinutes=active_minutes, messageLimit=message_limit
+        limit=limit,
+        kinds=list(kinds),
+        activeMinutes=active_minutes,
+        messageLimit=message_limit,
+        label=label,
+        agentId=agent_id,
+        search=search,
+        archived=archived or None,
     )
 
     async def work(gateway: GatewayService) -> int:
@@ -230,13 +246,25 @@ def sessions_list(
 @click.argument("session")
 @requester_option
 @click.option("--limit", type=int, help="the last N messages (tool default 200, max 1000)")
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    help="page back: skip the newest N messages (0 = the newest page; see nextOffset)",
+)
 @click.option("--include-tools", is_flag=True, help="include tool calls and tool results")
 @pass_options
 def sessions_history(
-    options: CliOptions, session: str, requester: str, limit: int | None, include_tools: bool
+    options: CliOptions,
+    session: str,
+    requester: str,
+    limit: int | None,
+    offset: int | None,
+    include_tools: bool,
 ) -> int:
     """One session's messages (SESSION is a key or a sessionId)."""
-    params = present(sessionKey=session, limit=limit, includeTools=include_tools or None)
+    params = present(
+        sessionKey=session, limit=limit, offset=offset, includeTools=include_tools or None
+    )
 
     async def work(gateway: GatewayService) -> int:
         result = await gateway.call_tool(requester, "sessions_history", params)
@@ -301,6 +329,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except click.exceptions.Exit as exit_:
         return exit_.exit_code
+    except RuntimeError as error:
+        # A write beside the SQLite file's live writer (``record`` while ``serve`` runs,
+        # an import, a checkpoint): its message names the holder and what to do, so one
+        # line, not a traceback through click and asyncio. Imported here: the module is
+        # the store's port, which a listing never needs.
+        from sessionwire.application.ports.store import StoreInUse
+
+        if not isinstance(error, StoreInUse):
+            raise
+        click.echo(f"sessionwire: {error}", err=True)
+        return EXIT_REFUSED
     return result if isinstance(result, int) else 0
 
 

@@ -75,8 +75,8 @@ def mcp_command(
     tokens_file: str | None,
     log_format: str,
 ) -> int:
-    """Serve sessions_list, sessions_history, sessions_send, sessions_spawn and
-    agents_list over MCP, every call made by the session --session.
+    """Serve the session tools (sessions_*, agents_list, subagents, session_status)
+    over MCP, every call made by the session --session.
 
     Over --http a bearer token is required, as for `serve`: an operator token or one bound
     to the --session session."""

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.cli.context import CliOptions, accept_global_options, console, fail
 from sessionwire.adapters.cli.lazy_group import LazyGroup
+from sessionwire.adapters.cli.terminal_views import FittedToWidth
 
 if TYPE_CHECKING:
     from sessionwire.application.gateway import GatewayService
@@ -45,9 +46,33 @@ def status_text(status: str) -> Text:
     return Text(status, style=STATUS_STYLES.get(status, ""))
 
 
-def runs_table(result: dict[str, Any]) -> RenderableType:
+# At least this wide, a run is one line of six columns; narrower, each row stacks two
+# lines in three columns (run id over session key, status over step, start over end), so
+# the run id stays whole and the session key folds over a line or two, not twelve.
+RUNS_WIDE = 140
+RUN_ID_WIDTH = 36
+TIME_WIDTH = 19
+
+
+def runs_table(result: dict[str, Any], width: int | None = None) -> RenderableType:
+    if width is None:
+        return FittedToWidth(lambda fitted: runs_table(result, fitted))
     runs = result["runs"]
     table = Table(title=f"{len(runs)} run(s), newest first", title_justify="left")
+    if width < RUNS_WIDE:
+        # Fixed widths (rich would narrow the run id's column first): the run id and the
+        # times whole, the step cut with an ellipsis if the rest is too narrow for it.
+        step_width = max(9, min(17, width - RUN_ID_WIDTH - TIME_WIDTH - 10))
+        table.add_column("RUN\nSESSION", overflow="fold", width=RUN_ID_WIDTH)
+        table.add_column("STATUS\nSTEP", no_wrap=True, overflow="ellipsis", width=step_width)
+        table.add_column("STARTED (UTC)\nENDED (UTC)", no_wrap=True, width=TIME_WIDTH)
+        for run in runs:
+            table.add_row(
+                Text(run["runId"]).append("\n" + run["sessionKey"], style="dim"),
+                status_text(run["status"]).append("\n" + run["step"], style=""),
+                f"{_time(run.get('startedAt'))}\n{_time(run.get('endedAt'))}",
+            )
+        return table
     table.add_column("RUN", overflow="fold", no_wrap=True)
     table.add_column("STATUS")
     table.add_column("SESSION", overflow="fold")

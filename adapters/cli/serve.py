@@ -21,6 +21,13 @@ from typing import Any
 
 import click
 import uvicorn
+from sessionwire.adapters.cli.checkpoint_key import (
+    KEY_ENV,
+    event_cursor_key,
+    key_configured,
+    key_path,
+    load_or_create_key,
+)
 from sessionwire.adapters.cli.context import (
     EXIT_USAGE,
     LOG_FORMATS,
@@ -147,6 +154,25 @@ def log_format_option(command: Any) -> Any:
     is_flag=True,
     help="export OpenTelemetry spans over OTLP/HTTP (OTEL_* variables; needs sessionwire[otel])",
 )
+@click.option(
+    "--a2a",
+    is_flag=True,
+    help="also serve each configured agent over the A2A protocol under /a2a/<agentId> "
+    "(docs/a2a.md)",
+)
+@click.option(
+    "--public-url",
+    default=None,
+    help="the base URL clients reach this server by (the A2A Agent Cards name it; "
+    "default: the URL of each request)",
+)
+@click.option(
+    "--checkpoint-key",
+    "checkpoint_key",
+    default=None,
+    help="with --a2a: sign the Agent Cards with this checkpoint key (ADR 0016) if it exists; "
+    f"default: ${KEY_ENV} or the default key file, when there is one",
+)
 @runtime_option
 @log_format_option
 @pass_options
@@ -159,6 +185,9 @@ def serve(
     tokens_file: str | None,
     max_body_bytes: int,
     otel: bool,
+    a2a: bool,
+    public_url: str | None,
+    checkpoint_key: str | None,
     runtime_file: Path | None,
     log_format: str,
 ) -> int:
@@ -172,10 +201,32 @@ def serve(
     runtime = chosen_runtime(runtime_file)
     metrics = PrometheusTelemetry()
     spans = otel_spans() if otel else None
+    open_kwargs: dict[str, Any] = {}
+    signing_key = None
+    if a2a:
+        from sessionwire.adapters.a2a.push import A2APushDelivery
+        from sessionwire.application.ports.runtime import RecordedDelivery
+
+        # Push notifications go out through the outbox; other deliveries are recorded.
+        open_kwargs["delivery"] = A2APushDelivery(RecordedDelivery())
+        if key_configured(checkpoint_key):
+            signing_key, _ = load_or_create_key(key_path(checkpoint_key))
 
     async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)
-        app = create_app(gateway, tokens, max_body_bytes=max_body_bytes, metrics=metrics)
+        # Session-bound subscribers' event ids are sealed with a kept secret, so they
+        # resume across restarts (docs/http.md); only made where such tokens exist.
+        bound = any(not grant.is_operator for _, grant in tokens.entries)
+        app = create_app(
+            gateway,
+            tokens,
+            max_body_bytes=max_body_bytes,
+            metrics=metrics,
+            cursor_secret=event_cursor_key() if bound else None,
+            a2a=a2a,
+            a2a_signing_key=signing_key,
+            public_url=public_url,
+        )
         # The gateway's tasks live on this event loop, so uvicorn serves on it too.
         server = _ListeningServer(
             f"http://{host}:{port}",
@@ -208,7 +259,7 @@ def serve(
         return 0
 
     try:
-        return options.run(work, runtime=runtime, telemetry=combined(metrics, spans))
+        return options.run(work, runtime=runtime, telemetry=combined(metrics, spans), **open_kwargs)
     except KeyboardInterrupt:
         # uvicorn shuts down on Ctrl+C, then re-raises it; stopping is the normal end.
         return 0

@@ -57,6 +57,7 @@ def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]
     async def work(gateway: GatewayService) -> int:
         connect_runtime(gateway.runtime, gateway)
         feed = await gateway.store.read(EventFeed, gateway.rules.display)
+        await _requester_recorded(gateway, requester)
         result = await gateway.call_tool(requester, tool, params)
         code = options.show(result, result_view)
         out = console(stderr=True) if options.as_json else console()
@@ -70,6 +71,24 @@ def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]
         return code
 
     return work
+
+
+async def _requester_recorded(gateway: GatewayService, requester: str) -> None:
+    """Refuse, before writing anything, a call from a session that was never recorded.
+
+    The requester's session is where the exchange's reply-back turns and a child's
+    report run: from a session that does not exist they fail, and a fresh store's
+    default requester (``main``) does not exist until something is recorded in it."""
+    try:
+        key = gateway.rules.canonical(requester)
+    except ValueError:
+        return  # not a session key at all: the tool says so, in its own words
+    if await gateway.store.read(lambda store: store.session(key)) is None:
+        fail(
+            f"the requester {requester} has no session yet (its reply-back turns and "
+            f"reports would fail): record a message in it first (sessionwire record "
+            f"{requester} …), or pass --as KEY of a session that exists"
+        )
 
 
 @click.command("send")

@@ -77,6 +77,12 @@ pass_options = click.make_pass_decorator(CliOptions)
     is_flag=True,
     help="PostgreSQL: saves lose their connection at COMMIT (committed or not)",
 )
+@click.option(
+    "--budgets",
+    is_flag=True,
+    help="a trace budget in each seed's config (session.agentToAgent.budget)",
+)
+@click.option("--steers", is_flag=True, help="subagents steers into children")
 @click.option("--list-invariants", is_flag=True, help="list the invariants and exit")
 @pass_options
 def simulate(
@@ -91,6 +97,8 @@ def simulate(
     shrink: bool,
     two_gateways: bool,
     dropped_connections: bool,
+    budgets: bool,
+    steers: bool,
     list_invariants: bool,
 ) -> int:
     """Play seeded random workloads and check the gateway's invariants.
@@ -147,6 +155,8 @@ def simulate(
                     crashes=stores.can_reopen,
                     two_gateways=two_gateways,
                     dropped_connections=dropped_connections,
+                    budgets=budgets,
+                    steers=steers,
                 ),
                 save_dir,
                 shrink,

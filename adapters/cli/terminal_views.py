@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -23,12 +24,26 @@ def message_text(message: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in content or [] if block.get("type") == "text")
 
 
+class FittedToWidth:
+    """A table laid out for the width it is printed at (a terminal's, or the piped
+    width): narrow terminals get fewer or stacked columns instead of columns rich
+    squeezes to nothing, keys folded over dozens of lines, or rows cut at the edge."""
+
+    def __init__(self, build: Callable[[int], RenderableType]) -> None:
+        self.build = build
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        yield self.build(options.max_width)
+
+
 # Narrower than this, the sessions table leaves out the update time and the tokens.
 TABLE_WIDE = 100
 
 
 def sessions_table(result: dict[str, Any], width: int | None = None) -> RenderableType:
-    wide = width is None or width >= TABLE_WIDE
+    if width is None:
+        return FittedToWidth(lambda fitted: sessions_table(result, fitted))
+    wide = width >= TABLE_WIDE
     table = Table(title=f"{result['count']} session(s)", title_justify="left")
     longest_key = max((len(row["key"]) for row in result["sessions"]), default=3)
     # The key whole on one line when it fits beside the others; folded, never cut.
@@ -81,8 +96,18 @@ def history_view(result: dict[str, Any]) -> RenderableType:
             # Who caused the line: the writer, its trace, its run, the run's cause, hop.
             line.append(f"  [{source}]", style="dim")
         lines.append(line)
-    if result.get("truncated"):
-        lines.append(Text("  (older messages or long text truncated)", style="dim"))
+    if result.get("droppedMessages"):
+        lines.append(Text("  (the oldest messages left out: over the size cap)", style="dim"))
+    if result.get("contentRedacted"):
+        lines.append(Text("  (secrets masked)", style="dim"))
+    if "nextOffset" in result:
+        lines.append(
+            Text(
+                f"  ({result['totalMessages']} messages; older ones: --offset "
+                f"{result['nextOffset']})",
+                style="dim",
+            )
+        )
     return Group(*lines)
 
 

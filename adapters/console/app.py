@@ -1,28 +1,33 @@
 """The read-only web console: server-rendered pages over a store (docs/console.md).
 
 ``create_console(store, config, tokens)`` builds the ASGI app that ``serve`` mounts at
-``/console`` and ``sessionwire console`` serves alone. It never writes: every route is a
-GET but the login form. Only operator tokens open it (ADR 0014): from an
-``Authorization: Bearer`` header, or from the HttpOnly, SameSite=Strict cookie the login
-form sets (``/console/login``; ``?token=`` on that page logs in from a link, as the one
-``sessionwire console`` prints, then redirects so the token leaves the address bar).
-Failed attempts count against the same per-client limit as the API's.
+``/console`` and ``sessionwire console`` serves alone. It never writes to the store:
+every route is a GET but the login and logout forms. Only operator tokens open it (ADR
+0014): from an ``Authorization: Bearer`` header, or through a login (``/console/login``:
+its form posts the token; a token is never taken from an address, which browsers and
+access logs keep; the link ``sessionwire console`` prints carries a one-time ``?code=``
+instead). A login's HttpOnly, SameSite=Strict
+cookie holds a random login id, never the token (logins.py); it is ``Secure`` unless the
+console was reached on a loopback address, and ``/console/logout`` ends it. Failed
+attempts count against the same per-client limit as the API's.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
 from importlib.resources import files
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, quote
 from uuid import UUID
 
 import jinja2
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
+from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.audit import StoreAuditLog
@@ -35,6 +40,8 @@ from sessionwire.domain.keys import InvalidSessionKey
 COOKIE = "sessionwire_console"
 LOGIN_BODY_BYTES = 8192
 STATUSES = ("active", "archived", "deleted")
+# Log positions and times are 64-bit integers in the stores.
+MAX_POSITION = 2**63 - 1
 RUN_STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
 # The console's pages hold no script; styles and images come from the console itself.
 SECURITY_HEADERS = {
@@ -89,28 +96,41 @@ def _environment() -> jinja2.Environment:
     return environment
 
 
+MAX_CODE_LENGTH = 64
+"""A one-time login code is 43 characters; longer input is cut before the lookup."""
+
+
 def create_console(
     store: AsyncStore,
     config: GatewayConfig,
     tokens: TokenSet,
     attempts: Any | None = None,
+    logins: ConsoleLogins | None = None,
 ) -> FastAPI:
     """The console over ``store``; mount it at ``/console`` (its links assume so)."""
     templates = _environment()
+    logins = logins if logins is not None else ConsoleLogins()
     limiter = attempts if attempts is not None else FailedLogins()
     rules = config.key_rules
+    # Recorded texts are shown as another session's history is read: masked (ADR 0018).
+    redactor = config.redaction.redactor()
+    templates.filters["masked"] = redactor.mask_text if redactor is not None else str
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     stylesheet = (files("sessionwire.adapters.console") / "static" / "console.css").read_bytes()
 
     def render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
-        html = templates.get_template(name).render(base="/console", rules=rules, **context)
+        html = templates.get_template(name).render(
+            base="/console", rules=rules, hide_logout=name == "login.html", **context
+        )
         return HTMLResponse(html, status_code=code, headers=SECURITY_HEADERS)
 
     def granted(request: Request) -> bool:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         presented = token.strip() if scheme.lower() == "bearer" else None
-        presented = presented or request.cookies.get(COOKIE)
+        # A login's token is checked again on every page: one that is no longer an
+        # operator's closes the console to its logins too.
+        presented = presented or logins.token_of(request.cookies.get(COOKIE))
         grant = tokens.grant_for(presented)
         return grant is not None and grant.is_operator
 
@@ -126,15 +146,36 @@ def create_console(
             limiter.failed(client)
         return RedirectResponse("/console/login", status_code=303, headers=SECURITY_HEADERS)
 
-    def log_in(token: str, client: str) -> Response:
+    def log_in(request: Request, token: str, client: str) -> Response:
         grant = tokens.grant_for(token)
         if grant is None or not grant.is_operator:
             limiter.failed(client)
             message = "That token does not open the console (an operator token is needed)."
             return render("login.html", code=401, message=message)
         response = RedirectResponse("/console/", status_code=303, headers=SECURITY_HEADERS)
+        # A replaced login (a second login in the same browser) ends the first.
+        logins.close(request.cookies.get(COOKIE))
         response.set_cookie(
-            COOKIE, token, httponly=True, samesite="strict", path="/console", max_age=8 * 3600
+            COOKIE,
+            logins.open(token),
+            httponly=True,
+            samesite="strict",
+            path="/console",
+            max_age=LOGIN_SECONDS,
+            secure=not reached_on_loopback(request),
+        )
+        return response
+
+    @app.post("/logout")
+    async def log_out(request: Request) -> Response:
+        logins.close(request.cookies.get(COOKIE))
+        response = RedirectResponse("/console/login", status_code=303, headers=SECURITY_HEADERS)
+        response.delete_cookie(
+            COOKIE,
+            path="/console",
+            httponly=True,
+            samesite="strict",
+            secure=not reached_on_loopback(request),
         )
         return response
 
@@ -145,13 +186,24 @@ def create_console(
         return Response(stylesheet, media_type="text/css", headers=headers)
 
     @app.get("/login", response_class=HTMLResponse)
-    async def login_page(request: Request, token: str | None = None) -> Response:
+    async def login_page(
+        request: Request, code: str | None = None, token: str | None = None
+    ) -> Response:
         client = request.client.host if request.client else "unknown"
         wait = limiter.retry_after(client)
         if wait is not None:
             return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
         if token:
-            return log_in(token, client)
+            # Never taken from an address (browser history, access logs): the form posts it.
+            message = "A token in a link is not taken: paste it in the form below."
+            return render("login.html", code=400, message=message)
+        if code:
+            redeemed = logins.redeem(code[:MAX_CODE_LENGTH])
+            if redeemed is None:
+                limiter.failed(client)
+                message = "That login link was used already or has expired."
+                return render("login.html", code=401, message=message)
+            return log_in(request, redeemed, client)
         return render("login.html", message=None)
 
     @app.post("/login")
@@ -166,7 +218,7 @@ def create_console(
             if len(body) > LOGIN_BODY_BYTES:
                 return render("login.html", code=413, message="The form was too large.")
         token = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
-        return log_in(token, client)
+        return log_in(request, token, client)
 
     @app.get("/", response_class=HTMLResponse)
     async def sessions(
@@ -212,7 +264,9 @@ def create_console(
     @app.get("/exchanges/{exchange_id}", response_class=HTMLResponse)
     async def exchange(exchange_id: str) -> Response:
         try:
-            first, entries = await store.read(page_data.exchange_entries, UUID(exchange_id))
+            first, entries = await store.read(
+                page_data.exchange_entries, UUID(exchange_id), redactor
+            )
         except (ValueError, LookupError):
             return render("missing.html", code=404, what=f"Exchange not found: {exchange_id}")
         data = first.data
@@ -222,13 +276,17 @@ def create_console(
 
     @app.get("/traces/{trace_id}", response_class=HTMLResponse)
     async def trace(trace_id: str) -> Response:
-        found = await store.read(page_data.trace_of, trace_id)
+        found = await store.read(page_data.trace_of, trace_id, redactor)
         if found is None:
             return render("missing.html", code=404, what=f"Trace not found: {trace_id}")
         return render("trace.html", trace=found, children=page_data.tree_children(found))
 
     @app.get("/runs", response_class=HTMLResponse)
-    async def runs(status: str | None = None, before: int | None = None) -> Response:
+    async def runs(
+        status: str | None = None,
+        # A log position: a 64-bit integer in the stores (a larger one was a 500).
+        before: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
+    ) -> Response:
         chosen = status if status in RUN_STATUSES else None
         rows, next_before = await store.read(
             partial(page_data.runs_page, status=chosen, before=before)
@@ -243,7 +301,7 @@ def create_console(
 
     @app.get("/refusals", response_class=HTMLResponse)
     async def refusals() -> Response:
-        return render("refusals.html", entries=await store.read(page_data.refusals))
+        return render("refusals.html", entries=await store.read(page_data.refusals, redactor))
 
     @app.get("/store", response_class=HTMLResponse)
     async def integrity(check: bool = False) -> Response:
@@ -258,6 +316,19 @@ def create_console(
         )
 
     return app
+
+
+def reached_on_loopback(request: Request) -> bool:
+    """Was the console asked for at a loopback address (``http://127.0.0.1:…``,
+    ``localhost``)? Only there may its cookie go without ``Secure``: anywhere else the
+    way in should be TLS (a proxy in front), and the cookie must never travel in clear."""
+    host = request.url.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _integrity(store: Store, check: bool) -> tuple[Any, list[Any]]:

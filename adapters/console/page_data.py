@@ -3,7 +3,9 @@
 Every read is bounded: sessions and runs come a page at a time by keyset, a session's
 streams and a trace's through the timeline index, refusals through their own index
 rows. Transcripts are shown as an operator reads another session's history: masked
-by the redaction config (docs/adr/0018-console.md).
+by the redaction config (docs/adr/0018-console.md), and so is every other recorded text
+a page shows (an exchange's messages in its diagram, a trace's steps, spawn tasks and
+reports, refusal messages): the event summaries quote what was said.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sessionwire.application.ports.session_read_model import SessionPage, Stored
 from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import REFUSALS_KEY
 from sessionwire.domain.reader_view import reader_messages
+from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
 
 PAGE_SIZE = 50
@@ -42,9 +45,11 @@ def parse_cursor(text: str | None) -> tuple[int, str] | None:
         return None
     millis, _, key = text.partition(":")
     try:
-        return int(millis), key
+        at = int(millis)
     except ValueError:
         return None
+    # A time the stores can hold (64-bit): a larger one is no cursor of ours (it was a 500).
+    return (at, key) if -(2**63) <= at < 2**63 else None
 
 
 def sessions_page(
@@ -81,13 +86,39 @@ class SessionDetail:
     runs: int = 0
 
 
+def masked_entry(entry: TimelineEntry, redactor: Redactor | None) -> TimelineEntry:
+    """``entry`` with its summary and every string of its data masked."""
+    if redactor is None:
+        return entry
+    return entry.model_copy(
+        update={"summary": redactor.mask_text(entry.summary), "data": redactor.mask(entry.data)}
+    )
+
+
+def masked_trace(trace: Trace, redactor: Redactor | None) -> Trace:
+    if redactor is None:
+        return trace
+    nodes = [
+        node.model_copy(
+            update={
+                "what": redactor.mask_text(node.what),
+                "status": redactor.mask_text(node.status),
+                "entries": [masked_entry(entry, redactor) for entry in node.entries],
+            }
+        )
+        for node in trace.nodes
+    ]
+    return trace.model_copy(update={"nodes": nodes})
+
+
 def session_detail(store: Store, config: GatewayConfig, key: str) -> SessionDetail | None:
     """The session's transcript (masked as another session's) and what it took part in."""
     stored = store.session(key)
     if stored is None:
         return None
     texts = store.transcript(stored.id, limit=TRANSCRIPT_LIMIT, include_tools=True)
-    messages = reader_messages(texts, config.redaction.redactor())
+    redactor = config.redaction.redactor()
+    messages = reader_messages(texts, redactor)
     detail = SessionDetail(session=stored, messages=messages)
     members = store.session_streams(key) or {}
     detail.runs = sum(1 for kind in members.values() if kind == "run")
@@ -97,23 +128,34 @@ def session_detail(store: Store, config: GatewayConfig, key: str) -> SessionDeta
         if event.originator_version != 1:
             continue
         kind = members[event.originator_id]
-        entry = timeline_entry(position, event, kind, chains)  # type: ignore[arg-type]
+        entry = masked_entry(
+            timeline_entry(position, event, kind, chains),  # type: ignore[arg-type]
+            redactor,
+        )
         {"exchange": detail.exchanges, "spawn": detail.spawns, "refusal": detail.refusals}[
             kind
         ].append(entry)
     return detail
 
 
-def trace_of(store: Store, trace_id: str) -> Trace | None:
+def trace_of(store: Store, trace_id: str, redactor: Redactor | None) -> Trace | None:
     try:
-        return trace_chain(store, trace_id)
+        return masked_trace(trace_chain(store, trace_id), redactor)
     except LookupError:
         return None
 
 
-def exchange_entries(store: Store, exchange_id: UUID) -> tuple[TimelineEntry, list[TimelineEntry]]:
-    """The exchange's first entry and every entry of it and its deliveries, in log order;
-    LookupError when there is no such exchange."""
+def exchange_entries(
+    store: Store, exchange_id: UUID, redactor: Redactor | None
+) -> tuple[TimelineEntry, list[TimelineEntry]]:
+    """The exchange's first entry and every entry of it and its deliveries, in log order
+    (masked); LookupError when there is no such exchange."""
+    _, entries = _exchange_entries(store, exchange_id)
+    shown = [masked_entry(entry, redactor) for entry in entries]
+    return shown[0], shown
+
+
+def _exchange_entries(store: Store, exchange_id: UUID) -> tuple[TimelineEntry, list[TimelineEntry]]:
     events = store.streams_events([exchange_id])
     if not events or type(events[0][1]).__name__ != "ExchangeOpened":
         raise LookupError(f"Exchange not found: {exchange_id}")
@@ -156,12 +198,12 @@ def runs_page(
     return rows, rows[-1].position if len(found) > PAGE_SIZE else None
 
 
-def refusals(store: Store) -> list[TimelineEntry]:
-    """The latest refusals, newest first (through their index rows)."""
+def refusals(store: Store, redactor: Redactor | None) -> list[TimelineEntry]:
+    """The latest refusals, newest first (through their index rows), masked."""
     ids = list((store.session_streams(REFUSALS_KEY) or {}).keys())
     chains: dict[UUID, Any] = {}
     entries = [timeline_entry(p, e, "refusal", chains) for p, e in store.streams_events(ids)]
-    return list(reversed(entries))[:REFUSALS_SHOWN]
+    return [masked_entry(entry, redactor) for entry in reversed(entries)][:REFUSALS_SHOWN]
 
 
 def tree_children(trace: Trace) -> dict[str | None, list[TraceNode]]:

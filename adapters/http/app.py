@@ -32,6 +32,7 @@ time. Nothing a client sends (token, body) is ever logged. Every error is
 """
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -40,13 +41,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from sessionwire.adapters.bootstrap import Gateway, service_of
+from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
+from sessionwire.adapters.http.reference_page import reference_page
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -81,10 +85,15 @@ from sessionwire.application.tools.results import (
     SendResult,
     SessionsHistoryResult,
     SessionsListResult,
+    SessionStatusResult,
     SpawnResult,
+    SubagentsResult,
     ToolError,
+    TraceBudgetRefused,
+    YieldResult,
 )
 from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import InvalidSessionKey
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -98,7 +107,7 @@ BODY_READ_SECONDS = 30.0
 # Failed token attempts per client address before it must wait (429).
 MAX_FAILED_ATTEMPTS = 10
 FAILED_ATTEMPTS_WINDOW_SECONDS = 60.0
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
 LIST_EVERYTHING = SessionsListMethodParams()
 NO_REASON = RunCancelParams()
 SESSION_HEADER = "X-Sessionwire-Session"
@@ -131,7 +140,7 @@ class ToolList(BaseModel):
     tools: list[dict[str, Any]]
 
 
-class ApiError(Exception):
+class ApiError(SessionwireError):
     def __init__(
         self, status: int, code: str, message: str, headers: dict[str, str] | None = None
     ) -> None:
@@ -145,9 +154,12 @@ class ApiError(Exception):
 TOOL_RESULTS: dict[str, Any] = {
     "sessions_list": SessionsListResult | ToolError,
     "sessions_history": SessionsHistoryResult | ToolError,
-    "sessions_send": SendResult | ToolError,
-    "sessions_spawn": SpawnResult | ToolError,
+    "sessions_send": SendResult | TraceBudgetRefused | ToolError,
+    "sessions_spawn": SpawnResult | TraceBudgetRefused | ToolError,
+    "sessions_yield": YieldResult | ToolError,
     "agents_list": AgentsListResult | ToolError,
+    "subagents": SubagentsResult | ToolError,
+    "session_status": SessionStatusResult | ToolError,
 }
 assert set(TOOL_RESULTS) == set(TOOL_PARAMETERS)
 
@@ -234,6 +246,11 @@ class FailedAttempts:
         self.by_client.setdefault(client, []).append(self.now())
 
 
+def is_agent_card_path(path: str) -> bool:
+    """An A2A Agent Card (adapters/a2a): public, as the protocol's discovery expects."""
+    return path.startswith("/a2a/") and path.endswith("/.well-known/agent-card.json")
+
+
 def is_console_path(path: str) -> bool:
     """The console's pages: it checks tokens itself (a browser sends a cookie, not a
     bearer header), operators only; bodies are still bounded here."""
@@ -281,7 +298,8 @@ class Gatekeeper:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if scope["path"] not in PUBLIC_PATHS and not is_console_path(scope["path"]):
+        path = scope["path"]
+        if path not in PUBLIC_PATHS and not is_console_path(path) and not is_agent_card_path(path):
             client = scope["client"][0] if scope.get("client") else "unknown"
             wait = self.attempts.retry_after(client)
             if wait is not None:
@@ -370,6 +388,41 @@ def header_text(value: str) -> str:
         raise ApiError(400, "bad_request", f"{SESSION_HEADER} is not valid UTF-8") from None
 
 
+def _stream_start(
+    grant: Grant, after: int, last_event_id: str | None, cursors: EventCursors
+) -> int | str:
+    """Where a subscriber's stream starts: ``after``, or the id a reconnecting client
+    sends. A session-bound subscriber's ids are sealed (``EventCursors``): it resumes
+    from one of them, or starts at 0; a log position would let it count what it may not
+    see, so none other is taken from it."""
+    if grant.session is not None:
+        if after != 0:
+            raise ApiError(
+                400,
+                "bad_request",
+                f"a session-bound token follows from 0 or resumes with {LAST_EVENT_ID}: "
+                "its event ids are not log positions",
+            )
+        if last_event_id is None:
+            return 0
+        try:
+            return cursors.open(grant.session, last_event_id.strip())
+        except ValueError:
+            raise ApiError(
+                400, "bad_request", f"{LAST_EVENT_ID} must be an event's id from this stream"
+            ) from None
+    if last_event_id is None:
+        return after
+    resumed = last_event_id.strip()
+    try:
+        position, _ = parse_cursor(resumed)
+    except ValueError:
+        position = MAX_POSITION + 1
+    if position > MAX_POSITION or len(resumed) > 40:
+        raise ApiError(400, "bad_request", f"{LAST_EVENT_ID} must be an event's id (its cursor)")
+    return resumed
+
+
 def create_app(
     served: GatewayService | Gateway,
     tokens: TokenSet | str,
@@ -379,18 +432,27 @@ def create_app(
     body_read_seconds: float = BODY_READ_SECONDS,
     metrics: PrometheusTelemetry | None = None,
     console: bool = True,
+    cursor_secret: bytes | None = None,
+    a2a: bool = False,
+    a2a_signing_key: Ed25519PrivateKey | None = None,
+    public_url: str | None = None,
 ) -> FastAPI:
     """The HTTP gateway over ``gateway`` for callers presenting one of ``tokens`` (a lone
     string is one operator token) as a bearer token. With ``metrics`` (the gateway's
     Prometheus telemetry) it counts requests and serves ``GET /metrics`` to operator
     tokens. The read-only web console is under ``/console`` (docs/console.md) unless
-    ``console`` is False."""
+    ``console`` is False. ``cursor_secret`` seals session-bound subscribers' event ids
+    (``EventCursors``; without it they hold for this app's lifetime only). With ``a2a``
+    each configured agent is served over the A2A protocol under ``/a2a/<agentId>``
+    (docs/a2a.md), its Agent Card signed with ``a2a_signing_key`` when given;
+    ``public_url`` is the base URL the cards name."""
     gateway = service_of(served)
     if isinstance(tokens, str):
         if not tokens.strip():
             raise ValueError("the HTTP gateway needs a non-empty token")
         tokens = TokenSet.operator(tokens)
     operator_methods = GatewayMethods(gateway)
+    cursors = EventCursors(cursor_secret)
     app = WireDocumentedApp(
         title="sessionwire",
         version="0.1.0",
@@ -512,6 +574,13 @@ def create_app(
             log.warning("store not reachable", error=str(error))
             return error_response(503, "unavailable", f"store not reachable: {error}")
         return Health(status="ready")
+
+    # The API reference --------------------------------------------------------------------
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_reference() -> HTMLResponse:
+        """The OpenAPI document as a page to read, with no script (reference_page.py)."""
+        return reference_page(app.openapi())
 
     # Tools ------------------------------------------------------------------------------
 
@@ -858,18 +927,7 @@ def create_app(
 
         An operator token sees every event; a session-bound token only the events of
         sessions its session may read (as ``sessions_history``)."""
-        start: int | str = after
-        if last_event_id is not None:
-            resumed = last_event_id.strip()
-            try:
-                position, _ = parse_cursor(resumed)
-            except ValueError:
-                position = MAX_POSITION + 1
-            if position > MAX_POSITION or len(resumed) > 40:
-                raise ApiError(
-                    400, "bad_request", f"{LAST_EVENT_ID} must be an event's id (its cursor)"
-                )
-            start = resumed
+        start = _stream_start(grant, after, last_event_id, cursors)
         try:
             subscription = gateway.subscribe(
                 start,
@@ -880,12 +938,26 @@ def create_app(
         except ValueError as error:
             raise ApiError(400, "bad_request", str(error)) from None
         return StreamingResponse(
-            event_source(subscription, gateway.clock, follow=follow),
+            event_source(
+                subscription,
+                gateway.clock,
+                follow=follow,
+                shown=None
+                if grant.session is None
+                else functools.partial(cursors.sealed_event, grant.session),
+            ),
             media_type=EVENT_STREAM,
             # Proxies must neither cache nor buffer a stream.
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    if a2a:
+        # Imported here: the A2A SDK loads only where A2A is served.
+        from sessionwire.adapters.a2a.server import a2a_routes
+
+        app.router.routes.extend(
+            a2a_routes(gateway, signing_key=a2a_signing_key, public_url=public_url)
+        )
     attempts = attempts or FailedAttempts()
     if console:
         # Imported here: the console's templates load only where it is served.

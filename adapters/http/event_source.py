@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sessionwire.application.event_stream.subscription import Subscription
@@ -31,16 +31,19 @@ async def event_source(
     heartbeat: float = HEARTBEAT_SECONDS,
     *,
     follow: bool = True,
+    shown: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> AsyncIterator[str]:
     """The stream's text. A heartbeat waits on the gateway clock; a client that leaves
     cancels this (and the subscription with it); a gateway that closes ends it.
-    ``follow`` False: the events recorded now, then the end."""
+    ``follow`` False: the events recorded now, then the end. ``shown``: each event as
+    this subscriber gets it (a session-bound one: sealed ids, ``EventCursors``)."""
+    show = shown or (lambda event: event)
     yield ": sessionwire events\n\n"  # the headers and a first line, at once
     next_event: asyncio.Future[dict[str, Any]] | None = None
     try:
         if not follow:
             async for event in subscription.recorded():
-                yield sse_message(event)
+                yield sse_message(show(event))
             return
         while True:
             if next_event is None:
@@ -59,7 +62,7 @@ async def event_source(
             except StopAsyncIteration:
                 return
             next_event = None
-            yield sse_message(event)
+            yield sse_message(show(event))
     finally:
         if next_event is not None:
             next_event.cancel()

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sessionwire.application.library_logging import library_logger
+from sessionwire.domain.errors import SessionwireError
 
 # Beyond loopback a guessable token is the only guard: the CLI refuses shorter ones there.
 MIN_TOKEN_LENGTH = 32
@@ -40,7 +41,7 @@ OPERATOR = "operator"
 log = library_logger("sessionwire.http")
 
 
-class TokenFileError(ValueError):
+class TokenFileError(SessionwireError, ValueError):
     """A tokens file that cannot be used; the message says why (never the token)."""
 
 

@@ -38,6 +38,7 @@ from sessionwire.adapters.importers.history_import import (
     SourceSession,
 )
 from sessionwire.application.tools.params import friendly
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.transcript import (
     MAX_MESSAGE_BYTES,
     ROLES,
@@ -95,7 +96,7 @@ LinesRead = Callable[[int], None]
 """Told how many more transcript lines (messages and problems) have been read."""
 
 
-class Outside(ValueError):
+class Outside(SessionwireError, ValueError):
     """A path that leads out of the imported directory."""
 
 
@@ -445,6 +446,12 @@ def read_agent_database(
     A problem in a transcript row names ``<database>:transcript_events:<sessionId>`` as
     its file and the row's ``seq`` as its line.
     """
+    # The file (and the write-ahead log SQLite would read with it) is bounded as every
+    # other file an import reads: a database was read whatever its size.
+    for part in (path, path.with_name(path.name + "-wal")):
+        refused = _too_big(part) if part.exists() else None
+        if refused:
+            return [], [Problem(file=str(part), line=0, reason=f"database not read: {refused}")]
     try:
         connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as error:
@@ -452,14 +459,13 @@ def read_agent_database(
     try:
         # A crafted database's views and triggers never run: only its two tables are read.
         connection.execute("PRAGMA trusted_schema = OFF")
-        tables = {
-            name
-            for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
+        tables: dict[str, str | None] = dict(
+            connection.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table' "
                 "AND name IN ('session_entries', 'transcript_events')"
             )
-        }
-        if tables != {"session_entries", "transcript_events"}:
+        )
+        if set(tables) != {"session_entries", "transcript_events"}:
             return [], [
                 Problem(
                     file=str(path),
@@ -468,6 +474,9 @@ def read_agent_database(
                     "transcript_events tables",
                 )
             ]
+        refused = _computed_columns(connection, tables)
+        if refused:
+            return [], [Problem(file=str(path), line=0, reason=f"database not read: {refused}")]
         return _database_sessions(connection, path, agent_id, progress)
     except sqlite3.Error as error:
         return [], [Problem(file=str(path), line=0, reason=f"unreadable database: {error}")]
@@ -475,8 +484,29 @@ def read_agent_database(
         connection.close()
 
 
+def _computed_columns(connection: sqlite3.Connection, tables: dict[str, str | None]) -> str | None:
+    """Why the two tables cannot be read as plain stored rows, or None.
+
+    ``trusted_schema = OFF`` stops views, triggers and SQL functions in the schema, not a
+    generated column: reading one evaluates its expression (a crafted 12 KB file took
+    a gigabyte that way), and so does measuring it. OpenClaw's tables have none, and
+    no hidden column either (``PRAGMA table_xinfo``: 1 hidden in a virtual table, 2
+    and 3 generated), nor are they virtual tables (whose module computes every value)."""
+    for table, sql in sorted(tables.items()):
+        if (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+            return f"{table} is a virtual table, not OpenClaw's"
+        for column in connection.execute(f"PRAGMA table_xinfo({table})"):
+            name, hidden = column[1], column[6]
+            if hidden:
+                kind = "hidden" if hidden == 1 else "generated"
+                return f"{table}.{name} is a {kind} column, not OpenClaw's"
+    return None
+
+
 # Longer texts are not fetched: SQLite measures them, Python never holds them.
-_BOUNDED = "CASE WHEN length(CAST({0} AS BLOB)) > ? THEN NULL ELSE {0} END"
+_BOUNDED = "CASE WHEN length(CAST({0} AS BLOB)) > {1} THEN NULL ELSE {0} END"
+# A session key or id longer than this is no OpenClaw one (it is not fetched).
+MAX_KEY_BYTES = 4096
 
 
 def _database_sessions(
@@ -484,14 +514,24 @@ def _database_sessions(
 ) -> tuple[list[SourceSession], list[Problem]]:
     problems: list[Problem] = []
     sessions: list[SourceSession] = []
+    # Each value bounded before Python holds it, and the rows iterated, not fetched all
+    # at once: what a row costs is one row's.
     rows = connection.execute(
-        f"SELECT session_key, session_id, {_BOUNDED.format('entry_json')}, updated_at "
-        "FROM session_entries ORDER BY session_key",
-        (MAX_LINE_BYTES,),
-    ).fetchall()
+        f"SELECT {_BOUNDED.format('session_key', MAX_KEY_BYTES)}, "
+        f"{_BOUNDED.format('session_id', MAX_KEY_BYTES)}, "
+        f"{_BOUNDED.format('entry_json', MAX_LINE_BYTES)}, "
+        "CASE WHEN typeof(updated_at) = 'integer' THEN updated_at END "
+        "FROM session_entries ORDER BY session_key"
+    )
     for key, session_id, entry_json, updated_at in rows:
         if not isinstance(key, str) or not isinstance(session_id, str):
-            problems.append(Problem(file=str(path), line=0, reason="a row without its keys"))
+            problems.append(
+                Problem(
+                    file=str(path),
+                    line=0,
+                    reason=f"a row without its keys (text of at most {MAX_KEY_BYTES} bytes)",
+                )
+            )
             continue
         try:
             if entry_json is None:
@@ -523,13 +563,14 @@ def _database_transcript(
     where = f"{path}:transcript_events:{session_id}"
     lines = TranscriptLines(where, problems, progress=progress)
     rows = connection.execute(
-        f"SELECT seq, {_BOUNDED.format('event_json')} FROM transcript_events "
+        "SELECT CASE WHEN typeof(seq) = 'integer' THEN seq END, "
+        f"{_BOUNDED.format('event_json', MAX_LINE_BYTES)} FROM transcript_events "
         "WHERE session_id = ? ORDER BY seq",
-        (MAX_LINE_BYTES, session_id),
+        (session_id,),
     )
     for seq, text in rows:
         if not isinstance(seq, int):
-            lines.problem(0, f"seq {seq!r} is not a number")
+            lines.problem(0, "a seq that is not an integer")
             continue
         if text is None:
             lines.problem(seq, f"event longer than {MAX_LINE_BYTES} bytes")

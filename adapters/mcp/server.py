@@ -1,4 +1,4 @@
-"""The five session tools over the Model Context Protocol (the official ``mcp`` SDK),
+"""The session tools over the Model Context Protocol (the official ``mcp`` SDK),
 and the runs they start (adapters/mcp/runs.py, ADR 0026).
 
 One server speaks for one session: the requester is fixed when the server is built, and
@@ -55,7 +55,9 @@ log = library_logger("sessionwire.mcp")
 REFUSED = frozenset({"error", "forbidden"})
 # Hints for MCP hosts deciding what to confirm with a user: the reading tools change
 # nothing; sending and spawning start agent runs whose announces may reach a chat.
-READ_ONLY = frozenset({"sessions_list", "sessions_history", "agents_list"})
+READ_ONLY = frozenset({"sessions_list", "sessions_history", "agents_list", "session_status"})
+# subagents can cancel runs (and what they caused): a host should confirm it.
+DESTRUCTIVE = frozenset({"subagents"})
 HTTP_PATH = "/mcp"
 RUN_META = "sessionwire/run"
 
@@ -78,7 +80,7 @@ def tool_definitions(gateway: GatewayService) -> list[types.Tool]:
             inputSchema=schema["parameters"],
             annotations=types.ToolAnnotations(
                 readOnlyHint=schema["name"] in READ_ONLY,
-                destructiveHint=False,
+                destructiveHint=schema["name"] in DESTRUCTIVE,
                 idempotentHint=schema["name"] in READ_ONLY,
                 openWorldHint=schema["name"] not in READ_ONLY,
             ),

@@ -1,13 +1,16 @@
 """Runtime files for the command line: a JSON or YAML file naming the agents' runtime.
 
 ``{"rules": [...]}`` is a ScriptedRuntime script; ``{"openai": {...}}`` configures the
-OpenAI-compatible runtime (``OpenAIRuntimeConfig``'s keys, camelCase).
+OpenAI-compatible runtime (``OpenAIRuntimeConfig``'s keys, camelCase). Either may sit
+beside ``{"a2a": {"agents": {"<agentId>": {"url": ..., "token": ...}}}}``: those agents
+are remote A2A agents (adapters/runtimes/a2a_remote.py), the others run locally.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
@@ -27,6 +30,27 @@ def load_runtime(path: Path) -> AgentRuntime:
         )
     except (ValueError, yaml.YAMLError) as error:
         raise ValueError(f"runtime file {path} cannot be parsed: {error}") from error
+    if isinstance(data, dict) and "a2a" in data:
+        return _with_remote_agents(path, data)
+    return _local_runtime(path, data)
+
+
+def _with_remote_agents(path: Path, data: dict[str, Any]) -> AgentRuntime:
+    from pydantic import ValidationError
+    from sessionwire.adapters.runtimes.a2a_remote import A2ARemoteRuntime
+
+    section = data["a2a"]
+    if not isinstance(section, dict) or not isinstance(section.get("agents"), dict):
+        raise ValueError(f"runtime file {path}: a2a must hold agents: {{<agentId>: {{url}}}}")
+    rest = {key: value for key, value in data.items() if key != "a2a"}
+    local = _local_runtime(path, rest) if rest else None
+    try:
+        return A2ARemoteRuntime(section["agents"], local)
+    except ValidationError as error:
+        raise ValueError(f"runtime file {path}: a2a.agents: {error.errors()[0]['msg']}") from None
+
+
+def _local_runtime(path: Path, data: Any) -> AgentRuntime:
     if isinstance(data, dict) and set(data) == {"openai"} and isinstance(data["openai"], dict):
         return OpenAIRuntime(data["openai"])
     if isinstance(data, dict) and "rules" in data:

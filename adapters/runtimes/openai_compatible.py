@@ -30,6 +30,7 @@ from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.tools.schemas import tool_schemas
+from sessionwire.domain.errors import SessionwireError
 
 log = library_logger("sessionwire.openai_runtime")
 
@@ -39,7 +40,7 @@ ToolCaller = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """``(requester_key, tool_name, params) -> result``: a gateway's ``call_tool``."""
 
 
-class OpenAIRuntimeError(RuntimeError):
+class OpenAIRuntimeError(SessionwireError, RuntimeError):
     """A chat completion that did not succeed; the text is what the run records."""
 
 
@@ -134,8 +135,15 @@ class OpenAIRuntime(AgentRuntime):
                 messages.append(
                     {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
                 )
+                yielded = False
                 for call in calls:
-                    messages.append(await self._run_tool(request, call, bound))
+                    answered = await self._run_tool(request, call, bound)
+                    messages.append(answered)
+                    yielded = yielded or _yielded(call, answered)
+                if yielded:
+                    # sessions_yield ends the turn: the session is woken by a new one
+                    # (docs/yield.md); the model is not asked again in this turn.
+                    return _reply(message, answer, usage, self.config.model)
         raise OpenAIRuntimeError(
             f"the model still called tools after {self.config.max_tool_rounds} round(s)"
         )
@@ -283,6 +291,18 @@ def _first_message(answer: dict[str, Any]) -> dict[str, Any]:
         raise OpenAIRuntimeError("chat completion answer has no choices")
     message = choices[0].get("message")
     return message if isinstance(message, dict) else {}
+
+
+def _yielded(call: Any, answered: dict[str, Any]) -> bool:
+    """The call was sessions_yield and it yielded."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or function.get("name") != "sessions_yield":
+        return False
+    try:
+        result = json.loads(answered["content"])
+    except (TypeError, ValueError):
+        return False
+    return isinstance(result, dict) and result.get("status") == "yielded"
 
 
 def _reply(

@@ -4,7 +4,10 @@ A run is matched against the rules in order; the first rule whose given fields a
 wins (``agent`` exact, ``session`` glob, ``step`` exact, ``match`` regex search on the
 incoming message). ``reply`` may use ``{message}``, ``{session}`` and ``{turn}``;
 ``delaySeconds`` waits on the gateway clock; ``fail`` makes the run fail with that error.
-No rule matching gives an empty reply.
+``tools`` calls the gateway's tools from inside the turn, in order, before the reply
+(``{"tool": "sessions_spawn", "params": {"task": "…"}}``, then
+``{"tool": "sessions_yield"}``): a call that yields ends the calls. No rule matching
+gives an empty reply.
 
 ``match`` runs on what agents send, so it is bounded (Python's engine backtracks: ``a*a*x``
 took 6 s on 2,000 characters): at most one unbounded repeat, none nested inside another,
@@ -24,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sessionwire.application.config.gateway_config import describe_errors
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.run import RUN_STEPS
 
 MAX_MATCH_PATTERN = 256
@@ -82,8 +86,17 @@ def check_match_pattern(pattern: str) -> None:
         raise ValueError(f"match {pattern!r}: {problems[0]}")
 
 
-class ScriptError(ValueError):
+class ScriptError(SessionwireError, ValueError):
     """A script that cannot be used; the message names the rule and the field."""
+
+
+class ScriptedToolCall(BaseModel):
+    """One tool call a scripted turn makes (its JSON result is kept in ``tool_results``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class ScriptRule(BaseModel):
@@ -98,6 +111,7 @@ class ScriptRule(BaseModel):
     usage: dict[str, int] | None = None
     model: str | None = None
     fail: str | None = None
+    tools: list[ScriptedToolCall] = Field(default_factory=list)
 
     @field_validator("step")
     @classmethod
@@ -146,6 +160,8 @@ class ScriptedRuntime(AgentRuntime):
     def __init__(self, rules: list[ScriptRule]) -> None:
         self.rules = rules
         self.calls: list[RunRequest] = []
+        self.tool_results: list[tuple[str, str, dict[str, Any]]] = []
+        """(run id, tool, result) of every tool call a scripted turn made, in order."""
 
     @classmethod
     def from_dict(cls, script: dict[str, Any]) -> ScriptedRuntime:
@@ -191,6 +207,13 @@ class ScriptedRuntime(AgentRuntime):
             return RunReply(text="")
         if rule.delaySeconds > 0:
             await request.clock.sleep(rule.delaySeconds)
+        for call in rule.tools:
+            if request.call_tool is None:
+                raise RuntimeError(f"the gateway offers no tools to call {call.tool}")
+            result = await request.call_tool(call.tool, dict(call.params))
+            self.tool_results.append((request.run_id, call.tool, result))
+            if call.tool == "sessions_yield" and result.get("status") == "yielded":
+                break  # the turn ends here (sessions_yield)
         if rule.fail is not None:
             raise RuntimeError(rule.fail)
         return RunReply(text=rule.render(request), usage=rule.usage, model=rule.model)

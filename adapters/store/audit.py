@@ -17,7 +17,10 @@ from sessionwire.adapters.store.read_model_diff import (
     shadow_model,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
-from sessionwire.adapters.store.serialisation import aggregate_topics, event_classes
+from sessionwire.adapters.store.serialisation import (
+    aggregate_topics,
+    known_event_class,
+)
 from sessionwire.application.ports.audit_log import (
     AuditLog,
     CheckedRecord,
@@ -35,6 +38,7 @@ from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import RunYield, RunYieldState
 from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
@@ -45,6 +49,7 @@ _WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
     "run": (Run, RunState),
     "spawn": (Spawn, SpawnState),
     "exchange": (Exchange, ExchangeState),
+    "yield": (RunYield, RunYieldState),
 }
 
 
@@ -156,6 +161,12 @@ class StoreAuditLog(AuditLog):
         with self._reading() as cursor:
             return self.chain.stream_records_linked(cursor, ids)
 
+    def session_keys(self) -> list[str]:
+        model = self.store.read_model
+        with self._reading() as cursor:
+            cursor.execute(f"SELECT key FROM {model.sessions} ORDER BY key")
+            return [str(found["key"]) for found in cursor.fetchall()]
+
     def decode(self, record: StoredRecord) -> DomainEvent:
         event = self._one_pass(record.content)
         if event is not None:
@@ -205,7 +216,7 @@ class StoreAuditLog(AuditLog):
         """The event class a topic names, when its records can take the one pass."""
         if topic not in self._one_pass_classes:
             mapper = self.store.app.mapper
-            cls = event_classes().get(topic)
+            cls = known_event_class(topic)
             plain = (
                 cls is not None
                 and getattr(cls, "class_version", 1) == 1
@@ -218,6 +229,10 @@ class StoreAuditLog(AuditLog):
     def transcript_rows(self, session: UUID, first: int, last: int) -> dict[int, str]:
         model = self.store.read_model
         m = model.m
+        if model.transcript_in_log:
+            # Storage v3: the message is stored once, in the event; there is no second
+            # copy to tell an edited message of a batch from the others by.
+            return {}
         with self._reading() as cursor:
             cursor.execute(
                 f"SELECT seq, message FROM {model.transcript} WHERE session = {m} "

@@ -23,12 +23,12 @@ from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
-    BATCH_TOPIC,
     ChainLink,
     LogHead,
     RecordContent,
     Seal,
     first_version,
+    is_batch,
     seal,
     stream_links,
 )
@@ -57,6 +57,9 @@ class LogTables:
     # one before them is in flight).
     xact_column: str | None = None
     final: str | None = None
+    # Storage v3 on SQLite (ADR 0036): an inserted record's (role, body) history columns,
+    # from its topic and bytes.
+    history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
 
 
 def _uuid(value: Any) -> UUID:
@@ -190,12 +193,20 @@ class SqlChain:
     def checkpoint_statements(self) -> list[str]:
         """The signed checkpoints (ADR 0016 §3): a table of their own, never rewritten."""
         t = self.t
-        return [
+        statements = [
             f"CREATE TABLE IF NOT EXISTS {t.checkpoints} (id {t.serial_key}, "
             f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
             f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
-            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL)"
+            f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL, "
+            f"sessions_root {t.blob_type})"
         ]
+        if t.xact_column:
+            # PostgreSQL: a table made before the sessions' membership was signed (ADR
+            # 0036 §7) gets the column (SQLite: sqlite.py adds it when missing).
+            statements.append(
+                f"ALTER TABLE {t.checkpoints} ADD COLUMN IF NOT EXISTS sessions_root {t.blob_type}"
+            )
+        return statements
 
     # Writes ---------------------------------------------------------------------------
 
@@ -362,7 +373,8 @@ class SqlChain:
         statement = checkpoint.statement
         cursor.execute(
             f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
-            f"public_key, signature) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            f"public_key, signature, sessions_root) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
             (
                 statement.log_size,
                 statement.log_hash,
@@ -371,6 +383,7 @@ class SqlChain:
                 statement.key_id,
                 checkpoint.public_key,
                 checkpoint.signature,
+                statement.sessions_root,
             ),
             **self.write_options,
         )
@@ -420,8 +433,8 @@ class SqlChain:
         """The latest ``limit`` recorded checkpoints, newest first."""
         m = self.t.marker
         cursor.execute(
-            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature "
-            f"FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
+            "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "
+            f"sessions_root FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
             (limit,),
         )
         return [
@@ -432,6 +445,9 @@ class SqlChain:
                     heads_root=bytes(row["heads_root"]),
                     time=row["time"],
                     key_id=row["key_id"],
+                    sessions_root=(
+                        None if row["sessions_root"] is None else bytes(row["sessions_root"])
+                    ),
                 ),
                 public_key=bytes(row["public_key"]),
                 signature=bytes(row["signature"]),
@@ -482,7 +498,7 @@ class SqlChain:
         # its first one, not the version before its own (the join above).
         return [
             self._batch_predecessor(cursor, found)
-            if found.record.content.topic == BATCH_TOPIC
+            if is_batch(found.record.content.topic)
             else found
             for found in checked
         ]
@@ -662,27 +678,18 @@ class SqlChain:
 
     def insert_record(self, cursor: Cursor, record: StoredRecord) -> None:
         """An event at its original position (import into an empty store)."""
-        t, m = self.t, self.t.marker
-        content = record.content
-        cursor.execute(
-            f"INSERT INTO {t.events} ({t.position}, originator_id, originator_version, topic, "
-            f"state) VALUES ({m}, {m}, {m}, {m}, {m})",
-            (
-                record.notification_id,
-                t.to_db_id(content.originator_id),
-                content.originator_version,
-                content.topic,
-                content.state,
-            ),
-            **self.write_options,
-        )
+        self.insert_records(cursor, [record])
 
     def insert_records(self, cursor: Cursor, records: Sequence[StoredRecord]) -> None:
-        """``insert_record`` for a batch, in one statement."""
+        """Events at their original positions (an import's batch), in one statement."""
         t, m = self.t, self.t.marker
+        columns = "originator_id, originator_version, topic, state"
+        if t.history_columns is not None:
+            columns += ", role, body, provenance"
+        marks = ", ".join([m] * (2 + columns.count(",")))
+        history = t.history_columns
         cursor.executemany(
-            f"INSERT INTO {t.events} ({t.position}, originator_id, originator_version, topic, "
-            f"state) VALUES ({m}, {m}, {m}, {m}, {m})",
+            f"INSERT INTO {t.events} ({t.position}, {columns}) VALUES ({marks})",
             [
                 (
                     record.notification_id,
@@ -690,6 +697,11 @@ class SqlChain:
                     record.content.originator_version,
                     record.content.topic,
                     record.content.state,
+                    *(
+                        ()
+                        if history is None
+                        else history(record.content.topic, record.content.state)
+                    ),
                 )
                 for record in records
             ],

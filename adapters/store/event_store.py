@@ -45,11 +45,13 @@ from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
 
@@ -63,11 +65,14 @@ SAVE_ID_KEY = "save_id"
 # ... and the fence of the session lease the save was made under, if any.
 FENCE_KEY = "fence"
 LOG_PAGE = 500
+BATCHES_AS_ROWS = True
+"""Storage v3 (ADR 0036): a batch of messages is stored one row per message. False stores
+it as v2 did, one record for the batch: tests of what an upgraded v2 store holds."""
 WRITE_CACHE_SIZE = 10_000
 ANALYZE_FIRST_AT = 1_000
 
 
-class StoreURLError(ValueError):
+class StoreURLError(SessionwireError, ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
 
 
@@ -157,7 +162,7 @@ def _save_options(changes: ReadModelChanges, fence: Fence | None, save_id: UUID)
     return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id, FENCE_KEY: fence}
 
 
-class WriterClosed(RuntimeError):
+class WriterClosed(SessionwireError, RuntimeError):
     """A save submitted after the store was closed."""
 
 
@@ -214,6 +219,9 @@ class StoreBackend(SessionLocks, ABC):
     """Where the store is, printable (no password)."""
     seals_as_it_writes: bool = False
     """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
+    writes_v3_records: bool = False
+    """Short topics and messages stored message first (ADR 0036); False keeps the v2
+    encoding that v2 gateways beside this one can read (PostgreSQL, for now)."""
 
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)
@@ -284,6 +292,8 @@ class EventSourcedStore(Store):
         except BaseException:
             self.backend.release_writer()
             raise
+        # Storage v3's records where the backend's tables are v3 (ADR 0036).
+        self.app.mapper.short_topics = self.backend.writes_v3_records  # type: ignore[attr-defined]
         recorder = self.app.recorder
         assert isinstance(recorder, RecordsReadModels)
         self.recorder = recorder
@@ -481,7 +491,16 @@ class EventSourcedStore(Store):
         self.hold_writer()
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
-        return [to_stored(event) for event in events], changes, uuid4()
+        stored: list[StoredEvent] = []
+        for event in events:
+            if BATCHES_AS_ROWS and isinstance(event, Session.MessagesAppended):
+                # Storage v3 (ADR 0036): one row per message. The batch is one domain
+                # event, saved all or nothing; it is stored as the single appends it
+                # stands for (ADR 0025), so each message has its own row, hash and line.
+                stored.extend(to_stored(single) for single in event.as_single_appends())
+            else:
+                stored.append(to_stored(event))
+        return stored, changes, uuid4()
 
     def _failed(self, changes: ReadModelChanges) -> None:
         for row in changes.rows.values():
@@ -628,6 +647,14 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.read_model.transcript_tail(
                 cursor, session, limit=limit, include_tools=include_tools
+            )
+
+    def transcript_page(
+        self, session: UUID, *, offset: int, limit: int, include_tools: bool
+    ) -> TranscriptPage:
+        with self.reading() as cursor:
+            return self.read_model.transcript_page(
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools
             )
 
     def log_position(self) -> int:

@@ -25,10 +25,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sessionwire.domain.errors import SessionwireError
+
 ENV = "SESSIONWIRE_LOOP_GUARD"
 
 
-class SqlOnLoopThread(AssertionError):
+class SqlOnLoopThread(SessionwireError, AssertionError):
     """A database connection was taken on the event loop's thread."""
 
 

@@ -28,11 +28,13 @@ from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import Telemetry
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.errors import SessionwireError
 
 T = TypeVar("T")
 
@@ -41,7 +43,7 @@ READER_THREADS = 4
 for these, its save threads (4), the sealer and lease statements."""
 
 
-class StoreClosed(RuntimeError):
+class StoreClosed(SessionwireError, RuntimeError):
     """A read asked for after the store was closed."""
 
 
@@ -125,6 +127,19 @@ class OffLoopStore(AsyncStore):
     async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         return await self._off_loop(
             partial(self._store.transcript, session, limit=limit, include_tools=include_tools)
+        )
+
+    async def transcript_page(
+        self, session: UUID, *, offset: int, limit: int, include_tools: bool
+    ) -> TranscriptPage:
+        return await self._off_loop(
+            partial(
+                self._store.transcript_page,
+                session,
+                offset=offset,
+                limit=limit,
+                include_tools=include_tools,
+            )
         )
 
     async def run(self, run_id: str) -> StoredRun | None:

@@ -5,6 +5,7 @@ into memory), then swapped in or dropped."""
 from __future__ import annotations
 
 from sessionwire.adapters.store.read_models import (
+    HOT_COLUMNS,
     RUN_ROW_COLUMNS,
     SESSION_COLUMNS,
     WORK_ROW_COLUMNS,
@@ -37,6 +38,8 @@ def shadow_model(live: SqlReadModel) -> SqlReadModel:
         kind_of=live.kind_of,
         write_options=live.write_options,
         name_prefix=SHADOW,
+        transcript_in_log=live.transcript_in_log,
+        session_columns=live.session_columns,
     )
 
 
@@ -45,7 +48,7 @@ def drop_statements(model: SqlReadModel) -> list[str]:
         f"DROP TABLE IF EXISTS {table}"
         for table in (
             model.sessions,
-            model.transcript,
+            *([] if model.transcript_in_log else [model.transcript]),
             model.work_table,
             model.streams_table,
             model.runs_table,
@@ -83,7 +86,12 @@ def compare_and_replace(
 ) -> dict[str, TableDifference]:
     """Differences per table; with ``replace`` the rebuilt rows become the live ones."""
     differences: dict[str, TableDifference] = {}
-    for name, (attribute, keys, values) in _TABLES.items():
+    for name, (attribute, keys, listed) in _TABLES.items():
+        if attribute == "transcript" and live.transcript_in_log:
+            continue  # the log's own rows (storage v3): nothing projected to compare
+        values = listed
+        if attribute == "sessions" and live.session_columns:
+            values = [*listed, *HOT_COLUMNS]
         live_table = getattr(live, attribute)
         rebuilt_table = getattr(rebuilt, attribute)
         differences[name] = _difference(cursor, live_table, rebuilt_table, keys, values)

@@ -14,11 +14,13 @@ from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
+from sessionwire.adapters.store.serialisation import transcript_lines
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.application.projection import ReadModelChanges, RunRow
@@ -28,6 +30,46 @@ from sessionwire.domain.session import SessionState, to_millis
 SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
     "version, created_on, modified_on, state"
+)
+# Storage v3 (ADR 0036, SQLite): the fields a message changes are columns of their own,
+# so an append is a narrow UPDATE of those that changed; the ``state`` JSON holds the
+# other fields and is written only when one of them changes.
+HOT_FIELDS = (
+    "updated_at",
+    "message_count",
+    "channel",
+    "chat_type",
+    "display_name",
+    "last_channel",
+    "last_to",
+    "last_account_id",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+)
+HOT_TYPES = {
+    "updated_at": "BIGINT NOT NULL",
+    "message_count": "BIGINT",
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "total_tokens": "BIGINT",
+}
+HOT_COLUMNS = tuple(name for name in HOT_FIELDS if name != "updated_at")
+# The fields the row keeps in columns (so not in its JSON, with session columns).
+ROW_FIELDS = frozenset({"label", "status", *HOT_FIELDS})
+_JSON_EXCLUDED: set[str] = set(ROW_FIELDS)
+
+
+# A v3 message's transcript line, sliced from its stored bytes in SQL (ADR 0036): the
+# message's JSON at offset 11 (1-based 12) of ``body`` bytes, with its provenance (stored
+# after it, in the reader's shape) appended as the line's last field when it has one.
+ALL_LINES = 2**62
+"""A limit no session reaches: every line of a session's view."""
+_LINE = (
+    "CASE WHEN provenance IS NULL THEN CAST(substr(state, 12, body) AS TEXT) "
+    "ELSE CAST(substr(state, 12, body - 1) AS TEXT) || ',\"provenance\":' "
+    "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
 )
 
 
@@ -47,8 +89,13 @@ class SqlReadModel:
         kind_of: Any,
         write_options: dict[str, Any],
         name_prefix: str = "",
+        transcript_in_log: bool = False,
+        session_columns: bool = False,
     ) -> None:
         self.m = marker
+        # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
+        # no table of its own is written, and history reads the events.
+        self.transcript_in_log = transcript_in_log
         # Options for every write (psycopg: prepare, see PostgresSessionRecorder).
         self.write_options = write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
@@ -60,15 +107,21 @@ class SqlReadModel:
         self.streams_table = f"{prefix}{name_prefix}sw_session_streams"
         self.runs_table = f"{prefix}{name_prefix}sw_runs"
         self.prefix = prefix
+        self.session_columns = session_columns
         m = marker
+        hot = "".join(f", {name}" for name in HOT_COLUMNS) if session_columns else ""
+        self.session_select = SESSION_COLUMNS + hot
+        count = 13 + (len(HOT_COLUMNS) if session_columns else 0)
         self.insert_session = (
-            f"INSERT INTO {self.sessions} ({SESSION_COLUMNS}) VALUES ({', '.join([m] * 13)})"
+            f"INSERT INTO {self.sessions} ({self.session_select}) VALUES ({', '.join([m] * count)})"
         )
         # An existing row only changes these columns (key, ids and kind never change).
+        hot_set = "".join(f", {name}={m}" for name in HOT_COLUMNS) if session_columns else ""
         self.update_session = (
             f"UPDATE {self.sessions} SET label={m}, status={m}, updated_at={m}, version={m}, "
-            f"modified_on={m}, state={m} WHERE id={m}"
+            f"modified_on={m}, state={m}{hot_set} WHERE id={m}"
         )
+        self._narrow: dict[frozenset[str], str] = {}
         self.insert_message = (
             f"INSERT INTO {self.transcript} (session, seq, role, message) "
             f"VALUES ({m}, {m}, {m}, {m})"
@@ -111,7 +164,8 @@ class SqlReadModel:
             "id TEXT PRIMARY KEY, key TEXT NOT NULL, session_id TEXT NOT NULL, "
             "agent_id TEXT NOT NULL, kind TEXT NOT NULL, label TEXT, spawned_by TEXT, "
             "status TEXT NOT NULL, updated_at BIGINT NOT NULL, version BIGINT NOT NULL, "
-            "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL)",
+            "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL"
+            f"{self.hot_column_definitions()})",
             # The label rides along so the console's search filters on the index entry
             # before reading the row (stores made before keep the narrower index).
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_recent ON {self.sessions} "
@@ -119,9 +173,7 @@ class SqlReadModel:
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_session_id ON {self.sessions} "
             "(session_id)",
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_label ON {self.sessions} (label)",
-            f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
-            "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
-            "message TEXT NOT NULL, PRIMARY KEY (session, seq))",
+            *self.transcript_create_statements(),
             f"CREATE TABLE IF NOT EXISTS {self.work_table} ("
             "id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, "
             "session_key TEXT NOT NULL, position BIGINT NOT NULL, version BIGINT NOT NULL, "
@@ -134,6 +186,43 @@ class SqlReadModel:
             "session_key TEXT NOT NULL, stream_id TEXT NOT NULL, kind TEXT NOT NULL, "
             "PRIMARY KEY (session_key, stream_id))",
             *self.runs_create_statements(),
+        ]
+
+    def hot_column_definitions(self) -> str:
+        if not self.session_columns:
+            return ""
+        return "".join(f", {name} {HOT_TYPES.get(name, 'TEXT')}" for name in HOT_COLUMNS)
+
+    def _state_json(self, state: SessionState) -> str:
+        if self.session_columns:
+            return state.model_dump_json(exclude=_JSON_EXCLUDED)
+        return state.model_dump_json()
+
+    def _hot_values(self, state: SessionState) -> tuple[Any, ...]:
+        if not self.session_columns:
+            return ()
+        return tuple(getattr(state, name) for name in HOT_COLUMNS)
+
+    def _narrow_update(self, changed: frozenset[str]) -> str:
+        """``UPDATE`` of the version, the modification time and the ``changed`` columns."""
+        statement = self._narrow.get(changed)
+        if statement is None:
+            m = self.m
+            ordered = [name for name in ("label", "status", *HOT_FIELDS) if name in changed]
+            assigned = "".join(f", {name}={m}" for name in ordered)
+            statement = (
+                f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned} WHERE id={m}"
+            )
+            self._narrow[changed] = statement
+        return statement
+
+    def transcript_create_statements(self) -> list[str]:
+        if self.transcript_in_log:
+            return []
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.transcript} ("
+            "session TEXT NOT NULL, seq BIGINT NOT NULL, role TEXT NOT NULL, "
+            "message TEXT NOT NULL, PRIMARY KEY (session, seq))"
         ]
 
     def runs_create_statements(self) -> list[str]:
@@ -159,7 +248,7 @@ class SqlReadModel:
 
     def drop_statements(self) -> list[str]:
         return [
-            f"DELETE FROM {self.transcript}",
+            *([] if self.transcript_in_log else [f"DELETE FROM {self.transcript}"]),
             f"DELETE FROM {self.sessions}",
             f"DELETE FROM {self.work_table}",
             f"DELETE FROM {self.streams_table}",
@@ -188,7 +277,20 @@ class SqlReadModel:
                         row.version,
                         row.created_on_iso,
                         row.modified_on_iso,
-                        state.model_dump_json(),
+                        self._state_json(state),
+                        *self._hot_values(state),
+                    ),
+                )
+            elif self.session_columns and row.changed is not None and row.changed <= ROW_FIELDS:
+                # A message (or a label or status change): its own columns only.
+                ordered = [n for n in ("label", "status", *HOT_FIELDS) if n in row.changed]
+                execute(
+                    self._narrow_update(row.changed),
+                    (
+                        row.version,
+                        row.modified_on_iso,
+                        *(getattr(state, name) for name in ordered),
+                        row.id.hex,
                     ),
                 )
             else:
@@ -200,11 +302,14 @@ class SqlReadModel:
                         state.updated_at,
                         row.version,
                         row.modified_on_iso,
-                        state.model_dump_json(),
+                        self._state_json(state),
+                        *self._hot_values(state),
                         row.id.hex,
                     ),
                 )
-        if len(changes.transcript) > 1:
+        if self.transcript_in_log:
+            pass  # the events just inserted are the transcript (storage v3)
+        elif len(changes.transcript) > 1:
             # Many single appends at once (an import, a rebuild): one statement.
             cursor.executemany(
                 self.insert_message,
@@ -216,7 +321,7 @@ class SqlReadModel:
                     self.insert_message,
                     (entry.session.hex, entry.seq, entry.role, entry.message_json),
                 )
-        if changes.transcript_rows:
+        if changes.transcript_rows and not self.transcript_in_log:
             # Batches of messages: one statement for all their rows.
             cursor.executemany(self.insert_message, changes.transcript_rows)
         for work in changes.work.values():
@@ -354,20 +459,20 @@ class SqlReadModel:
 
     def session(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} WHERE id = {self.m}",
+            f"SELECT {self.session_select} FROM {self.sessions} WHERE id = {self.m}",
             (aggregate_id.hex,),
         )
         found = cursor.fetchone()
-        return None if found is None else stored_session(found)
+        return None if found is None else self.stored_session(found)
 
     def sessions_where(self, cursor: Cursor, column: str, value: str) -> list[StoredSession]:
         assert column in {"session_id", "label"}
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} "
+            f"SELECT {self.session_select} FROM {self.sessions} "
             f"WHERE {column} = {self.m} AND status = 'active' ORDER BY key",
             (value,),
         )
-        return [stored_session(found) for found in cursor.fetchall()]
+        return [self.stored_session(found) for found in cursor.fetchall()]
 
     def list_sessions(self, cursor: Cursor, query: SessionQuery) -> list[StoredSession]:
         m = self.m
@@ -395,11 +500,11 @@ class SqlReadModel:
             params.extend(sorted(query.exclude_keys))
         params.append(query.limit)
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} WHERE {' AND '.join(where)} "
+            f"SELECT {self.session_select} FROM {self.sessions} WHERE {' AND '.join(where)} "
             f"ORDER BY updated_at DESC, key LIMIT {m}",
             params,
         )
-        return [stored_session(found) for found in cursor.fetchall()]
+        return [self.stored_session(found) for found in cursor.fetchall()]
 
     def session_page(self, cursor: Cursor, page: SessionPage) -> list[StoredSession]:
         m = self.m
@@ -427,11 +532,11 @@ class SqlReadModel:
         params.append(page.limit)
         condition = f"WHERE {' AND '.join(where)} " if where else ""
         cursor.execute(
-            f"SELECT {SESSION_COLUMNS} FROM {self.sessions} {condition}"
+            f"SELECT {self.session_select} FROM {self.sessions} {condition}"
             f"ORDER BY updated_at DESC, key LIMIT {m}",
             params,
         )
-        return [stored_session(found) for found in cursor.fetchall()]
+        return [self.stored_session(found) for found in cursor.fetchall()]
 
     def recent_work(
         self, cursor: Cursor, kind: str, limit: int, status: str | None, before: int | None
@@ -489,6 +594,8 @@ class SqlReadModel:
     def transcript_tail(
         self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
     ) -> list[str]:
+        if self.transcript_in_log:
+            return self._log_tail(cursor, aggregate_id, limit=limit, include_tools=include_tools)
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
@@ -498,6 +605,158 @@ class SqlReadModel:
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()
         return messages
+
+    def transcript_page(
+        self,
+        cursor: Cursor,
+        aggregate_id: UUID,
+        *,
+        offset: int,
+        limit: int,
+        include_tools: bool,
+    ) -> TranscriptPage:
+        if self.transcript_in_log:
+            return self._log_page(
+                cursor, aggregate_id, offset=offset, limit=limit, include_tools=include_tools
+            )
+        role_filter = "" if include_tools else "AND role <> 'toolResult' "
+        session = aggregate_id.hex
+        cursor.execute(
+            f"SELECT COUNT(*) AS n FROM {self.transcript} WHERE session = {self.m} {role_filter}",
+            (session,),
+        )
+        total = int(cursor.fetchone()["n"])
+        if offset >= total or limit <= 0:
+            # Past the end: nothing to read (and an offset beyond 64 bits never reaches SQL).
+            return TranscriptPage(messages=[], total=total)
+        cursor.execute(
+            f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
+            f"ORDER BY seq DESC LIMIT {self.m} OFFSET {self.m}",
+            (session, limit, offset),
+        )
+        messages = [found["message"] for found in cursor.fetchall()]
+        messages.reverse()
+        return TranscriptPage(messages=messages, total=total)
+
+    def _log_page(
+        self,
+        cursor: Cursor,
+        aggregate_id: UUID,
+        *,
+        offset: int,
+        limit: int,
+        include_tools: bool,
+    ) -> TranscriptPage:
+        """``transcript_page`` from the session's message rows (storage v3): one row a
+        line, paged in SQL; an upgraded store's v2 rows (a batch holds several lines)
+        make the count and the page come from the decoded view instead."""
+        role_filter = "" if include_tools else "AND role <> 'toolResult' "
+        session = aggregate_id.hex
+        cursor.execute(
+            f"SELECT COUNT(*), COUNT(body) FROM stored_events "
+            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}",
+            (session,),
+        )
+        rows, one_line_rows = (int(value) for value in cursor.fetchone())
+        if rows != one_line_rows:
+            lines = self._log_tail(
+                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools
+            )
+            total = len(lines)
+            if offset >= total or limit <= 0:
+                return TranscriptPage(messages=[], total=total)
+            end = total - offset
+            return TranscriptPage(messages=lines[max(0, end - limit) : end], total=total)
+        if offset >= rows or limit <= 0:
+            # Past the end: nothing to read (and an offset beyond 64 bits never reaches SQL).
+            return TranscriptPage(messages=[], total=rows)
+        cursor.execute(
+            f"SELECT {_LINE} FROM stored_events "
+            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}"
+            f"ORDER BY originator_version DESC LIMIT {self.m} OFFSET {self.m}",
+            (session, limit, offset),
+        )
+        messages = [found[0] for found in cursor.fetchall()]
+        messages.reverse()
+        return TranscriptPage(messages=messages, total=rows)
+
+    def _log_tail(
+        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+    ) -> list[str]:
+        """The newest ``limit`` lines from the session's message rows (storage v3): the
+        primary key (originator_id, originator_version) read backwards. A row is one line,
+        except a batch of messages; pages are read until ``limit`` lines are found."""
+        role_filter = "" if include_tools else "AND role <> 'toolResult' "
+        newest_first: list[str] = []
+        below: int | None = None
+        while len(newest_first) < limit:
+            bound = "" if below is None else f"AND originator_version < {self.m} "
+            wanted = limit - len(newest_first)
+            cursor.execute(
+                f"SELECT originator_version, {_LINE} FROM stored_events "
+                f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
+                f"ORDER BY originator_version DESC LIMIT {self.m}",
+                (aggregate_id.hex, *([] if below is None else [below]), wanted),
+            )
+            rows = cursor.fetchall()
+            for row in rows:
+                if row[1] is not None:
+                    newest_first.append(row[1])
+                    continue
+                # A v2-layout message or batch (an upgraded store): decoded.
+                lines = self._decoded_lines(cursor, aggregate_id, int(row[0]))
+                for role, line in reversed(lines):
+                    if include_tools or role != "toolResult":
+                        newest_first.append(line)
+            if len(rows) < wanted:
+                break
+            below = int(rows[-1][0])
+        del newest_first[limit:]
+        newest_first.reverse()
+        return newest_first
+
+    def _decoded_lines(
+        self, cursor: Cursor, aggregate_id: UUID, version: int
+    ) -> list[tuple[str, str]]:
+        cursor.execute(
+            f"SELECT topic, state FROM stored_events WHERE originator_id = {self.m} "
+            f"AND originator_version = {self.m}",
+            (aggregate_id.hex, version),
+        )
+        found = cursor.fetchone()
+        return transcript_lines(aggregate_id, version, found[0], bytes(found[1]), None)
+
+    def stored_session(self, found: Any) -> StoredSession:
+        if not self.session_columns:
+            return stored_session(found)
+        fields = json.loads(found["state"])
+        for name in ("label", "status", "updated_at"):
+            fields[name] = found[name]
+        for name in HOT_COLUMNS:
+            fields[name] = found[name]
+        return StoredSession(
+            id=UUID(found["id"]),
+            version=int(found["version"]),
+            created_on=datetime.fromisoformat(found["created_on"]),
+            modified_on=datetime.fromisoformat(found["modified_on"]),
+            state=SessionState.model_validate(fields),
+        )
+
+    def _log_transcript(self, cursor: Cursor) -> list[tuple[object, ...]]:
+        """Every message row of the log as a v2 transcript row (session, seq, role, line),
+        for snapshots and comparisons: a batch gives one row per message."""
+        cursor.execute(
+            "SELECT originator_id, originator_version, topic, state, body, role "
+            "FROM stored_events WHERE role IS NOT NULL ORDER BY originator_id, originator_version"
+        )
+        rows: list[tuple[object, ...]] = []
+        for found in cursor.fetchall():
+            session, version = str(found[0]), int(found[1])
+            lines = transcript_lines(UUID(session), version, found[2], bytes(found[3]), found[4])
+            first = version - len(lines) + 1
+            for index, (role, line) in enumerate(lines):
+                rows.append((session, first + index, role or found[5], line))
+        return rows
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
         cursor.execute(
@@ -533,12 +792,19 @@ class SqlReadModel:
         return [stored_run(found) for found in cursor.fetchall()]
 
     def snapshot(self, cursor: Cursor) -> dict[str, list[tuple[object, ...]]]:
-        cursor.execute(f"SELECT {SESSION_COLUMNS} FROM {self.sessions} ORDER BY id")
-        sessions = [tuple(found[c] for c in _column_names()) for found in cursor.fetchall()]
-        cursor.execute(
-            f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
-        )
-        transcript = [(f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()]
+        cursor.execute(f"SELECT {self.session_select} FROM {self.sessions} ORDER BY id")
+        names = [name.strip() for name in self.session_select.split(",")]
+        sessions = [tuple(found[c] for c in names) for found in cursor.fetchall()]
+        transcript: list[tuple[object, ...]] = []
+        if self.transcript_in_log:
+            transcript = self._log_transcript(cursor)
+        else:
+            cursor.execute(
+                f"SELECT session, seq, role, message FROM {self.transcript} ORDER BY session, seq"
+            )
+            transcript = [
+                (f["session"], f["seq"], f["role"], f["message"]) for f in cursor.fetchall()
+            ]
         columns = ", ".join(WORK_ROW_COLUMNS)
         cursor.execute(f"SELECT {columns} FROM {self.work_table} ORDER BY position")
         work = [tuple(found[c] for c in WORK_ROW_COLUMNS) for found in cursor.fetchall()]
@@ -561,10 +827,6 @@ class SqlReadModel:
 def escape_like(text: str) -> str:
     """``text`` matched literally inside a LIKE pattern (``!`` is the escape character)."""
     return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
-
-
-def _column_names() -> Sequence[str]:
-    return [name.strip() for name in SESSION_COLUMNS.split(",")]
 
 
 WORK_COLUMNS = "id, kind, version, created_on, modified_on, state"

@@ -8,10 +8,23 @@ back): a message's ``null`` usage, model and origin fields were a third of its e
 Records written before that keep every field; both read the same. An upcaster
 (``upcast_vN_vN+1``) must therefore not expect a defaulted field to be present.
 
-A stored topic names a module to import (``module:Class``), so it is looked up only among
-sessionwire's own events: a crafted record (an edited store, an imported export) can never
-make the mapper import an arbitrary module. The same holds for the aggregate topic a
-creation event carries, which eventsourcing resolves when the event builds its aggregate.
+A stored topic is looked up only among sessionwire's own events: a crafted record (an
+edited store, an imported export) can never make the mapper import an arbitrary module.
+The same holds for the aggregate topic a creation event carries, which eventsourcing
+resolves when the event builds its aggregate.
+
+Storage v3 (ADR 0036) writes every topic as its short code, the event's qualified class
+name (``Session.MessageAppended``); records written before keep their long topic
+(``sessionwire.domain.session:Session.MessageAppended``): the stream hash covers the
+topic as stored, so old records are never rewritten, and both read alike.
+
+A message (``Session.MessageAppended`` under its short code) is stored message first:
+``{"message":LINE,"provenance":PROV,"timestamp":…}``, where LINE is the message's JSON
+and PROV its provenance in the shape ``sessions_history`` shows (``Provenance.for_reader``,
+which ``Provenance`` also reads). The row keeps LINE's length (``StoredMessage.body``):
+history reads the line as a slice of the stored bytes (PROV appended to it when there is
+one), so one encoding of a message serves the row, the hash and the history, and the
+event decodes with plain validation.
 """
 
 from __future__ import annotations
@@ -19,19 +32,29 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
+from uuid import UUID
 
 import sessionwire.domain
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 from pydantic import BaseModel
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.errors import SessionwireError
 
 _COORDINATES = {"originator_id", "originator_version"}
+# A message's fields besides the line (the provenance is inside the line).
+_MESSAGE_REST = {"originator_id", "originator_version", "message", "provenance"}
+_MESSAGE_HEAD = b'{"message":'
+MESSAGE_BODY_OFFSET = len(_MESSAGE_HEAD)
+"""Where the transcript line starts in a v3 message's stored bytes (0-based)."""
+_PROVENANCE = b',"provenance":'
+_DECODER = json.JSONDecoder()
 
 
-class UnknownTopic(MapperDeserialisationError):
+class UnknownTopic(SessionwireError, MapperDeserialisationError):
     """A stored record whose topic is not one of sessionwire's events."""
 
 
@@ -49,6 +72,30 @@ def event_classes() -> dict[str, type[Aggregate.Event]]:
 
 
 @cache
+def topic_codes() -> dict[type[Aggregate.Event], str]:
+    """Each event class's short code: its qualified name (``Session.MessageAppended``)."""
+    codes = {cls: cls.__qualname__ for cls in event_classes().values()}
+    assert len(set(codes.values())) == len(codes), "two events share a short code"
+    return codes
+
+
+@cache
+def _by_code() -> dict[str, type[Aggregate.Event]]:
+    return {code: cls for cls, code in topic_codes().items()}
+
+
+def message_code() -> str:
+    return "Session.MessageAppended"
+
+
+def long_topic(topic: str) -> str:
+    """The long form (``module:Class``) of a stored topic, short or long; an unknown one
+    as it is."""
+    found = _by_code().get(topic)
+    return get_topic(found) if found is not None else topic
+
+
+@cache
 def aggregate_topics() -> frozenset[str]:
     return frozenset(get_topic(cls) for cls in _subclasses(Aggregate))
 
@@ -62,9 +109,14 @@ def _subclasses(cls: type) -> list[type]:
     return found
 
 
+def known_event_class(topic: str) -> type[Aggregate.Event] | None:
+    """The event class a stored topic (short or long) names, or None."""
+    return _by_code().get(topic) or event_classes().get(topic)
+
+
 def event_class(topic: str) -> type[Aggregate.Event]:
     """The event class a stored topic names; UnknownTopic for anything else."""
-    found = event_classes().get(topic)
+    found = known_event_class(topic)
     if found is None:
         raise UnknownTopic(f"{topic!r} is not a sessionwire event topic")
     return found
@@ -78,9 +130,88 @@ class JSONBytesTranscoder(Transcoder):
         return json.loads(data)
 
 
+@dataclass(frozen=True)
+class StoredMessage(StoredEvent):
+    """A transcript message's record: its role, and the length of its line at the start
+    of ``state`` (after ``{"message":``), for the row's history columns."""
+
+    role: str = ""
+    body: int = 0
+    provenance: int | None = None
+    """The length of the provenance stored after the line (None: it has none)."""
+
+
+def message_record(event: Any, code: str) -> StoredMessage | None:
+    """A message's v3 record (message first, see the module's docstring), or None when
+    its message carries a field named ``provenance`` of its own (stored as before)."""
+    message = event.message
+    extra = message.model_extra
+    if extra and "provenance" in extra:
+        return None
+    line = message.__pydantic_serializer__.to_json(message, exclude_none=True)
+    state = _MESSAGE_HEAD + line
+    provenance = event.provenance
+    shown_length = None
+    if provenance is not None:
+        shown = json.dumps(
+            provenance.for_reader(), separators=(",", ":"), ensure_ascii=False
+        ).encode()
+        state += _PROVENANCE + shown
+        shown_length = len(shown)
+    rest = event.__pydantic_serializer__.to_json(
+        event, exclude=_MESSAGE_REST, exclude_defaults=True
+    )
+    state += b"}" if rest == b"{}" else b"," + rest[1:]
+    return StoredMessage(
+        originator_id=event.originator_id,
+        originator_version=event.originator_version,
+        topic=code,
+        state=state,
+        role=message.role,
+        body=len(line),
+        provenance=shown_length,
+    )
+
+
+def history_line(state: bytes, body: int) -> str:
+    """A v3 message's transcript line, as ``sessions_history`` returns it: its message's
+    bytes, with its provenance (stored beside it in the reader's shape) added last."""
+    end = MESSAGE_BODY_OFFSET + body
+    line = state[MESSAGE_BODY_OFFSET:end]
+    if state.startswith(_PROVENANCE, end):
+        tail = state[end + len(_PROVENANCE) :].decode()
+        _, stop = _DECODER.raw_decode(tail)
+        return line[:-1].decode() + ',"provenance":' + tail[:stop] + "}"
+    return line.decode()
+
+
 class PydanticMapper(Mapper):  # type: ignore[type-arg]
+    short_topics = True
+    """Write v3 records (short topics, messages message first). A store whose tables are
+    still v2 and may have v2 gateways beside it (PostgreSQL, ADR 0036 §6) writes long
+    topics and v2 layouts, which every gateway reads."""
+
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         model = cast(BaseModel, domain_event)
+        if not self.short_topics:
+            return self._to_stored(domain_event, model, get_topic(type(domain_event)))
+        code = topic_codes()[type(domain_event)]
+        if code == "Session.MessageAppended" and not (self.compressor or self.cipher):
+            record = message_record(domain_event, code)
+            if record is not None:
+                return record
+            # Stored as before (its long topic says so): a role column, no slice.
+            stored = self._to_stored(domain_event, model, get_topic(type(domain_event)))
+            return StoredMessage(
+                originator_id=stored.originator_id,
+                originator_version=stored.originator_version,
+                topic=stored.topic,
+                state=stored.state,
+                role=domain_event.message.role,
+            )
+        return self._to_stored(domain_event, model, code)
+
+    def _to_stored(self, domain_event: Any, model: BaseModel, code: str) -> StoredEvent:
         class_version = getattr(type(domain_event), "class_version", 1)
         if class_version > 1:
             state = model.model_dump(mode="json", exclude=_COORDINATES, exclude_defaults=True)
@@ -96,7 +227,7 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
-            topic=get_topic(type(domain_event)),
+            topic=code,
             state=data,
         )
 
@@ -129,3 +260,27 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
         return cls.model_validate(state)
+
+
+_READER = PydanticMapper(transcoder=JSONBytesTranscoder())
+
+
+def transcript_lines(
+    originator_id: UUID, version: int, topic: str, state: bytes, body: int | None
+) -> list[tuple[str, str]]:
+    """(role, line) of each transcript message a stored record holds, oldest first: a v3
+    message's line is a slice of its bytes; a v2 message and a batch are decoded."""
+    if body:
+        # The role is the line's first field: the caller filters on the row's column.
+        return [("", history_line(state, body))]
+    event = _READER.to_domain_event(
+        StoredEvent(
+            originator_id=originator_id, originator_version=version, topic=topic, state=state
+        )
+    )
+    messages = (
+        event.transcript_messages()
+        if hasattr(event, "transcript_messages")
+        else [event.transcript_message()]
+    )
+    return [(message.role, message.to_json()) for message in messages]

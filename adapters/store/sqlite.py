@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
+from sessionwire.adapters.store import sqlite_format
 from sessionwire.adapters.store.chain import SqlChain, sqlite_tables
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
@@ -26,48 +28,86 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.sqlite_rows import history_columns_of, insert_rows
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
 from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
 from sessionwire.application.projection import ReadModelChanges
+from sessionwire.domain.hash_chain import chain
 
 
 class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
+    """Storage v3 (ADR 0036): one row per event, with its chain link and, for a message,
+    its history columns; a v2 file is upgraded in place when opened."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.read_model = SqlReadModel(marker="?", kind_of=no_kind, write_options={})
-        self.chain = SqlChain(sqlite_tables(), write_options={})
+        self.read_model = SqlReadModel(
+            marker="?",
+            kind_of=no_kind,
+            write_options={},
+            transcript_in_log=True,
+            session_columns=True,
+        )
+        self.chain = SqlChain(
+            replace(sqlite_tables(), history_columns=history_columns_of), write_options={}
+        )
         super().__init__(*args, **kwargs)
+        # eventsourcing's positional INSERT would not fit the v3 row.
+        self.insert_events_statement = sqlite_format.INSERT_EVENT
 
     def construct_create_table_statements(self) -> list[str]:
         return [
-            *super().construct_create_table_statements(),
+            *sqlite_format.create_statements(),
             *self.read_model.create_statements(),
             *self.chain.checkpoint_statements(),
-            self.chain.table_statement(),
         ]
 
-    def _create_table(self, c: Any) -> None:
-        super()._create_table(c)
-        # A chain written before sealing existed (v1): its rows take their order as their
-        # log_seq, before the index on log_seq is made.
-        c.execute("SELECT 1 FROM pragma_table_info('sw_chain') WHERE name = 'log_seq'")
-        if c.fetchone() is None:
-            for statement in self.chain.upgrade_statements():
-                c.execute(statement)
-        for statement in self.chain.index_statements():
-            c.execute(statement)
+    def create_table(self) -> None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT type FROM sqlite_master WHERE name = 'sw_chain'")
+            found = c.fetchone()
+        chain_kind = None if found is None else found[0]
+        super().create_table()
+        if chain_kind == "table":
+            with self.datastore.transaction(commit=True) as c:
+                # A chain written before sealing existed (v1): its rows take their order
+                # as their log_seq, before the upgrade moves them into the events.
+                c.execute("SELECT 1 FROM pragma_table_info('sw_chain') WHERE name = 'log_seq'")
+                if c.fetchone() is None:
+                    for statement in self.chain.upgrade_statements():
+                        c.execute(statement)
+            sqlite_format.upgrade(lambda: self.datastore.transaction(commit=True))
+        elif chain_kind is None:
+            with self.datastore.transaction(commit=True) as c:
+                for statement in sqlite_format.finish_statements():
+                    c.execute(statement)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT 1 FROM pragma_table_info('sw_checkpoints') WHERE name = 'sessions_root'"
+            )
+            signs_members = c.fetchone() is not None
+        if not signs_members:
+            # A table made before checkpoints signed the sessions' membership (ADR 0036 §7).
+            with self.datastore.transaction(commit=True) as c:
+                c.execute("ALTER TABLE sw_checkpoints ADD COLUMN sessions_root BLOB")
 
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        notification_ids = super()._insert_events(c, stored_events, **kwargs)
-        assert notification_ids is not None
+        # The caller's connection (a memory store, or a write outside the writer thread):
+        # positions and heads are read here, under this transaction's write lock.
+        c.execute("SELECT COALESCE(MAX(rowid), 0) FROM stored_events")
+        last = int(c.fetchone()[0])
+        records = record_contents(range(last + 1, last + 1 + len(stored_events)), stored_events)
+        links = chain(
+            records,
+            head=self.chain.head(c),
+            previous_streams=self.chain.previous_streams(c, records),
+        )
+        insert_rows(c, stored_events, links)
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
             self.read_model.write(c, changes)
-        # The hash chain, in the transaction that records the events, sealed at once: this
-        # is the file's one writer, holding its write lock (ADR 0016).
-        self.chain.append(c, record_contents(notification_ids, stored_events), sealing=True)
-        return notification_ids
+        return [link.notification_id for link in links]
 
 
 class SQLiteBackend(StoreBackend):
@@ -87,6 +127,7 @@ class SQLiteBackend(StoreBackend):
         self._writer_lock = SQLiteWriterLock(file)
 
     seals_as_it_writes = True
+    writes_v3_records = True
 
     def others_may_write(self) -> bool:
         # A memory database is this process's; a file is written only by the holder of
@@ -113,10 +154,7 @@ class SQLiteBackend(StoreBackend):
         recorder = store.recorder
         assert isinstance(recorder, SQLiteSessionRecorder)
         return SQLiteWriter(
-            self.location,
-            insert_event=recorder.insert_events_statement,
-            read_model=recorder.read_model,
-            chain_table=recorder.chain,
+            self.location, read_model=recorder.read_model, chain_table=recorder.chain
         )
 
 

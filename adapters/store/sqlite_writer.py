@@ -37,8 +37,9 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.sqlite_rows import insert_rows
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.domain.hash_chain import BATCH_TOPIC, ChainLink, LogHead, chain, first_version
+from sessionwire.domain.hash_chain import ChainLink, LogHead, chain, first_version, is_batch
 
 MAX_BATCH = 256
 STREAM_HEADS = 10_000  # streams whose last link is kept (bounded: RSS flat)
@@ -53,12 +54,10 @@ class SQLiteWriter:
         self,
         database: str,
         *,
-        insert_event: str,
         read_model: SqlReadModel,
         chain_table: SqlChain,
     ) -> None:
         self.database = database
-        self.insert_event = insert_event
         self.read_model = read_model
         self.chain = chain_table
         self._queue: queue.SimpleQueue[PendingSave | None] = queue.SimpleQueue()
@@ -71,6 +70,7 @@ class SQLiteWriter:
         # Heads cached between transactions (valid while data_version is unchanged).
         self._data_version: int | None = None
         self._log_head: LogHead | None = None
+        self._last_position: int | None = None
         self._streams: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
         self.commits = 0
         """Transactions committed (a batch is one): how well saves were grouped."""
@@ -187,23 +187,11 @@ class SQLiteWriter:
             save.settle(outcome)
 
     def _write(self, cursor: Any, save: PendingSave) -> list[ChainLink]:
-        ids: list[int] = []
-        for stored in save.stored:
-            cursor.execute(
-                self.insert_event,
-                (
-                    stored.originator_id.hex
-                    if isinstance(stored.originator_id, UUID)
-                    else stored.originator_id,
-                    stored.originator_version,
-                    stored.topic,
-                    stored.state,
-                ),
-            )
-            ids.append(int(cursor.lastrowid or 0))
-        if save.changes:
-            self.read_model.write(cursor, save.changes)
-        records = record_contents(ids, save.stored)
+        # Storage v3 (ADR 0036): the links are made first, at the positions the rows will
+        # take (this connection is the file's one writer, in its write transaction), so
+        # each event is one INSERT carrying its chain hashes and history columns.
+        first = self._position(cursor) + 1
+        records = record_contents(range(first, first + len(save.stored)), save.stored)
         previous_streams: dict[UUID, bytes] = {}
         seen: set[UUID] = set()
         for _, record in records:
@@ -212,15 +200,23 @@ class SQLiteWriter:
                 continue  # chained to its own earlier event in this save
             seen.add(originator)
             # A batch of messages takes several versions: its predecessor is before them.
-            first = first_version(record) if record.topic == BATCH_TOPIC else version
-            if first <= 1:
+            first_of = first_version(record) if is_batch(record.topic) else version
+            if first_of <= 1:
                 continue
-            previous = self._stream_head(cursor, originator, first - 1)
+            previous = self._stream_head(cursor, originator, first_of - 1)
             if previous is not None:
                 previous_streams[originator] = previous
         links = chain(records, head=self._head(cursor), previous_streams=previous_streams)
-        self.chain.write_links(cursor, links)
+        insert_rows(cursor, save.stored, links)
+        if save.changes:
+            self.read_model.write(cursor, save.changes)
         return links
+
+    def _position(self, cursor: Any) -> int:
+        if self._last_position is None:
+            cursor.execute("SELECT COALESCE(MAX(rowid), 0) FROM stored_events")
+            self._last_position = int(cursor.fetchone()[0])
+        return self._last_position
 
     def _head(self, cursor: Any) -> LogHead:
         if self._log_head is None:
@@ -242,6 +238,7 @@ class SQLiteWriter:
         assert last.log_seq is not None
         assert last.log_hash is not None
         self._log_head = LogHead(last.log_seq, last.log_hash)
+        self._last_position = last.notification_id
         for link in links:
             self._streams[link.originator_id] = (link.originator_version, link.stream_hash)
             self._streams.move_to_end(link.originator_id)
@@ -250,6 +247,7 @@ class SQLiteWriter:
 
     def _forget_heads(self) -> None:
         self._log_head = None
+        self._last_position = None
         self._streams.clear()
 
 

@@ -32,6 +32,7 @@ from sessionwire.adapters.testkit.deliveries import CapturingDelivery
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.domain.base import Aggregate, DomainEvent, event_payload
+from sessionwire.domain.errors import SessionwireError
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -77,7 +78,7 @@ def _actual_line(event: DomainEvent, hint: Expected | None, asked: dict[str, Exp
     return _line(name, {key: payload.get(key, "<absent>") for key in names})
 
 
-class EventsDiffer(AssertionError):
+class EventsDiffer(SessionwireError, AssertionError):
     """The recorded events are not exactly the expected ones; the message is a diff."""
 
 

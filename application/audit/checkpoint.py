@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cryptography.exceptions import InvalidSignature
@@ -19,16 +19,28 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sessionwire.application.ports.audit_log import AuditLog
-from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
+from sessionwire.domain.checkpoint import (
+    Checkpoint,
+    SessionMembers,
+    Statement,
+    StreamHead,
+    heads_root,
+    order_digest,
+    sessions_root,
+    sort_heads,
+    sort_members,
+)
+from sessionwire.domain.errors import SessionwireError
+from sessionwire.domain.session import session_uuid
 
 PUBLIC_KEY_PREFIX = "ed25519:"
 
 
-class NothingToCheckpoint(ValueError):
+class NothingToCheckpoint(SessionwireError, ValueError):
     """A store whose log has no chained record yet."""
 
 
-class BadPublicKey(ValueError):
+class BadPublicKey(SessionwireError, ValueError):
     """Text that is not an ``ed25519:BASE64`` public key."""
 
 
@@ -62,10 +74,42 @@ def parse_public_key(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Checkpointed:
-    """A new checkpoint with the stream heads it commits to (for proofs)."""
+    """A new checkpoint with the stream heads it commits to (for proofs), and the
+    sessions' membership it signs (empty for a v1 checkpoint)."""
 
     checkpoint: Checkpoint
     heads: list[StreamHead]
+    members: list[SessionMembers] = field(default_factory=list)
+
+
+def session_members(log: AuditLog, size: int, heads: list[StreamHead]) -> list[SessionMembers]:
+    """Each session's streams with a head within the first ``size`` records of the sealed
+    log (its own and those the timeline index lists for it), and the order of their
+    events there (ADR 0036 §7), sorted by key.
+
+    Reads every session's events once; a store recorded before the timeline index binds
+    each session's own stream only."""
+    by_id = {head.originator_id: head for head in heads}
+    members: list[SessionMembers] = []
+    for key in log.session_keys():
+        own = session_uuid(key)
+        if own not in by_id:
+            continue  # no event of it within the checkpoint
+        records = log.session_records(key) or []
+        streams = {own, *(record.content.originator_id for record, _ in records)}
+        covered = sorted(
+            (link.log_seq, record.content.originator_id, record.content.originator_version)
+            for record, link in records
+            if link is not None and link.log_seq is not None and link.log_seq <= size
+        )
+        members.append(
+            SessionMembers(
+                key=key,
+                heads=sort_heads([by_id[stream] for stream in streams if stream in by_id]),
+                order=order_digest(covered),
+            )
+        )
+    return sort_members(members)
 
 
 def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> Checkpointed:
@@ -75,6 +119,7 @@ def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> 
     if head is None:
         raise NothingToCheckpoint("the log has no chained record yet: nothing to sign")
     heads = log.stream_heads(head)
+    members = session_members(log, head.size, heads)
     public = raw_public_key(key)
     statement = Statement(
         log_size=head.size,
@@ -82,15 +127,16 @@ def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> 
         heads_root=heads_root(heads),
         time=now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         key_id=key_id(public),
+        sessions_root=sessions_root(members),
     )
     checkpoint = Checkpoint(
         statement=statement, public_key=public, signature=key.sign(statement.signed_bytes())
     )
     log.record_checkpoint(checkpoint)
-    return Checkpointed(checkpoint=checkpoint, heads=heads)
+    return Checkpointed(checkpoint=checkpoint, heads=heads, members=members)
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(SessionwireError, ValueError):
     """A recorded checkpoint that the store's log no longer matches."""
 
 
@@ -104,16 +150,25 @@ def latest_anchor(log: AuditLog) -> Checkpointed | None:
     statement = checkpoint.statement
     head = log.sealed_head(statement.log_size)
     heads = [] if head is None else log.stream_heads(head)
+    members = (
+        []
+        if head is None or statement.sessions_root is None
+        else session_members(log, head.size, heads)
+    )
     if (
         head is None
         or head.log_hash != statement.log_hash
         or heads_root(heads) != (statement.heads_root)
+        or (
+            statement.sessions_root is not None
+            and sessions_root(members) != statement.sessions_root
+        )
     ):
         raise CheckpointMismatch(
             f"the log no longer matches the latest checkpoint (size {statement.log_size}, "
             f"{statement.time}): run `sessionwire audit verify`"
         )
-    return Checkpointed(checkpoint=checkpoint, heads=heads)
+    return Checkpointed(checkpoint=checkpoint, heads=heads, members=members)
 
 
 def signature_holds(checkpoint: Checkpoint) -> bool:

@@ -18,15 +18,22 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
-from typing import Literal, cast
+from typing import Annotated, Literal, cast
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sessionwire.application.audit.checkpoint import signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
-from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead, heads_root
+from sessionwire.domain.checkpoint import (
+    Checkpoint,
+    SessionMembers,
+    Statement,
+    StreamHead,
+    heads_root,
+)
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
@@ -41,11 +48,15 @@ from sessionwire.domain.session import session_uuid
 FORMAT = "sessionwire-audit-export"
 # 2: checkpoint and proof lines (a version-1 reader refuses them; v1 files still load).
 FORMAT_VERSION = 2
+# Positions, versions and counts are 64-bit integers in the stores and in the chain's
+# encodings: a file's larger one is a malformed line, named, not an OverflowError
+# traceback from deep inside a verify or an import (issue 27 finding 8).
+Position = Annotated[int, Field(ge=0, le=2**63 - 1)]
 # Fields of run, spawn and exchange creation events that name a session they involve.
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
 
-class ExportFormatError(ValueError):
+class ExportFormatError(SessionwireError, ValueError):
     """A file that is not a complete, well-formed export."""
 
 
@@ -63,15 +74,15 @@ class ExportHeader(_Line):
 
 class ExportedEvent(_Line):
     type: Literal["event"] = "event"
-    notification_id: int
+    notification_id: Position
     originator_id: UUID
-    originator_version: int
+    originator_version: Position
     topic: str
     state: str | None = None  # the stored bytes when they are UTF-8 text (always, today)
     state_base64: str | None = None  # otherwise
     stream_hash: str | None = None
     log_hash: str | None = None
-    log_seq: int | None = None  # absent in files from before sealing: the line's order
+    log_seq: Position | None = None  # absent in files from before sealing: the line's order
 
     @classmethod
     def of(cls, record: StoredRecord, link: ChainLink | None) -> ExportedEvent:
@@ -158,10 +169,10 @@ class ExportProof(_Line):
 
     type: Literal["proof"] = "proof"
     originator_id: UUID
-    version: int
+    version: Position
     stream_hash: str
-    index: int
-    tree_size: int
+    index: Position
+    tree_size: Position
     path: list[str]
 
     def head(self) -> StreamHead:
@@ -172,12 +183,46 @@ class ExportProof(_Line):
         )
 
 
+class ExportMember(_Line):
+    originator_id: UUID
+    version: int
+    stream_hash: str
+
+
+class ExportMembers(_Line):
+    """Which streams belong to the bundle's session at the checkpoint, their heads and the
+    order of their events, with the Merkle inclusion proof of that leaf under the
+    checkpoint's ``sessions_root`` (ADR 0036 §7)."""
+
+    type: Literal["members"] = "members"
+    session: str
+    streams: list[ExportMember]
+    order: str
+    index: int
+    tree_size: int
+    path: list[str]
+
+    def members(self) -> SessionMembers:
+        return SessionMembers(
+            key=self.session,
+            heads=[
+                StreamHead(
+                    originator_id=stream.originator_id,
+                    version=stream.version,
+                    stream_hash=_hash(stream.stream_hash),
+                )
+                for stream in self.streams
+            ],
+            order=_hash(self.order),
+        )
+
+
 class ExportEnd(_Line):
     type: Literal["end"] = "end"
-    events: int
-    head_notification_id: int | None = None
+    events: Position
+    head_notification_id: Position | None = None
     head_log_hash: str | None = None
-    head_log_seq: int | None = None
+    head_log_seq: Position | None = None
 
 
 def _hash(text: str | None) -> bytes:
@@ -199,6 +244,7 @@ def export_lines(
     session_key: str | None = None,
     checkpoint: Checkpoint | None = None,
     heads: list[StreamHead] | None = None,
+    members: list[SessionMembers] | None = None,
 ) -> Iterator[str]:
     """The export, line by line (each without its newline), streamed from the store.
 
@@ -222,6 +268,8 @@ def export_lines(
         yield ExportCheckpoint.of(checkpoint).model_dump_json()
         if session_key is not None and heads is not None:
             yield from _proof_lines(heads, wanted)
+        if session_key is not None and members:
+            yield from _members_line(members, session_key)
     yield ExportEnd(
         events=count,
         head_notification_id=None if head is None else head.notification_id,
@@ -271,6 +319,12 @@ def log_order(position: int, link: ChainLink | None) -> int:
     return _PHASE + (position if link.log_seq is None else link.log_seq)
 
 
+def sealed_seq(order: int) -> int | None:
+    """The ``log_seq`` of a record from its place in log order (``log_order``), when it
+    is in the sealed log; None before the chain or after the sealed log."""
+    return order - _PHASE if order // _PHASE == 1 else None
+
+
 def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
     tree = merkle.Tree([head.leaf() for head in heads])
     for index, head in enumerate(heads):
@@ -283,6 +337,29 @@ def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
                 tree_size=tree.size,
                 path=[step.hex() for step in tree.inclusion_proof(index)],
             ).model_dump_json()
+
+
+def _members_line(members: list[SessionMembers], session_key: str) -> Iterator[str]:
+    index = next((i for i, member in enumerate(members) if member.key == session_key), None)
+    if index is None:
+        return  # no event of the session within the checkpoint
+    tree = merkle.Tree([member.leaf() for member in members])
+    member = members[index]
+    yield ExportMembers(
+        session=member.key,
+        streams=[
+            ExportMember(
+                originator_id=head.originator_id,
+                version=head.version,
+                stream_hash=head.stream_hash.hex(),
+            )
+            for head in member.heads
+        ],
+        order=member.order.hex(),
+        index=index,
+        tree_size=tree.size,
+        path=[step.hex() for step in tree.inclusion_proof(index)],
+    ).model_dump_json()
 
 
 def read_export(
@@ -344,7 +421,8 @@ def read_export(
             raise
         except (ValueError, ValidationError, RecursionError) as error:
             what = "an event line" if header_seen else "the header"
-            raise ExportFormatError(f"line {number}: not {what} of an export: {error}") from error
+            reason = line_problem(error)
+            raise ExportFormatError(f"line {number}: not {what} of an export: {reason}") from error
         in_log_order = link is not None and link.log_hash is not None
         if not in_log_order:
             # Before the chain and after the sealed log, lines go by position.
@@ -392,6 +470,17 @@ def _event_line(line: str) -> tuple[StoredRecord, ChainLink | None] | None:
         return ExportedEvent.model_validate_json(line, strict=True).to_record()
     except ValueError:  # a ValidationError, JSON pydantic cannot read, a bad record
         return None
+
+
+def line_problem(error: Exception) -> str:
+    """Why a line is not what it claims, on one line: a validation error's first field
+    and message (``notification_id: Input should be less than or equal to …``), not
+    pydantic's several lines with a link."""
+    if isinstance(error, ValidationError) and error.errors():
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _head_text(position: int | None, hash_hex: str | None) -> str:

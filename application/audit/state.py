@@ -15,11 +15,12 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.session import Session, SessionState, session_uuid
 from sessionwire.domain.transcript import TranscriptMessage
 
 
-class SessionNotRecorded(LookupError):
+class SessionNotRecorded(SessionwireError, LookupError):
     """No session is recorded under this key (or it did not exist yet at that point)."""
 
 

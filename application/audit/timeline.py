@@ -22,11 +22,25 @@ from sessionwire.domain.base import DomainEvent, event_payload
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.push_request import PushRequest
+from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run
+from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
-Kind = Literal["session", "run", "exchange", "spawn", "refusal", "delivery", "busy"]
+Kind = Literal[
+    "session",
+    "run",
+    "exchange",
+    "spawn",
+    "refusal",
+    "delivery",
+    "busy",
+    "yield",
+    "remote_call",
+    "push",
+]
 SNIPPET = 60
 
 
@@ -133,6 +147,8 @@ def chain_of_first(event: DomainEvent) -> Chain:
         return (event.trace_id, event.run_id, event.hops)
     if isinstance(event, BusyDecision.BusyDecided) and event.trace_id:
         return (event.trace_id, event.parent_run_id, event.hops)
+    if isinstance(event, RunYield.RunYielded) and event.trace_id:
+        return (event.trace_id, event.run_id, event.hops)
     return NO_CHAIN
 
 
@@ -178,6 +194,8 @@ def _run(event: Any) -> str:
     if isinstance(event, Run.RunStarted):
         asked = f" for {event.requester_key}" if event.requester_key else ""
         turn = f" turn {event.turn}" if event.turn is not None else ""
+        if event.remote_caller:
+            asked = f" for the remote caller {event.remote_caller}"
         where = f"{event.step}{turn} run queued in {event.session_key}{asked}"
         return f"{where}: {_snip(event.message)}"
     if isinstance(event, Run.RunDispatched):
@@ -190,6 +208,8 @@ def _run(event: Any) -> str:
         return f"run timed out after {event.timeout_seconds:g}s"
     if isinstance(event, Run.RunCancelled):
         return f"run cancelled: {event.reason}" if event.reason else "run cancelled"
+    if isinstance(event, Run.RunSteered):
+        return f"run steered by {event.steered_by}: {_snip(event.message)}"
     return type(event).__name__
 
 
@@ -261,6 +281,19 @@ def _spawn(event: Any) -> str:
     return type(event).__name__
 
 
+def _yield(event: Any) -> str:
+    if isinstance(event, RunYield.RunYielded):
+        who = f"run {event.run_id}" if event.run_id else event.session_key
+        children = ", ".join(child.child_key for child in event.children)
+        return f"{who} yielded, waiting for {event.wait_for} of: {children}"
+    if isinstance(event, RunYield.YieldWoken):
+        return (
+            f"yield woken ({event.reason}): {len(event.reports)} report(s), "
+            f"{len(event.still_running)} still running; turn {event.wake_run_id}"
+        )
+    return type(event).__name__
+
+
 def _refusal(event: Any) -> str:
     if isinstance(event, AccessRefusal.AccessRefused):
         return (
@@ -282,9 +315,9 @@ def _busy(event: Any) -> str:
 
 def _delivery(event: Any) -> str:
     if isinstance(event, OutboundDelivery.DeliveryQueued):
-        return (
-            f"{event.source} to {event.channel} {event.to} queued for retry: {_snip(event.message)}"
-        )
+        # An entry queued after a failed first attempt, or (a push) before its first.
+        why = "queued" if event.next_attempt_at is not None else "queued for retry"
+        return f"{event.source} to {event.channel} {event.to} {why}: {_snip(event.message)}"
     if isinstance(event, OutboundDelivery.DeliveryAttemptFailed):
         return f"delivery attempt {event.attempt} failed: {event.error}; next attempt due"
     if isinstance(event, OutboundDelivery.DeliverySucceeded):
@@ -296,6 +329,27 @@ def _delivery(event: Any) -> str:
     return type(event).__name__
 
 
+def _remote_call(event: Any) -> str:
+    if isinstance(event, RemoteCall.RemoteCallReceived):
+        task = f" task {event.task_id}" if event.task_id else ""
+        detail = f": {event.detail}" if event.detail else ""
+        return (
+            f"{event.protocol} {event.method} by {event.caller} to agent {event.agent_id}"
+            f"{task}: {event.outcome}{detail}"
+        )
+    return type(event).__name__
+
+
+def _push(event: Any) -> str:
+    if isinstance(event, PushRequest.PushRequested):
+        return f"push {event.config_id} to {event.url} requested for run {event.run_id}"
+    if isinstance(event, PushRequest.PushQueued):
+        return f"push queued in the outbox (delivery {event.delivery_id})"
+    if isinstance(event, PushRequest.PushWithdrawn):
+        return "push withdrawn"
+    return type(event).__name__
+
+
 # Events are classes nested in their aggregate (Session.MessageAppended, ...); the
 # aggregates share one Event base, so the enclosing class picks the describer.
 _DESCRIBERS: dict[str, Callable[[Any], str]] = {
@@ -303,9 +357,12 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "Run": _run,
     "Exchange": _exchange,
     "Spawn": _spawn,
+    "RunYield": _yield,
     "AccessRefusal": _refusal,
     "OutboundDelivery": _delivery,
     "BusyDecision": _busy,
+    "RemoteCall": _remote_call,
+    "PushRequest": _push,
 }
 
 

@@ -26,10 +26,11 @@ from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery, outbox_id_for
 from sessionwire.domain.run import Run
+from sessionwire.domain.run_yield import RunYield
 from sessionwire.domain.session import single_appends
 from sessionwire.domain.spawn import Spawn
 
-NodeKind = Literal["run", "exchange", "spawn", "refusal", "delivery", "busy"]
+NodeKind = Literal["run", "exchange", "spawn", "refusal", "delivery", "busy", "yield"]
 
 
 class TraceNode(BaseModel):
@@ -103,6 +104,7 @@ _KINDS: dict[type[DomainEvent], NodeKind] = {
     AccessRefusal.AccessRefused: "refusal",
     OutboundDelivery.DeliveryQueued: "delivery",
     BusyDecision.BusyDecided: "busy",
+    RunYield.RunYielded: "yield",
 }
 
 
@@ -174,6 +176,8 @@ def _parent(event: DomainEvent, spawned_runs: dict[str, str], ids: set[str]) -> 
         return event.source_id
     if isinstance(event, BusyDecision.BusyDecided):
         return event.parent_run_id
+    if isinstance(event, RunYield.RunYielded):
+        return event.run_id
     return None
 
 
@@ -186,6 +190,6 @@ def _where(event: DomainEvent) -> str:
         return event.child_key
     if isinstance(event, AccessRefusal.AccessRefused):
         return event.requester_key
-    if isinstance(event, BusyDecision.BusyDecided):
+    if isinstance(event, BusyDecision.BusyDecided | RunYield.RunYielded):
         return event.session_key
     return ""

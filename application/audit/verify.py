@@ -22,10 +22,10 @@ from sessionwire.application.audit.checkpoint import (
 )
 from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord, StoredRecord
 from sessionwire.domain.hash_chain import (
-    BATCH_TOPIC,
     GENESIS,
     ChainLink,
     first_version,
+    is_batch,
     log_hash,
     stream_hash,
 )
@@ -161,7 +161,7 @@ def verify(
         else:
             finding = _check_record(checked, link, first_link)
             if finding is not None:
-                if finding.kind == "altered" and checked.record.content.topic == BATCH_TOPIC:
+                if finding.kind == "altered" and is_batch(checked.record.content.topic):
                     finding = _locate_in_batch(log, checked.record, finding)
                 report.findings.append(finding)
     expected_seen = _check_sealed_log(log, bounds.sealed, report, expect_head)

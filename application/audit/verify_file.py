@@ -13,6 +13,12 @@ Three things are checked (docs/adr/0016-chain-v2-sealed-log-and-signed-checkpoin
   carries the log chain: its log hash at the checkpoint's size must be the signed one.
   Events after the checkpoint are *unanchored*: their links are checked, but nothing
   signed covers them yet.
+- **The membership** (a checkpoint that signs ``sessions_root``, ADR 0036 §7): a session
+  bundle's ``members`` line must lead to it and name the file's session; every signed
+  member stream must be in the file up to its signed head, no other stream may have an
+  event the checkpoint covers, and the covered events' order across streams must give
+  the signed digest. So a bundle cannot lose or gain a stream, be relabelled, or have
+  its interleaving rewritten, whatever proof lines it keeps.
 - **The file.** Garbled lines, a missing or wrong end line (a file cut short), text
   after it.
 
@@ -36,17 +42,26 @@ from sessionwire.application.audit.export import (
     ExportedEvent,
     ExportEnd,
     ExportHeader,
+    ExportMembers,
     ExportProof,
+    line_problem,
     log_order,
+    sealed_seq,
 )
 from sessionwire.domain import merkle
-from sessionwire.domain.checkpoint import Checkpoint, StreamHead, heads_root, sort_heads
+from sessionwire.domain.checkpoint import (
+    Checkpoint,
+    StreamHead,
+    heads_root,
+    order_digest,
+    sort_heads,
+)
 from sessionwire.domain.hash_chain import (
-    BATCH_TOPIC,
     GENESIS,
     HASH_SIZE,
     RecordContent,
     first_version,
+    is_batch,
     log_hash,
     stream_hash,
 )
@@ -228,8 +243,14 @@ MAX_JUMP = 1_000_000
 
 class _Verifier:
     def __init__(
-        self, trusted_key: bytes | None, expect_head: bytes | None, require_anchored: bool
+        self,
+        trusted_key: bytes | None,
+        expect_head: bytes | None,
+        require_anchored: bool,
+        expect_session: str | None = None,
     ) -> None:
+        self.expect_session = expect_session
+        self.members: tuple[int, ExportMembers] | None = None
         self.trusted_key = trusted_key
         self.expect_head = expect_head
         self.expect_seen = False
@@ -300,13 +321,18 @@ class _Verifier:
                     self.checkpoint = ExportCheckpoint.model_validate(data).to_checkpoint()
             elif kind == "proof":
                 self.proofs.append((number, ExportProof.model_validate(data)))
+            elif kind == "members":
+                if self.members is not None:
+                    self.found("inserted", "a second members line", line=number)
+                else:
+                    self.members = (number, ExportMembers.model_validate(data))
             elif kind == "end":
                 self.end = (number, ExportEnd.model_validate(data))
             else:
                 self.found("malformed", f"unknown line type {kind!r}", line=number)
         except (ValueError, ValidationError) as error:
             what = "the header" if self.header is None else f"a {kind or 'bundle'} line"
-            reason = str(error).splitlines()[0]
+            reason = line_problem(error)
             self.found("malformed", f"not {what} of an export: {reason}", line=number)
             if self.header is None:
                 self.header = ExportHeader(scope="all")  # go on: locate what follows
@@ -335,7 +361,7 @@ class _Verifier:
             self.found("altered", f"version {version} cannot follow {stream.highest}", **where)
             return
         # A batch of messages takes the versions of its messages, up to its own.
-        lowest = first_version(content) if content.topic == BATCH_TOPIC else version
+        lowest = first_version(content) if is_batch(content.topic) else version
         first = next((e for v in range(lowest, version + 1) if (e := stream.event(v))), 0)
         if first:
             self.events.add(number, record.notification_id, version, stream.number, None, own)
@@ -436,6 +462,12 @@ class _Verifier:
                 f"the end line counts {self.end[1].events} events, the file holds "
                 f"{self.report.events}",
                 line=self.end[0],
+            )
+        if self.expect_session is not None and self.header.session != self.expect_session:
+            self.found(
+                "checkpoint",
+                f"the file is the bundle of {self.header.session or 'the whole store'}, "
+                f"not of {self.expect_session}",
             )
         self.anchor()
         if self.require_anchored and self.report.unanchored:
@@ -632,6 +664,111 @@ class _Verifier:
                 if self.events.hashed[event - 1] and version > proven.get(oid, 0)
             }
         )
+        if statement.sessions_root is not None:
+            self.anchor_members(checkpoint, set(proven))
+
+    def covered(self, size: int) -> Iterator[tuple[int, int]]:
+        """(log_seq, event) of each event the checkpoint covers (sealed, log_seq <= size)."""
+        for value, event in zip(self.order, self.ordered, strict=True):
+            log_seq = sealed_seq(value)
+            if log_seq is not None and log_seq <= size:
+                yield log_seq, event
+
+    def anchor_members(self, checkpoint: Checkpoint, proven: set[UUID]) -> None:
+        """The session's signed membership (ADR 0036 §7): which streams, their heads, and
+        the order of their events up to the checkpoint. A stream whose proof line led to
+        ``heads_root`` was compared with its head already (``proven``)."""
+        statement = checkpoint.statement
+        if self.members is None:
+            self.found(
+                "truncated",
+                "the checkpoint signs which streams belong to each session; the file has no "
+                "members line",
+            )
+            return
+        number, line = self.members
+        members = line.members()
+        path = [bytes.fromhex(step) for step in line.path]
+        root = merkle.root_from_proof(members.leaf(), line.index, line.tree_size, path)
+        if root != statement.sessions_root:
+            self.found(
+                "checkpoint",
+                "the members line does not lead to the checkpoint's sessions_root",
+                line=number,
+            )
+            return
+        if members.key != self.report.session:
+            self.found(
+                "checkpoint",
+                f"the file is labelled {self.report.session!r}, its signed members are "
+                f"{members.key!r}'s",
+                line=number,
+            )
+            return
+        own = session_uuid(members.key)
+        signed = {head.originator_id: head for head in members.heads}
+        if own not in signed:
+            self.found("checkpoint", "the session's own stream is not among its members")
+        for head in members.heads:
+            if head.originator_id in proven:
+                continue
+            stream = self.streams.get(head.originator_id)
+            event = 0 if stream is None else stream.event(head.version)
+            if stream is None or not event:
+                self.found(
+                    "truncated",
+                    f"the checkpoint binds this stream to the session up to version "
+                    f"{head.version}; the file "
+                    + (
+                        "holds none of its events"
+                        if stream is None
+                        else f"ends it at version {stream.highest}"
+                    ),
+                    line=number,
+                    originator_id=head.originator_id,
+                    version=head.version,
+                )
+                continue
+            seen = self.seen(event)
+            if seen.stream_hash != head.stream_hash:
+                self.found(
+                    "altered",
+                    f"version {head.version} is not the one the checkpoint binds to the "
+                    "session: the stream was rewritten at or before this event",
+                    **seen.where(),
+                )
+        covered = sorted(self.covered(statement.log_size))
+        foreign: set[UUID] = set()
+        for _, event in covered:
+            seen = self.seen(event)
+            if seen.originator_id not in signed and seen.originator_id not in foreign:
+                foreign.add(seen.originator_id)
+                self.found(
+                    "inserted",
+                    "a stream that is not one of the session's at the checkpoint, with "
+                    "events the checkpoint covers",
+                    **seen.where(),
+                )
+        ordered = [
+            (
+                log_seq,
+                self.stream_ids[self.events.stream[event - 1]],
+                self.events.version[event - 1],
+            )
+            for log_seq, event in covered
+            if self.stream_ids[self.events.stream[event - 1]] in signed
+        ]
+        # The order is the last check: a finding above already explains a difference.
+        if order_digest(ordered) != members.order and not self.report.findings:
+            self.found(
+                "reordered",
+                "the session's events up to the checkpoint are not the signed ones in the "
+                "signed order across its streams (moved, renumbered, added or removed)",
+                line=number,
+            )
+        # Covered: the member events up to the checkpoint; the rest are unanchored.
+        hashed = sum(1 for event in set(self.ordered) if self.events.hashed[event - 1])
+        self.report.unanchored = hashed - len(ordered)
 
 
 def _increasing(positions: Sequence[int]) -> list[int]:
@@ -665,12 +802,13 @@ def verify_file(
     trusted_key: bytes | None = None,
     expect_head: bytes | None = None,
     require_anchored: bool = False,
+    expect_session: str | None = None,
 ) -> FileReport:
     """Check an export or bundle, read line by line; every problem found is located.
 
     ``require_anchored``: an event that no checkpoint covers (written after it, or in a
     stream the file proves nothing of) is a finding rather than only counted."""
-    verifier = _Verifier(trusted_key, expect_head, require_anchored)
+    verifier = _Verifier(trusted_key, expect_head, require_anchored, expect_session)
     number = 0
     for number, text in enumerate(lines, start=1):
         verifier.line(number, text)

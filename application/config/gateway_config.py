@@ -20,6 +20,7 @@ import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.causality import DEFAULT_MAX_HOPS
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
@@ -36,6 +37,7 @@ from sessionwire.domain.policy import (
     normalize_chat_type,
 )
 from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
+from sessionwire.domain.trace_budget import TraceBudget
 
 log = library_logger("sessionwire.config")
 
@@ -43,7 +45,7 @@ DEFAULT_PING_PONG_TURNS = 5
 MAX_PING_PONG_TURNS = 5
 
 
-class ConfigError(ValueError):
+class ConfigError(SessionwireError, ValueError):
     """A configuration that cannot be used; the message names each bad key."""
 
 
@@ -87,7 +89,7 @@ def intended_key(unknown: str, known: builtins.list[str]) -> str | None:
     return None
 
 
-class NearMissKey(ValueError):
+class NearMissKey(SessionwireError, ValueError):
     """Unknown keys that look like misspelt known ones."""
 
 
@@ -145,12 +147,25 @@ class SendPolicyConfig(_Section):
     default: Literal["allow", "deny"] = "allow"
 
 
+class TraceBudgetConfig(_Section):
+    """``session.agentToAgent.budget`` (decision 31): every limit unset by default; 0 is
+    a valid limit (refuse every run, or spawn), a negative one an error."""
+
+    maxRuns: int | None = Field(default=None, ge=0)
+    maxSpawns: int | None = Field(default=None, ge=0)
+    maxTokens: int | None = Field(default=None, ge=0)
+    maxCost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    onExceeded: Literal["refuse", "cancel"] = "refuse"
+
+
 class AgentToAgentSession(_Section):
     maxPingPongTurns: float | None = None
     maxHops: int = Field(default=DEFAULT_MAX_HOPS, ge=1)
     """Sends and spawns in one chain before the next is refused (decision 17)."""
     busy: BusyAction = DEFAULT_BUSY
     """What a sessions_send into a session with a run in flight does (ADR 0022)."""
+    budget: TraceBudgetConfig = Field(default_factory=TraceBudgetConfig)
+    """Limits per trace on runs, spawns, tokens and cost (decision 31, ADR 0034)."""
 
     @property
     def max_ping_pong_turns(self) -> int:
@@ -203,9 +218,17 @@ class SandboxConfig(_Section):
     sessionToolsVisibility: Literal["spawned", "all"] | None = None
 
 
+MAX_SPAWN_DEPTH = 5
+MAX_CHILDREN_PER_AGENT = 20
+
+
 class SubagentDefaults(_Section):
     archiveAfterMinutes: float = 60
     maxConcurrent: int = Field(default=8, ge=1)
+    # Decision 30: nesting is opt-in (1 = sub-agents spawn nothing, as before); a session
+    # has at most maxChildrenPerAgent children whose task runs are still going.
+    maxSpawnDepth: int = Field(default=1, ge=1, le=MAX_SPAWN_DEPTH, strict=True)
+    maxChildrenPerAgent: int = Field(default=5, ge=1, le=MAX_CHILDREN_PER_AGENT, strict=True)
     model: str | dict[str, Any] | None = None
 
 
@@ -222,6 +245,23 @@ class AgentDefaults(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
+class A2ASkill(_Section):
+    """One skill an agent's A2A Agent Card lists (ADR 0035)."""
+
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=4000)
+    tags: builtins.list[str] = Field(default_factory=builtins.list)
+    examples: builtins.list[str] = Field(default_factory=builtins.list)
+
+
+class AgentA2A(_Section):
+    """What ``serve --a2a`` publishes of an agent: its card's description and skills."""
+
+    description: str | None = Field(default=None, max_length=4000)
+    skills: builtins.list[A2ASkill] = Field(default_factory=builtins.list)
+
+
 class AgentEntry(_Section):
     id: str
     name: str | None = None
@@ -230,6 +270,7 @@ class AgentEntry(_Section):
     subagents: AgentSubagents = Field(default_factory=AgentSubagents)
     sandbox: SandboxConfig | None = None
     tools: AgentTools | None = None
+    a2a: AgentA2A | None = None
 
     @field_validator("id")
     @classmethod
@@ -436,6 +477,17 @@ class GatewayConfig(_Section):
             for rule in section.rules
         )
         return SendPolicy(rules=rules, default=section.default, configured=True)
+
+    @property
+    def trace_budget(self) -> TraceBudget:
+        section = self.session.agentToAgent.budget
+        return TraceBudget(
+            max_runs=section.maxRuns,
+            max_spawns=section.maxSpawns,
+            max_tokens=section.maxTokens,
+            max_cost=section.maxCost,
+            on_exceeded=section.onExceeded,
+        )
 
     @property
     def busy_policy(self) -> BusyPolicy:

@@ -38,6 +38,9 @@ PRIMARY_FIELD = {
     "refusal": "requester_key",
     "delivery": "session_key",
     "busy": "session_key",
+    "yield": "session_key",
+    "remote_call": "session_key",
+    "push": "session_key",
 }
 
 

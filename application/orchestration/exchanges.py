@@ -9,6 +9,7 @@ already started is awaited, not started twice.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -16,6 +17,7 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
@@ -56,6 +58,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         run_timeout_seconds: float,
         send_policy: SendPolicy,
         rules: KeyRules,
+        budgets: TraceBudgets,
     ) -> None:
         super().__init__(store, in_flight)
         self.clock = clock
@@ -65,6 +68,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         self.run_timeout_seconds = run_timeout_seconds
         self.send_policy = send_policy
         self.rules = rules
+        self.budgets = budgets
 
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
@@ -109,14 +113,10 @@ class ExchangeDriver(ProcessManager[Exchange]):
         now = self.clock.now()
         # Each turn and the announce run are sends into a session: decided when the step
         # is first taken (a run already started is awaited, whatever the policy says now).
-        denied_by = None
-        if await self.store.work(step.run_id) is None:
-            denied_by = await self._send_denied(step.session_key)
+        new = await self.store.work(step.run_id) is None
+        denied_by = await self._send_denied(step.session_key) if new else None
         if denied_by is not None:
-            if step.step == "announce":
-                exchange.suppress_announce(stage="run", rule=denied_by, message=None, at=now)
-            else:
-                exchange.block_turn(step, rule=denied_by, at=now)
+            self._block(exchange, step, denied_by, at=now)
             self.log.info(
                 "step blocked by send policy",
                 exchange_id=str(exchange.id),
@@ -126,24 +126,43 @@ class ExchangeDriver(ProcessManager[Exchange]):
             )
             await self.store.save(exchange)
             return
-        if step.step == "announce":
-            exchange.request_announce(step.run_id, at=now)
-        run = Run.start(
-            run_id=step.run_id,
-            session_key=step.session_key,
-            agent_id=agent_id_of(step.session_key),
-            step=step.step,
-            message=step.message,
-            context=step.context,
-            timeout_seconds=self.run_timeout_seconds,
-            requester_key=exchange.state.requester_key,
-            exchange_id=str(exchange.id),
-            turn=step.turn,
-            at=now,
-            causality=step.causality,
-            sender_key=_other_side(exchange.state, step.session_key),
-        )
-        await self.runs.ensure_started(run, exchange)
+        chain = step.causality
+        # The trace's budget (decision 31) bounds the loop's turns and its announce too.
+        async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
+            if exceeded is None:
+                if step.step == "announce":
+                    exchange.request_announce(step.run_id, at=now)
+                run = Run.start(
+                    run_id=step.run_id,
+                    session_key=step.session_key,
+                    agent_id=agent_id_of(step.session_key),
+                    step=step.step,
+                    message=step.message,
+                    context=step.context,
+                    timeout_seconds=self.run_timeout_seconds,
+                    requester_key=exchange.state.requester_key,
+                    exchange_id=str(exchange.id),
+                    turn=step.turn,
+                    at=now,
+                    causality=chain,
+                    sender_key=_other_side(exchange.state, step.session_key),
+                )
+                await self.runs.ensure_started(run, exchange)
+        if exceeded is not None:
+            assert chain is not None
+            refusal = exceeded.refusal()
+            self._block(exchange, step, refusal.rule, at=now)
+            await self.store.save(exchange)
+            await self.budgets.refuse(
+                exceeded,
+                chain=chain,
+                requester_key=exchange.state.requester_key,
+                tool=step.step,
+                reference=step.session_key,
+                target_key=step.session_key,
+                caller_run_id=None,
+            )
+            return
         state = await self.runs.wait(step.run_id)
         assert state is not None
         exchange = await self.load(exchange.id) or exchange
@@ -157,6 +176,15 @@ class ExchangeDriver(ProcessManager[Exchange]):
             failed = None if state.status == "ok" else (state.error or state.status)
             exchange.record_turn(step, reply=reply, failed=failed, at=now)
         await self.store.save(exchange)
+
+    @staticmethod
+    def _block(exchange: Exchange, step: StartRun, rule: str, *, at: datetime) -> None:
+        """A turn or the announce run that may not start: the loop or the announce ends,
+        naming the rule that stopped it."""
+        if step.step == "announce":
+            exchange.suppress_announce(stage="run", rule=rule, message=None, at=at)
+        else:
+            exchange.block_turn(step, rule=rule, at=at)
 
     async def _deliver(self, exchange: Exchange, step: Deliver) -> OutboundDelivery | None:
         """Attempt the announce once; a failed attempt returns the outbox entry retrying it."""

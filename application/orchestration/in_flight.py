@@ -214,6 +214,7 @@ class InFlight:
         due: datetime | None = None,
         kind: WaitKind = "work",
         ready: Callable[[], bool] | None = None,
+        parked: bool = False,
     ) -> bool:
         """Wait until ``future`` is done (True) or the clock reaches ``due`` (False).
 
@@ -221,17 +222,24 @@ class InFlight:
         wait counts as runnable once it says so (what ``future`` is about to be set by, in
         a callback the loop has not run yet).
         """
-        with self.waiting(Wait(kind, due=due, future=future, ready=ready)):
+        with self.waiting(Wait(kind, due=due, future=future, ready=ready, parked=parked)):
             if due is None:
                 await asyncio.wait({future})
                 return True
-            seconds = (due - self.clock.now()).total_seconds()
-            timer = asyncio.ensure_future(self.clock.sleep(max(0.0, seconds)))
+            timer = asyncio.ensure_future(self._until(due))
             try:
                 done, _ = await asyncio.wait({future, timer}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 timer.cancel()
             return future in done or future.done()
+
+    async def _until(self, due: datetime) -> None:
+        """Sleep on the clock until ``due``, counted from when this first runs: a timer
+        task takes its first step later than its wait began, and a virtual clock may
+        have moved in between (a relative sleep would then overshoot the due time the
+        wait was registered with, and the settle would wait for it for ever)."""
+        while (left := (due - self.clock.now()).total_seconds()) > 0:
+            await self.clock.sleep(left)
 
     @asynccontextmanager
     async def session_lock(

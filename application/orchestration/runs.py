@@ -17,6 +17,7 @@ import json
 import secrets
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
@@ -189,12 +190,14 @@ class RunEngine:
         runtime: AgentRuntime,
         max_concurrent: int,
         in_flight: InFlight | None = None,
-        tools_for: Callable[[Run], tuple[str, ...]] = lambda run: (),
+        tools_for: Callable[[Run], Awaitable[tuple[str, ...]]] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.runtime = runtime
         self.tools_for = tools_for
+        self.call_tool: ToolCall | None = None
+        """The gateway's ``call_tool``: a runtime calls its run's tools through it."""
         self.in_flight = in_flight or InFlight(clock)
         # What a runtime sleeps on: the gateway clock, as its run's work.
         self.work_clock = WorkClock(clock, self.in_flight)
@@ -213,6 +216,13 @@ class RunEngine:
         self._executing: dict[UUID, bool] = {}
         self.turn_started: Callable[[], None] = lambda: None
         """Called as a runtime call starts (the cancellation watch starts polling)."""
+        self.outcome_lock: Callable[[RunState], AbstractAsyncContextManager[None]] = lambda state: (
+            nullcontext()
+        )
+        """Held while a run's outcome (its usage) is recorded: the trace budget's lock
+        (ADR 0034), so no run is admitted into its trace on a count missing that usage."""
+        self.run_ended: Callable[[RunState], None] = lambda state: None
+        """Called once a run's outcome is recorded here (the trace budget's cancel)."""
         # Runtime calls of this engine's runs cancelled at their timeout (or cancel), kept
         # until they stop (one may ignore cancellation): this gateway's close waits for
         # its own only.
@@ -221,10 +231,30 @@ class RunEngine:
 
     # Accepting runs -------------------------------------------------------------------
 
-    async def save_and_enqueue(self, run: Run, *others: Aggregate) -> None:
-        """Record a new run (with any aggregates that change with it) and queue it."""
+    async def save_and_enqueue(
+        self, run: Run, *others: Aggregate, then: Callable[[], object] | None = None
+    ) -> None:
+        """Record a new run (with any aggregates that change with it), queue it, and
+        ``then`` start what drives it on (its exchange or spawn driver).
+
+        On a task of their own: a caller cancelled meanwhile (the turn of a run cancelled
+        while its tool call saves a send) must not leave a run, or its exchange, that is
+        recorded but never queued or driven, pending until the next reopen."""
+        await asyncio.shield(
+            self.in_flight.start(
+                self._save_and_enqueue(run, others, then),
+                Owner("run-start", str(run.id)),
+                context=outside_any_run(),
+            )
+        )
+
+    async def _save_and_enqueue(
+        self, run: Run, others: tuple[Aggregate, ...], then: Callable[[], object] | None
+    ) -> None:
         await self.store.save(run, *others)
         self.enqueue(run.id, run.state.session_key)
+        if then is not None:
+            then()
 
     async def ensure_started(self, run: Run, *others: Aggregate) -> None:
         """Start ``run`` (saved with ``others``) unless a run with its id exists already.
@@ -410,11 +440,13 @@ class RunEngine:
             )
         ) as span:
             outcome = await self._call_runtime(run)
-            run = await self._record_outcome(run_id, outcome)
+            async with self.outcome_lock(run.state):
+                run = await self._record_outcome(run_id, outcome)
             span.status, span.error = run.state.status, run.state.error
         bound.info("run ended", status=run.state.status)
         telemetry.run_ended(run.state.status)
         self._settle(run)
+        self.run_ended(run.state)
 
     async def _record_dispatch(self, run: Run) -> Run:
         """Mark the run dispatched; its first dispatch appends its user message."""
@@ -474,7 +506,8 @@ class RunEngine:
             ),
             turn=state.turn,
             requester_key=state.requester_key,
-            tools=self.tools_for(run),
+            tools=await self.tools_for(run) if self.tools_for is not None else (),
+            call_tool=_tool_caller(self.call_tool, state.session_key),
         )
         # The deadline was recorded when the run started: time spent queued, or before
         # a crash, counts against it.
@@ -688,6 +721,23 @@ class WorkClock(Clock):
 
     async def sleep(self, seconds: float) -> None:
         await self._in_flight.sleep(seconds)
+
+
+ToolCall = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def _tool_caller(
+    call_tool: ToolCall | None, session_key: str
+) -> Callable[[str, Any], Awaitable[dict[str, Any]]] | None:
+    """``call_tool(name, params)`` as the run's session; made in the runtime's task, the
+    call belongs to the run's turn (its chain, its hop limit)."""
+    if call_tool is None:
+        return None
+
+    async def call(name: str, params: Any = None) -> dict[str, Any]:
+        return await call_tool(session_key, name, params)
+
+    return call
 
 
 def _transcript_reader(

@@ -8,7 +8,7 @@ after it archives at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -19,6 +19,7 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -26,8 +27,10 @@ from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
+from sessionwire.domain.keys import is_subagent_key
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.run_yield import wake_run_id_for, yield_id_for
 from sessionwire.domain.session import SessionState, to_millis
 from sessionwire.domain.spawn import (
     Announce,
@@ -37,6 +40,7 @@ from sessionwire.domain.spawn import (
     Spawn,
     SpawnState,
     StartAnnounceRun,
+    spawn_id_for,
 )
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
@@ -62,6 +66,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         delivery: ChannelDelivery,
         outbox: DeliveryOutbox,
         config: GatewayConfig,
+        budgets: TraceBudgets,
     ) -> None:
         super().__init__(store, in_flight)
         self.clock = clock
@@ -69,6 +74,13 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.delivery = delivery
         self.outbox = outbox
         self.config = config
+        self.budgets = budgets
+        self.until_woken: Callable[[UUID], Awaitable[None]] | None = None
+        """Waits until a yield has woken (``YieldDriver.until_woken``): the turn it wakes
+        exists from then on, wherever it was woken."""
+        self.on_report: Callable[[str], None] = lambda requester_key: None
+        """Called with the requester's key once a child has reported (or closed): the
+        yields of that session look again (``YieldDriver.child_reported``)."""
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
@@ -79,16 +91,33 @@ class SpawnDriver(ProcessManager[Spawn]):
         step: AwaitChildRun | StartAnnounceRun | Announce | ArchiveAt | DeleteChild,
     ) -> None:
         if isinstance(step, AwaitChildRun):
+            yielded_run = spawn.state.yielded_run_id
+            if yielded_run is not None and self.until_woken is not None:
+                # The child paused in a yield: its woken turn starts when the yield
+                # wakes, here or on another gateway.
+                await self.until_woken(yield_id_for(yielded_run))
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
-            self._record_run_end(spawn, state)
+            yielded = await self.store.work(yield_id_for(state.run_id))
+            if yielded is not None and state.status == "ok":
+                # The child yielded (sessions_yield): it pauses, and its task goes on
+                # in the turn its yield wakes; it reports once that turn ends.
+                spawn.run_yielded(
+                    yielded_run_id=state.run_id,
+                    wake_run_id=str(wake_run_id_for(yielded.id)),
+                    at=self.clock.now(),
+                )
+            else:
+                self._record_run_end(spawn, state)
             await self.store.save(spawn)
         elif isinstance(step, StartAnnounceRun):
             await self._announce_run(spawn, step)
         elif isinstance(step, Announce):
             await self._announce(spawn, step)
+            self.on_report(spawn.state.requester_key)
         elif isinstance(step, DeleteChild):
             await self._close_child(spawn, archive=False)
+            self.on_report(spawn.state.requester_key)
         else:
             delay_ms = step.due_ms - to_millis(self.clock.now())
             if delay_ms > 0:
@@ -111,20 +140,42 @@ class SpawnDriver(ProcessManager[Spawn]):
 
     async def _announce_run(self, spawn: Spawn, step: StartAnnounceRun) -> None:
         now = self.clock.now()
-        spawn.request_announce(step.run_id, at=now)
-        run = Run.start(
-            run_id=step.run_id,
-            session_key=step.session_key,
-            agent_id=spawn.state.agent_id,
-            step="subagent_announce",
-            message=step.message,
-            context=step.context,
-            timeout_seconds=self.config.agents.defaults.timeoutSeconds,
-            requester_key=spawn.state.requester_key,
-            at=now,
-            causality=step.causality,
-        )
-        await self.runs.ensure_started(run, spawn)
+        chain = step.causality
+        new = chain is not None and await self.store.work(step.run_id) is None
+        # The trace's budget (decision 31): a spent trace runs no announce step; the
+        # report still goes to the requester: the child's status, reply and stats.
+        async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
+            if exceeded is None:
+                spawn.request_announce(step.run_id, at=now)
+                run = Run.start(
+                    run_id=step.run_id,
+                    session_key=step.session_key,
+                    agent_id=spawn.state.agent_id,
+                    step="subagent_announce",
+                    message=step.message,
+                    context=step.context,
+                    timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+                    requester_key=spawn.state.requester_key,
+                    at=now,
+                    causality=chain,
+                )
+                await self.runs.ensure_started(run, spawn)
+        if exceeded is not None:
+            assert chain is not None
+            # The child's own reply stands in for the announce step's (its Result).
+            child = await self.runs.load(UUID(spawn.state.run_id))
+            spawn.record_announce_reply(child.state.reply if child else None, at=now)
+            await self.store.save(spawn)
+            await self.budgets.refuse(
+                exceeded,
+                chain=chain,
+                requester_key=spawn.state.requester_key,
+                tool="subagent_announce",
+                reference=spawn.state.child_key,
+                target_key=spawn.state.child_key,
+                caller_run_id=None,
+            )
+            return
         state = await self.runs.wait(step.run_id)
         spawn = await self.load(spawn.id) or spawn
         spawn.record_announce_reply(run_state_reply(state), at=self.clock.now())
@@ -303,6 +354,17 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
+
+
+async def spawn_depth(store: AsyncStore, session_key: str) -> int:
+    """How deep a session is in its spawn tree: 0 for a top-level session, its spawn's
+    recorded depth for a sub-agent's (1 for one spawned before depths were recorded)."""
+    if not is_subagent_key(session_key):
+        return 0
+    stored = await store.work(spawn_id_for(session_key))
+    if stored is None:
+        return 1
+    return SpawnState.model_validate_json(stored.state_json).depth
 
 
 def report_provenance(state: SpawnState) -> Provenance:

@@ -23,6 +23,7 @@ from sessionwire.application.ports.session_read_model import (
     SessionPage,
     SessionQuery,
     StoredSession,
+    TranscriptPage,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import NO_TELEMETRY, Telemetry
@@ -90,6 +91,12 @@ class AsyncStore(ABC):
     @abstractmethod
     async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         """The last ``limit`` messages of a session as JSON texts, oldest first."""
+
+    @abstractmethod
+    async def transcript_page(
+        self, session: UUID, *, offset: int, limit: int, include_tools: bool
+    ) -> TranscriptPage:
+        """``SessionReadModel.transcript_page``: a window counted back from the newest."""
 
     @abstractmethod
     async def run(self, run_id: str) -> StoredRun | None: ...

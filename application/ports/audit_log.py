@@ -13,6 +13,7 @@ from uuid import UUID
 
 from sessionwire.domain.base import DomainEvent
 from sessionwire.domain.checkpoint import Checkpoint, StreamHead
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 
 
@@ -68,11 +69,11 @@ class TableDifference:
         return self.added + self.removed + self.changed
 
 
-class ImportRefused(Exception):
+class ImportRefused(SessionwireError):
     """An import into a store that already holds events."""
 
 
-class ImportRejected(ValueError):
+class ImportRejected(SessionwireError, ValueError):
     """A record the store cannot take (not one of its event topics, state it cannot read,
     a stream out of order); the message names the line of the file it came from."""
 
@@ -139,6 +140,10 @@ class AuditLog(ABC):
         """The events of the session's stream and of the streams the timeline index
         (ADR 0015) lists for it, with their links, in no set order; None when the store
         has no index for it (recorded before the index: scan the log instead)."""
+
+    @abstractmethod
+    def session_keys(self) -> list[str]:
+        """Every session's key, sorted (the checkpoint signs each one's membership)."""
 
     @abstractmethod
     def decode(self, record: StoredRecord) -> DomainEvent:

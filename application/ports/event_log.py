@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterator, Sequence
 from uuid import UUID
 
 from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.errors import SessionwireError
 
 
-class StoreConflict(Exception):
+class StoreConflict(SessionwireError):
     """Another writer recorded an event at the same position first; reload and retry."""
 
 

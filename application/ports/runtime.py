@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessionwire.application.ports.clock_and_ids import Clock
+from sessionwire.domain.errors import SessionwireError
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class RunRequest:
     """Proves a tool call over HTTP (header ``X-Sessionwire-Run: <run_id>:<token>``) or
     MCP (argument ``_run``) is made by this run, while it is in flight: the call then
     joins the run's chain and its hop limit (decision 17)."""
+    call_tool: Callable[[str, Any], Awaitable[dict[str, Any]]] | None = None
+    """Call one of the gateway's tools as this run's session, from inside the turn:
+    ``await request.call_tool("sessions_yield", {"waitFor": "any"})`` (its JSON result;
+    it never raises). None where the gateway offers no tools."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class Delivery:
         }
 
 
-class DeliveryRejected(Exception):
+class DeliveryRejected(SessionwireError):
     """Raised by a ``ChannelDelivery`` for a delivery that can never succeed (the chat is
     gone, the account was removed): it is abandoned at once instead of retried."""
 

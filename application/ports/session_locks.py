@@ -11,8 +11,10 @@ from __future__ import annotations
 from abc import ABC
 from contextlib import AbstractAsyncContextManager
 
+from sessionwire.domain.errors import SessionwireError
 
-class LeaseLost(RuntimeError):
+
+class LeaseLost(SessionwireError, RuntimeError):
     """A save made under a session's lease that another gateway has claimed since (the
     lease expired: this gateway was taken for dead). Nothing of the save was written."""
 

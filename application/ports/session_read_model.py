@@ -64,6 +64,16 @@ class SessionPage:
     after: tuple[int, str] | None = None
 
 
+@dataclass(frozen=True)
+class TranscriptPage:
+    """A window of a session's transcript, counted back from its newest message."""
+
+    messages: list[str]
+    """The window's messages as JSON texts, oldest first."""
+    total: int
+    """How many messages the view holds (with or without tool results, as asked)."""
+
+
 class SessionReadModel(ABC):
     @abstractmethod
     def session(self, key: str) -> StoredSession | None:
@@ -100,6 +110,14 @@ class SessionReadModel(ABC):
     @abstractmethod
     def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
         """The last ``limit`` messages of a session as JSON texts, oldest first."""
+
+    @abstractmethod
+    def transcript_page(
+        self, session: UUID, *, offset: int, limit: int, include_tools: bool
+    ) -> TranscriptPage:
+        """The ``limit`` messages that come before the newest ``offset`` ones, oldest first,
+        with the view's size read in the same transaction. Past the end (any ``offset`` of
+        at least ``total``, however large) the window is empty."""
 
     @abstractmethod
     def session_streams(self, key: str) -> dict[UUID, str] | None:

@@ -21,6 +21,7 @@ from sessionwire.application.ports.session_read_model import (
 )
 from sessionwire.application.ports.telemetry import NO_TELEMETRY, Telemetry
 from sessionwire.application.ports.work_queue import StoredWork, WorkQueue
+from sessionwire.domain.errors import SessionwireError
 
 
 class Store(
@@ -37,7 +38,7 @@ class Store(
     def close(self) -> None: ...
 
 
-class StoreInUse(RuntimeError):
+class StoreInUse(SessionwireError, RuntimeError):
     """The store has a live writer already (an SQLite file another gateway holds)."""
 
 

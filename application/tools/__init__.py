@@ -1,1 +1,1 @@
-"""The five session tools: parameters, results, schemas, and how a named session is resolved."""
+"""The session tools: parameters, results, schemas, and how a named session is resolved."""

@@ -11,6 +11,7 @@ import math
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import SESSION_KINDS, has_control_characters
 from sessionwire.domain.transcript import MAX_TEXT_BYTES, text_json_bytes
 
@@ -22,7 +23,7 @@ MAX_ACTIVE_MINUTES = 1_000_000_000
 MAX_QUOTED_NAME = 64
 
 
-class ToolInputError(ValueError):
+class ToolInputError(SessionwireError, ValueError):
     """A parameter an agent got wrong; the message says which and how."""
 
 
@@ -129,6 +130,10 @@ class SessionsListParams(ToolParams):
     limit: int = 50
     activeMinutes: int | None = None
     messageLimit: int = 0
+    label: str | None = None
+    agentId: str | None = None
+    search: str | None = None
+    archived: bool = False
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -164,12 +169,42 @@ class SessionsListParams(ToolParams):
     def _message_limit(cls, value: Any) -> int:
         return 0 if value is None else clamped_int("messageLimit", value, low=0, high=20)
 
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> str | None:
+        return text("label", value, max_length=64)
+
+    @field_validator("agentId", mode="before")
+    @classmethod
+    def _agent(cls, value: Any) -> str | None:
+        return text("agentId", value, max_length=64)
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _search(cls, value: Any) -> str | None:
+        return text("search", value)
+
+    @field_validator("archived", mode="before")
+    @classmethod
+    def _archived(cls, value: Any) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ValueError("archived must be true or false")
+        return value
+
+
+# Any offset at or past a session's first message reads an empty page; an infinite one
+# (JSON allows 1e400) is read as this, which no transcript reaches.
+MAX_HISTORY_OFFSET = 2**63 - 1
+
 
 class SessionsHistoryParams(ToolParams):
     tool: ClassVar[str] = "sessions_history"
 
     sessionKey: str
     limit: int = 200
+    offset: int | None = None
     includeTools: bool = False
 
     @model_validator(mode="before")
@@ -186,6 +221,17 @@ class SessionsHistoryParams(ToolParams):
     @classmethod
     def _limit(cls, value: Any) -> int:
         return 200 if value is None else clamped_int("limit", value, low=1, high=1000)
+
+    @field_validator("offset", mode="before")
+    @classmethod
+    def _offset(cls, value: Any) -> int | None:
+        # OpenClaw refuses a negative offset; a fraction is floored like every number here.
+        if value is None:
+            return None
+        x = number("offset", value)
+        if x < 0:
+            raise ValueError("offset must be a non-negative integer")
+        return MAX_HISTORY_OFFSET if math.isinf(x) else min(math.floor(x), MAX_HISTORY_OFFSET)
 
     @field_validator("includeTools", mode="before")
     @classmethod
@@ -247,6 +293,38 @@ class SessionsSendParams(ToolParams):
         if value is None:
             return 30
         return clamped_int("timeoutSeconds", value, low=0, high=MAX_SEND_TIMEOUT_SECONDS)
+
+
+class SessionsYieldParams(ToolParams):
+    tool: ClassVar[str] = "sessions_yield"
+
+    waitFor: str = "all"
+    timeoutSeconds: int | None = None
+    message: str | None = None
+
+    @field_validator("waitFor", mode="before")
+    @classmethod
+    def _wait_for(cls, value: Any) -> str:
+        wait_for = text("waitFor", value, max_length=64)
+        if wait_for is None:
+            return "all"
+        if wait_for.lower() not in {"all", "any"}:
+            raise ValueError(f'waitFor must be "all" or "any", not {wait_for!r}')
+        return wait_for.lower()
+
+    @field_validator("timeoutSeconds", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        return clamped_int("timeoutSeconds", value, low=1, high=MAX_SEND_TIMEOUT_SECONDS)
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _message(cls, value: Any) -> str | None:
+        return within_message_cap(
+            "message", text("message", value, max_length=MAX_SEND_MESSAGE_CHARS)
+        )
 
 
 MAX_TASK_CHARS = 1_000_000
@@ -340,3 +418,79 @@ class SessionsSpawnParams(ToolParams):
         if self.runTimeoutSeconds is not None:
             return self.runTimeoutSeconds
         return self.timeoutSeconds or 0
+
+
+SUBAGENT_ACTIONS = ("list", "cancel", "steer")
+# OpenClaw's earlier name of the cancel action.
+ACTION_ALIASES = {"kill": "cancel"}
+MAX_RECENT_MINUTES = 10_080
+DEFAULT_RECENT_MINUTES = 30
+MAX_STEER_CHARS = 100_000
+
+
+class SubagentsParams(ToolParams):
+    """``subagents``: list the caller's spawn tree, cancel or steer a run in it."""
+
+    tool: ClassVar[str] = "subagents"
+
+    action: str = "list"
+    target: str | None = None
+    message: str | None = None
+    recentMinutes: int = DEFAULT_RECENT_MINUTES
+    reason: str | None = None
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _action(cls, value: Any) -> str:
+        raw = text("action", value, max_length=64)
+        if raw is None:
+            return "list"
+        action = ACTION_ALIASES.get(raw.lower(), raw.lower())
+        if action not in SUBAGENT_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(SUBAGENT_ACTIONS)}, not {raw!r}")
+        return action
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: Any) -> str | None:
+        return text("target", value, max_length=512)
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _message(cls, value: Any) -> str | None:
+        return within_message_cap("message", text("message", value, max_length=MAX_STEER_CHARS))
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _reason(cls, value: Any) -> str | None:
+        return text("reason", value, max_length=MAX_STRING_PARAM)
+
+    @field_validator("recentMinutes", mode="before")
+    @classmethod
+    def _recent(cls, value: Any) -> int:
+        if value is None:
+            return DEFAULT_RECENT_MINUTES
+        return clamped_int("recentMinutes", value, low=1, high=MAX_RECENT_MINUTES)
+
+    @model_validator(mode="after")
+    def _what_each_action_needs(self) -> SubagentsParams:
+        if self.action in ("cancel", "steer") and self.target is None:
+            raise ValueError(f"target required for action {self.action}")
+        if self.action == "steer" and self.message is None:
+            raise ValueError("message required for action steer")
+        if self.action != "steer" and self.message is not None:
+            raise ValueError("message is only for action steer")
+        return self
+
+
+class SessionStatusParams(ToolParams):
+    """``session_status``: the calling session's own status card."""
+
+    tool: ClassVar[str] = "session_status"
+
+    sessionKey: str | None = None
+
+    @field_validator("sessionKey", mode="before")
+    @classmethod
+    def _key(cls, value: Any) -> str | None:
+        return text("sessionKey", value, max_length=512)

@@ -18,7 +18,17 @@ TOOL_DESCRIPTIONS = {
         "Spawn a background sub-agent run in an isolated session and announce the result "
         "back to the requester chat."
     ),
+    "sessions_yield": (
+        "End your turn and wait for your sub-agents: you are woken by a new turn with "
+        "their reports when all (or any) have finished, or when the wait times out."
+    ),
     "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
+    "subagents": (
+        "List, cancel or steer the sub-agent runs this session spawned (its own spawn tree)."
+    ),
+    "session_status": (
+        "Show this session's status: its run in flight, its sub-agents, usage and budget."
+    ),
 }
 
 
@@ -59,6 +69,27 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
                 "minimum": 0,
                 "description": "Include the last N messages of each session (0-20, default 0).",
             },
+            "label": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Only sessions with exactly this label.",
+            },
+            "agentId": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "Only sessions of this agent.",
+            },
+            "search": {
+                "type": "string",
+                "description": (
+                    "Only sessions whose key, sessionId, label or display name contains "
+                    "this text (any case)."
+                ),
+            },
+            "archived": {
+                "type": "boolean",
+                "description": "List archived sessions instead of active ones (default false).",
+            },
         }
     ),
     "sessions_history": _object(
@@ -71,6 +102,14 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
                 "type": "number",
                 "minimum": 1,
                 "description": "Max messages (default 200, clamped to 1000).",
+            },
+            "offset": {
+                "type": "number",
+                "minimum": 0,
+                "description": (
+                    "Page back through older messages: skip this many of the newest "
+                    "(0 = the newest page); pass the returned nextOffset for the next page."
+                ),
             },
             "includeTools": {
                 "type": "boolean",
@@ -93,7 +132,10 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
             "agentId": {
                 "type": "string",
                 "maxLength": 64,
-                "description": "With label: the agent whose sessions the label is looked up in.",
+                "description": (
+                    "With label: the agent whose sessions the label is looked up in; "
+                    "alone: that agent's main session."
+                ),
             },
             "message": {"type": "string", "description": "The message to send."},
             "timeoutSeconds": {
@@ -132,7 +174,60 @@ TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
         },
         required=["task"],
     ),
+    "sessions_yield": _object(
+        {
+            "waitFor": {
+                "type": "string",
+                "enum": ["all", "any"],
+                "description": "Wake when all sub-agents have finished (default) or any has.",
+            },
+            "timeoutSeconds": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Wake after N seconds at the latest (default: your run's "
+                "own deadline).",
+            },
+            "message": {
+                "type": "string",
+                "description": "A private note the woken turn receives.",
+            },
+        }
+    ),
     "agents_list": _object({}),
+    "subagents": _object(
+        {
+            "action": {
+                "type": "string",
+                "enum": ["list", "cancel", "steer"],
+                "description": "list (default), cancel (with what it caused) or steer.",
+            },
+            "target": {
+                "type": "string",
+                "description": (
+                    "For cancel and steer: a runId from list, or a child sessionKey or "
+                    'label; "all" cancels every sub-agent run in flight.'
+                ),
+            },
+            "message": {
+                "type": "string",
+                "description": "For steer: what the running sub-agent reads at its next step.",
+            },
+            "reason": {"type": "string", "description": "For cancel: why (recorded)."},
+            "recentMinutes": {
+                "type": "number",
+                "minimum": 1,
+                "description": "For list: ended runs within N minutes (default 30).",
+            },
+        }
+    ),
+    "session_status": _object(
+        {
+            "sessionKey": {
+                "type": "string",
+                "description": 'Omit, or "current": this session (the only one it reports).',
+            },
+        }
+    ),
 }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import StoredSession
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import (
     InvalidSessionKey,
     agent_id_of,
@@ -24,11 +25,11 @@ from sessionwire.domain.policy import Access, Refusal
 
 
 @dataclass(frozen=True)
-class SessionNotResolved(Exception):
+class SessionNotResolved(SessionwireError):
     message: str
 
 
-class SessionRefused(Exception):
+class SessionRefused(SessionwireError):
     """A policy said no; ``display_key`` is only set when the caller named the key."""
 
     def __init__(

@@ -1,10 +1,17 @@
-"""``sessions_history``: the last messages of one session, served from the transcript table."""
+"""``sessions_history``: one session's messages, served from the transcript table.
+
+Without ``offset``: the newest ``limit`` messages (the source document's tail). With
+``offset``: a page counted back from the newest message (0 = the newest page), oldest
+first, with ``nextOffset`` while older messages remain (decision 27). Every answer says
+what it left out; nothing is dropped silently.
+"""
 
 from __future__ import annotations
 
+from pydantic_core import to_json
 from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import SessionsHistoryParams
-from sessionwire.application.tools.results import ReadAnswer
+from sessionwire.application.tools.results import ReadAnswer, SessionsHistoryAnswer
 from sessionwire.application.tools.session_refs import resolve_session
 
 MAX_HISTORY_BYTES = 6 * 1024 * 1024
@@ -12,11 +19,41 @@ MAX_HISTORY_BYTES = 6 * 1024 * 1024
 
 async def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> ReadAnswer:
     stored = await resolve_session(context, params.sessionKey, access="history")
-    texts = await context.store.transcript(
-        stored.id, limit=params.limit, include_tools=params.includeTools
-    )
-    messages = context.reader_messages(stored.state.key, cap_bytes(texts, MAX_HISTORY_BYTES))
-    return ReadAnswer({"sessionKey": context.display_key(stored.state.key), "messages": messages})
+    offset = params.offset
+    if offset is None:
+        texts = await context.store.transcript(
+            stored.id, limit=params.limit, include_tools=params.includeTools
+        )
+        total = None
+    else:
+        page = await context.store.transcript_page(
+            stored.id, offset=offset, limit=params.limit, include_tools=params.includeTools
+        )
+        texts, total = page.messages, page.total
+    kept = cap_bytes(texts, MAX_HISTORY_BYTES)
+    messages, redacted = context.reader_view(stored.state.key, kept)
+    dropped = len(kept) < len(texts)
+    answer: SessionsHistoryAnswer = {
+        "sessionKey": context.display_key(stored.state.key),
+        "messages": messages,
+        "truncated": dropped,
+        "droppedMessages": dropped,
+        # Messages are stored within the message cap and returned whole: none is cut.
+        "contentTruncated": False,
+        "contentRedacted": redacted,
+        "bytes": len(to_json(messages)),
+    }
+    if offset is not None and total is not None:
+        # The next page starts right before the oldest message returned, so the messages
+        # the byte cap left out of this page open the next one.
+        next_offset = offset + len(kept)
+        has_more = next_offset < total
+        answer["offset"] = offset
+        answer["totalMessages"] = total
+        answer["hasMore"] = has_more
+        if has_more:
+            answer["nextOffset"] = next_offset
+    return ReadAnswer(answer)
 
 
 def cap_bytes(texts: list[str], limit: int) -> list[str]:

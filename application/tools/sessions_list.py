@@ -1,15 +1,32 @@
-"""``sessions_list``: rows from the read model, newest first, filtered, then limited."""
+"""``sessions_list``: rows from the read model, newest first, filtered, then limited.
+
+The filters agents use (OpenClaw's ``label``, ``agentId``, ``search``, ``archived``) are
+matched here, on the rows the store's existing reads give: a label's sessions through its
+index, anything else by walking the sessions newest first a page at a time until the
+limit is met. Matching in Python answers the same on every store (SQLite's ``LOWER``
+folds ASCII only).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 from sessionwire.application.context import ToolContext
-from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import (
+    SessionPage,
+    SessionQuery,
+    StoredSession,
+)
 from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.params import SessionsListParams
 from sessionwire.application.tools.results import ReadAnswer, SessionRow, SessionsListAnswer
-from sessionwire.domain.keys import agent_id_of, derive_channel
+from sessionwire.domain.keys import KeyRules, agent_id_of, derive_channel, normalize_agent_id
 from sessionwire.domain.policy import list_warning
 from sessionwire.domain.session import to_millis
+
+# Rows read per trip while walking the sessions for a filter the store cannot apply.
+SCAN_PAGE = 200
 
 
 async def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswer:
@@ -23,15 +40,22 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
         # A sandboxed session lists only what it spawned (§9), never global or unknown.
         excluded = {"global", "unknown"}
     scope = access.list_scope()
-    own = frozenset({context.requester.agent_id})
+    own = context.requester.agent_id
     agents = await visible_agents(context)
+    asked = normalize_agent_id(params.agentId) if params.agentId is not None else None
+
+    def only_asked(ids: frozenset[str] | None) -> frozenset[str] | None:
+        # `agentId`: one agent, if the requester may see it at all (else nothing).
+        if asked is None:
+            return ids
+        return frozenset({asked} if ids is None or asked in ids else ())
 
     def query(*, agent_ids: frozenset[str] | None, keys: frozenset[str] | None) -> SessionQuery:
         return SessionQuery(
             limit=params.limit,
             updated_since_ms=since,
             kinds=params.kinds,
-            agent_ids=agent_ids,
+            agent_ids=only_asked(agent_ids),
             exclude_keys=frozenset(excluded),
             keys=keys,
         )
@@ -42,26 +66,36 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
     if scope.every:
         queries.append(query(agent_ids=agents, keys=None))
     if scope.agent:
-        queries.append(query(agent_ids=own, keys=None))
+        queries.append(query(agent_ids=frozenset({own}), keys=None))
     if not scope.every:
         requester = context.requester.key
         wanted = {requester} if scope.requester else set()
         # With its whole agent in scope, only the tree's other agents' sessions add
         # anything: no walk when no other agent's session may be listed.
-        if scope.tree and not (scope.agent and agents == own):
+        if scope.tree and not (scope.agent and agents == frozenset({own})):
             wanted |= await context.store.read(spawn_tree, requester)
         if scope.agent:
-            wanted = {key for key in wanted if agent_id_of(key) != context.requester.agent_id}
+            wanted = {key for key in wanted if agent_id_of(key) != own}
         if wanted:
             queries.append(query(agent_ids=agents, keys=frozenset(wanted)))
     message_limit = params.messageLimit
+    filters = [
+        RowFilter(
+            query=each,
+            rules=rules,
+            label=params.label,
+            search=params.search.lower() if params.search else None,
+            archived=params.archived,
+        )
+        for each in queries
+    ]
 
     def listed(store: Store) -> list[tuple[StoredSession, list[str] | None]]:
         # The rows and their last messages in one trip off the loop.
         found: dict[str, StoredSession] = {}
-        for each in queries:
-            found.update((stored.state.key, stored) for stored in store.list_sessions(each))
-        newest = sorted(found.values(), key=lambda s: (-s.state.updated_at, s.state.key))
+        for matching in filters:
+            found.update((stored.state.key, stored) for stored in matching.rows(store))
+        newest = sorted(found.values(), key=newest_first)[: params.limit]
         return [
             (
                 stored,
@@ -69,7 +103,7 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
                 if message_limit > 0
                 else None,
             )
-            for stored in newest[: params.limit]
+            for stored in newest
         ]
 
     rows = [row(context, stored, texts) for stored, texts in await context.store.read(listed)]
@@ -100,6 +134,96 @@ def spawn_tree(store: Store, key: str) -> frozenset[str]:
             break
         found |= level
     return frozenset(found)
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """``query`` (what the read model filters) plus the agent-facing filters."""
+
+    query: SessionQuery
+    rules: KeyRules
+    label: str | None
+    search: str | None
+    """Lower-cased."""
+    archived: bool
+
+    def rows(self, store: Store) -> list[StoredSession]:
+        if self.label is None and self.search is None and not self.archived:
+            return store.list_sessions(self.query)
+        for named in (self.query.agent_ids, self.query.keys):
+            if named is not None and not named:
+                return []
+        if self.label is not None and not self.archived:
+            # The label's index holds every active session with it: few rows.
+            found = sorted(store.sessions_by_label(self.label), key=newest_first)
+            candidates: Iterator[StoredSession] = iter(found)
+        else:
+            candidates = self._walk(store)
+        rows: list[StoredSession] = []
+        for stored in candidates:
+            if self.query.limit <= len(rows):
+                break
+            if self.matches(stored):
+                rows.append(stored)
+        return rows
+
+    def _walk(self, store: Store) -> Iterator[StoredSession]:
+        """Sessions of the listed status, newest first, a page at a time, ending at the
+        activity window (the order is by ``updatedAt``, so nothing older can match)."""
+        agents = self.query.agent_ids
+        page = SessionPage(
+            limit=SCAN_PAGE,
+            status="archived" if self.archived else "active",
+            agent_id=next(iter(agents)) if agents is not None and len(agents) == 1 else None,
+        )
+        since = self.query.updated_since_ms
+        while True:
+            found = store.session_page(page)
+            for stored in found:
+                if since is not None and stored.state.updated_at < since:
+                    return
+                yield stored
+            if len(found) < SCAN_PAGE:
+                return
+            last = found[-1].state
+            page = SessionPage(
+                limit=page.limit,
+                status=page.status,
+                agent_id=page.agent_id,
+                after=(last.updated_at, last.key),
+            )
+
+    def matches(self, stored: StoredSession) -> bool:
+        state = stored.state
+        query = self.query
+        if state.status != ("archived" if self.archived else "active"):
+            return False
+        if query.updated_since_ms is not None and state.updated_at < query.updated_since_ms:
+            return False
+        if query.agent_ids is not None and state.agent_id not in query.agent_ids:
+            return False
+        if query.kinds is not None and self.rules.kind(state.key, state.chat_type) not in (
+            query.kinds
+        ):
+            return False
+        if query.spawned_by is not None and state.spawned_by != query.spawned_by:
+            return False
+        if query.keys is not None and state.key not in query.keys:
+            return False
+        if state.key in query.exclude_keys:
+            return False
+        if self.label is not None and state.label != self.label:
+            return False
+        return self.search is None or any(
+            self.search in field.lower()
+            for field in (state.key, state.session_id, state.label, state.display_name)
+            if field
+        )
+
+
+def newest_first(stored: StoredSession) -> tuple[int, str]:
+    """The listing's order (``updatedAt`` descending, then key) as a sort key."""
+    return (-stored.state.updated_at, stored.state.key)
 
 
 async def visible_agents(context: ToolContext) -> frozenset[str] | None:

@@ -10,9 +10,14 @@ from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.runs import PENDING
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import StoredSession
-from sessionwire.application.ports.store import StoreInUse
+from sessionwire.application.ports.store import Store, StoreInUse
 from sessionwire.application.tools.params import SessionsSendParams
-from sessionwire.application.tools.results import HopLimitRefused, SendResult
+from sessionwire.application.tools.results import (
+    HopLimitRefused,
+    SendDeliveryShown,
+    SendResult,
+    TraceBudgetRefused,
+)
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
     SessionRefused,
@@ -24,19 +29,24 @@ from sessionwire.domain.agent_to_agent import (
     reply_text,
     resolve_announce_target,
 )
-from sessionwire.domain.busy_decision import BusyDecision, BusyOutcome
+from sessionwire.domain.busy_decision import BusyDecision, BusyOutcome, busy_decision_id
 from sessionwire.domain.causality import Causality
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
-from sessionwire.domain.keys import agent_id_of
+from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_thread_key
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.send_delivery import SendDelivery
 from sessionwire.domain.session import SessionState
 
-PENDING_DELIVERY = {"status": "pending", "mode": "announce"}
+THREAD_REFUSAL = (
+    "sessions_send cannot target a thread session ({key}) for inter-agent coordination; "
+    "use the parent channel session key instead"
+)
 
 log = library_logger("sessionwire.tools")
 
 
-class SendRefused(Exception):
+class SendRefused(SessionwireError):
     """Bad or unresolvable input (an ``error`` result, not a policy refusal)."""
 
     def __init__(self, status: str, error: str) -> None:
@@ -64,8 +74,12 @@ async def _target(context: ToolContext, params: SessionsSendParams) -> StoredSes
         reference = params.sessionKey
         if reference is None and params.label:
             reference = await resolve_label(context, params.label, params.agentId)
+        if reference is None and params.agentId:
+            # agentId alone: that agent's main session (decision 29, as OpenClaw).
+            reference = context.rules.main_key_of(params.agentId)
         if reference is None:
             raise SendRefused("error", "Either sessionKey or label is required")
+        _refuse_thread(context, reference)
         target = await resolve_session(context, reference, access="messaging")
     except SessionNotResolved as error:
         raise SendRefused("error", error.message) from None
@@ -81,9 +95,20 @@ async def _target(context: ToolContext, params: SessionsSendParams) -> StoredSes
     return target
 
 
+def _refuse_thread(context: ToolContext, reference: str) -> None:
+    """A thread's session is a human-facing conversation: never a send's target. Judged on
+    the key's shape alone, so the refusal says nothing about whether the session exists."""
+    try:
+        key = context.rules.canonical(reference, agent_id=context.requester.agent_id)
+    except InvalidSessionKey:
+        return  # resolve_session gives its own error
+    if is_thread_key(key):
+        raise SendRefused("error", THREAD_REFUSAL.format(key=reference.strip()))
+
+
 async def sessions_send(
     context: ToolContext, params: SessionsSendParams
-) -> SendResult | HopLimitRefused:
+) -> SendResult | HopLimitRefused | TraceBudgetRefused:
     services = context.services
     assert services is not None, "sessions_send needs the gateway's run engine"
     hop_refusal = context.hop_refusal()
@@ -100,7 +125,30 @@ async def sessions_send(
         # The calling run's earlier attempt (before a crash) made this very send: it goes
         # on as it was (a reopen resumes it); answer for it rather than start it again.
         display = context.display_key(earlier.state.session_key)
-        return await _answer(context, params, run_id, display)
+        return await _answer(context, params, run_id, display, await _recorded(context, run_id))
+    chain = context.next_hop(str(run_id))
+    # The trace's budget (decision 31) before anything else: a spent trace sends nowhere.
+    async with services.budgets.admit(chain.trace_id) as exceeded:
+        started = None if exceeded else await _start(context, params, run_id, chain)
+    if exceeded is not None:
+        reference = (params.sessionKey or params.label or "").strip()
+        await context.refuse_over_budget(exceeded, chain, tool="sessions_send", reference=reference)
+        return TraceBudgetRefused(error=exceeded.message)
+    if isinstance(started, SendResult):
+        return started
+    assert started is not None
+    display, delivery = started
+    return await _answer(context, params, run_id, display, delivery)
+
+
+async def _start(
+    context: ToolContext, params: SessionsSendParams, run_id: UUID, chain: Causality
+) -> SendResult | tuple[str, SendDelivery]:
+    """Resolve the target and start the run with its exchange: the target's display key
+    and what became of the message (decision 29), or the result of a send that started
+    nothing."""
+    services = context.services
+    assert services is not None
     try:
         target = await _target(context, params)
     except SessionRefused as refused:
@@ -131,7 +179,6 @@ async def sessions_send(
     requester_session = await context.store.session(requester.key)
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
-    chain = context.next_hop(str(run_id))
     busy = await _busy_decision(context, target.state, run_id, chain)
     if busy is not None:
         log.info(
@@ -149,6 +196,7 @@ async def sessions_send(
             tool="sessions_send",
             error=busy_refusal(display, busy),
             sessionKey=display,
+            delivery=_shown(SendDelivery.of("rejected", busy.state.runs_ahead)),
         )
     run = Run.start(
         run_id=run_id,
@@ -180,9 +228,33 @@ async def sessions_send(
         at=now,
         causality=chain,
     )
-    await services.runs.save_and_enqueue(run, exchange, *([busy] if busy is not None else []))
-    services.exchanges.start(exchange.id)
-    return await _answer(context, params, run_id, display)
+    await services.runs.save_and_enqueue(
+        run,
+        exchange,
+        *([busy] if busy is not None else []),
+        then=lambda: services.exchanges.start(exchange.id),
+    )
+    # What was just recorded decides the answer: the decision saved with the run, or none.
+    if busy is None:
+        return display, SendDelivery.of(None, None)
+    return display, SendDelivery.of(busy.state.decision, busy.state.runs_ahead)
+
+
+async def _recorded(context: ToolContext, run_id: UUID) -> SendDelivery:
+    """The delivery of a send recorded by an earlier attempt of the calling run: read back
+    from its busy decision (none recorded: the session was idle)."""
+
+    def decided(store: Store) -> list[Any]:
+        return list(store.stream(busy_decision_id(run_id)))
+
+    for event in await context.store.read(decided):
+        if isinstance(event, BusyDecision.BusyDecided):
+            return SendDelivery.of(event.decision, event.runs_ahead)
+    return SendDelivery.of(None, None)
+
+
+def _shown(delivery: SendDelivery) -> SendDeliveryShown:
+    return SendDeliveryShown.model_validate(delivery.to_json())
 
 
 async def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
@@ -215,6 +287,8 @@ async def _busy_decision(
             cancelled = await _interrupt(context, doomed, target.key)
         else:
             decision = "enqueued"
+    # The send's place: every run of the session in flight ahead of it but those cancelled.
+    ahead = sum(1 for run in runs if run.run_id not in cancelled)
     return BusyDecision.record(
         send_run_id=run_id,
         session_key=target.key,
@@ -225,6 +299,7 @@ async def _busy_decision(
         cancelled_run_ids=cancelled,
         chain=chain,
         at=context.clock.now(),
+        runs_ahead=ahead,
     )
 
 
@@ -277,14 +352,20 @@ async def _record_rejection(context: ToolContext, busy: BusyDecision) -> None:
 
 
 async def _answer(
-    context: ToolContext, params: SessionsSendParams, run_id: UUID, display: str
+    context: ToolContext,
+    params: SessionsSendParams,
+    run_id: UUID,
+    display: str,
+    sent: SendDelivery,
 ) -> SendResult:
-    """What the send answers: accepted at once, or the run's outcome within the wait."""
+    """What the send answers: accepted at once, or the run's outcome within the wait;
+    each says what became of the message when it was sent (``sent``, decision 29)."""
     services = context.services
     assert services is not None
+    delivery = _shown(sent)
     if params.timeoutSeconds == 0:
         return SendResult(
-            runId=str(run_id), status="accepted", sessionKey=display, delivery=PENDING_DELIVERY
+            runId=str(run_id), status="accepted", sessionKey=display, delivery=delivery
         )
     state = await services.runs.wait(run_id, timeout=params.timeoutSeconds)
     if state is None:
@@ -297,7 +378,7 @@ async def _answer(
                 "(read them with sessions_history)"
             ),
             sessionKey=display,
-            delivery=PENDING_DELIVERY,
+            delivery=delivery,
         )
     if state.status == "cancelled":
         # Stopped on request (gw.cancel_run): the exchange carries on as after a failure.
@@ -322,5 +403,5 @@ async def _answer(
         status="ok",
         reply=reply,
         sessionKey=display,
-        delivery=PENDING_DELIVERY,
+        delivery=delivery,
     )

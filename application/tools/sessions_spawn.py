@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from sessionwire.application.context import ToolContext
+from sessionwire.application.orchestration.spawns import spawn_depth
+from sessionwire.application.orchestration.yields import MAX_CHILDREN_READ, spawns_of
+from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.tools.params import SessionsSpawnParams
-from sessionwire.application.tools.results import HopLimitRefused, SpawnResult
+from sessionwire.application.tools.results import (
+    HopLimitRefused,
+    SpawnResult,
+    TraceBudgetRefused,
+)
 from sessionwire.domain.agent_to_agent import report_route
-from sessionwire.domain.keys import is_subagent_key, normalize_agent_id
+from sessionwire.domain.causality import Causality
+from sessionwire.domain.keys import normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session
@@ -26,19 +36,28 @@ def allowed_targets(context: ToolContext) -> tuple[bool, set[str]]:
 
 async def sessions_spawn(
     context: ToolContext, params: SessionsSpawnParams
-) -> SpawnResult | HopLimitRefused:
+) -> SpawnResult | HopLimitRefused | TraceBudgetRefused:
     services = context.services
     assert services is not None, "sessions_spawn needs the gateway's spawn driver"
     requester = context.requester
-    if is_subagent_key(requester.key):
-        return SpawnResult(status="forbidden", tool="sessions_spawn", error=NOT_FROM_SUBAGENTS)
+    limits = context.config.agents.defaults.subagents
+    depth = await spawn_depth(context.store, requester.key)
+    if depth >= limits.maxSpawnDepth:
+        # A leaf: with the default (no nesting) a sub-agent's session tools are refused
+        # before this; here for a caller past the configured depth (decision 30).
+        error = (
+            NOT_FROM_SUBAGENTS
+            if limits.maxSpawnDepth == 1
+            else f"sessions_spawn is not allowed at this depth (depth {depth}: "
+            f"agents.defaults.subagents.maxSpawnDepth is {limits.maxSpawnDepth})"
+        )
+        return SpawnResult(status="forbidden", tool="sessions_spawn", error=error)
     hop_refusal = context.hop_refusal()
     if hop_refusal is not None:
         await context.record_refusal(
             hop_refusal, tool="sessions_spawn", reference=params.task[:80], target_key=None
         )
         return HopLimitRefused(error=hop_refusal.message)
-    ids = services.ids
     run_id = context.new_run_id("sessions_spawn", params)
     earlier = await services.runs.load(run_id) if context.caller_turn is not None else None
     if earlier is not None:
@@ -47,6 +66,41 @@ async def sessions_spawn(
         return SpawnResult(
             status="accepted", runId=str(run_id), childSessionKey=earlier.state.session_key
         )
+    active = await _active_children(context, limits.maxChildrenPerAgent)
+    if active >= limits.maxChildrenPerAgent:
+        return SpawnResult(
+            status="forbidden",
+            tool="sessions_spawn",
+            error=(
+                f"sessions_spawn has reached max active children for this session "
+                f"({active}/{limits.maxChildrenPerAgent}: "
+                "agents.defaults.subagents.maxChildrenPerAgent)"
+            ),
+        )
+    chain = context.next_hop(str(run_id))
+    # The trace's budget (decision 31): its runs, its spawns, its tokens and cost.
+    async with services.budgets.admit(chain.trace_id, spawning=True) as exceeded:
+        result = None if exceeded else await _spawn(context, params, run_id, chain, depth)
+    if exceeded is not None:
+        await context.refuse_over_budget(
+            exceeded, chain, tool="sessions_spawn", reference=params.task[:80]
+        )
+        return TraceBudgetRefused(error=exceeded.message)
+    assert result is not None
+    return result
+
+
+async def _spawn(
+    context: ToolContext,
+    params: SessionsSpawnParams,
+    run_id: UUID,
+    chain: Causality,
+    depth: int,
+) -> SpawnResult:
+    services = context.services
+    assert services is not None
+    requester = context.requester
+    ids = services.ids
     target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
     if target_agent != requester.agent_id:
         allow_any, allowed = allowed_targets(context)
@@ -104,7 +158,6 @@ async def sessions_spawn(
         )
         return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
     run_timeout = params.run_timeout
-    chain = context.next_hop(str(run_id))
     run = Run.start(
         run_id=run_id,
         session_key=child_key,
@@ -138,6 +191,7 @@ async def sessions_spawn(
         archive_after_minutes=config.archive_after_minutes,
         at=now,
         causality=chain,
+        depth=depth + 1,
         # Where the report goes is decided now, from where the requester asked (decision 14).
         report_route=report_route(
             requester.key,
@@ -146,8 +200,9 @@ async def sessions_spawn(
             account_id=requester_row.last_account_id if requester_row else None,
         ),
     )
-    await services.runs.save_and_enqueue(run, child, spawn)
-    services.spawns.start(spawn.id)
+    await services.runs.save_and_enqueue(
+        run, child, spawn, then=lambda: services.spawns.start(spawn.id)
+    )
     return SpawnResult(
         status="accepted",
         runId=str(run_id),
@@ -164,4 +219,19 @@ async def _label_taken(context: ToolContext, label: str) -> bool:
     return any(
         policy.sees(stored.state.policy_target(context.rules))
         for stored in await context.store.sessions_by_label(label)
+    )
+
+
+async def _active_children(context: ToolContext, limit: int) -> int:
+    """How many of the requester's children are still running their task (at least
+    ``limit`` means the cap is reached). Only when it has that many child sessions at
+    all are their spawns read: the common case is one query."""
+    store = context.store
+    children = await store.list_sessions(
+        SessionQuery(limit=MAX_CHILDREN_READ, spawned_by=context.requester.key)
+    )
+    if len(children) < limit:
+        return len(children)
+    return sum(
+        1 for state in await spawns_of(store, context.requester.key) if state.status == "running"
     )

@@ -86,3 +86,39 @@ def test_default_store_is_a_file_in_the_data_dir(monkeypatch: pytest.MonkeyPatch
     assert default_store() == "sqlite:////data/sessionwire/sessions.db"
     monkeypatch.setenv("SESSIONWIRE_STORE", "memory")
     assert default_store() == "memory"
+
+
+def test_history_pages_back_with_offset(store: str) -> None:
+    for n in range(5):
+        assert cli("--store", store, "record", "main", f"m{n}").returncode == 0
+    page = cli(
+        "--store", store, "--json", "sessions", "history", "main", "--limit", "2", "--offset", "1"
+    )
+    assert page.returncode == 0, page.stderr
+    answer = json.loads(page.stdout)
+    assert [m["content"][0]["text"] for m in answer["messages"]] == ["m2", "m3"]
+    assert (answer["offset"], answer["nextOffset"], answer["totalMessages"]) == (1, 3, 5)
+    shown = cli("--store", store, "sessions", "history", "main", "--limit", "2", "--offset", "0")
+    assert "5 messages; older ones: --offset 2" in shown.stdout
+    last = cli("--store", store, "sessions", "history", "main", "--limit", "2", "--offset", "4")
+    assert "m0" in last.stdout
+    assert "--offset" not in last.stdout
+    refused = cli("--store", store, "sessions", "history", "main", "--offset", "-1")
+    assert refused.returncode == 2
+    assert "-1 is not in the range x>=0" in refused.stderr
+
+
+def test_list_filters_by_label_agent_search_and_archived(store: str) -> None:
+    assert cli("--store", store, "record", "main", "hi", "--label", "home").returncode == 0
+    assert cli("--store", store, "record", "cron:nightly", "tick").returncode == 0
+
+    def keys(*options: str) -> list[str]:
+        listed = cli("--store", store, "--json", "sessions", "list", *options)
+        assert listed.returncode == 0, listed.stderr
+        return [row["key"] for row in json.loads(listed.stdout)["sessions"]]
+
+    assert keys("--label", "home") == ["main"]
+    assert keys("--search", "NIGHT") == ["agent:main:cron:nightly"]
+    assert keys("--agent-id", "main") == ["agent:main:cron:nightly", "main"]
+    assert keys("--agent-id", "ops") == []
+    assert keys("--archived") == []

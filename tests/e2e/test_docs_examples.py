@@ -61,6 +61,8 @@ def test_embedding_examples_run() -> None:
     assert "to slack:channel:ops: Ops: a ticket was opened." in out
     assert "['agent:main:slack:channel:ops', 'main']" in out
     assert "accepted error True" in out  # the busy policy's example
+    assert "started refused" in out  # what became of its two messages
+    assert "pages [200, 200, 100] first m0 total 500" in out  # paging back
     assert "accepted cancelled" in out
     assert "run subagent_task ok True" in out
     assert "trace ['subagent_announce', 'subagent_task']" in out
@@ -99,3 +101,9 @@ def test_runtime_files_in_the_docs_load(
         path.write_text(body)
         expected = OpenAIRuntime if "openai" in json.loads(body) else ScriptedRuntime
         assert isinstance(load_runtime(path), expected)
+
+
+def test_a2a_examples_run_and_print_what_the_page_shows() -> None:
+    out = run_python("a2a.md")
+    shown = "".join(blocks("a2a.md", "text"))
+    assert out == shown

@@ -3,6 +3,7 @@ every ``$ sessionwire …`` line exits as the page says, in order, against one s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from command_line import run_in_process
@@ -30,3 +31,34 @@ def test_every_command_line_example_runs(tmp_path: Path) -> None:
         )
     listed = run_in_process("runs", "list", "--status", "ok", env=env, cwd=tmp_path)
     assert "agent:main:discord:group:dev" in listed.stdout
+    # On a fresh store, nothing the example did failed (issue 24: the requester main did
+    # not exist yet, and the exchange's reply-back run in it failed).
+    failed = run_in_process("--json", "runs", "list", "--status", "error", env=env, cwd=tmp_path)
+    assert json.loads(failed.stdout)["runs"] == []
+
+
+def test_a_send_from_a_session_never_recorded_is_refused_writing_nothing(tmp_path: Path) -> None:
+    (tmp_path / "agents.yaml").write_text(
+        page_files(PAGE.read_text(encoding="utf-8"))["agents.yaml"]
+    )
+    env = {"SESSIONWIRE_STORE": f"sqlite:///{tmp_path}/fresh.db"}
+    run_in_process("record", "discord:group:dev", "standup", env=env, cwd=tmp_path)
+    args = ("sessions", "send", "discord:group:dev", "live?", "--runtime", "agents.yaml")
+    refused = run_in_process(*args, env=env, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("sessionwire: the requester main has no session yet")
+    listed = run_in_process("--json", "runs", "list", env=env, cwd=tmp_path)
+    assert json.loads(listed.stdout)["runs"] == []
+    spawned = run_in_process(
+        "sessions",
+        "spawn",
+        "count",
+        "--as",
+        "discord:group:nobody",
+        "--runtime",
+        "agents.yaml",
+        env=env,
+        cwd=tmp_path,
+    )
+    assert spawned.returncode == 1
+    assert "the requester discord:group:nobody has no session yet" in spawned.stderr

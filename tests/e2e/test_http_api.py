@@ -134,6 +134,34 @@ def test_sessions_history_returns_the_tool_result_exactly(client: httpx.Client) 
     assert "toolResult" in [m["role"] for m in with_tools.json()["messages"]]
 
 
+def test_sessions_history_pages_back_over_http(client: httpx.Client) -> None:
+    # Decision 27 through the real transport: pages of 1, newest first, down to the first.
+    total = client.post("/v1/tools/sessions_history", json={"sessionKey": "main", "offset": 0})
+    assert total.status_code == 200
+    count = total.json()["totalMessages"]
+    assert total.json()["truncated"] is False
+    seen: list[str] = []
+    body: dict[str, object] = {"sessionKey": "main", "offset": 0, "limit": 1}
+    while True:
+        page = client.post("/v1/tools/sessions_history", json=body).json()
+        seen = [m["role"] for m in page["messages"]] + seen
+        if "nextOffset" not in page:
+            break
+        body["offset"] = page["nextOffset"]
+    assert len(seen) == count
+    assert seen == [m["role"] for m in total.json()["messages"]]
+    bad = client.post("/v1/tools/sessions_history", json={"sessionKey": "main", "offset": -1})
+    assert bad.status_code == 200
+    assert bad.json()["error"] == "offset must be a non-negative integer"
+
+
+def test_sessions_list_filters_over_http(client: httpx.Client) -> None:
+    found = client.post("/v1/tools/sessions_list", json={"search": "#OPS"}).json()
+    assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
+    archived = client.post("/v1/tools/sessions_list", json={"archived": True}).json()
+    assert archived == {"count": 0, "sessions": []}
+
+
 def test_refusals_are_200_results_with_their_status(server: LiveServer) -> None:
     with server.client("main") as http:
         missing = http.post("/v1/tools/sessions_history", json={"sessionKey": "cron:nope"})
@@ -175,6 +203,11 @@ def test_send_waits_for_the_reply_and_agent_wait_reports_the_run(client: httpx.C
     ).json()
     assert sent["status"] == "ok", sent
     assert sent["reply"] == "pong: ping"
+    assert sent["delivery"] in (
+        {"status": "started", "mode": "announce"},
+        # An earlier test's exchange may still be running in that session.
+        {"status": "queued", "position": 1, "mode": "announce"},
+    )
     waited = client.post(
         "/v1/methods/agent.wait", json={"runId": sent["runId"], "timeoutMs": 0}
     ).json()
@@ -395,6 +428,24 @@ def test_unknown_paths_and_wrong_methods_answer_json(client: httpx.Client) -> No
     assert wrong_method.status_code == 405
     assert wrong_method.headers["Allow"] == "POST"
     assert error_of(wrong_method)["code"] == "method_not_allowed"
+
+
+def test_docs_is_the_api_reference_page_without_a_token_or_a_script(server: LiveServer) -> None:
+    """Issue 24: ``/docs`` was 404 on serve. It is the OpenAPI document as a page (no
+    Swagger UI: that loads its scripts from a CDN), public like ``/openapi.json``."""
+    with httpx.Client(base_url=server.url) as anonymous:
+        page = anonymous.get("/docs")
+        document = anonymous.get("/openapi.json").json()
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert "<script" not in page.text.lower()
+    assert "href='/openapi.json'" in page.text
+    for path in document["paths"]:
+        assert f"<code>{path}</code>" in page.text
+    assert "<code>/v1/tools/sessions_send</code> <em>token</em>" in page.text
+    assert "<code>/healthz</code></h2>" in page.text  # public: no token mark
+    assert "/docs" not in document["paths"]
 
 
 def test_the_openapi_document_carries_each_tools_json_schema(server: LiveServer) -> None:

@@ -20,15 +20,16 @@ from sessionwire.adapters.http.tokens import TokenSet
 WORK_TOKEN = "work-token-0123456789abcdefghijklmnop"
 
 
-def read_events(response: httpx.Response, count: int) -> list[tuple[int, dict[str, Any]]]:
-    """The next ``count`` events of an open stream, as (id, data)."""
-    found: list[tuple[int, dict[str, Any]]] = []
-    event_id: int | None = None
+def read_events(response: httpx.Response, count: int) -> list[tuple[Any, dict[str, Any]]]:
+    """The next ``count`` events of an open stream, as (id, data): a position's id as an
+    int, a sealed one (a session-bound token's) as its text."""
+    found: list[tuple[Any, dict[str, Any]]] = []
+    event_id: int | str | None = None
     # One line iterator per response: a stream is read once, across several calls.
     lines = response.extensions.setdefault("test_sse_lines", response.iter_lines())
     for line in lines:
         if line.startswith("id: "):
-            event_id = int(line[4:])
+            event_id = int(line[4:]) if line[4:].isdigit() else line[4:]
         elif line.startswith("data: "):
             assert event_id is not None
             found.append((event_id, json.loads(line[6:])))
@@ -102,7 +103,40 @@ def test_filters_and_a_session_bound_token_see_only_what_they_may(tmp_path: Path
             # access is off): the first is the session opening, the second its message.
             events = read_events(mine, 2)
             assert [e["sessionKey"] for _, e in events] == ["agent:work:main"] * 2
-            assert [i for i, _ in events] == [7, 8]
+        # Its ids are sealed: no log position (which would count the 6 events before
+        # that it may not see), each the event's cursor, and it resumes from them.
+        ids = [i for i, _ in events]
+        assert all(isinstance(i, str) and len(i) == 22 for i in ids), ids
+        assert [e["cursor"] for _, e in events] == ids
+        assert not any("position" in e for _, e in events)
+        with httpx.Client(base_url=live.url, headers=work, timeout=30) as client:
+            resumed = client.get(
+                "/v1/events",
+                params={"follow": "false"},
+                headers={"Last-Event-ID": ids[0]},
+            )
+            assert resumed.status_code == 200
+            assert [e["type"] for e in _data(resumed.text)] == ["MessageAppended"]
+            # Positions are not taken from it, nor an id sealed for another session.
+            for bad in ("7", "7.1", ids[0][::-1], "A" * 22):
+                refused = client.get(
+                    "/v1/events", params={"follow": "false"}, headers={"Last-Event-ID": bad}
+                )
+                assert refused.status_code == 400, (bad, refused.text)
+            assert client.get("/v1/events", params={"after": 6}).status_code == 400
+        with httpx.Client(base_url=live.url, headers=operator, timeout=30) as client:
+            # The operator's ids are positions; one of them means nothing to the bound
+            # token's stream, and the bound token's means nothing to the operator's.
+            assert (
+                client.get(
+                    "/v1/events", params={"follow": "false"}, headers={"Last-Event-ID": ids[0]}
+                ).status_code
+                == 400
+            )
+
+
+def _data(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
 
 
 def test_follow_false_sends_what_is_recorded_and_ends(server: Any) -> None:

@@ -140,3 +140,33 @@ def test_serve_exposes_metrics_to_its_operator_token(tmp_path: Path) -> None:
         in metrics.text
     )
     assert anonymous.status_code == 401
+
+
+def test_serve_answers_with_python_warnings_as_errors(tmp_path: Path) -> None:
+    """Issue 24: pydantic's UnsupportedFieldAttributeWarning was printed once `serve`
+    answered (the gateway methods' deferred models were built outside FastAPI's silence
+    of it). With every warning an error, the schema page and each method answer, and
+    nothing is warned."""
+    port = free_port()
+    store = f"sqlite:///{tmp_path}/s.db"
+    token = "operator-token-for-serve-warnings-0123456789"
+    env = cli_env(SESSIONWIRE_TOKEN=token, PYTHONWARNINGS="error")
+    command = f"sessionwire --store {store} serve --port {port}"
+    methods = ["sessions.list", "sessions.resolve", "sessions.patch", "chat.history", "agent.wait"]
+    with serve_process(command, port=port, env=env, cwd=str(tmp_path)) as server:
+        url = f"http://127.0.0.1:{port}"
+        operator = {"Authorization": f"Bearer {token}"}
+        document = httpx.get(f"{url}/openapi.json")
+        page = httpx.get(f"{url}/docs")
+        answers = [
+            httpx.post(f"{url}/v1/methods/{name}", json={}, headers=operator).status_code
+            for name in methods
+        ]
+    assert document.status_code == 200
+    assert page.status_code == 200
+    # Each method validated its body (a refusal or a missing required field): no 500.
+    assert answers == [200, 400, 422, 422, 422]
+    assert server.stderr is not None
+    stderr = server.startup_stderr + server.stderr.read()
+    assert "Warning" not in stderr
+    assert server.returncode == 0

@@ -92,7 +92,7 @@ def payload(result: types.CallToolResult) -> dict[str, Any]:
     return data
 
 
-async def test_lists_the_five_tools_with_the_gateways_schemas_then_runs_cancel(store: str) -> None:
+async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store: str) -> None:
     async with stdio_session(store, "--session", "main") as session:
         listed = await session.list_tools()
     served = [
@@ -106,11 +106,16 @@ async def test_lists_the_five_tools_with_the_gateways_schemas_then_runs_cancel(s
         "sessions_history",
         "sessions_send",
         "sessions_spawn",
+        "sessions_yield",
         "agents_list",
+        "subagents",
+        "session_status",
         "runs_cancel",
     ]
     read_only = {t.name for t in listed.tools if t.annotations and t.annotations.readOnlyHint}
-    assert read_only == {"sessions_list", "sessions_history", "agents_list"}
+    assert read_only == {"sessions_list", "sessions_history", "agents_list", "session_status"}
+    destructive = {t.name for t in listed.tools if t.annotations and t.annotations.destructiveHint}
+    assert destructive == {"subagents", "runs_cancel"}
 
 
 async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) -> None:
@@ -129,12 +134,32 @@ async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) 
     assert not sent.isError
     assert payload(sent)["status"] == "ok"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
+    assert payload(sent)["delivery"] == {"status": "started", "mode": "announce"}
     assert not spawned.isError
     spawn = payload(spawned)
     assert spawn["status"] == "accepted"
     assert spawn["childSessionKey"].startswith("agent:main:subagent:")
     assert agents["requester"] == "main"
     assert [agent["id"] for agent in agents["agents"]] == ["main"]
+
+
+async def test_history_pages_and_list_filters_through_mcp(store: str) -> None:
+    async with stdio_session(store, "--session", "main") as session:
+        page = payload(
+            await session.call_tool("sessions_history", {"sessionKey": "main", "offset": 0})
+        )
+        past = payload(
+            await session.call_tool("sessions_history", {"sessionKey": "main", "offset": 9})
+        )
+        bad = await session.call_tool("sessions_history", {"sessionKey": "main", "offset": -2})
+        found = payload(await session.call_tool("sessions_list", {"search": "OPS"}))
+    assert [m["content"][0]["text"] for m in page["messages"]] == ["hello"]
+    assert (page["offset"], page["totalMessages"], page["hasMore"]) == (0, 1, False)
+    assert "nextOffset" not in page
+    assert (past["messages"], past["hasMore"]) == ([], False)
+    assert bad.isError
+    assert payload(bad)["error"] == "offset must be a non-negative integer"
+    assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
 
 
 async def test_a_refusal_is_an_error_result_that_carries_the_json(store: str) -> None:
@@ -298,6 +323,7 @@ async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -
     assert [t.inputSchema for t in listed.tools][:-1] == [s["parameters"] for s in tool_schemas()]
     assert listed.tools[-1].name == "runs_cancel"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
+    assert payload(sent)["delivery"] == {"status": "started", "mode": "announce"}
     assert missing.isError
     assert payload(missing)["error"].startswith("Session not found: cron:nope")
 
@@ -336,3 +362,46 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
     assert missing.status_code == 401
     assert foreign.status_code == 403
     assert allowed.status_code == 200
+
+
+YIELD_SCRIPT = {
+    "rules": [
+        # Long enough that the yield always finds the child in flight.
+        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
+        {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
+        {"step": "yield_wake", "reply": "thanks"},
+    ]
+}
+
+
+async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
+    store: str, tmp_path: Path
+) -> None:
+    """The yield is recorded over MCP; the server then exits with it waiting. A gateway
+    opened later on the store resumes the child and the yield, and wakes main once."""
+    script = tmp_path / "yield.json"
+    script.write_text(json.dumps(YIELD_SCRIPT))
+    async with stdio_session(store, "--session", "main", "--runtime", str(script)) as session:
+        spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
+        yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})
+        lonely = await session.call_tool("sessions_yield", {"waitFor": "most"})
+    assert not yielded.isError
+    answer = payload(yielded)
+    assert answer["status"] == "yielded"
+    assert answer["waitFor"] == "any"
+    assert [child["runId"] for child in answer["children"]] == [spawned["runId"]]
+    assert lonely.isError
+    assert 'waitFor must be "all" or "any"' in payload(lonely)["error"]
+
+    from sessionwire.testing import ScriptedRuntime
+
+    runtime = ScriptedRuntime.from_dict(YIELD_SCRIPT)
+    gateway = await Gateway.open(store=store, runtime=runtime)
+    try:
+        await gateway.wait_idle()
+        runs = (await gateway.runs(session_key="main", limit=10))["runs"]
+    finally:
+        await gateway.close()
+    (wake,) = [call for call in runtime.calls if call.step == "yield_wake"]
+    assert "42 sheep" in wake.message
+    assert [run["status"] for run in runs if run["step"] == "yield_wake"] == ["ok"]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from command_line import run_process
 from sessionwire import Gateway
 from sessionwire.application.ports.store import StoreInUse
 
@@ -85,3 +86,19 @@ async def test_the_lock_of_a_killed_writer_is_taken_over(
         await gateway.close()
     again = await Gateway.open(store=store)  # closing let it go
     await again.close()
+
+
+def test_record_beside_a_live_writer_is_one_line_and_exit_1(
+    holder: tuple[str, subprocess.Popen[str]],
+) -> None:
+    """Issue 24: ``record`` beside a running ``serve`` printed a 60-line StoreInUse
+    traceback; it is one line naming the holder (exit 1, docs/cli.md)."""
+    store, process = holder
+    answer = run_process("--store", store, "record", "main", "not while held")
+    assert answer.returncode == 1
+    assert answer.stdout == ""
+    assert "Traceback" not in answer.stderr
+    [line] = answer.stderr.splitlines()
+    assert line.startswith("sessionwire: SQLite store ")
+    assert f"held by another gateway (pid {process.pid} on host" in line
+    assert "one writer per SQLite file" in line

@@ -226,3 +226,36 @@ async def test_a_failed_import_leaves_the_store_as_it_was(
     code, output = import_file(capsys, target, write(tmp_path / "good.jsonl", lines))
     assert code == 0, output
     assert stored_contents(target) == stored_contents(source)
+
+
+@pytest.mark.parametrize(
+    ("line_type", "field"),
+    [
+        ("event", "notification_id"),
+        ("event", "originator_version"),
+        ("event", "log_seq"),
+        ("end", "events"),
+        ("end", "head_notification_id"),
+    ],
+)
+async def test_a_position_past_64_bits_is_a_named_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    clock: VirtualClock,
+    line_type: str,
+    field: str,
+) -> None:
+    """Issue 27 finding 8: 2^63 in a position was an OverflowError traceback from deep in
+    the import; it is the line's problem, named on one line, and nothing is imported."""
+    lines = await exported(capsys, f"sqlite:///{tmp_path}/source.db", clock)
+    at = next(i for i, line in enumerate(lines) if line["type"] == line_type)
+    lines[at] = {**lines[at], field: 2**63}
+    copy = f"sqlite:///{tmp_path}/copy.db"
+    code, output = import_file(capsys, copy, write(tmp_path / "huge.jsonl", lines))
+    assert code == 1, output
+    assert "Traceback" not in output
+    assert "OverflowError" not in output
+    [message] = output.strip().splitlines()
+    assert f"line {at + 1}: " in message
+    assert f"{field}: Input should be less than or equal to 9223372036854775807" in message
+    assert message.endswith("nothing was imported")

@@ -176,12 +176,31 @@ def main_row_messages(count: int | None) -> Ok:
     return Ok(check)
 
 
+HISTORY_FLAGS = ("truncated", "droppedMessages", "contentTruncated", "contentRedacted", "bytes")
+
+
 def history(count: int, *, key: str = "main", tools: bool = False) -> Ok:
     def check(result: Result) -> None:
-        assert set(result) == {"sessionKey", "messages"}, result
+        assert list(result) == ["sessionKey", "messages", *HISTORY_FLAGS], result
         assert result["sessionKey"] == key, result["sessionKey"]
         assert len(result["messages"]) == count, f"{len(result['messages'])} messages"
         assert ("toolResult" in {m["role"] for m in result["messages"]}) == tools
+
+    return Ok(check)
+
+
+def page(count: int, *, offset: int | None, total: int) -> Ok:
+    """A page of ``count`` messages at ``offset`` (None: anywhere at or past the end)."""
+
+    def check(result: Result) -> None:
+        assert result["totalMessages"] == total, result
+        assert len(result["messages"]) == count, f"{len(result['messages'])} messages"
+        if offset is None:
+            assert result["offset"] >= total, result
+        else:
+            assert result["offset"] == offset, result
+        assert result["hasMore"] == (result["offset"] + count < total), result
+        assert ("nextOffset" in result) == result["hasMore"], result
 
     return Ok(check)
 
@@ -267,6 +286,26 @@ TABLES: dict[tuple[str, str], list[Case]] = {
         ({"limit": 2.9}, rows(2)),
         *[({"limit": v}, rows(3)) for v in (3, 200, 200.5, 201, *TOO_HIGH)],
         *[({"limit": v}, err("limit")) for v in NOT_NUMBERS],
+    ],
+    # sessions_list's filters: label exact, agentId and search trimmed text (empty: no
+    # filter), archived a boolean and nothing else. Nothing of the seed is archived.
+    ("sessions_list", "filters"): [
+        *[({name: None}, rows(3)) for name in ("label", "agentId", "search", "archived")],
+        *[({name: "  "}, rows(3)) for name in ("label", "agentId", "search")],
+        ({"agentId": "MAIN"}, rows(3)),
+        ({"agentId": "work"}, rows(0)),
+        ({"search": "NIGHTLY"}, rows(1)),
+        ({"label": "nope"}, rows(0)),
+        ({"archived": False}, rows(3)),
+        ({"archived": True}, rows(0)),
+        *[
+            ({name: v}, err(name, "string"))
+            for name in ("label", "agentId", "search")
+            for v in (5, True, NAN, [], {})
+        ],
+        *[({name: "a" * 65}, err(name, "too long")) for name in ("label", "agentId")],
+        ({"search": MB_STRING}, err("search", "too long")),
+        *[({"archived": v}, err("archived")) for v in ("true", 1, 0, NAN, [], {})],
     ],
     # sessions_list.activeMinutes: floored, at least 1; +inf, or any window longer than
     # there has been time, is no filter. The group chat is 30 minutes old.
@@ -392,6 +431,21 @@ TABLES: dict[tuple[str, str], list[Case]] = {
             for v in (None, 26, 1000, 1001, *TOO_HIGH)
         ],
         *[({"sessionKey": "main", "limit": v}, err("limit")) for v in NOT_NUMBERS],
+    ],
+    # sessions_history.offset: a number at least 0, floored; past the end an empty page
+    ("sessions_history", "offset"): [
+        ({"sessionKey": "main", "offset": None}, history(VISIBLE_MAIN)),
+        ({"sessionKey": "main", "offset": 0, "limit": 2}, page(2, offset=0, total=VISIBLE_MAIN)),
+        ({"sessionKey": "main", "offset": 1.9, "limit": 2}, page(2, offset=1, total=VISIBLE_MAIN)),
+        *[
+            ({"sessionKey": "main", "offset": v}, page(0, offset=None, total=VISIBLE_MAIN))
+            for v in (VISIBLE_MAIN, 1e308, 10**30, 10**400, INF)
+        ],
+        *[
+            ({"sessionKey": "main", "offset": v}, err("offset", "non-negative"))
+            for v in (-1, -0.5, -1e-300, -INF, -(10**30), -(10**400))
+        ],
+        *[({"sessionKey": "main", "offset": v}, err("offset")) for v in NOT_NUMBERS],
     ],
     # sessions_history.includeTools: a boolean and nothing else
     ("sessions_history", "includeTools"): [

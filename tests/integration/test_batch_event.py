@@ -1,7 +1,11 @@
-"""``Session.MessagesAppended``: a batch of messages is one stored event that takes one
+"""``Session.MessagesAppended``: a batch of messages is one domain event that takes one
 stream version per message, and every reader treats its messages exactly as single
 appends (histories, transcript seq numbers, replay at any version, timelines, audit
-verify, bundles)."""
+verify, bundles).
+
+Storage v3 (ADR 0036) stores a batch one row per message, as its single appends; a store
+upgraded from v2 (and a v2 export) still holds batches stored as one record, which the
+audit section below writes the v2 way (``BATCHES_AS_ROWS`` off) and checks."""
 
 from __future__ import annotations
 
@@ -19,6 +23,10 @@ from sessionwire.testing import VirtualClock
 SINGLE = "agent:main:discord:group:single"
 BATCH = "agent:main:discord:group:batch"
 ROUTING = {"channel": "discord", "chat_type": "group", "display_name": "#dev"}
+
+V2_BATCHES = "sessionwire.adapters.store.event_store.BATCHES_AS_ROWS"
+"""Patched off: a batch stored as one record, as v2 stored it (an upgraded store holds
+these; storage v3 writes one row per message, whose positions are each their own)."""
 
 
 def messages(count: int) -> list[dict[str, Any]]:
@@ -84,11 +92,10 @@ async def test_a_batch_reads_exactly_like_the_same_single_appends(gateway: Gatew
     assert batched.state.model_dump(exclude=differs) == single.state.model_dump(exclude=differs)
     assert batched.state.message_count == 10
     assert batched.state.total_tokens == sum(3 * n for n in range(2, 9, 3))
-    # Only two events hold the batch's session: it opened, the batch, the message after.
+    # Storage v3: the batch is stored as its single appends, one row per message.
     assert [type(e).__name__ for e in store_of(gateway).stream(session_uuid(BATCH))] == [
         "SessionOpened",
-        "MessagesAppended",
-        "MessageAppended",
+        *["MessageAppended"] * 10,
     ]
 
     async def lines(key: str) -> list[tuple[int, str, str, dict[str, Any]]]:
@@ -158,11 +165,18 @@ def test_a_batch_event_refuses_to_apply_out_of_its_place() -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def raw(request: pytest.FixtureRequest, tmp_path: Path, clock: VirtualClock) -> RawStore:
+async def raw(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    clock: VirtualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> RawStore:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/batched.db"
     else:
         url = str(request.getfixturevalue("postgres_url"))
+    # The batch stored as one record, as v2 stored it (an upgraded store holds these).
+    monkeypatch.setattr(V2_BATCHES, False)
     gateway = await Gateway.open(config=GatewayConfig(), store=url, clock=clock)
     try:
         await gateway.record_message("main", role="user", content="first")
@@ -215,8 +229,13 @@ def test_an_edited_message_inside_a_batch_is_found_and_located(
     assert finding["stream"]["session_key"] == "agent:main:main"
     assert finding["position"] == {"version": 10, "notification_id": position}
     assert "versions 3-10" in finding["detail"]
-    # m5 is the batch's sixth message: version 3 + 5, named from the transcript rows.
-    assert "the message(s) at version 8 differ" in finding["detail"]
+    if raw.is_sqlite:
+        # Storage v3 (ADR 0036): the message is stored once, in the event; no transcript
+        # copy is left to name the edited message by, so the finding names the batch.
+        assert "differ from the transcript" not in finding["detail"]
+    else:
+        # m5 is the batch's sixth message: version 3 + 5, named from the transcript rows.
+        assert "the message(s) at version 8 differ" in finding["detail"]
 
 
 def test_an_edit_that_breaks_a_batch_s_json_is_still_located_to_the_batch(
@@ -284,8 +303,9 @@ def test_a_whole_export_with_a_batch_imports_into_a_copy_that_verifies(
 
 
 async def test_the_live_event_stream_publishes_a_batch_as_its_single_appends(
-    gateway: Gateway,
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(V2_BATCHES, False)
     batch = messages(5)
     await record_singly(gateway, SINGLE, batch)
     await gateway.record_many(BATCH, batch, **ROUTING)
@@ -311,7 +331,10 @@ async def test_the_live_event_stream_publishes_a_batch_as_its_single_appends(
     assert [event async for event in gateway.subscribe(after=position).recorded()] == []
 
 
-async def test_a_subscriber_resumed_inside_a_batch_misses_none_of_it(gateway: Gateway) -> None:
+async def test_a_subscriber_resumed_inside_a_batch_misses_none_of_it(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(V2_BATCHES, False)
     await gateway.record_many(BATCH, messages(4), **ROUTING)
     await gateway.record_message(SINGLE, role="user", content="after the batch")
     store_of(gateway).seal()
@@ -330,3 +353,16 @@ async def test_a_subscriber_resumed_inside_a_batch_misses_none_of_it(gateway: Ga
     subscription = gateway.subscribe(session_key=SINGLE)
     assert [e["summary"] async for e in subscription.recorded()][-1] == summaries[-1]
     assert subscription.cursor == str(published[-1]["position"])
+
+
+async def test_storage_v3_stores_a_batch_one_row_per_message(gateway: Gateway) -> None:
+    # Each message its own record, at its own position, as its single append would be.
+    await gateway.record_many(BATCH, messages(4), **ROUTING)
+    store_of(gateway).seal()
+    published = [e async for e in gateway.subscribe().recorded() if e["sessionKey"] == BATCH]
+    assert [(e["type"], e["version"]) for e in published] == [
+        ("SessionOpened", 1),
+        *[("MessageAppended", version) for version in range(2, 6)],
+    ]
+    assert len({e["position"] for e in published}) == 5
+    assert [e["cursor"] for e in published] == [str(e["position"]) for e in published]

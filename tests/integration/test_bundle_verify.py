@@ -62,12 +62,24 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
         key = Ed25519PrivateKey.generate()
         made = make_checkpoint(log, key, now=START)
         session = list(
-            export_lines(log, session_key=MAIN, checkpoint=made.checkpoint, heads=made.heads)
+            export_lines(
+                log,
+                session_key=MAIN,
+                checkpoint=made.checkpoint,
+                heads=made.heads,
+                members=made.members,
+            )
         )
         whole = list(export_lines(log, checkpoint=made.checkpoint, heads=made.heads))
         log.session_records = lambda key: None  # type: ignore[method-assign]
         scanned = list(
-            export_lines(log, session_key=MAIN, checkpoint=made.checkpoint, heads=made.heads)
+            export_lines(
+                log,
+                session_key=MAIN,
+                checkpoint=made.checkpoint,
+                heads=made.heads,
+                members=made.members,
+            )
         )
     finally:
         store.close()
@@ -439,3 +451,35 @@ def test_the_command_exits_0_clean_1_findings_2_usage(
     )
     assert code == 1
     assert "not in the chain" in json.loads(out)["findings"][0]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("line_type", "field"),
+    [
+        ("event", "notification_id"),
+        ("event", "originator_version"),
+        ("event", "log_seq"),
+        ("proof", "version"),
+        ("proof", "tree_size"),
+        ("end", "head_log_seq"),
+        ("checkpoint", "log_size"),
+    ],
+)
+def test_a_position_past_64_bits_is_a_malformed_line_not_a_traceback(
+    files: Files, capsys: pytest.CaptureFixture[str], tmp_path: Path, line_type: str, field: str
+) -> None:
+    """Issue 27 finding 8: 2^63 in a position raised OverflowError out of ``audit verify
+    FILE``; it is a finding (malformed, at its line), exit 1."""
+    lines = parsed(files.session)
+    at = next(i for i, line in enumerate(lines) if line["type"] == line_type)
+    if line_type == "checkpoint":
+        lines[at] = {**lines[at], "statement": {**lines[at]["statement"], field: 2**63}}
+    else:
+        lines[at] = {**lines[at], field: 2**63}
+    path = tmp_path / "huge.jsonl"
+    path.write_text("".join(line + "\n" for line in dumped(lines)))
+    code, out, err = run_cli(capsys, "--json", "audit", "verify", str(path))
+    assert code == 1, err
+    report = json.loads(out)
+    malformed = [f for f in report["findings"] if f["kind"] == "malformed"]
+    assert [f["line"] for f in malformed] == [at + 1], report["findings"]

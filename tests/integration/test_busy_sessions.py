@@ -24,6 +24,7 @@ from sessionwire.domain.session import InvalidPatch
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 WORKER = "agent:main:work"
+STARTED = {"status": "started", "mode": "announce"}
 SCRIPT = {
     "rules": [
         {"step": "primary", "match": "slow", "reply": "done slowly", "delaySeconds": 60},
@@ -76,6 +77,7 @@ async def keep_busy(gw: Gateway) -> str:
     """A run in flight in the worker: dispatched, its agent working for 60 s."""
     slow = await send(gw, "a slow job")
     assert slow["status"] == "accepted"
+    assert slow["delivery"] == STARTED
     await gw.wait_idle()
     assert status_of(gw, slow["runId"]) == "running"
     return str(slow["runId"])
@@ -118,6 +120,7 @@ async def test_by_default_a_send_into_a_busy_session_queues_behind_its_run(
     in_flight = await keep_busy(gw)
     queued = await send(gw, "next job")
     assert queued["status"] == "accepted"
+    assert queued["delivery"] == {"status": "queued", "position": 1, "mode": "announce"}
 
     [decided] = decisions(gw)
     assert decided.session_key == WORKER
@@ -126,11 +129,30 @@ async def test_by_default_a_send_into_a_busy_session_queues_behind_its_run(
     assert decided.rule == "session.agentToAgent.busy"
     assert decided.in_flight_run_id == in_flight
     assert decided.run_id == queued["runId"]
+    assert decided.runs_ahead == 1
 
     await clock.advance(61)
     await gw.wait_idle()
     # Run one after the other, in arrival order.
     assert replies(gw) == ["done slowly", "done: next job"]
+
+
+async def test_a_queued_sends_position_counts_every_run_ahead_of_it(
+    enqueueing: Gateway, clock: VirtualClock
+) -> None:
+    gw = enqueueing
+    await keep_busy(gw)
+    second = await send(gw, "second job")
+    third = await send(gw, "third job")
+    assert [r["delivery"] for r in (second, third)] == [
+        {"status": "queued", "position": 1, "mode": "announce"},
+        {"status": "queued", "position": 2, "mode": "announce"},
+    ]
+    assert [d.runs_ahead for d in decisions(gw)] == [1, 2]
+    await clock.advance(61)
+    await gw.wait_idle()
+    # Once the session has caught up, a send starts again.
+    assert (await send(gw, "fourth job"))["delivery"] == STARTED
 
 
 async def test_a_send_into_an_idle_session_decides_nothing(enqueueing: Gateway) -> None:
@@ -139,6 +161,7 @@ async def test_a_send_into_an_idle_session_decides_nothing(enqueueing: Gateway) 
     first = await send(enqueueing, "quick job")
     await enqueueing.wait_idle()
     assert first["status"] == "accepted"
+    assert first["delivery"] == STARTED
     assert decisions(enqueueing) == []
     assert replies(enqueueing) == ["done: quick job"]
 
@@ -157,6 +180,7 @@ async def test_reject_refuses_a_send_into_a_busy_session_and_starts_nothing(
     assert refused["status"] == "error"
     assert refused["tool"] == "sessions_send"
     assert refused["sessionKey"] == WORKER
+    assert refused["delivery"] == {"status": "refused"}
     assert refused["error"] == (
         f"session {WORKER} is busy (run {in_flight} in flight) and refuses sends while it is "
         "(session.agentToAgent.busy: reject); try again once that run has ended"
@@ -233,6 +257,7 @@ async def test_interrupt_cancels_the_run_in_flight_and_takes_the_new_message(
 
     urgent = await send(gw, "urgent job")
     assert urgent["status"] == "accepted"
+    assert urgent["delivery"] == STARTED  # nothing is left ahead of it
     await gw.wait_idle()  # no time passes: the worker took the new message at once
 
     assert replies(gw) == ["done: urgent job"]
@@ -246,6 +271,7 @@ async def test_interrupt_cancels_the_run_in_flight_and_takes_the_new_message(
     assert decided.in_flight_run_id == slow["runId"]
     assert decided.cancelled_run_ids == (slow["runId"],)
     assert decided.run_id == urgent["runId"]
+    assert decided.runs_ahead == 0
     assert events_of(gw, slow["runId"])[-1] == "RunCancelled"
 
 
@@ -256,6 +282,8 @@ async def test_interrupt_cancels_the_queued_runs_too(enqueueing: Gateway) -> Non
     await gw.patch_session(WORKER, busy="interrupt")
 
     urgent = await send(gw, "urgent job")
+    assert queued["delivery"] == {"status": "queued", "position": 1, "mode": "announce"}
+    assert urgent["delivery"] == STARTED
     await gw.wait_idle()
 
     last = decisions(gw)[-1]
@@ -305,6 +333,8 @@ async def test_interrupt_never_cancels_the_senders_own_run(
 
         [noted] = agent.results
         assert noted["status"] == "accepted"
+        # Its own run, left alone, is ahead of the note.
+        assert noted["delivery"] == {"status": "queued", "position": 1, "mode": "announce"}
         [decided] = decisions(gw)
         assert (decided.policy, decided.decision) == ("interrupt", "enqueued")
         assert decided.in_flight_run_id == first["runId"]

@@ -146,7 +146,7 @@ async def test_max_hops_is_configurable(store_url: str, clock: VirtualClock) -> 
         await gw.wait_idle()
         assert agents.results == [
             {"status": "accepted", "runId": agents.results[0]["runId"], "sessionKey": B}
-            | {"delivery": {"status": "pending", "mode": "announce"}},
+            | {"delivery": {"status": "started", "mode": "announce"}},
             {
                 "status": "forbidden",
                 "error": "agent-to-agent hop limit reached (2 hops in this chain)",
@@ -312,6 +312,9 @@ async def test_a_run_dispatched_again_after_a_crash_does_not_repeat_its_sends(
         await second.wait_idle()
         # A's run ran again and asked for the same send: it got the first one back.
         assert [r["runId"] for r in agents.results] == [first_agents.results[0]["runId"]]
+        # And what became of its message, as recorded then (B was idle: started).
+        started = {"status": "started", "mode": "announce"}
+        assert [r["delivery"] for r in first_agents.results + agents.results] == [started] * 2
         assert [e.session_key for e in started_runs(second)].count(B) == 1
     finally:
         await second.close()

@@ -39,10 +39,24 @@ from sessionwire.testing import VirtualClock
 # Read-only tools only: a fuzzer must not call a writing tool with random arguments and
 # then claim the store changed by accident.
 READ_ONLY_TOOLS = ("sessions_list", "sessions_history", "agents_list")
-PARAMETER_NAMES = ("kinds", "limit", "activeMinutes", "messageLimit", "sessionKey", "includeTools")
+PARAMETER_NAMES = (
+    "kinds",
+    "limit",
+    "activeMinutes",
+    "messageLimit",
+    "sessionKey",
+    "includeTools",
+    "offset",
+    "label",
+    "agentId",
+    "search",
+    "archived",
+)
+HISTORY_FLAGS = {"truncated", "droppedMessages", "contentTruncated", "contentRedacted", "bytes"}
+HISTORY_PAGING = {"offset", "totalMessages", "hasMore"}
 RESULT_KEYS = {
     "sessions_list": {"count", "sessions"},
-    "sessions_history": {"sessionKey", "messages"},
+    "sessions_history": {"sessionKey", "messages", *HISTORY_FLAGS},
     "agents_list": {"requester", "allowAny", "agents"},
 }
 EXAMPLES_PER_STORE = 150
@@ -237,7 +251,11 @@ def check_result(result: Any, name: Any) -> None:
         assert not result["error"].startswith("internal error"), result["error"]
         return
     assert name in READ_ONLY_TOOLS, f"unknown tool {name!r} answered {result}"
-    assert set(result) == RESULT_KEYS[name], result
+    keys = set(result)
+    if name == "sessions_history" and "offset" in result:
+        # A page (decision 27): its paging fields, nextOffset while older messages remain.
+        keys -= HISTORY_PAGING | {"nextOffset"} if result["hasMore"] else HISTORY_PAGING
+    assert keys == RESULT_KEYS[name], result
     json.dumps(result, allow_nan=False)  # strict JSON, ready for the wire
 
 

@@ -68,7 +68,8 @@ def test_audit_import_shows_progress_at_a_terminal_and_none_with_json(tmp_path: 
     )
     assert quiet.returncode == 0
     assert "importing" not in quiet.stderr
-    assert json.loads(quiet.stdout)["imported"] == 2  # SessionOpened, one batch
+    # SessionOpened, and the batch's 30 messages: one row each (storage v3, ADR 0036).
+    assert json.loads(quiet.stdout)["imported"] == 31
 
 
 def test_import_openclaw_shows_progress_at_a_terminal_and_none_with_json(tmp_path: Path) -> None:

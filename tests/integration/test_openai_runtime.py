@@ -395,6 +395,40 @@ async def test_a_tool_call_the_run_cannot_make_is_answered_with_a_refusal(
     assert answered == {"status": status, "tool": name, "error": error}
 
 
+async def test_a_yield_ends_the_turn_without_asking_the_model_again(server: ChatServer) -> None:
+    answer = tool_call("sessions_yield", '{"waitFor": "any"}')
+    answer["choices"][0]["message"]["content"] = "waiting for the builds"
+    server.answer(body=answer)
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def yielding(requester: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        calls.append((name, params))
+        return {"status": "yielded", "yieldId": "y", "waitFor": "any", "children": []}
+
+    agent = runtime(server)
+    agent.use_tools(yielding)
+    reply = await agent.run(tool_request(("sessions_yield",)))
+
+    assert reply.text == "waiting for the builds"
+    assert calls == [("sessions_yield", {"waitFor": "any"})]
+    assert len(server.received) == 1
+
+
+async def test_a_yield_that_is_refused_lets_the_model_go_on(server: ChatServer) -> None:
+    server.answer(body=tool_call("sessions_yield", "{}"))
+    server.answer(body=completion("no children, so here is my answer"))
+
+    async def refusing(requester: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"status": "error", "tool": name, "error": "no sub-agent in flight"}
+
+    agent = runtime(server)
+    agent.use_tools(refusing)
+    reply = await agent.run(tool_request(("sessions_yield",)))
+
+    assert reply.text == "no children, so here is my answer"
+    assert len(server.received) == 2
+
+
 async def test_a_model_that_never_stops_calling_tools_fails_the_run(server: ChatServer) -> None:
     for _ in range(3):
         server.answer(body=tool_call("sessions_list", "{}"))

@@ -159,3 +159,114 @@ def test_a_database_without_the_tables_is_reported(
     assert [p["reason"] for p in report["problems"]] == [
         "not an OpenClaw agent database: no session_entries and transcript_events tables"
     ]
+
+
+# A crafted database (issue 27 finding 6) ------------------------------------------------
+
+CRAFTED_TRANSCRIPT = (
+    "CREATE TABLE transcript_events (session_id TEXT, seq INTEGER, event_json TEXT, "
+    "created_at INTEGER);"
+)
+
+
+def crafted(tmp_path: Path, script: str) -> Path:
+    root = tmp_path / "state"
+    path = root / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    path.parent.mkdir(parents=True)
+    connection = sqlite3.connect(path)
+    connection.executescript(script)
+    connection.commit()
+    connection.close()
+    return root
+
+
+def imported(capsys: pytest.CaptureFixture[str], tmp_path: Path, root: Path) -> dict[str, Any]:
+    store = f"sqlite:///{tmp_path}/imported.db"
+    code, out, err = run_cli(capsys, "--store", store, "--json", "import", "openclaw", str(root))
+    assert code == 0, err
+    report: dict[str, Any] = json.loads(out)
+    return report
+
+
+@pytest.mark.parametrize(
+    ("column", "kind"),
+    [
+        ("session_id TEXT GENERATED ALWAYS AS ('" + MAIN_ID + "') VIRTUAL", "generated"),
+        ("session_id TEXT GENERATED ALWAYS AS ('" + MAIN_ID + "') STORED", "generated"),
+    ],
+)
+def test_a_generated_column_is_refused_before_any_row_is_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, column: str, kind: str
+) -> None:
+    """Reading a generated column evaluates its expression, whatever trusted_schema
+    says: a 12 KB file took a gigabyte. Such a table is not OpenClaw's: refused whole."""
+    entry = json.dumps({"sessionId": MAIN_ID, "updatedAt": T})
+    root = crafted(
+        tmp_path,
+        f"CREATE TABLE session_entries (session_key TEXT, {column}, entry_json TEXT, "
+        f"updated_at INTEGER); {CRAFTED_TRANSCRIPT} "
+        f"INSERT INTO session_entries (session_key, entry_json, updated_at) "
+        f"VALUES ('agent:main:main', '{entry}', {T});",
+    )
+    report = imported(capsys, tmp_path, root)
+    assert report["imported"] == []
+    [problem] = report["problems"]
+    assert problem["reason"] == (
+        f"database not read: session_entries.session_id is a {kind} column, not OpenClaw's"
+    )
+
+
+def test_a_virtual_table_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no fts5 module")
+    finally:
+        probe.close()
+    root = crafted(
+        tmp_path,
+        "CREATE VIRTUAL TABLE session_entries USING fts5(session_key, session_id, entry_json, "
+        f"updated_at); {CRAFTED_TRANSCRIPT}",
+    )
+    report = imported(capsys, tmp_path, root)
+    assert report["imported"] == []
+    [problem] = report["problems"]
+    assert (
+        problem["reason"] == "database not read: session_entries is a virtual table, not OpenClaw's"
+    )
+
+
+def test_a_database_larger_than_the_file_bound_is_not_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sessionwire.adapters.importers import openclaw
+
+    root = tmp_path / "state"
+    path = database(root, "main", {"agent:main:main": (MAIN_ID, {"sessionId": MAIN_ID}, [])})
+    monkeypatch.setattr(openclaw, "MAX_FILE_BYTES", path.stat().st_size - 1)
+    report = imported(capsys, tmp_path, root)
+    assert report["imported"] == []
+    [problem] = report["problems"]
+    assert problem["file"] == str(path)
+    assert problem["reason"].startswith("database not read: ")
+    assert "more than the" in problem["reason"]
+
+
+def test_an_oversized_key_is_never_fetched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = tmp_path / "state"
+    database(
+        root,
+        "main",
+        {
+            "agent:main:" + "k" * 5000: (MAIN_ID, {"sessionId": MAIN_ID}, []),
+            "agent:main:main": (CODER_ID, {"sessionId": CODER_ID}, [record("user", "hi", T)]),
+        },
+    )
+    report = imported(capsys, tmp_path, root)
+    assert report["imported"] == ["agent:main:main"]
+    assert [p["reason"] for p in report["problems"]] == [
+        "a row without its keys (text of at most 4096 bytes)"
+    ]

@@ -447,7 +447,7 @@ async def test_a_late_reply_still_gets_its_ping_pong_and_announce(
         result = call.result()
         assert result["status"] == status
         assert result["sessionKey"] == T
-        assert result["delivery"] == {"status": "pending", "mode": "announce"}
+        assert result["delivery"] == {"status": "started", "mode": "announce"}
         run_id = result["runId"]
         assert UUID(run_id)
         assert history_of(gw, run_id) == ["RunStarted", "RunDispatched"]  # still working

@@ -62,6 +62,16 @@ async def test_sessions_history_is_the_models_answer(gateway: Gateway) -> None:
         answer = await gateway.call_tool(
             requester, "sessions_history", {"sessionKey": "discord:group:ops", "limit": 5}
         )
-        assert list(answer) == ["sessionKey", "messages"]
+        flags = ["truncated", "droppedMessages", "contentTruncated", "contentRedacted", "bytes"]
+        assert list(answer) == ["sessionKey", "messages", *flags]
         assert len(answer["messages"]) == 2
         assert json.dumps(answer) == as_the_model_gives(SessionsHistoryResult, answer)
+        for offset in (0, 1, 2):
+            page = await gateway.call_tool(
+                requester,
+                "sessions_history",
+                {"sessionKey": "discord:group:ops", "limit": 1, "offset": offset},
+            )
+            paging = ["offset", "totalMessages", "hasMore", *(["nextOffset"] * (offset < 1))]
+            assert list(page) == ["sessionKey", "messages", *flags, *paging]
+            assert json.dumps(page) == as_the_model_gives(SessionsHistoryResult, page)

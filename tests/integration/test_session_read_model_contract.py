@@ -147,6 +147,45 @@ def test_a_transcript_is_the_last_messages_oldest_first(event_store: Store) -> N
     assert event_store.transcript(uuid4(), limit=5, include_tools=True) == []
 
 
+def test_a_transcript_page_counts_back_from_the_newest_message(event_store: Store) -> None:
+    session = _save(event_store, "agent:main:a")
+    for n in range(1205):
+        session.append_message(_message(f"m{n}"), at=NOW)
+        if n % 100 == 0:
+            session.append_message(_message(f"tool {n}", role="toolResult"), at=NOW)
+    event_store.save(session)
+
+    def page(offset: int, limit: int, *, include_tools: bool = False) -> tuple[list[str], int]:
+        found = event_store.transcript_page(
+            session.id, offset=offset, limit=limit, include_tools=include_tools
+        )
+        texts = [TranscriptMessage.model_validate_json(text).text() for text in found.messages]
+        return texts, found.total
+
+    assert page(0, 3) == (["m1202", "m1203", "m1204"], 1205)
+    assert page(3, 2) == (["m1200", "m1201"], 1205)
+    # With tool results the view is larger, and the offsets count them.
+    assert page(0, 3, include_tools=True) == (["m1202", "m1203", "m1204"], 1218)
+    assert page(4, 2, include_tools=True) == (["m1200", "tool 1200"], 1218)
+    # The last window holds what is left; past the end, however far, none.
+    assert page(1200, 10) == ([f"m{n}" for n in range(5)], 1205)
+    assert page(1205, 10) == ([], 1205)
+    assert page(2**70, 10) == ([], 1205)
+    # Paging back by the page's own length reaches the first message, once each.
+    seen: list[str] = []
+    offset = 0
+    while True:
+        texts, _ = page(offset, 1000)
+        if not texts:
+            break
+        seen = texts + seen
+        offset += len(texts)
+    assert seen == [f"m{n}" for n in range(1205)]
+    assert (
+        event_store.transcript_page(uuid4(), offset=0, limit=5, include_tools=True).messages == []
+    )
+
+
 def test_a_session_page_is_keyset_paged_filtered_and_searched(event_store: Store) -> None:
     keys = [f"agent:main:s{n:02d}" for n in range(7)]
     for n, key in enumerate(keys):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
@@ -207,3 +210,170 @@ async def test_archived_and_deleted_sessions_leave_the_tools(gateway: Gateway) -
     assert result["error"] == "Session not found: cron:a"
     events = [type(e).__name__ for e in store_of(gateway).stream(stored.id)]
     assert events == ["SessionOpened", "MessageAppended", "SessionDeleted"]
+
+
+# Paging back (decision 27) ---------------------------------------------------------------
+
+FLAGS = ("truncated", "droppedMessages", "contentTruncated", "contentRedacted", "bytes")
+
+
+async def record_texts(gateway: Gateway, key: str, count: int) -> None:
+    messages = [{"role": "user", "content": f"m{n}"} for n in range(count)]
+    await gateway.record_many(key, messages)
+
+
+def texts_of(answer: dict[str, Any]) -> list[str]:
+    return [m["content"][0]["text"] for m in answer["messages"]]
+
+
+async def test_paging_back_reaches_the_first_message_of_a_long_session(gateway: Gateway) -> None:
+    await record_texts(gateway, "main", 1234)
+    seen: list[str] = []
+    offsets: list[int] = []
+    params: dict[str, Any] = {"sessionKey": "main", "offset": 0}
+    while True:
+        page = await gateway.call_tool("main", "sessions_history", params)
+        offsets.append(page["offset"])
+        assert page["totalMessages"] == 1234
+        seen = texts_of(page) + seen
+        if "nextOffset" not in page:
+            assert page["hasMore"] is False
+            break
+        assert page["hasMore"] is True
+        params = {"sessionKey": "main", "offset": page["nextOffset"]}
+    # 200 a page (the default limit), oldest first within each, none twice, none missed.
+    assert offsets == [0, 200, 400, 600, 800, 1000, 1200]
+    assert seen == [f"m{n}" for n in range(1234)]
+
+
+async def test_a_page_is_chronological_and_says_where_the_next_one_starts(
+    gateway: Gateway,
+) -> None:
+    await record_texts(gateway, "main", 10)
+    newest = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": 0, "limit": 4}
+    )
+    assert texts_of(newest) == ["m6", "m7", "m8", "m9"]
+    assert {k: newest[k] for k in ("offset", "totalMessages", "hasMore", "nextOffset")} == {
+        "offset": 0,
+        "totalMessages": 10,
+        "hasMore": True,
+        "nextOffset": 4,
+    }
+    last = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": 8, "limit": 4}
+    )
+    assert texts_of(last) == ["m0", "m1"]
+    assert last["hasMore"] is False
+    assert "nextOffset" not in last
+    assert {k: last[k] for k in FLAGS} == {
+        "truncated": False,
+        "droppedMessages": False,
+        "contentTruncated": False,
+        "contentRedacted": False,
+        "bytes": len(json.dumps(last["messages"], separators=(",", ":")).encode()),
+    }
+
+
+async def test_without_offset_the_tail_carries_the_flags_and_no_paging(gateway: Gateway) -> None:
+    await record_texts(gateway, "main", 5)
+    tail = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main", "limit": 2})
+    assert texts_of(tail) == ["m3", "m4"]
+    assert list(tail) == ["sessionKey", "messages", *FLAGS]
+    assert tail["truncated"] is False
+
+
+async def test_offsets_count_the_view_asked_for(gateway: Gateway) -> None:
+    await gateway.record_message("main", role="user", content="first")
+    await gateway.record_message("main", role="toolResult", content="tool output")
+    await gateway.record_message("main", role="assistant", content="last")
+    plain = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": 1, "limit": 1}
+    )
+    assert texts_of(plain) == ["first"]
+    assert plain["totalMessages"] == 2
+    tools = await gateway.call_tool(
+        "main",
+        "sessions_history",
+        {"sessionKey": "main", "offset": 1, "limit": 1, "includeTools": True},
+    )
+    assert texts_of(tools) == ["tool output"]
+    assert tools["totalMessages"] == 3
+    assert tools["nextOffset"] == 2
+
+
+async def test_messages_the_byte_cap_leaves_out_open_the_next_page(gateway: Gateway) -> None:
+    big = "x" * (1024 * 1024)
+    for n in range(8):
+        await gateway.record_message("main", role="user", content=f"{n}{big}")
+    first = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main", "offset": 0})
+    assert [t[0] for t in texts_of(first)] == ["3", "4", "5", "6", "7"]
+    assert first["truncated"] is True
+    assert first["droppedMessages"] is True
+    assert first["nextOffset"] == 5
+    assert first["bytes"] <= 6 * 1024 * 1024
+    rest = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": first["nextOffset"]}
+    )
+    assert [t[0] for t in texts_of(rest)] == ["0", "1", "2"]
+    assert rest["droppedMessages"] is False
+    assert "nextOffset" not in rest
+    # The tail says it dropped the oldest too.
+    tail = await gateway.call_tool("main", "sessions_history", {"sessionKey": "main"})
+    assert tail["droppedMessages"] is True
+
+
+async def test_another_sessions_masked_secret_is_flagged(gateway: Gateway) -> None:
+    await gateway.record_message(
+        "discord:group:ops", role="user", content="key AKIAIOSFODNN7EXAMPLE", channel="discord"
+    )
+    params = {"sessionKey": "discord:group:ops", "offset": 0}
+    other = await gateway.call_tool("main", "sessions_history", params)
+    assert "AKIAIOSFODNN7EXAMPLE" not in json.dumps(other)
+    assert other["contentRedacted"] is True
+    own = await gateway.call_tool("discord:group:ops", "sessions_history", params)
+    assert "AKIAIOSFODNN7EXAMPLE" in json.dumps(own)
+    assert own["contentRedacted"] is False
+
+
+@pytest.mark.parametrize("offset", [3, 4, 1000, 2**70, 1e300, 1e400])
+async def test_an_offset_at_or_past_the_first_message_reads_an_empty_page(
+    gateway: Gateway, offset: float
+) -> None:
+    await record_texts(gateway, "main", 3)
+    page = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": offset}
+    )
+    assert page["messages"] == []
+    assert page["totalMessages"] == 3
+    assert page["hasMore"] is False
+    assert "nextOffset" not in page
+    assert page["bytes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("offset", "error"),
+    [
+        (-1, "offset must be a non-negative integer"),
+        (-0.5, "offset must be a non-negative integer"),
+        (-1e400, "offset must be a non-negative integer"),
+        ("5", "offset must be a number"),
+        (True, "offset must be a number"),
+        (float("nan"), "offset must be a number, not NaN"),
+    ],
+)
+async def test_a_bad_offset_is_a_clear_error(gateway: Gateway, offset: Any, error: str) -> None:
+    await record_texts(gateway, "main", 3)
+    result = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": offset}
+    )
+    assert result == {"status": "error", "tool": "sessions_history", "error": error}
+
+
+async def test_a_fractional_offset_is_floored(gateway: Gateway) -> None:
+    await record_texts(gateway, "main", 3)
+    page = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "main", "offset": 1.9, "limit": 1}
+    )
+    assert texts_of(page) == ["m1"]
+    assert page["offset"] == 1

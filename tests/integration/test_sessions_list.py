@@ -231,3 +231,130 @@ async def test_main_of_another_agent_shows_its_full_key(gateway: Gateway) -> Non
     await gateway.record_message("agent:main:main", role="user", content="x")
     rows = (await gateway.call_tool("agent:main:cron:job", "sessions_list", {}))["sessions"]
     assert [r["key"] for r in rows] == ["main"]
+
+
+# The filters agents use: label, agentId, search, archived (OpenClaw's) -----------------
+
+
+async def archive(gateway: Gateway, key: str) -> None:
+    from sessionwire.adapters.testkit.internals import internals, store_of
+
+    stored = store_of(gateway).session(key)
+    assert stored is not None
+    aggregate = stored.to_aggregate()
+    aggregate.archive(reason="test", at=internals(gateway).clock.now())
+    store_of(gateway).save(aggregate)
+
+
+async def listed(gateway: Gateway, requester: str = "main", **params: object) -> list[str]:
+    result = await gateway.call_tool(requester, "sessions_list", params)
+    assert "error" not in result, result
+    assert result["count"] == len(result["sessions"])
+    return [row["key"] for row in result["sessions"]]
+
+
+async def seed_labelled(gateway: Gateway, clock: VirtualClock) -> None:
+    await gateway.record_message("main", role="user", content="hi", label="home")
+    await clock.advance(1)
+    await gateway.record_message(
+        "discord:group:dev",
+        role="user",
+        content="standup",
+        channel="discord",
+        chat_type="group",
+        display_name="Dev Room Ünïcode",
+        label="team",
+    )
+    await clock.advance(1)
+    await gateway.record_message("cron:nightly", role="user", content="tick", label="Team")
+    await clock.advance(1)
+    await gateway.record_message("cron:weekly", role="user", content="tick")
+
+
+async def test_label_is_an_exact_match(gateway: Gateway, clock: VirtualClock) -> None:
+    await seed_labelled(gateway, clock)
+    assert await listed(gateway, label="team") == ["agent:main:discord:group:dev"]
+    assert await listed(gateway, label=" Team ") == ["agent:main:cron:nightly"]
+    assert await listed(gateway, label="tea") == []
+    # With the other filters, and the limit after them all.
+    assert await listed(gateway, label="team", kinds=["cron"]) == []
+    assert await listed(gateway, label="home") == ["main"]
+
+
+async def test_search_matches_key_session_id_label_and_display_name_in_any_case(
+    gateway: Gateway, clock: VirtualClock
+) -> None:
+    await seed_labelled(gateway, clock)
+    every = await gateway.call_tool("main", "sessions_list", {})
+    session_id = {row["key"]: row["sessionId"] for row in every["sessions"]}[
+        "agent:main:cron:weekly"
+    ]
+    assert await listed(gateway, search="CRON") == [
+        "agent:main:cron:weekly",
+        "agent:main:cron:nightly",
+    ]
+    assert await listed(gateway, search="team") == [
+        "agent:main:cron:nightly",
+        "agent:main:discord:group:dev",
+    ]
+    assert await listed(gateway, search="room üNÏ") == ["agent:main:discord:group:dev"]
+    assert await listed(gateway, search=session_id[:13].upper()) == ["agent:main:cron:weekly"]
+    assert await listed(gateway, search="cron", limit=1) == ["agent:main:cron:weekly"]
+    assert await listed(gateway, search="nothing like it") == []
+    assert await listed(gateway, search="   ") == await listed(gateway)  # empty: no filter
+
+
+async def test_agent_id_lists_that_agents_sessions_if_visible(
+    store_url: str, clock: VirtualClock
+) -> None:
+    config = GatewayConfig.load(
+        {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}}
+    )
+    gateway = await Gateway.open(config=config, store=store_url, clock=clock)
+    try:
+        for agent in ("main", "ops", "hidden"):
+            await gateway.record_message(f"agent:{agent}:main", role="user", content="x")
+            await gateway.record_message(f"agent:{agent}:cron:job", role="user", content="x")
+        assert await listed(gateway, agentId="OPS") == ["agent:ops:cron:job", "agent:ops:main"]
+        assert await listed(gateway, agentId="ops", search="cron") == ["agent:ops:cron:job"]
+        assert await listed(gateway, agentId="hidden") == []  # not the requester's to see
+        assert await listed(gateway, agentId="nobody") == []
+    finally:
+        await gateway.close()
+
+
+async def test_archived_lists_archived_sessions_instead(
+    gateway: Gateway, clock: VirtualClock
+) -> None:
+    await seed_labelled(gateway, clock)
+    await archive(gateway, "agent:main:cron:nightly")
+    await archive(gateway, "agent:main:discord:group:dev")
+    assert await listed(gateway) == ["agent:main:cron:weekly", "main"]
+    assert await listed(gateway, archived=True) == [
+        "agent:main:cron:nightly",
+        "agent:main:discord:group:dev",
+    ]
+    assert await listed(gateway, archived=True, label="team") == ["agent:main:discord:group:dev"]
+    assert await listed(gateway, archived=True, kinds=["cron"]) == ["agent:main:cron:nightly"]
+    assert await listed(gateway, archived=False, label="team") == []
+    result = await gateway.call_tool("main", "sessions_list", {"archived": "yes"})
+    assert result == {
+        "status": "error",
+        "tool": "sessions_list",
+        "error": "archived must be true or false",
+    }
+
+
+async def test_a_filtered_walk_pages_through_many_sessions(
+    gateway: Gateway, clock: VirtualClock
+) -> None:
+    # More sessions than one page of the walk: the matches past the first page are found,
+    # newest first, and the activity window ends the walk.
+    for n in range(450):
+        await gateway.record_message(f"cron:job-{n:03d}", role="user", content="x")
+        await clock.advance(1)
+    found = await listed(gateway, search="job-00", limit=200)
+    assert found == [f"agent:main:cron:job-{n:03d}" for n in range(9, -1, -1)]
+    recent = await listed(gateway, search="job", activeMinutes=2, limit=200)
+    assert len(recent) == 120
+    assert recent[0] == "agent:main:cron:job-449"

@@ -24,7 +24,7 @@ from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-PENDING = {"status": "pending", "mode": "announce"}
+PENDING = {"status": "started", "mode": "announce"}
 REQ = "discord:group:req"
 REQ_KEY = "agent:main:discord:group:req"
 TARGET = "discord:group:target"
@@ -1022,3 +1022,82 @@ async def test_a_slow_exchange_does_not_delay_other_sessions(
         assert (await fast)["reply"] == "quick"
         assert ("primary", "agent:main:discord:group:b", "slow") in r.runs()
         assert clock.now() == START
+
+
+# agentId alone, thread keys (decision 29) ---------------------------------------------
+
+A2A_OPS = {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}}
+
+
+async def test_agent_id_alone_targets_that_agents_main_session(
+    store_url: str, clock: VirtualClock
+) -> None:
+    async with rig(store_url, clock, ECHO, A2A_OPS) as r:
+        await r.gw.record_message("agent:ops:main", role="user", content="hi")
+        await r.gw.record_message("agent:ops:discord:group:x", role="user", content="hi")
+        result = await r.send("main", agentId="Ops", message="status?", timeoutSeconds=1)
+        assert result == {
+            "runId": result["runId"],
+            "status": "ok",
+            "reply": "got status?",
+            "sessionKey": "agent:ops:main",
+            "delivery": PENDING,
+        }
+        assert r.runs()[0][:2] == ("primary", "agent:ops:main")
+
+
+async def test_agent_id_alone_goes_through_the_agent_to_agent_policy(
+    store_url: str, clock: VirtualClock
+) -> None:
+    async with rig(store_url, clock, ECHO) as r:
+        await r.gw.record_message("agent:ops:main", role="user", content="hi")
+        before = r.event_count()
+        result = await r.send("main", agentId="ops", message="hi", timeoutSeconds=0)
+        assert (result["status"], result["error"]) == ("forbidden", A2A_DISABLED)
+        assert r.events_after(before) == ["AccessRefused"]
+
+
+async def test_agent_id_alone_of_an_agent_without_a_main_session_is_not_found(
+    store_url: str, clock: VirtualClock
+) -> None:
+    async with rig(store_url, clock, ECHO, A2A_OPS) as r:
+        result = await r.send("main", agentId="ops", message="hi", timeoutSeconds=0)
+        assert result == {
+            "runId": result["runId"],
+            "status": "error",
+            "tool": "sessions_send",
+            "error": "Session not found: agent:ops:main",
+        }
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "agent:main:slack:channel:c1:thread:1712345.000100",
+        "slack:channel:c1:thread:42",
+        "AGENT:Main:Discord:Channel:C1:Thread:7",
+    ],
+)
+async def test_a_thread_key_is_refused_with_a_clear_error(
+    store_url: str, clock: VirtualClock, key: str
+) -> None:
+    async with rig(store_url, clock, ECHO) as r:
+        await r.gw.record_message(key, role="user", content="hi")
+        before = r.event_count()
+        result = await r.send("main", sessionKey=key, message="hi", timeoutSeconds=0)
+        assert result == {
+            "runId": result["runId"],
+            "status": "error",
+            "tool": "sessions_send",
+            "error": (
+                f"sessions_send cannot target a thread session ({key}) for inter-agent "
+                "coordination; use the parent channel session key instead"
+            ),
+        }
+        assert r.event_count() == before
+        assert r.runs() == []
+        # The parent channel's session takes the send.
+        parent = key.lower().rsplit(":thread:", 1)[0]
+        await r.gw.record_message(parent, role="user", content="hi")
+        sent = await r.send("main", sessionKey=parent, message="hi", timeoutSeconds=0)
+        assert sent["status"] == "accepted"

@@ -460,12 +460,24 @@ async def test_a_spawned_child_cannot_use_any_session_tool(
 @pytest.mark.parametrize(
     ("policy", "tools"),
     [
-        pytest.param({}, SUBAGENT_TOOLS, id="default"),
+        # sessions_yield stays: a sub-agent may pause for children of its own (decision 26).
+        pytest.param({}, (*SUBAGENT_TOOLS, "sessions_yield"), id="default"),
         pytest.param(
             {"deny": ["exec", "web_*"]},
-            ("process", "read", "write", "edit", "apply_patch", "image", "browser", "message"),
+            (
+                "process",
+                "read",
+                "write",
+                "edit",
+                "apply_patch",
+                "image",
+                "browser",
+                "message",
+                "sessions_yield",
+            ),
             id="deny-adds",
         ),
+        pytest.param({"deny": ["sessions_yield"]}, SUBAGENT_TOOLS, id="deny-yield"),
         pytest.param(
             {"allow": ["read", "web_*", "sessions_send", "agents_list", "custom_tool"]},
             ("read", "web_search", "web_fetch", "custom_tool"),

@@ -255,3 +255,15 @@ async def test_a_run_whose_cancel_is_being_committed_is_not_handed_to_its_agent(
     script = SimulationScript.load(FINDINGS / "seed-72729-cancel-committing-while-dispatched.json")
     result = await Simulation(fresh_stores(f"sqlite:///{tmp_path}")).run(script)
     assert "cancel-outcome" not in result.counts, result.violations
+
+
+# Found by the memory seed run with trace budgets and steers (issue 25, ADR 0034): a
+# spawn refused under onExceeded "cancel" cancelled its own run while that run's next
+# send was being saved; the cancelled turn left the saved run never queued and its
+# exchange never driven (pending until a reopen). Saving and queueing now run on a task
+# of their own.
+async def test_a_run_saved_by_a_turn_cancelled_meanwhile_is_still_queued_and_driven() -> None:
+    script = SimulationScript.load(FINDINGS / "seed-9-budgets-run-saved-never-queued.json")
+    result = await Simulation(fresh_stores("memory")).run(script)
+    assert "runs-end" not in result.counts, result.violations
+    assert result.ok, result.violations

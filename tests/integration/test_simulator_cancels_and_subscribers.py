@@ -22,6 +22,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     parse_steps,
 )
 from sessionwire.application.event_stream.subscription import Subscription
+from sessionwire.domain.busy_decision import busy_decision_id
 from sessionwire.testing import (
     INVARIANTS,
     Simulation,
@@ -32,7 +33,7 @@ from sessionwire.testing import (
 
 
 def test_the_new_invariants_have_names() -> None:
-    assert {"subscribers", "cancel-outcome", "busy-decided"} <= set(INVARIANTS)
+    assert {"subscribers", "cancel-outcome", "busy-decided", "send-delivery"} <= set(INVARIANTS)
 
 
 def test_workloads_mix_in_cancels_busy_policies_and_one_late_subscriber() -> None:
@@ -138,6 +139,26 @@ def test_a_rejected_send_that_started_a_run_is_caught() -> None:
     assert reader.busy_problems() == []
     reader.read(_Log(decided, _event("RunStarted", run, session_key="s", step="primary")))  # type: ignore[arg-type]
     assert reader.busy_problems() != []
+
+
+def test_a_send_whose_delivery_is_not_its_recorded_decision_is_caught() -> None:
+    idle, queued, refused = uuid4(), uuid4(), uuid4()
+    reader = LogReader()
+    log = _Log(
+        _event("BusyDecided", busy_decision_id(queued), decision="enqueued", runs_ahead=2),
+        _event("BusyDecided", busy_decision_id(refused), decision="rejected", runs_ahead=1),
+    )
+    reader.read(log)  # type: ignore[arg-type]
+    started = {"status": "started", "mode": "announce"}
+    assert reader.delivery_problem(str(idle), started) is None
+    at_two = {"status": "queued", "position": 2, "mode": "announce"}
+    assert reader.delivery_problem(str(queued), at_two) is None
+    assert reader.delivery_problem(str(refused), {"status": "refused"}) is None
+    # An answer the record does not back is a violation: guessed, not recorded.
+    assert reader.delivery_problem(str(queued), started) is not None
+    assert reader.delivery_problem(str(queued), {**at_two, "position": 1}) is not None
+    assert reader.delivery_problem(str(idle), at_two) is not None
+    assert reader.delivery_problem(str(refused), started) is not None
 
 
 def test_an_interrupt_whose_run_did_not_end_cancelled_is_caught() -> None:

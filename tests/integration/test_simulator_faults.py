@@ -5,6 +5,7 @@ two PostgreSQL gateways, one killed and the other taking over."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,13 @@ async def test_a_save_path_that_skips_the_crash_point_is_a_crash_points_violatio
     """A planted bug: runs are saved straight to the SQLite writer (awaited, off the
     loop), around the store the simulator watches; a crash could never happen there."""
 
-    async def save_and_enqueue(self: RunEngine, run: Any, *others: Any) -> None:
+    async def save_and_enqueue(
+        self: RunEngine, run: Any, *others: Any, then: Callable[[], object] | None = None
+    ) -> None:
         await self.store.event_store.save_async(run, *others)  # type: ignore[attr-defined]
         self.enqueue(run.id, run.state.session_key)
+        if then is not None:
+            then()
 
     stores = fresh_stores(f"sqlite:///{tmp_path}")
     script = generate(0, WorkloadOptions(steps=6))

@@ -5,6 +5,8 @@ is stored."""
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,26 @@ async def test_a_refused_read_beside_the_writer_still_answers(tmp_path: Path) ->
     finally:
         await reader.close()
         await writer.close()
+
+
+async def test_a_tool_call_beside_the_writer_names_no_path_host_or_pid(tmp_path: Path) -> None:
+    """Issue 27 finding 8: the agent's error quoted StoreInUse whole: the store's path,
+    the host's name and the writer's pid. The operator's log keeps them; the caller
+    gets what happened and what to do."""
+    store = f"sqlite:///{tmp_path}/one.db"
+    writer = await Gateway.open(store=store)
+    reader = await Gateway.open(store=store, resume=False)
+    try:
+        await writer.record_message("main", role="user", content="the writer's")
+        await writer.record_message("discord:group:dev", role="user", content="standup")
+        answer = await reader.call_tool(
+            "main", "sessions_send", {"sessionKey": "discord:group:dev", "message": "hi"}
+        )
+    finally:
+        await reader.close()
+        await writer.close()
+    assert answer["status"] == "error"
+    error = answer["error"]
+    assert error.startswith("the store is held by another gateway")
+    for leaked in (str(tmp_path), "one.db", socket.gethostname(), f"pid {os.getpid()}"):
+        assert leaked not in error, leaked

@@ -13,7 +13,10 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
         "sessions_history",
         "sessions_send",
         "sessions_spawn",
+        "sessions_yield",
         "agents_list",
+        "subagents",
+        "session_status",
     }
     for schema in schemas.values():
         parameters = schema["parameters"]
@@ -25,6 +28,7 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
     for name in ("limit", "activeMinutes", "messageLimit"):
         assert schemas["sessions_list"]["parameters"]["properties"][name]["type"] == "number"
     assert schemas["sessions_history"]["parameters"]["required"] == ["sessionKey"]
+    assert schemas["subagents"]["parameters"]["properties"]["recentMinutes"]["type"] == "number"
     assert (
         schemas["sessions_send"]["parameters"]["properties"]["timeoutSeconds"]["type"] == "number"
     )
@@ -33,6 +37,10 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
     assert spawn["runTimeoutSeconds"]["type"] == "number"
     assert spawn["timeoutSeconds"]["type"] == "number"
     assert spawn["thinking"]["type"] == "string"
+    yielding = schemas["sessions_yield"]["parameters"]
+    assert yielding["properties"]["timeoutSeconds"]["type"] == "number"
+    assert yielding["properties"]["waitFor"]["enum"] == ["all", "any"]
+    assert "required" not in yielding
 
 
 def test_schema_properties_match_the_parameter_models() -> None:

@@ -49,6 +49,14 @@ def logs(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
         pytest.param(
             lambda c: c.agents.defaults.subagents.maxConcurrent, 8, id="subagents.maxConcurrent"
         ),
+        pytest.param(
+            lambda c: c.agents.defaults.subagents.maxSpawnDepth, 1, id="subagents.maxSpawnDepth"
+        ),
+        pytest.param(
+            lambda c: c.agents.defaults.subagents.maxChildrenPerAgent,
+            5,
+            id="subagents.maxChildrenPerAgent",
+        ),
         pytest.param(lambda c: c.agents.defaults.sandbox.mode, None, id="sandbox.mode"),
         pytest.param(
             lambda c: c.agents.defaults.sandbox.sessionToolsVisibility,
@@ -303,6 +311,35 @@ def test_wrong_types_name_the_key(data: dict[str, Any], key: str) -> None:
     message = str(raised.value)
     assert message.startswith("invalid config: ")
     assert f"{key}: " in message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("maxSpawnDepth", 0, "greater than or equal to 1"),
+        ("maxSpawnDepth", 6, "less than or equal to 5"),
+        ("maxSpawnDepth", -1, "greater than or equal to 1"),
+        ("maxSpawnDepth", 2.5, "valid integer"),
+        ("maxSpawnDepth", "2", "valid integer"),
+        ("maxSpawnDepth", True, "valid integer"),
+        ("maxChildrenPerAgent", 0, "greater than or equal to 1"),
+        ("maxChildrenPerAgent", 21, "less than or equal to 20"),
+        ("maxChildrenPerAgent", None, "valid integer"),
+    ],
+)
+def test_nesting_limits_out_of_range_are_errors_naming_the_key(
+    name: str, value: Any, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load({"agents": {"defaults": {"subagents": {name: value}}}})
+    assert f"agents.defaults.subagents.{name}: " in str(raised.value)
+    assert problem in str(raised.value)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5])
+def test_max_spawn_depth_takes_1_to_5(depth: int) -> None:
+    config = load({"agents": {"defaults": {"subagents": {"maxSpawnDepth": depth}}}})
+    assert config.agents.defaults.subagents.maxSpawnDepth == depth
 
 
 def test_every_bad_key_is_named() -> None:

@@ -25,6 +25,7 @@ from sessionwire.adapters.runtimes.scripted import ScriptRule
 from sessionwire.application.config.gateway_config import GatewayConfig, key_path
 from sessionwire.application.gateway import TOOLS
 from sessionwire.application.tools.params import ToolInputError
+from sessionwire.domain.errors import SessionwireError
 
 DEFAULT_SCENARIO = "team.yaml"
 STEP_KINDS = ("message", "call", "advance")
@@ -33,7 +34,7 @@ ToolName = Literal[
 ]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(SessionwireError, ValueError):
     """A scenario file that cannot be played; the message names each bad field."""
 
 

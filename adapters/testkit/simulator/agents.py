@@ -124,6 +124,10 @@ class SimulatedAgents(AgentRuntime):
             await self.clock.sleep(delay)
         for call in plan.get("calls", []):
             await self._nested(request, call, incarnation)
+        if plan.get("yield") in ("all", "any"):
+            # The turn ends after it (sessions_yield); a wake turn follows, once.
+            await self._call(request, "sessions_yield", {"waitFor": plan["yield"]}, incarnation)
+            return RunReply(text=f"yielded {plan_text(plan)}")
         if "cycle" in plan:
             await self._forward(request, plan, incarnation)
         kind = plan.get("kind", "ok")
@@ -158,14 +162,14 @@ class SimulatedAgents(AgentRuntime):
             params: dict[str, Any] = {"task": plan_text(plan), "cleanup": call.get("cleanup")}
             if call.get("agent"):
                 params["agentId"] = call["agent"]
-            await self._call(request.session_key, "sessions_spawn", params, incarnation)
+            await self._call(request, "sessions_spawn", params, incarnation)
             return
         params = {
             "sessionKey": call.get("target"),
             "message": plan_text(plan),
             "timeoutSeconds": call.get("wait", 0),
         }
-        await self._call(request.session_key, "sessions_send", params, incarnation)
+        await self._call(request, "sessions_send", params, incarnation)
 
     async def _forward(
         self, request: RunRequest, plan: dict[str, Any], incarnation: Incarnation
@@ -179,15 +183,22 @@ class SimulatedAgents(AgentRuntime):
             "message": plan_text(onward),
             "timeoutSeconds": plan.get("wait", 0),
         }
-        await self._call(request.session_key, "sessions_send", params, incarnation)
+        await self._call(request, "sessions_send", params, incarnation)
 
     async def _call(
-        self, requester: str, tool: str, params: dict[str, Any], incarnation: Incarnation
+        self, request: RunRequest, tool: str, params: dict[str, Any], incarnation: Incarnation
     ) -> None:
+        """Call a tool as the run's session, on the gateway that dispatched the run (its
+        ``request.call_tool``): a run a reopen dispatched again, while the simulation
+        still points at the gateway it killed, must not call into that one's closed
+        store."""
         incarnation.check_alive()
-        if self.call_tool is None:
+        if request.call_tool is not None:
+            result = await request.call_tool(tool, params)
+        elif self.call_tool is not None:
+            result = await self.call_tool(request.session_key, tool, params)
+        else:
             return
-        result = await self.call_tool(requester, tool, params)
         self.tool_results.append((tool, result))
 
 

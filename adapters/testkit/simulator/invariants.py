@@ -13,6 +13,8 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.ports.event_log import EventLog
+from sessionwire.domain.busy_decision import busy_decision_id
+from sessionwire.domain.trace_budget import TraceBudget, TraceUsage
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,12 @@ INVARIANTS: dict[str, Invariant] = {
             "RunCancelled) every run it names",
         ),
         Invariant(
+            "send-delivery",
+            "a sessions_send's delivery is what its recorded busy decision says: none or "
+            "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused' "
+            "(decision 29)",
+        ),
+        Invariant(
             "subscribers",
             "a subscriber from position P sees exactly the events after P, in order, once "
             "each (across reopens)",
@@ -81,6 +89,21 @@ INVARIANTS: dict[str, Invariant] = {
             "off-loop",
             "no SQL runs on the event loop's thread: every store call the gateway makes is "
             "awaited (the loop guard is armed for the whole simulation; decision 23)",
+        ),
+        Invariant(
+            "trace-budget",
+            "no run starts in a trace past session.agentToAgent.budget: its runs, its spawns, "
+            "and the tokens its runs recorded before it started (decision 31)",
+        ),
+        Invariant(
+            "steers",
+            "a steer is recorded (RunSteered) only on a run that has not ended, and a steer "
+            "answered ok is recorded",
+        ),
+        Invariant(
+            "yields-wake-once",
+            "every yield (RunYielded) wakes exactly once (one YieldWoken, whose woken turn "
+            "starts; never two; none waiting at idle)",
         ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
@@ -132,11 +155,26 @@ class LogReader:
     """A BusyDecided 'rejected' -> the run id its send answered with (none may start)."""
     interrupted: dict[UUID, tuple[str, ...]] = field(default_factory=dict)
     """A BusyDecided 'interrupted' -> the runs it says it cancelled."""
+    wakes: dict[UUID, int] = field(default_factory=dict)
+    """Yield -> how many YieldWoken it recorded."""
+    wake_runs: dict[UUID, UUID] = field(default_factory=dict)
+    """Yield -> the run its (first) wake started."""
+    decided: dict[UUID, tuple[str, int | None]] = field(default_factory=dict)
+    """Every BusyDecided -> its decision and the runs it recorded ahead of the send."""
     events: int = 0
     recorded: list[tuple[UUID, int]] = field(default_factory=list)
     """(aggregate, version) of each event read since the caller last cleared it."""
     digest: Any = field(default_factory=hashlib.sha256)
     """Over each event's type, aggregate, version and time: the run's fingerprint."""
+    budget: TraceBudget | None = None
+    """The script's trace budget, when it sets one (decision 31)."""
+    spent: dict[str, TraceUsage] = field(default_factory=dict)
+    """Trace -> what its runs recorded so far (runs, spawns, tokens)."""
+    trace_of: dict[UUID, str] = field(default_factory=dict)
+    budget_problems: list[str] = field(default_factory=list)
+    steered: dict[UUID, int] = field(default_factory=dict)
+    """Run -> the log position of its last RunSteered."""
+    steer_problems: list[str] = field(default_factory=list)
 
     def read(self, store: EventLog) -> list[str]:
         """Read the events recorded since the last call; the problems they show."""
@@ -159,7 +197,17 @@ class LogReader:
                 parent = getattr(event, "parent_run_id", None)
                 if parent:
                     self.parents[aggregate] = UUID(str(parent))
+                self._admit(aggregate, event, position)
+            elif name == "RunSteered":
+                self.steered[aggregate] = position
+                if aggregate in self.ended:
+                    session, step = self.runs.get(aggregate, ("?", "?"))
+                    self.steer_problems.append(
+                        f"run {aggregate} ({step} in {session}) was steered at log position "
+                        f"{position}, after its outcome {self.ended[aggregate][0]}"
+                    )
             elif name in OUTCOMES:
+                self._spend(aggregate, event)
                 self.outcomes[aggregate] += 1
                 self.ended.setdefault(aggregate, (name, position))
                 if self.outcomes[aggregate] > 1:
@@ -185,8 +233,18 @@ class LogReader:
                 self.reports[aggregate] += 1
                 if self.reports[aggregate] > 1:
                     problems.append(f"spawn {aggregate} recorded its report twice")
+            elif name == "RunYielded":
+                self.wakes.setdefault(aggregate, 0)
+            elif name == "YieldWoken":
+                self.wakes[aggregate] = self.wakes.get(aggregate, 0) + 1
+                wake_run = _uuid(str(getattr(event, "wake_run_id", "")))
+                if wake_run is not None:
+                    self.wake_runs.setdefault(aggregate, wake_run)
+                if self.wakes[aggregate] > 1:
+                    problems.append(f"yield {aggregate} woke twice (log position {position})")
             elif name == "BusyDecided":
                 decision = str(getattr(event, "decision", ""))
+                self.decided[aggregate] = (decision, getattr(event, "runs_ahead", None))
                 if decision == "rejected":
                     self.rejected[aggregate] = str(getattr(event, "run_id", None) or "")
                 elif decision == "interrupted":
@@ -197,12 +255,53 @@ class LogReader:
                 self.abandoned.add(aggregate)
         return problems
 
+    def _admit(self, run: UUID, event: Any, position: int) -> None:
+        """A run started: its trace must not have reached its budget before it."""
+        trace = getattr(event, "trace_id", None)
+        if not trace:
+            return
+        self.trace_of[run] = str(trace)
+        step = str(getattr(event, "step", "?"))
+        used = self.spent.get(str(trace), TraceUsage())
+        if self.budget is not None:
+            exceeded = self.budget.exceeded(used, spawning=step == "subagent_task")
+            if exceeded is not None:
+                self.budget_problems.append(
+                    f"run {run} ({step} in {getattr(event, 'session_key', '?')}) started at "
+                    f"log position {position} in trace {trace}, past its budget: "
+                    f"{exceeded.reason}"
+                )
+        self.spent[str(trace)] = used.plus(spawn=step == "subagent_task", tokens=0, cost=0.0)
+
+    def _spend(self, run: UUID, event: Any) -> None:
+        """A run's first outcome: the tokens its usage recorded count in its trace."""
+        trace = self.trace_of.get(run)
+        usage = getattr(event, "usage", None)
+        if trace is None or usage is None or run in self.ended:
+            return
+        total = usage.totalTokens if usage.totalTokens is not None else usage.input + usage.output
+        used = self.spent.get(trace, TraceUsage())
+        self.spent[trace] = TraceUsage(
+            runs=used.runs, spawns=used.spawns, tokens=used.tokens + total, cost=used.cost
+        )
+
     @property
     def fingerprint(self) -> str:
         return str(self.digest.hexdigest())
 
     def runs_without_one_outcome(self) -> list[UUID]:
         return [run for run in self.runs if self.outcomes[run] != 1]
+
+    def yield_problems(self) -> list[str]:
+        """Yields that did not wake exactly once, or whose woken turn never started
+        (checked at idle, when every yield's deadline has passed)."""
+        problems: list[str] = []
+        for yielded, count in self.wakes.items():
+            if count != 1:
+                problems.append(f"yield {yielded} woke {count} times")
+            elif self.wake_runs.get(yielded) not in self.runs:
+                problems.append(f"yield {yielded} woke, but its turn never started")
+        return problems
 
     def descendants(self, run: UUID) -> list[UUID]:
         """The runs ``run`` caused, directly or not (by ``parent_run_id``)."""
@@ -235,6 +334,30 @@ class LogReader:
                         f"busy decision {decision} interrupted run {run_id}, which has {got}"
                     )
         return problems
+
+    def delivery_problem(self, run_id: str, delivery: dict[str, Any]) -> str | None:
+        """What the log says against the ``delivery`` a send answered for run ``run_id``."""
+        run = _uuid(run_id)
+        if run is None:
+            return f"a send answered delivery {delivery} with run id {run_id!r}"
+        decided = self.decided.get(busy_decision_id(run))
+        if decided is None:
+            expected: dict[str, Any] = {"status": "started"}
+        elif decided[0] == "rejected":
+            expected = {"status": "refused"}
+        elif decided[1] == 0:
+            expected = {"status": "started"}
+        else:
+            expected = {"status": "queued"}
+            if decided[1] is not None:
+                expected["position"] = decided[1]
+        shown = {k: v for k, v in delivery.items() if k in ("status", "position")}
+        if shown != expected:
+            return (
+                f"send {run_id} answered delivery {delivery}, but its recorded decision "
+                f"({decided or 'none: the session was idle'}) says {expected}"
+            )
+        return None
 
 
 def _uuid(text: str) -> UUID | None:

@@ -66,6 +66,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Send,
     SimulationScript,
     Spawn,
+    Steer,
     Step,
     Subscribe,
     plan_text,
@@ -199,6 +200,8 @@ class _Run:
     """The sealed log as single appends (position, type): what subscribers must see."""
     cancelled: list[UUID] = field(default_factory=list)
     """Runs whose cancel answered ``cancelled: true``, not checked yet."""
+    deliveries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(runId, delivery) of each send answered, checked against the log at idle."""
     watched: set[tuple[UUID, int]] = field(default_factory=set)
     """(aggregate, version) of every event a save passed the crash point with."""
     standby: Gateway | None = None
@@ -289,6 +292,8 @@ class Simulation:
             config=GatewayConfig.load(script.config),
         )
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
+        if state.config.trace_budget.configured:
+            state.log.budget = state.config.trace_budget
         return state
 
     def _ports(self, state: _Run, incarnation: Incarnation) -> tuple[AgentRuntime, ChannelDelivery]:
@@ -509,6 +514,12 @@ class Simulation:
                     "timeoutSeconds": step.wait,
                 }
                 self._tool(state, step.source, "sessions_send", params)
+        elif isinstance(step, Steer):
+            child = self._target(state, step.target)
+            source = self._spawner(state, child) if step.source == "@parent" else step.source
+            if child is not None and source is not None:
+                params = {"action": "steer", "target": child, "message": step.text}
+                self._tool(state, source, "subagents", params)
         elif isinstance(step, Spawn):
             params = {"task": plan_text(step.plan), "cleanup": step.cleanup}
             if step.agent is not None:
@@ -542,6 +553,14 @@ class Simulation:
             return state.children[index]
         except IndexError:
             return None
+
+    def _spawner(self, state: _Run, child: str | None) -> str | None:
+        """The session that spawned ``child`` (None: no such child)."""
+        if child is None:
+            return None
+        with self._observing(state) as store:
+            found = store.session(child)
+        return found.state.spawned_by if found is not None else None
 
     def _follow(self, state: _Run, after: int) -> None:
         follower = Follower(after)
@@ -763,8 +782,21 @@ class Simulation:
         with self._observing(state) as store:
             problems = state.log.read(store)
         for problem in problems:
-            kind = "runs-end" if "ended twice" in problem else "exactly-once"
+            kind = (
+                "runs-end"
+                if "ended twice" in problem
+                else "yields-wake-once"
+                if problem.startswith("yield ")
+                else "exactly-once"
+            )
             self._violate(state, kind, problem)
+        for invariant, found in (
+            ("trace-budget", state.log.budget_problems),
+            ("steers", state.log.steer_problems),
+        ):
+            for problem in found:
+                self._violate(state, invariant, problem)
+            found.clear()
         for aggregate, version in state.log.recorded:
             if (aggregate, version) not in state.watched:
                 self._violate(
@@ -791,6 +823,15 @@ class Simulation:
             error = str(result.get("error", ""))
             if "internal error" in error:
                 self._violate(state, "tool-answers", f"{tool} answered {error!r}")
+            if tool == "subagents" and result.get("status") == "ok":
+                steered = _uuid_or_none(result.get("runId"))
+                if steered is not None and steered not in state.log.steered:
+                    self._violate(
+                        state, "steers", f"a steer into run {steered} answered ok, unrecorded"
+                    )
+            delivery = result.get("delivery")
+            if tool == "sessions_send" and isinstance(delivery, dict):
+                state.deliveries.append((str(result.get("runId")), delivery))
             if tool == "sessions_spawn" and result.get("status") == "accepted":
                 child = result.get("childSessionKey")
                 if isinstance(child, str):
@@ -870,10 +911,18 @@ class Simulation:
     def _check_idle(self, state: _Run) -> None:
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
+        for problem in state.log.yield_problems():
+            self._violate(state, "yields-wake-once", problem)
+        for run_id, delivery in state.deliveries:
+            mismatch = state.log.delivery_problem(run_id, delivery)
+            if mismatch is not None:
+                self._violate(state, "send-delivery", mismatch)
+        state.deliveries.clear()
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
             ("exchange", PENDING_EXCHANGE, "runs-end"),
             ("spawn", PENDING_SPAWN, "runs-end"),
+            ("yield", ("waiting",), "yields-wake-once"),
         ):
             with self._observing(state) as store:
                 pending = store.pending_work(kind, statuses)
@@ -1015,3 +1064,10 @@ def _failed_never_delivered(state: _Run) -> dict[str, DeliveryRecord]:
 
 
 __all__ = ["SeededIds", "Simulation", "SimulationResult"]
+
+
+def _uuid_or_none(value: object) -> UUID | None:
+    try:
+        return UUID(str(value)) if value is not None else None
+    except ValueError:
+        return None

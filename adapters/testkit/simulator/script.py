@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from sessionwire.domain.errors import SessionwireError
 
 SCRIPT_VERSION = 1
 
@@ -133,6 +134,17 @@ class Busy(_Step):
     busy: Literal["enqueue", "reject", "interrupt"] | None
 
 
+class Steer(_Step):
+    """``subagents`` steer into a child by place (``@child:N``, as a send names one)
+    from ``source`` (``@parent``: the session that spawned it): answered ok, and
+    recorded, only while the child's run is in flight; skipped when there is no child."""
+
+    op: Literal["steer"] = "steer"
+    source: str
+    target: str
+    text: str
+
+
 class Subscribe(_Step):
     """A subscriber from the log's current position P (each script also has one from
     position 0): it reads what is recorded after each step, and resumes from its last
@@ -153,7 +165,8 @@ Step = Annotated[
     | Cancel
     | Busy
     | Subscribe
-    | DropConnection,
+    | DropConnection
+    | Steer,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -170,7 +183,7 @@ class SessionSeed(BaseModel):
     chat_type: Literal["direct", "group", "channel"] | None = None
 
 
-class SimulationScriptError(ValueError):
+class SimulationScriptError(SessionwireError, ValueError):
     """A script file that is not a simulation script; the message says what is wrong."""
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sessionwire.adapters.testkit.simulator.runner import Simulation, SimulationResult
 from sessionwire.adapters.testkit.simulator.script import SimulationScript, Step
+from sessionwire.domain.errors import SessionwireError
 
 MAX_TRIES = 400
 
@@ -26,7 +27,7 @@ class Shrunk:
     seconds: float
 
 
-class NotReproduced(ValueError):
+class NotReproduced(SessionwireError, ValueError):
     """The script broke no invariant when played again (for a seed that failed once: a
     failure that depends on timing, e.g. a writer thread's, not on the script alone)."""
 

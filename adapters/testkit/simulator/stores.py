@@ -11,10 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from sessionwire.domain.errors import SessionwireError
+
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-class StoreSpecError(ValueError):
+class StoreSpecError(SessionwireError, ValueError):
     pass
 
 

@@ -29,6 +29,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     SessionSeed,
     SimulationScript,
     Spawn,
+    Steer,
     Step,
     Subscribe,
 )
@@ -78,6 +79,12 @@ class WorkloadOptions:
     one, the other takes over; crashes may also hit the takeover itself."""
     dropped_connections: bool = False
     """Saves that lose their connection at COMMIT, committed or not (PostgreSQL)."""
+    budgets: bool = False
+    """A trace budget in the config (decision 31): runs, spawns, tokens, refuse or cancel."""
+    steers: bool = False
+    """``subagents`` steers into children, in flight or ended."""
+    yields: bool = True
+    """Turns that spawn and then yield (sessions_yield, waitFor all or any)."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -119,6 +126,8 @@ class _Generator:
             config["session"]["agentToAgent"]["busy"] = rng.choices(
                 ["enqueue", "reject", "interrupt"], [60, 20, 20]
             )[0]
+        if self.options.budgets:
+            config["session"]["agentToAgent"]["budget"] = self.budget()
         steps = [self.step() for _ in range(self.options.steps)]
         if self.options.subscribers and steps:
             # In place of a step: a workload keeps the length asked for.
@@ -152,6 +161,8 @@ class _Generator:
             choices.append(("busy", 3))
         if self.options.dropped_connections:
             choices.append(("drop", 5))
+        if self.options.steers:
+            choices.append(("steer", 6))
         names, weights = zip(*choices, strict=True)
         kind = rng.choices(names, weights)[0]
         if kind == "send":
@@ -198,12 +209,32 @@ class _Generator:
             return DropConnection(committed=rng.random() < 0.6)
         if kind == "cancel":
             return self.cancel()
+        if kind == "steer":
+            return Steer(
+                source="@parent" if rng.random() < 0.8 else rng.choice(self.keys),
+                target=rng.choice(CHILD_TARGETS),
+                text=f"steer {rng.randrange(1000)}",
+            )
         if kind == "busy":
             return Busy(
                 session=rng.choice(self.keys),
                 busy=rng.choice(["enqueue", "reject", "interrupt", None]),
             )
         return self.cycle()
+
+    def budget(self) -> dict[str, Any]:
+        """Drawn from a generator of its own: the steps stay those of the seed without."""
+        rng = random.Random(f"budget:{self.seed}")
+        budget: dict[str, Any] = {"onExceeded": rng.choice(["refuse", "cancel"])}
+        for name, values in (
+            ("maxRuns", [None, 0, 1, 3, 8, 20]),
+            ("maxSpawns", [None, None, 0, 1, 3]),
+            ("maxTokens", [None, None, 15, 60, 300]),
+        ):
+            value = rng.choice(values)
+            if value is not None:
+                budget[name] = value
+        return budget
 
     def cancel(self) -> Cancel:
         """Mostly the newest run in flight in a session; else a run by its place in the
@@ -246,7 +277,17 @@ class _Generator:
         plan["ann"] = rng.choices(["say", "skip", "fail", "hang"], [60, 28, 7, 5])[0]
         if calls and depth < MAX_PLAN_DEPTH and rng.random() < 0.3 and self.options.nested:
             plan["calls"] = [self.nested_call(depth) for _ in range(rng.choice([1, 1, 2]))]
+            self.maybe_yield(plan)
         return plan
+
+    def maybe_yield(self, plan: dict[str, Any]) -> None:
+        """A turn that spawned yields half the time. Drawn from a generator of its own,
+        so a seed's script is what it was before yields existed, plus the yields."""
+        if not self.options.yields or not any(c["tool"] == "spawn" for c in plan["calls"]):
+            return
+        side = random.Random(f"{self.seed}/yield/{plan['id']}")
+        if side.random() < 0.5:
+            plan["yield"] = side.choice(["all", "any"])
 
     def nested_call(self, depth: int) -> dict[str, Any]:
         rng = self.rng

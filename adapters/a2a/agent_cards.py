@@ -1,0 +1,132 @@
+"""Agent Cards (A2A v1.0): one per configured agent, its skills from the agent's config
+(``agents.list[].a2a``), signed with the audit checkpoint key (Ed25519, ADR 0016) as a
+JWS over the card's canonical JSON (RFC 8785), as the spec's ``signatures`` provide."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+from sessionwire.application.config.gateway_config import A2ASkill, AgentEntry, GatewayConfig
+from sessionwire.domain.keys import DEFAULT_AGENT_ID, normalize_agent_id
+
+A2A_PREFIX = "/a2a"
+CARD_PATH = "/.well-known/agent-card.json"
+BEARER = "bearer"
+TEXT = "text/plain"
+
+
+def served_agents(config: GatewayConfig) -> dict[str, AgentEntry]:
+    """The agents served over A2A: every configured one (the default agent alone when
+    the config lists none), by normalized id."""
+    listed = config.agents.list or [AgentEntry(id=DEFAULT_AGENT_ID)]
+    return {normalize_agent_id(agent.id): agent for agent in listed}
+
+
+def agent_path(agent_id: str) -> str:
+    return f"{A2A_PREFIX}/{agent_id}"
+
+
+def is_card_path(path: str) -> bool:
+    """Cards are public, as the spec's discovery expects: no token needed to read one."""
+    return path.startswith(A2A_PREFIX + "/") and path.endswith(CARD_PATH)
+
+
+def key_id(key: Ed25519PrivateKey) -> str:
+    """The key's id in the signature header: its public key's SHA-256, short (the same
+    key signs the audit checkpoints, so an auditor can match the two)."""
+    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def public_jwk(key: Ed25519PrivateKey) -> dict[str, str]:
+    """The verification key as a JWK (OKP, Ed25519), for a client that checks the card."""
+    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return {
+        "kty": "OKP",
+        "crv": "Ed25519",
+        "x": base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"),
+        "kid": key_id(key),
+    }
+
+
+def _conversation(agent_id: str) -> A2ASkill:
+    """The skill of an agent configured with none: a card must list one (spec §5.7)."""
+    return A2ASkill(id="chat", name=f"Chat with {agent_id}", description="a conversation turn")
+
+
+def agent_card(
+    agent_id: str,
+    entry: AgentEntry,
+    *,
+    base_url: str,
+    push_notifications: bool,
+    signing_key: Ed25519PrivateKey | None = None,
+) -> AgentCard:
+    """The agent's card at ``base_url`` (scheme and host the client reached us by)."""
+    a2a = entry.a2a
+    card = AgentCard(
+        name=entry.name or agent_id,
+        description=(
+            a2a.description if a2a and a2a.description else f"sessionwire agent {agent_id}"
+        ),
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(
+                url=f"{base_url.rstrip('/')}{agent_path(agent_id)}",
+                protocol_binding=TransportProtocol.JSONRPC,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            )
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=push_notifications),
+        security_schemes={
+            BEARER: SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer", description="a token given to `sessionwire serve`"
+                )
+            )
+        },
+        security_requirements=[SecurityRequirement(schemes={BEARER: StringList()})],
+        default_input_modes=[TEXT],
+        default_output_modes=[TEXT],
+        skills=[
+            AgentSkill(
+                id=skill.id,
+                name=skill.name,
+                description=skill.description or skill.name,
+                tags=skill.tags or [agent_id],
+                examples=skill.examples,
+            )
+            for skill in (a2a.skills if a2a and a2a.skills else [_conversation(agent_id)])
+        ],
+    )
+    if signing_key is not None:
+        sign = create_agent_card_signer(
+            signing_key=signing_key.private_bytes(
+                Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()
+            ),
+            protected_header=ProtectedHeader(
+                kid=key_id(signing_key), alg="EdDSA", jku=None, typ="JOSE"
+            ),
+        )
+        card = sign(card)
+    return card

@@ -1,0 +1,493 @@
+"""The A2A v1.0 server over the gateway (contract decision 32, ADR 0035).
+
+The official SDK (``a2a-sdk``) speaks the protocol (JSON-RPC over HTTP, SSE streams);
+``GatewayRequestHandler`` answers each method from the gateway, one handler per agent:
+
+- SendMessage: a run in ``agent:<id>:a2a:<contextId>`` (``application/remote_tasks.py``),
+  provenance ``a2a-remote``; waits for its end unless ``returnImmediately``;
+- GetTask / ListTasks / CancelTask: the run, the runs read model, ``cancel_run``;
+- SendStreamingMessage / SubscribeToTask: the task now, then each change of its state,
+  read from the gateway's event stream (a reconnect starts from the task as it is);
+- push-notification configs: a delivery through the outbox when the task ends.
+
+The caller is the token's scope (decision 22): an operator token any agent's caller and
+sees every task of it; a session-bound token only its session's agent, and only the tasks
+it started. A task hidden from the caller, or of an agent its token may not call, is
+answered as a missing one. Every call is recorded (``RemoteCall``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import (
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sessionwire.adapters.a2a.agent_cards import (
+    CARD_PATH,
+    agent_card,
+    agent_path,
+    served_agents,
+)
+from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
+from sessionwire.adapters.a2a.task_view import (
+    TERMINAL,
+    artifact_update,
+    rejected_task,
+    status_update,
+    task_of,
+    task_state,
+)
+from sessionwire.adapters.http.tokens import Grant
+from sessionwire.application.config.gateway_config import AgentEntry
+from sessionwire.application.gateway import GatewayService
+from sessionwire.application.library_logging import library_logger
+from sessionwire.application.remote_tasks import (
+    OPERATOR_CALLER,
+    RemoteCaller,
+    RemoteTaskRefused,
+    RemoteTasks,
+    check_context_id,
+)
+from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
+from sessionwire.domain.push_request import PushRequestState
+from sessionwire.domain.run import RunState
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+GRANT = "sessionwire.grant"
+MAX_PAGE = 100
+DEFAULT_PAGE = 50
+TASK_NOT_FOUND = "no task with this id that this caller may see"
+
+log = library_logger("sessionwire.a2a")
+
+
+class GrantContext(DefaultServerCallContextBuilder):
+    """The SDK's call context (headers: the protocol version), with the token's grant the
+    Gatekeeper checked."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[GRANT] = request.scope.get("state", {}).get("grant")
+        return context
+
+
+def caller_of(context: ServerCallContext) -> RemoteCaller:
+    grant = context.state.get(GRANT)
+    if not isinstance(grant, Grant):
+        # Only behind the Gatekeeper: a route without a grant is a wiring bug.
+        raise RuntimeError("an A2A call reached the handler without a checked token")
+    return RemoteCaller(OPERATOR_CALLER if grant.session is None else grant.session)
+
+
+def push_config(push: PushRequestState, tenant: str = "") -> TaskPushNotificationConfig:
+    """A push request as the protocol shows it (its token included: it is the caller's)."""
+    return TaskPushNotificationConfig(
+        tenant=tenant,
+        id=push.config_id,
+        task_id=push.run_id,
+        url=push.url,
+        token=push.token or "",
+    )
+
+
+def text_of(message: Message) -> str:
+    """The message's words: its text parts, one per line. Other parts are refused."""
+    texts: list[str] = []
+    for part in message.parts:
+        if part.WhichOneof("content") != "text":
+            raise InvalidParamsError("only text parts are accepted")
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+class GatewayRequestHandler(RequestHandler):
+    """The A2A methods of one agent, answered from the gateway."""
+
+    def __init__(self, service: GatewayService, agent_id: str, card: AgentCard) -> None:
+        self.service = service
+        self.agent_id = agent_id
+        self.card = card
+        self.tasks = RemoteTasks(service)
+
+    # Who may call -------------------------------------------------------------------
+
+    def _may_call(self, caller: RemoteCaller) -> bool:
+        """A session-bound token calls its own session's agent only."""
+        if caller.is_operator:
+            return True
+        try:
+            return agent_id_of(self.service.rules.canonical(caller.scope)) == self.agent_id
+        except InvalidSessionKey:
+            return False
+
+    async def _visible(self, caller: RemoteCaller, task_id: str, method: str) -> RunState:
+        state = (
+            await self.tasks.task(caller, self.agent_id, task_id)
+            if self._may_call(caller)
+            else None
+        )
+        if state is None:
+            await self.tasks.record_call(
+                caller, self.agent_id, method, "not_found", task_id=task_id[:100]
+            )
+            raise TaskNotFoundError(TASK_NOT_FOUND)
+        return state
+
+    async def _record(
+        self, caller: RemoteCaller, method: str, state: RunState, detail: str | None = None
+    ) -> None:
+        await self.tasks.record_call(
+            caller,
+            self.agent_id,
+            method,
+            "ok",
+            task_id=state.run_id,
+            session_key=state.session_key,
+            detail=detail,
+        )
+
+    # Sending ------------------------------------------------------------------------
+
+    async def _start(
+        self, params: SendMessageRequest, context: ServerCallContext, method: str
+    ) -> RunState | Task:
+        caller = caller_of(context)
+        message = params.message
+        if not self._may_call(caller):
+            await self.tasks.record_call(
+                caller, self.agent_id, method, "refused", detail="token of another agent"
+            )
+            raise (
+                TaskNotFoundError(TASK_NOT_FOUND)
+                if message.task_id
+                else InvalidParamsError("this token may not call this agent")
+            )
+        if message.task_id:
+            # Our tasks take one message each; a follow-up names the context instead.
+            state = await self._visible(caller, message.task_id, method)
+            raise UnsupportedOperationError(
+                f"task {state.run_id} takes no further message; send in its context"
+            )
+        context_id = message.context_id or str(uuid.uuid4())
+        text = text_of(message)
+        try:
+            check_context_id(context_id)
+            state = await self.tasks.start(
+                caller,
+                self.agent_id,
+                context_id=context_id,
+                message_id=message.message_id or str(uuid.uuid4()),
+                text=text,
+            )
+        except RemoteTaskRefused as refused:
+            task_id = str(uuid.uuid4())
+            await self.tasks.record_call(
+                caller,
+                self.agent_id,
+                method,
+                "refused",
+                task_id=task_id,
+                context_id=context_id,
+                session_key=refused.session_key,
+                detail=refused.reason,
+            )
+            return rejected_task(
+                task_id=task_id, context_id=context_id, text=text, reason=refused.reason
+            )
+        except (ValueError, InvalidSessionKey) as error:
+            await self.tasks.record_call(
+                caller, self.agent_id, method, "invalid", detail=str(error)
+            )
+            raise InvalidParamsError(str(error)) from None
+        await self._record(caller, method, state, detail=f"context {context_id}")
+        config = params.configuration
+        if config.HasField("task_push_notification_config"):
+            await self._add_push(caller, state, config.task_push_notification_config)
+        return state
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | Message:
+        started = await self._start(params, context, "SendMessage")
+        if isinstance(started, Task):
+            return started
+        config = params.configuration
+        history = config.history_length if config.HasField("history_length") else None
+        if not config.return_immediately:
+            ended = await self.tasks.wait(started.run_id)
+            started = ended or started
+        fresh = await self.tasks.task(caller_of(context), self.agent_id, started.run_id)
+        return task_of(fresh or started, history_length=history)
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        started = await self._start(params, context, "SendStreamingMessage")
+        if isinstance(started, Task):
+            yield started
+            return
+        async for event in self._follow(caller_of(context), started):
+            yield event
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.id, "SubscribeToTask")
+        if task_state(state) in TERMINAL:
+            await self.tasks.record_call(
+                caller,
+                self.agent_id,
+                "SubscribeToTask",
+                "invalid",
+                task_id=state.run_id,
+                detail="task ended",
+            )
+            raise UnsupportedOperationError(f"task {state.run_id} has ended ({state.status})")
+        await self._record(caller, "SubscribeToTask", state)
+        async for event in self._follow(caller, state):
+            yield event
+
+    async def _follow(self, caller: RemoteCaller, state: RunState) -> AsyncGenerator[Event]:
+        """The task as it is now, then each change of its state until it ends. The
+        event stream is followed from before the task is read, so no change between the
+        two is missed; a change already shown is not shown again."""
+        position = await self.service.store.sealed_position()
+        subscription = self.service.subscribe(position, session_key=state.session_key)
+        try:
+            current = await self.tasks.task(caller, self.agent_id, state.run_id) or state
+            yield task_of(current)
+            shown = current.status
+            if current.ended:
+                return
+            async for event in subscription:
+                if event.get("streamId") != current.run_id:
+                    continue
+                fresh = await self.tasks.task(caller, self.agent_id, current.run_id)
+                if fresh is None or fresh.status == shown:
+                    continue
+                shown = fresh.status
+                if fresh.ended:
+                    artifact = artifact_update(fresh)
+                    if artifact is not None:
+                        yield artifact
+                yield status_update(fresh)
+                if fresh.ended:
+                    return
+        finally:
+            subscription.close()
+
+    # Tasks --------------------------------------------------------------------------
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.id, "GetTask")
+        await self._record(caller, "GetTask", state)
+        history = params.history_length if params.HasField("history_length") else None
+        return task_of(state, history_length=history)
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        caller = caller_of(context)
+        size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE
+        if not 1 <= size <= MAX_PAGE:
+            raise InvalidParamsError(f"pageSize must be from 1 to {MAX_PAGE}")
+        if params.page_token:
+            raise InvalidParamsError("pageToken: this server returns one page (no next page)")
+        found: list[RunState] = []
+        if self._may_call(caller):
+            try:
+                found = await self.tasks.tasks(
+                    caller, self.agent_id, context_id=params.context_id or None, limit=MAX_PAGE * 10
+                )
+            except ValueError as error:
+                raise InvalidParamsError(str(error)) from None
+        if params.status:
+            found = [state for state in found if task_state(state) == params.status]
+        history = params.history_length if params.HasField("history_length") else None
+        tasks = [task_of(state, history_length=history) for state in found[:size]]
+        await self.tasks.record_call(
+            caller,
+            self.agent_id,
+            "ListTasks",
+            "ok",
+            context_id=params.context_id or None,
+            detail=f"{len(tasks)} task(s)",
+        )
+        return ListTasksResponse(
+            tasks=tasks, page_size=size, total_size=len(found), next_page_token=""
+        )
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.id, "CancelTask")
+        if state.ended:
+            await self.tasks.record_call(
+                caller,
+                self.agent_id,
+                "CancelTask",
+                "invalid",
+                task_id=state.run_id,
+                detail=f"task ended ({state.status})",
+            )
+            raise TaskNotCancelableError(f"task {state.run_id} has ended ({state.status})")
+        after = await self.tasks.cancel(caller, self.agent_id, state.run_id) or state
+        await self._record(caller, "CancelTask", after)
+        return task_of(after)
+
+    # Push notifications -------------------------------------------------------------
+
+    def _pushes(self) -> bool:
+        return isinstance(self.service.delivery, A2APushDelivery)
+
+    async def _add_push(
+        self, caller: RemoteCaller, state: RunState, config: TaskPushNotificationConfig
+    ) -> TaskPushNotificationConfig:
+        if not self._pushes():
+            raise PushNotificationNotSupportedError("this gateway sends no push notifications")
+        if not config.url.startswith(("http://", "https://")):
+            raise InvalidParamsError("the push URL must be http(s)")
+        if config.HasField("authentication"):
+            raise InvalidParamsError("push authentication schemes are not supported; use token")
+        push = await self.tasks.request_push(
+            state,
+            config_id=config.id or str(uuid.uuid4()),
+            url=config.url,
+            token=config.token or None,
+            channel=PUSH_CHANNEL,
+        )
+        await self._record(
+            caller,
+            "CreateTaskPushNotificationConfig",
+            state,
+            detail=f"push {push.config_id} to {push.url}",
+        )
+        return push_config(push, config.tenant)
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.task_id, "CreateTaskPushNotificationConfig")
+        return await self._add_push(caller, state, params)
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.task_id, "GetTaskPushNotificationConfig")
+        found = [p for p in await self.tasks.pushes_of(state) if p.config_id == params.id]
+        await self._record(
+            caller, "GetTaskPushNotificationConfig", state, detail=f"push {params.id}"
+        )
+        if not found:
+            raise TaskNotFoundError("no push notification config with this id for this task")
+        return push_config(found[0], params.tenant)
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.task_id, "ListTaskPushNotificationConfigs")
+        await self._record(caller, "ListTaskPushNotificationConfigs", state)
+        pushes = await self.tasks.pushes_of(state)
+        return ListTaskPushNotificationConfigsResponse(
+            configs=[push_config(push, params.tenant) for push in pushes]
+        )
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        caller = caller_of(context)
+        state = await self._visible(caller, params.task_id, "DeleteTaskPushNotificationConfig")
+        await self.tasks.withdraw_push(state, params.id)
+        await self._record(
+            caller, "DeleteTaskPushNotificationConfig", state, detail=f"push {params.id}"
+        )
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise UnsupportedOperationError("this agent has no extended card")
+
+
+def a2a_routes(
+    service: GatewayService,
+    *,
+    signing_key: Ed25519PrivateKey | None = None,
+    public_url: str | None = None,
+) -> list[BaseRoute]:
+    """For each served agent: its card at ``/a2a/<id>/.well-known/agent-card.json``
+    (public) and its JSON-RPC endpoint at ``/a2a/<id>`` (a token needed)."""
+    routes: list[BaseRoute] = []
+    pushes = isinstance(service.delivery, A2APushDelivery)
+    for agent_id, entry in served_agents(service.config).items():
+        card = agent_card(
+            agent_id, entry, base_url=public_url or "http://localhost", push_notifications=pushes
+        )
+        handler = GatewayRequestHandler(service, agent_id, card)
+        routes.extend(
+            create_jsonrpc_routes(handler, agent_path(agent_id), context_builder=GrantContext())
+        )
+        routes.append(
+            Route(
+                agent_path(agent_id) + CARD_PATH,
+                _card_endpoint(agent_id, entry, pushes, signing_key, public_url),
+                methods=["GET"],
+            )
+        )
+    return routes
+
+
+def _card_endpoint(
+    agent_id: str,
+    entry: AgentEntry,
+    pushes: bool,
+    signing_key: Ed25519PrivateKey | None,
+    public_url: str | None,
+) -> Any:
+    async def card(request: Request) -> Response:
+        # The interface URL is where the client reached us, unless a public URL is set
+        # (behind a proxy); signed as served.
+        base = public_url or str(request.base_url)
+        served = agent_card(
+            agent_id, entry, base_url=base, push_notifications=pushes, signing_key=signing_key
+        )
+        return JSONResponse(agent_card_to_dict(served))
+
+    return card

@@ -1,0 +1,303 @@
+"""Tasks a remote agent asks for over a protocol (A2A, contract decision 32, ADR 0035).
+
+A remote task is a run: a remote context is one session of the agent
+(``agent:<id>:a2a:<contextId>``), a task one run in it, started as a chain of its own and
+recorded with the caller's scope (``remote_caller``), so its message's provenance is
+``a2a-remote``. Nothing here knows the protocol's wire format: the adapter
+(adapters/a2a) turns these answers into the SDK's types.
+
+Who sees what: an operator caller every remote task of the agent; a caller whose token
+is bound to a session only the tasks it started. A task hidden from the caller is
+answered exactly as a missing one (``None``). Every call is recorded (``RemoteCall``).
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import suppress
+from dataclasses import dataclass
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from sessionwire.application.gateway import GatewayService
+from sessionwire.application.library_logging import library_logger
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.store import StoreInUse
+from sessionwire.application.unit_of_work import retrying
+from sessionwire.domain.causality import Causality
+from sessionwire.domain.errors import SessionwireError
+from sessionwire.domain.keys import normalize_agent_id
+from sessionwire.domain.push_request import PushRequest, PushRequestState, push_request_id
+from sessionwire.domain.remote_call import CallOutcome, RemoteCall
+from sessionwire.domain.run import Run, RunState
+
+REMOTE_TASK_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/a2a/task")
+OPERATOR_CALLER = "operator"
+# A context id becomes part of a session key: kept to characters a key takes as they are.
+CONTEXT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_REMOTE_MESSAGE = 100_000
+# How many runs a listing reads before it filters to the caller's remote tasks.
+LIST_WINDOW = 1000
+
+log = library_logger("sessionwire.remote")
+
+
+class RemoteTaskRefused(SessionwireError):
+    """The send is refused (the send policy, a closed session): the task is rejected."""
+
+    def __init__(self, reason: str, session_key: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.session_key = session_key
+
+
+@dataclass(frozen=True)
+class RemoteCaller:
+    """Who calls: ``scope`` is ``operator`` or the session its token is bound to."""
+
+    scope: str
+
+    @property
+    def is_operator(self) -> bool:
+        return self.scope == OPERATOR_CALLER
+
+    @property
+    def requester_key(self) -> str | None:
+        """The session a bound caller acts as: it asks for the run (decision 22)."""
+        return None if self.is_operator else self.scope
+
+
+def remote_session_key(agent_id: str, context_id: str) -> str:
+    """The session of a remote context (decision 32)."""
+    return f"agent:{normalize_agent_id(agent_id)}:a2a:{context_id.lower()}"
+
+
+def context_of(session_key: str) -> str | None:
+    """The context id of a remote context's session key, or None for any other key."""
+    parts = session_key.split(":", 3)
+    if len(parts) == 4 and parts[0] == "agent" and parts[2] == "a2a":
+        return parts[3]
+    return None
+
+
+def check_context_id(context_id: str) -> str:
+    if not CONTEXT_ID.match(context_id):
+        raise ValueError(
+            "contextId must be 1-128 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit"
+        )
+    return context_id
+
+
+def remote_task_id(caller: RemoteCaller, agent_id: str, message_id: str) -> UUID:
+    """The run a message starts: the same caller sending the same message id again (a
+    retry after a lost answer) finds the same run instead of starting a second one."""
+    return uuid5(REMOTE_TASK_NAMESPACE, f"{caller.scope}\n{agent_id}\n{message_id}")
+
+
+class RemoteTasks:
+    def __init__(self, service: GatewayService, *, protocol: str = "a2a") -> None:
+        self.service = service
+        self.protocol = protocol
+
+    # Commands -----------------------------------------------------------------------
+
+    async def start(
+        self,
+        caller: RemoteCaller,
+        agent_id: str,
+        *,
+        context_id: str,
+        message_id: str,
+        text: str,
+    ) -> RunState:
+        """Start (or find again) the run for a remote message: its state as recorded.
+
+        ValueError for a bad context id or message; RemoteTaskRefused when the send
+        policy denies sends into the context's session, or the context belongs to
+        another caller (answered as a refusal, never naming the other caller).
+        """
+        service = self.service
+        check_context_id(context_id)
+        if not text.strip():
+            raise ValueError("the message has no text")
+        if len(text) > MAX_REMOTE_MESSAGE:
+            raise ValueError(f"the message is longer than {MAX_REMOTE_MESSAGE} characters")
+        key = service.rules.canonical(remote_session_key(agent_id, context_id))
+        run_id = remote_task_id(caller, agent_id, message_id)
+        existing = await service.run_engine.load(run_id)
+        if existing is not None:
+            return existing.state
+        if not caller.is_operator and not await self._context_is_callers(caller, key):
+            raise RemoteTaskRefused("this context belongs to another caller", key)
+        await service.ensure_session(key)
+        stored = await service.store.session(key)
+        if stored is None or stored.state.status != "active":
+            raise RemoteTaskRefused(f"the session {key} is closed", key)
+        decision = service.config.send_policy.decide(
+            stored.state.policy_target(service.rules), channel=self.protocol
+        )
+        if not decision.allowed:
+            raise RemoteTaskRefused(f"send policy denies sends into {key} ({decision.rule})", key)
+        run = Run.start(
+            run_id=run_id,
+            session_key=key,
+            agent_id=normalize_agent_id(agent_id),
+            step="primary",
+            message=text,
+            timeout_seconds=service.config.agents.defaults.timeoutSeconds,
+            at=service.clock.now(),
+            requester_key=caller.requester_key,
+            causality=Causality.root(str(run_id)),
+            remote_caller=caller.scope,
+        )
+        await service.run_engine.ensure_started(run)
+        found = await service.run_engine.load(run_id)
+        assert found is not None
+        log.info("remote task started", session_key=key, run_id=str(run_id), caller=caller.scope)
+        return found.state
+
+    async def cancel(self, caller: RemoteCaller, agent_id: str, task_id: str) -> RunState | None:
+        """Cancel the task (and the runs it caused); None when not found or hidden."""
+        found = await self.task(caller, agent_id, task_id)
+        if found is None:
+            return None
+        await self.service.cancel_run(found.run_id, f"cancelled by {self.protocol} caller")
+        return await self.task(caller, agent_id, task_id)
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunState | None:
+        """The task's final state, or None if ``timeout`` seconds pass on the clock."""
+        return await self.service.run_engine.wait(UUID(run_id), timeout)
+
+    # Push requests ------------------------------------------------------------------
+
+    async def request_push(
+        self, state: RunState, *, config_id: str, url: str, token: str | None, channel: str
+    ) -> PushRequestState:
+        """Notify ``url`` when the run ends (recorded; kept across restarts). The same
+        config id again finds the request already made."""
+        service = self.service
+        push = PushRequest.request(
+            run_id=state.run_id,
+            session_key=state.session_key,
+            config_id=config_id,
+            channel=channel,
+            url=url,
+            token=token,
+            at=service.clock.now(),
+        )
+        existing = await service.store.work(push.id)
+        if existing is not None:
+            return existing.to_aggregate(PushRequest, PushRequestState).state
+        # Made meanwhile (a retry, another gateway): the same request.
+        with suppress(StoreConflict):
+            await service.store.save(push)
+        service.pushes.start(push.id)
+        return push.state
+
+    async def pushes_of(self, state: RunState) -> list[PushRequestState]:
+        """The run's push requests not withdrawn, oldest first."""
+        stored = await self.service.store.pending_work(
+            "push", ("waiting", "queued"), session_key=state.session_key
+        )
+        found = [work.to_aggregate(PushRequest, PushRequestState).state for work in stored]
+        return [push for push in found if push.run_id == state.run_id]
+
+    async def withdraw_push(self, state: RunState, config_id: str) -> bool:
+        """Withdraw a request whose run has not ended (after, its push is queued already)."""
+        push_id = push_request_id(state.run_id, config_id)
+        async for uow in retrying(self.service.store, f"push {push_id}"):
+            with uow:
+                push = await uow.work(push_id, PushRequest, PushRequestState)
+                if push is None:
+                    return False
+                push.withdraw(at=self.service.clock.now())
+                await uow.commit()
+        return True
+
+    # Queries ------------------------------------------------------------------------
+
+    async def task(self, caller: RemoteCaller, agent_id: str, task_id: str) -> RunState | None:
+        """The task's run, when it is one of the agent's remote tasks the caller may see."""
+        try:
+            run_id = UUID(str(task_id).strip())
+        except ValueError:
+            return None
+        run = await self.service.run_engine.load(run_id)
+        if run is None or not self.sees(caller, agent_id, run.state):
+            return None
+        return run.state
+
+    async def tasks(
+        self,
+        caller: RemoteCaller,
+        agent_id: str,
+        *,
+        context_id: str | None = None,
+        limit: int = 50,
+    ) -> list[RunState]:
+        """The caller's remote tasks of the agent, newest first."""
+        session_key = None
+        if context_id is not None:
+            check_context_id(context_id)
+            session_key = self.service.rules.canonical(remote_session_key(agent_id, context_id))
+        listed = await self.service.runs(session_key=session_key, limit=LIST_WINDOW)
+        found: list[RunState] = []
+        for row in listed["runs"]:
+            if context_of(row["sessionKey"]) is None:
+                continue
+            state = await self.task(caller, agent_id, row["runId"])
+            if state is not None:
+                found.append(state)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def sees(self, caller: RemoteCaller, agent_id: str, state: RunState) -> bool:
+        if state.remote_caller is None or state.agent_id != normalize_agent_id(agent_id):
+            return False
+        if context_of(state.session_key) is None:
+            return False
+        return caller.is_operator or state.remote_caller == caller.scope
+
+    async def _context_is_callers(self, caller: RemoteCaller, key: str) -> bool:
+        """No run of another caller is in the context's session (its newest runs)."""
+        listed = await self.service.runs(session_key=key, limit=20)
+        for row in listed["runs"]:
+            run = await self.service.run_engine.load(UUID(row["runId"]))
+            if run is not None and run.state.remote_caller not in (None, caller.scope):
+                return False
+        return True
+
+    # The record ---------------------------------------------------------------------
+
+    async def record_call(
+        self,
+        caller: RemoteCaller,
+        agent_id: str,
+        method: str,
+        outcome: CallOutcome,
+        *,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        session_key: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Keep the call as an event (who, which method, which task, what answer)."""
+        service = self.service
+        call = RemoteCall.record(
+            id=service.ids.new_id(),
+            protocol="a2a",
+            method=method,
+            caller=caller.scope,
+            agent_id=normalize_agent_id(agent_id),
+            outcome=outcome,
+            at=service.clock.now(),
+            session_key=session_key,
+            task_id=task_id,
+            context_id=context_id,
+            detail=detail[:500] if detail else None,
+        )
+        try:
+            await service.store.save(call)
+        except StoreInUse:
+            log.warning("remote call not recorded: another gateway holds the store", method=method)

@@ -1,0 +1,112 @@
+"""``subagents``, ``session_status`` and a trace budget over MCP: the server started
+through the real CLI (``sessionwire mcp``), driven by the official ``mcp`` client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from sessionwire import SyncGateway
+
+SCRIPT = {
+    "rules": [
+        {"step": "subagent_task", "match": "^long", "reply": "late", "delaySeconds": 600},
+        {"step": "subagent_task", "reply": "done"},
+        {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
+    ]
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    with SyncGateway.open(store=url) as gateway:
+        gateway.record_message("main", role="user", content="hello")
+    return url
+
+
+@asynccontextmanager
+async def session(
+    tmp_path: Path, budget: dict[str, Any] | None = None
+) -> AsyncIterator[ClientSession]:
+    store = f"sqlite:///{tmp_path}/mcp.db"
+    script = tmp_path / "agents.json"
+    script.write_text(json.dumps(SCRIPT))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"session": {"agentToAgent": {"budget": budget or {}}}}))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "sessionwire.adapters.cli.main",
+            "--store",
+            store,
+            "--config",
+            str(config),
+            "mcp",
+            "--session",
+            "main",
+            "--runtime",
+            str(script),
+        ],
+        env=dict(os.environ),
+    )
+    with open(os.devnull, "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+def payload(result: types.CallToolResult) -> dict[str, Any]:
+    (block,) = result.content
+    assert isinstance(block, types.TextContent)
+    data = json.loads(block.text)
+    assert result.structuredContent == data
+    assert isinstance(data, dict)
+    return data
+
+
+async def test_subagents_and_session_status_over_mcp(store: str, tmp_path: Path) -> None:
+    async with session(tmp_path) as client:
+        spawned = payload(await client.call_tool("sessions_spawn", {"task": "long job"}))
+        listed = payload(await client.call_tool("subagents", {}))
+        steered = await client.call_tool(
+            "subagents", {"action": "steer", "target": spawned["runId"], "message": "hurry"}
+        )
+        status = payload(await client.call_tool("session_status", {}))
+        cancelled = payload(
+            await client.call_tool("subagents", {"action": "cancel", "target": "all"})
+        )
+        late = await client.call_tool(
+            "subagents", {"action": "steer", "target": spawned["runId"], "message": "hi"}
+        )
+
+    assert [row["runId"] for row in listed["active"]] == [spawned["runId"]]
+    assert not steered.isError
+    assert payload(steered)["steers"] == 1
+    assert status["sessionKey"] == "main"
+    assert [child["runId"] for child in status["children"]] == [spawned["runId"]]
+    assert [run["cancelled"] for run in cancelled["runs"]] == [True]
+    assert late.isError
+    assert "has already ended (cancelled)" in payload(late)["error"]
+
+
+async def test_a_budget_refusal_over_mcp_is_an_error_result(store: str, tmp_path: Path) -> None:
+    async with session(tmp_path, {"maxRuns": 0}) as client:
+        refused = await client.call_tool("sessions_spawn", {"task": "anything"})
+    assert refused.isError
+    assert payload(refused) == {
+        "status": "forbidden",
+        "error": "trace budget exceeded: maxRuns 0 reached (0 runs in this trace)",
+    }
