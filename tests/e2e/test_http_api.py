@@ -159,7 +159,8 @@ def test_sessions_list_filters_over_http(client: httpx.Client) -> None:
     found = client.post("/v1/tools/sessions_list", json={"search": "#OPS"}).json()
     assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
     archived = client.post("/v1/tools/sessions_list", json={"archived": True}).json()
-    assert archived == {"count": 0, "sessions": []}
+    assert (archived["count"], archived["sessions"]) == (0, [])
+    assert archived["visibility"]["mode"] == "tree"  # main's default scope says so
 
 
 def test_refusals_are_200_results_with_their_status(server: LiveServer) -> None:

@@ -308,7 +308,7 @@ async def test_agent_id_lists_that_agents_sessions_if_visible(
     store_url: str, clock: VirtualClock
 ) -> None:
     config = GatewayConfig.load(
-        {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}}
+        before_scopes({"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}})
     )
     gateway = await Gateway.open(config=config, store=store_url, clock=clock)
     try:

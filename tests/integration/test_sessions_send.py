@@ -1032,7 +1032,7 @@ A2A_OPS = {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}
 async def test_agent_id_alone_targets_that_agents_main_session(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, A2A_OPS) as r:
+    async with rig(store_url, clock, ECHO, A2A_OPS, visibility="all") as r:
         await r.gw.record_message("agent:ops:main", role="user", content="hi")
         await r.gw.record_message("agent:ops:discord:group:x", role="user", content="hi")
         result = await r.send("main", agentId="Ops", message="status?", timeoutSeconds=1)
@@ -1049,7 +1049,7 @@ async def test_agent_id_alone_targets_that_agents_main_session(
 async def test_agent_id_alone_goes_through_the_agent_to_agent_policy(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO) as r:
+    async with rig(store_url, clock, ECHO, visibility="all") as r:
         await r.gw.record_message("agent:ops:main", role="user", content="hi")
         before = r.event_count()
         result = await r.send("main", agentId="ops", message="hi", timeoutSeconds=0)
@@ -1060,7 +1060,7 @@ async def test_agent_id_alone_goes_through_the_agent_to_agent_policy(
 async def test_agent_id_alone_of_an_agent_without_a_main_session_is_not_found(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, A2A_OPS) as r:
+    async with rig(store_url, clock, ECHO, A2A_OPS, visibility="all") as r:
         result = await r.send("main", agentId="ops", message="hi", timeoutSeconds=0)
         assert result == {
             "runId": result["runId"],
