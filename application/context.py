@@ -53,6 +53,29 @@ class Requester:
         return cls(key=key, agent_id=agent_id_of(key), raw=raw.strip())
 
 
+def access_policy(config: GatewayConfig, requester: Requester) -> AccessPolicy:
+    """The policy ``config`` sets for ``requester``: what the tools ask, and what
+    ``sessionwire policy diff`` asks of a candidate config (one answer, not a copy)."""
+    key = requester.key
+    agent_id = requester.agent_id
+    rules = config.key_rules
+    is_main = rules.is_main(key)
+    sandboxed = config.sandbox_policy.restricts(
+        agent_id=agent_id, is_main=is_main, is_subagent=is_subagent_key(key)
+    )
+    visibility = config.visibility_policy
+    return AccessPolicy(
+        requester_key=key,
+        requester_agent=agent_id,
+        a2a=config.agent_to_agent_policy,
+        send=config.send_policy,
+        sandboxed=sandboxed,
+        visibility=visibility.mode_for(agent_id),
+        requester_is_main=is_main,
+        visibility_rule=visibility.rule_for(agent_id),
+    )
+
+
 @dataclass(frozen=True)
 class ToolServices:
     """What the tools that start runs need besides the store."""
@@ -98,18 +121,7 @@ class ToolContext:
     @cached_property
     def access(self) -> AccessPolicy:
         """What this requester may reach: the domain's one policy module decides."""
-        key = self.requester.key
-        agent_id = self.requester.agent_id
-        sandboxed = self.config.sandbox_policy.restricts(
-            agent_id=agent_id, is_main=self.rules.is_main(key), is_subagent=is_subagent_key(key)
-        )
-        return AccessPolicy(
-            requester_key=key,
-            requester_agent=agent_id,
-            a2a=self.a2a,
-            send=self.config.send_policy,
-            sandboxed=sandboxed,
-        )
+        return access_policy(self.config, self.requester)
 
     def next_hop(self, run_id: str) -> Causality:
         """The chain of a run this call starts: the caller's next hop, or a new chain."""

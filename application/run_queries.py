@@ -137,7 +137,8 @@ class _Visibility:
         return known
 
     def _sees_session(self, store: Store, key: str) -> bool:
-        # The rule sessions_history applies: the sandbox, then agent-to-agent history access.
+        # The rule sessions_history applies: the sandbox, the visibility scope, then
+        # agent-to-agent history access.
         stored = store.session(key)
         if stored is None:
             return False
@@ -145,6 +146,7 @@ class _Visibility:
             stored.state.policy_target(self._rules),
             key,
             access="history",
+            target_key=key,
             target_agent=stored.state.agent_id,
         )
         return refusal is None

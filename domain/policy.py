@@ -1,9 +1,12 @@
 """Who may reach which session, and which sessions take sends: every rule in one place.
 
-Three rules decide, each from OpenClaw's behaviour (openclaw-behaviour.md):
+Four rules decide, each from OpenClaw's behaviour (openclaw-behaviour.md):
 
 * the agent-to-agent rule (§2.7): may an agent's sessions reach another agent's;
-* sandbox visibility (§9): a sandboxed session sees only the sessions it spawned;
+* the visibility scope (``tools.sessions.visibility``, contract decision 28): ``self``,
+  ``tree`` (the default), ``agent`` or ``all``;
+* sandbox visibility (§9): a sandboxed session sees only the sessions it spawned, whatever
+  its scope says (the clamp);
 * the send policy (§7): may anything be sent into (or delivered out of) a session.
 
 A fourth, ours (ADR 0022), says what a send into a *busy* session does: the busy policy.
@@ -29,7 +32,13 @@ SANDBOX_LABEL_LIMITED = "Sandboxed sessions_send label lookup is limited to this
 Access = Literal["history", "messaging"]
 Action = Literal["allow", "deny"]
 Check = Literal[
-    "agent_to_agent", "sandbox", "send_policy", "subagent_tools", "hop_limit", "trace_budget"
+    "agent_to_agent",
+    "sandbox",
+    "visibility",
+    "send_policy",
+    "subagent_tools",
+    "hop_limit",
+    "trace_budget",
 ]
 
 
@@ -129,6 +138,8 @@ class PolicyTarget:
     """The key without its ``agent:<id>:`` prefix (``cron:job-1`` for ``agent:main:cron:job-1``)."""
     agent_id: str
     spawned_by: str | None = None
+    ancestors: tuple[str, ...] = ()
+    """The sessions above it in its spawn tree, nearest first (``spawned_by`` first)."""
     send_override: str | None = None
     busy_override: str | None = None
     channel: str | None = None
@@ -260,6 +271,64 @@ class SandboxPolicy:
         return settings.visibility == "spawned" and not is_subagent
 
 
+# Visibility scopes (contract decision 28) ---------------------------------------------------
+
+
+SessionsVisibility = Literal["self", "tree", "agent", "all"]
+SESSIONS_VISIBILITIES: tuple[SessionsVisibility, ...] = ("self", "tree", "agent", "all")
+# Not OpenClaw's later `agent` (PR #133469): that widened every user of an agent at once.
+DEFAULT_SESSIONS_VISIBILITY: SessionsVisibility = "tree"
+VISIBILITY_RULE = "tools.sessions.visibility"
+AGENT_VISIBILITY_RULE = "agents.list[].tools.sessions.visibility"
+
+
+@dataclass(frozen=True)
+class VisibilityPolicy:
+    """``tools.sessions.visibility`` with its per-agent overrides
+    (``agents.list[].tools.sessions.visibility``)."""
+
+    default: SessionsVisibility = DEFAULT_SESSIONS_VISIBILITY
+    per_agent: Mapping[str, SessionsVisibility] = field(default_factory=dict)
+
+    def mode_for(self, agent_id: str) -> SessionsVisibility:
+        return self.per_agent.get(agent_id, self.default)
+
+    def rule_for(self, agent_id: str) -> str:
+        return AGENT_VISIBILITY_RULE if agent_id in self.per_agent else VISIBILITY_RULE
+
+
+def _action(access: Access) -> str:
+    return "Session history" if access == "history" else "Session send"
+
+
+def scope_message(mode: SessionsVisibility, access: Access, *, cross_agent: bool) -> str:
+    """OpenClaw's refusal texts for a session outside the requester's scope."""
+    if cross_agent:
+        return (
+            f"{_action(access)} visibility is restricted. Set tools.sessions.visibility=all "
+            "and tools.agentToAgent.enabled=true to allow cross-agent access; use "
+            "tools.agentToAgent.allow to restrict permitted agent pairs."
+        )
+    if mode == "self":
+        return (
+            f"{_action(access)} visibility is restricted to the current session "
+            "(tools.sessions.visibility=self)."
+        )
+    return (
+        f"{_action(access)} visibility is restricted to the current session tree "
+        "(tools.sessions.visibility=tree)."
+    )
+
+
+def list_warning(mode: SessionsVisibility) -> str:
+    """What a scoped ``sessions_list`` says about itself (OpenClaw PR #86944)."""
+    return (
+        f"Session visibility is restricted (effective tools.sessions.visibility={mode}). "
+        "Results may omit sessions outside the current scope. The count field reflects "
+        "only sessions within the current scope."
+    )
+
+
 # One requester's view ------------------------------------------------------------------------
 
 
@@ -291,8 +360,27 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class ListScope:
+    """Which sessions ``sessions_list`` may show, before the agent-to-agent rule."""
+
+    requester: bool
+    """The requester's own session."""
+    tree: bool
+    """The sessions it spawned, transitively (whatever their agent)."""
+    agent: bool
+    """Every session of its agent."""
+    every: bool
+    """Every session (``all``)."""
+
+
+@dataclass(frozen=True)
 class AccessPolicy:
-    """Everything one requester session may and may not do, decided in one place."""
+    """Everything one requester session may and may not do, decided in one place.
+
+    An answer about a session depends only on its key, its agent and whether the
+    requester spawned it (its ``ancestors``), never on whether it exists: a hidden session
+    and a missing one get the same answer.
+    """
 
     requester_key: str
     requester_agent: str
@@ -300,6 +388,23 @@ class AccessPolicy:
     send: SendPolicy
     sandboxed: bool
     """True when the requester sees only the sessions it spawned."""
+    visibility: SessionsVisibility = "all"
+    """The requester's configured scope (``tools.sessions.visibility``)."""
+    requester_is_main: bool = False
+    """The requester is its agent's canonical main session (``tree`` widens for it)."""
+    visibility_rule: str = VISIBILITY_RULE
+
+    @property
+    def effective_visibility(self) -> SessionsVisibility:
+        """The scope in force: the sandbox clamps ``agent`` and ``all`` to ``tree`` (and
+        narrows it further, to the spawned sessions alone); ``self`` stays ``self``."""
+        if self.sandboxed and self.visibility in ("agent", "all"):
+            return "tree"
+        return self.visibility
+
+    def spawned(self, target: PolicyTarget | None) -> bool:
+        """Did the requester spawn this session (directly or through its children)?"""
+        return target is not None and self.requester_key in target.ancestors
 
     def agent_refusal(self, target_agent: str, *, access: Access) -> Refusal | None:
         message = self.a2a.refusal(self.requester_agent, target_agent, access=access)
@@ -309,15 +414,29 @@ class AccessPolicy:
         return Refusal("forbidden", message, "agent_to_agent", rule)
 
     def sandbox_refusal(self, target: PolicyTarget | None, reference: str) -> Refusal | None:
-        """A sandboxed requester reaches only its own spawned children; anything else,
+        """A sandboxed requester reaches only its own spawned sessions; anything else,
         existing or not, gets the same answer (so the answer tells nothing)."""
-        if not self.sandboxed:
-            return None
-        if target is not None and target.spawned_by == self.requester_key:
+        if not self.sandboxed or self.spawned(target):
             return None
         return Refusal(
             "forbidden", not_visible(reference), "sandbox", "sandbox.sessionToolsVisibility"
         )
+
+    def scope_refusal(
+        self, target: PolicyTarget | None, *, target_key: str, target_agent: str, access: Access
+    ) -> Refusal | None:
+        """``tools.sessions.visibility``: is the session inside the requester's scope?
+        (The agent-to-agent rule still applies to another agent's session after this.)"""
+        mode = self.effective_visibility
+        if mode == "all" or target_key == self.requester_key:
+            return None
+        if mode == "tree" and self.spawned(target):
+            return None
+        cross_agent = target_agent != self.requester_agent
+        if not cross_agent and (mode == "agent" or (mode == "tree" and self.requester_is_main)):
+            return None
+        message = scope_message(mode, access, cross_agent=cross_agent)
+        return Refusal("forbidden", message, "visibility", self.visibility_rule)
 
     def label_refusal(self, requested_agent: str | None) -> Refusal | None:
         """``sessions_send`` by label naming another agent (§6.2 step 2)."""
@@ -327,20 +446,40 @@ class AccessPolicy:
             return Refusal(
                 "forbidden", SANDBOX_LABEL_LIMITED, "sandbox", "sandbox.sessionToolsVisibility"
             )
+        if self.effective_visibility != "all":
+            message = scope_message(self.effective_visibility, "messaging", cross_agent=True)
+            return Refusal("forbidden", message, "visibility", self.visibility_rule)
         return self.agent_refusal(requested_agent, access="messaging")
 
     def sees(self, target: PolicyTarget) -> bool:
         """May the requester learn that this session exists (list, lookups by id or label)?"""
-        if self.sandboxed and target.spawned_by != self.requester_key:
-            return False
-        return self.a2a.is_allowed(self.requester_agent, target.agent_id)
+        refusal = self.reach_refusal(
+            target,
+            target.key,
+            access="history",
+            target_key=target.key,
+            target_agent=target.agent_id,
+        )
+        return refusal is None
 
     def reach_refusal(
-        self, target: PolicyTarget | None, reference: str, *, access: Access, target_agent: str
+        self,
+        target: PolicyTarget | None,
+        reference: str,
+        *,
+        access: Access,
+        target_key: str,
+        target_agent: str,
     ) -> Refusal | None:
-        """Sandbox first, then the agent-to-agent rule (the order of §5 and §6.2)."""
-        return self.sandbox_refusal(target, reference) or self.agent_refusal(
-            target_agent, access=access
+        """The sandbox first, then the scope, then the agent-to-agent rule (the order of
+        §5 and §6.2). ``target`` is None for a key nothing is stored under: it gets the
+        answer a stored session outside the requester's tree would get."""
+        return (
+            self.sandbox_refusal(target, reference)
+            or self.scope_refusal(
+                target, target_key=target_key, target_agent=target_agent, access=access
+            )
+            or self.agent_refusal(target_agent, access=access)
         )
 
     def send_refusal(self, target: PolicyTarget) -> Refusal | None:
@@ -349,3 +488,17 @@ class AccessPolicy:
         if decision.allowed:
             return None
         return Refusal("error", SEND_BLOCKED, "send_policy", decision.rule)
+
+    def list_scope(self) -> ListScope:
+        """What ``sessions_list`` may show (the same rules as ``sees``, as query terms)."""
+        if self.sandboxed:
+            # OpenClaw's restrictToSpawned: not even the requester's own session.
+            spawned = self.effective_visibility != "self"
+            return ListScope(requester=False, tree=spawned, agent=False, every=False)
+        mode = self.visibility
+        return ListScope(
+            requester=True,
+            tree=mode == "tree",
+            agent=mode == "agent" or (mode == "tree" and self.requester_is_main),
+            every=mode == "all",
+        )

@@ -76,6 +76,9 @@ class SessionState(BaseModel):
     session_id: str
     agent_id: str
     spawned_by: str | None = None
+    lineage: tuple[str, ...] = ()
+    """The spawn tree above ``spawned_by``, nearest first: empty unless the session that
+    spawned this one was spawned itself (nested spawns)."""
     status: SessionStatus = "active"
     created_at: int
     updated_at: int
@@ -100,6 +103,12 @@ class SessionState(BaseModel):
     busy_policy: str | None = None
     """This session's override of ``session.agentToAgent.busy`` (ADR 0022); None inherits."""
 
+    def spawn_ancestors(self) -> tuple[str, ...]:
+        """Every session above this one in its spawn tree, nearest first."""
+        if self.spawned_by is None:
+            return ()
+        return (self.spawned_by, *self.lineage)
+
     def policy_target(self, rules: KeyRules) -> PolicyTarget:
         """What the policy rules look at (openclaw-behaviour.md §7 step 3)."""
         rest = rules.rest_of(self.key)
@@ -113,6 +122,7 @@ class SessionState(BaseModel):
             rest=rest,
             agent_id=self.agent_id,
             spawned_by=self.spawned_by,
+            ancestors=self.spawn_ancestors(),
             send_override=self.send_policy,
             busy_override=self.busy_policy,
             channel=channel.strip().lower() if channel else None,
@@ -209,6 +219,7 @@ class Session(Aggregate):
         session_id: str
         agent_id: str
         spawned_by: str | None = None
+        lineage: tuple[str, ...] = ()
 
     class MessageAppended(Aggregate.Event):
         message: TranscriptMessage
@@ -363,7 +374,12 @@ class Session(Aggregate):
             aggregate.state = aggregate.state.model_copy(update={"status": "deleted"})
 
     def __init__(
-        self, key: str, session_id: str, agent_id: str, spawned_by: str | None = None
+        self,
+        key: str,
+        session_id: str,
+        agent_id: str,
+        spawned_by: str | None = None,
+        lineage: tuple[str, ...] = (),
     ) -> None:
         # Runs as the SessionOpened event's apply(); timestamps come from the event.
         created = to_millis(self.created_on)
@@ -372,6 +388,7 @@ class Session(Aggregate):
             session_id=session_id,
             agent_id=agent_id,
             spawned_by=spawned_by,
+            lineage=tuple(lineage),
             created_at=created,
             updated_at=created,
         )
@@ -385,6 +402,7 @@ class Session(Aggregate):
         agent_id: str,
         at: datetime,
         spawned_by: str | None = None,
+        lineage: tuple[str, ...] = (),
     ) -> Session:
         return cls._create(
             cls.SessionOpened,
@@ -394,6 +412,7 @@ class Session(Aggregate):
             session_id=str(session_id),
             agent_id=agent_id,
             spawned_by=spawned_by,
+            lineage=lineage,
         )
 
     @property

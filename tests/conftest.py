@@ -25,6 +25,7 @@ import pytest
 import sessionwire
 import structlog
 from postgres_server import POSTGRES_URL, postgres_problem
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store import loop_guard
@@ -139,7 +140,10 @@ def clock() -> VirtualClock:
 
 @pytest.fixture
 def config() -> GatewayConfig:
-    return GatewayConfig()
+    # The tests that use this shared config were written before visibility scopes
+    # (decision 28): they run with the scope every session had then (tests/scopes.py).
+    # Scope tests set their own.
+    return GatewayConfig.load(before_scopes())
 
 
 @pytest.fixture

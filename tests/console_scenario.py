@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from scopes import before_scopes
 from sessionwire import ChannelDelivery, Delivery, Gateway, GatewayConfig
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
@@ -54,7 +55,7 @@ async def record_scenario(store_url: str) -> Recorded:
     clock = VirtualClock(start=datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
     config: dict[str, Any] = {"session": {"agentToAgent": {"maxPingPongTurns": 2}}}
     gw = await Gateway.open(
-        config=GatewayConfig.load(config),
+        config=GatewayConfig.load(before_scopes(config)),
         store=store_url,
         clock=clock,
         runtime=ScriptedRuntime.from_dict(SCRIPT),

@@ -109,6 +109,12 @@ def summary(config: GatewayConfig) -> dict[str, Any]:
             "rules": len(policy.rules) if policy else 0,
         },
         "sandboxMode": config.agents.defaults.sandbox.mode or "off",
+        # Which sessions the session tools reach (decision 28): the default and each
+        # agent's own setting.
+        "visibility": {
+            "default": config.visibility_policy.default,
+            "perAgent": dict(config.visibility_policy.per_agent),
+        },
     }
 
 

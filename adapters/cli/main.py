@@ -79,6 +79,10 @@ COMMANDS = {
         "Serve the session tools (sessions_*, agents_list, subagents, session_status) "
         "over MCP, every call made by the session --session.",
     ),
+    "policy": LazyCommand(
+        f"{CLI}.policy:policy_group",
+        "Check what a config change would do before making it.",
+    ),
     "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
     "serve": LazyCommand(
         f"{CLI}.serve:serve",

@@ -481,7 +481,12 @@ class SqlReadModel:
         if query.updated_since_ms is not None:
             where.append(f"updated_at >= {m}")
             params.append(query.updated_since_ms)
-        for column, values in (("kind", query.kinds), ("agent_id", query.agent_ids)):
+        for column, values in (
+            ("kind", query.kinds),
+            ("agent_id", query.agent_ids),
+            ("key", query.keys),
+            ("spawned_by", query.spawned_by_any),
+        ):
             if values is not None:
                 if not values:
                     return []

@@ -32,6 +32,8 @@ from sessionwire.domain.policy import (
     SandboxSettings,
     SendPolicy,
     SendRule,
+    SessionsVisibility,
+    VisibilityPolicy,
     normalize_chat_type,
 )
 from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
@@ -195,9 +197,20 @@ class SubagentTools(_Section):
     tools: SubagentToolPolicy = Field(default_factory=SubagentToolPolicy)
 
 
+class SessionsTools(_Section):
+    visibility: SessionsVisibility | None = None
+    """Which sessions the session tools may reach (contract decision 28); None: ``tree``,
+    or the agent's own setting."""
+
+
 class ToolsConfig(_Section):
     agentToAgent: AgentToAgentTools = Field(default_factory=AgentToAgentTools)
     subagents: SubagentTools = Field(default_factory=SubagentTools)
+    sessions: SessionsTools = Field(default_factory=SessionsTools)
+
+
+class AgentTools(_Section):
+    sessions: SessionsTools = Field(default_factory=SessionsTools)
 
 
 class SandboxConfig(_Section):
@@ -256,6 +269,7 @@ class AgentEntry(_Section):
     model: str | dict[str, Any] | None = None
     subagents: AgentSubagents = Field(default_factory=AgentSubagents)
     sandbox: SandboxConfig | None = None
+    tools: AgentTools | None = None
     a2a: AgentA2A | None = None
 
     @field_validator("id")
@@ -478,6 +492,17 @@ class GatewayConfig(_Section):
     @property
     def busy_policy(self) -> BusyPolicy:
         return BusyPolicy(default=self.session.agentToAgent.busy)
+
+    @property
+    def visibility_policy(self) -> VisibilityPolicy:
+        """``tools.sessions.visibility``, overridable per agent (contract decision 28)."""
+        default = self.tools.sessions.visibility or VisibilityPolicy().default
+        per_agent = {
+            normalize_agent_id(agent.id): agent.tools.sessions.visibility
+            for agent in self.agents.list
+            if agent.tools is not None and agent.tools.sessions.visibility is not None
+        }
+        return VisibilityPolicy(default=default, per_agent=per_agent)
 
     @property
     def sandbox_policy(self) -> SandboxPolicy:

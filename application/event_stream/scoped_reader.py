@@ -47,6 +47,7 @@ class ScopedReader:
             stored.state.policy_target(self.context.rules),
             key,
             access="history",
+            target_key=key,
             target_agent=stored.state.agent_id,
         )
         self._seen[key] = refusal is None

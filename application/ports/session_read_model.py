@@ -40,6 +40,10 @@ class SessionQuery:
     agent_ids: frozenset[str] | None = None
     spawned_by: str | None = None
     exclude_keys: frozenset[str] = field(default_factory=frozenset)
+    keys: frozenset[str] | None = None
+    """Only these sessions (a visibility scope's spawn tree); None: any."""
+    spawned_by_any: frozenset[str] | None = None
+    """Only sessions spawned by one of these (a level of a spawn tree); None: any."""
 
 
 @dataclass(frozen=True)

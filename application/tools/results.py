@@ -140,9 +140,18 @@ class SessionRow(TypedDict):
     messages: NotRequired[list[dict[str, Any]]]
 
 
+class ListVisibility(TypedDict):
+    """How a scoped ``sessions_list`` was limited (absent when the scope is ``all``)."""
+
+    mode: str
+    restricted: bool
+    warning: str
+
+
 class SessionsListAnswer(TypedDict):
     count: int
     sessions: list[SessionRow]
+    visibility: NotRequired[ListVisibility]
 
 
 class SessionsHistoryAnswer(TypedDict):

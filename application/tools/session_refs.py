@@ -63,7 +63,7 @@ async def resolve_session(context: ToolContext, raw: str, *, access: Access) -> 
     if found is not None and found.state.status == "active":
         target = found.state.policy_target(context.rules)
         refusal = policy.reach_refusal(
-            target, reference, access=access, target_agent=found.state.agent_id
+            target, reference, access=access, target_key=key, target_agent=found.state.agent_id
         )
         if refusal:
             raise _refused(context, refusal, reference, key)
@@ -72,7 +72,7 @@ async def resolve_session(context: ToolContext, raw: str, *, access: Access) -> 
         # Not stored: refused exactly as a stored session would be, so the answer says
         # nothing about whether the session exists.
         refusal = policy.reach_refusal(
-            None, reference, access=access, target_agent=agent_id_of(key)
+            None, reference, access=access, target_key=key, target_agent=agent_id_of(key)
         )
         if refusal:
             raise _refused(context, refusal, reference, key)

@@ -20,8 +20,9 @@ from sessionwire.application.ports.session_read_model import (
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.params import SessionsListParams
-from sessionwire.application.tools.results import ReadAnswer, SessionRow
-from sessionwire.domain.keys import KeyRules, derive_channel, normalize_agent_id
+from sessionwire.application.tools.results import ReadAnswer, SessionRow, SessionsListAnswer
+from sessionwire.domain.keys import KeyRules, agent_id_of, derive_channel, normalize_agent_id
+from sessionwire.domain.policy import list_warning
 from sessionwire.domain.session import to_millis
 
 # Rows read per trip while walking the sessions for a filter the store cannot apply.
@@ -38,30 +39,63 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
     if access.sandboxed:
         # A sandboxed session lists only what it spawned (§9), never global or unknown.
         excluded = {"global", "unknown"}
-    agent_ids = await visible_agents(context)
-    if params.agentId is not None:
-        # One agent, if the requester may see it at all (else nothing, as OpenClaw).
-        wanted = normalize_agent_id(params.agentId)
-        agent_ids = frozenset({wanted} if agent_ids is None or wanted in agent_ids else ())
-    query = SessionQuery(
-        limit=params.limit,
-        updated_since_ms=since,
-        kinds=params.kinds,
-        agent_ids=agent_ids,
-        spawned_by=access.requester_key if access.sandboxed else None,
-        exclude_keys=frozenset(excluded),
-    )
+    scope = access.list_scope()
+    own = context.requester.agent_id
+    agents = await visible_agents(context)
+    asked = normalize_agent_id(params.agentId) if params.agentId is not None else None
+
+    def only_asked(ids: frozenset[str] | None) -> frozenset[str] | None:
+        # `agentId`: one agent, if the requester may see it at all (else nothing).
+        if asked is None:
+            return ids
+        return frozenset({asked} if ids is None or asked in ids else ())
+
+    def query(*, agent_ids: frozenset[str] | None, keys: frozenset[str] | None) -> SessionQuery:
+        return SessionQuery(
+            limit=params.limit,
+            updated_since_ms=since,
+            kinds=params.kinds,
+            agent_ids=only_asked(agent_ids),
+            exclude_keys=frozenset(excluded),
+            keys=keys,
+        )
+
+    # The scope as queries whose rows together are what the policy lets the requester
+    # see (domain/policy.py ``sees``): each newest first, merged, then limited.
+    queries: list[SessionQuery] = []
+    if scope.every:
+        queries.append(query(agent_ids=agents, keys=None))
+    if scope.agent:
+        queries.append(query(agent_ids=frozenset({own}), keys=None))
+    if not scope.every:
+        requester = context.requester.key
+        wanted = {requester} if scope.requester else set()
+        # With its whole agent in scope, only the tree's other agents' sessions add
+        # anything: no walk when no other agent's session may be listed.
+        if scope.tree and not (scope.agent and agents == frozenset({own})):
+            wanted |= await context.store.read(spawn_tree, requester)
+        if scope.agent:
+            wanted = {key for key in wanted if agent_id_of(key) != own}
+        if wanted:
+            queries.append(query(agent_ids=agents, keys=frozenset(wanted)))
     message_limit = params.messageLimit
-    matching = RowFilter(
-        query=query,
-        rules=rules,
-        label=params.label,
-        search=params.search.lower() if params.search else None,
-        archived=params.archived,
-    )
+    filters = [
+        RowFilter(
+            query=each,
+            rules=rules,
+            label=params.label,
+            search=params.search.lower() if params.search else None,
+            archived=params.archived,
+        )
+        for each in queries
+    ]
 
     def listed(store: Store) -> list[tuple[StoredSession, list[str] | None]]:
         # The rows and their last messages in one trip off the loop.
+        found: dict[str, StoredSession] = {}
+        for matching in filters:
+            found.update((stored.state.key, stored) for stored in matching.rows(store))
+        newest = sorted(found.values(), key=newest_first)[: params.limit]
         return [
             (
                 stored,
@@ -69,11 +103,37 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
                 if message_limit > 0
                 else None,
             )
-            for stored in matching.rows(store)
+            for stored in newest
         ]
 
     rows = [row(context, stored, texts) for stored, texts in await context.store.read(listed)]
-    return ReadAnswer({"count": len(rows), "sessions": rows})
+    answer: SessionsListAnswer = {"count": len(rows), "sessions": rows}
+    mode = access.effective_visibility
+    if mode != "all":
+        # Say that the list is scoped, so that a short one is not read as everything
+        # (OpenClaw PR #86944).
+        answer["visibility"] = {"mode": mode, "restricted": True, "warning": list_warning(mode)}
+    return ReadAnswer(answer)
+
+
+# Spawns nest at most five deep (agents.defaults.subagents.maxSpawnDepth); a bound anyway.
+MAX_TREE_DEPTH = 16
+MAX_TREE_SESSIONS = 10_000
+
+
+def spawn_tree(store: Store, key: str) -> frozenset[str]:
+    """The active sessions ``key`` spawned, transitively (on a reader thread): one query
+    per level of the tree."""
+    found: set[str] = set()
+    level = frozenset({key})
+    for _ in range(MAX_TREE_DEPTH):
+        query = SessionQuery(limit=MAX_TREE_SESSIONS, spawned_by_any=level)
+        children = {stored.state.key for stored in store.list_sessions(query)}
+        level = frozenset(children - found - {key})
+        if not level:
+            break
+        found |= level
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -90,8 +150,9 @@ class RowFilter:
     def rows(self, store: Store) -> list[StoredSession]:
         if self.label is None and self.search is None and not self.archived:
             return store.list_sessions(self.query)
-        if self.query.agent_ids is not None and not self.query.agent_ids:
-            return []
+        for named in (self.query.agent_ids, self.query.keys):
+            if named is not None and not named:
+                return []
         if self.label is not None and not self.archived:
             # The label's index holds every active session with it: few rows.
             found = sorted(store.sessions_by_label(self.label), key=newest_first)
@@ -146,6 +207,8 @@ class RowFilter:
         ):
             return False
         if query.spawned_by is not None and state.spawned_by != query.spawned_by:
+            return False
+        if query.keys is not None and state.key not in query.keys:
             return False
         if state.key in query.exclude_keys:
             return False

@@ -136,6 +136,8 @@ async def _spawn(
         agent_id=target_agent,
         at=now,
         spawned_by=requester.key,
+        # Who spawned the spawner, and so on up: the child is in each one's tree.
+        lineage=requester_row.spawn_ancestors() if requester_row else (),
     )
     patch = {
         name: value

@@ -483,7 +483,11 @@ async def test_sessions_send_to_a_remote_agent_over_a2a_between_two_gateways(
         runtime = A2ARemoteRuntime({"helper": {"url": remote.agent(), "token": OPERATOR}})
         config = {
             "agents": {"list": [{"id": "main", "default": True}, {"id": "helper"}]},
-            "tools": {"agentToAgent": {"enabled": True, "allow": ["*"]}},
+            # Another agent's session: outside main's default scope (tree), so `all`.
+            "tools": {
+                "agentToAgent": {"enabled": True, "allow": ["*"]},
+                "sessions": {"visibility": "all"},
+            },
         }
         gateway = await Gateway.open(config=config, store="memory", runtime=runtime)
         try:

@@ -78,6 +78,7 @@ def test_the_summary_shows_effective_values(
     assert summary["maxPingPongTurns"] == 5  # 9 is clamped to the 0..5 range
     assert summary["archiveAfterMinutes"] == 30
     assert summary["agentToAgent"] == {"enabled": True, "allow": ["ops"]}
+    assert summary["visibility"] == {"default": "tree", "perAgent": {}}
 
 
 def test_an_invalid_config_exits_2_with_each_problem_its_key_and_a_fix(

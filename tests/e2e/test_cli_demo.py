@@ -147,7 +147,7 @@ CUSTOM = """
 {
   name: "pair",
   start: "2026-03-01T08:00:00Z",
-  config: { tools: { agentToAgent: { enabled: true } } },
+  config: { tools: { agentToAgent: { enabled: true }, sessions: { visibility: "all" } } },
   replies: [
     { agent: "helper", step: "primary", reply: "on it", delaySeconds: 30 },
     { step: "reply_back", reply: "REPLY_SKIP" },

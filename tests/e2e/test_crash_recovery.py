@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sessionwire import Gateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ async def test_a_killed_gateway_finishes_the_exchange_once(tmp_path: Path, kill_
     resumed = child(store, "resume")
     assert resumed.returncode == 0, resumed.stderr
 
-    gateway = await Gateway.open(store=store)
+    gateway = await Gateway.open(config=GatewayConfig.load(before_scopes()), store=store)
     try:
         assert await texts(gateway, "discord:group:target") == [
             ("user", "hi"),

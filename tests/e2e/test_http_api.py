@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 from live_http import SCRIPT, LiveServer, live_server, scripted_server, wait_for_its_exchange
-from sessionwire import Gateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.gateway import GatewayService
@@ -50,7 +51,9 @@ def test_health_and_readiness_answer_without_a_token(server: LiveServer) -> None
 
 
 async def test_readiness_is_503_when_the_store_does_not_answer(tmp_path: Path) -> None:
-    gateway = await Gateway.open(store=f"sqlite:///{tmp_path}/gone.db")
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=f"sqlite:///{tmp_path}/gone.db"
+    )
     app = create_app(gateway, "t")
     store_of(gateway).close()
     transport = httpx.ASGITransport(app=app)
@@ -156,7 +159,8 @@ def test_sessions_list_filters_over_http(client: httpx.Client) -> None:
     found = client.post("/v1/tools/sessions_list", json={"search": "#OPS"}).json()
     assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
     archived = client.post("/v1/tools/sessions_list", json={"archived": True}).json()
-    assert archived == {"count": 0, "sessions": []}
+    assert (archived["count"], archived["sessions"]) == (0, [])
+    assert archived["visibility"]["mode"] == "tree"  # main's default scope says so
 
 
 def test_refusals_are_200_results_with_their_status(server: LiveServer) -> None:
@@ -174,7 +178,11 @@ def test_refusals_are_200_results_with_their_status(server: LiveServer) -> None:
         "error": "Session not found: cron:nope",
     }
     assert forbidden.json()["status"] == "forbidden"
-    assert "Agent-to-agent history is disabled" in forbidden.json()["error"]
+    # Another agent: outside the default scope (tree), whatever tools.agentToAgent says.
+    assert (
+        "Session history visibility is restricted. Set tools.sessions.visibility=all"
+        in (forbidden.json()["error"])
+    )
     assert from_subagent.json()["status"] == "forbidden"
     assert unknown_param.status_code == 200
     assert unknown_param.json()["status"] == "error"

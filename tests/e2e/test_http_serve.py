@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 from live_http import cli_env, free_port, serve_process
 from sessionwire.adapters.cli.serve import is_loopback
+from sessionwire.domain.policy import list_warning
 
 
 def sessionwire(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -92,7 +93,12 @@ def test_serve_reads_the_token_file_binds_loopback_and_stops_on_ctrl_c(tmp_path:
         )
         too_big = httpx.post(f"{url}/v1/tools/sessions_list", json={"x": "y" * 4096}, headers=good)
     assert listed.status_code == 200
-    assert listed.json() == {"count": 0, "sessions": []}
+    # The default scope (tree) restricts the list, and the list says so (decision 28).
+    assert listed.json() == {
+        "count": 0,
+        "sessions": [],
+        "visibility": {"mode": "tree", "restricted": True, "warning": list_warning("tree")},
+    }
     assert from_env.status_code == 401
     assert too_big.status_code == 413
     assert server.returncode == 0

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from live_http import LiveServer, live_server
+from scopes import before_scopes
 from sessionwire import GatewayConfig, SyncGateway
 from sessionwire.testing import ScriptedRuntime
 
@@ -45,7 +46,9 @@ def spent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """A gateway whose traces may spawn nothing (maxSpawns 0)."""
     store = f"sqlite:///{tmp_path_factory.mktemp('budget')}/sessions.db"
     seed(store)
-    config = GatewayConfig.load({"session": {"agentToAgent": {"budget": {"maxSpawns": 0}}}})
+    config = GatewayConfig.load(
+        before_scopes({"session": {"agentToAgent": {"budget": {"maxSpawns": 0}}}})
+    )
     with live_server(store, runtime=ScriptedRuntime.from_dict(SCRIPT), config=config) as live:
         yield live
 

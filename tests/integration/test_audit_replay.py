@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessionwire import Gateway, SyncGateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig, SyncGateway
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.testkit.internals import store_of
@@ -52,7 +53,13 @@ def delivery() -> CapturingDelivery:
 async def gw(
     store_url: str, clock: VirtualClock, runtime: ScriptedRuntime, delivery: CapturingDelivery
 ) -> AsyncIterator[Gateway]:
-    gateway = await Gateway.open(store=store_url, clock=clock, runtime=runtime, delivery=delivery)
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()),
+        store=store_url,
+        clock=clock,
+        runtime=runtime,
+        delivery=delivery,
+    )
     yield gateway
     await gateway.close()
 
@@ -223,7 +230,9 @@ def store_file(tmp_path: Path) -> str:
 async def test_cli_timeline_and_state(
     store_file: str, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    gw = await Gateway.open(store=store_file, clock=clock)
+    gw = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=store_file, clock=clock
+    )
     await say(gw, A, "first [bold]words[/bold]")
     await clock.advance(60)
     await say(gw, A, "second")
@@ -264,7 +273,9 @@ async def test_cli_audit_leaves_unfinished_work_alone(
 ) -> None:
     """A gateway would resume the run below; the audit commands open the store alone."""
     slow = ScriptedRuntime.from_dict({"rules": [{"reply": "late", "delaySeconds": 3600}]})
-    gw = await Gateway.open(store=store_file, clock=clock, runtime=slow)
+    gw = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=store_file, clock=clock, runtime=slow
+    )
     await say(gw, A, "hi")
     await say(gw, B, "yo")
     send = {"sessionKey": B, "message": "ping", "timeoutSeconds": 0}
@@ -288,7 +299,9 @@ def test_cli_reads_leave_unfinished_work_alone(store_file: str) -> None:
     async def leave_a_run_pending() -> int:
         clock = VirtualClock(start=START)
         slow = ScriptedRuntime.from_dict({"rules": [{"reply": "late", "delaySeconds": 3600}]})
-        gw = await Gateway.open(store=store_file, clock=clock, runtime=slow)
+        gw = await Gateway.open(
+            config=GatewayConfig.load(before_scopes()), store=store_file, clock=clock, runtime=slow
+        )
         await say(gw, A, "hi")
         await say(gw, B, "yo")
         send = {"sessionKey": B, "message": "ping", "timeoutSeconds": 0}
@@ -308,7 +321,9 @@ def test_cli_reads_leave_unfinished_work_alone(store_file: str) -> None:
 
 
 def test_the_sync_facade_audits_too() -> None:
-    with SyncGateway.open(store="memory", clock=VirtualClock(start=START)) as gw:
+    with SyncGateway.open(
+        config=before_scopes(), store="memory", clock=VirtualClock(start=START)
+    ) as gw:
         gw.record_message("main", role="user", content="one")
         gw.patch_session("main", label="inbox")
         assert gw.session_as_of("main", version=2).row.label is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
@@ -69,7 +70,7 @@ async def open_cycle(
 ) -> Gateway:
     config = {"session": {"agentToAgent": {"maxPingPongTurns": 0, **session}}}
     gw = await Gateway.open(
-        config=GatewayConfig.load(config),
+        config=GatewayConfig.load(before_scopes(config)),
         store=store_url,
         clock=clock,
         runtime=agents,

@@ -16,6 +16,7 @@ import pytest
 from console_scenario import MAIN, OPS, SECRET, SESSION_TOKEN, TOKEN, Recorded, record_scenario
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.cli.main import main
@@ -46,7 +47,7 @@ def client(recorded: tuple[str, Recorded]) -> Iterator[TestClient]:
     )
 
     async def opened() -> Gateway:
-        return await Gateway.open(store=url)
+        return await Gateway.open(config=GatewayConfig.load(before_scopes()), store=url)
 
     loop = asyncio.new_event_loop()
     gateway = loop.run_until_complete(opened())
@@ -215,7 +216,7 @@ def test_every_page_docs_console_names_is_served(
 def test_the_store_page_shows_the_last_signed_checkpoint(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     asyncio.run(record_scenario(url))
-    config = GatewayConfig()
+    config = GatewayConfig.load(before_scopes())
     app = FastAPI()
     store = open_event_store(url, config)
     awaited = OffLoopStore(store)

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
@@ -111,7 +112,11 @@ async def test_filters_by_session_and_by_trace(clock: VirtualClock, store_url: s
         {"rules": [{"step": "primary", "reply": "pong"}, {"reply": "REPLY_SKIP"}]}
     )
     gw = await Gateway.open(
-        store=store_url, clock=clock, runtime=runtime, delivery=CapturingDelivery()
+        config=GatewayConfig.load(before_scopes()),
+        store=store_url,
+        clock=clock,
+        runtime=runtime,
+        delivery=CapturingDelivery(),
     )
     try:
         await gw.record_message("discord:group:req", role="user", content="hi", channel="discord")
@@ -168,7 +173,9 @@ async def test_a_requester_never_sees_a_session_it_may_not_read(
 async def test_another_sessions_secrets_are_masked_for_a_requester(
     clock: VirtualClock, store_url: str
 ) -> None:
-    gw = await Gateway.open(store=store_url, clock=clock)
+    gw = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=store_url, clock=clock
+    )
     try:
         secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4"
         await gw.record_message("discord:group:dev", role="user", content=f"key {secret}")
@@ -212,14 +219,14 @@ async def test_resume_across_a_gateway_close_and_reopen(
 ) -> None:
     for url in (f"sqlite:///{tmp_path}/s.db", request.getfixturevalue("postgres_url")):
         clock = VirtualClock()
-        gw = await Gateway.open(store=url, clock=clock)
+        gw = await Gateway.open(config=GatewayConfig.load(before_scopes()), store=url, clock=clock)
         for n in range(3):
             await gw.record_message("main", role="user", content=f"a{n}")
         subscription = gw.subscribe()
         got = await take(subscription, 2)
         resume_at = got[-1]["position"]
         await gw.close()
-        gw = await Gateway.open(store=url, clock=clock)
+        gw = await Gateway.open(config=GatewayConfig.load(before_scopes()), store=url, clock=clock)
         try:
             for n in range(2):
                 await gw.record_message("main", role="user", content=f"b{n}")
@@ -234,8 +241,8 @@ async def test_resume_across_a_gateway_close_and_reopen(
 
 async def test_two_postgres_gateways_see_each_others_events(postgres_url: str) -> None:
     # Real time: the other gateway's commits are found by the poll (every 0.25 s).
-    writer = await Gateway.open(store=postgres_url)
-    follower = await Gateway.open(store=postgres_url)
+    writer = await Gateway.open(config=GatewayConfig.load(before_scopes()), store=postgres_url)
+    follower = await Gateway.open(config=GatewayConfig.load(before_scopes()), store=postgres_url)
     try:
         subscription = follower.subscribe()
         waiting = asyncio.ensure_future(take(subscription, 3))
@@ -287,7 +294,9 @@ async def test_subscribers_following_the_same_positions_share_each_page(
 
 
 async def test_no_poll_on_a_clock_that_moves_only_when_told(postgres_url: str) -> None:
-    gw = await Gateway.open(store=postgres_url, clock=VirtualClock())
+    gw = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=postgres_url, clock=VirtualClock()
+    )
     try:
         waiting = asyncio.ensure_future(take(gw.subscribe(), 1))
         await asyncio.sleep(0)
@@ -304,7 +313,7 @@ async def test_no_poll_on_a_clock_that_moves_only_when_told(postgres_url: str) -
 def test_sync_gateway_subscribe_is_a_plain_iterator(tmp_path: Any) -> None:
     from sessionwire import SyncGateway
 
-    with SyncGateway.open(store=f"sqlite:///{tmp_path}/s.db") as gw:
+    with SyncGateway.open(config=before_scopes(), store=f"sqlite:///{tmp_path}/s.db") as gw:
         gw.record_message("main", role="user", content="one")
         events = gw.subscribe(after=0, session_key="main")
         first, second = next(events), next(events)

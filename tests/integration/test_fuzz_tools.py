@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scopes import before_scopes
 from sessionwire import SyncGateway
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.gateway import TOOLS as REGISTERED_TOOLS
@@ -202,7 +203,9 @@ def sync_gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Syn
     gateway = SyncGateway.open(
         store=store,
         clock=VirtualClock(start=datetime(2026, 5, 1, 12, tzinfo=UTC)),
-        config={"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}},
+        config=before_scopes(
+            {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}}
+        ),
     )
     try:
         for index in range(5):

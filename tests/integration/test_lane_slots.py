@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
@@ -66,7 +67,10 @@ async def _open(store_url: str, clock: VirtualClock, agent: Forwarder, slots: in
         "session": {"agentToAgent": {"maxPingPongTurns": 0}},
     }
     gateway = await Gateway.open(
-        config=GatewayConfig.load(config), store=store_url, clock=clock, runtime=agent
+        config=GatewayConfig.load(before_scopes(config)),
+        store=store_url,
+        clock=clock,
+        runtime=agent,
     )
     agent.gateway = gateway
     for key in (*CYCLE, BYSTANDER, "agent:main:main"):

@@ -11,8 +11,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.application.context import Requester, access_policy
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 
@@ -37,7 +39,9 @@ async def gateway(
 ) -> AsyncIterator[tuple[Gateway, ScriptedRuntime]]:
     runtime = ScriptedRuntime.from_dict({"rules": RULES})
     gw = await Gateway.open(
-        config=GatewayConfig.load({"agents": {"defaults": {"subagents": subagents}}}),
+        config=GatewayConfig.load(
+            before_scopes({"agents": {"defaults": {"subagents": subagents}}})
+        ),
         store=store_url,
         clock=clock,
         runtime=runtime,
@@ -123,3 +127,41 @@ async def test_default_max_children_is_five(store_url: str, clock: VirtualClock)
             for n in range(6)
         ]
         assert statuses == ["accepted"] * 5 + ["forbidden"]
+
+
+async def test_a_nested_child_is_in_every_spawners_tree(
+    store_url: str, clock: VirtualClock
+) -> None:
+    # Visibility scopes (decision 28): each spawn records the spawner's own lineage, so
+    # under the default `tree` a sub-agent reaches the children of its children.
+    runtime = ScriptedRuntime.from_dict({"rules": RULES})
+    gw = await Gateway.open(
+        config=GatewayConfig.load({"agents": {"defaults": {"subagents": {"maxSpawnDepth": 3}}}}),
+        store=store_url,
+        clock=clock,
+        runtime=runtime,
+        delivery=CapturingDelivery(),
+    )
+    try:
+        await gw.record_message("main", role="user", content="hi")
+        await gw.call_tool("main", "sessions_spawn", {"task": "level 1"})
+        await gw.wait_idle()
+        spawned = [
+            (event.child_key, event.requester_key)
+            for _, event in store_of(gw).events()
+            if type(event).__name__ == "SubagentSpawned"
+        ]
+        (first, _), (second, _), (third, _) = spawned
+        stored = store_of(gw).session(third)
+        assert stored is not None
+        assert stored.state.spawn_ancestors() == (second, first, "agent:main:main")
+        # Sub-agents have no session tools by default: the policy they would be asked.
+        config = GatewayConfig.load({})
+        policy = access_policy(config, Requester.from_key(config.key_rules, first))
+        assert policy.sees(stored.state.policy_target(config.key_rules))
+        # Main reaches its agent anyway; a sibling tree would not.
+        assert (await gw.call_tool("main", "sessions_history", {"sessionKey": third}))[
+            "sessionKey"
+        ] == third
+    finally:
+        await gw.close()

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from chat_server import ChatServer, completion
-from sessionwire import Gateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime, OpenAIRuntimeConfig
 from sessionwire.application.ports.runtime import RunRequest
 from sessionwire.application.ports.store import Clock
@@ -238,7 +239,12 @@ async def test_sessions_send_gets_the_servers_reply_into_the_transcript(
     server.answer(body=completion("deploy 42 is green", prompt_tokens=30, completion_tokens=6))
     server.answer(body=completion("REPLY_SKIP"))
     server.answer(body=completion("ANNOUNCE_SKIP"))
-    gateway = await Gateway.open(store=store_url, clock=clock, runtime=runtime(server))
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()),
+        store=store_url,
+        clock=clock,
+        runtime=runtime(server),
+    )
     try:
         await gateway.record_message("main", role="user", content="status?", channel="webchat")
         await gateway.record_message(
@@ -283,7 +289,9 @@ async def test_a_run_that_exhausts_its_retries_records_the_error(
     for _ in range(2):
         server.answer(status=503, body={"error": {"message": "no capacity"}})
     agent = runtime(server, maxRetries=1, backoffSeconds=0)
-    gateway = await Gateway.open(store=store_url, clock=clock, runtime=agent)
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=store_url, clock=clock, runtime=agent
+    )
     try:
         await gateway.record_message("discord:group:ops", role="user", content="hi")
         result = await gateway.call_tool(
@@ -439,7 +447,9 @@ async def test_an_agent_reads_another_session_through_the_gateway(
     server.answer(body=completion("REPLY_SKIP"))
     server.answer(body=completion("ANNOUNCE_SKIP"))
     agent = runtime(server)
-    gateway = await Gateway.open(store=store_url, clock=clock, runtime=agent)
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=store_url, clock=clock, runtime=agent
+    )
     agent.use_tools(gateway.call_tool)
     try:
         await gateway.record_message("main", role="user", content="how is the deploy?")

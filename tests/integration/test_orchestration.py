@@ -32,6 +32,7 @@ from uuid import UUID
 
 import pytest
 import yaml
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
@@ -66,7 +67,7 @@ async def open_gateway(
 ) -> AsyncIterator[Gateway]:
     """A gateway whose ``sessions`` exist (one opening message each); closed afterwards."""
     gw = await Gateway.open(
-        config=GatewayConfig.load(config or {}),
+        config=GatewayConfig.load(before_scopes(config or {})),
         store=store_url,
         clock=clock,
         runtime=runtime,

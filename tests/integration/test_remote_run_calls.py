@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 from mcp.shared.memory import create_connected_server_and_client_session
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.mcp.server import RUN_META, build_server
@@ -84,7 +85,7 @@ def http_client(gateway: Gateway | None) -> httpx.AsyncClient:
 async def open_cycle(clock: VirtualClock, agents: CallingBack) -> Gateway:
     config = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
     gateway = await Gateway.open(
-        config=GatewayConfig.load(config),
+        config=GatewayConfig.load(before_scopes(config)),
         store="memory",
         clock=clock,
         runtime=agents,
@@ -208,7 +209,7 @@ async def test_a_live_run_token_is_refused_when_speaking_as_another_session(
     agent = PosingAsAnother(impostor_of=B)
     config = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
     gateway = await Gateway.open(
-        config=GatewayConfig.load(config), store="memory", clock=clock, runtime=agent
+        config=GatewayConfig.load(before_scopes(config)), store="memory", clock=clock, runtime=agent
     )
     agent.gateway = gateway
     try:

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.ports.runtime import AgentRuntime
@@ -70,7 +71,7 @@ async def open_gateway(
 ) -> AsyncIterator[tuple[Gateway, CapturingDelivery]]:
     delivery = CapturingDelivery()
     gw = await Gateway.open(
-        config=GatewayConfig.load(config or QUIET),
+        config=GatewayConfig.load(before_scopes(config or QUIET)),
         store=store,
         clock=clock,
         runtime=agents,
@@ -249,7 +250,10 @@ async def test_a_reply_arriving_after_the_cancel_is_not_recorded(
 ) -> None:
     agents = CancelsItself()
     gw = await Gateway.open(
-        config=GatewayConfig.load(QUIET), store=store_url, clock=clock, runtime=agents
+        config=GatewayConfig.load(before_scopes(QUIET)),
+        store=store_url,
+        clock=clock,
+        runtime=agents,
     )
     agents.gateway = gw
     try:
@@ -381,7 +385,7 @@ async def test_a_cancel_cascades_through_a_run_that_already_ended(
 def test_the_sync_gateway_cancels_too(tmp_path: Any) -> None:
     from sessionwire import SyncGateway
 
-    with SyncGateway.open(config=QUIET, store=f"sqlite:///{tmp_path}/sync.db") as gw:
+    with SyncGateway.open(config=before_scopes(QUIET), store=f"sqlite:///{tmp_path}/sync.db") as gw:
         gw.record_message(A, role="user", content="(opened)")
         assert gw.cancel_run(str(uuid4())) is None
         sent = gw.call_tool(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sessionwire import Gateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import ScriptedRuntime
 
@@ -18,7 +19,9 @@ HANG_SECONDS = 10
 
 
 async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
-    gateway = await Gateway.open(runtime=ScriptedRuntime.from_dict(SCRIPT))
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), runtime=ScriptedRuntime.from_dict(SCRIPT)
+    )
     try:
         await gateway.record_message("main", role="user", content="target")
         await gateway.record_message("cron:a", role="user", content="start")
@@ -46,7 +49,9 @@ async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:
 
 
 async def test_a_run_that_keeps_crashing_is_recorded_as_failed() -> None:
-    gateway = await Gateway.open(runtime=ScriptedRuntime.from_dict(SCRIPT))
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), runtime=ScriptedRuntime.from_dict(SCRIPT)
+    )
     try:
         await gateway.record_message("main", role="user", content="target")
         await gateway.record_message("cron:a", role="user", content="start")

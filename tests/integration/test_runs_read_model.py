@@ -12,6 +12,7 @@ from uuid import uuid4
 
 import pytest
 from audit_rig import RawStore, populate, run_cli
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
@@ -40,7 +41,7 @@ async def open_gateway(
     sessions: tuple[str, ...] = (MAIN, A, B),
 ) -> AsyncIterator[Gateway]:
     gw = await Gateway.open(
-        config=GatewayConfig.load(config or QUIET),
+        config=GatewayConfig.load(before_scopes(config or QUIET)),
         store=store,
         clock=clock,
         runtime=ScriptedRuntime.from_dict({"rules": rules if rules is not None else SLOW}),
@@ -250,7 +251,7 @@ def test_the_sync_gateway_answers_the_same(tmp_path: Any) -> None:
     from sessionwire import SyncGateway
 
     url = f"sqlite:///{tmp_path}/sync.db"
-    gw = SyncGateway.open(config=QUIET, store=url)
+    gw = SyncGateway.open(config=before_scopes(QUIET), store=url)
     try:
         gw.record_message(MAIN, role="user", content="hi")
         assert gw.runs() == {"runs": []}
@@ -275,7 +276,7 @@ async def raw(request: pytest.FixtureRequest, tmp_path: Any, clock: VirtualClock
 
 
 async def listed(url: str, clock: VirtualClock) -> list[dict[str, Any]]:
-    gw = await Gateway.open(config=GatewayConfig(), store=url, clock=clock)
+    gw = await Gateway.open(config=GatewayConfig.load(before_scopes()), store=url, clock=clock)
     try:
         return list((await gw.runs(limit=1000))["runs"])
     finally:

@@ -5,6 +5,11 @@ the rules give (openclaw-behaviour.md §2.7, §5, §6.2, §7, §9; conformance B
 contract decisions 10 and 11): allowed, or the exact refusal, and exactly one
 ``AccessRefused`` event for each refusal a policy makes (none for anything else).
 
+Every config names its visibility scope (``tools.sessions.visibility``, contract decision
+28): the configs written before scopes existed keep ``all``, what every session saw then;
+the ``scope-*`` configs add ``self``, ``tree`` (the default, left unset), ``agent`` and
+per-agent overrides, alone and with sandboxing.
+
 The world is the same under every config: agent ``main`` has its main session, a discord
 group ``dev`` and a cron job; agent ``other`` has its main session and a discord group
 ``ops``; ``main``, ``dev`` and ``other`` each spawned one labelled sub-agent. Each config
@@ -21,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
@@ -84,6 +90,7 @@ REQUESTERS = {
     "sub": SUBAGENT,
 }
 FORMS = ["key", "bare", "alias", "upper", "spaced", "sessionId", "label", "label+agent"]
+MANY = ("main", "dev", "other", "ops", "sub")
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,40 @@ class Case:
     message), or ("direct", "main", None) to make agent main's main session a direct chat."""
     spawn_denied_by: str | None = None
     requesters: tuple[str, ...] = ("main", "dev", "other", "sub")
+    visibility: str | None = "all"
+    """``tools.sessions.visibility`` (None: unset, so the default ``tree``)."""
+    agent_visibility: dict[str, str] = field(default_factory=dict)
+    """Per-agent ``agents.list[].tools.sessions.visibility``."""
+
+    def gateway_config(self) -> dict[str, Any]:
+        config = {**self.config}
+        if self.visibility is not None:
+            tools = {**config.get("tools", {}), "sessions": {"visibility": self.visibility}}
+            config["tools"] = tools
+        if self.agent_visibility:
+            agents = {**config.get("agents", {})}
+            # Agent main first: the first listed agent is the default one.
+            listed = agents.get("list") or [{"id": "main"}]
+            entries = {entry["id"]: dict(entry) for entry in listed}
+            for agent_id, mode in self.agent_visibility.items():
+                entries.setdefault(agent_id, {"id": agent_id})["tools"] = {
+                    "sessions": {"visibility": mode}
+                }
+            agents["list"] = list(entries.values())
+            config["agents"] = agents
+        return config
+
+    def scope(self, requester: str) -> str:
+        """The requester's effective scope: the sandbox clamps ``agent`` and ``all``."""
+        mode = self.agent_visibility.get(requester_agent(requester)) or self.visibility or "tree"
+        if requester in self.restricted and mode in {"agent", "all"}:
+            return "tree"
+        return mode
+
+    def scope_rule(self, requester: str) -> str:
+        if requester_agent(requester) in self.agent_visibility:
+            return "agents.list[].tools.sessions.visibility"
+        return "tools.sessions.visibility"
 
 
 def a2a(enabled: bool, allow: list[str] | None = None) -> dict[str, Any]:
@@ -261,6 +302,47 @@ CASES = [
         spawn_denied_by=RULE0,
         requesters=("main", "dev"),
     ),
+    # Visibility scopes (decision 28): main and non-main requesters, with and without
+    # agent-to-agent and sandboxing.
+    Case("scope-tree-default", a2a(True), visibility=None, requesters=MANY),
+    Case("scope-tree-a2a-off", visibility="tree", requesters=MANY),
+    Case("scope-self", a2a(True), visibility="self", requesters=MANY),
+    Case("scope-agent", a2a(True), visibility="agent", requesters=MANY),
+    Case("scope-all-a2a-off", visibility="all", requesters=MANY),
+    Case(
+        "scope-per-agent",
+        a2a(True),
+        visibility="self",
+        agent_visibility={"other": "all"},
+        requesters=MANY,
+    ),
+    Case(
+        "scope-tree+sandbox-non-main",
+        {**sandbox("non-main", "spawned"), **a2a(True)},
+        restricted=frozenset({"dev", "ops"}),
+        visibility=None,
+        requesters=MANY,
+    ),
+    Case(
+        "scope-agent+sandbox-all",
+        {**sandbox("all", "spawned"), **a2a(True)},
+        restricted=frozenset({"main", "dev", "other", "ops"}),
+        visibility="agent",
+        requesters=MANY,
+    ),
+    Case(
+        "scope-self+sandbox-all",
+        {**sandbox("all", "spawned"), **a2a(True)},
+        restricted=frozenset({"main", "dev", "other", "ops"}),
+        visibility="self",
+        requesters=MANY,
+    ),
+    Case(
+        "scope-all+sandbox-visibility-all",
+        {**sandbox("all", "all"), **a2a(True)},
+        visibility="tree",
+        requesters=MANY,
+    ),
 ]
 
 
@@ -287,7 +369,7 @@ async def build_world(case: Case, store_url: str) -> World:
     runtime = ScriptedRuntime.from_dict(SCRIPT)
     delivery = CapturingDelivery()
     gw = await Gateway.open(
-        config=GatewayConfig.load(case.config),
+        config=GatewayConfig.load(case.gateway_config()),
         store=store_url,
         clock=VirtualClock(start=START),
         runtime=runtime,
@@ -370,8 +452,43 @@ def spawned_by(target: str, requester: str) -> bool:
     return PARENT.get(target) == requester
 
 
+MAINS = {"main", "other"}
+
+
+def scope_refusal(case: Case, requester: str, target: str, access: str) -> tuple[str, str] | None:
+    """``tools.sessions.visibility``: OpenClaw's texts for a session outside the scope."""
+    mode = case.scope(requester)
+    if mode == "all" or target == requester:
+        return None
+    if mode == "tree" and spawned_by(target, requester):
+        return None
+    cross_agent = AGENT[target] != requester_agent(requester)
+    if not cross_agent and (mode == "agent" or (mode == "tree" and requester in MAINS)):
+        return None
+    action = "Session history" if access == "history" else "Session send"
+    if cross_agent:
+        message = (
+            f"{action} visibility is restricted. Set tools.sessions.visibility=all and "
+            "tools.agentToAgent.enabled=true to allow cross-agent access; use "
+            "tools.agentToAgent.allow to restrict permitted agent pairs."
+        )
+    elif mode == "self":
+        message = (
+            f"{action} visibility is restricted to the current session "
+            "(tools.sessions.visibility=self)."
+        )
+    else:
+        message = (
+            f"{action} visibility is restricted to the current session tree "
+            "(tools.sessions.visibility=tree)."
+        )
+    return message, case.scope_rule(requester)
+
+
 def sees(case: Case, requester: str, target: str) -> bool:
     if requester in case.restricted and not spawned_by(target, requester):
+        return False
+    if scope_refusal(case, requester, target, "history") is not None:
         return False
     return agent_refusal(case, requester, target, "history") is None
 
@@ -433,6 +550,9 @@ def expect_reach(
     if restricted and not spawned_by(target, requester):
         message = f"Session not visible from this sandboxed agent session: {ref.strip()}"
         return Expected(refused(tool, message, **shown), ("sandbox", SANDBOX_RULE))
+    out_of_scope = scope_refusal(case, requester, target, access)
+    if out_of_scope is not None:
+        return Expected(refused(tool, out_of_scope[0], **shown), ("visibility", out_of_scope[1]))
     a2a_refusal = agent_refusal(case, requester, target, access)
     if a2a_refusal is not None:
         return Expected(refused(tool, a2a_refusal[0], **shown), ("agent_to_agent", a2a_refusal[1]))
@@ -462,6 +582,10 @@ def expect_label(
         if restricted:
             message = "Sandboxed sessions_send label lookup is limited to this agent"
             return Expected(refused(tool, message), ("sandbox", SANDBOX_RULE))
+        if case.scope(requester) != "all":
+            out_of_scope = scope_refusal(case, requester, target, "messaging")
+            assert out_of_scope is not None  # another agent's session, outside the scope
+            return Expected(refused(tool, out_of_scope[0]), ("visibility", out_of_scope[1]))
         a2a_refusal = agent_refusal(case, requester, target, "messaging")
         if a2a_refusal is not None:
             return Expected(refused(tool, a2a_refusal[0]), ("agent_to_agent", a2a_refusal[1]))
@@ -612,6 +736,12 @@ async def check_list(world: World, case: Case, requester: str) -> str | None:
     want_keys = expected_list(world, case, requester)
     if listed != want_keys or result["count"] != len(want_keys):
         return f"listed {sorted(listed)} (count {result['count']}), expected {sorted(want_keys)}"
+    mode = case.scope(requester)
+    shown_scope = result.get("visibility")
+    if mode == "all" and shown_scope is not None:
+        return f"an unrestricted list says {shown_scope}"
+    if mode != "all" and (shown_scope or {}).get("mode") != mode:
+        return f"expected visibility mode {mode}, got {shown_scope}"
     return None
 
 
@@ -654,6 +784,9 @@ REPRESENTATIVE = [
         "send-deny-discord-groups",
         "send-owner-send-off",
         "spawn-deny-subagent-prefix",
+        "scope-tree-default",
+        "scope-self",
+        "scope-agent+sandbox-all",
     }
 ]
 
@@ -698,7 +831,8 @@ async def open_rig(store_url: str, rules: list[dict[str, Any]], config: dict[str
     delivery = CapturingDelivery()
     clock = VirtualClock(start=START)
     gw = await Gateway.open(
-        config=GatewayConfig.load(config),
+        # Group to group, written before visibility scopes (decision 28): `agent`.
+        config=GatewayConfig.load(before_scopes(config, "agent")),
         store=store_url,
         clock=clock,
         runtime=runtime,

@@ -1,10 +1,12 @@
 """A random world, a random caller, random tool calls: nothing hidden ever shows.
 
-Hypothesis draws a config (agent-to-agent rule, sandbox per agent, send policy), sessions
+Hypothesis draws a config (agent-to-agent rule, sandbox per agent, visibility scope per
+agent (decision 28), send policy), sessions
 across three agents (some labelled, some spawned by others, each holding a secret text)
 and a requester, then calls the session tools with random naming forms. A small model of
 the rules, written here independently of domain/policy.py, says which sessions the
-requester may see (openclaw-behaviour.md §2.7 and §9); the properties are:
+requester may see (openclaw-behaviour.md §2.7 and §9, contract decision 28); the
+properties are:
 
 * no result mentions a hidden session's key, sessionId, label or secret text (except the
   very name the caller gave, which a refusal quotes back);
@@ -81,6 +83,25 @@ class Model:
     allow: tuple[str, ...]
     sandbox: dict[str, tuple[str, str]]
     """agent → (mode, visibility), defaults already applied."""
+    scopes: dict[str, str]
+    """agent → ``tools.sessions.visibility``, defaults already applied."""
+
+    def scope(self, requester: str) -> str:
+        mode = self.scopes[requester.split(":")[1]]
+        if self.restricted(requester) and mode in {"agent", "all"}:
+            return "tree"  # the sandbox clamps
+        return mode
+
+    def in_scope(self, requester: str, target: Stored) -> bool:
+        mode = self.scope(requester)
+        if mode == "all" or target.key == requester:
+            return True
+        if mode == "tree" and target.spawned_by == requester:
+            return True
+        if target.agent != requester.split(":")[1]:
+            return False
+        is_main = requester.split(":", 2)[2] == "main"
+        return mode == "agent" or (mode == "tree" and is_main)
 
     def agents_may_meet(self, mine: str, theirs: str) -> bool:
         if mine == theirs:
@@ -104,6 +125,8 @@ class Model:
     def sees(self, requester: str, target: Stored) -> bool:
         if self.restricted(requester) and target.spawned_by != requester:
             return False
+        if not self.in_scope(requester, target):
+            return False
         return self.agents_may_meet(requester.split(":")[1], target.agent)
 
 
@@ -114,18 +137,28 @@ def configs(draw: st.DrawFn) -> tuple[dict[str, Any], Model]:
     modes = st.sampled_from(["off", "non-main", "all"])
     visibilities = st.sampled_from(["spawned", "all"])
     default = (draw(modes), draw(visibilities))
+    scopes_drawn = st.sampled_from(["self", "tree", "agent", "all"])
+    default_scope = draw(st.one_of(st.none(), scopes_drawn))
     entries: list[dict[str, Any]] = []
     sandbox: dict[str, tuple[str, str]] = {}
+    scopes: dict[str, str] = {}
     for agent in AGENTS:
         entry: dict[str, Any] = {"id": agent}
         sandbox[agent] = default
+        scopes[agent] = default_scope or "tree"
         if draw(st.booleans()):
             mode, visibility = draw(modes), draw(visibilities)
             entry["sandbox"] = {"mode": mode, "sessionToolsVisibility": visibility}
             sandbox[agent] = (mode, visibility)
+        if draw(st.booleans()):
+            scopes[agent] = draw(scopes_drawn)
+            entry["tools"] = {"sessions": {"visibility": scopes[agent]}}
         entries.append(entry)
+    tools: dict[str, Any] = {"agentToAgent": {"enabled": enabled, "allow": allow}}
+    if default_scope is not None:
+        tools["sessions"] = {"visibility": default_scope}
     config: dict[str, Any] = {
-        "tools": {"agentToAgent": {"enabled": enabled, "allow": allow}},
+        "tools": tools,
         "agents": {
             "defaults": {"sandbox": {"mode": default[0], "sessionToolsVisibility": default[1]}},
             "list": entries,
@@ -138,7 +171,7 @@ def configs(draw: st.DrawFn) -> tuple[dict[str, Any], Model]:
             "rules": rules,
             "default": draw(st.sampled_from(["allow", "deny"])),
         }
-    return config, Model(enabled, tuple(allow), sandbox)
+    return config, Model(enabled, tuple(allow), sandbox, scopes)
 
 
 # One example ---------------------------------------------------------------------------------

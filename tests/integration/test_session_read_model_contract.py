@@ -88,6 +88,37 @@ def test_listing_is_newest_first_filtered_then_limited(event_store: Store) -> No
     assert keys(SessionQuery(limit=10, spawned_by="agent:main:a")) == ["agent:main:subagent:x"]
     newest_of_main = SessionQuery(limit=1, agent_ids=frozenset({"main"}), updated_since_ms=since)
     assert keys(newest_of_main) == ["agent:main:d"]
+    # Only the named sessions (a visibility scope's spawn tree), with the other filters.
+    tree = frozenset({"agent:main:a", "agent:main:subagent:x", "agent:ops:b", "agent:main:none"})
+    assert keys(SessionQuery(limit=10, keys=tree)) == [
+        "agent:ops:b",
+        "agent:main:a",
+        "agent:main:subagent:x",
+    ]
+    assert keys(SessionQuery(limit=10, keys=tree, agent_ids=frozenset({"main"}))) == [
+        "agent:main:a",
+        "agent:main:subagent:x",
+    ]
+    assert keys(SessionQuery(limit=10, keys=frozenset())) == []
+    spawners = frozenset({"agent:main:a", "agent:main:nobody"})
+    assert keys(SessionQuery(limit=10, spawned_by_any=spawners)) == ["agent:main:subagent:x"]
+
+
+def test_a_nested_spawn_keeps_its_lineage(event_store: Store) -> None:
+    child = Session.open(
+        key="agent:main:subagent:grandkid",
+        session_id=uuid4(),
+        agent_id="main",
+        at=NOW,
+        spawned_by="agent:main:subagent:kid",
+        lineage=("agent:main:main",),
+    )
+    event_store.save(child)
+    stored = event_store.session("agent:main:subagent:grandkid")
+    assert stored is not None
+    assert stored.state.spawn_ancestors() == ("agent:main:subagent:kid", "agent:main:main")
+    replayed = list(event_store.stream(stored.id))
+    assert replayed[0].lineage == ("agent:main:main",)  # type: ignore[attr-defined]
 
 
 def test_agent_ids_are_those_with_active_sessions(event_store: Store) -> None:

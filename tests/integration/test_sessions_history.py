@@ -6,10 +6,17 @@ import json
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.tools.sessions_history import cap_bytes
 from sessionwire.testing import VirtualClock
+
+
+@pytest.fixture
+def config() -> GatewayConfig:
+    # Written before visibility scopes (decision 28): what every session reached then.
+    return GatewayConfig.load(before_scopes())
 
 
 async def test_tool_results_are_filtered_unless_asked_for(gateway: Gateway) -> None:
@@ -173,7 +180,9 @@ async def test_cross_agent_history_is_forbidden_by_default(gateway: Gateway) -> 
 async def test_cross_agent_history_outside_the_allow_list_is_denied(
     store_url: str, clock: VirtualClock
 ) -> None:
-    config = GatewayConfig.load({"tools": {"agentToAgent": {"enabled": True, "allow": ["main"]}}})
+    config = GatewayConfig.load(
+        before_scopes({"tools": {"agentToAgent": {"enabled": True, "allow": ["main"]}}})
+    )
     gateway = await Gateway.open(config=config, store=store_url, clock=clock)
     try:
         await gateway.record_message("agent:other:main", role="user", content="secret")

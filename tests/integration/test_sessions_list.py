@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import VirtualClock
 
@@ -28,6 +29,12 @@ ROW_FIELDS = {
     "deliveryContext",
     "transcriptPath",
 }
+
+
+@pytest.fixture
+def config() -> GatewayConfig:
+    # Written before visibility scopes (decision 28): what every session reached then.
+    return GatewayConfig.load(before_scopes())
 
 
 async def seed_fixture(gateway: Gateway, clock: VirtualClock) -> None:
@@ -196,7 +203,9 @@ async def test_other_agents_are_hidden_without_agent_to_agent(gateway: Gateway) 
 async def test_agent_to_agent_allow_list_decides_which_agents_are_listed(
     store_url: str, clock: VirtualClock, allow: list[str], visible: set[str]
 ) -> None:
-    config = GatewayConfig.load({"tools": {"agentToAgent": {"enabled": True, "allow": allow}}})
+    config = GatewayConfig.load(
+        before_scopes({"tools": {"agentToAgent": {"enabled": True, "allow": allow}}})
+    )
     gateway = await Gateway.open(config=config, store=store_url, clock=clock)
     try:
         for agent in ("main", "other", "third"):
@@ -208,7 +217,7 @@ async def test_agent_to_agent_allow_list_decides_which_agents_are_listed(
 
 
 async def test_global_scope_lists_global_as_main(store_url: str, clock: VirtualClock) -> None:
-    config = GatewayConfig.load({"session": {"scope": "global"}})
+    config = GatewayConfig.load(before_scopes({"session": {"scope": "global"}}))
     gateway = await Gateway.open(config=config, store=store_url, clock=clock)
     try:
         await gateway.record_message("main", role="user", content="hi")
@@ -299,7 +308,7 @@ async def test_agent_id_lists_that_agents_sessions_if_visible(
     store_url: str, clock: VirtualClock
 ) -> None:
     config = GatewayConfig.load(
-        {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}}
+        before_scopes({"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}}})
     )
     gateway = await Gateway.open(config=config, store=store_url, clock=clock)
     try:

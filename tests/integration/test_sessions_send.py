@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
@@ -98,11 +99,14 @@ async def rig(
     clock: VirtualClock,
     rules: list[dict[str, Any]],
     config: dict[str, Any] | None = None,
+    visibility: str = "agent",
 ) -> AsyncIterator[Rig]:
     runtime = ScriptedRuntime.from_dict({"rules": rules})
     delivery = CapturingDelivery()
     gw = await Gateway.open(
-        config=GatewayConfig.load(config or {}),
+        # Written before visibility scopes: its non-main callers reach their agent's
+        # sessions (``agent``); its agent-to-agent tests ask for ``all``.
+        config=GatewayConfig.load(before_scopes(config, visibility)),
         store=store_url,
         clock=clock,
         runtime=runtime,
@@ -819,7 +823,7 @@ async def test_unknown_label_is_an_error(store_url: str, clock: VirtualClock) ->
 async def test_cross_agent_send_is_forbidden_while_a2a_is_disabled(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, a2a(False)) as r:
+    async with rig(store_url, clock, ECHO, a2a(False), visibility="all") as r:
         await r.gw.record_message("agent:other:main", role="user", content="hi")
         before = r.event_count()
         result = await r.send(
@@ -840,7 +844,7 @@ async def test_cross_agent_send_is_forbidden_while_a2a_is_disabled(
 async def test_cross_agent_label_lookup_is_forbidden_while_a2a_is_disabled(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, a2a(False)) as r:
+    async with rig(store_url, clock, ECHO, a2a(False), visibility="all") as r:
         await r.gw.record_message("agent:other:main", role="user", content="hi")
         await r.gw.patch_session("agent:other:main", label="worker")
         before = r.event_count()
@@ -857,7 +861,7 @@ async def test_cross_agent_label_lookup_is_forbidden_while_a2a_is_disabled(
 async def test_cross_agent_send_outside_the_allow_list_is_denied(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, a2a(True, ["main"])) as r:
+    async with rig(store_url, clock, ECHO, a2a(True, ["main"]), visibility="all") as r:
         await r.gw.record_message("agent:other:main", role="user", content="hi")
         before = r.event_count()
         result = await r.send("main", sessionKey="agent:other:main", message="hi")
@@ -874,7 +878,7 @@ async def test_cross_agent_send_outside_the_allow_list_is_denied(
 async def test_cross_agent_send_inside_the_allow_list_runs(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, a2a(True, ["main", "oth*"])) as r:
+    async with rig(store_url, clock, ECHO, a2a(True, ["main", "oth*"]), visibility="all") as r:
         await r.gw.record_message("agent:other:main", role="user", content="hi")
         result = await r.send("main", sessionKey="agent:other:main", message="hi", timeoutSeconds=5)
         assert result == {
@@ -1028,7 +1032,7 @@ A2A_OPS = {"tools": {"agentToAgent": {"enabled": True, "allow": ["main", "ops"]}
 async def test_agent_id_alone_targets_that_agents_main_session(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, A2A_OPS) as r:
+    async with rig(store_url, clock, ECHO, A2A_OPS, visibility="all") as r:
         await r.gw.record_message("agent:ops:main", role="user", content="hi")
         await r.gw.record_message("agent:ops:discord:group:x", role="user", content="hi")
         result = await r.send("main", agentId="Ops", message="status?", timeoutSeconds=1)
@@ -1045,7 +1049,7 @@ async def test_agent_id_alone_targets_that_agents_main_session(
 async def test_agent_id_alone_goes_through_the_agent_to_agent_policy(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO) as r:
+    async with rig(store_url, clock, ECHO, visibility="all") as r:
         await r.gw.record_message("agent:ops:main", role="user", content="hi")
         before = r.event_count()
         result = await r.send("main", agentId="ops", message="hi", timeoutSeconds=0)
@@ -1056,7 +1060,7 @@ async def test_agent_id_alone_goes_through_the_agent_to_agent_policy(
 async def test_agent_id_alone_of_an_agent_without_a_main_session_is_not_found(
     store_url: str, clock: VirtualClock
 ) -> None:
-    async with rig(store_url, clock, ECHO, A2A_OPS) as r:
+    async with rig(store_url, clock, ECHO, A2A_OPS, visibility="all") as r:
         result = await r.send("main", agentId="ops", message="hi", timeoutSeconds=0)
         assert result == {
             "runId": result["runId"],

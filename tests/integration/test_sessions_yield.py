@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
@@ -74,7 +75,7 @@ async def rig(
     rules = [{"step": "primary", "session": MAIN, **rule} for rule in primary]
     runtime = ScriptedRuntime.from_dict({"rules": [*rules, *(children or CHILDREN)]})
     gw = await Gateway.open(
-        config=GatewayConfig.load(config or {}),
+        config=GatewayConfig.load(before_scopes(config or {})),
         store=store_url,
         clock=clock,
         runtime=runtime,

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from sessionwire import Gateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.simulator.invariants import INVARIANTS, LogReader
 from sessionwire.adapters.testkit.simulator.runner import Simulation
 from sessionwire.adapters.testkit.simulator.script import parse_steps
@@ -145,7 +146,9 @@ async def test_a_turn_that_spawns_and_yields_wakes_once_in_the_simulator(tmp_pat
     path = tmp_path / "sim.db"
     result = await Simulation(KeptSQLite(path)).run(script)
     assert result.ok, result.violations
-    gateway = await Gateway.open(store=f"sqlite:///{path}", resume=False)
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(before_scopes()), store=f"sqlite:///{path}", resume=False
+    )
     try:
         timeline = await gateway.timeline("agent:main:main")
     finally:

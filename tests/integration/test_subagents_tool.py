@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import AgentRuntime
@@ -57,7 +58,10 @@ class Children(AgentRuntime):
 async def opened(store_url: str, clock: VirtualClock) -> AsyncIterator[tuple[Gateway, Children]]:
     agents = Children()
     gw = await Gateway.open(
-        config=GatewayConfig.load(QUIET), store=store_url, clock=clock, runtime=agents
+        config=GatewayConfig.load(before_scopes(QUIET)),
+        store=store_url,
+        clock=clock,
+        runtime=agents,
     )
     for key in (MAIN, OTHER):
         await gw.record_message(key, role="user", content="hi")
@@ -336,7 +340,9 @@ async def test_a_queued_child_is_steered_and_reads_it_when_it_starts(
     """maxConcurrent 1: the second child waits for the lane (queued) while the first
     works; a steer into it is recorded, and it reads the message once it runs."""
     agents = Children()
-    settings = GatewayConfig.load({**QUIET, "agents": {"defaults": {"maxConcurrent": 1}}})
+    settings = GatewayConfig.load(
+        before_scopes({**QUIET, "agents": {"defaults": {"maxConcurrent": 1}}})
+    )
     gw = await Gateway.open(config=settings, store=store_url, clock=clock, runtime=agents)
     try:
         await gw.record_message(MAIN, role="user", content="hi")

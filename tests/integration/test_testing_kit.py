@@ -9,7 +9,8 @@ from uuid import UUID, uuid4
 
 import pytest
 from freezegun import freeze_time
-from sessionwire import Gateway
+from scopes import before_scopes
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.run import Run
@@ -74,7 +75,9 @@ async def test_a_clock_that_drives_freezegun_keeps_event_times_and_now_together(
     # real_asyncio: the event loop keeps real time, or its own timers stop under freezegun.
     with freeze_time(START, real_asyncio=True) as frozen:
         clock = VirtualClock(freezer=frozen)
-        gw = await Gateway.open(store="memory", clock=clock)
+        gw = await Gateway.open(
+            config=GatewayConfig.load(before_scopes()), store="memory", clock=clock
+        )
         try:
             await gw.record_message("main", role="user", content="one")
             await clock.advance(timedelta(hours=1))
@@ -265,7 +268,8 @@ async def test_cleanup_delete_deletes_the_child_at_once() -> None:
 
 
 async def test_a_command_as_the_when(store_url: str) -> None:
-    async with Scenario(store=store_url, script={"rules": [{"reply": "pong"}]}) as s:
+    script = {"rules": [{"reply": "pong"}]}
+    async with Scenario(store=store_url, script=script, config=before_scopes()) as s:
         s.given(*sessions())
         sent = await s.when(
             lambda gw: gw.call_tool(A, "sessions_send", {"sessionKey": B, "message": "ping"})
@@ -284,10 +288,11 @@ from sessionwire.testing import ScriptedRuntime, VirtualClock
 async def test_send_gets_the_scripted_reply(gateway, scripted, clock):
     assert isinstance(clock, VirtualClock) and isinstance(scripted, ScriptedRuntime)
     scripted.add(step="primary", reply="pong")
-    await gateway.record_message("discord:group:a", role="user", content="hi")
+    await gateway.record_message("main", role="user", content="hi")
     await gateway.record_message("discord:group:b", role="user", content="yo")
+    # Main reaches every session of its agent under the default scope (tree).
     result = await gateway.call_tool(
-        "discord:group:a", "sessions_send",
+        "main", "sessions_send",
         {"sessionKey": "discord:group:b", "message": "ping"},
     )
     assert result["reply"] == "pong"

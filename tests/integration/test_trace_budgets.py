@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.config.gateway_config import ConfigError
@@ -26,7 +27,7 @@ D = "agent:main:work:d"
 
 def config(budget: dict[str, Any], *, turns: int = 0) -> GatewayConfig:
     return GatewayConfig.load(
-        {"session": {"agentToAgent": {"maxPingPongTurns": turns, "budget": budget}}}
+        before_scopes({"session": {"agentToAgent": {"maxPingPongTurns": turns, "budget": budget}}})
     )
 
 
@@ -115,7 +116,7 @@ async def start(gw: Gateway) -> dict[str, Any]:
 
 async def test_no_budget_by_default_counts_nothing(store_url: str, clock: VirtualClock) -> None:
     agents = Chain()
-    async with opened(store_url, clock, GatewayConfig(), agents) as gw:
+    async with opened(store_url, clock, GatewayConfig.load(before_scopes()), agents) as gw:
         assert (await start(gw))["status"] == "accepted"
         await gw.wait_idle()
         assert [answer["status"] for answer in agents.answers[A][:2]] == ["ok", "accepted"]

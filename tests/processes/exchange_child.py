@@ -23,7 +23,11 @@ from sessionwire.testing import ScriptedRuntime
 
 REQUESTER = "discord:group:req"
 TARGET = "discord:group:target"
-CONFIG = {"session": {"agentToAgent": {"maxPingPongTurns": 4}}}
+# Written before visibility scopes (decision 28): a group sends to a group, as then.
+CONFIG = {
+    "session": {"agentToAgent": {"maxPingPongTurns": 4}},
+    "tools": {"sessions": {"visibility": "all"}},
+}
 SCRIPT = {
     "rules": [
         {"step": "primary", "reply": "initial"},

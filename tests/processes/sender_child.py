@@ -15,7 +15,11 @@ SCRIPT = {
         {"step": "announce", "reply": "ANNOUNCE_SKIP"},
     ]
 }
-CONFIG = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
+# Written before visibility scopes (decision 28): a group sends to a group, as then.
+CONFIG = {
+    "session": {"agentToAgent": {"maxPingPongTurns": 0}},
+    "tools": {"sessions": {"visibility": "all"}},
+}
 
 
 async def main(store: str, name: str, count: int) -> None:

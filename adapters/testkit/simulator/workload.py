@@ -104,7 +104,12 @@ class _Generator:
         rng = self.rng
         config: dict[str, Any] = {
             "session": {"agentToAgent": {"maxPingPongTurns": rng.choice([0, 1, 2, 5])}},
-            "tools": {"agentToAgent": {"enabled": True, "allow": ["*"]}},
+            # Every session may reach every other: the workloads test orchestration, not
+            # visibility scopes (the security matrix and property tests do).
+            "tools": {
+                "agentToAgent": {"enabled": True, "allow": ["*"]},
+                "sessions": {"visibility": "all"},
+            },
             "agents": {
                 "defaults": {
                     "maxConcurrent": rng.choice([1, 2, 4]),
