@@ -148,7 +148,11 @@ class SimulatedAgents(AgentRuntime):
             raise RuntimeError(f"simulated announce failure (plan {plan.get('id')})")
         if mode == "hang":
             await _hang(request)
-        return RunReply(text=f"Result: plan {plan.get('id')} done\nNotes: none")
+        # Names its run: the channel tells whose announce or report a post is, whatever
+        # key it came with (idempotency per owner, not per key).
+        return RunReply(
+            text=f"Result: plan {plan.get('id')} done (announce {request.run_id})\nNotes: none"
+        )
 
     async def _nested(
         self, request: RunRequest, call: dict[str, Any], incarnation: Incarnation
@@ -207,6 +211,8 @@ class DeliveryRecord:
     incarnation: int
     delivered: bool
     duplicate: bool = False
+    to: str = ""
+    message: str = ""
 
 
 @dataclass
@@ -242,6 +248,8 @@ class SimulatedChannels:
             at=now,
             incarnation=incarnation.number,
             delivered=down is None or now >= down,
+            to=delivery.to,
+            message=delivery.message,
         )
         if not record.delivered:
             self.attempts.append(record)

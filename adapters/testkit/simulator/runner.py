@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Coroutine, Iterator
@@ -63,6 +64,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     DropConnection,
     Message,
     Policy,
+    Route,
     Send,
     SimulationScript,
     Spawn,
@@ -81,6 +83,8 @@ from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery,
 from sessionwire.domain.session import single_appends
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+# The announce run a simulated agent's announce reply names (agents.py): whose post it is.
+ANNOUNCE_TAG = re.compile(r"\(announce ([0-9a-f-]{36})\)")
 # Work one step may record before it counts as never ending (a loop with no hop limit).
 EVENT_BUDGET = 600
 MAX_DRAIN_WAKEUPS = 2_000
@@ -208,6 +212,8 @@ class _Run:
     opened: int = 0
     """Gateway processes opened so far (each its incarnation's number)."""
     takeovers: int = 0
+    down: list[tuple[datetime, datetime]] = field(default_factory=list)
+    """Each crash: when the gateway died and when the next one had opened."""
     on_loop: list[str] = field(default_factory=list)
     """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
@@ -288,6 +294,8 @@ class Simulation:
             ids=SeededIds(script.seed),
             config=GatewayConfig.load(script.config),
         )
+        state.log.max_hops = _max_hops(state.config)
+        state.log.max_turns = state.config.session.agentToAgent.max_ping_pong_turns
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
         return state
 
@@ -488,6 +496,13 @@ class Simulation:
                     step.session, role="user", content=f"/send {step.mode}", sender_is_owner=True
                 ),
             )
+        elif isinstance(step, Route):
+            self._call(
+                state,
+                gateway.record_message(
+                    step.session, role="user", content="moved", channel=step.channel, to=step.to
+                ),
+            )
         elif isinstance(step, Policy):
             self._call(state, gateway.patch_session(step.session, sendPolicy=step.send_policy))
         elif isinstance(step, Busy):
@@ -647,14 +662,17 @@ class Simulation:
         armed = state.armed
         state.armed = None
         state.crashes += 1
+        died = state.clock.now()
         if self._two_gateways(state):
             await self._fail_over(state, armed)
-            return
-        await self._kill(state)
-        if armed is not None and armed.down_seconds:
-            await state.clock.advance(armed.down_seconds)
-        await self._open(state)
-        await self._settle(state)
+        else:
+            await self._kill(state)
+            if armed is not None and armed.down_seconds:
+                await state.clock.advance(armed.down_seconds)
+            await self._open(state)
+            await self._settle(state)
+        # What ran when it died was interrupted (liveness does not hold it to its plan).
+        state.down.append((died, state.clock.now()))
 
     async def _fail_over(self, state: _Run, armed: _Armed | None) -> None:
         """Two gateways: the active one was killed (its leases and heartbeat stay, then
@@ -762,9 +780,8 @@ class Simulation:
     def _read_log(self, state: _Run) -> None:
         with self._observing(state) as store:
             problems = state.log.read(store)
-        for problem in problems:
-            kind = "runs-end" if "ended twice" in problem else "exactly-once"
-            self._violate(state, kind, problem)
+        for invariant, problem in problems:
+            self._violate(state, invariant, problem)
         for aggregate, version in state.log.recorded:
             if (aggregate, version) not in state.watched:
                 self._violate(
@@ -870,6 +887,11 @@ class Simulation:
     def _check_idle(self, state: _Run) -> None:
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
+        for problem in state.log.line_problems():
+            self._violate(state, "transcript-lines", problem)
+        lane = state.config.agents.defaults.maxConcurrent
+        for problem in state.log.liveness_problems(lane=lane, down=state.down):
+            self._violate(state, "liveness", problem)
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
             ("exchange", PENDING_EXCHANGE, "runs-end"),
@@ -888,6 +910,7 @@ class Simulation:
         held, capacity = _lane_use(self._gateway(state))
         if held:
             self._violate(state, "slots-free", f"{held} of {capacity} lane slots held at idle")
+        self._check_deliveries(state)
         for key, record in _failed_never_delivered(state).items():
             self._violate(
                 state,
@@ -895,6 +918,34 @@ class Simulation:
                 f"delivery {key} to {record.channel} for {record.session_key} failed at "
                 f"{record.at.isoformat()} and was never delivered nor abandoned",
             )
+
+    def _check_deliveries(self, state: _Run) -> None:
+        """Per owner (exchange or spawn), not per key: each posts its announce or report
+        at most once, whatever idempotency keys its attempts carried (a key that changes
+        per attempt is a duplicate a real channel shows); a report goes to the route its
+        spawn captured."""
+        keys: dict[UUID, set[str]] = {}
+        for record in state.channels.delivered.values():
+            owner = _owner_of(state.log, record.message)
+            if owner is None:
+                continue
+            keys.setdefault(owner, set()).add(record.idempotency_key)
+            route = state.log.captured_routes.get(owner)
+            if route is not None and (record.channel, record.to) != route:
+                self._violate(
+                    state,
+                    "report-route",
+                    f"the report of spawn {owner} was posted to {record.channel}:{record.to}, "
+                    f"not to the route it captured when spawned ({route[0]}:{route[1]})",
+                )
+        for owner, used in keys.items():
+            if len(used) > 1:
+                self._violate(
+                    state,
+                    "exactly-once",
+                    f"{owner}'s announce or report was posted {len(used)} times, under "
+                    f"keys {', '.join(sorted(used))}",
+                )
 
     def _check_deep(self, state: _Run) -> None:
         with self._observing(state) as store:
@@ -950,18 +1001,19 @@ class Simulation:
         work = store.work(UUID(request.run_id))
         if work is not None:
             deadline = _deadline_of(work.created_on, work.state_json)
-            if deadline is not None and now > deadline:
+            if deadline is not None and now >= deadline:
                 found.append(
                     Observation(
                         "deadlines",
                         f"run {request.run_id} ({request.step} in {request.session_key}) "
-                        f"handed to an agent at {now.isoformat()}, past its deadline "
-                        f"{deadline.isoformat()}",
+                        f"handed to an agent at {now.isoformat()}, at or past its "
+                        f"deadline {deadline.isoformat()}",
                     )
                 )
-        plan = read_plan(request.message) if request.step == "primary" else None
+        tasks = ("primary", "subagent_task")
+        plan = read_plan(request.message) if request.step in tasks else None
         limit = _max_hops(state.config)
-        if plan is not None and int(plan.get("depth", 1)) > limit + 1:
+        if plan is not None and int(plan.get("depth", 1)) > limit:
             found.append(
                 Observation(
                     "hop-limit",
@@ -1002,6 +1054,20 @@ def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     if not isinstance(value, int):
         return None, capacity
     return capacity - value, capacity
+
+
+def _owner_of(log: LogReader, message: str) -> UUID | None:
+    """The exchange or spawn a posted message is for: by the announce run the simulated
+    agent names in its reply, else (a report whose announce failed) by the child's key
+    in the report's stats line."""
+    for match in ANNOUNCE_TAG.finditer(message):
+        owner = log.announce_owner.get(match.group(1))
+        if owner is not None:
+            return owner
+    for child, owner in log.child_owner.items():
+        if child in message:
+            return owner
+    return None
 
 
 def _failed_never_delivered(state: _Run) -> dict[str, DeliveryRecord]:

@@ -73,6 +73,17 @@ class Command(_Step):
     mode: Literal["on", "off", "inherit"]
 
 
+class Route(_Step):
+    """The session's user writes from another chat (``channel``, ``to``): the session's
+    route changes, as when a requester moves after spawning a sub-agent (whose report
+    still goes to the route captured at spawn, decision 14)."""
+
+    op: Literal["route"] = "route"
+    session: str
+    channel: str
+    to: str
+
+
 class Advance(_Step):
     """Move the virtual clock (seconds to weeks), firing what falls due."""
 
@@ -153,7 +164,8 @@ Step = Annotated[
     | Cancel
     | Busy
     | Subscribe
-    | DropConnection,
+    | DropConnection
+    | Route,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -268,6 +280,7 @@ __all__ = [
     "DropConnection",
     "Message",
     "Policy",
+    "Route",
     "Send",
     "SessionSeed",
     "SimulationScript",

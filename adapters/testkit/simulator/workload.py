@@ -3,7 +3,8 @@
 The mix: users' messages, sends (waiting, fire-and-forget, short timeouts) with agents
 that answer, are slow, fail, hang or return garbage, nested sends and spawns made from
 inside turns, forwarding cycles, spawns, policy changes and ``/send`` commands, channels
-that go down and recover, clock jumps of seconds to weeks, and crashes with downtime;
+that go down and recover, requesters whose route changes (a report still goes where its
+spawn captured), clock jumps of seconds to weeks, and crashes with downtime;
 with a smaller weight, cancellations (of runs in flight, ended runs and runs with
 descendants), busy-policy overrides (and a config busy policy), and one subscriber that
 joins at a random step (besides the one every run has from position 0).
@@ -25,6 +26,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     DropConnection,
     Message,
     Policy,
+    Route,
     Send,
     SessionSeed,
     SimulationScript,
@@ -92,6 +94,8 @@ class _Generator:
         self.rng = random.Random(seed)
         self.plans = 0
         self.keys = [session.key for session in WORLD]
+        self.spawners: list[str] = []
+        """Sessions that spawned so far: the requesters a route change matters to."""
 
     def script(self) -> SimulationScript:
         rng = self.rng
@@ -136,6 +140,7 @@ class _Generator:
             ("policy", 5),
             ("command", 4),
             ("channel", 7),
+            ("route", 5),
         ]
         if self.options.crashes:
             choices.append(("crash", 6))
@@ -160,8 +165,10 @@ class _Generator:
         if kind == "message":
             return Message(session=rng.choice(self.keys), text=f"note {rng.randrange(1000)}")
         if kind == "spawn":
+            source = rng.choice(self.keys)
+            self.spawners.append(source)
             return Spawn(
-                source=rng.choice(self.keys),
+                source=source,
                 agent=rng.choice([None, *AGENTS]),
                 cleanup=rng.choice(["keep", "keep", "delete"]),
                 timeout=rng.choice([None, None, 0, 20, 300]),
@@ -189,6 +196,12 @@ class _Generator:
             if self.options.two_gateways and rng.random() < 0.25:
                 crash = crash.model_copy(update={"at": "takeover"})
             return crash
+        if kind == "route":
+            channel = rng.choice(CHANNELS)
+            # Mostly a requester that spawned: its report is still on its way, maybe.
+            spawners = self.spawners[-3:]
+            session = rng.choice(spawners if spawners and rng.random() < 0.7 else self.keys)
+            return Route(session=session, channel=channel, to=f"{channel}:{rng.randrange(5)}")
         if kind == "drop":
             return DropConnection(committed=rng.random() < 0.6)
         if kind == "cancel":
