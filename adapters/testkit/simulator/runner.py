@@ -94,6 +94,18 @@ VIOLATIONS_KEPT = 3
 PENDING_RUN = ("queued", "running")
 PENDING_EXCHANGE = ("open",)
 PENDING_SPAWN = ("running", "announcing", "waiting_archive")
+# A hang is a failure, not a wait: the play is stopped when nothing changes (nothing
+# recorded, handed to an agent or posted, no work in flight changing state, the virtual
+# clock still) for this many seconds of real time. Real time only because a stuck loop
+# moves nothing else: a seed plays in well under a second of it.
+STALL_SECONDS = 60.0
+WATCH_EVERY = 0.25
+# Real seconds the stuck gateway's shutdown may take before it is left behind.
+STUCK_STOP_SECONDS = 10.0
+# Virtual time after the last step by which every timer has fired (run timeouts are
+# minutes, archives an hour, an outbox gives up after a day): a timer still set later is
+# work that never ends.
+DRAIN_HORIZON = timedelta(days=60)
 # Records read per call when following the sealed log (the subscribers' reference).
 LOG_PAGE = 500
 # Runs looked at to find a session's newest run in flight.
@@ -130,6 +142,8 @@ class SimulationResult:
     store: str
     takeovers: int = 0
     """Takeovers of a dead gateway by another (two gateways on PostgreSQL)."""
+    stuck: str | None = None
+    """Where the play stopped making progress (a ``liveness`` violation says it too)."""
 
     @property
     def ok(self) -> bool:
@@ -148,6 +162,7 @@ class SimulationResult:
             "crashes": self.crashes,
             "crashesSkipped": self.crashes_skipped,
             "takeovers": self.takeovers,
+            "stuck": self.stuck,
             "fingerprint": self.fingerprint,
             "seconds": round(self.seconds, 4),
             "violations": [violation.to_json() for violation in self.violations],
@@ -212,6 +227,8 @@ class _Run:
     opened: int = 0
     """Gateway processes opened so far (each its incarnation's number)."""
     takeovers: int = 0
+    stuck: str | None = None
+    """Set by the watchdog: the play made no progress (a hang) and was stopped."""
     down: list[tuple[datetime, datetime]] = field(default_factory=list)
     """Each crash: when the gateway died and when the next one had opened."""
     on_loop: list[str] = field(default_factory=list)
@@ -230,6 +247,8 @@ class Simulation:
         wrap_delivery: DeliveryWrapper | None = None,
         deep_every: int = 0,
         event_budget: int = EVENT_BUDGET,
+        stall_seconds: float = STALL_SECONDS,
+        horizon: timedelta = DRAIN_HORIZON,
     ) -> None:
         unknown = set(skip) - set(INVARIANTS)
         if unknown:
@@ -242,6 +261,8 @@ class Simulation:
         self.wrap_delivery = wrap_delivery
         self.deep_every = deep_every
         self.event_budget = event_budget
+        self.stall_seconds = stall_seconds
+        self.horizon = horizon
 
     async def run(self, script: SimulationScript) -> SimulationResult:
         started = time.perf_counter()
@@ -255,10 +276,18 @@ class Simulation:
                 state.on_loop = on_loop
                 # Tasks that are not the simulated gateway's (this one, the test's own).
                 state.bystanders = set(asyncio.all_tasks())
+                play = asyncio.ensure_future(self._play(state))
+                watchdog = asyncio.ensure_future(self._watch(state, play))
+                state.bystanders |= {play, watchdog}
                 try:
-                    await self._play(state)
+                    await asyncio.wait({play})
+                    if state.stuck is None:
+                        play.result()
                 finally:
-                    await self._stop(state)
+                    watchdog.cancel()
+                    if not play.done():  # the caller was cancelled: so is the play
+                        play.cancel()
+                    await self._stop_within(state)
                     self._check_off_loop(state)
         finally:
             arm(was_armed)
@@ -275,6 +304,7 @@ class Simulation:
             seconds=time.perf_counter() - started,
             store=self.stores.name,
             takeovers=state.takeovers,
+            stuck=state.stuck,
         )
 
     def run_sync(self, script: SimulationScript) -> SimulationResult:
@@ -388,6 +418,72 @@ class Simulation:
             self._cut_runaway_settle(state)
 
         store.save = watched_save  # type: ignore[method-assign]
+
+    async def _watch(self, state: _Run, play: asyncio.Future[None]) -> None:
+        """Stop the play once it makes no progress for ``stall_seconds`` of real time,
+        saying where each runnable piece of work waits (a ``liveness`` violation)."""
+        loop = asyncio.get_running_loop()
+        seen: tuple[Any, ...] | None = None
+        since = loop.time()
+        while not play.done():
+            await asyncio.sleep(min(WATCH_EVERY, self.stall_seconds))
+            now = self._progress(state)
+            if now != seen:
+                seen, since = now, loop.time()
+                continue
+            if loop.time() - since < self.stall_seconds:
+                continue
+            where = "at the end" if state.step is None else f"in step {state.step}"
+            state.stuck = (
+                f"no progress for {self.stall_seconds:g}s of real time {where} at virtual "
+                f"time {state.clock.now().isoformat()}: nothing recorded, handed to an "
+                f"agent or posted, no work changed state; {self._stuck_work(state)}"
+            )
+            self._violate(state, "liveness", state.stuck)
+            play.cancel()
+            return
+
+    def _progress(self, state: _Run) -> tuple[Any, ...]:
+        works: list[str] = []
+        for gateway in (state.gateway, state.standby):
+            if gateway is not None:
+                works += internals(gateway).in_flight.snapshot()
+        return (
+            state.step,
+            state.saved_events,
+            state.clock.now(),
+            len(state.agents.dispatches),
+            len(state.channels.attempts),
+            len(state.calls),
+            state.crashes,
+            tuple(sorted(works)),
+        )
+
+    def _stuck_work(self, state: _Run) -> str:
+        """Each piece of work the gateway counts runnable, and where its task is."""
+        found: list[str] = []
+        for gateway in (state.gateway, state.standby):
+            if gateway is None:
+                continue
+            for work in internals(gateway).in_flight.runnable():
+                found.append(f"{work.owner} at {_awaiting(work.task)}")
+        if not found:
+            return "no work is runnable (the simulation itself waits)"
+        shown = ", ".join(found[: VIOLATIONS_KEPT * 2])
+        more = f" and {len(found) - VIOLATIONS_KEPT * 2} more" if len(found) > 6 else ""
+        return f"runnable: {shown}{more}"
+
+    async def _stop_within(self, state: _Run) -> None:
+        """Stop the gateways; a stuck one is given ``STUCK_STOP_SECONDS`` and then left
+        behind (its shutdown may wait on what made it stuck)."""
+        if state.stuck is None:
+            await self._stop(state)
+            return
+        stopping = asyncio.ensure_future(self._stop(state))
+        done, _ = await asyncio.wait({stopping}, timeout=STUCK_STOP_SECONDS)
+        if not done:
+            stopping.cancel()
+            await asyncio.wait({stopping}, timeout=STUCK_STOP_SECONDS)
 
     async def _stop(self, state: _Run) -> None:
         if state.gateway is not None:
@@ -739,6 +835,8 @@ class Simulation:
         state.channels.all_up()
         clock = state.clock
         drain_start = state.log.position
+        drained_from = clock.now()
+        horizon = drained_from + self.horizon
         for _ in range(MAX_DRAIN_WAKEUPS):
             await self._settle(state)
             if state.runaway:
@@ -759,8 +857,23 @@ class Simulation:
             due = clock.next_wake()
             if due is None:
                 return
+            if due > horizon:
+                self._violate(
+                    state,
+                    "liveness",
+                    f"work still waits on the clock {due - drained_from} after the last "
+                    f"step (timers are due within {self.horizon}): "
+                    f"{'; '.join(self._waiting_work(state))}",
+                )
+                return
             await clock.advance_to(max(due, clock.now()))
         self._violate(state, "hop-limit", f"timers still firing after {MAX_DRAIN_WAKEUPS}")
+
+    def _waiting_work(self, state: _Run) -> list[str]:
+        gateway = state.gateway
+        if gateway is None:
+            return []
+        return internals(gateway).in_flight.snapshot()[: VIOLATIONS_KEPT * 2]
 
     # Checking -----------------------------------------------------------------------
 
@@ -1022,6 +1135,25 @@ class Simulation:
                 )
             )
         return found
+
+
+def _awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: the innermost frames of its chain of awaits (asyncio's own
+    left out)."""
+    frames: list[str] = []
+    awaiting: Any = task.get_coro()
+    while awaiting is not None:
+        frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+        if frame is not None and "/asyncio/" not in frame.f_code.co_filename:
+            code = frame.f_code
+            frames.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {code.co_name}")
+        awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
+        if awaiting is not None and not (
+            hasattr(awaiting, "cr_frame") or hasattr(awaiting, "gi_frame")
+        ):
+            frames.append(type(awaiting).__name__)
+            break
+    return " > ".join(frames[-4:]) if frames else "not started"
 
 
 def _deadline_of(started: datetime, state_json: str) -> datetime | None:
