@@ -81,6 +81,12 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="PostgreSQL: saves lose their connection at COMMIT (committed or not)",
 )
 @click.option(
+    "--store-faults/--no-store-faults",
+    default=True,
+    show_default=True,
+    help="saves of the gateway's own work that fail once with a transient store error",
+)
+@click.option(
     "--stall-seconds",
     default=60.0,
     show_default=True,
@@ -108,6 +114,7 @@ def simulate(
     shrink: bool,
     two_gateways: bool,
     dropped_connections: bool,
+    store_faults: bool,
     stall_seconds: float,
     seed_budget: float,
     list_invariants: bool,
@@ -166,6 +173,7 @@ def simulate(
                     crashes=stores.can_reopen,
                     two_gateways=two_gateways,
                     dropped_connections=dropped_connections,
+                    store_faults=store_faults,
                 ),
                 save_dir,
                 shrink,

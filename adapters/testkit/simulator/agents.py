@@ -89,8 +89,17 @@ class SimulatedAgents(AgentRuntime):
         self.dispatches: list[Dispatch] = []
         self.observations: list[Observation] = []
         self.tool_results: list[tuple[str, dict[str, Any]]] = []
+        self.calling: set[asyncio.Task[Any]] = set()
+        """Tasks in a tool call now (a store fault spares them: their caller hears it)."""
+        self.after_reply: Callable[[], None] = lambda: None
+        """Told as an agent has answered, before the gateway records it (a crash point)."""
 
     async def run(self, request: RunRequest) -> RunReply:
+        reply = await self._run(request)
+        self.after_reply()
+        return reply
+
+    async def _run(self, request: RunRequest) -> RunReply:
         incarnation = self.incarnation
         incarnation.check_alive()
         plan = _plan_for(request)
@@ -191,7 +200,13 @@ class SimulatedAgents(AgentRuntime):
         incarnation.check_alive()
         if self.call_tool is None:
             return
-        result = await self.call_tool(requester, tool, params)
+        task = asyncio.current_task()
+        if task is not None:
+            self.calling.add(task)
+        try:
+            result = await self.call_tool(requester, tool, params)
+        finally:
+            self.calling.discard(task)
         self.tool_results.append((tool, result))
 
 
@@ -224,6 +239,8 @@ class SimulatedChannels:
     attempts: list[DeliveryRecord] = field(default_factory=list)
     delivered: dict[str, DeliveryRecord] = field(default_factory=dict)
     observations: list[Observation] = field(default_factory=list)
+    after_post: Callable[[], None] = lambda: None
+    """Told as a post is accepted, before the gateway records it (a crash point)."""
 
     def take_down(self, channel: str, seconds: float) -> None:
         until = self.clock.now() + timedelta(seconds=seconds)
@@ -270,6 +287,7 @@ class SimulatedChannels:
         else:
             self.delivered[key] = record
         self.attempts.append(record)
+        self.after_post()
 
 
 class _ChannelPort(ChannelDelivery):

@@ -69,6 +69,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     SimulationScript,
     Spawn,
     Step,
+    StoreFault,
     Subscribe,
     plan_text,
     read_plan,
@@ -110,6 +111,10 @@ DRAIN_HORIZON = timedelta(days=60)
 LOG_PAGE = 500
 # Runs looked at to find a session's newest run in flight.
 RUNS_LOOKED_AT = 50
+
+
+class SimulatedStoreError(ConnectionError):
+    """A transient store failure the simulator injects into a save."""
 
 
 class SeededIds(IdSource):
@@ -229,6 +234,10 @@ class _Run:
     takeovers: int = 0
     stuck: str | None = None
     """Set by the watchdog: the play made no progress (a hang) and was stopped."""
+    store_fault: StoreFault | None = None
+    """The next save fails (a transient store error), once."""
+    cancels: dict[UUID, int] = field(default_factory=dict)
+    """Run -> how many cancels of it answered ``cancelled: true``."""
     down: list[tuple[datetime, datetime]] = field(default_factory=list)
     """Each crash: when the gateway died and when the next one had opened."""
     on_loop: list[str] = field(default_factory=list)
@@ -327,7 +336,24 @@ class Simulation:
         state.log.max_hops = _max_hops(state.config)
         state.log.max_turns = state.config.session.agentToAgent.max_ping_pong_turns
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
+        agents.after_reply = lambda: self._side_effect(state, "reply")
+        state.channels.after_post = lambda: self._side_effect(state, "delivery")
         return state
+
+    def _in_a_call(self, state: _Run) -> bool:
+        """Is the current task a tool call's or a cancel's (the script's, or an agent's
+        from inside its turn)? Its caller hears a store error; a fault is for the
+        gateway's own work, which must get over it."""
+        task = asyncio.current_task()
+        return task in state.calls or task in state.agents.calling
+
+    def _side_effect(self, state: _Run, at: str) -> None:
+        """A crash armed for just after a side effect: the process dies before it
+        records what it did (the agent answered, the channel posted)."""
+        armed = state.armed
+        if armed is not None and armed.at == at:
+            state.incarnation.dead = True
+            state.incarnation.check_alive()
 
     def _ports(self, state: _Run, incarnation: Incarnation) -> tuple[AgentRuntime, ChannelDelivery]:
         runtime: AgentRuntime = state.agents
@@ -408,7 +434,10 @@ class Simulation:
             pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
             events = len(pending)
             state.watched.update((e.originator_id, e.originator_version) for e in pending)
-            if armed is not None:
+            if state.store_fault is not None and not self._in_a_call(state):
+                state.store_fault = None
+                raise SimulatedStoreError("the store failed the save (simulated)")
+            if armed is not None and armed.at in ("save", "takeover"):
                 if armed.saved >= armed.after_events:
                     incarnation.dead = True
                     incarnation.check_alive()
@@ -576,8 +605,10 @@ class Simulation:
                 state.crashes_skipped += 1
             elif state.armed is None:
                 state.armed = _Armed(step.after_events, step.down_seconds, step.at)
-                if step.after_events == 0:
+                if step.after_events == 0 and step.at in ("save", "takeover"):
                     state.incarnation.dead = True
+        elif isinstance(step, StoreFault):
+            state.store_fault = step
         elif isinstance(step, DropConnection):
             off_loop = service_of(gateway).store
             assert isinstance(off_loop, OffLoopStore)
@@ -609,7 +640,8 @@ class Simulation:
             self._follow(state, head)
         elif isinstance(step, Cancel):
             run = await self._run_to_cancel(state, step)
-            if run is not None:
+            for _ in range(step.copies if run is not None else 0):
+                assert run is not None
                 self._cancel(state, run, step.reason)
         elif isinstance(step, Send):
             target = self._target(state, step.target)
@@ -683,6 +715,13 @@ class Simulation:
             answer = await gateway.cancel_run(str(run), reason)
             if answer is not None and answer.get("cancelled") is True:
                 state.cancelled.append(run)
+                state.cancels[run] = state.cancels.get(run, 0) + 1
+                if state.cancels[run] == 2:
+                    self._violate(
+                        state,
+                        "cancel-outcome",
+                        f"two cancels of run {run} both answered that they cancelled it",
+                    )
 
         state.calls.append(asyncio.ensure_future(call()))
 

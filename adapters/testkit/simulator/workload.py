@@ -32,6 +32,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     SimulationScript,
     Spawn,
     Step,
+    StoreFault,
     Subscribe,
 )
 
@@ -80,6 +81,8 @@ class WorkloadOptions:
     one, the other takes over; crashes may also hit the takeover itself."""
     dropped_connections: bool = False
     """Saves that lose their connection at COMMIT, committed or not (PostgreSQL)."""
+    store_faults: bool = True
+    """Saves of the gateway's own work that fail once with a transient store error."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -149,7 +152,9 @@ class _Generator:
         if self.options.cancels:
             choices.append(("cancel", 6))
         if self.options.busy:
-            choices.append(("busy", 3))
+            choices.append(("busy", 5))
+        if self.options.store_faults:
+            choices.append(("store_fault", 4))
         if self.options.dropped_connections:
             choices.append(("drop", 5))
         names, weights = zip(*choices, strict=True)
@@ -191,11 +196,14 @@ class _Generator:
                 after_events=rng.choice([0, 1, 2, 3, 5, 8, 13, 30]),
                 down_seconds=self.jump() if rng.random() < 0.7 else 0,
             )
-            # Drawn only then: the scripts of every seed without two gateways stay as
-            # they were.
             if self.options.two_gateways and rng.random() < 0.25:
-                crash = crash.model_copy(update={"at": "takeover"})
-            return crash
+                return crash.model_copy(update={"at": "takeover"})
+            # Biased to just after side effects: the post or the answer happened, its
+            # record did not (the window where exactly-once bugs hide).
+            at = rng.choices(["save", "delivery", "reply"], [40, 35, 25])[0]
+            return crash.model_copy(update={"at": at})
+        if kind == "store_fault":
+            return StoreFault()
         if kind == "route":
             channel = rng.choice(CHANNELS)
             # Mostly a requester that spawned: its report is still on its way, maybe.
@@ -218,9 +226,12 @@ class _Generator:
         order runs started (early ones have usually ended, or have descendants)."""
         rng = self.rng
         reason = rng.choice(["", "user pressed stop", "superseded"])
+        copies = rng.choice([1, 1, 2, 3])  # concurrent cancels of one run
         if rng.random() < 0.6:
-            return Cancel(pick="in_flight", session=rng.choice(self.keys), reason=reason)
-        return Cancel(pick="nth", index=rng.choice([0, 1, 2, 5, -1, -2, -3]), reason=reason)
+            session = rng.choice(self.keys)
+            return Cancel(pick="in_flight", session=session, reason=reason, copies=copies)
+        index = rng.choice([0, 1, 2, 5, -1, -2, -3])
+        return Cancel(pick="nth", index=index, reason=reason, copies=copies)
 
     def wait(self) -> float:
         rng = self.rng
