@@ -384,3 +384,21 @@ def test_a_run_whose_session_closed_before_it_could_run_is_not_held_to_its_plan(
     still_open.start(run_id(1), step="announce", plan={"id": 1, "kind": "ok"})
     still_open.add("RunFailed", run_id(1), 10, error="no reason")
     assert still_open.reader.liveness_problems(lane=4, down=[]) != []
+
+
+def test_a_run_a_cancelled_run_caused_that_runs_on_to_its_end_breaks_cancel_outcome() -> None:
+    log = Log()
+    log.start(run_id(1))
+    log.add("RunDispatched", run_id(1), attempt=1)
+    log.start(run_id(2), parent_run_id=str(run_id(1)), plan={"id": 2, "kind": "slow"})
+    log.add("RunDispatched", run_id(2), attempt=1)
+    log.add("RunCancelled", run_id(1), 1, reason="stop")
+    # The gateway died before the cascade; the child ran on to its end a minute later.
+    log.add("RunCompleted", run_id(2), 60, reply="done")
+    assert log.reader.cascade_problems() != []
+    cascaded = Log()
+    cascaded.start(run_id(1))
+    cascaded.start(run_id(2), parent_run_id=str(run_id(1)))
+    cascaded.add("RunCancelled", run_id(1), 1, reason="stop")
+    cascaded.add("RunCancelled", run_id(2), 1, reason="caused by cancelled run")
+    assert cascaded.reader.cascade_problems() == []

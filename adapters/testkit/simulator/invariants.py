@@ -435,6 +435,31 @@ class LogReader:
                     )
         return problems
 
+    def cascade_problems(self) -> list[str]:
+        """At idle: every run a cancelled run caused, that had started before the cancel
+        and not ended by then, ended cancelled, or by itself at the cancel's instant (a
+        race with the cascade), never later (a cascade a crash cut short, say)."""
+        problems: list[str] = []
+        for root, (outcome, cancelled_at) in self.ended.items():
+            if outcome != "RunCancelled":
+                continue
+            when = self.ended_at[root]
+            for child in self.descendants(root):
+                ended = self.ended.get(child)
+                if ended is None or self.started_at.get(child, cancelled_at) > cancelled_at:
+                    continue  # pending (runs-end says it), or started after the cancel
+                name, position = ended
+                if name == "RunCancelled" or position < cancelled_at:
+                    continue
+                if self.ended_at[child] > when:
+                    session, step = self.runs.get(child, ("?", "?"))
+                    problems.append(
+                        f"run {child} ({step} in {session}), caused by run {root} cancelled at "
+                        f"{when.isoformat()}, ended {name} at "
+                        f"{self.ended_at[child].isoformat()}: the cascade never reached it"
+                    )
+        return problems
+
     def line_problems(self) -> list[str]:
         """At idle: a dispatched run has its one user line; a run never dispatched none."""
         problems: list[str] = []

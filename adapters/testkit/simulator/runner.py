@@ -234,6 +234,8 @@ class _Run:
     takeovers: int = 0
     stuck: str | None = None
     """Set by the watchdog: the play made no progress (a hang) and was stopped."""
+    opening: bool = False
+    """A gateway is opening (its resume's saves are spared a store fault)."""
     store_fault: StoreFault | None = None
     """The next save fails (a transient store error), once."""
     cancels: dict[UUID, int] = field(default_factory=dict)
@@ -342,10 +344,11 @@ class Simulation:
 
     def _in_a_call(self, state: _Run) -> bool:
         """Is the current task a tool call's or a cancel's (the script's, or an agent's
-        from inside its turn)? Its caller hears a store error; a fault is for the
-        gateway's own work, which must get over it."""
+        from inside its turn), or the gateway opening? Its caller hears a store error (an
+        open that fails is retried by whoever opens it); a fault is for the gateway's own
+        work once it serves, which must get over it."""
         task = asyncio.current_task()
-        return task in state.calls or task in state.agents.calling
+        return state.opening or task in state.calls or task in state.agents.calling
 
     def _side_effect(self, state: _Run, at: str) -> None:
         """A crash armed for just after a side effect: the process dies before it
@@ -373,7 +376,11 @@ class Simulation:
         state.incarnation = incarnation
         state.agents.incarnation = incarnation
         runtime, delivery = self._ports(state, incarnation)
-        gateway = await self._open_gateway(state, runtime, delivery, incarnation)
+        state.opening = True
+        try:
+            gateway = await self._open_gateway(state, runtime, delivery, incarnation)
+        finally:
+            state.opening = False
         state.gateway = gateway
         state.agents.call_tool = gateway.call_tool
         if self._two_gateways(state) and state.standby is None:
@@ -389,9 +396,13 @@ class Simulation:
         incarnation = Incarnation(state.opened)
         runtime, delivery = self._ports(state, incarnation)
         before = asyncio.all_tasks()
-        state.standby = await self._open_gateway(
-            state, runtime, delivery, incarnation, resume=False
-        )
+        state.opening = True
+        try:
+            state.standby = await self._open_gateway(
+                state, runtime, delivery, incarnation, resume=False
+            )
+        finally:
+            state.opening = False
         state.standby_incarnation = incarnation
         state.standby_tasks = asyncio.all_tasks() - before
 
@@ -445,6 +456,8 @@ class Simulation:
             await save(*aggregates)
             state.saved_events += events
             self._cut_runaway_settle(state)
+            if any(type(event).__name__ == "RunCancelled" for event in pending):
+                self._side_effect(state, "cancel")
 
         store.save = watched_save  # type: ignore[method-assign]
 
@@ -1039,6 +1052,8 @@ class Simulation:
     def _check_idle(self, state: _Run) -> None:
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
+        for problem in state.log.cascade_problems():
+            self._violate(state, "cancel-outcome", problem)
         for problem in state.log.line_problems():
             self._violate(state, "transcript-lines", problem)
         lane = state.config.agents.defaults.maxConcurrent

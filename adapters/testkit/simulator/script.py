@@ -107,11 +107,12 @@ class Crash(_Step):
     op: Literal["crash"] = "crash"
     after_events: int = Field(ge=0)
     down_seconds: float = Field(ge=0)
-    at: Literal["save", "takeover", "delivery", "reply"] = "save"
+    at: Literal["save", "takeover", "delivery", "reply", "cancel"] = "save"
     """Where the process dies. ``save``: at an event boundary (``after_events``).
     ``delivery``: right after the next post a channel accepts, before it is recorded;
     ``reply``: right after the next agent's answer, before it is recorded (the windows
-    where a side effect happened and its record did not). With two gateways
+    where a side effect happened and its record did not); ``cancel``: right after the
+    next ``RunCancelled`` commits, before its cascade. With two gateways
     (``SimulationScript.gateways``): ``takeover`` also kills the gateway that takes the
     dead one over, right after its takeover statement committed and before it resumed
     anything; the next gateway takes over both."""

@@ -200,7 +200,8 @@ class _Generator:
                 return crash.model_copy(update={"at": "takeover"})
             # Biased to just after side effects: the post or the answer happened, its
             # record did not (the window where exactly-once bugs hide).
-            at = rng.choices(["save", "delivery", "reply"], [40, 35, 25])[0]
+            # And just after a cancel commits, before its cascade (a durable cascade).
+            at = rng.choices(["save", "delivery", "reply", "cancel"], [35, 30, 20, 15])[0]
             return crash.model_copy(update={"at": at})
         if kind == "store_fault":
             return StoreFault()
