@@ -45,9 +45,10 @@ pass_options = click.make_pass_decorator(CliOptions)
 @click.option(
     "--store",
     "store_spec",
-    default="memory",
+    default="sqlite",
     show_default=True,
-    help="memory, sqlite, sqlite:///DIR, postgres or a postgresql:// URL (a fresh store per seed)",
+    help="sqlite (a temporary directory), sqlite:///DIR, memory (faster, plays no crash), "
+    "postgres or a postgresql:// URL (a fresh store per seed)",
 )
 @click.option(
     "--steps",
@@ -308,6 +309,7 @@ async def _seeds(
         "broken": dict(broken),
         "shrunk": shrunk_json,
         "unchecked": sorted(unchecked),
+        "crashesSkipped": not stores.can_reopen,
     }
     if options.as_json:
         click.echo(json.dumps(summary))
@@ -321,6 +323,10 @@ async def _seeds(
         )
         if unchecked:
             click.echo(f"not checked (the gateway gave no way to): {', '.join(sorted(unchecked))}")
+        if not stores.can_reopen:
+            click.echo(
+                f"crashes skipped: {stores.name} cannot reopen a store (--store sqlite plays them)"
+            )
     return EXIT_REFUSED if failures else EXIT_OK
 
 
