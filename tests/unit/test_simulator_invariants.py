@@ -402,3 +402,14 @@ def test_a_run_a_cancelled_run_caused_that_runs_on_to_its_end_breaks_cancel_outc
     cascaded.add("RunCancelled", run_id(1), 1, reason="stop")
     cascaded.add("RunCancelled", run_id(2), 1, reason="caused by cancelled run")
     assert cascaded.reader.cascade_problems() == []
+
+
+def test_a_dispatch_at_the_deadline_breaks_deadlines() -> None:
+    log = Log()
+    log.start(run_id(1), timeout=30)
+    log.add("RunDispatched", run_id(1), 29.999, attempt=1)
+    assert log.fired() == set()
+    late = Log()
+    late.start(run_id(1), timeout=30)
+    late.add("RunDispatched", run_id(1), 30, attempt=1)
+    assert late.fired() == {"deadlines"}

@@ -245,6 +245,17 @@ class LogReader:
             problems += self._run_started(position, event)
         elif name == "RunDispatched":
             self.dispatched[aggregate].append(event.timestamp)
+            record = self.records.get(aggregate)
+            deadline = record.deadline if record is not None else None
+            if record is not None and deadline is not None and event.timestamp >= deadline:
+                problems.append(
+                    (
+                        "deadlines",
+                        f"run {aggregate} ({record.step} in {record.session}) dispatched at "
+                        f"{event.timestamp.isoformat()}, at or past its deadline "
+                        f"{deadline.isoformat()}",
+                    )
+                )
         elif name in OUTCOMES:
             self.outcomes[aggregate] += 1
             self.ended.setdefault(aggregate, (name, position))
