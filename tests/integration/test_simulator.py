@@ -23,7 +23,7 @@ from sessionwire.testing import (
 
 # Invariants to leave unchecked and workload parts to leave out while a fix is not
 # merged. Store faults: one transient store error in an exchange's or spawn's driver (or
-# the outbox's) stalls it until the gateway restarts (finding 10 in docs/testing.md;
+# the outbox's) stalls it until the gateway restarts (finding 11 in docs/testing.md;
 # test_a_driver_gets_over_a_store_error below replays it).
 PENDING: frozenset[str] = frozenset()
 TODAY: dict[str, bool] = {"store_faults": False}
@@ -275,10 +275,10 @@ async def test_a_run_whose_cancel_is_being_committed_is_not_handed_to_its_agent(
     assert "cancel-outcome" not in result.counts, result.violations
 
 
-# Found by the store faults of issue 28 (docs/testing.md, finding 10): a spawn's driver
+# Found by the store faults of issue 28 (docs/testing.md, finding 11): a spawn's driver
 # whose save fails once with a transient store error stops ("stalled; it resumes when the
 # gateway restarts"): the spawn, and its report, wait for a restart.
-@pytest.mark.xfail(strict=True, reason="finding 10: a driver stalls on a store error until restart")
+@pytest.mark.xfail(strict=True, reason="finding 11: a driver stalls on a store error until restart")
 async def test_a_driver_gets_over_a_store_error() -> None:
     script = SimulationScript.load(FINDINGS / "seed-17-driver-stalled-by-a-store-error.json")
     result = await Simulation(fresh_stores("memory")).run(script)
