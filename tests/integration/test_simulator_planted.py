@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from sessionwire.adapters.testkit.simulator.script import parse_steps
+from sessionwire.application import context
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session
@@ -114,3 +115,20 @@ async def test_a_tool_that_fails_inside_breaks_tool_answers(
         patch.setattr(Spawn, "spawn", broken)
 
     assert "tool-answers" in await _clean_then_broken(script, spawn_raises, monkeypatch)
+
+
+async def test_a_hop_limit_one_short_of_the_configured_breaks_hop_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forwarding cycle runs until the hop limit; planted, the limit bites one hop early
+    (a send maxHops deep refused): the limit is checked both ways, as configured."""
+    cycle = ["agent:main:discord:group:ops", "agent:main:discord:group:dev"]
+    plan = {"id": 1, "kind": "ok", "ann": "skip", "cycle": cycle, "at": 0, "wait": 0}
+    script = _script(
+        [{"op": "send", "source": cycle[1], "target": cycle[0], "wait": 0, "plan": plan}]
+    )
+
+    def one_short(patch: pytest.MonkeyPatch) -> None:
+        patch.setattr(context, "hop_limit_reached", lambda hops, max_hops: hops >= max_hops - 1)
+
+    assert "hop-limit" in await _clean_then_broken(script, one_short, monkeypatch)

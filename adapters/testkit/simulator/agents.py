@@ -89,6 +89,8 @@ class SimulatedAgents(AgentRuntime):
         self.dispatches: list[Dispatch] = []
         self.observations: list[Observation] = []
         self.tool_results: list[tuple[str, dict[str, Any]]] = []
+        self.hop_refusals: list[int] = []
+        """The depth (by its plan) of each send or spawn refused for the hop limit."""
         self.calling: set[asyncio.Task[Any]] = set()
         """Tasks in a tool call now (a store fault spares them: their caller hears it)."""
         self.after_reply: Callable[[], None] = lambda: None
@@ -208,6 +210,9 @@ class SimulatedAgents(AgentRuntime):
         finally:
             self.calling.discard(task)
         self.tool_results.append((tool, result))
+        if "hop limit" in str(result.get("error", "")):
+            plan = read_plan(str(params.get("message") or params.get("task") or ""))
+            self.hop_refusals.append(int(plan.get("depth", 0)) if plan else 0)
 
 
 def _plan_for(request: RunRequest) -> dict[str, Any] | None:

@@ -77,8 +77,9 @@ INVARIANTS: dict[str, Invariant] = {
         ),
         Invariant(
             "hop-limit",
-            "no run is more than session.agentToAgent.maxHops sends deep (exactly: the "
-            "chain's sends counted by the script's plans); every step's work ends",
+            "no run is more than session.agentToAgent.maxHops sends deep, and no send "
+            "within it is refused (exactly: the chain's sends counted by the script's "
+            "plans); every step's work ends",
         ),
         Invariant(
             "tool-answers",

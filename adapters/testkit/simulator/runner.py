@@ -978,6 +978,16 @@ class Simulation:
                 if isinstance(child, str):
                     state.children.append(child)
         state.agents.tool_results.clear()
+        limit = _max_hops(state.config)
+        for depth in state.agents.hop_refusals:
+            if 0 < depth <= limit:
+                # As configured, both ways: a send within the limit is never refused.
+                self._violate(
+                    state,
+                    "hop-limit",
+                    f"a send {depth} sends deep was refused for the hop limit (maxHops {limit})",
+                )
+        state.agents.hop_refusals.clear()
         held, capacity = _lane_use(self._gateway(state))
         if held is None:
             state.unchecked.add("slots-free")
