@@ -413,3 +413,19 @@ def test_a_dispatch_at_the_deadline_breaks_deadlines() -> None:
     late.start(run_id(1), timeout=30)
     late.add("RunDispatched", run_id(1), 30, attempt=1)
     assert late.fired() == {"deadlines"}
+
+
+def test_a_decision_that_names_the_wrong_run_breaks_busy_decided() -> None:
+    send = run_id(7)
+    kept = Log()
+    kept.add("BusyDecided", busy_decision_id(send), decision="enqueued", run_id=str(send))
+    kept.add("BusyDecided", busy_decision_id(run_id(8)), decision="rejected", run_id=None)
+    assert kept.fired() == set()
+    for decision, named in (
+        ("enqueued", None),
+        ("interrupted", str(run_id(9))),
+        ("rejected", str(send)),
+    ):
+        log = Log()
+        log.add("BusyDecided", busy_decision_id(send), decision=decision, run_id=named)
+        assert log.fired() == {"busy-decided"}, decision

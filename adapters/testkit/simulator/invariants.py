@@ -316,6 +316,7 @@ class LogReader:
             problems += self._lines(event)
         elif name == "BusyDecided":
             decision = str(getattr(event, "decision", ""))
+            problems += _decision_names_its_run(aggregate, decision, getattr(event, "run_id", None))
             if decision == "rejected":
                 self.rejected.add(aggregate)
                 run = self.run_of_decision.get(aggregate)
@@ -591,6 +592,28 @@ def _depth(record: RunRecord) -> int | None:
 
 def _overlaps(spans: list[tuple[datetime, datetime]], start: datetime, end: datetime) -> bool:
     return any(down <= end and up >= start for down, up in spans)
+
+
+def _decision_names_its_run(
+    decision: UUID, outcome: str, run_id: str | None
+) -> list[tuple[str, str]]:
+    """A decision names the send's run (its own id derives from that run's) unless it
+    rejected the send, which started nothing: then it names none."""
+    if outcome == "rejected":
+        if run_id is None:
+            return []
+        return [
+            ("busy-decided", f"busy decision {decision} rejected a send yet names run {run_id}")
+        ]
+    run = _uuid(str(run_id)) if run_id else None
+    if run is not None and busy_decision_id(run) == decision:
+        return []
+    return [
+        (
+            "busy-decided",
+            f"busy decision {decision} ({outcome}) names run {run_id}, not the send's run",
+        )
+    ]
 
 
 def _rejected_yet_started(decision: UUID, run: UUID) -> tuple[str, str]:
