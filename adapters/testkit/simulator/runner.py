@@ -335,7 +335,7 @@ class Simulation:
             ids=SeededIds(script.seed),
             config=GatewayConfig.load(script.config),
         )
-        state.log.max_hops = _max_hops(state.config)
+        state.log.max_hops = _max_hops(script)
         state.log.max_turns = state.config.session.agentToAgent.max_ping_pong_turns
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
         agents.after_reply = lambda: self._side_effect(state, "reply")
@@ -978,7 +978,7 @@ class Simulation:
                 if isinstance(child, str):
                     state.children.append(child)
         state.agents.tool_results.clear()
-        limit = _max_hops(state.config)
+        limit = _max_hops(state.script)
         for depth in state.agents.hop_refusals:
             if 0 < depth <= limit:
                 # As configured, both ways: a send within the limit is never refused.
@@ -1189,7 +1189,7 @@ class Simulation:
                 )
         tasks = ("primary", "subagent_task")
         plan = read_plan(request.message) if request.step in tasks else None
-        limit = _max_hops(state.config)
+        limit = _max_hops(state.script)
         if plan is not None and int(plan.get("depth", 1)) > limit:
             found.append(
                 Observation(
@@ -1236,8 +1236,11 @@ def _deadline_of(started: datetime, state_json: str) -> datetime | None:
     return started + timedelta(seconds=timeout)
 
 
-def _max_hops(config: GatewayConfig) -> int:
-    value = getattr(config.session.agentToAgent, "maxHops", None)
+def _max_hops(script: SimulationScript) -> int:
+    """The hop limit the script configures, else decision 17's default: read from the
+    script, not from the gateway's config model, whose default is the product's own."""
+    session = script.config.get("session", {})
+    value = session.get("agentToAgent", {}).get("maxHops") if isinstance(session, dict) else None
     return int(value) if isinstance(value, int | float) else DEFAULT_MAX_HOPS
 
 
