@@ -278,16 +278,19 @@ class GatewayService:
         # Timers that came due while the gateway was down fire first (late, once), so no
         # resumed run reaches an agent in a child that is archived by now.
         archived = await self.spawns.archive_overdue()
+        # A cancel's cascade cut short by a crash: finished before any run is resumed.
+        cascaded = await self.cancellation.resume()
         runs = await self.run_engine.resume()
         exchanges = await self.exchanges.resume()
         spawns = await self.spawns.resume()
         yields = await self.yields.resume()
         deliveries = await self.outbox.resume()
         pushes = await self.pushes.resume()
-        if runs or exchanges or spawns or yields or deliveries or archived or pushes:
+        if runs or exchanges or spawns or yields or deliveries or archived or pushes or cascaded:
             self.log.info(
                 "resumed pending work",
                 archived=archived,
+                cascaded=len(cascaded),
                 runs=runs,
                 exchanges=exchanges,
                 spawns=spawns,
@@ -660,9 +663,10 @@ class GatewayService:
             return None
         answer = after.to_json_dict()
         answer["cancelled"] = outcome.cancelled
-        if outcome.cancelled:
+        if outcome.cancelled or outcome.cascaded:
+            # A retried cancel of a cancelled run says what its cascade cancelled now.
             answer["cascaded"] = outcome.cascaded
-        else:
+        if not outcome.cancelled:
             answer["reason"] = f"the run had already ended ({after.status})"
         return answer
 

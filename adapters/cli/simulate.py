@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,9 +45,10 @@ pass_options = click.make_pass_decorator(CliOptions)
 @click.option(
     "--store",
     "store_spec",
-    default="memory",
+    default="sqlite",
     show_default=True,
-    help="memory, sqlite, sqlite:///DIR, postgres or a postgresql:// URL (a fresh store per seed)",
+    help="sqlite (a temporary directory), sqlite:///DIR, memory (faster, plays no crash), "
+    "postgres or a postgresql:// URL (a fresh store per seed)",
 )
 @click.option(
     "--steps",
@@ -83,6 +87,26 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="a trace budget in each seed's config (session.agentToAgent.budget)",
 )
 @click.option("--steers", is_flag=True, help="subagents steers into children")
+@click.option(
+    "--store-faults/--no-store-faults",
+    default=True,
+    show_default=True,
+    help="saves of the gateway's own work that fail once with a transient store error",
+)
+@click.option(
+    "--stall-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="a seed that makes no progress this long (real time) is stopped: a liveness failure",
+)
+@click.option(
+    "--seed-budget",
+    default=900.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="last resort: a seed still playing after this long (real time) fails the run",
+)
 @click.option("--list-invariants", is_flag=True, help="list the invariants and exit")
 @pass_options
 def simulate(
@@ -99,6 +123,9 @@ def simulate(
     dropped_connections: bool,
     budgets: bool,
     steers: bool,
+    store_faults: bool,
+    stall_seconds: float,
+    seed_budget: float,
     list_invariants: bool,
 ) -> int:
     """Play seeded random workloads and check the gateway's invariants.
@@ -136,7 +163,7 @@ def simulate(
         logging.getLogger("sessionwire").setLevel(logging.CRITICAL)
     try:
         stores = fresh_stores(store_spec)
-        simulation = Simulation(stores, skip=skip)
+        simulation = Simulation(stores, skip=skip, stall_seconds=stall_seconds)
         script = SimulationScript.load(replay) if replay is not None else None
     except (StoreSpecError, SimulationScriptError, ValueError) as error:
         fail(str(error), EXIT_USAGE)
@@ -157,9 +184,11 @@ def simulate(
                     dropped_connections=dropped_connections,
                     budgets=budgets,
                     steers=steers,
+                    store_faults=store_faults,
                 ),
                 save_dir,
                 shrink,
+                seed_budget,
             )
         )
     finally:
@@ -188,6 +217,7 @@ async def _seeds(
     workload: WorkloadOptions,
     save_dir: Path | None,
     shrink: bool,
+    seed_budget: float,
 ) -> int:
     from sessionwire.adapters.testkit.simulator import generate
     from sessionwire.adapters.testkit.simulator import shrink as shrink_script
@@ -202,7 +232,13 @@ async def _seeds(
     shrunk_json: dict[str, Any] | None = None
     for seed in range(start, start + seeds):
         script = generate(seed, workload)
-        result = await simulation.run(script)
+        guard = threading.Timer(seed_budget, _over_budget, (options, script, seed_budget, save_dir))
+        guard.daemon = True
+        guard.start()
+        try:
+            result = await simulation.run(script)
+        finally:
+            guard.cancel()
         total_steps += result.steps
         total_events += result.events
         simulated += result.seconds
@@ -214,7 +250,20 @@ async def _seeds(
             if not options.as_json:
                 click.echo(f"seed {seed}: FAILED ({', '.join(result.counts)})")
                 _print_violations(result)
-            if shrink and len(failures) == 1:
+            if result.stuck is not None and len(failures) == 1:
+                # Not shrunk: every try that hangs costs the stall budget; kept whole.
+                path = _save(script, save_dir, seed)
+                shrunk_json = {
+                    "seed": seed,
+                    "invariant": "liveness",
+                    "reproduced": True,
+                    "steps": len(script.steps),
+                    "script": json.loads(script.to_json()),
+                }
+                if not options.as_json:
+                    where = f": {path}" if path is not None else " (save it with --save DIR)"
+                    click.echo(f"seed {seed} hung; not shrunk, its whole script{where}")
+            elif shrink and len(failures) == 1:
                 try:
                     shrunk = await shrink_script(simulation, script)
                 except NotReproduced:
@@ -270,6 +319,7 @@ async def _seeds(
         "broken": dict(broken),
         "shrunk": shrunk_json,
         "unchecked": sorted(unchecked),
+        "crashesSkipped": not stores.can_reopen,
     }
     if options.as_json:
         click.echo(json.dumps(summary))
@@ -283,7 +333,40 @@ async def _seeds(
         )
         if unchecked:
             click.echo(f"not checked (the gateway gave no way to): {', '.join(sorted(unchecked))}")
+        if not stores.can_reopen:
+            click.echo(
+                f"crashes skipped: {stores.name} cannot reopen a store (--store sqlite plays them)"
+            )
     return EXIT_REFUSED if failures else EXIT_OK
+
+
+def _save(script: SimulationScript, save_dir: Path | None, seed: int) -> Path | None:
+    if save_dir is None:
+        return None
+    save_dir.mkdir(parents=True, exist_ok=True)
+    path = save_dir / f"seed-{seed}.json"
+    script.save(path)
+    return path
+
+
+def _over_budget(
+    options: CliOptions, script: SimulationScript, budget: float, save_dir: Path | None
+) -> None:
+    """The last resort (a watchdog thread): the seed is still playing after its real-time
+    budget, stuck where the progress watchdog on the loop cannot see (the loop itself
+    blocked). Reported as a failure with its script, and the process ends."""
+    path = _save(script, save_dir, script.seed)
+    detail = (
+        f"seed {script.seed}: FAILED (liveness): still playing after {budget:g}s of real "
+        "time (the event loop blocked?)"
+    )
+    if options.as_json:
+        click.echo(json.dumps({"seed": script.seed, "failed": [script.seed], "stuck": detail}))
+    else:
+        click.echo(detail)
+        click.echo(f"its script: {path}" if path else script.to_json())
+    sys.stdout.flush()
+    os._exit(EXIT_REFUSED)
 
 
 def _broken_text(broken: Counter[str]) -> str:

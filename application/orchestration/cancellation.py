@@ -5,6 +5,11 @@ A cancel is an event (``RunCancelled``), the run's outcome: recorded once, refus
 domain when the run has ended already, so a cancel racing the run's own end leaves
 exactly one of the two. Then the runs it caused (``parentRunId``, transitively) that have
 not ended are cancelled in turn: a sub-agent's run takes what it spawned or sent with it.
+
+The cascade is durable without an event of its own: a cancelled run's ``RunCancelled``
+is the record that what it caused must end. A process that dies between the two leaves
+runs pending under a cancelled ancestor; the gateway cancels those as it opens (before it
+resumes any run), and a cancel of the run asked again cascades again.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from uuid import UUID
 
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.runs import PENDING, RunEngine
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.run_read_model import RunQuery
@@ -54,9 +59,49 @@ class RunCancellation:
         if outcome is None:
             return None
         state, cancelled = outcome
-        if not cancelled:
+        if not cancelled and state.status != "cancelled":
             return CancelOutcome(state=state, cancelled=False)
-        return CancelOutcome(state=state, cancelled=True, cascaded=await self._cascade(str(run_id)))
+        # Cancelled before (this call is a retry): its cascade again, for a process that
+        # died before it had cancelled everything the run caused.
+        return CancelOutcome(
+            state=state, cancelled=cancelled, cascaded=await self._cascade(str(run_id))
+        )
+
+    async def resume(self) -> list[str]:
+        """Finish the cascades a dead process left unfinished: each pending run with a
+        cancelled ancestor that was cancelled after the run started is cancelled now
+        (as the cascade would have). Called as the gateway opens, before runs resume.
+        The runs cancelled, in the order they started."""
+        cancelled: list[str] = []
+        for stored in await self.store.pending_work("run", PENDING):
+            run = await self.store.run(str(stored.id))
+            if run is None or run.ended:
+                continue
+            ancestor = await self._cancelled_ancestor(run.parent_run_id, since=run.created_at)
+            if ancestor is None:
+                continue
+            outcome = await self.engine.record_cancel(
+                stored.id, f"caused by cancelled run {ancestor}"
+            )
+            if outcome is not None and outcome[1]:
+                cancelled.append(str(stored.id))
+        if cancelled:
+            log.info("cancel cascade resumed", cancelled=len(cancelled))
+        return cancelled
+
+    async def _cancelled_ancestor(self, parent: str | None, *, since: int) -> str | None:
+        """The nearest run up the chain from ``parent`` cancelled at or after ``since``
+        (ms): a cancel whose cascade should have reached the run that started then."""
+        seen: set[str] = set()
+        while parent is not None and parent not in seen:
+            seen.add(parent)
+            found = await self.store.run(parent)
+            if found is None:
+                return None
+            if found.status == "cancelled" and (found.ended_at or since) >= since:
+                return found.run_id
+            parent = found.parent_run_id
+        return None
 
     async def _cascade(self, root: str) -> list[str]:
         """Cancel every not-ended run ``root`` caused, through runs that ended too (a

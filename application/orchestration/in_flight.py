@@ -288,6 +288,11 @@ class InFlight:
         """Each piece of work and its state, for diagnostics."""
         return [work.describe() for work in list(self._works.values())]
 
+    def runnable(self) -> list[Work]:
+        """The work runnable now (what ``idle()`` waits for), for diagnostics."""
+        now = self.clock.now()
+        return [work for work in list(self._works.values()) if work.runnable(now)]
+
     def tasks(self) -> list[asyncio.Task[Any]]:
         return [task for task in self._works if not task.done()]
 

@@ -13,11 +13,22 @@ from sessionwire.adapters.testkit.simulator.agents import SimulatedChannels
 
 
 def test_seeds_that_hold_every_invariant_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    # The default store plays crashes (SQLite in a temporary directory).
     code = main(["simulate", "--seeds", "2", "--start", "2"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "2 seeds (2..3) on memory: 32 steps" in out
+    assert "2 seeds (2..3) on sqlite: 32 steps" in out
     assert "0 failed" in out
+    assert "crashes skipped" not in out
+
+
+def test_a_store_that_cannot_crash_says_it_skipped_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "--seeds", "1", "--store", "memory"]) == 0
+    out = capsys.readouterr().out
+    assert "1 seeds (0..0) on memory" in out
+    assert "crashes skipped: memory cannot reopen a store (--store sqlite plays them)" in out
 
 
 class PostingTwice(ChannelDelivery):
@@ -65,7 +76,9 @@ def test_a_failure_that_does_not_come_again_is_reported_with_its_whole_script(
         return PostingTwice(inner)
 
     monkeypatch.setattr(SimulatedChannels, "port", once)
-    code = main(["simulate", "--seeds", "1", "--start", "11", "--save", str(tmp_path)])
+    # On memory: one gateway process, the one the bug strikes (no crash reopens another).
+    args = ["simulate", "--seeds", "1", "--start", "11", "--store", "memory"]
+    code = main([*args, "--save", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
     assert "seed 11: FAILED (exactly-once" in out

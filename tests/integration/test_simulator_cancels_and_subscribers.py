@@ -132,13 +132,16 @@ class _Log:
 
 
 def test_a_rejected_send_that_started_a_run_is_caught() -> None:
+    # As the gateway records a rejection: the decision's id is the send's run id's
+    # (busy_decision_id), its own run_id empty (this test once set it, and so could not
+    # see that the check never fired on a real log).
     run = uuid4()
-    decided = _event("BusyDecided", uuid4(), decision="rejected", run_id=str(run))
+    decided = _event("BusyDecided", busy_decision_id(run), decision="rejected", run_id=None)
     reader = LogReader()
-    reader.read(_Log(decided))  # type: ignore[arg-type]
-    assert reader.busy_problems() == []
-    reader.read(_Log(decided, _event("RunStarted", run, session_key="s", step="primary")))  # type: ignore[arg-type]
-    assert reader.busy_problems() != []
+    assert reader.read(_Log(decided)) == []  # type: ignore[arg-type]
+    started = _event("RunStarted", run, session_key="s", step="primary")
+    problems = reader.read(_Log(decided, started))  # type: ignore[arg-type]
+    assert [invariant for invariant, _ in problems] == ["busy-decided"]
 
 
 def test_a_send_whose_delivery_is_not_its_recorded_decision_is_caught() -> None:

@@ -89,8 +89,19 @@ class SimulatedAgents(AgentRuntime):
         self.dispatches: list[Dispatch] = []
         self.observations: list[Observation] = []
         self.tool_results: list[tuple[str, dict[str, Any]]] = []
+        self.hop_refusals: list[int] = []
+        """The depth (by its plan) of each send or spawn refused for the hop limit."""
+        self.calling: set[asyncio.Task[Any]] = set()
+        """Tasks in a tool call now (a store fault spares them: their caller hears it)."""
+        self.after_reply: Callable[[], None] = lambda: None
+        """Told as an agent has answered, before the gateway records it (a crash point)."""
 
     async def run(self, request: RunRequest) -> RunReply:
+        reply = await self._run(request)
+        self.after_reply()
+        return reply
+
+    async def _run(self, request: RunRequest) -> RunReply:
         incarnation = self.incarnation
         incarnation.check_alive()
         plan = _plan_for(request)
@@ -152,7 +163,11 @@ class SimulatedAgents(AgentRuntime):
             raise RuntimeError(f"simulated announce failure (plan {plan.get('id')})")
         if mode == "hang":
             await _hang(request)
-        return RunReply(text=f"Result: plan {plan.get('id')} done\nNotes: none")
+        # Names its run: the channel tells whose announce or report a post is, whatever
+        # key it came with (idempotency per owner, not per key).
+        return RunReply(
+            text=f"Result: plan {plan.get('id')} done (announce {request.run_id})\nNotes: none"
+        )
 
     async def _nested(
         self, request: RunRequest, call: dict[str, Any], incarnation: Incarnation
@@ -193,13 +208,23 @@ class SimulatedAgents(AgentRuntime):
         still points at the gateway it killed, must not call into that one's closed
         store."""
         incarnation.check_alive()
-        if request.call_tool is not None:
-            result = await request.call_tool(tool, params)
-        elif self.call_tool is not None:
-            result = await self.call_tool(request.session_key, tool, params)
-        else:
+        if request.call_tool is None and self.call_tool is None:
             return
+        task = asyncio.current_task()
+        if task is not None:
+            self.calling.add(task)
+        try:
+            if request.call_tool is not None:
+                result = await request.call_tool(tool, params)
+            else:
+                assert self.call_tool is not None
+                result = await self.call_tool(request.session_key, tool, params)
+        finally:
+            self.calling.discard(task)
         self.tool_results.append((tool, result))
+        if "hop limit" in str(result.get("error", "")):
+            plan = read_plan(str(params.get("message") or params.get("task") or ""))
+            self.hop_refusals.append(int(plan.get("depth", 0)) if plan else 0)
 
 
 def _plan_for(request: RunRequest) -> dict[str, Any] | None:
@@ -218,6 +243,8 @@ class DeliveryRecord:
     incarnation: int
     delivered: bool
     duplicate: bool = False
+    to: str = ""
+    message: str = ""
 
 
 @dataclass
@@ -229,6 +256,8 @@ class SimulatedChannels:
     attempts: list[DeliveryRecord] = field(default_factory=list)
     delivered: dict[str, DeliveryRecord] = field(default_factory=dict)
     observations: list[Observation] = field(default_factory=list)
+    after_post: Callable[[], None] = lambda: None
+    """Told as a post is accepted, before the gateway records it (a crash point)."""
 
     def take_down(self, channel: str, seconds: float) -> None:
         until = self.clock.now() + timedelta(seconds=seconds)
@@ -253,6 +282,8 @@ class SimulatedChannels:
             at=now,
             incarnation=incarnation.number,
             delivered=down is None or now >= down,
+            to=delivery.to,
+            message=delivery.message,
         )
         if not record.delivered:
             self.attempts.append(record)
@@ -273,6 +304,7 @@ class SimulatedChannels:
         else:
             self.delivered[key] = record
         self.attempts.append(record)
+        self.after_post()
 
 
 class _ChannelPort(ChannelDelivery):

@@ -7,11 +7,14 @@ promises.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from sessionwire.adapters.testkit.simulator.script import read_plan
 from sessionwire.application.ports.event_log import EventLog
 from sessionwire.domain.busy_decision import busy_decision_id
 from sessionwire.domain.trace_budget import TraceBudget, TraceUsage
@@ -36,11 +39,34 @@ INVARIANTS: dict[str, Invariant] = {
         ),
         Invariant(
             "deadlines",
-            "no run is handed to an agent past its deadline (start + timeout)",
+            "a run is handed to an agent strictly before its deadline (start + timeout), "
+            "never at it or after",
+        ),
+        Invariant(
+            "liveness",
+            "a run whose plan answers within its deadline completes ok; a run never handed "
+            "to its agent timed out only while something held it back (its session busy, "
+            "the lane full, the gateway down); a step that makes no progress is a failure, "
+            "not a hang",
+        ),
+        Invariant(
+            "turn-limit",
+            "an exchange runs at most session.agentToAgent.maxPingPongTurns reply-back turns",
+        ),
+        Invariant(
+            "transcript-lines",
+            "a dispatched run appends exactly one user line, however often it was "
+            "dispatched, and at most one reply line; a run never dispatched appends none",
+        ),
+        Invariant(
+            "report-route",
+            "a sub-agent's report goes to the route captured when it was spawned, "
+            "whatever the requester's route is by the time it reports",
         ),
         Invariant(
             "exactly-once",
-            "each ping-pong turn, announce and report is recorded and posted at most once",
+            "each ping-pong turn, announce and report is recorded at most once, and posted "
+            "at most once per exchange or spawn (whatever idempotency keys it used)",
         ),
         Invariant(
             "deliveries-settle",
@@ -52,7 +78,9 @@ INVARIANTS: dict[str, Invariant] = {
         ),
         Invariant(
             "hop-limit",
-            "no chain of sends goes past session.agentToAgent.maxHops; every step's work ends",
+            "no run is more than session.agentToAgent.maxHops sends deep, and no send "
+            "within it is refused (exactly: the chain's sends counted by the script's "
+            "plans); every step's work ends",
         ),
         Invariant(
             "tool-answers",
@@ -66,14 +94,9 @@ INVARIANTS: dict[str, Invariant] = {
         ),
         Invariant(
             "busy-decided",
-            "a BusyDecided 'rejected' started no run; an 'interrupted' one cancelled (with "
-            "RunCancelled) every run it names",
-        ),
-        Invariant(
-            "send-delivery",
-            "a sessions_send's delivery is what its recorded busy decision says: none or "
-            "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused' "
-            "(decision 29)",
+            "a BusyDecided 'rejected' started no run (the send's run id, whichever event "
+            "comes first); an 'interrupted' one cancelled (with RunCancelled) every run it "
+            "names",
         ),
         Invariant(
             "subscribers",
@@ -90,6 +113,14 @@ INVARIANTS: dict[str, Invariant] = {
             "no SQL runs on the event loop's thread: every store call the gateway makes is "
             "awaited (the loop guard is armed for the whole simulation; decision 23)",
         ),
+        Invariant("read-models", "the read models equal a rebuild from the event log"),
+        Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
+        Invariant(
+            "send-delivery",
+            "a sessions_send's delivery is what its recorded busy decision says: none or "
+            "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused' "
+            "(decision 29)",
+        ),
         Invariant(
             "trace-budget",
             "no run starts in a trace past session.agentToAgent.budget: its runs, its spawns, "
@@ -105,8 +136,6 @@ INVARIANTS: dict[str, Invariant] = {
             "every yield (RunYielded) wakes exactly once (one YieldWoken, whose woken turn "
             "starts; never two; none waiting at idle)",
         ),
-        Invariant("read-models", "the read models equal a rebuild from the event log"),
-        Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
     )
 }
 
@@ -115,6 +144,13 @@ DEFAULT_MAX_HOPS = 6
 OUTCOMES = frozenset({"RunCompleted", "RunFailed", "RunTimedOut", "RunCancelled"})
 DELIVERY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/deliveries")
 ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-announces")
+# Plans whose agent answers with a reply (``empty``: an empty one): the run completes ok.
+ANSWERS_OK = frozenset({"ok", "slow", "empty"})
+# Transcript lines a run writes itself: the words it was given and its agent's reply
+# (a sub-agent's report in its requester's transcript is the spawn's line, not a run's).
+RUN_LINE_KINDS = frozenset({"a2a", "system", "agent", "announce"})
+# Runs whose first dispatch appends the words they were given to the transcript.
+LINE_STEPS = frozenset({"primary", "subagent_task", "reply_back", "announce", "subagent_announce"})
 
 
 @dataclass(frozen=True)
@@ -132,6 +168,28 @@ class Violation:
         return f"[{self.invariant}] {where}: {self.detail}"
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """What the log says about one run, as the invariants need it."""
+
+    session: str
+    step: str
+    started: datetime
+    timeout_seconds: float
+    message: str
+    context: str | None
+    turn: int | None
+    exchange_id: str | None
+    hops: int
+
+    @property
+    def deadline(self) -> datetime | None:
+        """Start plus timeout, computed here (not the run's own ``deadline_at``)."""
+        if not math.isfinite(self.timeout_seconds):
+            return None
+        return self.started + timedelta(seconds=self.timeout_seconds)
+
+
 @dataclass
 class LogReader:
     """Reads the event log as it grows and keeps what the invariants need."""
@@ -139,33 +197,58 @@ class LogReader:
     position: int = 0
     outcomes: Counter[UUID] = field(default_factory=Counter)
     runs: dict[UUID, tuple[str, str]] = field(default_factory=dict)
+    records: dict[UUID, RunRecord] = field(default_factory=dict)
     turns: dict[UUID, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     announces: Counter[UUID] = field(default_factory=Counter)
     reports: Counter[UUID] = field(default_factory=Counter)
     # Delivery idempotency key -> the exchange or spawn it belongs to.
     delivery_owner: dict[str, UUID] = field(default_factory=dict)
+    announce_owner: dict[str, UUID] = field(default_factory=dict)
+    """An announce run's id -> the exchange or spawn it announces for."""
+    child_owner: dict[str, UUID] = field(default_factory=dict)
+    """A spawned child's session key -> its spawn."""
+    captured_routes: dict[UUID, tuple[str, str]] = field(default_factory=dict)
+    """Spawn -> the report route (channel, to) it captured when it was spawned."""
     abandoned: set[UUID] = field(default_factory=set)
     parents: dict[UUID, UUID] = field(default_factory=dict)
     """Run -> the run that caused it (``parent_run_id``)."""
     started_at: dict[UUID, int] = field(default_factory=dict)
     """Run -> the log position of its RunStarted."""
+    dispatched: dict[UUID, list[datetime]] = field(default_factory=lambda: defaultdict(list))
+    """Run -> the time of each of its RunDispatched."""
     ended: dict[UUID, tuple[str, int]] = field(default_factory=dict)
     """Run -> its first outcome and that outcome's log position."""
-    rejected: dict[UUID, str] = field(default_factory=dict)
-    """A BusyDecided 'rejected' -> the run id its send answered with (none may start)."""
+    ended_at: dict[UUID, datetime] = field(default_factory=dict)
+    user_lines: Counter[UUID] = field(default_factory=Counter)
+    """Run -> transcript lines it appended as the words it was given (user role)."""
+    reply_lines: Counter[UUID] = field(default_factory=Counter)
+    """Run -> transcript lines it appended as its agent's reply (assistant role)."""
+    reply_backs: dict[str, set[UUID]] = field(default_factory=lambda: defaultdict(set))
+    """Exchange id -> the reply-back runs it started."""
+    session_keys: dict[UUID, str] = field(default_factory=dict)
+    """A session aggregate -> its key."""
+    closed_at: dict[str, datetime] = field(default_factory=dict)
+    """A session key -> when it was archived or deleted."""
+    rejected: set[UUID] = field(default_factory=set)
+    """The ids of BusyDecided 'rejected' (one per send: ``busy_decision_id(run id)``)."""
+    run_of_decision: dict[UUID, UUID] = field(default_factory=dict)
+    """``busy_decision_id(run)`` -> run, for every run started."""
     interrupted: dict[UUID, tuple[str, ...]] = field(default_factory=dict)
     """A BusyDecided 'interrupted' -> the runs it says it cancelled."""
+    events: int = 0
+    recorded: list[tuple[UUID, int]] = field(default_factory=list)
+    """(aggregate, version) of each event read since the caller last cleared it."""
+    digest: Any = field(default_factory=hashlib.sha256)
+    """Over each event's type, aggregate, version and time: the run's fingerprint."""
+    max_hops: int = DEFAULT_MAX_HOPS
+    max_turns: int | None = None
+    """The configured maxPingPongTurns (None: not checked)."""
     wakes: dict[UUID, int] = field(default_factory=dict)
     """Yield -> how many YieldWoken it recorded."""
     wake_runs: dict[UUID, UUID] = field(default_factory=dict)
     """Yield -> the run its (first) wake started."""
     decided: dict[UUID, tuple[str, int | None]] = field(default_factory=dict)
     """Every BusyDecided -> its decision and the runs it recorded ahead of the send."""
-    events: int = 0
-    recorded: list[tuple[UUID, int]] = field(default_factory=list)
-    """(aggregate, version) of each event read since the caller last cleared it."""
-    digest: Any = field(default_factory=hashlib.sha256)
-    """Over each event's type, aggregate, version and time: the run's fingerprint."""
     budget: TraceBudget | None = None
     """The script's trace budget, when it sets one (decision 31)."""
     spent: dict[str, TraceUsage] = field(default_factory=dict)
@@ -176,83 +259,217 @@ class LogReader:
     """Run -> the log position of its last RunSteered."""
     steer_problems: list[str] = field(default_factory=list)
 
-    def read(self, store: EventLog) -> list[str]:
-        """Read the events recorded since the last call; the problems they show."""
-        problems: list[str] = []
+    def read(self, store: EventLog) -> list[tuple[str, str]]:
+        """Read the events recorded since the last call; the problems they show, each
+        as (invariant, detail)."""
+        problems: list[tuple[str, str]] = []
         for position, event in store.events(start=self.position + 1):
             self.position = position
-            self.events += 1
-            name = type(event).__name__
-            aggregate = event.originator_id
-            self.recorded.append((aggregate, event.originator_version))
-            self.digest.update(
-                f"{name}|{aggregate}|{event.originator_version}|{event.timestamp}\n".encode()
-            )
-            if name == "RunStarted":
-                self.runs[aggregate] = (
-                    str(getattr(event, "session_key", "?")),
-                    str(getattr(event, "step", "?")),
+            problems += self.take(position, event)
+        return problems
+
+    def take(self, position: int, event: Any) -> list[tuple[str, str]]:
+        """One event of the log at ``position``: what the invariants keep of it, and the
+        problems it shows (a hand-made log is fed here by the invariants' own tests)."""
+        problems: list[tuple[str, str]] = []
+        self.events += 1
+        name = type(event).__name__
+        aggregate = event.originator_id
+        self.recorded.append((aggregate, event.originator_version))
+        self.digest.update(
+            f"{name}|{aggregate}|{event.originator_version}|{event.timestamp}\n".encode()
+        )
+        if name == "RunStarted":
+            problems += self._run_started(position, event)
+            self._admit(aggregate, event, position)
+        elif name == "RunSteered":
+            self.steered[aggregate] = position
+            if aggregate in self.ended:
+                session, step = self.runs.get(aggregate, ("?", "?"))
+                self.steer_problems.append(
+                    f"run {aggregate} ({step} in {session}) was steered at log position "
+                    f"{position}, after its outcome {self.ended[aggregate][0]}"
                 )
-                self.started_at[aggregate] = position
-                parent = getattr(event, "parent_run_id", None)
-                if parent:
-                    self.parents[aggregate] = UUID(str(parent))
-                self._admit(aggregate, event, position)
-            elif name == "RunSteered":
-                self.steered[aggregate] = position
-                if aggregate in self.ended:
-                    session, step = self.runs.get(aggregate, ("?", "?"))
-                    self.steer_problems.append(
-                        f"run {aggregate} ({step} in {session}) was steered at log position "
-                        f"{position}, after its outcome {self.ended[aggregate][0]}"
+        elif name == "RunDispatched":
+            self.dispatched[aggregate].append(event.timestamp)
+            record = self.records.get(aggregate)
+            deadline = record.deadline if record is not None else None
+            if record is not None and deadline is not None and event.timestamp >= deadline:
+                problems.append(
+                    (
+                        "deadlines",
+                        f"run {aggregate} ({record.step} in {record.session}) dispatched at "
+                        f"{event.timestamp.isoformat()}, at or past its deadline "
+                        f"{deadline.isoformat()}",
                     )
-            elif name in OUTCOMES:
-                self._spend(aggregate, event)
-                self.outcomes[aggregate] += 1
-                self.ended.setdefault(aggregate, (name, position))
-                if self.outcomes[aggregate] > 1:
-                    session, step = self.runs.get(aggregate, ("?", "?"))
-                    problems.append(
+                )
+        elif name in OUTCOMES:
+            self._spend(aggregate, event)
+            self.outcomes[aggregate] += 1
+            self.ended.setdefault(aggregate, (name, position))
+            self.ended_at.setdefault(aggregate, event.timestamp)
+            if self.outcomes[aggregate] > 1:
+                session, step = self.runs.get(aggregate, ("?", "?"))
+                problems.append(
+                    (
+                        "runs-end",
                         f"run {aggregate} ({step} in {session}) ended twice: another "
-                        f"{name} at log position {position}"
+                        f"{name} at log position {position}",
                     )
-            elif name == "ExchangeOpened":
-                self.delivery_owner[str(uuid5(DELIVERY_NAMESPACE, str(aggregate)))] = aggregate
-            elif name == "SubagentSpawned":
-                self.delivery_owner[str(uuid5(ANNOUNCE_NAMESPACE, str(aggregate)))] = aggregate
-            elif name == "PingPongTurn":
-                turn = int(getattr(event, "turn", -1))
-                self.turns[aggregate][turn] += 1
-                if self.turns[aggregate][turn] > 1:
-                    problems.append(f"exchange {aggregate} recorded ping-pong turn {turn} twice")
-            elif name == "AnnounceDelivered":
-                self.announces[aggregate] += 1
-                if self.announces[aggregate] > 1:
-                    problems.append(f"exchange {aggregate} recorded its announce delivered twice")
-            elif name == "SubagentAnnounced":
-                self.reports[aggregate] += 1
-                if self.reports[aggregate] > 1:
-                    problems.append(f"spawn {aggregate} recorded its report twice")
-            elif name == "RunYielded":
-                self.wakes.setdefault(aggregate, 0)
-            elif name == "YieldWoken":
-                self.wakes[aggregate] = self.wakes.get(aggregate, 0) + 1
-                wake_run = _uuid(str(getattr(event, "wake_run_id", "")))
-                if wake_run is not None:
-                    self.wake_runs.setdefault(aggregate, wake_run)
-                if self.wakes[aggregate] > 1:
-                    problems.append(f"yield {aggregate} woke twice (log position {position})")
-            elif name == "BusyDecided":
-                decision = str(getattr(event, "decision", ""))
-                self.decided[aggregate] = (decision, getattr(event, "runs_ahead", None))
-                if decision == "rejected":
-                    self.rejected[aggregate] = str(getattr(event, "run_id", None) or "")
-                elif decision == "interrupted":
-                    self.interrupted[aggregate] = tuple(
-                        str(run) for run in getattr(event, "cancelled_run_ids", ())
+                )
+        elif name == "ExchangeOpened":
+            self.delivery_owner[str(uuid5(DELIVERY_NAMESPACE, str(aggregate)))] = aggregate
+        elif name == "SubagentSpawned":
+            self.delivery_owner[str(uuid5(ANNOUNCE_NAMESPACE, str(aggregate)))] = aggregate
+            self.child_owner[str(event.child_key)] = aggregate
+            channel, to = getattr(event, "report_channel", None), getattr(event, "report_to", None)
+            if getattr(event, "route_captured", False) and channel and to:
+                self.captured_routes[aggregate] = (str(channel), str(to))
+        elif name in ("AnnounceRequested", "SubagentAnnounceRequested"):
+            self.announce_owner[str(event.run_id)] = aggregate
+        elif name == "PingPongTurn":
+            turn = int(getattr(event, "turn", -1))
+            self.turns[aggregate][turn] += 1
+            if self.turns[aggregate][turn] > 1:
+                problems.append(
+                    ("exactly-once", f"exchange {aggregate} recorded ping-pong turn {turn} twice")
+                )
+            if self.max_turns is not None and turn > self.max_turns:
+                problems.append(
+                    (
+                        "turn-limit",
+                        f"exchange {aggregate} recorded ping-pong turn {turn} "
+                        f"(maxPingPongTurns {self.max_turns})",
                     )
-            if "Abandon" in name:
-                self.abandoned.add(aggregate)
+                )
+        elif name == "AnnounceDelivered":
+            self.announces[aggregate] += 1
+            if self.announces[aggregate] > 1:
+                problems.append(
+                    ("exactly-once", f"exchange {aggregate} recorded its announce delivered twice")
+                )
+        elif name == "SubagentAnnounced":
+            self.reports[aggregate] += 1
+            if self.reports[aggregate] > 1:
+                problems.append(("exactly-once", f"spawn {aggregate} recorded its report twice"))
+            problems += self._report_route(aggregate, event)
+        elif name == "RunYielded":
+            self.wakes.setdefault(aggregate, 0)
+        elif name == "YieldWoken":
+            self.wakes[aggregate] = self.wakes.get(aggregate, 0) + 1
+            wake_run = _uuid(str(getattr(event, "wake_run_id", "")))
+            if wake_run is not None:
+                self.wake_runs.setdefault(aggregate, wake_run)
+            if self.wakes[aggregate] > 1:
+                problems.append(
+                    ("yields-wake-once", f"yield {aggregate} woke twice (log position {position})")
+                )
+        elif name == "SessionOpened":
+            self.session_keys[aggregate] = str(event.key)
+        elif name in ("SessionArchived", "SessionDeleted"):
+            key = self.session_keys.get(aggregate)
+            if key is not None:
+                self.closed_at.setdefault(key, event.timestamp)
+        elif name in ("MessageAppended", "MessagesAppended"):
+            problems += self._lines(event)
+        elif name == "BusyDecided":
+            decision = str(getattr(event, "decision", ""))
+            self.decided[aggregate] = (decision, getattr(event, "runs_ahead", None))
+            problems += _decision_names_its_run(aggregate, decision, getattr(event, "run_id", None))
+            if decision == "rejected":
+                self.rejected.add(aggregate)
+                run = self.run_of_decision.get(aggregate)
+                if run is not None:
+                    problems.append(_rejected_yet_started(aggregate, run))
+            elif decision == "interrupted":
+                self.interrupted[aggregate] = tuple(
+                    str(run) for run in getattr(event, "cancelled_run_ids", ())
+                )
+        if "Abandon" in name:
+            self.abandoned.add(aggregate)
+        return problems
+
+    def _run_started(self, position: int, event: Any) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        run = event.originator_id
+        record = RunRecord(
+            session=str(getattr(event, "session_key", "?")),
+            step=str(getattr(event, "step", "?")),
+            started=event.timestamp,
+            timeout_seconds=float(getattr(event, "timeout_seconds", math.inf)),
+            message=str(getattr(event, "message", "")),
+            context=getattr(event, "context", None),
+            turn=getattr(event, "turn", None),
+            exchange_id=getattr(event, "exchange_id", None),
+            hops=int(getattr(event, "hops", 0) or 0),
+        )
+        self.records[run] = record
+        self.runs[run] = (record.session, record.step)
+        self.started_at[run] = position
+        parent = getattr(event, "parent_run_id", None)
+        if parent:
+            self.parents[run] = UUID(str(parent))
+        decision = busy_decision_id(run)
+        self.run_of_decision[decision] = run
+        if decision in self.rejected:
+            problems.append(_rejected_yet_started(decision, run))
+        if record.step == "reply_back" and record.exchange_id:
+            runs = self.reply_backs[record.exchange_id]
+            runs.add(run)
+            if self.max_turns is not None and len(runs) > self.max_turns:
+                problems.append(
+                    (
+                        "turn-limit",
+                        f"exchange {record.exchange_id} started reply-back run {len(runs)} "
+                        f"(turn {record.turn}; maxPingPongTurns {self.max_turns})",
+                    )
+                )
+        depth = _depth(record)
+        if record.hops > self.max_hops or (depth is not None and depth > self.max_hops):
+            problems.append(
+                (
+                    "hop-limit",
+                    f"run {run} ({record.step} in {record.session}) started "
+                    f"{max(record.hops, depth or 0)} sends deep (maxHops {self.max_hops})",
+                )
+            )
+        return problems
+
+    def _report_route(self, spawn: UUID, event: Any) -> list[tuple[str, str]]:
+        captured = self.captured_routes.get(spawn)
+        channel, to = getattr(event, "channel", None), getattr(event, "to", None)
+        if captured is None or channel is None or (channel, to) == captured:
+            return []
+        return [
+            (
+                "report-route",
+                f"spawn {spawn} reported to {channel}:{to}, not to the route it captured "
+                f"when spawned ({captured[0]}:{captured[1]})",
+            )
+        ]
+
+    def _lines(self, event: Any) -> list[tuple[str, str]]:
+        provenance = getattr(event, "provenance", None)
+        run_id = getattr(provenance, "run_id", None)
+        kind = getattr(provenance, "kind", None)
+        if not run_id or kind not in RUN_LINE_KINDS:
+            return []
+        messages = getattr(event, "messages", None) or [event.message]
+        run = UUID(str(run_id))
+        problems: list[tuple[str, str]] = []
+        for message in messages:
+            lines = self.user_lines if message.role == "user" else self.reply_lines
+            lines[run] += 1
+            if lines[run] > 1:
+                session, step = self.runs.get(run, ("?", "?"))
+                problems.append(
+                    (
+                        "transcript-lines",
+                        f"run {run} ({step} in {session}) appended its "
+                        f"{'user' if message.role == 'user' else 'reply'} line "
+                        f"{lines[run]} times",
+                    )
+                )
         return problems
 
     def _admit(self, run: UUID, event: Any, position: int) -> None:
@@ -285,13 +502,6 @@ class LogReader:
             runs=used.runs, spawns=used.spawns, tokens=used.tokens + total, cost=used.cost
         )
 
-    @property
-    def fingerprint(self) -> str:
-        return str(self.digest.hexdigest())
-
-    def runs_without_one_outcome(self) -> list[UUID]:
-        return [run for run in self.runs if self.outcomes[run] != 1]
-
     def yield_problems(self) -> list[str]:
         """Yields that did not wake exactly once, or whose woken turn never started
         (checked at idle, when every yield's deadline has passed)."""
@@ -301,38 +511,6 @@ class LogReader:
                 problems.append(f"yield {yielded} woke {count} times")
             elif self.wake_runs.get(yielded) not in self.runs:
                 problems.append(f"yield {yielded} woke, but its turn never started")
-        return problems
-
-    def descendants(self, run: UUID) -> list[UUID]:
-        """The runs ``run`` caused, directly or not (by ``parent_run_id``)."""
-        children: dict[UUID, list[UUID]] = defaultdict(list)
-        for child, parent in self.parents.items():
-            children[parent].append(child)
-        found: list[UUID] = []
-        todo = list(children.get(run, ()))
-        while todo:
-            child = todo.pop()
-            found.append(child)
-            todo.extend(children.get(child, ()))
-        return found
-
-    def busy_problems(self) -> list[str]:
-        """What the BusyDecided events read so far say that the log contradicts."""
-        problems: list[str] = []
-        for decision, run_id in self.rejected.items():
-            if run_id and _uuid(run_id) in self.runs:
-                problems.append(
-                    f"busy decision {decision} rejected a send, yet run {run_id} started"
-                )
-        for decision, cancelled in self.interrupted.items():
-            for run_id in cancelled:
-                run = _uuid(run_id)
-                outcome = self.ended.get(run) if run is not None else None
-                if outcome is None or outcome[0] != "RunCancelled":
-                    got = outcome[0] if outcome else "no outcome"
-                    problems.append(
-                        f"busy decision {decision} interrupted run {run_id}, which has {got}"
-                    )
         return problems
 
     def delivery_problem(self, run_id: str, delivery: dict[str, Any]) -> str | None:
@@ -358,6 +536,212 @@ class LogReader:
                 f"({decided or 'none: the session was idle'}) says {expected}"
             )
         return None
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.digest.hexdigest())
+
+    def runs_without_one_outcome(self) -> list[UUID]:
+        return [run for run in self.runs if self.outcomes[run] != 1]
+
+    def descendants(self, run: UUID) -> list[UUID]:
+        """The runs ``run`` caused, directly or not (by ``parent_run_id``)."""
+        children: dict[UUID, list[UUID]] = defaultdict(list)
+        for child, parent in self.parents.items():
+            children[parent].append(child)
+        found: list[UUID] = []
+        todo = list(children.get(run, ()))
+        while todo:
+            child = todo.pop()
+            found.append(child)
+            todo.extend(children.get(child, ()))
+        return found
+
+    def busy_problems(self) -> list[str]:
+        """What the 'interrupted' BusyDecided events read so far say that the log
+        contradicts (a 'rejected' one is checked as its events are read)."""
+        problems: list[str] = []
+        for decision, cancelled in self.interrupted.items():
+            for run_id in cancelled:
+                run = _uuid(run_id)
+                outcome = self.ended.get(run) if run is not None else None
+                if outcome is None or outcome[0] != "RunCancelled":
+                    got = outcome[0] if outcome else "no outcome"
+                    problems.append(
+                        f"busy decision {decision} interrupted run {run_id}, which has {got}"
+                    )
+        return problems
+
+    def cascade_problems(self) -> list[str]:
+        """At idle: every run a cancelled run caused, that had started before the cancel
+        and not ended by then, ended cancelled, or by itself at the cancel's instant (a
+        race with the cascade), never later (a cascade a crash cut short, say)."""
+        problems: list[str] = []
+        for root, (outcome, cancelled_at) in self.ended.items():
+            if outcome != "RunCancelled":
+                continue
+            when = self.ended_at[root]
+            for child in self.descendants(root):
+                ended = self.ended.get(child)
+                if ended is None or self.started_at.get(child, cancelled_at) > cancelled_at:
+                    continue  # pending (runs-end says it), or started after the cancel
+                name, position = ended
+                if name == "RunCancelled" or position < cancelled_at:
+                    continue
+                if self.ended_at[child] > when:
+                    session, step = self.runs.get(child, ("?", "?"))
+                    problems.append(
+                        f"run {child} ({step} in {session}), caused by run {root} cancelled at "
+                        f"{when.isoformat()}, ended {name} at "
+                        f"{self.ended_at[child].isoformat()}: the cascade never reached it"
+                    )
+        return problems
+
+    def line_problems(self) -> list[str]:
+        """At idle: a dispatched run has its one user line; a run never dispatched none."""
+        problems: list[str] = []
+        for run, record in self.records.items():
+            if record.step not in LINE_STEPS:
+                continue
+            want = 1 if self.dispatched.get(run) else 0
+            got = self.user_lines[run]
+            if got != want:
+                problems.append(
+                    f"run {run} ({record.step} in {record.session}), dispatched "
+                    f"{len(self.dispatched.get(run, ()))} time(s), appended {got} user line(s)"
+                )
+            if self.reply_lines[run] and self.ended.get(run, ("",))[0] != "RunCompleted":
+                problems.append(
+                    f"run {run} ({record.step} in {record.session}) appended a reply line "
+                    f"but its outcome is {self.ended.get(run, ('none',))[0]}"
+                )
+        return problems
+
+    def liveness_problems(self, *, lane: int, down: list[tuple[datetime, datetime]]) -> list[str]:
+        """At idle: each run's outcome against what its plan says its agent does.
+
+        ``lane`` is maxConcurrent; ``down`` the spans of virtual time in which a gateway
+        died and a new one opened (a crash interrupts whatever ran then)."""
+        problems: list[str] = []
+        for run, record in self.records.items():
+            outcome = self.ended.get(run)
+            if outcome is None or outcome[0] == "RunCancelled":
+                continue  # runs-end says it; a cancel is an outcome asked for
+            end = self.ended_at[run]
+            deadline = record.deadline
+            need = seconds_to_answer(record)
+            if need is None or deadline is None:
+                continue  # its plan does not answer ok, or cannot say by when
+            dispatches = self.dispatched.get(run, [])
+            if dispatches:
+                last = dispatches[-1]
+                if outcome[0] == "RunCompleted" or _overlaps(down, last, end):
+                    continue
+                if last + timedelta(seconds=need) < deadline:
+                    problems.append(
+                        f"run {run} ({record.step} in {record.session}) was handed to its "
+                        f"agent at {last.isoformat()}, its plan answers ok within {need:g}s, "
+                        f"its deadline is {deadline.isoformat()}, yet it ended {outcome[0]}"
+                    )
+                continue
+            closed = self.closed_at.get(record.session)
+            if closed is not None and closed <= end:
+                continue  # its session was archived or deleted before it could run
+            if _overlaps(down, record.started, end) or self._held_back(run, record, end, lane):
+                continue
+            problems.append(
+                f"run {run} ({record.step} in {record.session}), whose plan answers ok, was "
+                f"never handed to its agent and ended {outcome[0]} at {end.isoformat()} with "
+                "nothing holding it back (its session idle and open, the lane free, no crash)"
+            )
+        return problems
+
+    def _held_back(self, run: UUID, record: RunRecord, end: datetime, lane: int) -> bool:
+        """Was something ahead of ``run`` while it waited (start to ``end``)? A run of
+        its session that started before it and had not ended when it started; or at
+        least ``lane`` runs handed to agents and not ended in that span."""
+        start = self.started_at[run]
+        busy = 0
+        for other, other_record in self.records.items():
+            if other == run:
+                continue
+            other_end = self.ended_at.get(other)
+            alive = other_end is None or other_end > record.started
+            if other_record.session == record.session and self.started_at[other] < start and alive:
+                return True
+            dispatches = self.dispatched.get(other)
+            if dispatches and dispatches[0] <= end and alive:
+                busy += 1
+        return busy >= lane
+
+
+def seconds_to_answer(record: RunRecord) -> float | None:
+    """How long the agent takes to answer ok, by the run's plan (what the simulated
+    agents do with it); None when the plan does not answer ok or cannot say by when (a
+    nested send that waits also waits for a lane slot back)."""
+    step = record.step
+    if step in ("primary", "subagent_task", "reply_back"):
+        plan = read_plan(record.message)
+    else:
+        plan = read_plan(record.context, record.message)
+    if plan is None:
+        return 0.0  # "(nothing to do)"
+    if step == "reply_back":
+        return 0.0
+    if step in ("primary", "subagent_task"):
+        if plan.get("kind", "ok") not in ANSWERS_OK:
+            return None
+        calls = list(plan.get("calls", []))
+        if "cycle" in plan:
+            calls.append({"tool": "send", "wait": plan.get("wait", 0)})
+        if any(float(call.get("wait", 0) or 0) > 0 for call in calls if call.get("tool") == "send"):
+            return None
+        return float(plan.get("delay", 0) if plan.get("kind") == "slow" else 0)
+    return 0.0 if plan.get("ann", "say") in ("say", "skip") else None
+
+
+def _depth(record: RunRecord) -> int | None:
+    """How many sends deep the script's plan says the run is (primary and sub-agent
+    task runs: the plan its message carries)."""
+    if record.step not in ("primary", "subagent_task"):
+        return None
+    plan = read_plan(record.message)
+    if plan is None:
+        return None
+    try:
+        return int(plan.get("depth", 1))
+    except (TypeError, ValueError):
+        return None
+
+
+def _overlaps(spans: list[tuple[datetime, datetime]], start: datetime, end: datetime) -> bool:
+    return any(down <= end and up >= start for down, up in spans)
+
+
+def _decision_names_its_run(
+    decision: UUID, outcome: str, run_id: str | None
+) -> list[tuple[str, str]]:
+    """A decision names the send's run (its own id derives from that run's) unless it
+    rejected the send, which started nothing: then it names none."""
+    if outcome == "rejected":
+        if run_id is None:
+            return []
+        return [
+            ("busy-decided", f"busy decision {decision} rejected a send yet names run {run_id}")
+        ]
+    run = _uuid(str(run_id)) if run_id else None
+    if run is not None and busy_decision_id(run) == decision:
+        return []
+    return [
+        (
+            "busy-decided",
+            f"busy decision {decision} ({outcome}) names run {run_id}, not the send's run",
+        )
+    ]
+
+
+def _rejected_yet_started(decision: UUID, run: UUID) -> tuple[str, str]:
+    return ("busy-decided", f"busy decision {decision} rejected a send, yet its run {run} started")
 
 
 def _uuid(text: str) -> UUID | None:
@@ -423,6 +807,8 @@ __all__ = [
     "Follower",
     "Invariant",
     "LogReader",
+    "RunRecord",
     "Violation",
+    "seconds_to_answer",
     "subscriber_problems",
 ]

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Coroutine, Iterator
@@ -63,11 +64,13 @@ from sessionwire.adapters.testkit.simulator.script import (
     DropConnection,
     Message,
     Policy,
+    Route,
     Send,
     SimulationScript,
     Spawn,
     Steer,
     Step,
+    StoreFault,
     Subscribe,
     plan_text,
     read_plan,
@@ -82,6 +85,8 @@ from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery,
 from sessionwire.domain.session import single_appends
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+# The announce run a simulated agent's announce reply names (agents.py): whose post it is.
+ANNOUNCE_TAG = re.compile(r"\(announce ([0-9a-f-]{36})\)")
 # Work one step may record before it counts as never ending (a loop with no hop limit).
 EVENT_BUDGET = 600
 MAX_DRAIN_WAKEUPS = 2_000
@@ -91,10 +96,26 @@ VIOLATIONS_KEPT = 3
 PENDING_RUN = ("queued", "running")
 PENDING_EXCHANGE = ("open",)
 PENDING_SPAWN = ("running", "announcing", "waiting_archive")
+# A hang is a failure, not a wait: the play is stopped when nothing changes (nothing
+# recorded, handed to an agent or posted, no work in flight changing state, the virtual
+# clock still) for this many seconds of real time. Real time only because a stuck loop
+# moves nothing else: a seed plays in well under a second of it.
+STALL_SECONDS = 60.0
+WATCH_EVERY = 0.25
+# Real seconds the stuck gateway's shutdown may take before it is left behind.
+STUCK_STOP_SECONDS = 10.0
+# Virtual time after the last step by which every timer has fired (run timeouts are
+# minutes, archives an hour, an outbox gives up after a day): a timer still set later is
+# work that never ends.
+DRAIN_HORIZON = timedelta(days=60)
 # Records read per call when following the sealed log (the subscribers' reference).
 LOG_PAGE = 500
 # Runs looked at to find a session's newest run in flight.
 RUNS_LOOKED_AT = 50
+
+
+class SimulatedStoreError(ConnectionError):
+    """A transient store failure the simulator injects into a save."""
 
 
 class SeededIds(IdSource):
@@ -127,6 +148,8 @@ class SimulationResult:
     store: str
     takeovers: int = 0
     """Takeovers of a dead gateway by another (two gateways on PostgreSQL)."""
+    stuck: str | None = None
+    """Where the play stopped making progress (a ``liveness`` violation says it too)."""
 
     @property
     def ok(self) -> bool:
@@ -145,6 +168,7 @@ class SimulationResult:
             "crashes": self.crashes,
             "crashesSkipped": self.crashes_skipped,
             "takeovers": self.takeovers,
+            "stuck": self.stuck,
             "fingerprint": self.fingerprint,
             "seconds": round(self.seconds, 4),
             "violations": [violation.to_json() for violation in self.violations],
@@ -211,6 +235,16 @@ class _Run:
     opened: int = 0
     """Gateway processes opened so far (each its incarnation's number)."""
     takeovers: int = 0
+    stuck: str | None = None
+    """Set by the watchdog: the play made no progress (a hang) and was stopped."""
+    opening: bool = False
+    """A gateway is opening (its resume's saves are spared a store fault)."""
+    store_fault: StoreFault | None = None
+    """The next save fails (a transient store error), once."""
+    cancels: dict[UUID, int] = field(default_factory=dict)
+    """Run -> how many cancels of it answered ``cancelled: true``."""
+    down: list[tuple[datetime, datetime]] = field(default_factory=list)
+    """Each crash: when the gateway died and when the next one had opened."""
     on_loop: list[str] = field(default_factory=list)
     """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
@@ -227,6 +261,8 @@ class Simulation:
         wrap_delivery: DeliveryWrapper | None = None,
         deep_every: int = 0,
         event_budget: int = EVENT_BUDGET,
+        stall_seconds: float = STALL_SECONDS,
+        horizon: timedelta = DRAIN_HORIZON,
     ) -> None:
         unknown = set(skip) - set(INVARIANTS)
         if unknown:
@@ -239,6 +275,8 @@ class Simulation:
         self.wrap_delivery = wrap_delivery
         self.deep_every = deep_every
         self.event_budget = event_budget
+        self.stall_seconds = stall_seconds
+        self.horizon = horizon
 
     async def run(self, script: SimulationScript) -> SimulationResult:
         started = time.perf_counter()
@@ -252,10 +290,18 @@ class Simulation:
                 state.on_loop = on_loop
                 # Tasks that are not the simulated gateway's (this one, the test's own).
                 state.bystanders = set(asyncio.all_tasks())
+                play = asyncio.ensure_future(self._play(state))
+                watchdog = asyncio.ensure_future(self._watch(state, play))
+                state.bystanders |= {play, watchdog}
                 try:
-                    await self._play(state)
+                    await asyncio.wait({play})
+                    if state.stuck is None:
+                        play.result()
                 finally:
-                    await self._stop(state)
+                    watchdog.cancel()
+                    if not play.done():  # the caller was cancelled: so is the play
+                        play.cancel()
+                    await self._stop_within(state)
                     self._check_off_loop(state)
         finally:
             arm(was_armed)
@@ -272,6 +318,7 @@ class Simulation:
             seconds=time.perf_counter() - started,
             store=self.stores.name,
             takeovers=state.takeovers,
+            stuck=state.stuck,
         )
 
     def run_sync(self, script: SimulationScript) -> SimulationResult:
@@ -291,10 +338,30 @@ class Simulation:
             ids=SeededIds(script.seed),
             config=GatewayConfig.load(script.config),
         )
+        state.log.max_hops = _max_hops(script)
+        state.log.max_turns = state.config.session.agentToAgent.max_ping_pong_turns
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
         if state.config.trace_budget.configured:
             state.log.budget = state.config.trace_budget
+        agents.after_reply = lambda: self._side_effect(state, "reply")
+        state.channels.after_post = lambda: self._side_effect(state, "delivery")
         return state
+
+    def _in_a_call(self, state: _Run) -> bool:
+        """Is the current task a tool call's or a cancel's (the script's, or an agent's
+        from inside its turn), or the gateway opening? Its caller hears a store error (an
+        open that fails is retried by whoever opens it); a fault is for the gateway's own
+        work once it serves, which must get over it."""
+        task = asyncio.current_task()
+        return state.opening or task in state.calls or task in state.agents.calling
+
+    def _side_effect(self, state: _Run, at: str) -> None:
+        """A crash armed for just after a side effect: the process dies before it
+        records what it did (the agent answered, the channel posted)."""
+        armed = state.armed
+        if armed is not None and armed.at == at:
+            state.incarnation.dead = True
+            state.incarnation.check_alive()
 
     def _ports(self, state: _Run, incarnation: Incarnation) -> tuple[AgentRuntime, ChannelDelivery]:
         runtime: AgentRuntime = state.agents
@@ -314,7 +381,11 @@ class Simulation:
         state.incarnation = incarnation
         state.agents.incarnation = incarnation
         runtime, delivery = self._ports(state, incarnation)
-        gateway = await self._open_gateway(state, runtime, delivery, incarnation)
+        state.opening = True
+        try:
+            gateway = await self._open_gateway(state, runtime, delivery, incarnation)
+        finally:
+            state.opening = False
         state.gateway = gateway
         state.agents.call_tool = gateway.call_tool
         if self._two_gateways(state) and state.standby is None:
@@ -330,9 +401,13 @@ class Simulation:
         incarnation = Incarnation(state.opened)
         runtime, delivery = self._ports(state, incarnation)
         before = asyncio.all_tasks()
-        state.standby = await self._open_gateway(
-            state, runtime, delivery, incarnation, resume=False
-        )
+        state.opening = True
+        try:
+            state.standby = await self._open_gateway(
+                state, runtime, delivery, incarnation, resume=False
+            )
+        finally:
+            state.opening = False
         state.standby_incarnation = incarnation
         state.standby_tasks = asyncio.all_tasks() - before
 
@@ -375,7 +450,10 @@ class Simulation:
             pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
             events = len(pending)
             state.watched.update((e.originator_id, e.originator_version) for e in pending)
-            if armed is not None:
+            if state.store_fault is not None and not self._in_a_call(state):
+                state.store_fault = None
+                raise SimulatedStoreError("the store failed the save (simulated)")
+            if armed is not None and armed.at in ("save", "takeover"):
                 if armed.saved >= armed.after_events:
                     incarnation.dead = True
                     incarnation.check_alive()
@@ -383,8 +461,76 @@ class Simulation:
             await save(*aggregates)
             state.saved_events += events
             self._cut_runaway_settle(state)
+            if any(type(event).__name__ == "RunCancelled" for event in pending):
+                self._side_effect(state, "cancel")
 
         store.save = watched_save  # type: ignore[method-assign]
+
+    async def _watch(self, state: _Run, play: asyncio.Future[None]) -> None:
+        """Stop the play once it makes no progress for ``stall_seconds`` of real time,
+        saying where each runnable piece of work waits (a ``liveness`` violation)."""
+        loop = asyncio.get_running_loop()
+        seen: tuple[Any, ...] | None = None
+        since = loop.time()
+        while not play.done():
+            await asyncio.sleep(min(WATCH_EVERY, self.stall_seconds))
+            now = self._progress(state)
+            if now != seen:
+                seen, since = now, loop.time()
+                continue
+            if loop.time() - since < self.stall_seconds:
+                continue
+            where = "at the end" if state.step is None else f"in step {state.step}"
+            state.stuck = (
+                f"no progress for {self.stall_seconds:g}s of real time {where} at virtual "
+                f"time {state.clock.now().isoformat()}: nothing recorded, handed to an "
+                f"agent or posted, no work changed state; {self._stuck_work(state)}"
+            )
+            self._violate(state, "liveness", state.stuck)
+            play.cancel()
+            return
+
+    def _progress(self, state: _Run) -> tuple[Any, ...]:
+        works: list[str] = []
+        for gateway in (state.gateway, state.standby):
+            if gateway is not None:
+                works += internals(gateway).in_flight.snapshot()
+        return (
+            state.step,
+            state.saved_events,
+            state.clock.now(),
+            len(state.agents.dispatches),
+            len(state.channels.attempts),
+            len(state.calls),
+            state.crashes,
+            tuple(sorted(works)),
+        )
+
+    def _stuck_work(self, state: _Run) -> str:
+        """Each piece of work the gateway counts runnable, and where its task is."""
+        found: list[str] = []
+        for gateway in (state.gateway, state.standby):
+            if gateway is None:
+                continue
+            for work in internals(gateway).in_flight.runnable():
+                found.append(f"{work.owner} at {_awaiting(work.task)}")
+        if not found:
+            return "no work is runnable (the simulation itself waits)"
+        shown = ", ".join(found[: VIOLATIONS_KEPT * 2])
+        more = f" and {len(found) - VIOLATIONS_KEPT * 2} more" if len(found) > 6 else ""
+        return f"runnable: {shown}{more}"
+
+    async def _stop_within(self, state: _Run) -> None:
+        """Stop the gateways; a stuck one is given ``STUCK_STOP_SECONDS`` and then left
+        behind (its shutdown may wait on what made it stuck)."""
+        if state.stuck is None:
+            await self._stop(state)
+            return
+        stopping = asyncio.ensure_future(self._stop(state))
+        done, _ = await asyncio.wait({stopping}, timeout=STUCK_STOP_SECONDS)
+        if not done:
+            stopping.cancel()
+            await asyncio.wait({stopping}, timeout=STUCK_STOP_SECONDS)
 
     async def _stop(self, state: _Run) -> None:
         if state.gateway is not None:
@@ -477,8 +623,10 @@ class Simulation:
                 state.crashes_skipped += 1
             elif state.armed is None:
                 state.armed = _Armed(step.after_events, step.down_seconds, step.at)
-                if step.after_events == 0:
+                if step.after_events == 0 and step.at in ("save", "takeover"):
                     state.incarnation.dead = True
+        elif isinstance(step, StoreFault):
+            state.store_fault = step
         elif isinstance(step, DropConnection):
             off_loop = service_of(gateway).store
             assert isinstance(off_loop, OffLoopStore)
@@ -493,6 +641,13 @@ class Simulation:
                     step.session, role="user", content=f"/send {step.mode}", sender_is_owner=True
                 ),
             )
+        elif isinstance(step, Route):
+            self._call(
+                state,
+                gateway.record_message(
+                    step.session, role="user", content="moved", channel=step.channel, to=step.to
+                ),
+            )
         elif isinstance(step, Policy):
             self._call(state, gateway.patch_session(step.session, sendPolicy=step.send_policy))
         elif isinstance(step, Busy):
@@ -503,7 +658,8 @@ class Simulation:
             self._follow(state, head)
         elif isinstance(step, Cancel):
             run = await self._run_to_cancel(state, step)
-            if run is not None:
+            for _ in range(step.copies if run is not None else 0):
+                assert run is not None
                 self._cancel(state, run, step.reason)
         elif isinstance(step, Send):
             target = self._target(state, step.target)
@@ -591,6 +747,13 @@ class Simulation:
             answer = await gateway.cancel_run(str(run), reason)
             if answer is not None and answer.get("cancelled") is True:
                 state.cancelled.append(run)
+                state.cancels[run] = state.cancels.get(run, 0) + 1
+                if state.cancels[run] == 2:
+                    self._violate(
+                        state,
+                        "cancel-outcome",
+                        f"two cancels of run {run} both answered that they cancelled it",
+                    )
 
         state.calls.append(asyncio.ensure_future(call()))
 
@@ -666,14 +829,17 @@ class Simulation:
         armed = state.armed
         state.armed = None
         state.crashes += 1
+        died = state.clock.now()
         if self._two_gateways(state):
             await self._fail_over(state, armed)
-            return
-        await self._kill(state)
-        if armed is not None and armed.down_seconds:
-            await state.clock.advance(armed.down_seconds)
-        await self._open(state)
-        await self._settle(state)
+        else:
+            await self._kill(state)
+            if armed is not None and armed.down_seconds:
+                await state.clock.advance(armed.down_seconds)
+            await self._open(state)
+            await self._settle(state)
+        # What ran when it died was interrupted (liveness does not hold it to its plan).
+        state.down.append((died, state.clock.now()))
 
     async def _fail_over(self, state: _Run, armed: _Armed | None) -> None:
         """Two gateways: the active one was killed (its leases and heartbeat stay, then
@@ -740,6 +906,8 @@ class Simulation:
         state.channels.all_up()
         clock = state.clock
         drain_start = state.log.position
+        drained_from = clock.now()
+        horizon = drained_from + self.horizon
         for _ in range(MAX_DRAIN_WAKEUPS):
             await self._settle(state)
             if state.runaway:
@@ -760,8 +928,23 @@ class Simulation:
             due = clock.next_wake()
             if due is None:
                 return
+            if due > horizon:
+                self._violate(
+                    state,
+                    "liveness",
+                    f"work still waits on the clock {due - drained_from} after the last "
+                    f"step (timers are due within {self.horizon}): "
+                    f"{'; '.join(self._waiting_work(state))}",
+                )
+                return
             await clock.advance_to(max(due, clock.now()))
         self._violate(state, "hop-limit", f"timers still firing after {MAX_DRAIN_WAKEUPS}")
+
+    def _waiting_work(self, state: _Run) -> list[str]:
+        gateway = state.gateway
+        if gateway is None:
+            return []
+        return internals(gateway).in_flight.snapshot()[: VIOLATIONS_KEPT * 2]
 
     # Checking -----------------------------------------------------------------------
 
@@ -781,15 +964,8 @@ class Simulation:
     def _read_log(self, state: _Run) -> None:
         with self._observing(state) as store:
             problems = state.log.read(store)
-        for problem in problems:
-            kind = (
-                "runs-end"
-                if "ended twice" in problem
-                else "yields-wake-once"
-                if problem.startswith("yield ")
-                else "exactly-once"
-            )
-            self._violate(state, kind, problem)
+        for invariant, problem in problems:
+            self._violate(state, invariant, problem)
         for invariant, found in (
             ("trace-budget", state.log.budget_problems),
             ("steers", state.log.steer_problems),
@@ -837,6 +1013,16 @@ class Simulation:
                 if isinstance(child, str):
                     state.children.append(child)
         state.agents.tool_results.clear()
+        limit = _max_hops(state.script)
+        for depth in state.agents.hop_refusals:
+            if 0 < depth <= limit:
+                # As configured, both ways: a send within the limit is never refused.
+                self._violate(
+                    state,
+                    "hop-limit",
+                    f"a send {depth} sends deep was refused for the hop limit (maxHops {limit})",
+                )
+        state.agents.hop_refusals.clear()
         held, capacity = _lane_use(self._gateway(state))
         if held is None:
             state.unchecked.add("slots-free")
@@ -918,6 +1104,13 @@ class Simulation:
             if mismatch is not None:
                 self._violate(state, "send-delivery", mismatch)
         state.deliveries.clear()
+        for problem in state.log.cascade_problems():
+            self._violate(state, "cancel-outcome", problem)
+        for problem in state.log.line_problems():
+            self._violate(state, "transcript-lines", problem)
+        lane = state.config.agents.defaults.maxConcurrent
+        for problem in state.log.liveness_problems(lane=lane, down=state.down):
+            self._violate(state, "liveness", problem)
         for kind, statuses, invariant in (
             ("run", PENDING_RUN, "runs-end"),
             ("exchange", PENDING_EXCHANGE, "runs-end"),
@@ -937,6 +1130,7 @@ class Simulation:
         held, capacity = _lane_use(self._gateway(state))
         if held:
             self._violate(state, "slots-free", f"{held} of {capacity} lane slots held at idle")
+        self._check_deliveries(state)
         for key, record in _failed_never_delivered(state).items():
             self._violate(
                 state,
@@ -944,6 +1138,34 @@ class Simulation:
                 f"delivery {key} to {record.channel} for {record.session_key} failed at "
                 f"{record.at.isoformat()} and was never delivered nor abandoned",
             )
+
+    def _check_deliveries(self, state: _Run) -> None:
+        """Per owner (exchange or spawn), not per key: each posts its announce or report
+        at most once, whatever idempotency keys its attempts carried (a key that changes
+        per attempt is a duplicate a real channel shows); a report goes to the route its
+        spawn captured."""
+        keys: dict[UUID, set[str]] = {}
+        for record in state.channels.delivered.values():
+            owner = _owner_of(state.log, record.message)
+            if owner is None:
+                continue
+            keys.setdefault(owner, set()).add(record.idempotency_key)
+            route = state.log.captured_routes.get(owner)
+            if route is not None and (record.channel, record.to) != route:
+                self._violate(
+                    state,
+                    "report-route",
+                    f"the report of spawn {owner} was posted to {record.channel}:{record.to}, "
+                    f"not to the route it captured when spawned ({route[0]}:{route[1]})",
+                )
+        for owner, used in keys.items():
+            if len(used) > 1:
+                self._violate(
+                    state,
+                    "exactly-once",
+                    f"{owner}'s announce or report was posted {len(used)} times, under "
+                    f"keys {', '.join(sorted(used))}",
+                )
 
     def _check_deep(self, state: _Run) -> None:
         with self._observing(state) as store:
@@ -999,18 +1221,19 @@ class Simulation:
         work = store.work(UUID(request.run_id))
         if work is not None:
             deadline = _deadline_of(work.created_on, work.state_json)
-            if deadline is not None and now > deadline:
+            if deadline is not None and now >= deadline:
                 found.append(
                     Observation(
                         "deadlines",
                         f"run {request.run_id} ({request.step} in {request.session_key}) "
-                        f"handed to an agent at {now.isoformat()}, past its deadline "
-                        f"{deadline.isoformat()}",
+                        f"handed to an agent at {now.isoformat()}, at or past its "
+                        f"deadline {deadline.isoformat()}",
                     )
                 )
-        plan = read_plan(request.message) if request.step == "primary" else None
-        limit = _max_hops(state.config)
-        if plan is not None and int(plan.get("depth", 1)) > limit + 1:
+        tasks = ("primary", "subagent_task")
+        plan = read_plan(request.message) if request.step in tasks else None
+        limit = _max_hops(state.script)
+        if plan is not None and int(plan.get("depth", 1)) > limit:
             found.append(
                 Observation(
                     "hop-limit",
@@ -1019,6 +1242,25 @@ class Simulation:
                 )
             )
         return found
+
+
+def _awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: the innermost frames of its chain of awaits (asyncio's own
+    left out)."""
+    frames: list[str] = []
+    awaiting: Any = task.get_coro()
+    while awaiting is not None:
+        frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+        if frame is not None and "/asyncio/" not in frame.f_code.co_filename:
+            code = frame.f_code
+            frames.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {code.co_name}")
+        awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
+        if awaiting is not None and not (
+            hasattr(awaiting, "cr_frame") or hasattr(awaiting, "gi_frame")
+        ):
+            frames.append(type(awaiting).__name__)
+            break
+    return " > ".join(frames[-4:]) if frames else "not started"
 
 
 def _deadline_of(started: datetime, state_json: str) -> datetime | None:
@@ -1037,8 +1279,11 @@ def _deadline_of(started: datetime, state_json: str) -> datetime | None:
     return started + timedelta(seconds=timeout)
 
 
-def _max_hops(config: GatewayConfig) -> int:
-    value = getattr(config.session.agentToAgent, "maxHops", None)
+def _max_hops(script: SimulationScript) -> int:
+    """The hop limit the script configures, else decision 17's default: read from the
+    script, not from the gateway's config model, whose default is the product's own."""
+    session = script.config.get("session", {})
+    value = session.get("agentToAgent", {}).get("maxHops") if isinstance(session, dict) else None
     return int(value) if isinstance(value, int | float) else DEFAULT_MAX_HOPS
 
 
@@ -1051,6 +1296,20 @@ def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     if not isinstance(value, int):
         return None, capacity
     return capacity - value, capacity
+
+
+def _owner_of(log: LogReader, message: str) -> UUID | None:
+    """The exchange or spawn a posted message is for: by the announce run the simulated
+    agent names in its reply, else (a report whose announce failed) by the child's key
+    in the report's stats line."""
+    for match in ANNOUNCE_TAG.finditer(message):
+        owner = log.announce_owner.get(match.group(1))
+        if owner is not None:
+            return owner
+    for child, owner in log.child_owner.items():
+        if child in message:
+            return owner
+    return None
 
 
 def _failed_never_delivered(state: _Run) -> dict[str, DeliveryRecord]:

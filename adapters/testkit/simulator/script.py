@@ -74,6 +74,17 @@ class Command(_Step):
     mode: Literal["on", "off", "inherit"]
 
 
+class Route(_Step):
+    """The session's user writes from another chat (``channel``, ``to``): the session's
+    route changes, as when a requester moves after spawning a sub-agent (whose report
+    still goes to the route captured at spawn, decision 14)."""
+
+    op: Literal["route"] = "route"
+    session: str
+    channel: str
+    to: str
+
+
 class Advance(_Step):
     """Move the virtual clock (seconds to weeks), firing what falls due."""
 
@@ -97,10 +108,15 @@ class Crash(_Step):
     op: Literal["crash"] = "crash"
     after_events: int = Field(ge=0)
     down_seconds: float = Field(ge=0)
-    at: Literal["save", "takeover"] = "save"
-    """With two gateways (``SimulationScript.gateways``): ``takeover`` also kills the
-    gateway that takes the dead one over, right after its takeover statement committed
-    and before it resumed anything; the next gateway takes over both."""
+    at: Literal["save", "takeover", "delivery", "reply", "cancel"] = "save"
+    """Where the process dies. ``save``: at an event boundary (``after_events``).
+    ``delivery``: right after the next post a channel accepts, before it is recorded;
+    ``reply``: right after the next agent's answer, before it is recorded (the windows
+    where a side effect happened and its record did not); ``cancel``: right after the
+    next ``RunCancelled`` commits, before its cascade. With two gateways
+    (``SimulationScript.gateways``): ``takeover`` also kills the gateway that takes the
+    dead one over, right after its takeover statement committed and before it resumed
+    anything; the next gateway takes over both."""
 
 
 class DropConnection(_Step):
@@ -123,6 +139,18 @@ class Cancel(_Step):
     index: int = 0
     session: str | None = None
     reason: str = ""
+    copies: int = Field(default=1, ge=1, le=3)
+    """Cancels of the run made at once (concurrent cancels: one records it)."""
+
+
+class StoreFault(_Step):
+    """The next save the gateway's own work makes (a run's actor, an exchange or spawn
+    driver, the outbox, a timer; not a tool call, whose caller hears the error) fails
+    once with a transient store error before it commits: nothing is recorded. Every
+    store; every save path passes the point where it is injected. (A commit whose answer
+    is lost is ``drop_connection``, PostgreSQL's: a local store's commit cannot be.)"""
+
+    op: Literal["store_fault"] = "store_fault"
 
 
 class Busy(_Step):
@@ -166,7 +194,9 @@ Step = Annotated[
     | Busy
     | Subscribe
     | DropConnection
-    | Steer,
+    | Steer
+    | Route
+    | StoreFault,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -281,12 +311,14 @@ __all__ = [
     "DropConnection",
     "Message",
     "Policy",
+    "Route",
     "Send",
     "SessionSeed",
     "SimulationScript",
     "SimulationScriptError",
     "Spawn",
     "Step",
+    "StoreFault",
     "Subscribe",
     "parse_steps",
     "plan_text",

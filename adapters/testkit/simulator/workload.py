@@ -3,7 +3,8 @@
 The mix: users' messages, sends (waiting, fire-and-forget, short timeouts) with agents
 that answer, are slow, fail, hang or return garbage, nested sends and spawns made from
 inside turns, forwarding cycles, spawns, policy changes and ``/send`` commands, channels
-that go down and recover, clock jumps of seconds to weeks, and crashes with downtime;
+that go down and recover, requesters whose route changes (a report still goes where its
+spawn captured), clock jumps of seconds to weeks, and crashes with downtime;
 with a smaller weight, cancellations (of runs in flight, ended runs and runs with
 descendants), busy-policy overrides (and a config busy policy), and one subscriber that
 joins at a random step (besides the one every run has from position 0).
@@ -25,12 +26,14 @@ from sessionwire.adapters.testkit.simulator.script import (
     DropConnection,
     Message,
     Policy,
+    Route,
     Send,
     SessionSeed,
     SimulationScript,
     Spawn,
     Steer,
     Step,
+    StoreFault,
     Subscribe,
 )
 
@@ -85,6 +88,8 @@ class WorkloadOptions:
     """``subagents`` steers into children, in flight or ended."""
     yields: bool = True
     """Turns that spawn and then yield (sessions_yield, waitFor all or any)."""
+    store_faults: bool = True
+    """Saves of the gateway's own work that fail once with a transient store error."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -99,6 +104,8 @@ class _Generator:
         self.rng = random.Random(seed)
         self.plans = 0
         self.keys = [session.key for session in WORLD]
+        self.spawners: list[str] = []
+        """Sessions that spawned so far: the requesters a route change matters to."""
 
     def script(self) -> SimulationScript:
         rng = self.rng
@@ -150,6 +157,7 @@ class _Generator:
             ("policy", 5),
             ("command", 4),
             ("channel", 7),
+            ("route", 5),
         ]
         if self.options.crashes:
             choices.append(("crash", 6))
@@ -158,7 +166,9 @@ class _Generator:
         if self.options.cancels:
             choices.append(("cancel", 6))
         if self.options.busy:
-            choices.append(("busy", 3))
+            choices.append(("busy", 5))
+        if self.options.store_faults:
+            choices.append(("store_fault", 4))
         if self.options.dropped_connections:
             choices.append(("drop", 5))
         if self.options.steers:
@@ -176,8 +186,10 @@ class _Generator:
         if kind == "message":
             return Message(session=rng.choice(self.keys), text=f"note {rng.randrange(1000)}")
         if kind == "spawn":
+            source = rng.choice(self.keys)
+            self.spawners.append(source)
             return Spawn(
-                source=rng.choice(self.keys),
+                source=source,
                 agent=rng.choice([None, *AGENTS]),
                 cleanup=rng.choice(["keep", "keep", "delete"]),
                 timeout=rng.choice([None, None, 0, 20, 300]),
@@ -200,11 +212,21 @@ class _Generator:
                 after_events=rng.choice([0, 1, 2, 3, 5, 8, 13, 30]),
                 down_seconds=self.jump() if rng.random() < 0.7 else 0,
             )
-            # Drawn only then: the scripts of every seed without two gateways stay as
-            # they were.
             if self.options.two_gateways and rng.random() < 0.25:
-                crash = crash.model_copy(update={"at": "takeover"})
-            return crash
+                return crash.model_copy(update={"at": "takeover"})
+            # Biased to just after side effects: the post or the answer happened, its
+            # record did not (the window where exactly-once bugs hide).
+            # And just after a cancel commits, before its cascade (a durable cascade).
+            at = rng.choices(["save", "delivery", "reply", "cancel"], [35, 30, 20, 15])[0]
+            return crash.model_copy(update={"at": at})
+        if kind == "store_fault":
+            return StoreFault()
+        if kind == "route":
+            channel = rng.choice(CHANNELS)
+            # Mostly a requester that spawned: its report is still on its way, maybe.
+            spawners = self.spawners[-3:]
+            session = rng.choice(spawners if spawners and rng.random() < 0.7 else self.keys)
+            return Route(session=session, channel=channel, to=f"{channel}:{rng.randrange(5)}")
         if kind == "drop":
             return DropConnection(committed=rng.random() < 0.6)
         if kind == "cancel":
@@ -241,9 +263,12 @@ class _Generator:
         order runs started (early ones have usually ended, or have descendants)."""
         rng = self.rng
         reason = rng.choice(["", "user pressed stop", "superseded"])
+        copies = rng.choice([1, 1, 2, 3])  # concurrent cancels of one run
         if rng.random() < 0.6:
-            return Cancel(pick="in_flight", session=rng.choice(self.keys), reason=reason)
-        return Cancel(pick="nth", index=rng.choice([0, 1, 2, 5, -1, -2, -3]), reason=reason)
+            session = rng.choice(self.keys)
+            return Cancel(pick="in_flight", session=session, reason=reason, copies=copies)
+        index = rng.choice([0, 1, 2, 5, -1, -2, -3])
+        return Cancel(pick="nth", index=index, reason=reason, copies=copies)
 
     def wait(self) -> float:
         rng = self.rng
