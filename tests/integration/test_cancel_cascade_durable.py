@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.ports.runtime import AgentRuntime
@@ -39,7 +40,8 @@ class Forwarding(AgentRuntime):
 
 async def _open(store: str, clock: VirtualClock, agents: Forwarding) -> Gateway:
     gw = await Gateway.open(
-        config=GatewayConfig.load(QUIET),
+        # A's run sends to its sibling B: its agent's sessions (a scope of decision 28).
+        config=GatewayConfig.load(before_scopes(QUIET, "agent")),
         store=store,
         clock=clock,
         runtime=agents,

@@ -85,7 +85,9 @@ def test_a_log_where_a_yield_wakes_twice_never_or_without_its_turn_is_caught() -
 
     reader = LogReader()
     problems = reader.read(ListLog(events))  # type: ignore[arg-type]
-    assert problems == [f"yield {twice.id} woke twice (log position {len(events)})"]
+    assert problems == [
+        ("yields-wake-once", f"yield {twice.id} woke twice (log position {len(events)})")
+    ]
     assert sorted(reader.yield_problems()) == sorted(
         [
             f"yield {twice.id} woke 2 times",

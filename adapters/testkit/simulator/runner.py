@@ -353,7 +353,17 @@ class Simulation:
         open that fails is retried by whoever opens it); a fault is for the gateway's own
         work once it serves, which must get over it."""
         task = asyncio.current_task()
-        return state.opening or task in state.calls or task in state.agents.calling
+        if state.opening or task in state.calls or task in state.agents.calling:
+            return True
+        # A call's new run is saved on a task of its own (so that a cancel of the call
+        # cannot leave it saved but never queued); the call waits for it and hears its
+        # error. The drivers it then starts are the gateway's own work: not spared.
+        return any(
+            (work := internals(gateway).in_flight.current()) is not None
+            and work.owner.kind == "run-start"
+            for gateway in (state.gateway, state.standby)
+            if gateway is not None
+        )
 
     def _side_effect(self, state: _Run, at: str) -> None:
         """A crash armed for just after a side effect: the process dies before it
