@@ -10,6 +10,7 @@ restarted after it attempts at once (contract §6 decision 13).
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.process_managers import ProcessManager
@@ -50,6 +51,9 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
         self.clock = clock
         self.delivery = delivery
         self.policy = policy
+        # Attempts made whose outcome is not recorded yet (the save failed): a retry of
+        # the step records that outcome instead of posting again (once per process).
+        self._attempted: dict[tuple[UUID, int], BaseException | None] = {}
 
     def log_context(self, aggregate: OutboundDelivery) -> dict[str, Any]:
         return {"session_key": aggregate.state.session_key}
@@ -88,27 +92,18 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
         if delay_ms > 0:
             # Parked on the clock: a real clock's wait_idle does not wait for a retry.
             await self.in_flight.sleep(delay_ms / 1000, parked=True)
-        state = entry.state
-        failure: BaseException | None = None
-        try:
-            await self.delivery.deliver(
-                Delivery(
-                    channel=state.channel,
-                    to=state.to,
-                    account_id=state.account_id,
-                    thread_id=state.thread_id,
-                    message=state.message,
-                    session_key=state.session_key,
-                    idempotency_key=state.idempotency_key,
-                )
-            )
-        except Exception as error:  # a channel failing is recorded, never raised
-            failure = error
+        attempt = (entry.id, step.attempt)
+        if attempt in self._attempted:
+            failure = self._attempted[attempt]
+        else:
+            failure = await self._attempt(entry)
+            self._attempted[attempt] = failure
         recorded = "failed"
         async for uow in retrying(self.store, f"delivery {entry.id}"):
             with uow:
                 fresh = await uow.work(entry.id, OutboundDelivery, OutboxState)
                 if fresh is None or fresh.state.attempts + 1 != step.attempt:
+                    self._attempted.pop(attempt, None)
                     return  # recorded meanwhile (another gateway)
                 now = self.clock.now()
                 if failure is None:
@@ -122,6 +117,7 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
                     )
                 await uow.commit()
                 recorded = fresh.state.status
+        del self._attempted[attempt]
         # delivered, failed (to be retried) or abandoned
         self.store.telemetry.delivery_attempted("failed" if recorded == "pending" else recorded)
         self.log.info(
@@ -130,3 +126,22 @@ class DeliveryOutbox(ProcessManager[OutboundDelivery]):
             attempt=step.attempt,
             outcome="delivered" if failure is None else describe_failure(failure),
         )
+
+    async def _attempt(self, entry: OutboundDelivery) -> BaseException | None:
+        """Post the entry's message: None, or how the channel failed."""
+        state = entry.state
+        try:
+            await self.delivery.deliver(
+                Delivery(
+                    channel=state.channel,
+                    to=state.to,
+                    account_id=state.account_id,
+                    thread_id=state.thread_id,
+                    message=state.message,
+                    session_key=state.session_key,
+                    idempotency_key=state.idempotency_key,
+                )
+            )
+        except Exception as error:  # a channel failing is recorded, never raised
+            return error
+        return None

@@ -18,6 +18,12 @@ from sessionwire.domain.base import Aggregate
 
 A = TypeVar("A", bound=Aggregate)
 
+STEP_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+"""How long a driver waits (on the gateway clock) before it tries a step again after an
+error: a store that failed a save once (a dropped connection, a busy file) is got over
+at once; one that keeps failing stalls the driver after about a minute, until a restart
+resumes it (docs/testing.md, finding 11)."""
+
 
 class ProcessManager(ABC, Generic[A]):
     kind: ClassVar[str]
@@ -64,24 +70,38 @@ class ProcessManager(ABC, Generic[A]):
 
     async def _drive(self, aggregate_id: UUID) -> None:
         bound = self.log.bind(**{f"{self.kind}_id": str(aggregate_id)})
-        try:
-            while True:
-                aggregate = await self.load(aggregate_id)
-                if aggregate is None:
+        retries = iter(STEP_RETRY_SECONDS)
+        while True:
+            try:
+                if await self._take_steps(aggregate_id, bound):
                     return
-                step = aggregate.next_step()  # type: ignore[attr-defined]
-                if step is None:
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = next(retries, None)
+                if delay is None:
+                    bound.exception(f"{self.kind} stalled; it resumes when the gateway restarts")
                     return
-                bound = bound.bind(**self.log_context(aggregate))
-                try:
-                    await self.take(aggregate, step)
-                except StoreConflict:
-                    # Another gateway recorded this step first: look again.
-                    bound.debug(f"{self.kind} moved on elsewhere")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            bound.exception(f"{self.kind} stalled; it resumes when the gateway restarts")
+                # Each step loads the aggregate afresh: whatever the failed one
+                # recorded or not, the next try takes the step that is still due.
+                bound.warning(f"{self.kind} step failed; trying again", retry_in_seconds=delay)
+                await self.in_flight.sleep(delay)
+
+    async def _take_steps(self, aggregate_id: UUID, bound: Any) -> bool:
+        """Take the aggregate's steps until none is left (True)."""
+        while True:
+            aggregate = await self.load(aggregate_id)
+            if aggregate is None:
+                return True
+            step = aggregate.next_step()  # type: ignore[attr-defined]
+            if step is None:
+                return True
+            bound = bound.bind(**self.log_context(aggregate))
+            try:
+                await self.take(aggregate, step)
+            except StoreConflict:
+                # Another gateway recorded this step first: look again.
+                bound.debug(f"{self.kind} moved on elsewhere")
 
     @abstractmethod
     def log_context(self, aggregate: A) -> dict[str, Any]:

@@ -22,11 +22,9 @@ from sessionwire.testing import (
 )
 
 # Invariants to leave unchecked and workload parts to leave out while a fix is not
-# merged. Store faults: one transient store error in an exchange's or spawn's driver (or
-# the outbox's) stalls it until the gateway restarts (finding 11 in docs/testing.md;
-# test_a_driver_gets_over_a_store_error below replays it).
+# merged (none now: store faults are played since finding 11 was fixed).
 PENDING: frozenset[str] = frozenset()
-TODAY: dict[str, bool] = {"store_faults": False}
+TODAY: dict[str, bool] = {}
 # CI plays at least 100 seeds with crashes (SQLite), in chunks the test workers share;
 # memory fewer (it plays no crash), PostgreSQL fewer (a schema per seed).
 CI_SEEDS = {"memory": range(20), "sqlite": range(100), "postgres": range(8)}
@@ -287,10 +285,22 @@ async def test_a_run_saved_by_a_turn_cancelled_meanwhile_is_still_queued_and_dri
 
 
 # Found by the store faults of issue 28 (docs/testing.md, finding 11): a spawn's driver
-# whose save fails once with a transient store error stops ("stalled; it resumes when the
-# gateway restarts"): the spawn, and its report, wait for a restart.
-@pytest.mark.xfail(strict=True, reason="finding 11: a driver stalls on a store error until restart")
+# whose save fails once with a transient store error stopped ("stalled; it resumes when
+# the gateway restarts"): the spawn, and its report, waited for a restart. A driver now
+# tries a failed step again after a back-off on the clock (a strict xfail until then).
 async def test_a_driver_gets_over_a_store_error() -> None:
     script = SimulationScript.load(FINDINGS / "seed-17-driver-stalled-by-a-store-error.json")
+    result = await Simulation(fresh_stores("memory")).run(script)
+    assert result.ok, result.violations
+
+
+# The fix above, alone, let an outbox entry whose attempt posted and whose outcome's
+# save then failed post again when the step was tried again (exactly-once: posted twice
+# by one gateway process; memory seed 18, shrunk to a channel down, a send and a store
+# fault). The outbox now remembers an attempt made until its outcome is recorded.
+async def test_a_delivery_whose_outcome_save_failed_is_not_posted_again() -> None:
+    script = SimulationScript.load(
+        FINDINGS / "seed-18-delivery-posted-twice-after-a-store-error.json"
+    )
     result = await Simulation(fresh_stores("memory")).run(script)
     assert result.ok, result.violations

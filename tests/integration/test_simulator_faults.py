@@ -81,8 +81,7 @@ async def test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_st
 ) -> None:
     stores = fresh_stores(postgres_url.split("?")[0])
     simulation = Simulation(stores)
-    # Store faults left out as in the CI seeds (test_simulator.TODAY: finding 11).
-    options = WorkloadOptions(two_gateways=True, dropped_connections=True, store_faults=False)
+    options = WorkloadOptions(two_gateways=True, dropped_connections=True)
     failures: list[str] = []
     takeovers = drops = 0
     for seed in TWO_GATEWAY_SEEDS:
