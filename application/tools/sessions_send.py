@@ -179,6 +179,14 @@ async def _start(
     requester_session = await context.store.session(requester.key)
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
+    if context.caller_turn is not None:
+        # The calling run's earlier attempt (before a crash or takeover) had this very
+        # send rejected: it stays rejected, busy or not now (one send, one decision).
+        rejected = await _earlier_rejection(context, run_id)
+        if rejected is not None:
+            return _rejected(
+                run_id, display, rejected.in_flight_run_id, rejected.rule, rejected.runs_ahead
+            )
     busy = await _busy_decision(context, target.state, run_id, chain)
     if busy is not None:
         log.info(
@@ -190,14 +198,8 @@ async def _start(
         )
     if busy is not None and busy.state.decision == "rejected":
         await _record_rejection(context, busy)
-        return SendResult(
-            runId=str(run_id),
-            status="error",
-            tool="sessions_send",
-            error=busy_refusal(display, busy),
-            sessionKey=display,
-            delivery=_shown(SendDelivery.of("rejected", busy.state.runs_ahead)),
-        )
+        state = busy.state
+        return _rejected(run_id, display, state.in_flight_run_id, state.rule, state.runs_ahead)
     run = Run.start(
         run_id=run_id,
         session_key=target.state.key,
@@ -240,17 +242,30 @@ async def _start(
     return display, SendDelivery.of(busy.state.decision, busy.state.runs_ahead)
 
 
-async def _recorded(context: ToolContext, run_id: UUID) -> SendDelivery:
-    """The delivery of a send recorded by an earlier attempt of the calling run: read back
-    from its busy decision (none recorded: the session was idle)."""
+async def _decided(context: ToolContext, run_id: UUID) -> BusyDecision.BusyDecided | None:
+    """The busy decision recorded for the send of run ``run_id``, if any."""
 
     def decided(store: Store) -> list[Any]:
         return list(store.stream(busy_decision_id(run_id)))
 
     for event in await context.store.read(decided):
         if isinstance(event, BusyDecision.BusyDecided):
-            return SendDelivery.of(event.decision, event.runs_ahead)
-    return SendDelivery.of(None, None)
+            return event
+    return None
+
+
+async def _recorded(context: ToolContext, run_id: UUID) -> SendDelivery:
+    """The delivery of a send recorded by an earlier attempt of the calling run: read back
+    from its busy decision (none recorded: the session was idle)."""
+    event = await _decided(context, run_id)
+    if event is None:
+        return SendDelivery.of(None, None)
+    return SendDelivery.of(event.decision, event.runs_ahead)
+
+
+async def _earlier_rejection(context: ToolContext, run_id: UUID) -> BusyDecision.BusyDecided | None:
+    event = await _decided(context, run_id)
+    return event if event is not None and event.decision == "rejected" else None
 
 
 def _shown(delivery: SendDelivery) -> SendDeliveryShown:
@@ -333,11 +348,23 @@ async def _interrupt(
     return tuple(cancelled)
 
 
-def busy_refusal(display: str, busy: BusyDecision) -> str:
-    state = busy.state
+def busy_refusal(display: str, in_flight_run_id: str, rule: str) -> str:
     return (
-        f"session {display} is busy (run {state.in_flight_run_id} in flight) and refuses "
-        f"sends while it is ({state.rule}: reject); try again once that run has ended"
+        f"session {display} is busy (run {in_flight_run_id} in flight) and refuses "
+        f"sends while it is ({rule}: reject); try again once that run has ended"
+    )
+
+
+def _rejected(
+    run_id: UUID, display: str, in_flight_run_id: str, rule: str, runs_ahead: int | None
+) -> SendResult:
+    return SendResult(
+        runId=str(run_id),
+        status="error",
+        tool="sessions_send",
+        error=busy_refusal(display, in_flight_run_id, rule),
+        sessionKey=display,
+        delivery=_shown(SendDelivery.of("rejected", runs_ahead)),
     )
 
 

@@ -13,7 +13,14 @@ import pytest
 from sessionwire.adapters.store.loop_guard import SqlOnLoopThread
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.orchestration.runs import RunEngine
-from sessionwire.testing import INVARIANTS, Simulation, WorkloadOptions, fresh_stores, generate
+from sessionwire.testing import (
+    INVARIANTS,
+    Simulation,
+    SimulationScript,
+    WorkloadOptions,
+    fresh_stores,
+    generate,
+)
 
 
 def test_off_loop_is_a_named_invariant() -> None:
@@ -94,3 +101,17 @@ async def test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_st
     assert failures == []
     assert takeovers > 0
     assert drops > 0
+
+
+# Found by the 500-seed run on PostgreSQL with two gateways (seed 230, shrunk to a crash
+# just after a delivery and one send whose agent sends twice): a send the busy session
+# rejected was made again by the calling run's next attempt on the gateway that took
+# over, found the session idle by then and started its run: the decision said rejected,
+# the run ran and the answer said started. A rejected send now stays rejected.
+async def test_a_rejected_send_stays_rejected_when_its_run_is_taken_over(
+    postgres_url: str,
+) -> None:
+    findings = Path(__file__).parent / "simulator_findings"
+    script = SimulationScript.load(findings / "seed-230-rejected-send-started-after-takeover.json")
+    result = await Simulation(fresh_stores(postgres_url.split("?")[0])).run(script)
+    assert result.ok, result.violations
