@@ -61,6 +61,7 @@ class TraceBudgets:
         """Set once the gateway has built it (``onExceeded: "cancel"``)."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._holders: dict[str, int] = {}
+        self.engine = engine
         if self.budget.configured:
             engine.outcome_lock = self._outcome_lock
             engine.run_ended = self._run_ended
@@ -172,10 +173,18 @@ class TraceBudgets:
         pending = await self.store.read(_pending_in_trace, trace_id)
         cancelled: list[str] = []
         for run in pending:
-            outcome = await self.cancellation.cancel(UUID(run.run_id), exceeded.message)
-            if outcome is not None and outcome.cancelled:
+            # Each run of the trace is cancelled for the budget itself, the run that
+            # caused the others first: cancelled after them, it could hear a child's
+            # cancel and end by itself before its own cancel is recorded (PostgreSQL).
+            outcome = await self.engine.record_cancel(UUID(run.run_id), exceeded.message)
+            if outcome is not None and outcome[1]:
                 cancelled.append(run.run_id)
-                cancelled.extend(outcome.cascaded)
+        for run_id in list(cancelled):
+            # Then their cascades, for what they caused outside the trace's list (each
+            # already cancelled: the cascade only walks what they caused).
+            cascade = await self.cancellation.cancel(UUID(run_id), exceeded.message)
+            if cascade is not None:
+                cancelled.extend(r for r in cascade.cascaded if r not in cancelled)
         if cancelled:
             log.info(
                 "trace work cancelled: budget exceeded", trace_id=trace_id, runs=len(cancelled)
@@ -223,9 +232,9 @@ def _count(store: Store, trace_id: str, config: GatewayConfig) -> TraceUsage:
 
 def _pending_in_trace(store: Store, trace_id: str) -> list[StoredRun]:
     runs = _trace_runs(store, trace_id, "running") + _trace_runs(store, trace_id, "queued")
-    # Deepest and newest first: each is cancelled for the budget, before a cascade from
-    # a run that caused it could reach it (and give another reason).
-    return sorted(runs, key=lambda run: (run.hop, run.created_at, run.run_id), reverse=True)
+    # The runs that caused others first (by hop, then age): all of them are cancelled,
+    # each for the budget (no cascade: every run of the trace in flight is listed here).
+    return sorted(runs, key=lambda run: (run.hop, run.created_at, run.run_id))
 
 
 def run_spending(

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from uuid import UUID
 
+from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import ScriptedRuntime
@@ -23,7 +24,8 @@ SCRIPT = {
         {"step": "announce", "reply": "ANNOUNCE_SKIP"},
     ]
 }
-NO_PING_PONG = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
+# cron:a sends into main, another session of its agent (written before scopes).
+NO_PING_PONG = before_scopes({"session": {"agentToAgent": {"maxPingPongTurns": 0}}}, "agent")
 # Far longer than the work takes: reaching it means a gateway would wait forever.
 HANG_SECONDS = 60
 

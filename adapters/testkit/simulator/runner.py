@@ -82,6 +82,7 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.event_stream.subscription import Subscription
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
+from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.session import single_appends
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -114,7 +115,7 @@ LOG_PAGE = 500
 RUNS_LOOKED_AT = 50
 
 
-class SimulatedStoreError(ConnectionError):
+class SimulatedStoreError(SessionwireError, ConnectionError):
     """A transient store failure the simulator injects into a save."""
 
 
