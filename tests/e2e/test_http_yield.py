@@ -5,22 +5,38 @@ polling: the stream ends the wait the moment ``YieldWoken`` is recorded."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 from live_http import live_server, seed
+from sessionwire import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 
 SCRIPT = {
     "rules": [
-        # Long enough that the yield below always finds the child in flight.
-        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
+        {"step": "subagent_task", "reply": "counted"},
         {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
         {"step": "yield_wake", "reply": "thanks, noted"},
     ]
 }
+
+
+class HeldChild(AgentRuntime):
+    """The script's agents, but the child's task answers only once the test lets it: the
+    yield is sure to find it in flight, by order, not by a delay."""
+
+    def __init__(self, script: ScriptedRuntime) -> None:
+        self.script = script
+        self.release = threading.Event()  # the server runs on a thread of its own
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step == "subagent_task":
+            await asyncio.to_thread(self.release.wait, 60)
+        return await self.script.run(request)
 
 
 def follow_until(http: httpx.Client, session: str, event_type: str) -> list[dict[str, Any]]:
@@ -39,7 +55,8 @@ def test_yield_over_http_wakes_the_session_with_the_childs_report(tmp_path: Path
     store = f"sqlite:///{tmp_path}/yield.db"
     seed(store)
     runtime = ScriptedRuntime.from_dict(SCRIPT)
-    with live_server(store, runtime=runtime) as live, live.client() as http:
+    held = HeldChild(runtime)
+    with live_server(store, runtime=held) as live, live.client() as http:
         spawned = http.post("/v1/tools/sessions_spawn", json={"task": "count the sheep"}).json()
         assert spawned["status"] == "accepted", spawned
         response = http.post(
@@ -50,6 +67,7 @@ def test_yield_over_http_wakes_the_session_with_the_childs_report(tmp_path: Path
         assert yielded["status"] == "yielded", yielded
         assert yielded["waitFor"] == "all"
         assert [child["runId"] for child in yielded["children"]] == [spawned["runId"]]
+        held.release.set()
         seen = follow_until(http, "main", "YieldWoken")
         assert any(event["type"] == "RunYielded" for event in seen)
         wake_run = seen[-1]["data"]["wake_run_id"]
