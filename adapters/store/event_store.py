@@ -3,9 +3,10 @@
 What every backend shares lives here: the store itself (saving aggregates with their
 read-model changes, reading the log and the read models) and what the recorder
 subclasses have in common. What differs, a backend module holds (``sqlite.py``,
-``postgres.py``), chosen from the store URL as eventsourcing chooses its persistence
-module: each recorder subclass writes the read-model changes on the cursor that inserts
-the events, so events and read models commit together or not at all.
+``postgres.py``), chosen from the store URL by the table in ``backends.py`` as
+eventsourcing chooses its persistence module (by topic, so this module never imports
+the backends that import it): each recorder subclass writes the read-model changes on the
+cursor that inserts the events, so events and read models commit together or not at all.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import get_topic, resolve_topic
+from sessionwire.adapters.store.backends import backend_topic
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
@@ -269,20 +271,17 @@ class StoreBackend(SessionLocks, ABC):
 
 
 def backend_for(url: str) -> StoreBackend:
-    """The backend a store URL names; only its module is imported (no PostgreSQL driver
-    for a SQLite store)."""
-    if url == "memory" or url.startswith("sqlite:"):
-        from sessionwire.adapters.store.sqlite import SQLiteBackend
-
-        return SQLiteBackend(url)
-    if url.startswith(("postgresql://", "postgres://")):
-        from sessionwire.adapters.store.postgres import PostgresBackend
-
-        return PostgresBackend(url)
-    raise StoreURLError(
-        f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
-        "or 'postgresql://user@host:port/db'"
-    )
+    """The backend a store URL names (``backends.BACKENDS``); only its module is imported
+    (no PostgreSQL driver for a SQLite store), and by topic: the backends import this
+    module, so it never imports them (ADR 0037)."""
+    topic = backend_topic(url)
+    if topic is None:
+        raise StoreURLError(
+            f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
+            "or 'postgresql://user@host:port/db'"
+        )
+    open_backend: Callable[[str], StoreBackend] = resolve_topic(topic)
+    return open_backend(url)
 
 
 class EventSourcedStore(Store):

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
+from eventsourcing.utils import resolve_topic
+from sessionwire.adapters.store.backends import BACKENDS, backend_topic
+from sessionwire.adapters.store.event_store import EventSourcedStore, StoreBackend, StoreURLError
 
 OPEN_SQLITE_STORE = """
 import sys
@@ -45,3 +47,15 @@ def test_a_sqlite_store_loads_no_postgresql_driver(url: str, tmp_path: Path) -> 
         timeout=120,
     )
     assert done.stdout.strip() == ""
+
+
+def test_each_backend_the_table_names_is_a_store_backend() -> None:
+    # The store resolves backends by topic (no import, ADR 0037): a misspelt topic would
+    # only fail when that store is opened, so the table is checked here.
+    for entry in BACKENDS:
+        backend = resolve_topic(entry.topic)
+        assert isinstance(backend, type)
+        assert issubclass(backend, StoreBackend)
+    assert backend_topic("memory") == "sessionwire.adapters.store.sqlite:SQLiteBackend"
+    assert backend_topic("postgres://h/db") == "sessionwire.adapters.store.postgres:PostgresBackend"
+    assert backend_topic("memory:") is None
