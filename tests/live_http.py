@@ -26,7 +26,8 @@ import log_watch
 import uvicorn
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.cli.serve import LISTENING as SERVE_LISTENING
-from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, create_app
+from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.http.auth import MAX_BODY_BYTES, FailedAttempts
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.testing import ScriptedRuntime

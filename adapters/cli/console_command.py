@@ -27,7 +27,7 @@ from sessionwire.adapters.cli.serve import (
 )
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.console.logins import CODE_SECONDS, ConsoleLogins
-from sessionwire.adapters.http.app import FailedAttempts
+from sessionwire.adapters.http.auth import FailedAttempts
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.off_loop import OffLoopStore
 

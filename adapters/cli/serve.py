@@ -40,7 +40,8 @@ from sessionwire.adapters.cli.runtime_option import (
     connect_runtime,
     runtime_option,
 )
-from sessionwire.adapters.http.app import MAX_BODY_BYTES, create_app
+from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.http.auth import MAX_BODY_BYTES
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry

@@ -40,7 +40,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sessionwire.adapters.bootstrap import Gateway, service_of
-from sessionwire.adapters.http.app import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
+from sessionwire.adapters.http.auth import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool

@@ -38,7 +38,8 @@ from a2a.utils.errors import A2AError
 from live_http import free_port
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
-from sessionwire.adapters.http.app import FailedAttempts, create_app
+from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.http.auth import FailedAttempts
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.runtimes.a2a_remote import A2ARemoteRuntime
 from sessionwire.adapters.testkit.internals import internals

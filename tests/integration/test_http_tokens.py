@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.http.app import FailedAttempts, create_app
+from sessionwire.adapters.http.app import create_app
+from sessionwire.adapters.http.auth import FailedAttempts
 from sessionwire.adapters.http.tokens import TokenFileError, TokenSet
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 

@@ -1,0 +1,141 @@
+"""The session tools: ``GET /v1/tools`` (their JSON Schemas) and ``POST /v1/tools/<tool>``."""
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sessionwire.adapters.http.auth import (
+    SESSION_HEADER,
+    authenticated,
+    header_text,
+    requester_for,
+)
+from sessionwire.adapters.http.errors import ApiError, error_responses
+from sessionwire.adapters.http.request_rules import AUTH, POSTED
+from sessionwire.adapters.http.tokens import Grant
+from sessionwire.application.gateway import GatewayService, RunNotInFlight
+from sessionwire.application.tools.results import (
+    AgentsListResult,
+    SendResult,
+    SessionsHistoryResult,
+    SessionsListResult,
+    SessionStatusResult,
+    SpawnResult,
+    SubagentsResult,
+    ToolError,
+    TraceBudgetRefused,
+    YieldResult,
+)
+from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
+from sessionwire.domain.keys import InvalidSessionKey
+
+# A call an agent makes during its turn names its run by the token the runtime was given.
+RUN_HEADER = "X-Sessionwire-Run"
+
+TOOL_RESULTS: dict[str, Any] = {
+    "sessions_list": SessionsListResult | ToolError,
+    "sessions_history": SessionsHistoryResult | ToolError,
+    "sessions_send": SendResult | TraceBudgetRefused | ToolError,
+    "sessions_spawn": SpawnResult | TraceBudgetRefused | ToolError,
+    "sessions_yield": YieldResult | ToolError,
+    "agents_list": AgentsListResult | ToolError,
+    "subagents": SubagentsResult | ToolError,
+    "session_status": SessionStatusResult | ToolError,
+}
+assert set(TOOL_RESULTS) == set(TOOL_PARAMETERS)
+
+
+class ToolList(BaseModel):
+    tools: list[dict[str, Any]]
+
+
+def tool_route(gateway: GatewayService, name: str) -> Callable[..., Awaitable[JSONResponse]]:
+    """The handler of ``POST /v1/tools/<name>``."""
+
+    async def call_tool(
+        request: Request,
+        grant: Annotated[Grant, Depends(authenticated)],
+        session: Annotated[
+            str,
+            Header(
+                alias=SESSION_HEADER,
+                description=(
+                    "the calling session's key (decides visibility and policy); a "
+                    "session-bound token must name its own session"
+                ),
+            ),
+        ],
+        run: Annotated[
+            str | None,
+            Header(
+                alias=RUN_HEADER,
+                description=(
+                    "the run token (RunRequest.run_token) of the calling session's run "
+                    "in flight, for a call an agent makes during its turn: the call "
+                    "joins that run's chain and hop limit; an unknown or ended run, or "
+                    "another session's, is 403"
+                ),
+            ),
+        ] = None,
+    ) -> JSONResponse:
+        requester = requester_for(grant, session, gateway.config.key_rules)
+        token = header_text(run) if run is not None else None
+        if token is not None:
+            try:
+                gateway.turn_for(gateway.config.key_rules.canonical(requester), token)
+            except (RunNotInFlight, InvalidSessionKey) as refused:
+                raise ApiError(403, "run_not_in_flight", str(refused)) from None
+        raw = await request.body()
+        try:
+            params = json.loads(raw) if raw.strip() else None
+        except (ValueError, RecursionError):
+            raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+        result = await gateway.call_tool(requester, name, params, run_token=token)
+        return JSONResponse(result)
+
+    return call_tool
+
+
+def tools_router(gateway: GatewayService) -> APIRouter:
+    router = APIRouter()
+
+    @router.get(
+        "/v1/tools", response_model=ToolList, dependencies=AUTH, responses=error_responses(401)
+    )
+    async def list_tools() -> ToolList:
+        """The tools' JSON Schemas, ready for LLM function calling."""
+        return ToolList(tools=gateway.tool_schemas())
+
+    for name, parameters in TOOL_PARAMETERS.items():
+        router.add_api_route(
+            f"/v1/tools/{name}",
+            tool_route(gateway, name),
+            methods=["POST"],
+            name=name,
+            summary=name,
+            description=(
+                f"{TOOL_DESCRIPTIONS[name]}\n\nThe body is the tool's parameters; the answer "
+                "is its JSON result, 200 also when the tool refuses (status error/forbidden)."
+            ),
+            tags=["tools"],
+            dependencies=POSTED,
+            response_model=TOOL_RESULTS[name],
+            responses=error_responses(400, 401, 403, 413, 415, 422),
+            openapi_extra={
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": parameters}},
+                }
+            },
+        )
+
+    # After the tools' own routes: the path parameter would match them too.
+    @router.post("/v1/tools/{name}", include_in_schema=False, dependencies=AUTH)
+    async def unknown_tool(name: str) -> JSONResponse:
+        known = ", ".join(TOOL_PARAMETERS)
+        raise ApiError(404, "unknown_tool", f"unknown tool {name!r} (tools: {known})")
+
+    return router
