@@ -29,6 +29,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
 from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
+from sessionwire.adapters.http.auth import FailedAttempts, bearer_token
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.application.audit.verify import verify
@@ -104,7 +105,7 @@ def create_console(
     store: AsyncStore,
     config: GatewayConfig,
     tokens: TokenSet,
-    attempts: Any | None = None,
+    attempts: FailedAttempts | FailedLogins | None = None,
     logins: ConsoleLogins | None = None,
 ) -> FastAPI:
     """The console over ``store``; mount it at ``/console`` (its links assume so)."""
@@ -125,9 +126,8 @@ def create_console(
         return HTMLResponse(html, status_code=code, headers=SECURITY_HEADERS)
 
     def granted(request: Request) -> bool:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        presented = token.strip() if scheme.lower() == "bearer" else None
+        # Read as the API reads it (auth.py): a token is UTF-8, whatever the server decoded.
+        presented = bearer_token(dict(request.scope["headers"]))
         # A login's token is checked again on every page: one that is no longer an
         # operator's closes the console to its logins too.
         presented = presented or logins.token_of(request.cookies.get(COOKIE))

@@ -231,3 +231,19 @@ def test_the_store_page_shows_the_last_signed_checkpoint(tmp_path: Path) -> None
         assert "Key id" in page
     finally:
         awaited.close_now()
+
+
+def test_the_console_reads_a_bearer_token_as_the_api_does(tmp_path: Path) -> None:
+    # One parser for both (adapters/http/auth.py): a token beyond ASCII is sent as UTF-8
+    # and opened the API, but the console read it as Latin-1 and sent it to the login.
+    token = "opérateur-tøken-0123456789"
+    config = GatewayConfig.load(before_scopes())
+    awaited = OffLoopStore(open_event_store(f"sqlite:///{tmp_path}/store.db", config))
+    try:
+        app = FastAPI()
+        app.mount("/console", create_console(awaited, config, TokenSet.operator(token)))
+        header = {"Authorization": f"Bearer {token}".encode()}
+        page = TestClient(app).get("/console/", headers=header, follow_redirects=False)
+        assert page.status_code == 200
+    finally:
+        awaited.close_now()
