@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
 from sessionwire.application.context import ToolContext
@@ -19,7 +21,7 @@ from sessionwire.domain.causality import Causality
 from sessionwire.domain.keys import normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session
+from sessionwire.domain.session import Session, SessionState
 from sessionwire.domain.spawn import Spawn
 from sessionwire.domain.subagents import subagent_system_prompt
 
@@ -37,21 +39,14 @@ def allowed_targets(context: ToolContext) -> tuple[bool, set[str]]:
 async def sessions_spawn(
     context: ToolContext, params: SessionsSpawnParams
 ) -> SpawnResult | HopLimitRefused | TraceBudgetRefused:
+    """In named steps: the caller's limits (depth, hop), a retried call answered as it
+    was, the active-children cap, then the spawn inside the trace's budget."""
     services = context.services
     assert services is not None, "sessions_spawn needs the gateway's spawn driver"
-    requester = context.requester
     limits = context.config.agents.defaults.subagents
-    depth = await spawn_depth(context.store, requester.key)
+    depth = await spawn_depth(context.store, context.requester.key)
     if depth >= limits.maxSpawnDepth:
-        # A leaf: with the default (no nesting) a sub-agent's session tools are refused
-        # before this; here for a caller past the configured depth (decision 30).
-        error = (
-            NOT_FROM_SUBAGENTS
-            if limits.maxSpawnDepth == 1
-            else f"sessions_spawn is not allowed at this depth (depth {depth}: "
-            f"agents.defaults.subagents.maxSpawnDepth is {limits.maxSpawnDepth})"
-        )
-        return SpawnResult(status="forbidden", tool="sessions_spawn", error=error)
+        return _too_deep(depth, limits.maxSpawnDepth)
     hop_refusal = context.hop_refusal()
     if hop_refusal is not None:
         await context.record_refusal(
@@ -68,17 +63,41 @@ async def sessions_spawn(
         )
     active = await _active_children(context, limits.maxChildrenPerAgent)
     if active >= limits.maxChildrenPerAgent:
-        return SpawnResult(
-            status="forbidden",
-            tool="sessions_spawn",
-            error=(
-                f"sessions_spawn has reached max active children for this session "
-                f"({active}/{limits.maxChildrenPerAgent}: "
-                "agents.defaults.subagents.maxChildrenPerAgent)"
-            ),
-        )
+        return _too_many_children(active, limits.maxChildrenPerAgent)
+    return await _spawn_within_budget(context, params, run_id, depth)
+
+
+def _too_deep(depth: int, max_depth: int) -> SpawnResult:
+    # A leaf: with the default (no nesting) a sub-agent's session tools are refused
+    # before this; here for a caller past the configured depth (decision 30).
+    error = (
+        NOT_FROM_SUBAGENTS
+        if max_depth == 1
+        else f"sessions_spawn is not allowed at this depth (depth {depth}: "
+        f"agents.defaults.subagents.maxSpawnDepth is {max_depth})"
+    )
+    return SpawnResult(status="forbidden", tool="sessions_spawn", error=error)
+
+
+def _too_many_children(active: int, max_children: int) -> SpawnResult:
+    return SpawnResult(
+        status="forbidden",
+        tool="sessions_spawn",
+        error=(
+            f"sessions_spawn has reached max active children for this session "
+            f"({active}/{max_children}: agents.defaults.subagents.maxChildrenPerAgent)"
+        ),
+    )
+
+
+async def _spawn_within_budget(
+    context: ToolContext, params: SessionsSpawnParams, run_id: UUID, depth: int
+) -> SpawnResult | TraceBudgetRefused:
+    """The spawn, admitted by the trace's budget (decision 31): its runs, its spawns, its
+    tokens and cost."""
+    services = context.services
+    assert services is not None
     chain = context.next_hop(str(run_id))
-    # The trace's budget (decision 31): its runs, its spawns, its tokens and cost.
     async with services.budgets.admit(chain.trace_id, spawning=True) as exceeded:
         result = None if exceeded else await _spawn(context, params, run_id, chain, depth)
     if exceeded is not None:
@@ -97,45 +116,99 @@ async def _spawn(
     chain: Causality,
     depth: int,
 ) -> SpawnResult:
+    """Check what the call asks for, open the child session, let policy decide the send
+    into it, then save the child, its run and the spawn together."""
     services = context.services
     assert services is not None
-    requester = context.requester
-    ids = services.ids
-    target_agent = normalize_agent_id(params.agentId) if params.agentId else requester.agent_id
-    if target_agent != requester.agent_id:
-        allow_any, allowed = allowed_targets(context)
-        if not allow_any and target_agent not in allowed:
-            listed = ", ".join(sorted(allowed)) or "none"
-            return SpawnResult(
-                status="forbidden",
-                tool="sessions_spawn",
-                error=f"agentId is not allowed for sessions_spawn (allowed: {listed})",
-            )
-    config = context.config
-    if params.model is not None and params.model not in config.known_models():
-        known = ", ".join(sorted(config.known_models())) or "none configured"
-        return SpawnResult(
-            status="error",
-            tool="sessions_spawn",
-            error=f"invalid model: {params.model} (configured models: {known})",
-        )
-    model = params.model or config.subagent_model(target_agent)
+    target_agent = _target_agent(context, params)
+    refused = _agent_refusal(context, target_agent) or _model_refusal(context, params)
+    if refused is not None:
+        return refused
+    model = params.model or context.config.subagent_model(target_agent)
     if params.label is not None and await _label_taken(context, params.label):
         return SpawnResult(
             status="error", tool="sessions_spawn", error=f"label already in use: {params.label}"
         )
-
-    child_key = f"agent:{target_agent}:subagent:{ids.new_id()}"
+    child_key = f"agent:{target_agent}:subagent:{services.ids.new_id()}"
     now = context.clock.now()
-    requester_session = await context.store.session(requester.key)
+    requester_session = await context.store.session(context.requester.key)
     requester_row = requester_session.state if requester_session else None
-    requester_channel = requester_row.last_channel if requester_row else None
+    child = _open_child(context, params, child_key, target_agent, model, requester_row, now)
+    # The child run is a send into the child session: a rule may deny it (by key prefix).
+    refusal = context.access.send_refusal(child.state.policy_target(context.rules))
+    if refusal:
+        await context.record_refusal(
+            refusal, tool="sessions_spawn", reference=child_key, target_key=child_key
+        )
+        return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
+    at = _SpawnAt(run_id=run_id, chain=chain, now=now, requester_row=requester_row)
+    run = _child_run(context, params, at, child_key, target_agent)
+    spawn = _spawn_record(context, params, at, child_key, target_agent, model, depth)
+    await services.runs.save_and_enqueue(
+        run, child, spawn, then=lambda: services.spawns.start(spawn.id)
+    )
+    return SpawnResult(
+        status="accepted",
+        runId=str(run_id),
+        childSessionKey=child_key,
+        modelApplied=True if model is not None else None,
+    )
+
+
+def _target_agent(context: ToolContext, params: SessionsSpawnParams) -> str:
+    """The agent the child runs: the one asked for, or the requester's own."""
+    if params.agentId:
+        return normalize_agent_id(params.agentId)
+    return context.requester.agent_id
+
+
+def _agent_refusal(context: ToolContext, target_agent: str) -> SpawnResult | None:
+    """Another agent than the requester's own only if its allowAgents names it (or ``*``)."""
+    if target_agent == context.requester.agent_id:
+        return None
+    allow_any, allowed = allowed_targets(context)
+    if allow_any or target_agent in allowed:
+        return None
+    listed = ", ".join(sorted(allowed)) or "none"
+    return SpawnResult(
+        status="forbidden",
+        tool="sessions_spawn",
+        error=f"agentId is not allowed for sessions_spawn (allowed: {listed})",
+    )
+
+
+def _model_refusal(context: ToolContext, params: SessionsSpawnParams) -> SpawnResult | None:
+    """A model asked for must be one the configuration knows."""
+    known_models = context.config.known_models()
+    if params.model is None or params.model in known_models:
+        return None
+    known = ", ".join(sorted(known_models)) or "none configured"
+    return SpawnResult(
+        status="error",
+        tool="sessions_spawn",
+        error=f"invalid model: {params.model} (configured models: {known})",
+    )
+
+
+def _open_child(
+    context: ToolContext,
+    params: SessionsSpawnParams,
+    child_key: str,
+    target_agent: str,
+    model: str | None,
+    requester_row: SessionState | None,
+    now: datetime,
+) -> Session:
+    """The child session, opened under the requester with the label, model and thinking
+    level the call set."""
+    services = context.services
+    assert services is not None
     child = Session.open(
         key=child_key,
-        session_id=ids.new_id(),
+        session_id=services.ids.new_id(),
         agent_id=target_agent,
         at=now,
-        spawned_by=requester.key,
+        spawned_by=context.requester.key,
         # Who spawned the spawner, and so on up: the child is in each one's tree.
         lineage=requester_row.spawn_ancestors() if requester_row else (),
     )
@@ -150,16 +223,34 @@ async def _spawn(
     }
     if patch:
         child.patch(patch, at=now)
-    # The child run is a send into the child session: a rule may deny it (by key prefix).
-    refusal = context.access.send_refusal(child.state.policy_target(context.rules))
-    if refusal:
-        await context.record_refusal(
-            refusal, tool="sessions_spawn", reference=child_key, target_key=child_key
-        )
-        return SpawnResult(status=refusal.status, tool="sessions_spawn", error=refusal.message)
-    run_timeout = params.run_timeout
-    run = Run.start(
-        run_id=run_id,
+    return child
+
+
+@dataclass(frozen=True)
+class _SpawnAt:
+    """Where a spawn stands: its run's id, the chain it extends, when, and the requester's
+    session as read (for its channel and route)."""
+
+    run_id: UUID
+    chain: Causality
+    now: datetime
+    requester_row: SessionState | None
+
+
+def _child_run(
+    context: ToolContext,
+    params: SessionsSpawnParams,
+    at: _SpawnAt,
+    child_key: str,
+    target_agent: str,
+) -> Run:
+    """The child's run: the task sent into the child session, with the sub-agent's
+    system prompt."""
+    services = context.services
+    assert services is not None
+    requester = context.requester
+    return Run.start(
+        run_id=at.run_id,
         session_key=child_key,
         agent_id=target_agent,
         step="subagent_task",
@@ -168,17 +259,31 @@ async def _spawn(
             task=params.task,
             label=params.label,
             requester_key=requester.key,
-            requester_channel=requester_channel,
+            requester_channel=at.requester_row.last_channel if at.requester_row else None,
             child_key=child_key,
         ),
-        timeout_seconds=run_timeout or services.run_timeout_seconds,
+        timeout_seconds=params.run_timeout or services.run_timeout_seconds,
         requester_key=requester.key,
-        at=now,
-        causality=chain,
+        at=at.now,
+        causality=at.chain,
         sender_key=requester.key,
     )
-    spawn = Spawn.spawn(
-        run_id=run_id,
+
+
+def _spawn_record(
+    context: ToolContext,
+    params: SessionsSpawnParams,
+    at: _SpawnAt,
+    child_key: str,
+    target_agent: str,
+    model: str | None,
+    depth: int,
+) -> Spawn:
+    """The spawn aggregate: what was asked, and where its report goes."""
+    requester = context.requester
+    row = at.requester_row
+    return Spawn.spawn(
+        run_id=at.run_id,
         child_key=child_key,
         agent_id=target_agent,
         requester_key=requester.key,
@@ -186,28 +291,19 @@ async def _spawn(
         task=params.task,
         label=params.label,
         model=model,
-        run_timeout_seconds=run_timeout,
+        run_timeout_seconds=params.run_timeout,
         cleanup="delete" if params.cleanup == "delete" else "keep",
-        archive_after_minutes=config.archive_after_minutes,
-        at=now,
-        causality=chain,
+        archive_after_minutes=context.config.archive_after_minutes,
+        at=at.now,
+        causality=at.chain,
         depth=depth + 1,
         # Where the report goes is decided now, from where the requester asked (decision 14).
         report_route=report_route(
             requester.key,
-            channel=requester_row.last_channel if requester_row else None,
-            to=requester_row.last_to if requester_row else None,
-            account_id=requester_row.last_account_id if requester_row else None,
+            channel=row.last_channel if row else None,
+            to=row.last_to if row else None,
+            account_id=row.last_account_id if row else None,
         ),
-    )
-    await services.runs.save_and_enqueue(
-        run, child, spawn, then=lambda: services.spawns.start(spawn.id)
-    )
-    return SpawnResult(
-        status="accepted",
-        runId=str(run_id),
-        childSessionKey=child_key,
-        modelApplied=True if model is not None else None,
     )
 
 
