@@ -14,12 +14,29 @@ from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
 from sessionwire.application.audit.trace import Trace
 from sessionwire.application.config.gateway_config import GatewayConfig
-from sessionwire.application.event_stream.subscription import Subscription
-from sessionwire.application.gateway import GatewayService
+from sessionwire.application.context import ToolServices
+from sessionwire.application.event_stream.subscription import EventStream, Subscription
+from sessionwire.application.gateway import GatewayParts, GatewayService
+from sessionwire.application.orchestration.cancellation import RunCancellation
+from sessionwire.application.orchestration.exchanges import ExchangeDriver
+from sessionwire.application.orchestration.in_flight import InFlight
+from sessionwire.application.orchestration.outbox import DeliveryOutbox
+from sessionwire.application.orchestration.pushes import RunPushes
+from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.spawns import SpawnDriver
+from sessionwire.application.orchestration.takeover import Takeover
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.yields import YieldDriver
+from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource, RandomIds, SystemClock
-from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery
-from sessionwire.application.ports.telemetry import Telemetry
-from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT
+from sessionwire.application.ports.runtime import (
+    AgentRuntime,
+    ChannelDelivery,
+    NoRuntime,
+    RecordedDelivery,
+)
+from sessionwire.application.ports.telemetry import NO_TELEMETRY, GatewayGauges, Telemetry
+from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
 
 T = TypeVar("T")
 
@@ -35,6 +52,139 @@ def open_event_store(
     return EventSourcedStore(
         store, kind_of=lambda state: rules.kind(state.key, state.chat_type), writer=writer
     )
+
+
+def wire_service(
+    *,
+    store: AsyncStore,
+    config: GatewayConfig,
+    clock: Clock,
+    ids: IdSource,
+    runtime: AgentRuntime | None = None,
+    delivery: ChannelDelivery | None = None,
+    telemetry: Telemetry | None = None,
+) -> GatewayService:
+    """The gateway service on an open store: its runs, exchanges, spawns, yields,
+    deliveries, budgets, cancellation, event stream and takeover built and wired to one
+    another and to the service (the one composition root, ADR 0037)."""
+    # Metrics and spans (ADR 0019); none unless the host or `serve` asks.
+    telemetry = telemetry or NO_TELEMETRY
+    store.telemetry = telemetry
+    runtime = runtime or NoRuntime()
+    delivery = delivery or RecordedDelivery()
+    defaults = config.agents.defaults
+    # Every task the gateway runs is registered here; a clock moved by hand settles
+    # it (several gateways may share one clock).
+    in_flight = InFlight(clock)
+    clock.attach(in_flight)
+    run_engine = RunEngine(
+        store=store,
+        clock=clock,
+        runtime=runtime,
+        max_concurrent=defaults.maxConcurrent,
+        in_flight=in_flight,
+    )
+    # Budgets per trace (decision 31): every start of a run in a trace asks them.
+    budgets = TraceBudgets(
+        store=store, config=config, clock=clock, ids=ids, in_flight=in_flight, engine=run_engine
+    )
+    outbox = DeliveryOutbox(
+        store=store,
+        in_flight=in_flight,
+        clock=clock,
+        delivery=delivery,
+        policy=config.deliveries.retry_policy,
+    )
+    exchanges = ExchangeDriver(
+        store=store,
+        in_flight=in_flight,
+        clock=clock,
+        runs=run_engine,
+        delivery=delivery,
+        outbox=outbox,
+        run_timeout_seconds=defaults.timeoutSeconds,
+        send_policy=config.send_policy,
+        rules=config.key_rules,
+        budgets=budgets,
+    )
+    # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
+    # when their run ends.
+    pushes = RunPushes(
+        store=store, in_flight=in_flight, clock=clock, runs=run_engine, outbox=outbox
+    )
+    spawns = SpawnDriver(
+        store=store,
+        in_flight=in_flight,
+        clock=clock,
+        runs=run_engine,
+        delivery=delivery,
+        outbox=outbox,
+        config=config,
+        budgets=budgets,
+    )
+    yields = YieldDriver(
+        store=store, in_flight=in_flight, clock=clock, runs=run_engine, config=config
+    )
+    spawns.on_report = yields.child_reported
+    spawns.until_woken = yields.until_woken
+    cancellation = RunCancellation(engine=run_engine, store=store, clock=clock, in_flight=in_flight)
+    budgets.cancellation = cancellation
+    services = ToolServices(
+        runs=run_engine,
+        exchanges=exchanges,
+        spawns=spawns,
+        ids=ids,
+        run_timeout_seconds=defaults.timeoutSeconds,
+        cancellation=cancellation,
+        budgets=budgets,
+        yields=yields,
+    )
+    service: GatewayService | None = None
+
+    async def took_over(gateways: list[str]) -> None:
+        assert service is not None, "a takeover is watched only once the service resumed"
+        await service.took_over(gateways)
+
+    service = GatewayService(
+        store=store,
+        config=config,
+        clock=clock,
+        ids=ids,
+        runtime=runtime,
+        delivery=delivery,
+        telemetry=telemetry,
+        parts=GatewayParts(
+            in_flight=in_flight,
+            run_engine=run_engine,
+            budgets=budgets,
+            outbox=outbox,
+            exchanges=exchanges,
+            pushes=pushes,
+            spawns=spawns,
+            yields=yields,
+            run_queries=RunQueries(store, config, clock),
+            cancellation=cancellation,
+            services=services,
+            # The live event stream's followers (ADR 0023).
+            events=EventStream(store, in_flight, clock),
+            # Dead gateways' work, resumed here (decision 24); watched once resume() ran.
+            takeover=Takeover(locks=store, clock=clock, in_flight=in_flight, on_takeover=took_over),
+        ),
+    )
+    # The service's own answers, which its parts call back: the tools a run may use,
+    # the tool calls a runtime makes during its run, and the gauges' pending runs.
+    run_engine.tools_for = service.tools_for
+    run_engine.call_tool = service.call_tool
+    telemetry.watch(
+        GatewayGauges(
+            free_slots=run_engine.free_slots,
+            slots=defaults.maxConcurrent,
+            pending_runs=service.pending_runs,
+            # Read when metrics are collected, on the collector's thread.
+            outbox_depth=lambda: len(store.blocking.pending_work("delivery", ("pending",))),
+        )
+    )
+    return service
 
 
 async def open_service(
@@ -55,7 +205,7 @@ async def open_service(
     opened = await open_off_loop(lambda: open_event_store(store, config, writer=resume))
     if before_resume is not None:
         before_resume(opened)
-    service = GatewayService(
+    service = wire_service(
         store=opened,
         config=config,
         clock=clock,

@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -50,13 +51,9 @@ from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
-    NoRuntime,
-    RecordedDelivery,
 )
 from sessionwire.application.ports.store import Store, StoreInUse
 from sessionwire.application.ports.telemetry import (
-    NO_TELEMETRY,
-    GatewayGauges,
     Telemetry,
     ToolSpan,
 )
@@ -145,6 +142,26 @@ class RunNotInFlight(SessionwireError, LookupError):
     """A call names a run (by its token) that is not in flight for the calling session."""
 
 
+@dataclass(frozen=True)
+class GatewayParts:
+    """What a gateway service runs on, built and wired by the composition root
+    (``adapters/bootstrap.py``, ADR 0037): the service receives them, it builds none."""
+
+    in_flight: InFlight
+    run_engine: RunEngine
+    budgets: TraceBudgets
+    outbox: DeliveryOutbox
+    exchanges: ExchangeDriver
+    pushes: RunPushes
+    spawns: SpawnDriver
+    yields: YieldDriver
+    run_queries: RunQueries
+    cancellation: RunCancellation
+    services: ToolServices
+    events: EventStream
+    takeover: Takeover
+
+
 class GatewayService:
     def __init__(
         self,
@@ -153,22 +170,21 @@ class GatewayService:
         config: GatewayConfig,
         clock: Clock,
         ids: IdSource,
-        runtime: AgentRuntime | None = None,
-        delivery: ChannelDelivery | None = None,
-        telemetry: Telemetry | None = None,
+        runtime: AgentRuntime,
+        delivery: ChannelDelivery,
+        telemetry: Telemetry,
+        parts: GatewayParts,
     ) -> None:
         self.store = store
-        # Metrics and spans (ADR 0019); none unless the host or `serve` asks.
-        self.telemetry = telemetry or NO_TELEMETRY
-        store.telemetry = self.telemetry
+        # Metrics and spans (ADR 0019).
+        self.telemetry = telemetry
         self.config = config
         self.clock = clock
         self.ids = ids
-        self.runtime = runtime or NoRuntime()
-        self.delivery = delivery or RecordedDelivery()
+        self.runtime = runtime
+        self.delivery = delivery
         self.rules = config.key_rules
         self.log = library_logger("sessionwire.gateway").bind(store=store.location)
-        defaults = config.agents.defaults
         subagent_policy = config.tools.subagents.tools
         self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
         # A sub-agent above maxSpawnDepth's last level spawns children of its own
@@ -176,102 +192,26 @@ class GatewayService:
         self.orchestrator_tools = subagent_tools(
             subagent_policy.allow, subagent_policy.deny, orchestrator=True
         )
-        self.max_spawn_depth = defaults.subagents.maxSpawnDepth
-        # Every task the gateway runs is registered here; a clock moved by hand settles
-        # it (several gateways may share one clock).
-        self.in_flight = InFlight(clock)
-        clock.attach(self.in_flight)
-        self.run_engine = RunEngine(
-            store=store,
-            clock=clock,
-            runtime=self.runtime,
-            max_concurrent=defaults.maxConcurrent,
-            in_flight=self.in_flight,
-            tools_for=self.tools_for,
-        )
+        self.max_spawn_depth = config.agents.defaults.subagents.maxSpawnDepth
+        # Every task the gateway runs is registered in in_flight; a clock moved by hand
+        # settles it (several gateways may share one clock).
+        self.in_flight = parts.in_flight
+        self.run_engine = parts.run_engine
         # Budgets per trace (decision 31): every start of a run in a trace asks them.
-        self.budgets = TraceBudgets(
-            store=store,
-            config=config,
-            clock=clock,
-            ids=ids,
-            in_flight=self.in_flight,
-            engine=self.run_engine,
-        )
-        self.outbox = DeliveryOutbox(
-            store=store,
-            in_flight=self.in_flight,
-            clock=clock,
-            delivery=self.delivery,
-            policy=config.deliveries.retry_policy,
-        )
-        self.exchanges = ExchangeDriver(
-            store=store,
-            in_flight=self.in_flight,
-            clock=clock,
-            runs=self.run_engine,
-            delivery=self.delivery,
-            outbox=self.outbox,
-            run_timeout_seconds=defaults.timeoutSeconds,
-            send_policy=config.send_policy,
-            rules=self.rules,
-            budgets=self.budgets,
-        )
-        # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
-        # when their run ends.
-        self.pushes = RunPushes(
-            store=store,
-            in_flight=self.in_flight,
-            clock=clock,
-            runs=self.run_engine,
-            outbox=self.outbox,
-        )
-        self.spawns = SpawnDriver(
-            store=store,
-            in_flight=self.in_flight,
-            clock=clock,
-            runs=self.run_engine,
-            delivery=self.delivery,
-            outbox=self.outbox,
-            config=config,
-            budgets=self.budgets,
-        )
-        self.yields = YieldDriver(
-            store=store, in_flight=self.in_flight, clock=clock, runs=self.run_engine, config=config
-        )
-        self.spawns.on_report = self.yields.child_reported
-        self.spawns.until_woken = self.yields.until_woken
-        self.telemetry.watch(
-            GatewayGauges(
-                free_slots=self.run_engine.free_slots,
-                slots=defaults.maxConcurrent,
-                pending_runs=self._pending_runs,
-                # Read when metrics are collected, on the collector's thread.
-                outbox_depth=lambda: len(store.blocking.pending_work("delivery", ("pending",))),
-            )
-        )
-        self.run_queries = RunQueries(store, config, clock)
-        self.cancellation = RunCancellation(
-            engine=self.run_engine, store=store, clock=clock, in_flight=self.in_flight
-        )
-        self.budgets.cancellation = self.cancellation
-        self.services = ToolServices(
-            runs=self.run_engine,
-            exchanges=self.exchanges,
-            spawns=self.spawns,
-            ids=ids,
-            run_timeout_seconds=defaults.timeoutSeconds,
-            cancellation=self.cancellation,
-            budgets=self.budgets,
-            yields=self.yields,
-        )
-        self.run_engine.call_tool = self.call_tool
+        self.budgets = parts.budgets
+        self.outbox = parts.outbox
+        self.exchanges = parts.exchanges
+        # Push requests (A2A push-notification configs, ADR 0035).
+        self.pushes = parts.pushes
+        self.spawns = parts.spawns
+        self.yields = parts.yields
+        self.run_queries = parts.run_queries
+        self.cancellation = parts.cancellation
+        self.services = parts.services
         # The live event stream's followers (ADR 0023).
-        self.events = EventStream(store, self.in_flight, clock)
+        self.events = parts.events
         # Dead gateways' work, resumed here (decision 24); watched once resume() ran.
-        self.takeover = Takeover(
-            locks=store, clock=clock, in_flight=self.in_flight, on_takeover=self._took_over
-        )
+        self.takeover = parts.takeover
 
     async def resume(self) -> None:
         """Carry on with what the store says is unfinished: queued runs, open exchanges."""
@@ -300,11 +240,11 @@ class GatewayService:
             )
         self.takeover.start()
 
-    async def _took_over(self, gateways: list[str]) -> None:
+    async def took_over(self, gateways: list[str]) -> None:
         # Their pending work is the store's pending work: resumed like at a start.
         await self.resume()
 
-    def _pending_runs(self) -> dict[str, int]:
+    def pending_runs(self) -> dict[str, int]:
         # Read when metrics are collected, on the collector's thread.
         return {
             status: len(self.store.blocking.pending_work("run", (status,)))

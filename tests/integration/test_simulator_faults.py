@@ -42,7 +42,7 @@ async def test_sql_on_the_loop_thread_is_an_off_loop_violation_even_when_swallow
     source = (
         "async def resume_reading_on_the_loop(self):\n"
         "    with contextlib.suppress(SqlOnLoopThread):\n"
-        "        self._pending_runs()\n"
+        "        self.pending_runs()\n"
         "    await resume(self)\n"
     )
     exec(compile(source, "/sessionwire/application/planted.py", "exec"), planted)
