@@ -27,21 +27,22 @@ SESSION_HEADER_DOC = (
 RUN_NOT_FOUND = "no run with this id that this caller may see"
 
 
+def run_requester(gateway: GatewayService, grant: Grant, named: str | None) -> str | None:
+    """Whose view of the runs: a session-bound token's own session always; an
+    operator's, the session the header names, or none (every run)."""
+    if named is None:
+        return grant.session
+    requester = requester_for(grant, named, gateway.config.key_rules)
+    try:
+        gateway.config.key_rules.canonical(requester)
+    except InvalidSessionKey as error:
+        raise ApiError(400, "bad_request", f"{SESSION_HEADER}: {error}") from None
+    return requester
+
+
 def runs_router(gateway: GatewayService) -> APIRouter:
     router = APIRouter()
     run_errors = error_responses(400, 401, 403, 404)
-
-    def run_requester(grant: Grant, named: str | None) -> str | None:
-        """Whose view of the runs: a session-bound token's own session always; an
-        operator's, the session the header names, or none (every run)."""
-        if named is None:
-            return grant.session
-        requester = requester_for(grant, named, gateway.config.key_rules)
-        try:
-            gateway.config.key_rules.canonical(requester)
-        except InvalidSessionKey as error:
-            raise ApiError(400, "bad_request", f"{SESSION_HEADER}: {error}") from None
-        return requester
 
     @router.get(
         "/v1/runs/{run_id}",
@@ -62,7 +63,7 @@ def runs_router(gateway: GatewayService) -> APIRouter:
         """One run: its status (queued, running, ok, error, timeout, cancelled), session,
         step, trace, times, usage. 404 for an unknown or malformed id, or a run of a
         session the caller may not see (never told apart)."""
-        found = await gateway.run(run_id, requester=run_requester(grant, session))
+        found = await gateway.run(run_id, requester=run_requester(gateway, grant, session))
         if found is None:
             raise ApiError(404, "not_found", RUN_NOT_FOUND)
         return found
@@ -99,7 +100,7 @@ def runs_router(gateway: GatewayService) -> APIRouter:
         ] = None,
     ) -> dict[str, Any]:
         """Runs newest first, filtered; a caller's listing holds only the runs it may see."""
-        requester = run_requester(grant, session)
+        requester = run_requester(gateway, grant, session)
         try:
             return await gateway.runs(
                 session_key=session_key,
@@ -131,7 +132,7 @@ def runs_router(gateway: GatewayService) -> APIRouter:
         """Cancel a queued or running run (and the runs it caused): the run after the
         change, ``cancelled: true``. A run that had ended: 200, ``cancelled: false``,
         unchanged. 404 as for GET. The body may be left out."""
-        requester = run_requester(grant, session)
+        requester = run_requester(gateway, grant, session)
         try:
             found = await gateway.cancel_run(run_id, params.reason, requester=requester)
         except ValueError as error:
