@@ -56,6 +56,10 @@ def script(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(tmp_path: Path) -> tuple[str, str]:
+    return seeded_store(tmp_path)
+
+
+def seeded_store(tmp_path: Path) -> tuple[str, str]:
     """An SQLite store, and the id of a finished run main may not see."""
     url = f"sqlite:///{tmp_path}/mcp-runs.db"
     with SyncGateway.open(store=url, runtime=ScriptedRuntime.from_dict(SCRIPT)) as gateway:

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -368,8 +369,7 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
 
 YIELD_SCRIPT = {
     "rules": [
-        # Long enough that the yield always finds the child in flight.
-        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
+        {"step": "subagent_task", "reply": "counted"},
         {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
         {"step": "yield_wake", "reply": "thanks"},
     ]
@@ -380,13 +380,24 @@ async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
     store: str, tmp_path: Path
 ) -> None:
     """The yield is recorded over MCP; the server then exits with it waiting. A gateway
-    opened later on the store resumes the child and the yield, and wakes main once."""
-    script = tmp_path / "yield.json"
-    script.write_text(json.dumps(YIELD_SCRIPT))
-    async with stdio_session(store, "--session", "main", "--runtime", str(script)) as session:
-        spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
-        yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})
-        lonely = await session.call_tool("sessions_yield", {"waitFor": "most"})
+    opened later on the store resumes the child and the yield, and wakes main once.
+
+    The server's agents are a chat server the test holds: the child's turn is in flight
+    from the spawn until the server is gone, by order, not by a delay."""
+    runtime_file = tmp_path / "openai.yaml"
+    held = threading.Event()
+    with ChatServer().running() as chat:
+        chat.answer(body=completion("counted"), gate=held)
+        runtime_file.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        try:
+            async with stdio_session(
+                store, "--session", "main", "--runtime", str(runtime_file)
+            ) as session:
+                spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
+                yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})
+                lonely = await session.call_tool("sessions_yield", {"waitFor": "most"})
+        finally:
+            held.set()  # the server is gone: let the chat server's thread end
     assert not yielded.is_error
     answer = payload(yielded)
     assert answer["status"] == "yielded"
@@ -404,6 +415,10 @@ async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
         runs = (await gateway.runs(session_key="main", limit=10))["runs"]
     finally:
         await gateway.close()
+    # The child's turn was never answered in the server: this gateway ran it again.
+    assert [call.step for call in runtime.calls if call.step == "subagent_task"] == [
+        "subagent_task"
+    ]
     (wake,) = [call for call in runtime.calls if call.step == "yield_wake"]
     assert "42 sheep" in wake.message
     assert [run["status"] for run in runs if run["step"] == "yield_wake"] == ["ok"]
