@@ -30,6 +30,13 @@ from sessionwire.adapters.testkit.internals import internals
 from sessionwire.testing import ScriptedRuntime
 from test_mcp_server import authorized, http_server
 
+# These clients speak a handshake revision on purpose (most hosts today do), where
+# resources/subscribe is how a run is followed; the SDK warns it is gone at 2026-07-28
+# (tests/e2e/test_mcp_stateless_revision.py follows runs there with subscriptions/listen).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:resources/subscribe is removed:mcp.MCPDeprecationWarning"
+)
+
 SCRIPT = {
     "rules": [
         {"step": "primary", "match": "^slow", "reply": "late", "delaySeconds": 60},
