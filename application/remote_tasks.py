@@ -39,6 +39,8 @@ CONTEXT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_REMOTE_MESSAGE = 100_000
 # Rows of the runs read model a task listing reads at a time.
 SCAN_PAGE = 500
+# Runs whose remote caller a listing remembers (a few dozen bytes each).
+REMEMBERED_CALLERS = 200_000
 
 log = library_logger("sessionwire.remote")
 
@@ -122,6 +124,9 @@ class RemoteTasks:
     def __init__(self, service: GatewayService, *, protocol: str = "a2a") -> None:
         self.service = service
         self.protocol = protocol
+        # Run id -> its remote caller (None: not a remote task), for listings: fixed when
+        # the run starts, so a run is loaded for it once, not at every listing.
+        self._callers: dict[str, str | None] = {}
 
     # Commands -----------------------------------------------------------------------
 
@@ -257,19 +262,20 @@ class RemoteTasks:
         agent_id: str,
         *,
         context_id: str | None = None,
-        keep: Callable[[RunState], bool] | None = None,
+        keep: Callable[[str], bool] | None = None,
         size: int = 50,
         after: TaskCursor | None = None,
     ) -> TaskPage:
-        """A page of the caller's remote tasks of the agent (those ``keep`` keeps),
-        newest first: the ``size`` that follow ``after`` (from the newest without it).
+        """A page of the caller's remote tasks of the agent (those whose run status
+        ``keep`` keeps), newest first: the ``size`` that follow ``after`` (from the
+        newest without it).
 
         The order is the runs read model's (when each run was recorded, then its id),
         which never changes for a run, so a cursor stays where it is however the tasks
         change or new ones come: every task is listed once across the pages. ``total``
-        counts only what the caller may see: every page reads the agent's remote runs
-        whole (hidden ones included, unloaded unless in a context session), so a listing
-        costs in proportion to the agent's remote tasks (ADR 0035)."""
+        counts only what the caller may see, so every listing reads the agent's runs
+        whole: each row is judged by its columns and its run's remote caller (loaded
+        once per run, then remembered); only the page's runs are loaded in full."""
         session_key = None
         if context_id is not None:
             check_context_id(context_id)
@@ -285,22 +291,35 @@ class RemoteTasks:
             for row in rows:
                 if row.agent_id != agent or context_of(row.session_key) is None:
                     continue
-                state = await self.task(caller, agent_id, row.run_id)
-                if state is None or (keep is not None and not keep(state)):
+                if keep is not None and not keep(row.status):
+                    continue
+                if not await self._callers_task(caller, row.run_id):
                     continue
                 total += 1
                 position = TaskCursor(row.created_at, row.run_id)
                 if after is not None and not position.follows(after):
                     continue
-                if len(page) < size:
+                if len(page) >= size:
+                    more = True
+                    continue
+                state = await self.task(caller, agent_id, row.run_id)
+                if state is not None:
                     page.append(state)
                     last = position
-                else:
-                    more = True
             if len(rows) < query.limit:
                 break
             query = replace(query, before=(rows[-1].created_at, rows[-1].run_id))
         return TaskPage(tasks=page, total=total, next=last if more else None)
+
+    async def _callers_task(self, caller: RemoteCaller, run_id: str) -> bool:
+        """Whether the run is a remote task the caller may see (by its remote caller)."""
+        if run_id not in self._callers:
+            run = await self.service.run_engine.load(UUID(run_id))
+            if len(self._callers) >= REMEMBERED_CALLERS:
+                self._callers.pop(next(iter(self._callers)))  # the oldest remembered
+            self._callers[run_id] = None if run is None else run.state.remote_caller
+        remote_caller = self._callers[run_id]
+        return remote_caller is not None and (caller.is_operator or remote_caller == caller.scope)
 
     def sees(self, caller: RemoteCaller, agent_id: str, state: RunState) -> bool:
         if state.remote_caller is None or state.agent_id != normalize_agent_id(agent_id):

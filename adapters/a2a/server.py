@@ -63,6 +63,7 @@ from sessionwire.adapters.a2a.agent_cards import (
 )
 from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
 from sessionwire.adapters.a2a.task_view import (
+    TASK_STATES,
     TERMINAL,
     artifact_update,
     rejected_task,
@@ -356,8 +357,8 @@ class GatewayRequestHandler(RequestHandler):
         if self._may_call(caller):
             wanted = params.status
 
-            def keep(state: RunState) -> bool:
-                return not wanted or task_state(state) == wanted
+            def keep(status: str) -> bool:
+                return not wanted or TASK_STATES.get(status) == wanted
 
             try:
                 page = await self.tasks.tasks(
