@@ -1,5 +1,10 @@
-"""The session tools over the Model Context Protocol (the official ``mcp`` SDK),
+"""The session tools over the Model Context Protocol (the official ``mcp`` SDK, 2.x),
 and the runs they start (adapters/mcp/runs.py, ADR 0026).
+
+The SDK's low-level server, its handlers given to its constructor, serves both protocol
+eras on one connection: a client that opens with ``initialize`` gets a handshake
+revision (``2025-11-25`` and older), one that probes ``server/discover`` the stateless
+revision (``2026-07-28``); ``--http`` is its stateless streamable HTTP transport.
 
 One server speaks for one session: the requester is fixed when the server is built, and
 no tool parameter names it, so an agent connected to the server cannot act as another
@@ -12,9 +17,11 @@ call's ``_meta`` under ``sessionwire/run``: the call joins its run's chain and h
 a token of no run in flight for the server's session is refused (``forbidden``).
 
 Runs are resources: ``sessionwire://runs`` and ``sessionwire://runs/{runId}`` (JSON),
-a run's URI subscribable for ``notifications/resources/updated`` on each change of its
-status (stdio; the HTTP transport is stateless, so it cannot notify and offers no
-subscription); the ``runs_cancel`` tool cancels one.
+a run followed by ``notifications/resources/updated`` on each change of its status
+(stdio: ``resources/subscribe`` at a handshake revision, ``subscriptions/listen`` at the
+stateless one; the HTTP transport answers JSON and leaves no stream open, so it offers
+neither); the ``runs_cancel`` tool cancels one. Not MCP tasks: the SDK implements no
+``io.modelcontextprotocol/tasks`` extension (ADR 0026).
 
 A result travels as JSON text content and as structured content; a refusal (status
 ``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
