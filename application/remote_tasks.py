@@ -22,7 +22,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.ports.run_read_model import RunQuery
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.causality import Causality
@@ -262,11 +262,11 @@ class RemoteTasks:
         agent_id: str,
         *,
         context_id: str | None = None,
-        keep: Callable[[str], bool] | None = None,
+        keep: Callable[[StoredRun], bool] | None = None,
         size: int = 50,
         after: TaskCursor | None = None,
     ) -> TaskPage:
-        """A page of the caller's remote tasks of the agent (those whose run status
+        """A page of the caller's remote tasks of the agent (those whose read-model row
         ``keep`` keeps), newest first: the ``size`` that follow ``after`` (from the
         newest without it).
 
@@ -291,7 +291,7 @@ class RemoteTasks:
             for row in rows:
                 if row.agent_id != agent or context_of(row.session_key) is None:
                     continue
-                if keep is not None and not keep(row.status):
+                if keep is not None and not keep(row):
                     continue
                 if not await self._callers_task(caller, row.run_id):
                     continue

@@ -75,6 +75,7 @@ from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.config.gateway_config import AgentEntry
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.ports.run_read_model import StoredRun
 from sessionwire.application.remote_tasks import (
     OPERATOR_CALLER,
     RemoteCaller,
@@ -356,9 +357,20 @@ class GatewayRequestHandler(RequestHandler):
         page = TaskPage(tasks=[], total=0, next=None)
         if self._may_call(caller):
             wanted = params.status
+            since = (
+                params.status_timestamp_after.ToNanoseconds()
+                if params.HasField("status_timestamp_after")
+                else None
+            )
 
-            def keep(status: str) -> bool:
-                return not wanted or TASK_STATES.get(status) == wanted
+            def keep(row: StoredRun) -> bool:
+                if wanted and TASK_STATES.get(row.status) != wanted:
+                    return False
+                if since is None:
+                    return True
+                # The status's timestamp (task_view): when the run ended, else started.
+                stamp = row.ended_at or row.started_at
+                return stamp is not None and stamp * 1_000_000 >= since
 
             try:
                 page = await self.tasks.tasks(

@@ -196,6 +196,10 @@ async def test_list_tasks_pages_on_a_stable_cursor_and_counts_only_what_the_call
         rest = await handler.on_list_tasks(
             ListTasksRequest(page_size=3, page_token=first.next_page_token), context(MAIN)
         )
+        late_stamp = as_task(
+            await handler.on_get_task(GetTaskRequest(id=late), context(MAIN))
+        ).status.timestamp
+        since_late = await list_pages(handler, MAIN, page_size=2, status_timestamp_after=late_stamp)
         others = await list_pages(handler, OTHER, page_size=2)
         done = TaskState.TASK_STATE_COMPLETED
         completed = await list_pages(handler, MAIN, page_size=4, status=done)
@@ -215,6 +219,8 @@ async def test_list_tasks_pages_on_a_stable_cursor_and_counts_only_what_the_call
     assert rest.total_size == 6  # the late task counts; it sits before the cursor
     assert rest.next_page_token == ""
     assert late not in [task.id for task in rest.tasks]
+    assert [task.id for page in since_late for task in page.tasks] == [late]
+    assert {page.total_size for page in since_late} == {1}
     assert {task.id for page in others for task in page.tasks} == set(hidden)
     assert {page.total_size for page in others} == {3}
     assert [len(page.tasks) for page in completed] == [4, 2]
