@@ -14,13 +14,15 @@ answered exactly as a missing one (``None``). Every call is recorded (``RemoteCa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.causality import Causality
@@ -35,8 +37,10 @@ OPERATOR_CALLER = "operator"
 # A context id becomes part of a session key: kept to characters a key takes as they are.
 CONTEXT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_REMOTE_MESSAGE = 100_000
-# How many runs a listing reads before it filters to the caller's remote tasks.
-LIST_WINDOW = 1000
+# Rows of the runs read model a task listing reads at a time.
+SCAN_PAGE = 500
+# Runs whose remote caller a listing remembers (a few dozen bytes each).
+REMEMBERED_CALLERS = 200_000
 
 log = library_logger("sessionwire.remote")
 
@@ -94,10 +98,35 @@ def remote_task_id(caller: RemoteCaller, agent_id: str, message_id: str) -> UUID
     return uuid5(REMOTE_TASK_NAMESPACE, f"{caller.scope}\n{agent_id}\n{message_id}")
 
 
+@dataclass(frozen=True)
+class TaskCursor:
+    """A place in a task listing: the last listed task's run (when it was recorded, its
+    id), the runs read model's keyset order."""
+
+    created_at: int
+    run_id: str
+
+    def follows(self, other: TaskCursor) -> bool:
+        """Whether this place comes after ``other`` (newest first)."""
+        return (self.created_at, self.run_id) < (other.created_at, other.run_id)
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    tasks: list[RunState]
+    # Every task the caller may see under the listing's filters, on all pages.
+    total: int
+    # Where the next page starts; None on the last page.
+    next: TaskCursor | None
+
+
 class RemoteTasks:
     def __init__(self, service: GatewayService, *, protocol: str = "a2a") -> None:
         self.service = service
         self.protocol = protocol
+        # Run id -> its remote caller (None: not a remote task), for listings: fixed when
+        # the run starts, so a run is loaded for it once, not at every listing.
+        self._callers: dict[str, str | None] = {}
 
     # Commands -----------------------------------------------------------------------
 
@@ -233,24 +262,64 @@ class RemoteTasks:
         agent_id: str,
         *,
         context_id: str | None = None,
-        limit: int = 50,
-    ) -> list[RunState]:
-        """The caller's remote tasks of the agent, newest first."""
+        keep: Callable[[StoredRun], bool] | None = None,
+        size: int = 50,
+        after: TaskCursor | None = None,
+    ) -> TaskPage:
+        """A page of the caller's remote tasks of the agent (those whose read-model row
+        ``keep`` keeps), newest first: the ``size`` that follow ``after`` (from the
+        newest without it).
+
+        The order is the runs read model's (when each run was recorded, then its id),
+        which never changes for a run, so a cursor stays where it is however the tasks
+        change or new ones come: every task is listed once across the pages. ``total``
+        counts only what the caller may see, so every listing reads the agent's runs
+        whole: each row is judged by its columns and its run's remote caller (loaded
+        once per run, then remembered); only the page's runs are loaded in full."""
         session_key = None
         if context_id is not None:
             check_context_id(context_id)
             session_key = self.service.rules.canonical(remote_session_key(agent_id, context_id))
-        listed = await self.service.runs(session_key=session_key, limit=LIST_WINDOW)
-        found: list[RunState] = []
-        for row in listed["runs"]:
-            if context_of(row["sessionKey"]) is None:
-                continue
-            state = await self.task(caller, agent_id, row["runId"])
-            if state is not None:
-                found.append(state)
-                if len(found) >= limit:
-                    break
-        return found
+        agent = normalize_agent_id(agent_id)
+        page: list[RunState] = []
+        total = 0
+        last: TaskCursor | None = None
+        more = False
+        query = RunQuery(limit=SCAN_PAGE, session_key=session_key)
+        while True:
+            rows = await self.service.store.list_runs(query)
+            for row in rows:
+                if row.agent_id != agent or context_of(row.session_key) is None:
+                    continue
+                if keep is not None and not keep(row):
+                    continue
+                if not await self._callers_task(caller, row.run_id):
+                    continue
+                total += 1
+                position = TaskCursor(row.created_at, row.run_id)
+                if after is not None and not position.follows(after):
+                    continue
+                if len(page) >= size:
+                    more = True
+                    continue
+                state = await self.task(caller, agent_id, row.run_id)
+                if state is not None:
+                    page.append(state)
+                    last = position
+            if len(rows) < query.limit:
+                break
+            query = replace(query, before=(rows[-1].created_at, rows[-1].run_id))
+        return TaskPage(tasks=page, total=total, next=last if more else None)
+
+    async def _callers_task(self, caller: RemoteCaller, run_id: str) -> bool:
+        """Whether the run is a remote task the caller may see (by its remote caller)."""
+        if run_id not in self._callers:
+            run = await self.service.run_engine.load(UUID(run_id))
+            if len(self._callers) >= REMEMBERED_CALLERS:
+                self._callers.pop(next(iter(self._callers)))  # the oldest remembered
+            self._callers[run_id] = None if run is None else run.state.remote_caller
+        remote_caller = self._callers[run_id]
+        return remote_caller is not None and (caller.is_operator or remote_caller == caller.scope)
 
     def sees(self, caller: RemoteCaller, agent_id: str, state: RunState) -> bool:
         if state.remote_caller is None or state.agent_id != normalize_agent_id(agent_id):

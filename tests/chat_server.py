@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+GATE_CAP_SECONDS = 120
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -23,6 +25,8 @@ class Answer:
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_seconds: float = 0.0
+    # Held until the test sets it: a request in flight for as long as the test says.
+    gate: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,10 @@ class ChatServer:
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         delay_seconds: float = 0.0,
+        gate: threading.Event | None = None,
     ) -> None:
-        """Queue the answer to the next request."""
-        self.answers.append(Answer(status, body, headers or {}, delay_seconds))
+        """Queue the answer to the next request (sent once ``gate`` is set, if given)."""
+        self.answers.append(Answer(status, body, headers or {}, delay_seconds, gate))
 
     def _next(self, request: Received) -> Answer:
         with self._lock:
@@ -74,6 +79,9 @@ class ChatServer:
                 )
                 if answer.delay_seconds:
                     time.sleep(answer.delay_seconds)
+                if answer.gate is not None:
+                    # A cap, not a wait: the test sets the gate; a test that forgot fails.
+                    answer.gate.wait(GATE_CAP_SECONDS)
                 payload = json.dumps(answer.body or {}).encode()
                 try:
                     self.send_response(answer.status)

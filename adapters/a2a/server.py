@@ -18,6 +18,9 @@ answered as a missing one. Every call is recorded (``RemoteCall``).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -60,6 +63,7 @@ from sessionwire.adapters.a2a.agent_cards import (
 )
 from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
 from sessionwire.adapters.a2a.task_view import (
+    TASK_STATES,
     TERMINAL,
     artifact_update,
     rejected_task,
@@ -71,11 +75,14 @@ from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.config.gateway_config import AgentEntry
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.ports.run_read_model import StoredRun
 from sessionwire.application.remote_tasks import (
     OPERATOR_CALLER,
     RemoteCaller,
     RemoteTaskRefused,
     RemoteTasks,
+    TaskCursor,
+    TaskPage,
     check_context_id,
 )
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
@@ -91,6 +98,27 @@ DEFAULT_PAGE = 50
 TASK_NOT_FOUND = "no task with this id that this caller may see"
 
 log = library_logger("sessionwire.a2a")
+
+
+def page_token(cursor: TaskCursor) -> str:
+    """The opaque ``nextPageToken``: where the listing goes on (a run's place in the
+    runs read model's order), base64url JSON."""
+    body = json.dumps({"c": cursor.created_at, "r": cursor.run_id}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
+
+
+def read_page_token(token: str) -> TaskCursor:
+    """The place a ``pageToken`` names; a token this server did not give is invalid."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        created_at, run_id = data["c"], data["r"]
+        if isinstance(created_at, bool) or not isinstance(created_at, int):
+            raise ValueError(created_at)
+        if not isinstance(run_id, str):
+            raise ValueError(run_id)
+        return TaskCursor(created_at, str(uuid.UUID(run_id)))
+    except (ValueError, TypeError, KeyError, binascii.Error):
+        raise InvalidParamsError("pageToken: not a token this server gave") from None
 
 
 class GrantContext(DefaultServerCallContextBuilder):
@@ -325,20 +353,38 @@ class GatewayRequestHandler(RequestHandler):
         size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE
         if not 1 <= size <= MAX_PAGE:
             raise InvalidParamsError(f"pageSize must be from 1 to {MAX_PAGE}")
-        if params.page_token:
-            raise InvalidParamsError("pageToken: this server returns one page (no next page)")
-        found: list[RunState] = []
+        after = read_page_token(params.page_token) if params.page_token else None
+        page = TaskPage(tasks=[], total=0, next=None)
         if self._may_call(caller):
+            wanted = params.status
+            since = (
+                params.status_timestamp_after.ToNanoseconds()
+                if params.HasField("status_timestamp_after")
+                else None
+            )
+
+            def keep(row: StoredRun) -> bool:
+                if wanted and TASK_STATES.get(row.status) != wanted:
+                    return False
+                if since is None:
+                    return True
+                # The status's timestamp (task_view): when the run ended, else started.
+                stamp = row.ended_at or row.started_at
+                return stamp is not None and stamp * 1_000_000 >= since
+
             try:
-                found = await self.tasks.tasks(
-                    caller, self.agent_id, context_id=params.context_id or None, limit=MAX_PAGE * 10
+                page = await self.tasks.tasks(
+                    caller,
+                    self.agent_id,
+                    context_id=params.context_id or None,
+                    keep=keep,
+                    size=size,
+                    after=after,
                 )
             except ValueError as error:
                 raise InvalidParamsError(str(error)) from None
-        if params.status:
-            found = [state for state in found if task_state(state) == params.status]
         history = params.history_length if params.HasField("history_length") else None
-        tasks = [task_of(state, history_length=history) for state in found[:size]]
+        tasks = [task_of(state, history_length=history) for state in page.tasks]
         await self.tasks.record_call(
             caller,
             self.agent_id,
@@ -348,7 +394,10 @@ class GatewayRequestHandler(RequestHandler):
             detail=f"{len(tasks)} task(s)",
         )
         return ListTasksResponse(
-            tasks=tasks, page_size=size, total_size=len(found), next_page_token=""
+            tasks=tasks,
+            page_size=size,
+            total_size=page.total,
+            next_page_token="" if page.next is None else page_token(page.next),
         )
 
     async def on_cancel_task(

@@ -5,10 +5,11 @@
   ``sessionwire://runs?status=running&session=KEY&trace=ID&limit=N``.
 - ``sessionwire://runs/{runId}`` (a resource template): one run as JSON (``gw.run``).
   A run the session may not see is "not found" (-32002), exactly like a missing one.
-- ``resources/subscribe`` on a run's URI: ``notifications/resources/updated`` for that
-  URI each time its status changes, until it has ended. The run's row is read from the
-  runs read model on the gateway clock, so a run another gateway process executes (on
-  PostgreSQL) is followed as well.
+- ``resources/subscribe`` on a run's URI (a client of a handshake revision), or a
+  ``subscriptions/listen`` naming it (the stateless revision, 2026-07-28):
+  ``notifications/resources/updated`` for that URI each time its status changes, until
+  it has ended. The run's row is read from the runs read model on the gateway clock, so
+  a run another gateway process executes (on PostgreSQL) is followed as well.
 - ``runs_cancel``: a tool (an agent's model can call it; a resource cannot change
   anything) answering ``{"status": "ok", "tool": "runs_cancel", "run": {...}}``.
 """
@@ -17,15 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 from mcp import types
-from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import McpError
-from pydantic import AnyUrl
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+from mcp.shared.exceptions import MCPError
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import Owner
@@ -69,9 +71,9 @@ def cancel_tool() -> types.Tool:
             "or sessions_spawn answered), and the runs it caused. The answer's run has "
             "cancelled true, or false with a reason when the run had already ended."
         ),
-        inputSchema=CANCEL_SCHEMA,
+        input_schema=CANCEL_SCHEMA,
         annotations=types.ToolAnnotations(
-            readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
         ),
     )
 
@@ -80,14 +82,12 @@ def run_uri(run_id: str) -> str:
     return f"{RUNS_URI}/{run_id}"
 
 
-def not_found(uri: str) -> McpError:
-    return McpError(
-        types.ErrorData(code=RESOURCE_NOT_FOUND, message="Resource not found", data={"uri": uri})
-    )
+def not_found(uri: str) -> MCPError:
+    return MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
 
 
-def invalid(message: str) -> McpError:
-    return McpError(types.ErrorData(code=types.INVALID_PARAMS, message=message))
+def invalid(message: str) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, message)
 
 
 def run_id_of(uri: str) -> str | None:
@@ -99,6 +99,10 @@ def run_id_of(uri: str) -> str | None:
     return run_id if run_id and "/" not in run_id and "?" not in run_id else None
 
 
+# How a watch tells its follower that the run changed.
+Notify = Callable[[], Awaitable[None]]
+
+
 class RunResources:
     """The runs resources and the cancel tool of one MCP server (one session)."""
 
@@ -106,10 +110,11 @@ class RunResources:
         self.gateway = gateway
         self.requester = requester
         self._watches: dict[str, asyncio.Task[None]] = {}
+        self._listens: set[asyncio.Task[None]] = set()
 
     # Listing and reading ----------------------------------------------------------------
 
-    async def list_resources(self) -> list[types.Resource]:
+    def list_resources(self) -> list[types.Resource]:
         return [
             types.Resource(
                 uri=RUNS_URI,
@@ -119,36 +124,35 @@ class RunResources:
                     "The agent runs this session may see, newest first (JSON). Narrow it "
                     "with ?status=&session=&trace=&limit= as GET /v1/runs does."
                 ),
-                mimeType=JSON,
+                mime_type=JSON,
             )
         ]
 
-    async def list_templates(self) -> list[types.ResourceTemplate]:
+    def list_templates(self) -> list[types.ResourceTemplate]:
         return [
             types.ResourceTemplate(
-                uriTemplate=RUN_URI_TEMPLATE,
+                uri_template=RUN_URI_TEMPLATE,
                 name="run",
                 title="Run",
                 description=(
                     "One agent run (JSON): status queued, running, ok, error, timeout or "
                     "cancelled. Subscribe to hear of each change of its status."
                 ),
-                mimeType=JSON,
+                mime_type=JSON,
             )
         ]
 
-    async def read(self, uri: Any) -> list[ReadResourceContents]:
-        text = str(uri)
-        run_id = run_id_of(text)
+    async def read(self, uri: str) -> list[types.TextResourceContents | types.BlobResourceContents]:
+        run_id = run_id_of(uri)
         if run_id is not None:
             found = await self.gateway.run(run_id, requester=self.requester)
             if found is None:
-                raise not_found(text)
-            return [_json_contents(found)]
-        parts = urlsplit(text)
+                raise not_found(uri)
+            return [_json_contents(uri, found)]
+        parts = urlsplit(uri)
         if f"{parts.scheme}://{parts.netloc}{parts.path}" != RUNS_URI or parts.fragment:
-            raise not_found(text)
-        return [_json_contents(await self._list(parts.query))]
+            raise not_found(uri)
+        return [_json_contents(uri, await self._list(parts.query))]
 
     async def _list(self, query: str) -> dict[str, Any]:
         filters: dict[str, Any] = {}
@@ -170,27 +174,75 @@ class RunResources:
 
     # Following ------------------------------------------------------------------------
 
-    async def subscribe(self, uri: Any, session: ServerSession) -> None:
-        text = str(uri)
-        run_id = run_id_of(text)
+    async def _visible_status(self, uri: str) -> tuple[str, str]:
+        """The run id a followable URI names and its status now; refused as a read is."""
+        run_id = run_id_of(uri)
         if run_id is None:
-            raise invalid(f"only a run can be subscribed to ({RUN_URI_TEMPLATE}), not {text!r}")
+            raise invalid(f"only a run can be subscribed to ({RUN_URI_TEMPLATE}), not {uri!r}")
         found = await self.gateway.run(run_id, requester=self.requester)
         if found is None:
-            raise not_found(text)
-        if text in self._watches:
-            return
-        self._watches[text] = self.gateway.in_flight.start(
-            self._watch(text, run_id, found["status"], session),
-            Owner("mcp-subscription", found["runId"]),
+            raise not_found(uri)
+        return str(found["runId"]), str(found["status"])
+
+    def _follow(self, uri: str, run_id: str, status: str, tell: Notify) -> asyncio.Task[None]:
+        return self.gateway.in_flight.start(
+            self._watch(uri, run_id, status, tell), Owner("mcp-subscription", run_id)
         )
 
-    async def unsubscribe(self, uri: Any) -> None:
-        watch = self._watches.pop(str(uri), None)
+    async def subscribe(self, uri: str, session: ServerSession) -> None:
+        """``resources/subscribe`` (handshake revisions): updates go out on the
+        connection, as ``notifications/resources/updated``."""
+        run_id, status = await self._visible_status(uri)
+        if uri in self._watches:
+            return
+
+        async def tell() -> None:
+            await session.send_resource_updated(uri)
+
+        watch = self._follow(uri, run_id, status, tell)
+        self._watches[uri] = watch
+        watch.add_done_callback(lambda done: self._forget(uri, done))
+
+    async def unsubscribe(self, uri: str) -> None:
+        watch = self._watches.pop(uri, None)
         if watch is not None:
             watch.cancel()
 
-    async def _watch(self, uri: str, run_id: str, status: str, session: ServerSession) -> None:
+    def _forget(self, uri: str, watch: asyncio.Task[None]) -> None:
+        if self._watches.get(uri) is watch:
+            del self._watches[uri]
+
+    async def listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.SubscriptionsListenRequestParams,
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen`` (the stateless revision, 2026-07-28): the request's
+        own response stream carries the updates of the runs it names, until the client
+        ends it. Every URI is checked first, so a hidden run refuses the whole listen
+        exactly as a missing one does; the SDK's handler sends the acknowledgement and
+        stamps each update with the subscription id."""
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        followed = [(uri, *await self._visible_status(uri)) for uri in uris]
+        bus = InMemorySubscriptionBus()
+        watches: list[asyncio.Task[None]] = []
+        for uri, run_id, status in followed:
+
+            async def tell(uri: str = uri) -> None:
+                await bus.publish(ResourceUpdated(uri=uri))
+
+            watches.append(self._follow(uri, run_id, status, tell))
+        self._listens.update(watches)
+        try:
+            # The handler subscribes to the bus before its first await, and every watch
+            # first waits a tick: no update is published before it can be delivered.
+            return await ListenHandler(bus)(ctx, params)
+        finally:
+            for watch in watches:
+                watch.cancel()
+                self._listens.discard(watch)
+
+    async def _watch(self, uri: str, run_id: str, status: str, tell: Notify) -> None:
         try:
             while status in ("queued", "running"):
                 # Parked: a subscriber's look at the clock is no work of the gateway's own.
@@ -199,19 +251,17 @@ class RunResources:
                 if found is None or found["status"] == status:
                     continue
                 status = found["status"]
-                await session.send_resource_updated(AnyUrl(uri))
+                await tell()
                 log.debug("mcp run updated", uri=uri, status=status)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
             # The client went away: nobody left to tell.
             log.debug("mcp run watch ended", uri=uri, error=type(error).__name__)
-        finally:
-            if self._watches.get(uri) is asyncio.current_task():
-                del self._watches[uri]
 
     def close(self) -> None:
-        for watch in self._watches.values():
+        for watch in [*self._watches.values(), *self._listens]:
             watch.cancel()
         self._watches.clear()
+        self._listens.clear()
 
     # Cancelling -----------------------------------------------------------------------
 
@@ -242,5 +292,7 @@ def _cancel_refusal(arguments: Any) -> str | None:
     return None
 
 
-def _json_contents(value: dict[str, Any]) -> ReadResourceContents:
-    return ReadResourceContents(content=json.dumps(value, ensure_ascii=False), mime_type=JSON)
+def _json_contents(uri: str, value: dict[str, Any]) -> types.TextResourceContents:
+    return types.TextResourceContents(
+        uri=uri, text=json.dumps(value, ensure_ascii=False), mime_type=JSON
+    )

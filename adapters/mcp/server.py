@@ -1,5 +1,10 @@
-"""The session tools over the Model Context Protocol (the official ``mcp`` SDK),
+"""The session tools over the Model Context Protocol (the official ``mcp`` SDK, 2.x),
 and the runs they start (adapters/mcp/runs.py, ADR 0026).
+
+The SDK's low-level server, its handlers given to its constructor, serves both protocol
+eras on one connection: a client that opens with ``initialize`` gets a handshake
+revision (``2025-11-25`` and older), one that probes ``server/discover`` the stateless
+revision (``2026-07-28``); ``--http`` is its stateless streamable HTTP transport.
 
 One server speaks for one session: the requester is fixed when the server is built, and
 no tool parameter names it, so an agent connected to the server cannot act as another
@@ -12,9 +17,11 @@ call's ``_meta`` under ``sessionwire/run``: the call joins its run's chain and h
 a token of no run in flight for the server's session is refused (``forbidden``).
 
 Runs are resources: ``sessionwire://runs`` and ``sessionwire://runs/{runId}`` (JSON),
-a run's URI subscribable for ``notifications/resources/updated`` on each change of its
-status (stdio; the HTTP transport is stateless, so it cannot notify and offers no
-subscription); the ``runs_cancel`` tool cancels one.
+a run followed by ``notifications/resources/updated`` on each change of its status
+(stdio: ``resources/subscribe`` at a handshake revision, ``subscriptions/listen`` at the
+stateless one; the HTTP transport answers JSON and leaves no stream open, so it offers
+neither); the ``runs_cancel`` tool cancels one. Not MCP tasks: the SDK implements no
+``io.modelcontextprotocol/tasks`` extension (ADR 0026).
 
 A result travels as JSON text content and as structured content; a refusal (status
 ``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
@@ -28,13 +35,14 @@ import json
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import Any
 
 import uvicorn
 from mcp import types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -61,6 +69,8 @@ DESTRUCTIVE = frozenset({"subagents"})
 HTTP_PATH = "/mcp"
 RUN_META = "sessionwire/run"
 
+Context = ServerRequestContext[Any, Any]
+
 __all__ = ["HTTP_PATH", "build_server", "serve_http", "serve_stdio", "tool_definitions"]
 
 
@@ -77,12 +87,12 @@ def tool_definitions(gateway: GatewayService) -> list[types.Tool]:
         types.Tool(
             name=schema["name"],
             description=schema["description"],
-            inputSchema=schema["parameters"],
+            input_schema=schema["parameters"],
             annotations=types.ToolAnnotations(
-                readOnlyHint=schema["name"] in READ_ONLY,
-                destructiveHint=schema["name"] in DESTRUCTIVE,
-                idempotentHint=schema["name"] in READ_ONLY,
-                openWorldHint=schema["name"] not in READ_ONLY,
+                read_only_hint=schema["name"] in READ_ONLY,
+                destructive_hint=schema["name"] in DESTRUCTIVE,
+                idempotent_hint=schema["name"] in READ_ONLY,
+                open_world_hint=schema["name"] not in READ_ONLY,
             ),
         )
         for schema in gateway.tool_schemas()
@@ -93,46 +103,83 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
     """A gateway tool result as an MCP result: JSON text plus structured content."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
-        structuredContent=result,
-        isError=result.get("status") in REFUSED,
+        structured_content=result,
+        is_error=result.get("status") in REFUSED,
     )
 
 
-def _run_token(server: Server[Any, Any]) -> str | None:
+def _run_token(meta: Mapping[str, Any] | None) -> str | None:
     """The run token the call's ``_meta`` carries under ``sessionwire/run``: an agent
     calling back during its turn names its run in flight (RunRequest.run_token), so the
     call joins that run's chain and hop limit (decision 17)."""
-    meta = server.request_context.meta
-    extra = (meta.model_extra or {}) if meta is not None else {}
-    token = extra.get(RUN_META)
+    token = (meta or {}).get(RUN_META)
     if token is None or isinstance(token, str):
         return token
     return ""  # not a token at all: refused as naming no run, never silently unlinked
 
 
-class _Server(Server[Any, Any]):
-    """The SDK's low-level server, except that it declares ``resources.subscribe`` when
-    a subscribe handler is registered (the SDK always declares it false)."""
-
-    def get_capabilities(
-        self,
-        notification_options: Any,
-        experimental_capabilities: dict[str, dict[str, Any]],
-    ) -> types.ServerCapabilities:
-        capabilities = super().get_capabilities(notification_options, experimental_capabilities)
-        if capabilities.resources is not None and types.SubscribeRequest in self.request_handlers:
-            capabilities.resources.subscribe = True
-        return capabilities
-
-
 def build_server(
     served: GatewayService | Gateway, requester: str, *, subscriptions: bool = True
-) -> Server[Any, Any]:
+) -> Server[Any]:
     """An MCP server whose every tool call runs as the session ``requester``; with
     ``subscriptions`` (a transport that can notify: stdio, not stateless HTTP) a run's
-    resource can be subscribed to."""
+    resource can be followed: ``resources/subscribe`` for a client of a handshake
+    revision, ``subscriptions/listen`` for one of the stateless revision (2026-07-28)."""
     gateway = service_of(served)
-    server: Server[Any, Any] = _Server(
+    tools = [*tool_definitions(gateway), cancel_tool()]
+    runs = RunResources(gateway, requester)
+    bound = log.bind(requester=requester)
+
+    async def list_tools(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # The SDK's low-level server validates no arguments: a bad one gets the gateway's
+        # own message, as through the CLI or Python.
+        arguments = params.arguments if params.arguments is not None else {}
+        if params.name == CANCEL_TOOL:
+            result = await runs.cancel(arguments)
+        else:
+            token = _run_token(params.meta)
+            result = await gateway.call_tool(requester, params.name, arguments, run_token=token)
+        bound.debug("mcp tool call", tool=params.name, status=result.get("status"))
+        return tool_result(result)
+
+    async def list_resources(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=runs.list_resources())
+
+    async def list_templates(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=runs.list_templates())
+
+    async def read_resource(
+        ctx: Context, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return types.ReadResourceResult(contents=await runs.read(params.uri))
+
+    async def subscribe(ctx: Context, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        await runs.subscribe(params.uri, ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: Context, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await runs.unsubscribe(params.uri)
+        return types.EmptyResult()
+
+    following: dict[str, Any] = {}
+    if subscriptions:
+        following = {
+            "on_subscribe_resource": subscribe,
+            "on_unsubscribe_resource": unsubscribe,
+            "on_subscriptions_listen": runs.listen,
+        }
+    return Server(
         "sessionwire",
         version=_version(),
         instructions=(
@@ -141,46 +188,23 @@ def build_server(
             "runs they start are resources (sessionwire://runs/{runId}); runs_cancel "
             "stops one."
         ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        **following,
     )
-    tools = [*tool_definitions(gateway), cancel_tool()]
-    runs = RunResources(gateway, requester)
-    bound = log.bind(requester=requester)
-
-    async def list_tools() -> list[types.Tool]:
-        return tools
-
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        if name == CANCEL_TOOL:
-            result = await runs.cancel(arguments)
-        else:
-            token = _run_token(server)
-            result = await gateway.call_tool(requester, name, arguments, run_token=token)
-        bound.debug("mcp tool call", tool=name, status=result.get("status"))
-        return tool_result(result)
-
-    async def subscribe(uri: Any) -> None:
-        await runs.subscribe(uri, server.request_context.session)
-
-    # The SDK's decorators are untyped; registering through them keeps its caches.
-    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
-    server.call_tool(validate_input=False)(call_tool)
-    server.list_resources()(runs.list_resources)  # type: ignore[no-untyped-call]
-    server.list_resource_templates()(runs.list_templates)  # type: ignore[no-untyped-call]
-    server.read_resource()(runs.read)  # type: ignore[no-untyped-call]
-    if subscriptions:
-        server.subscribe_resource()(subscribe)  # type: ignore[no-untyped-call]
-        server.unsubscribe_resource()(runs.unsubscribe)  # type: ignore[no-untyped-call]
-    return server
 
 
-async def serve_stdio(server: Server[Any, Any]) -> None:
+async def serve_stdio(server: Server[Any]) -> None:
     """Serve on this process's stdin and stdout until the client closes them."""
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def http_app(
-    server: Server[Any, Any],
+    server: Server[Any],
     host: str,
     port: int,
     tokens: TokenSet,
@@ -230,7 +254,7 @@ class _Endpoint:
 
 
 async def serve_http(
-    server: Server[Any, Any],
+    server: Server[Any],
     host: str,
     port: int,
     tokens: TokenSet,

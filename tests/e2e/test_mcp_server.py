@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import httpx
+import httpx2
 import pytest
 from chat_server import ChatServer, completion
 from mcp import ClientSession, StdioServerParameters, types
@@ -87,7 +89,7 @@ def payload(result: types.CallToolResult) -> dict[str, Any]:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     data = json.loads(block.text)
-    assert result.structuredContent == data
+    assert result.structured_content == data
     assert isinstance(data, dict)
     return data
 
@@ -96,7 +98,7 @@ async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store:
     async with stdio_session(store, "--session", "main") as session:
         listed = await session.list_tools()
     served = [
-        {"name": t.name, "description": t.description, "parameters": t.inputSchema}
+        {"name": t.name, "description": t.description, "parameters": t.input_schema}
         for t in listed.tools
     ]
     # The session tools, then runs_cancel (tests/e2e/test_mcp_runs.py).
@@ -112,9 +114,9 @@ async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store:
         "session_status",
         "runs_cancel",
     ]
-    read_only = {t.name for t in listed.tools if t.annotations and t.annotations.readOnlyHint}
+    read_only = {t.name for t in listed.tools if t.annotations and t.annotations.read_only_hint}
     assert read_only == {"sessions_list", "sessions_history", "agents_list", "session_status"}
-    destructive = {t.name for t in listed.tools if t.annotations and t.annotations.destructiveHint}
+    destructive = {t.name for t in listed.tools if t.annotations and t.annotations.destructive_hint}
     assert destructive == {"subagents", "runs_cancel"}
 
 
@@ -131,11 +133,11 @@ async def test_each_tool_answers_as_the_fixed_session(store: str, script: Path) 
 
     assert {row["key"] for row in listed["sessions"]} == {"main", "agent:main:discord:group:ops"}
     assert [m["content"][0]["text"] for m in history["messages"]] == ["hello"]
-    assert not sent.isError
+    assert not sent.is_error
     assert payload(sent)["status"] == "ok"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
     assert payload(sent)["delivery"] == {"status": "started", "mode": "announce"}
-    assert not spawned.isError
+    assert not spawned.is_error
     spawn = payload(spawned)
     assert spawn["status"] == "accepted"
     assert spawn["childSessionKey"].startswith("agent:main:subagent:")
@@ -157,7 +159,7 @@ async def test_history_pages_and_list_filters_through_mcp(store: str) -> None:
     assert (page["offset"], page["totalMessages"], page["hasMore"]) == (0, 1, False)
     assert "nextOffset" not in page
     assert (past["messages"], past["hasMore"]) == ([], False)
-    assert bad.isError
+    assert bad.is_error
     assert payload(bad)["error"] == "offset must be a non-negative integer"
     assert [row["key"] for row in found["sessions"]] == ["agent:main:discord:group:ops"]
 
@@ -167,23 +169,23 @@ async def test_a_refusal_is_an_error_result_that_carries_the_json(store: str) ->
         missing = await session.call_tool("sessions_history", {"sessionKey": "cron:nope"})
         bad = await session.call_tool("sessions_list", {"limit": "many"})
         unknown = await session.call_tool("sessions_delete", {})
-    assert missing.isError
+    assert missing.is_error
     assert payload(missing) == {
         "status": "error",
         "tool": "sessions_history",
         "error": "Session not found: cron:nope",
     }
-    assert bad.isError
+    assert bad.is_error
     assert payload(bad)["status"] == "error"
     assert "limit" in payload(bad)["error"]
-    assert unknown.isError
+    assert unknown.is_error
     assert payload(unknown)["error"].startswith("unknown tool 'sessions_delete'")
 
 
 async def test_a_sub_agent_session_gets_the_sub_agent_refusals(store: str) -> None:
     async with stdio_session(store, "--session", "agent:main:subagent:abc") as session:
         refused = await session.call_tool("sessions_spawn", {"task": "recurse"})
-    assert refused.isError
+    assert refused.is_error
     assert payload(refused)["status"] == "forbidden"
 
 
@@ -204,11 +206,11 @@ async def test_no_argument_can_name_another_requester(store: str, tmp_path: Path
         own = payload(await session.call_tool("sessions_history", {"sessionKey": "main"}))
         agents = payload(await session.call_tool("agents_list", {}))
     for tool in listed.tools:
-        assert tool.inputSchema["additionalProperties"] is False
-        assert not any("requester" in name.lower() for name in tool.inputSchema["properties"])
-    assert spoofed.isError
+        assert tool.input_schema["additionalProperties"] is False
+        assert not any("requester" in name.lower() for name in tool.input_schema["properties"])
+    assert spoofed.is_error
     assert "unknown parameter 'requester'" in payload(spoofed)["error"]
-    assert other.isError
+    assert other.is_error
     assert payload(other)["status"] == "forbidden"
     # "main" is the calling agent's own main session: ops's, never main's.
     assert [m["content"][0]["text"] for m in own["messages"]] == ["ops here"]
@@ -274,8 +276,9 @@ def free_port() -> int:
 MCP_TOKEN = "mcp-operator-token-0123456789abcdefghijkl"
 
 
-def authorized(token: str = MCP_TOKEN) -> httpx.AsyncClient:
-    return httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+def authorized(token: str = MCP_TOKEN) -> httpx2.AsyncClient:
+    """An HTTP client for the SDK's transport (it takes httpx2's) sending the token."""
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
 
 
 @asynccontextmanager
@@ -311,7 +314,7 @@ async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -
     async with (
         http_server(store, "--session", "main", "--runtime", str(script)) as url,
         authorized() as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
+        streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -320,11 +323,11 @@ async def test_streamable_http_serves_the_same_tools(store: str, script: Path) -
             "sessions_send", {"sessionKey": "discord:group:ops", "message": "ping"}
         )
         missing = await session.call_tool("sessions_history", {"sessionKey": "cron:nope"})
-    assert [t.inputSchema for t in listed.tools][:-1] == [s["parameters"] for s in tool_schemas()]
+    assert [t.input_schema for t in listed.tools][:-1] == [s["parameters"] for s in tool_schemas()]
     assert listed.tools[-1].name == "runs_cancel"
     assert payload(sent)["reply"] == "pong from agent:main:discord:group:ops"
     assert payload(sent)["delivery"] == {"status": "started", "mode": "announce"}
-    assert missing.isError
+    assert missing.is_error
     assert payload(missing)["error"].startswith("Session not found: cron:nope")
 
 
@@ -366,8 +369,7 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
 
 YIELD_SCRIPT = {
     "rules": [
-        # Long enough that the yield always finds the child in flight.
-        {"step": "subagent_task", "reply": "counted", "delaySeconds": 5},
+        {"step": "subagent_task", "reply": "counted"},
         {"step": "subagent_announce", "reply": "Result: 42 sheep\nNotes: none"},
         {"step": "yield_wake", "reply": "thanks"},
     ]
@@ -378,19 +380,30 @@ async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
     store: str, tmp_path: Path
 ) -> None:
     """The yield is recorded over MCP; the server then exits with it waiting. A gateway
-    opened later on the store resumes the child and the yield, and wakes main once."""
-    script = tmp_path / "yield.json"
-    script.write_text(json.dumps(YIELD_SCRIPT))
-    async with stdio_session(store, "--session", "main", "--runtime", str(script)) as session:
-        spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
-        yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})
-        lonely = await session.call_tool("sessions_yield", {"waitFor": "most"})
-    assert not yielded.isError
+    opened later on the store resumes the child and the yield, and wakes main once.
+
+    The server's agents are a chat server the test holds: the child's turn is in flight
+    from the spawn until the server is gone, by order, not by a delay."""
+    runtime_file = tmp_path / "openai.yaml"
+    held = threading.Event()
+    with ChatServer().running() as chat:
+        chat.answer(body=completion("counted"), gate=held)
+        runtime_file.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        try:
+            async with stdio_session(
+                store, "--session", "main", "--runtime", str(runtime_file)
+            ) as session:
+                spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
+                yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})
+                lonely = await session.call_tool("sessions_yield", {"waitFor": "most"})
+        finally:
+            held.set()  # the server is gone: let the chat server's thread end
+    assert not yielded.is_error
     answer = payload(yielded)
     assert answer["status"] == "yielded"
     assert answer["waitFor"] == "any"
     assert [child["runId"] for child in answer["children"]] == [spawned["runId"]]
-    assert lonely.isError
+    assert lonely.is_error
     assert 'waitFor must be "all" or "any"' in payload(lonely)["error"]
 
     from sessionwire.testing import ScriptedRuntime
@@ -402,6 +415,10 @@ async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
         runs = (await gateway.runs(session_key="main", limit=10))["runs"]
     finally:
         await gateway.close()
+    # The child's turn was never answered in the server: this gateway ran it again.
+    assert [call.step for call in runtime.calls if call.step == "subagent_task"] == [
+        "subagent_task"
+    ]
     (wake,) = [call for call in runtime.calls if call.step == "yield_wake"]
     assert "42 sheep" in wake.message
     assert [run["status"] for run in runs if run["step"] == "yield_wake"] == ["ok"]

@@ -72,7 +72,7 @@ def payload(result: types.CallToolResult) -> dict[str, Any]:
     (block,) = result.content
     assert isinstance(block, types.TextContent)
     data = json.loads(block.text)
-    assert result.structuredContent == data
+    assert result.structured_content == data
     assert isinstance(data, dict)
     return data
 
@@ -93,19 +93,19 @@ async def test_subagents_and_session_status_over_mcp(store: str, tmp_path: Path)
         )
 
     assert [row["runId"] for row in listed["active"]] == [spawned["runId"]]
-    assert not steered.isError
+    assert not steered.is_error
     assert payload(steered)["steers"] == 1
     assert status["sessionKey"] == "main"
     assert [child["runId"] for child in status["children"]] == [spawned["runId"]]
     assert [run["cancelled"] for run in cancelled["runs"]] == [True]
-    assert late.isError
+    assert late.is_error
     assert "has already ended (cancelled)" in payload(late)["error"]
 
 
 async def test_a_budget_refusal_over_mcp_is_an_error_result(store: str, tmp_path: Path) -> None:
     async with session(tmp_path, {"maxRuns": 0}) as client:
         refused = await client.call_tool("sessions_spawn", {"task": "anything"})
-    assert refused.isError
+    assert refused.is_error
     assert payload(refused) == {
         "status": "forbidden",
         "error": "trace budget exceeded: maxRuns 0 reached (0 runs in this trace)",

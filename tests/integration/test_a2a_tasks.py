@@ -20,6 +20,7 @@ from a2a.types import (
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
+    ListTasksResponse,
     Message,
     Part,
     Role,
@@ -29,7 +30,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from command_line import run_in_process
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
@@ -154,6 +155,76 @@ async def test_a_hidden_task_is_answered_as_a_missing_one(
     assert list(other_list.tasks) == []
     assert [t.id for t in mine.tasks] == [task.id]
     assert operator_sees is not None
+
+
+async def list_pages(
+    handler: GatewayRequestHandler, grant: Grant, **filters: Any
+) -> list[ListTasksResponse]:
+    """Every page of a listing, following nextPageToken to the end."""
+    pages = [await handler.on_list_tasks(ListTasksRequest(**filters), context(grant))]
+    while pages[-1].next_page_token:
+        request = ListTasksRequest(page_token=pages[-1].next_page_token, **filters)
+        pages.append(await handler.on_list_tasks(request, context(grant)))
+    return pages
+
+
+async def test_list_tasks_pages_on_a_stable_cursor_and_counts_only_what_the_caller_sees(
+    store_url: str, clock: VirtualClock
+) -> None:
+    gateway, handler = await opened(store_url, clock)
+    try:
+        mine = [
+            as_task(await handler.on_message_send(send(f"t{n}", f"p{n % 2}"), context(MAIN))).id
+            for n in range(5)
+        ]
+        # Another caller's tasks, between and after main's: never listed to main, nor counted.
+        hidden = [
+            as_task(await handler.on_message_send(send(f"h{n}", "q"), context(OTHER))).id
+            for n in range(3)
+        ]
+        newest_first = [
+            run["runId"] for run in (await gateway.runs(limit=100))["runs"] if run["runId"] in mine
+        ]
+        pages = await list_pages(handler, MAIN, page_size=2)
+        in_one_context = await list_pages(handler, MAIN, page_size=1, context_id="p0")
+
+        # A task started between two pages comes before the cursor: the pages after it
+        # neither repeat nor skip a task.
+        first = await handler.on_list_tasks(ListTasksRequest(page_size=3), context(MAIN))
+        await clock.advance(1)  # recorded later than every task listed (those tie: by id)
+        late = as_task(await handler.on_message_send(send("late", "p1"), context(MAIN))).id
+        rest = await handler.on_list_tasks(
+            ListTasksRequest(page_size=3, page_token=first.next_page_token), context(MAIN)
+        )
+        late_stamp = as_task(
+            await handler.on_get_task(GetTaskRequest(id=late), context(MAIN))
+        ).status.timestamp
+        since_late = await list_pages(handler, MAIN, page_size=2, status_timestamp_after=late_stamp)
+        others = await list_pages(handler, OTHER, page_size=2)
+        done = TaskState.TASK_STATE_COMPLETED
+        completed = await list_pages(handler, MAIN, page_size=4, status=done)
+        with pytest.raises(InvalidParamsError):
+            await handler.on_list_tasks(ListTasksRequest(page_token="not-ours"), context(MAIN))
+    finally:
+        await gateway.close()
+    assert [len(page.tasks) for page in pages] == [2, 2, 1]
+    assert [task.id for page in pages for task in page.tasks] == newest_first
+    assert {page.total_size for page in pages} == {5}
+    assert [page.next_page_token != "" for page in pages] == [True, True, False]
+    assert [task.id for page in in_one_context for task in page.tasks] == [
+        task_id for task_id in newest_first if task_id in mine[0::2]
+    ]
+    assert {page.total_size for page in in_one_context} == {3}
+    assert [task.id for task in [*first.tasks, *rest.tasks]] == newest_first
+    assert rest.total_size == 6  # the late task counts; it sits before the cursor
+    assert rest.next_page_token == ""
+    assert late not in [task.id for task in rest.tasks]
+    assert [task.id for page in since_late for task in page.tasks] == [late]
+    assert {page.total_size for page in since_late} == {1}
+    assert {task.id for page in others for task in page.tasks} == set(hidden)
+    assert {page.total_size for page in others} == {3}
+    assert [len(page.tasks) for page in completed] == [4, 2]
+    assert {page.total_size for page in completed} == {6}
 
 
 async def test_cancel_ends_the_run_and_an_ended_task_is_not_cancelable(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from mcp.shared.memory import create_connected_server_and_client_session
+from mcp import Client
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.http.app import create_app
@@ -68,9 +68,9 @@ class CallingBack(AgentRuntime):
     async def over_mcp(self, session: str, token: str, params: dict[str, Any]) -> Any:
         assert self.gateway is not None
         server = build_server(self.gateway, session)
-        async with create_connected_server_and_client_session(server) as client:
+        async with Client(server) as client:
             answer = await client.call_tool("sessions_send", params, meta={RUN_META: token})
-            return answer.structuredContent
+            return answer.structured_content
 
 
 def http_client(gateway: Gateway | None) -> httpx.AsyncClient:
@@ -198,7 +198,7 @@ class PosingAsAnother(AgentRuntime):
             self.own.append(own.status_code)
         assert self.gateway is not None
         server = build_server(self.gateway, self.impostor_of)
-        async with create_connected_server_and_client_session(server) as mcp:
+        async with Client(server) as mcp:
             self.mcp.append(await mcp.call_tool("sessions_send", body, meta={RUN_META: token}))
         return RunReply(text="tried")
 
@@ -226,9 +226,9 @@ async def test_a_live_run_token_is_refused_when_speaking_as_another_session(
         assert error["code"] == "run_not_in_flight"
         assert "a run of another session" in error["message"]
         [answer] = agent.mcp
-        assert answer.isError
-        assert answer.structuredContent["status"] == "forbidden"
-        assert "a run of another session" in answer.structuredContent["error"]
+        assert answer.is_error
+        assert answer.structured_content["status"] == "forbidden"
+        assert "a run of another session" in answer.structured_content["error"]
         # Only the operator's send started a run: the refused calls started nothing.
         assert primary_hops(gateway) == [1]
     finally:

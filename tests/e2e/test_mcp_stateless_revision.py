@@ -1,0 +1,129 @@
+"""``sessionwire mcp`` at the MCP stateless revision (2026-07-28), driven by the SDK's
+high-level ``Client``: it probes ``server/discover`` and takes the newest revision both
+sides speak, so these tests prove the server serves it over stdio and over ``--http``.
+(tests/e2e/test_mcp_server.py and test_mcp_runs.py drive the handshake revisions.)
+
+Over stdio a run is followed with ``subscriptions/listen`` (``Client.listen``); over
+stateless HTTP (JSON answers, no stream left open) nothing can be followed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, MCPError, StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.subscriptions import ResourceUpdated
+from sessionwire.adapters.mcp.runs import RESOURCE_NOT_FOUND
+from sessionwire.application.tools.schemas import tool_schemas
+from test_mcp_runs import SCRIPT, WAIT_SECONDS, read_json, seeded_store, send
+from test_mcp_server import authorized, http_server
+
+STATELESS_REVISION = "2026-07-28"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[str, str]:
+    """An SQLite store, and the id of a finished run main may not see."""
+    return seeded_store(tmp_path)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps(SCRIPT))
+    return path
+
+
+@asynccontextmanager
+async def stdio_client(store: str, script: Path) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "sessionwire.adapters.cli.main", "--store", store, "mcp"),
+            *("--session", "main", "--runtime", str(script)),
+        ],
+        env=dict(os.environ),
+    )
+    async with Client(params) as client:
+        yield client
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
+    store: tuple[str, str], script: Path
+) -> None:
+    url, hidden = store
+    async with stdio_client(url, script) as client:
+        version = client.protocol_version
+        capabilities = client.server_capabilities
+        listed = await client.list_tools()
+        run_id = await send(client.session, "brief job", 0)
+        uri = f"sessionwire://runs/{run_id}"
+        events: list[Any] = []
+        async with client.listen(resource_subscriptions=[uri]) as followed:
+            honored = followed.honored.resource_subscriptions
+            status = (await read_json(client.session, uri))["status"]
+            with anyio.fail_after(WAIT_SECONDS):
+                # Each event is a change of status; the run's end is the last.
+                while status in {"queued", "running"}:
+                    events.append(await followed.__anext__())
+                    status = (await read_json(client.session, uri))["status"]
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(resource_subscriptions=[f"sessionwire://runs/{hidden}"]):
+                pass
+        cancelled = structured(await client.call_tool("runs_cancel", {"runId": run_id}))
+    assert version == STATELESS_REVISION
+    assert capabilities.resources is not None
+    assert capabilities.resources.subscribe is True  # served by subscriptions/listen
+    assert [t.input_schema for t in listed.tools][:-1] == [s["parameters"] for s in tool_schemas()]
+    assert honored == [uri]
+    assert status == "ok"
+    assert events
+    assert set(events) == {ResourceUpdated(uri=uri)}
+    # A hidden run refuses the listen exactly as a read of it is refused.
+    assert refused.value.code == RESOURCE_NOT_FOUND
+    assert cancelled["run"]["cancelled"] is False  # it had already ended
+
+
+async def test_stateless_http_serves_the_revision_and_offers_nothing_to_follow(
+    store: tuple[str, str], script: Path
+) -> None:
+    url, hidden = store
+    async with (
+        http_server(url, "--session", "main", "--runtime", str(script)) as endpoint,
+        authorized() as http,
+        Client(streamable_http_client(endpoint, http_client=http)) as client,
+    ):
+        version = client.protocol_version
+        capabilities = client.server_capabilities
+        sent = structured(
+            await client.call_tool(
+                "sessions_send",
+                {"sessionKey": "discord:group:ops", "message": "ping", "timeoutSeconds": 30},
+            )
+        )
+        run = await read_json(client.session, f"sessionwire://runs/{sent['runId']}")
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource(f"sessionwire://runs/{hidden}")
+        with pytest.raises(MCPError):
+            async with client.listen(resource_subscriptions=[f"sessionwire://runs/{run['runId']}"]):
+                pass
+    assert version == STATELESS_REVISION
+    assert capabilities.resources is not None
+    assert capabilities.resources.subscribe is False
+    assert sent["reply"] == "pong from agent:main:discord:group:ops"
+    assert run["status"] == "ok"
+    assert missing.value.code == RESOURCE_NOT_FOUND
