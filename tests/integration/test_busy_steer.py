@@ -57,9 +57,12 @@ class Worker:
         return RunReply(text="done slowly; steered: " + " | ".join(steers))
 
 
-def steering_config() -> GatewayConfig:
+def steering_config(visibility: str = "tree") -> GatewayConfig:
     return GatewayConfig.load(
-        {"session": {"agentToAgent": {"maxPingPongTurns": 0, "busy": "steer"}}}
+        {
+            "session": {"agentToAgent": {"maxPingPongTurns": 0, "busy": "steer"}},
+            "tools": {"sessions": {"visibility": visibility}},
+        }
     )
 
 
@@ -299,3 +302,69 @@ async def test_a_send_over_http_is_steered_into_the_busy_run(clock: VirtualClock
         assert reply_of(gw, first["runId"]) == "done slowly; steered: and the tests"
     finally:
         await gw.close()
+
+
+class SendsThenWorks:
+    """The worker's "slow" primary works 600 s; the asker's "go" primary sends into the
+    worker, notes the answer, then works 300 s (so a stop finds both runs in flight)."""
+
+    def __init__(self) -> None:
+        self.gateway: Gateway | None = None
+        self.results: list[dict[str, Any]] = []
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step != "primary":
+            return RunReply(text="ANNOUNCE_SKIP" if request.step == "announce" else "REPLY_SKIP")
+        if request.message == "go":
+            assert self.gateway is not None
+            params = {"sessionKey": WORKER, "message": "steer me", "timeoutSeconds": 0}
+            self.results.append(
+                await self.gateway.call_tool(request.session_key, "sessions_send", params)
+            )
+            await request.clock.sleep(300)
+        else:
+            await request.clock.sleep(600)
+        return RunReply(text=f"done: {request.message}")
+
+
+async def open_with(store_url: str, clock: VirtualClock, agent: SendsThenWorks) -> Gateway:
+    # The asker (not main) sends into a session of its agent outside its tree.
+    config = steering_config("agent")
+    gw = await Gateway.open(config=config, store=store_url, clock=clock, runtime=agent)
+    agent.gateway = gw
+    return gw
+
+
+async def test_a_run_dispatched_again_does_not_steer_its_send_twice(
+    store_url: str, clock: VirtualClock
+) -> None:
+    if store_url == "memory":
+        pytest.skip("a memory store cannot be reopened")
+    asker = "agent:main:asker"
+    first_agents = SendsThenWorks()
+    first = await open_with(store_url, clock, first_agents)
+    try:
+        for key in ("main", WORKER, asker):
+            await first.record_message(key, role="user", content="hi")
+        await send(first, "slow work")
+        await first.wait_idle()
+        params = {"sessionKey": asker, "message": "go", "timeoutSeconds": 0}
+        await first.call_tool("main", "sessions_send", params)
+        await first.wait_idle()
+        await clock.advance(1)  # the asker steered the worker and works on; the gateway stops
+        [steered] = first_agents.results
+        assert steered.get("delivery", {}).get("status") == "steered", steered
+    finally:
+        await first.close()
+
+    agents = SendsThenWorks()
+    second = await open_with(store_url, clock, agents)
+    try:
+        await clock.advance(1)
+        await second.wait_idle()
+        # The asker's run ran again and made the same send: answered from the record.
+        assert agents.results == [steered]
+        assert len(named(second, "RunSteered")) == 1
+        assert [d.decision for d in decisions(second)] == ["steered"]
+    finally:
+        await second.close()
