@@ -159,7 +159,7 @@ class Busy(_Step):
 
     op: Literal["busy"] = "busy"
     session: str
-    busy: Literal["enqueue", "reject", "interrupt"] | None
+    busy: Literal["enqueue", "reject", "interrupt", "steer"] | None
 
 
 class Steer(_Step):

@@ -131,7 +131,7 @@ class _Generator:
         }
         if self.options.busy:
             config["session"]["agentToAgent"]["busy"] = rng.choices(
-                ["enqueue", "reject", "interrupt"], [60, 20, 20]
+                ["enqueue", "reject", "interrupt", "steer"], [45, 15, 20, 20]
             )[0]
         if self.options.budgets:
             config["session"]["agentToAgent"]["budget"] = self.budget()
@@ -240,7 +240,7 @@ class _Generator:
         if kind == "busy":
             return Busy(
                 session=rng.choice(self.keys),
-                busy=rng.choice(["enqueue", "reject", "interrupt", None]),
+                busy=rng.choice(["enqueue", "reject", "interrupt", "steer", None]),
             )
         return self.cycle()
 
