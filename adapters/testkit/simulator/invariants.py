@@ -134,6 +134,13 @@ INVARIANTS: dict[str, Invariant] = {
             "before any outcome of it)",
         ),
         Invariant(
+            "visibility",
+            "every sessions_list, sessions_history and sessions_send answer obeys the "
+            "configured tools.sessions.visibility (self | tree | agent | all): no session "
+            "outside the scope listed, read or sent into, and none inside it refused for "
+            "visibility (decision 28)",
+        ),
+        Invariant(
             "yields-wake-once",
             "every yield (RunYielded) wakes exactly once (one YieldWoken, whose woken turn "
             "starts; never two; none waiting at idle)",
@@ -269,6 +276,8 @@ class LogReader:
     """Run -> how many sends a BusyDecided 'steered' says joined it."""
     steers_seen: Counter[UUID] = field(default_factory=Counter)
     """Run -> its RunSteered events so far."""
+    spawned_by: dict[str, str] = field(default_factory=dict)
+    """A child session's key -> the session that spawned it (the visibility tree)."""
 
     def read(self, store: EventLog) -> list[tuple[str, str]]:
         """Read the events recorded since the last call; the problems they show, each
@@ -335,6 +344,7 @@ class LogReader:
         elif name == "SubagentSpawned":
             self.delivery_owner[str(uuid5(ANNOUNCE_NAMESPACE, str(aggregate)))] = aggregate
             self.child_owner[str(event.child_key)] = aggregate
+            self.spawned_by[str(event.child_key)] = str(event.requester_key)
             channel, to = getattr(event, "report_channel", None), getattr(event, "report_to", None)
             if getattr(event, "route_captured", False) and channel and to:
                 self.captured_routes[aggregate] = (str(channel), str(to))

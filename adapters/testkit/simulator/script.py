@@ -173,6 +173,15 @@ class Steer(_Step):
     text: str
 
 
+class Read(_Step):
+    """``sessions_list`` (``target`` None) or ``sessions_history`` of ``target`` from
+    ``source``: what the visibility scope lets it see (decision 28)."""
+
+    op: Literal["read"] = "read"
+    source: str
+    target: str | None = None
+
+
 class Subscribe(_Step):
     """A subscriber from the log's current position P (each script also has one from
     position 0): it reads what is recorded after each step, and resumes from its last
@@ -196,7 +205,8 @@ Step = Annotated[
     | DropConnection
     | Steer
     | Route
-    | StoreFault,
+    | StoreFault
+    | Read,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -311,6 +321,7 @@ __all__ = [
     "DropConnection",
     "Message",
     "Policy",
+    "Read",
     "Route",
     "Send",
     "SessionSeed",
