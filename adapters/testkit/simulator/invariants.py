@@ -344,7 +344,9 @@ class LogReader:
         elif name == "SubagentSpawned":
             self.delivery_owner[str(uuid5(ANNOUNCE_NAMESPACE, str(aggregate)))] = aggregate
             self.child_owner[str(event.child_key)] = aggregate
-            self.spawned_by[str(event.child_key)] = str(event.requester_key)
+            spawner = getattr(event, "requester_key", None)
+            if spawner:
+                self.spawned_by[str(event.child_key)] = str(spawner)
             channel, to = getattr(event, "report_channel", None), getattr(event, "report_to", None)
             if getattr(event, "route_captured", False) and channel and to:
                 self.captured_routes[aggregate] = (str(channel), str(to))
