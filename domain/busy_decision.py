@@ -1,10 +1,11 @@
 """What a ``sessions_send`` into a busy session did, kept as a record (ADR 0022).
 
 A session is busy while one of its runs is in flight (queued or running). A send into it
-is then queued behind that run, refused, or let in by cancelling it, as the busy policy
-says (``session.agentToAgent.busy``, overridable per session). Each such decision is its
-own short stream, like a refusal: recording it never contends with the session it names,
-and a refused send, which starts no run, still leaves its trace.
+is then queued behind that run, refused, let in by cancelling it, or injected into it (a
+steer: the send starts no run of its own), as the busy policy says
+(``session.agentToAgent.busy``, overridable per session). Each such decision is its own
+short stream, like a refusal: recording it never contends with the session it names, and
+a refused send, which starts no run, still leaves its trace.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from sessionwire.domain.base import Aggregate
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.policy import BusyAction, BusyChoice
 
-BusyOutcome = Literal["enqueued", "rejected", "interrupted"]
+BusyOutcome = Literal["enqueued", "rejected", "interrupted", "steered"]
 OUTCOMES: dict[BusyAction, BusyOutcome] = {
     "enqueue": "enqueued",
     "reject": "rejected",
     "interrupt": "interrupted",
+    "steer": "steered",
 }
 
 BUSY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/busy-decisions")
@@ -44,7 +46,8 @@ class BusyDecisionState(BaseModel):
     decision: BusyOutcome
     in_flight_run_id: str
     run_id: str | None
-    """The run the send started; None when it was rejected (it started nothing)."""
+    """The run the send started; None when it was rejected or steered (it started
+    nothing)."""
     cancelled_run_ids: tuple[str, ...] = ()
     trace_id: str | None = None
     parent_run_id: str | None = None
@@ -52,6 +55,9 @@ class BusyDecisionState(BaseModel):
     runs_ahead: int | None = None
     """Runs of the session still in flight ahead of the send once it was decided (those
     it cancelled not counted); None on decisions recorded before it was."""
+    steered_run_id: str | None = None
+    """The run a ``steered`` send was injected into (its RunSteered is saved with this
+    decision, in one transaction); None for every other outcome."""
 
 
 class BusyDecision(Aggregate):
@@ -71,6 +77,7 @@ class BusyDecision(Aggregate):
         parent_run_id: str | None = None
         hops: int | None = None
         runs_ahead: int | None = None
+        steered_run_id: str | None = None
 
     def __init__(
         self,
@@ -86,6 +93,7 @@ class BusyDecision(Aggregate):
         parent_run_id: str | None = None,
         hops: int | None = None,
         runs_ahead: int | None = None,
+        steered_run_id: str | None = None,
     ) -> None:
         self.state = BusyDecisionState(
             session_key=session_key,
@@ -100,6 +108,7 @@ class BusyDecision(Aggregate):
             parent_run_id=parent_run_id,
             hops=hops,
             runs_ahead=runs_ahead,
+            steered_run_id=steered_run_id,
         )
 
     @classmethod
@@ -116,11 +125,15 @@ class BusyDecision(Aggregate):
         decision: BusyOutcome | None = None,
         cancelled_run_ids: tuple[str, ...] = (),
         runs_ahead: int | None = None,
+        steered_run_id: str | None = None,
     ) -> BusyDecision:
-        """The decision on the send whose run id is ``send_run_id`` (a rejected send's run
-        is never started, so the decision names no run then). ``decision`` is the policy's
-        own outcome unless given: an interrupt with nothing it may cancel is enqueued."""
+        """The decision on the send whose run id is ``send_run_id`` (a rejected or steered
+        send's run is never started, so the decision names no run then). ``decision`` is
+        the policy's own outcome unless given: an interrupt with nothing it may cancel is
+        enqueued, and so is a steer with no run it may join."""
         decision = decision or OUTCOMES[choice.action]
+        if (decision == "steered") != (steered_run_id is not None):
+            raise ValueError("a steered decision names the run it joined, and only it does")
         return cls._create(
             cls.BusyDecided,
             id=busy_decision_id(send_run_id),
@@ -131,10 +144,11 @@ class BusyDecision(Aggregate):
             rule=choice.rule,
             decision=decision,
             in_flight_run_id=in_flight_run_id,
-            run_id=None if decision == "rejected" else str(send_run_id),
+            run_id=None if decision in ("rejected", "steered") else str(send_run_id),
             cancelled_run_ids=cancelled_run_ids,
             trace_id=chain.trace_id,
             parent_run_id=chain.parent_run_id,
             hops=chain.hops,
             runs_ahead=runs_ahead,
+            steered_run_id=steered_run_id,
         )

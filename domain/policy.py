@@ -212,8 +212,8 @@ class SendPolicy:
 
 # The busy policy (ADR 0022) ---------------------------------------------------------------
 
-BusyAction = Literal["enqueue", "reject", "interrupt"]
-BUSY_ACTIONS: tuple[BusyAction, ...] = ("enqueue", "reject", "interrupt")
+BusyAction = Literal["enqueue", "reject", "interrupt", "steer"]
+BUSY_ACTIONS: tuple[BusyAction, ...] = ("enqueue", "reject", "interrupt", "steer")
 DEFAULT_BUSY: BusyAction = "enqueue"
 
 
@@ -227,7 +227,8 @@ class BusyChoice:
 @dataclass(frozen=True)
 class BusyPolicy:
     """``session.agentToAgent.busy`` plus per-session overrides: what a ``sessions_send``
-    into a session with a run in flight does (queue behind it, be refused, or cancel it)."""
+    into a session with a run in flight does (queue behind it, be refused, cancel it, or
+    be injected into it)."""
 
     default: BusyAction = DEFAULT_BUSY
 

@@ -10,8 +10,10 @@ A model told only "accepted" reads it as "the other agent is on it" while nothin
 - ``queued``: ``position`` runs of the session were in flight ahead of it when it was
   sent (the recorded ``runs_ahead``);
 - ``refused``: the busy policy refused it (``reject``): no run was started;
-- ``steered``: injected into a running turn. No busy policy steers yet, so no send is
-  answered ``steered``; the value is part of the contract's shape.
+- ``steered``: the busy policy ``steer`` injected it into the run in flight, whose id
+  ``runId`` names (the decision's ``steered_run_id``, saved in the transaction that
+  recorded the run's ``RunSteered``): no run was started for it. A steer that found the
+  run ended by then was recorded ``enqueued`` instead, and is answered as a queued send.
 """
 
 from __future__ import annotations
@@ -28,14 +30,24 @@ DeliveryStatus = Literal["started", "queued", "steered", "refused"]
 class SendDelivery:
     status: DeliveryStatus
     position: int | None = None
+    run_id: str | None = None
+    """Only when ``steered``: the run the message joined."""
 
     @classmethod
-    def of(cls, decision: BusyOutcome | None, runs_ahead: int | None) -> SendDelivery:
+    def of(
+        cls,
+        decision: BusyOutcome | None,
+        runs_ahead: int | None,
+        steered_run_id: str | None = None,
+    ) -> SendDelivery:
         """From the send's recorded busy decision (``None``: the session was idle)."""
         if decision is None:
             return cls("started")
         if decision == "rejected":
             return cls("refused")
+        if decision == "steered":
+            assert steered_run_id is not None, "a steered decision names its run"
+            return cls("steered", run_id=steered_run_id)
         if runs_ahead == 0:
             return cls("started")
         # None: a decision recorded before positions were; queued, place unknown.
@@ -43,10 +55,13 @@ class SendDelivery:
 
     def to_json(self) -> dict[str, Any]:
         """``delivery`` as the send answers it. ``mode`` keeps saying how the reply comes
-        back (OpenClaw's ``announce``) whenever a run was started."""
+        back (OpenClaw's ``announce``) whenever a run was started; a steered send started
+        none and opened no exchange, so nothing is announced for it."""
         shown: dict[str, Any] = {"status": self.status}
         if self.position is not None:
             shown["position"] = self.position
-        if self.status != "refused":
+        if self.run_id is not None:
+            shown["runId"] = self.run_id
+        if self.status in ("started", "queued"):
             shown["mode"] = "announce"
         return shown

@@ -171,9 +171,11 @@ def call_summary(result: dict[str, Any]) -> str:
         details.append(f"{result['count']} session(s)")
     delivery = result.get("delivery")
     if isinstance(delivery, dict) and delivery.get("status"):
-        # What became of the message (decision 29): started, queued (its place) or refused.
+        # What became of the message (decision 29): started, queued (its place), steered
+        # (into which run) or refused.
         place = f" behind {delivery['position']} run(s)" if "position" in delivery else ""
-        details.append(f"message {delivery['status']}{place}")
+        joined = f" into run {delivery['runId']}" if "runId" in delivery else ""
+        details.append(f"message {delivery['status']}{place}{joined}")
     summary = ", ".join(details)
     return f"{status or 'ok'}{': ' + summary if summary else ''}"
 

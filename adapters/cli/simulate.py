@@ -94,6 +94,12 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="saves of the gateway's own work that fail once with a transient store error",
 )
 @click.option(
+    "--scopes/--no-scopes",
+    default=True,
+    show_default=True,
+    help="a visibility scope per seed (self|tree|agent|all) and list/history reads",
+)
+@click.option(
     "--stall-seconds",
     default=60.0,
     show_default=True,
@@ -124,6 +130,7 @@ def simulate(
     budgets: bool,
     steers: bool,
     store_faults: bool,
+    scopes: bool,
     stall_seconds: float,
     seed_budget: float,
     list_invariants: bool,
@@ -185,6 +192,7 @@ def simulate(
                     budgets=budgets,
                     steers=steers,
                     store_faults=store_faults,
+                    scopes=scopes,
                 ),
                 save_dir,
                 shrink,

@@ -309,7 +309,8 @@ def _busy(event: Any) -> str:
         cancelled = (
             f"; cancelled {', '.join(event.cancelled_run_ids)}" if event.cancelled_run_ids else ""
         )
-        return f"{what} (run {event.in_flight_run_id} in flight; {event.rule}){cancelled}"
+        joined = f"; joined run {event.steered_run_id}" if event.steered_run_id else ""
+        return f"{what} (run {event.in_flight_run_id} in flight; {event.rule}){cancelled}{joined}"
     return type(event).__name__
 
 

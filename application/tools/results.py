@@ -203,6 +203,8 @@ class SendDeliveryShown(BaseModel):
     status: Literal["started", "queued", "steered", "refused"]
     position: int | None = None
     """Only when ``queued``: runs of the session ahead of the message when it was sent."""
+    runId: str | None = None
+    """Only when ``steered``: the run in flight the message was injected into."""
     mode: Literal["announce"] | None = None
 
 

@@ -24,16 +24,23 @@ from sessionwire.application.tools.session_refs import (
     resolve_label,
     resolve_session,
 )
+from sessionwire.application.tools.steering import steer_run
 from sessionwire.domain.agent_to_agent import (
     message_context,
     reply_text,
     resolve_announce_target,
 )
-from sessionwire.domain.busy_decision import BusyDecision, BusyOutcome, busy_decision_id
+from sessionwire.domain.busy_decision import (
+    BusyDecision,
+    BusyDecisionState,
+    BusyOutcome,
+    busy_decision_id,
+)
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_thread_key
+from sessionwire.domain.policy import BusyChoice
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.send_delivery import SendDelivery
 from sessionwire.domain.session import SessionState
@@ -181,13 +188,22 @@ async def _start(
     now = context.clock.now()
     if context.caller_turn is not None:
         # The calling run's earlier attempt (before a crash or takeover) had this very
-        # send rejected: it stays rejected, busy or not now (one send, one decision).
-        rejected = await _earlier_rejection(context, run_id)
-        if rejected is not None:
+        # send rejected or steered: it stays so, busy or not now (one send, one decision).
+        settled = await _earlier_settled(context, run_id)
+        if settled is not None and settled.decision == "rejected":
             return _rejected(
-                run_id, display, rejected.in_flight_run_id, rejected.rule, rejected.runs_ahead
+                run_id, display, settled.in_flight_run_id, settled.rule, settled.runs_ahead
             )
+        if settled is not None:
+            return display, _delivery_of(settled)
     busy = await _busy_decision(context, target.state, run_id, chain)
+    if busy is not None and busy.state.decision == "steered":
+        steered = await _steer(context, busy, params.message, run_id, chain)
+        if steered is not None:
+            return display, steered
+        # The run ended between the decision and the steer: queue instead, as OpenClaw's
+        # steer does when injection fails; recorded as what it became (enqueued).
+        busy = await _steer_fell_back(context, target.state, run_id, chain, busy)
     if busy is not None:
         log.info(
             "send into a busy session",
@@ -260,12 +276,17 @@ async def _recorded(context: ToolContext, run_id: UUID) -> SendDelivery:
     event = await _decided(context, run_id)
     if event is None:
         return SendDelivery.of(None, None)
-    return SendDelivery.of(event.decision, event.runs_ahead)
+    return _delivery_of(event)
 
 
-async def _earlier_rejection(context: ToolContext, run_id: UUID) -> BusyDecision.BusyDecided | None:
+def _delivery_of(event: BusyDecision.BusyDecided) -> SendDelivery:
+    return SendDelivery.of(event.decision, event.runs_ahead, event.steered_run_id)
+
+
+async def _earlier_settled(context: ToolContext, run_id: UUID) -> BusyDecision.BusyDecided | None:
+    """The earlier attempt's decision when it started no run (rejected or steered)."""
     event = await _decided(context, run_id)
-    return event if event is not None and event.decision == "rejected" else None
+    return event if event is not None and event.decision in ("rejected", "steered") else None
 
 
 def _shown(delivery: SendDelivery) -> SendDeliveryShown:
@@ -293,15 +314,20 @@ async def _busy_decision(
     choice = context.config.busy_policy.decide(target.policy_target(context.rules))
     decision: BusyOutcome | None = None
     cancelled: tuple[str, ...] = ()
-    if choice.action == "interrupt":
+    steered: str | None = None
+    if choice.action in ("interrupt", "steer"):
         # Never the sender's own run nor a run it descends from: cancelling those would
-        # cancel the very call being made (a cancel takes the runs it caused with it).
+        # cancel the very call being made (a cancel takes the runs it caused with it), and
+        # a send joining one would wait for its own caller's reply.
         own = await _sender_lineage(context)
-        doomed = [run for run in runs if run.run_id not in own]
-        if doomed:
-            cancelled = await _interrupt(context, doomed, target.key)
-        else:
+        others = [run for run in runs if run.run_id not in own]
+        if not others:
             decision = "enqueued"
+        elif choice.action == "interrupt":
+            cancelled = await _interrupt(context, others, target.key)
+        else:
+            # The run working now, else the next to run (it reads the message as it starts).
+            steered = next((run for run in others if run.status == "running"), others[0]).run_id
     # The send's place: every run of the session in flight ahead of it but those cancelled.
     ahead = sum(1 for run in runs if run.run_id not in cancelled)
     return BusyDecision.record(
@@ -315,6 +341,63 @@ async def _busy_decision(
         chain=chain,
         at=context.clock.now(),
         runs_ahead=ahead,
+        steered_run_id=steered,
+    )
+
+
+async def _steer(
+    context: ToolContext, busy: BusyDecision, message: str, run_id: UUID, chain: Causality
+) -> SendDelivery | None:
+    """Inject the message into the run the decision chose, saving the decision with the
+    run's RunSteered (one transaction: the answer ``steered`` is what was recorded); None
+    when that run has ended meanwhile (nothing recorded)."""
+    decided = busy.state
+    joined = decided.steered_run_id
+    assert joined is not None
+
+    def decision() -> BusyDecision:
+        # Made again for each attempt: a save that conflicted took the events with it.
+        return _decided_again(context, decided, run_id, chain, decision="steered")
+
+    if await steer_run(context, UUID(joined), message, recorded_with=decision) is None:
+        return None
+    log.info("send steered into a busy session's run", session_key=decided.session_key, run=joined)
+    return SendDelivery.of("steered", decided.runs_ahead, joined)
+
+
+async def _steer_fell_back(
+    context: ToolContext,
+    target: SessionState,
+    run_id: UUID,
+    chain: Causality,
+    busy: BusyDecision,
+) -> BusyDecision:
+    """The decision for a steer that found its run ended: the send is queued behind
+    whatever is still in flight (none: it is the next the session runs)."""
+    ahead = len(await _in_flight(context, target.key))
+    return _decided_again(context, busy.state, run_id, chain, decision="enqueued", ahead=ahead)
+
+
+def _decided_again(
+    context: ToolContext,
+    decided: BusyDecisionState,
+    run_id: UUID,
+    chain: Causality,
+    *,
+    decision: BusyOutcome,
+    ahead: int | None = None,
+) -> BusyDecision:
+    return BusyDecision.record(
+        send_run_id=run_id,
+        session_key=decided.session_key,
+        requester_key=decided.requester_key,
+        choice=BusyChoice(decided.policy, decided.rule),
+        decision=decision,
+        in_flight_run_id=decided.in_flight_run_id,
+        chain=chain,
+        at=context.clock.now(),
+        runs_ahead=decided.runs_ahead if ahead is None else ahead,
+        steered_run_id=decided.steered_run_id if decision == "steered" else None,
     )
 
 
@@ -386,24 +469,31 @@ async def _answer(
     sent: SendDelivery,
 ) -> SendResult:
     """What the send answers: accepted at once, or the run's outcome within the wait;
-    each says what became of the message when it was sent (``sent``, decision 29)."""
+    each says what became of the message when it was sent (``sent``, decision 29). A
+    steered send started no run: it answers for the run it joined (its ``runId``, its
+    wait, its reply), which may have answered before it read the message."""
     services = context.services
     assert services is not None
     delivery = _shown(sent)
+    if sent.run_id is not None:
+        run_id = UUID(sent.run_id)
     if params.timeoutSeconds == 0:
         return SendResult(
             runId=str(run_id), status="accepted", sessionKey=display, delivery=delivery
         )
     state = await services.runs.wait(run_id, timeout=params.timeoutSeconds)
     if state is None:
+        after = (
+            "the run the message joined goes on, and its reply is recorded when it "
+            "finishes (read it with sessions_history)"
+            if sent.status == "steered"
+            else "the run goes on, and its reply, the agent-to-agent loop and the announce "
+            "are recorded when it finishes (read them with sessions_history)"
+        )
         return SendResult(
             runId=str(run_id),
             status="timeout",
-            error=(
-                f"no reply within {params.timeoutSeconds}s; the run goes on, and its reply, "
-                "the agent-to-agent loop and the announce are recorded when it finishes "
-                "(read them with sessions_history)"
-            ),
+            error=f"no reply within {params.timeoutSeconds}s; {after}",
             sessionKey=display,
             delivery=delivery,
         )

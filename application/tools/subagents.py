@@ -14,11 +14,8 @@ from sessionwire.application.context import ToolContext
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.tools.params import SubagentsParams
 from sessionwire.application.tools.results import SubagentsResult, ToolError
-from sessionwire.application.tools.spawn_tree import SpawnTree, TreeRun, read_tree
-from sessionwire.application.unit_of_work import retrying
-from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
-from sessionwire.domain.session import SessionClosed
-from sessionwire.domain.transcript import TranscriptMessage
+from sessionwire.application.tools.spawn_tree import SpawnTree, read_tree
+from sessionwire.application.tools.steering import steer_run
 
 log = library_logger("sessionwire.tools")
 
@@ -101,10 +98,7 @@ async def _steer(
     if not chosen:
         return ToolError(tool=TOOL, error=not_in_tree(target))
     entry = chosen[0]
-    try:
-        state = await _record_steer(context, entry, message)
-    except (RunAlreadyEnded, SessionClosed):
-        state = None
+    state = await steer_run(context, UUID(entry.run.run_id), message)
     if state is None:
         found = await context.store.run(entry.run.run_id)
         status = found.status if found is not None else entry.run.status
@@ -123,33 +117,3 @@ async def _steer(
         sessionKey=state.session_key,
         steers=state.steers,
     )
-
-
-async def _record_steer(context: ToolContext, entry: TreeRun, message: str) -> RunState | None:
-    """``RunSteered`` on the run and the message in its session, in one transaction;
-    None when the run has ended (RunAlreadyEnded from the domain: a steer racing the
-    run's end loses)."""
-    run_id = UUID(entry.run.run_id)
-    steered_by = context.requester.key
-    async for uow in retrying(context.store, f"run {run_id}"):
-        with uow:
-            run = await uow.work(run_id, Run, RunState)
-            if run is None or run.state.ended:
-                return None
-            session = await uow.session(run.state.session_key)
-            if session is None or not session.is_active:
-                return None
-            now = context.clock.now()
-            run.steer(message=message, steered_by=steered_by, at=now)
-            session.append_message(
-                TranscriptMessage(
-                    role="user",
-                    content=[{"type": "text", "text": message}],
-                    timestamp=int(now.timestamp() * 1000),
-                ),
-                at=now,
-                provenance=run.steer_provenance(steered_by),
-            )
-            await uow.commit()
-            return run.state
-    return None

@@ -395,7 +395,9 @@ async def test_a_busy_override_that_is_no_policy_is_refused(enqueueing: Gateway)
     assert (await enqueueing.patch_session(WORKER, busy="interrupt"))["entry"]["busy_policy"] == (
         "interrupt"
     )
-    with pytest.raises(InvalidPatch, match=r"invalid busy \(use enqueue\|reject\|interrupt\)"):
+    with pytest.raises(
+        InvalidPatch, match=r"invalid busy \(use enqueue\|reject\|interrupt\|steer\)"
+    ):
         await enqueueing.patch_session(WORKER, busy="queue")
     with pytest.raises(InvalidPatch, match="must be a string or null"):
         await enqueueing.patch_session(WORKER, busy=True)
@@ -429,7 +431,9 @@ async def test_a_busy_override_set_over_http_refuses_a_send_over_http(
             assert patched.json()["entry"]["busy_policy"] == "reject"
             bad = await http.post("/v1/methods/sessions.patch", json={"key": "work", "busy": "x"})
             assert bad.status_code == 400
-            assert bad.json()["error"]["message"] == "invalid busy (use enqueue|reject|interrupt)"
+            assert bad.json()["error"]["message"] == (
+                "invalid busy (use enqueue|reject|interrupt|steer)"
+            )
 
             body = {"sessionKey": "work", "message": "a slow job", "timeoutSeconds": 0}
             first = await http.post("/v1/tools/sessions_send", json=body)

@@ -75,7 +75,8 @@ async def test_the_fixed_ci_seeds_break_no_invariant(
 
 
 async def test_a_replay_records_the_same_events_on_every_store(stores: FreshStores) -> None:
-    script = generate(3, WorkloadOptions(crashes=stores.can_reopen))
+    # Seed 4: over 50 events, and a crash where the store can reopen.
+    script = generate(4, WorkloadOptions(crashes=stores.can_reopen))
     simulation = Simulation(stores)
     first = await simulation.run(script)
     second = await simulation.run(script)

@@ -42,11 +42,16 @@ def test_workloads_mix_in_cancels_busy_policies_and_one_late_subscriber() -> Non
     cancels = [step for step in steps if isinstance(step, Cancel)]
     assert {step.pick for step in cancels} == {"nth", "in_flight"}
     assert any(step.pick == "nth" and step.index < 0 for step in cancels)
-    assert {step.busy for step in steps if isinstance(step, Busy)} >= {"reject", "interrupt", None}
+    assert {step.busy for step in steps if isinstance(step, Busy)} >= {
+        "reject",
+        "interrupt",
+        "steer",
+        None,
+    }
     for script in scripts:
         assert sum(isinstance(step, Subscribe) for step in script.steps) == 1
     policies = {script.config["session"]["agentToAgent"]["busy"] for script in scripts}
-    assert policies == {"enqueue", "reject", "interrupt"}
+    assert policies == {"enqueue", "reject", "interrupt", "steer"}
     # The old mix stays dominant.
     assert len(cancels) + sum(isinstance(step, Busy) for step in steps) < len(steps) / 5
 

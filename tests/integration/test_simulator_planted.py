@@ -11,6 +11,7 @@ import pytest
 from sessionwire.adapters.testkit.simulator.script import parse_steps
 from sessionwire.application import context
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
+from sessionwire.domain import policy
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import Session
 from sessionwire.domain.spawn import Spawn
@@ -132,3 +133,26 @@ async def test_a_hop_limit_one_short_of_the_configured_breaks_hop_limit(
         patch.setattr(context, "hop_limit_reached", lambda hops, max_hops: hops >= max_hops - 1)
 
     assert "hop-limit" in await _clean_then_broken(script, one_short, monkeypatch)
+
+
+async def test_a_session_reached_outside_the_scope_breaks_visibility(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``tools.sessions.visibility: agent`` a group session of agent main sends
+    into, and reads, agent beta's main: both refused, clean. Planted: the scope check
+    lets everything through, and the answers reach a session outside the scope."""
+    script = _script(
+        [
+            {**_send({"id": 1, "kind": "ok"}), "source": "agent:main:discord:group:ops"},
+            {"op": "read", "source": "agent:main:discord:group:ops", "target": "agent:beta:main"},
+            {"op": "read", "source": "agent:main:discord:group:ops"},
+            {"op": "advance", "seconds": 60},
+        ]
+    )
+    tools = dict(script.config["tools"], sessions={"visibility": "agent"})
+    script = script.model_copy(update={"config": dict(script.config, tools=tools)})
+
+    def plant(patch: pytest.MonkeyPatch) -> None:
+        patch.setattr(policy.AccessPolicy, "scope_refusal", lambda self, *a, **k: None)
+
+    assert await _clean_then_broken(script, plant, monkeypatch) == {"visibility"}

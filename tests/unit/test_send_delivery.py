@@ -4,6 +4,7 @@ busy decision, and which keys name a chat thread (never a send's target)."""
 from __future__ import annotations
 
 import pytest
+from sessionwire.adapters.cli.event_lines import call_summary
 from sessionwire.domain.keys import is_thread_key
 from sessionwire.domain.send_delivery import SendDelivery
 
@@ -28,6 +29,12 @@ def test_the_delivery_is_read_off_the_decision(
     assert SendDelivery.of(decision, runs_ahead).to_json() == shown  # type: ignore[arg-type]
 
 
+def test_a_steered_send_names_the_run_it_joined_and_announces_nothing() -> None:
+    # It started no run and opened no exchange: no place in a queue, no announce mode.
+    delivery = SendDelivery.of("steered", 1, steered_run_id="r-1")
+    assert delivery.to_json() == {"status": "steered", "runId": "r-1"}
+
+
 @pytest.mark.parametrize(
     ("key", "thread"),
     [
@@ -44,3 +51,10 @@ def test_the_delivery_is_read_off_the_decision(
 )
 def test_a_thread_key_ends_in_a_thread_id(key: str, thread: bool) -> None:
     assert is_thread_key(key) is thread
+
+
+def test_the_cli_line_names_the_run_a_steered_message_joined() -> None:
+    line = call_summary(
+        {"runId": "r-1", "status": "accepted", "delivery": {"status": "steered", "runId": "r-1"}}
+    )
+    assert line == "accepted: message steered into run r-1"

@@ -429,3 +429,109 @@ def test_a_decision_that_names_the_wrong_run_breaks_busy_decided() -> None:
         log = Log()
         log.add("BusyDecided", busy_decision_id(send), decision=decision, run_id=named)
         assert log.fired() == {"busy-decided"}, decision
+
+
+# steers: a send answered 'steered' (busy policy steer) ------------------------------------
+
+
+def steered_send(log: Log, send: UUID, joined: UUID, seconds: float = 0) -> None:
+    """What a steered send records, in its one transaction: the run's RunSteered, the
+    steer's line in the session (the joined run's provenance), then the decision."""
+    log.add("RunSteered", joined, seconds, message="m", steered_by=OTHER)
+    log.line(joined, "user", "a2a", seconds)
+    log.add(
+        "BusyDecided",
+        busy_decision_id(send),
+        seconds,
+        decision="steered",
+        run_id=None,
+        steered_run_id=str(joined),
+    )
+
+
+def test_a_send_steered_into_a_running_run_keeps_every_invariant() -> None:
+    log = Log()
+    joined, send = run_id(1), run_id(7)
+    log.start(joined)
+    log.add("RunDispatched", joined, 0, attempt=1)
+    log.line(joined, "user", "a2a")
+    steered_send(log, send, joined, 1)
+    log.add("RunCompleted", joined, 2, reply="done")
+    log.line(joined, "assistant", "agent", 2)
+    assert log.fired() == set()
+    assert log.reader.steer_problems == []
+    assert log.reader.line_problems() == []
+    delivery = {"status": "steered", "runId": str(joined)}
+    assert log.reader.delivery_problem(str(joined), delivery) is None
+
+
+def test_a_send_steered_into_an_ended_run_breaks_steers() -> None:
+    log = Log()
+    joined, send = run_id(1), run_id(7)
+    log.start(joined)
+    log.dispatch_and_complete(joined)
+    # What the domain refuses (a steer into an ended run), written into the log.
+    steered_send(log, send, joined, 5)
+    # Both the steer after the outcome and the send that joined an ended run.
+    steer, send_problem = log.reader.steer_problems
+    assert "after its outcome RunCompleted" in steer
+    assert f"steered a send into run {joined}, which had ended (RunCompleted" in send_problem
+
+
+def test_a_steered_decision_without_its_runs_steer_breaks_steers() -> None:
+    log = Log()
+    joined = run_id(1)
+    log.start(joined)
+    log.add(
+        "BusyDecided",
+        busy_decision_id(run_id(7)),
+        decision="steered",
+        run_id=None,
+        steered_run_id=str(joined),
+    )
+    (problem,) = log.reader.steer_problems
+    assert "has no RunSteered recorded for it" in problem
+
+
+def test_a_steered_send_whose_run_starts_or_that_names_a_run_breaks_busy_decided() -> None:
+    joined, send = run_id(1), run_id(7)
+    started = Log()
+    started.start(joined)
+    steered_send(started, send, joined)
+    started.start(send)
+    assert started.fired() == {"busy-decided"}
+    naming = Log()
+    naming.start(joined)
+    naming.add("RunSteered", joined, message="m", steered_by=OTHER)
+    naming.add(
+        "BusyDecided",
+        busy_decision_id(send),
+        decision="steered",
+        run_id=str(send),
+        steered_run_id=str(joined),
+    )
+    assert naming.fired() == {"busy-decided"}
+
+
+def test_a_steered_answer_no_decision_recorded_breaks_send_delivery() -> None:
+    log = Log()
+    joined, other = run_id(1), run_id(2)
+    log.start(joined)
+    log.start(other)
+    steered_send(log, run_id(7), joined)
+    # Answered 'steered' into a run no decision names, or under another run's id.
+    assert log.reader.delivery_problem(str(other), {"status": "steered", "runId": str(other)})
+    assert log.reader.delivery_problem(str(other), {"status": "steered", "runId": str(joined)})
+    # And a send whose decision says 'steered' answered otherwise.
+    log.add("BusyDecided", busy_decision_id(run_id(8)), decision="enqueued", run_id=str(run_id(8)))
+    assert log.reader.delivery_problem(str(run_id(8)), {"status": "steered"}) is not None
+
+
+def test_a_second_user_line_of_a_run_not_steered_still_breaks_transcript_lines() -> None:
+    log = Log()
+    joined = run_id(1)
+    log.start(joined)
+    log.add("RunDispatched", joined, 0, attempt=1)
+    log.line(joined, "user", "a2a")
+    log.line(joined, "user", "a2a")  # no RunSteered owes it
+    assert log.fired() == {"transcript-lines"}

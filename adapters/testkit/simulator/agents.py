@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from sessionwire.adapters.testkit.simulator.scopes import ScopedCall
 from sessionwire.adapters.testkit.simulator.script import plan_text, read_plan
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import (
@@ -89,6 +90,8 @@ class SimulatedAgents(AgentRuntime):
         self.dispatches: list[Dispatch] = []
         self.observations: list[Observation] = []
         self.tool_results: list[tuple[str, dict[str, Any]]] = []
+        self.scoped_calls: list[ScopedCall] = []
+        """Every session tool call made (by an agent or a step), for the visibility check."""
         self.hop_refusals: list[int] = []
         """The depth (by its plan) of each send or spawn refused for the hop limit."""
         self.calling: set[asyncio.Task[Any]] = set()
@@ -222,6 +225,7 @@ class SimulatedAgents(AgentRuntime):
         finally:
             self.calling.discard(task)
         self.tool_results.append((tool, result))
+        self.scoped_calls.append(ScopedCall(request.session_key, tool, params, result))
         if "hop limit" in str(result.get("error", "")):
             plan = read_plan(str(params.get("message") or params.get("task") or ""))
             self.hop_refusals.append(int(plan.get("depth", 0)) if plan else 0)

@@ -94,9 +94,9 @@ INVARIANTS: dict[str, Invariant] = {
         ),
         Invariant(
             "busy-decided",
-            "a BusyDecided 'rejected' started no run (the send's run id, whichever event "
-            "comes first); an 'interrupted' one cancelled (with RunCancelled) every run it "
-            "names",
+            "a BusyDecided 'rejected' or 'steered' started no run (the send's run id, "
+            "whichever event comes first); an 'interrupted' one cancelled (with "
+            "RunCancelled) every run it names",
         ),
         Invariant(
             "subscribers",
@@ -118,8 +118,8 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "send-delivery",
             "a sessions_send's delivery is what its recorded busy decision says: none or "
-            "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused' "
-            "(decision 29)",
+            "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused', "
+            "'steered' into the run its decision names (decision 29)",
         ),
         Invariant(
             "trace-budget",
@@ -129,7 +129,16 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "steers",
             "a steer is recorded (RunSteered) only on a run that has not ended, and a steer "
-            "answered ok is recorded",
+            "answered ok is recorded; a send answered 'steered' joined a run that had not "
+            "ended (its BusyDecided 'steered' names the run, recorded with its RunSteered "
+            "before any outcome of it)",
+        ),
+        Invariant(
+            "visibility",
+            "every sessions_list, sessions_history and sessions_send answer obeys the "
+            "configured tools.sessions.visibility (self | tree | agent | all): no session "
+            "outside the scope listed, read or sent into, and none inside it refused for "
+            "visibility (decision 28)",
         ),
         Invariant(
             "yields-wake-once",
@@ -258,6 +267,17 @@ class LogReader:
     steered: dict[UUID, int] = field(default_factory=dict)
     """Run -> the log position of its last RunSteered."""
     steer_problems: list[str] = field(default_factory=list)
+    steer_lines: Counter[UUID] = field(default_factory=Counter)
+    """Run -> steers whose transcript line (saved with the RunSteered, after it) is owed:
+    a steer's line carries the steered run's provenance but is not the run's own."""
+    steered_sends: dict[UUID, UUID] = field(default_factory=dict)
+    """A BusyDecided 'steered' -> the run it says the send joined."""
+    joined: Counter[UUID] = field(default_factory=Counter)
+    """Run -> how many sends a BusyDecided 'steered' says joined it."""
+    steers_seen: Counter[UUID] = field(default_factory=Counter)
+    """Run -> its RunSteered events so far."""
+    spawned_by: dict[str, str] = field(default_factory=dict)
+    """A child session's key -> the session that spawned it (the visibility tree)."""
 
     def read(self, store: EventLog) -> list[tuple[str, str]]:
         """Read the events recorded since the last call; the problems they show, each
@@ -284,6 +304,8 @@ class LogReader:
             self._admit(aggregate, event, position)
         elif name == "RunSteered":
             self.steered[aggregate] = position
+            self.steers_seen[aggregate] += 1
+            self.steer_lines[aggregate] += 1
             if aggregate in self.ended:
                 session, step = self.runs.get(aggregate, ("?", "?"))
                 self.steer_problems.append(
@@ -322,6 +344,9 @@ class LogReader:
         elif name == "SubagentSpawned":
             self.delivery_owner[str(uuid5(ANNOUNCE_NAMESPACE, str(aggregate)))] = aggregate
             self.child_owner[str(event.child_key)] = aggregate
+            spawner = getattr(event, "requester_key", None)
+            if spawner:
+                self.spawned_by[str(event.child_key)] = str(spawner)
             channel, to = getattr(event, "report_channel", None), getattr(event, "report_to", None)
             if getattr(event, "route_captured", False) and channel and to:
                 self.captured_routes[aggregate] = (str(channel), str(to))
@@ -385,6 +410,8 @@ class LogReader:
                 self.interrupted[aggregate] = tuple(
                     str(run) for run in getattr(event, "cancelled_run_ids", ())
                 )
+            elif decision == "steered":
+                problems += self._steered_send(aggregate, getattr(event, "steered_run_id", None))
         if "Abandon" in name:
             self.abandoned.add(aggregate)
         return problems
@@ -413,6 +440,8 @@ class LogReader:
         self.run_of_decision[decision] = run
         if decision in self.rejected:
             problems.append(_rejected_yet_started(decision, run))
+        if decision in self.steered_sends:
+            problems.append(_rejected_yet_started(decision, run, "steered"))
         if record.step == "reply_back" and record.exchange_id:
             runs = self.reply_backs[record.exchange_id]
             runs.add(run)
@@ -448,6 +477,29 @@ class LogReader:
             )
         ]
 
+    def _steered_send(self, decision: UUID, run_id: Any) -> list[tuple[str, str]]:
+        """A send's BusyDecided 'steered': the run it joined had a RunSteered recorded
+        with it (the same transaction, just before) and no outcome yet."""
+        run = _uuid(str(run_id)) if run_id else None
+        if run is None:
+            return [("busy-decided", f"busy decision {decision} steered a send into no run")]
+        self.steered_sends[decision] = run
+        self.joined[run] += 1
+        started = self.run_of_decision.get(decision)
+        problems = [] if started is None else [_rejected_yet_started(decision, started, "steered")]
+        if run in self.ended:
+            outcome, at = self.ended[run]
+            self.steer_problems.append(
+                f"busy decision {decision} steered a send into run {run}, which had ended "
+                f"({outcome} at log position {at})"
+            )
+        elif self.steers_seen[run] < self.joined[run]:
+            self.steer_problems.append(
+                f"busy decision {decision} steered a send into run {run}, which has no "
+                "RunSteered recorded for it"
+            )
+        return problems
+
     def _lines(self, event: Any) -> list[tuple[str, str]]:
         provenance = getattr(event, "provenance", None)
         run_id = getattr(provenance, "run_id", None)
@@ -458,6 +510,9 @@ class LogReader:
         run = UUID(str(run_id))
         problems: list[tuple[str, str]] = []
         for message in messages:
+            if message.role == "user" and self.steer_lines[run] > 0:
+                self.steer_lines[run] -= 1  # the steer's line, not one the run wrote
+                continue
             lines = self.user_lines if message.role == "user" else self.reply_lines
             lines[run] += 1
             if lines[run] > 1:
@@ -518,11 +573,21 @@ class LogReader:
         run = _uuid(run_id)
         if run is None:
             return f"a send answered delivery {delivery} with run id {run_id!r}"
+        if delivery.get("status") == "steered":
+            # The send's own run id is not in its answer: the run it joined is.
+            if delivery.get("runId") == run_id and self.joined[run] > 0:
+                return None
+            return (
+                f"send answered delivery {delivery} for run {run_id}, but no busy decision "
+                "recorded a send steered into that run"
+            )
         decided = self.decided.get(busy_decision_id(run))
         if decided is None:
             expected: dict[str, Any] = {"status": "started"}
         elif decided[0] == "rejected":
             expected = {"status": "refused"}
+        elif decided[0] == "steered":
+            expected = {"status": "steered"}
         elif decided[1] == 0:
             expected = {"status": "started"}
         else:
@@ -722,12 +787,12 @@ def _decision_names_its_run(
     decision: UUID, outcome: str, run_id: str | None
 ) -> list[tuple[str, str]]:
     """A decision names the send's run (its own id derives from that run's) unless it
-    rejected the send, which started nothing: then it names none."""
-    if outcome == "rejected":
+    rejected or steered the send, which started nothing: then it names none."""
+    if outcome in ("rejected", "steered"):
         if run_id is None:
             return []
         return [
-            ("busy-decided", f"busy decision {decision} rejected a send yet names run {run_id}")
+            ("busy-decided", f"busy decision {decision} {outcome} a send yet names run {run_id}")
         ]
     run = _uuid(str(run_id)) if run_id else None
     if run is not None and busy_decision_id(run) == decision:
@@ -740,8 +805,8 @@ def _decision_names_its_run(
     ]
 
 
-def _rejected_yet_started(decision: UUID, run: UUID) -> tuple[str, str]:
-    return ("busy-decided", f"busy decision {decision} rejected a send, yet its run {run} started")
+def _rejected_yet_started(decision: UUID, run: UUID, outcome: str = "rejected") -> tuple[str, str]:
+    return ("busy-decided", f"busy decision {decision} {outcome} a send, yet its run {run} started")
 
 
 def _uuid(text: str) -> UUID | None:

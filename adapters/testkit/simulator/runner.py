@@ -54,6 +54,7 @@ from sessionwire.adapters.testkit.simulator.invariants import (
     Violation,
     subscriber_problems,
 )
+from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
     Busy,
@@ -64,6 +65,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     DropConnection,
     Message,
     Policy,
+    Read,
     Route,
     Send,
     SimulationScript,
@@ -681,6 +683,14 @@ class Simulation:
                     "timeoutSeconds": step.wait,
                 }
                 self._tool(state, step.source, "sessions_send", params)
+        elif isinstance(step, Read):
+            if step.target is None:
+                self._tool(state, step.source, "sessions_list", {})
+            else:
+                target = self._target(state, step.target)
+                if target is not None:
+                    params = {"sessionKey": target, "limit": 5}
+                    self._tool(state, step.source, "sessions_history", params)
         elif isinstance(step, Steer):
             child = self._target(state, step.target)
             source = self._spawner(state, child) if step.source == "@parent" else step.source
@@ -782,6 +792,7 @@ class Simulation:
         async def call() -> None:
             result = await gateway.call_tool(requester, tool, params)
             state.agents.tool_results.append((tool, result))
+            state.agents.scoped_calls.append(ScopedCall(requester, tool, params, result))
 
         state.calls.append(asyncio.ensure_future(call()))
 
@@ -1024,6 +1035,11 @@ class Simulation:
                 if isinstance(child, str):
                     state.children.append(child)
         state.agents.tool_results.clear()
+        scope = ScopeCheck(state.config)
+        for call in state.agents.scoped_calls:
+            for problem in scope.problems(call, state.log.spawned_by):
+                self._violate(state, "visibility", problem)
+        state.agents.scoped_calls.clear()
         limit = _max_hops(state.script)
         for depth in state.agents.hop_refusals:
             if 0 < depth <= limit:

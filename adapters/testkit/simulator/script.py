@@ -159,7 +159,7 @@ class Busy(_Step):
 
     op: Literal["busy"] = "busy"
     session: str
-    busy: Literal["enqueue", "reject", "interrupt"] | None
+    busy: Literal["enqueue", "reject", "interrupt", "steer"] | None
 
 
 class Steer(_Step):
@@ -171,6 +171,15 @@ class Steer(_Step):
     source: str
     target: str
     text: str
+
+
+class Read(_Step):
+    """``sessions_list`` (``target`` None) or ``sessions_history`` of ``target`` from
+    ``source``: what the visibility scope lets it see (decision 28)."""
+
+    op: Literal["read"] = "read"
+    source: str
+    target: str | None = None
 
 
 class Subscribe(_Step):
@@ -196,7 +205,8 @@ Step = Annotated[
     | DropConnection
     | Steer
     | Route
-    | StoreFault,
+    | StoreFault
+    | Read,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -311,6 +321,7 @@ __all__ = [
     "DropConnection",
     "Message",
     "Policy",
+    "Read",
     "Route",
     "Send",
     "SessionSeed",

@@ -26,6 +26,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     DropConnection,
     Message,
     Policy,
+    Read,
     Route,
     Send,
     SessionSeed,
@@ -90,6 +91,9 @@ class WorkloadOptions:
     """Turns that spawn and then yield (sessions_yield, waitFor all or any)."""
     store_faults: bool = True
     """Saves of the gateway's own work that fail once with a transient store error."""
+    scopes: bool = True
+    """A visibility scope drawn per seed (self | tree | agent | all, decision 28) and
+    ``sessions_list`` / ``sessions_history`` reads; off: every session sees every other."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -111,11 +115,10 @@ class _Generator:
         rng = self.rng
         config: dict[str, Any] = {
             "session": {"agentToAgent": {"maxPingPongTurns": rng.choice([0, 1, 2, 5])}},
-            # Every session may reach every other: the workloads test orchestration, not
-            # visibility scopes (the security matrix and property tests do).
+            # Every agent pair may talk; what a session sees is the seed's scope.
             "tools": {
                 "agentToAgent": {"enabled": True, "allow": ["*"]},
-                "sessions": {"visibility": "all"},
+                "sessions": {"visibility": self.visibility()},
             },
             "agents": {
                 "defaults": {
@@ -131,7 +134,7 @@ class _Generator:
         }
         if self.options.busy:
             config["session"]["agentToAgent"]["busy"] = rng.choices(
-                ["enqueue", "reject", "interrupt"], [60, 20, 20]
+                ["enqueue", "reject", "interrupt", "steer"], [45, 15, 20, 20]
             )[0]
         if self.options.budgets:
             config["session"]["agentToAgent"]["budget"] = self.budget()
@@ -173,6 +176,8 @@ class _Generator:
             choices.append(("drop", 5))
         if self.options.steers:
             choices.append(("steer", 6))
+        if self.options.scopes:
+            choices.append(("read", 4))
         names, weights = zip(*choices, strict=True)
         kind = rng.choices(names, weights)[0]
         if kind == "send":
@@ -231,6 +236,10 @@ class _Generator:
             return DropConnection(committed=rng.random() < 0.6)
         if kind == "cancel":
             return self.cancel()
+        if kind == "read":
+            history = rng.random() < 0.6
+            target = rng.choice(self.keys) if rng.random() > 0.2 else rng.choice(CHILD_TARGETS)
+            return Read(source=rng.choice(self.keys), target=target if history else None)
         if kind == "steer":
             return Steer(
                 source="@parent" if rng.random() < 0.8 else rng.choice(self.keys),
@@ -240,9 +249,17 @@ class _Generator:
         if kind == "busy":
             return Busy(
                 session=rng.choice(self.keys),
-                busy=rng.choice(["enqueue", "reject", "interrupt", None]),
+                busy=rng.choice(["enqueue", "reject", "interrupt", "steer", None]),
             )
         return self.cycle()
+
+    def visibility(self) -> str:
+        """The seed's ``tools.sessions.visibility``, from an rng of its own: the rest of
+        the workload draws what it drew before scopes were drawn."""
+        if not self.options.scopes:
+            return "all"
+        drawn = random.Random(f"visibility-{self.seed}")
+        return drawn.choices(["self", "tree", "agent", "all"], [15, 25, 20, 40])[0]
 
     def budget(self) -> dict[str, Any]:
         """Drawn from a generator of its own: the steps stay those of the seed without."""
