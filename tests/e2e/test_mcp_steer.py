@@ -76,7 +76,7 @@ async def test_a_send_into_a_busy_session_is_steered_over_mcp(tmp_path: Path) ->
             cancelled = payload(await client.call_tool("runs_cancel", {"runId": first["runId"]}))
 
     assert first["delivery"] == {"status": "started", "mode": "announce"}
-    assert not steered.isError
+    assert not steered.is_error
     assert payload(steered) == {
         "runId": first["runId"],
         "status": "accepted",
