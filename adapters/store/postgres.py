@@ -65,7 +65,7 @@ from sessionwire.adapters.store.sqlite_format import Progress, stderr_progress
 from sessionwire.adapters.store.sqlite_rows import history_columns, history_columns_of
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.projection import ReadModelChanges
-from sessionwire.domain.hash_chain import stream_links
+from sessionwire.domain.hash_chain import ChainLink, stream_links
 
 
 @contextmanager
@@ -230,10 +230,16 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                     insert_cursor.execute(self.insert_saved_events_statement, rows, prepare=True)
                     if changes:
                         self.read_model.write(cursor, changes)
+                    self.before_commit(cursor, links)
                     cursor.execute("COMMIT", prepare=False)
                 ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
         self.chain.committed(links)
         return ids
+
+    def before_commit(self, cursor: Any, links: Sequence[ChainLink]) -> None:
+        """Where a save's pipeline stands before its COMMIT, every statement queued: it
+        sends nothing more (v3 writes the links with the rows). Fault injection and tests
+        stop or break a save here (``adapters/testkit/simulator/faults.py``)."""
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
@@ -503,7 +509,8 @@ def _lease_seconds(query: dict[str, list[str]]) -> float:
 
 class PostgresBackend(StoreBackend):
     """``postgresql://user@host:port/db`` (``?schema=name`` picks a schema,
-    ``?lease_seconds=N`` the length of a session's lease)."""
+    ``?lease_seconds=N`` the length of a session's lease, ``?upgrade=yes`` upgrades a v2
+    schema to storage v3 even while v2 gateways hold leases on it: ADR 0036 §6)."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
