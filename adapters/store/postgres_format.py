@@ -89,9 +89,11 @@ def finish_statements(schema: str, events: str) -> list[str]:
         f"CREATE TRIGGER sw_transcript_refused INSTEAD OF INSERT ON {s}.sw_transcript "
         f"FOR EACH ROW EXECUTE FUNCTION {s}.sw_refuse_v2()",
         f"CREATE OR REPLACE FUNCTION {s}.sw_chain_insert() RETURNS trigger LANGUAGE plpgsql AS "
-        # A link with no place in the log is v2's write path (its save's unsealed link);
-        # v3 writes links with their rows, and an import's links are sealed.
-        f"$$ BEGIN IF NEW.log_seq IS NULL THEN {refuse}; END IF; "
+        # An unsealed link is v2's write path (its save's link); v3 writes links with
+        # their rows, and a v3 import says so (``SqlChain.write_links_many``).
+        "$$ BEGIN IF NEW.log_seq IS NULL AND "
+        "coalesce(current_setting('sessionwire.writer', true), '') <> 'v3' "
+        f"THEN {refuse}; END IF; "
         f"UPDATE {events} SET stream_hash = NEW.stream_hash, log_hash = NEW.log_hash, "
         "log_seq = NEW.log_seq WHERE notification_id = NEW.notification_id; RETURN NEW; END $$",
         f"CREATE OR REPLACE FUNCTION {s}.sw_chain_delete() RETURNS trigger LANGUAGE plpgsql AS "

@@ -186,6 +186,19 @@ def test_a_v2_gateway_is_refused_after_the_upgrade(
                 "this store is storage v3 (ADR 0036); open it with a sessionwire that reads v3"
                 in str(refused.value)
             )
+        # A v3 import's links (``SqlChain.write_links_many``) may be unsealed: it marks
+        # its transaction, and the same insert lands on the row.
+        with connection.transaction(force_rollback=True):
+            connection.execute("SELECT set_config('sessionwire.writer', 'v3', true)")
+            connection.execute(
+                v2_link, ([first["originator_id"]], [first["originator_version"]], [b"\1" * 32])
+            )
+            row = connection.execute(
+                f"SELECT stream_hash FROM {s}.sessionwire_events WHERE originator_id = %s "
+                "AND originator_version = %s",
+                (first["originator_id"], first["originator_version"]),
+            ).fetchone()
+            assert row == {"stream_hash": b"\1" * 32}
     code, report = verify_json(capsys, v2_url)
     assert (code, report["findings"]) == (0, [])  # nothing was changed
 
