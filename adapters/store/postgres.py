@@ -266,6 +266,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         (a connection of its own holds it, so gateways opening meanwhile wait). A v2
         schema with live gateways is refused unless ``allow_beside_live``."""
         schema = self.datastore.schema
+        # A v3 schema needs no lock: an upgrade in progress leaves ``sw_chain`` a table
+        # until its last transaction, so an opener meanwhile comes to the lock and waits.
         with self.datastore.transaction(commit=False) as cursor:
             if not postgres_format.needs_upgrade(cursor, schema):
                 return False
