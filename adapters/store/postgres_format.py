@@ -36,6 +36,7 @@ from sessionwire.adapters.store.sqlite_format import (
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import BATCH_CODE, BATCH_TOPIC
+from sessionwire.domain.session import SessionState
 
 FORMAT = 3
 UPGRADE_BATCH = 5_000
@@ -231,16 +232,10 @@ def upgrade(
             "ON e.notification_id = c.notification_id WHERE e.notification_id IS NULL"
         )
         orphans = int(_first(cursor.fetchone()))
-        # The session rows: the fields a message changes move to their columns.
-        extracted = ", ".join(
-            f"{name} = (state::jsonb ->> '{name}')::{HOT_TYPES.get(name, 'text').split()[0]}"
-            for name in HOT_COLUMNS
-        )
-        removed = ", ".join(f"'{name}'" for name in sorted(ROW_FIELDS))
-        cursor.execute(
-            f"UPDATE {s}.sw_sessions SET {extracted}, "
-            f"state = (state::jsonb - ARRAY[{removed}])::text WHERE state::jsonb ? 'updated_at'"
-        )
+        # The session rows: the fields a message changes move to their columns, and the
+        # JSON keeps the others written as the read model writes it (so `audit rebuild`
+        # finds the upgraded rows equal to rebuilt ones).
+        _move_session_fields(cursor, s)
         cursor.execute(f"DROP TABLE {s}.sw_chain")
         if _relkind(cursor, schema, "sw_transcript") == "r":
             cursor.execute(f"DROP TABLE {s}.sw_transcript")
@@ -258,6 +253,39 @@ class UpgradeInterrupted(SessionwireError, RuntimeError):
 
 def _first(row: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def _move_session_fields(cursor: Any, s: str, *, page: int = 1_000) -> None:
+    """Every v2 session row (its JSON holds every field) in its v3 shape, a page at a time."""
+    after = ""
+    assigned = ", ".join(f"{name} = %s" for name in HOT_COLUMNS)
+    while True:
+        cursor.execute(
+            f"SELECT id, state FROM {s}.sw_sessions WHERE id > %s "
+            "AND state::jsonb ? 'updated_at' ORDER BY id LIMIT %s",
+            (after, page),
+        )
+        rows = [(str(_at(row, "id", 0)), str(_at(row, "state", 1))) for row in cursor.fetchall()]
+        if not rows:
+            return
+        changed = []
+        for row_id, text in rows:
+            state = SessionState.model_validate_json(text)
+            changed.append(
+                (
+                    *(getattr(state, name) for name in HOT_COLUMNS),
+                    state.model_dump_json(exclude=set(ROW_FIELDS)),
+                    row_id,
+                )
+            )
+        cursor.executemany(
+            f"UPDATE {s}.sw_sessions SET {assigned}, state = %s WHERE id = %s", changed
+        )
+        after = rows[-1][0]
+
+
+def _at(row: Any, name: str, index: int) -> Any:
+    return row[name] if isinstance(row, dict) else row[index]
 
 
 def _fill(cursor: Any, events: str, after: int, upto: int) -> None:
