@@ -251,24 +251,6 @@ class SqlChain:
                 previous_streams[originator_id] = bytes(found["stream_hash"])
         return previous_streams
 
-    def write_stream_links(self, cursor: Cursor, links: Sequence[ChainLink]) -> None:
-        """Unsealed links for events inserted earlier in this transaction, found by their
-        stream coordinates: their notification ids need not be known yet (PostgreSQL:
-        one statement, sent in the save's pipeline before anything is read back)."""
-        t = self.t
-        cursor.execute(
-            f"INSERT INTO {t.chain} (notification_id, originator_id, originator_version, "
-            f"stream_hash) SELECT e.{t.position}, v.id, v.version, v.hash "
-            "FROM unnest(%s::uuid[], %s::bigint[], %s::bytea[]) AS v(id, version, hash) "
-            f"JOIN {t.events} e ON e.originator_id = v.id AND e.originator_version = v.version",
-            (
-                [t.to_db_id(link.originator_id) for link in links],
-                [link.originator_version for link in links],
-                [link.stream_hash for link in links],
-            ),
-            **self.write_options,
-        )
-
     def committed(self, links: Iterable[ChainLink]) -> None:
         """Remember the stream heads of links whose transaction committed."""
         with self._heads_lock:
@@ -296,6 +278,10 @@ class SqlChain:
     def write_links_many(self, cursor: Cursor, links: Sequence[ChainLink]) -> None:
         """``write_links`` in one statement (an import's batch)."""
         to_db_id = self.t.to_db_id
+        if self.t.xact_column:
+            # PostgreSQL storage v3: links written to the view are a v3 import's, even
+            # unsealed ones (its trigger refuses a v2 gateway's unsealed links).
+            cursor.execute("SELECT set_config('sessionwire.writer', 'v3', true)")
         cursor.executemany(
             self.insert_link,
             [

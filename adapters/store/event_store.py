@@ -223,7 +223,7 @@ class StoreBackend(SessionLocks, ABC):
     """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
     writes_v3_records: bool = False
     """Short topics and messages stored message first (ADR 0036); False keeps the v2
-    encoding that v2 gateways beside this one can read (PostgreSQL, for now)."""
+    encoding (both engines write v3 now; the flag stays for a backend that may not)."""
 
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID, uuid4
@@ -30,6 +31,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
+from sessionwire.adapters.store import postgres_format
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
 from sessionwire.adapters.store.event_store import (
@@ -59,9 +61,11 @@ from sessionwire.adapters.store.postgres_lease import (
 from sessionwire.adapters.store.postgres_save_ids import SaveIds, save_ids_table_statement
 from sessionwire.adapters.store.postgres_writer import PostgresWriter, save_threads
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
+from sessionwire.adapters.store.sqlite_format import Progress, stderr_progress
+from sessionwire.adapters.store.sqlite_rows import history_columns, history_columns_of
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.projection import ReadModelChanges
-from sessionwire.domain.hash_chain import stream_links
+from sessionwire.domain.hash_chain import ChainLink, stream_links
 
 
 @contextmanager
@@ -88,24 +92,46 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # statement _pg3_N does not exist" on the next save). A failed save also rolls
         # back through conn.rollback(), which forgets every prepared statement on both
         # sides (DEALLOCATE ALL).
+        events = f'"{self.datastore.schema}"."{self.events_table_name}"'
+        self.events_table = events
+        # Storage v3 (ADR 0036 §6): the message rows of the log are the transcript, the
+        # session row's hot fields are columns (a narrow UPDATE per message).
         self.read_model = SqlReadModel(
             marker="%s",
             prefix=f'"{self.datastore.schema}".',
             kind_of=no_kind,
             write_options={"prepare": True},
+            transcript_in_log=True,
+            session_columns=True,
+            events_table=events,
+            log_id=lambda aggregate_id: aggregate_id,
         )
         self.chain = SqlChain(
-            postgres_tables(self.datastore.schema, self.events_table_name),
+            replace(
+                postgres_tables(self.datastore.schema, self.events_table_name),
+                history_columns=history_columns_of,
+            ),
             write_options={"prepare": True},
         )
         self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
-        self.insert_saved_events_statement = self.save_ids.recording(self.insert_events_statement)
-        # The chain table last: _postgres_setup takes its presence to mean "all created".
+        # One statement a save: its id, and each event with its history columns and its
+        # stream link (positions and seals come from the sealer, behind the writers).
+        self.insert_saved_events_statement = self.save_ids.recording(
+            SQL(
+                f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
+                "role, body, provenance, stream_hash) SELECT * FROM unnest(%s::uuid[], "
+                "%s::bigint[], %s::text[], %s::bytea[], %s::text[], %s::integer[], "
+                "%s::integer[], %s::bytea[]) RETURNING notification_id"
+            )
+        )
+        # The v3 views last: _postgres_setup takes the chain's presence to mean "all
+        # created".
         for statement in [
+            *postgres_format.column_statements(events),
             save_ids_table_statement(self.datastore.schema),
             *self.read_model.create_statements(),
             *self.chain.checkpoint_statements(),
-            *self.chain.create_statements(),
+            *postgres_format.finish_statements(self.datastore.schema, events),
         ]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
         # No table lock: it ordered commits for eventsourcing's notification readers and
@@ -177,12 +203,18 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 links = stream_links(
                     records, previous_streams=self.chain.previous_streams(cursor, records)
                 )
-            events = [
-                self.construct_pg_stored_event(
-                    e.originator_id, e.originator_version, e.topic, e.state
-                )
-                for e in stored_events
-            ]
+            columns = [history_columns(stored) for stored in stored_events]
+            rows = (
+                save_id,
+                [stored.originator_id for stored in stored_events],
+                [stored.originator_version for stored in stored_events],
+                [stored.topic for stored in stored_events],
+                [stored.state for stored in stored_events],
+                [column[0] for column in columns],
+                [column[1] for column in columns],
+                [column[2] for column in columns],
+                [link.stream_hash for link in links],
+            )
             with conn.cursor() as insert_cursor, conn.cursor() as cursor:
                 # BEGIN and COMMIT queued with the statements: one sync, one round
                 # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
@@ -195,16 +227,19 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                             (fence.session_key, fence.owner, fence.token),
                             prepare=True,
                         )
-                    insert_cursor.execute(
-                        self.insert_saved_events_statement, (save_id, events), prepare=True
-                    )
+                    insert_cursor.execute(self.insert_saved_events_statement, rows, prepare=True)
                     if changes:
                         self.read_model.write(cursor, changes)
-                    self.chain.write_stream_links(cursor, links)
+                    self.before_commit(cursor, links)
                     cursor.execute("COMMIT", prepare=False)
                 ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
         self.chain.committed(links)
         return ids
+
+    def before_commit(self, cursor: Any, links: Sequence[ChainLink]) -> None:
+        """Where a save's pipeline stands before its COMMIT, every statement queued: it
+        sends nothing more (v3 writes the links with the rows). Fault injection and tests
+        stop or break a save here (``adapters/testkit/simulator/faults.py``)."""
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
@@ -218,6 +253,45 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 return
             for statement in [*self.chain.upgrade_statements(), *self.chain.index_statements()]:
                 cursor.execute(statement)
+
+    def upgrade_storage(
+        self,
+        *,
+        allow_beside_live: bool,
+        progress: Progress = stderr_progress,
+        batch: int = postgres_format.UPGRADE_BATCH,
+        fail_batch: int | None = None,
+    ) -> bool:
+        """Storage v2 to v3 (ADR 0036 §6), in place, under the schema's storage lock
+        (a connection of its own holds it, so gateways opening meanwhile wait). A v2
+        schema with live gateways is refused unless ``allow_beside_live``."""
+        schema = self.datastore.schema
+        # A v3 schema needs no lock: an upgrade in progress leaves ``sw_chain`` a table
+        # until its last transaction, so an opener meanwhile comes to the lock and waits.
+        with self.datastore.transaction(commit=False) as cursor:
+            if not postgres_format.needs_upgrade(cursor, schema):
+                return False
+        with self.datastore.get_connection() as locking:
+            locking.commit()
+            locking.autocommit = True
+            try:
+                with postgres_format.storage_locked(locking, schema):
+                    with self.datastore.transaction(commit=False) as cursor:
+                        if not postgres_format.needs_upgrade(cursor, schema):
+                            return False  # another gateway upgraded it while we waited
+                        holders = postgres_format.live_gateways(cursor, schema)
+                    if holders and not allow_beside_live:
+                        raise postgres_format.refuse_beside_live(schema, holders)
+                    return postgres_format.upgrade(
+                        lambda: self.datastore.transaction(commit=True),
+                        schema,
+                        self.events_table,
+                        progress=progress,
+                        batch=batch,
+                        fail_batch=fail_batch,
+                    )
+            finally:
+                locking.autocommit = False
 
     def seal_log(self, *, wait: bool = True) -> int:
         """Seal every final record, one batch per transaction, one sealer at a time
@@ -437,7 +511,8 @@ def _lease_seconds(query: dict[str, list[str]]) -> float:
 
 class PostgresBackend(StoreBackend):
     """``postgresql://user@host:port/db`` (``?schema=name`` picks a schema,
-    ``?lease_seconds=N`` the length of a session's lease)."""
+    ``?lease_seconds=N`` the length of a session's lease, ``?upgrade=yes`` upgrades a v2
+    schema to storage v3 even while v2 gateways hold leases on it: ADR 0036 §6)."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -465,14 +540,24 @@ class PostgresBackend(StoreBackend):
         self.location = f"postgresql://{unquote(parts.username or 'postgres')}@{host}/{database}"
         if schema != "public":
             self.location += f"?schema={schema}"
+        # ``?upgrade=yes``: upgrade a v2 schema even while v2 gateways hold leases on it
+        # (ADR 0036 §6; they are refused from then on).
+        self.upgrade_beside_live = query.get("upgrade", ["no"])[0].lower() in ("yes", "true", "1")
         self._keeper: LeaseKeeper | None = None
         self._pool: Any = None
+
+    writes_v3_records = True
 
     def open_application(self) -> SessionwireApplication:
         with _postgres_setup(self.env):
             app = SessionwireApplication(env=self.env)
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
+        try:
+            app.recorder.upgrade_storage(allow_beside_live=self.upgrade_beside_live)
+        except BaseException:
+            app.close()
+            raise
         self._pool = app.recorder.datastore.pool
         try:
             self._keeper = LeaseKeeper(
@@ -517,7 +602,7 @@ class PostgresBackend(StoreBackend):
     def analyze(self, store: EventSourcedStore) -> None:
         with store.writing() as cursor:
             model = store.read_model
-            for table in (model.sessions, model.transcript, model.runs_table):
+            for table in (model.sessions, model.events, model.runs_table):
                 cursor.execute(f"ANALYZE {table}")
 
     def follow_explicit_ids(self, cursor: Cursor, chain: SqlChain) -> None:

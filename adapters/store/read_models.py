@@ -71,6 +71,12 @@ _LINE = (
     "ELSE CAST(substr(state, 12, body - 1) AS TEXT) || ',\"provenance\":' "
     "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
 )
+# The same on PostgreSQL, where ``state`` is bytea (ADR 0036 §6).
+_PG_LINE = (
+    "CASE WHEN provenance IS NULL THEN convert_from(substr(state, 12, body), 'UTF8') "
+    "ELSE convert_from(substr(state, 12, body - 1), 'UTF8') || ',\"provenance\":' "
+    "|| convert_from(substr(state, 26 + body, provenance), 'UTF8') || '}' END AS line"
+)
 
 
 class Cursor(Protocol):
@@ -91,11 +97,18 @@ class SqlReadModel:
         name_prefix: str = "",
         transcript_in_log: bool = False,
         session_columns: bool = False,
+        events_table: str = "stored_events",
+        log_id: Any = None,
     ) -> None:
         self.m = marker
         # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
         # no table of its own is written, and history reads the events.
         self.transcript_in_log = transcript_in_log
+        # The events table the history reads, its stream id as a parameter, and its
+        # line expression (SQLite: hex text and CAST; PostgreSQL: uuid and convert_from).
+        self.events = events_table
+        self.log_id: Any = log_id or (lambda aggregate_id: aggregate_id.hex)
+        self.line = _LINE if marker == "?" else _PG_LINE
         # Options for every write (psycopg: prepare, see PostgresSessionRecorder).
         self.write_options = write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
@@ -651,13 +664,14 @@ class SqlReadModel:
         line, paged in SQL; an upgraded store's v2 rows (a batch holds several lines)
         make the count and the page come from the decoded view instead."""
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
-        session = aggregate_id.hex
+        session = self.log_id(aggregate_id)
         cursor.execute(
-            f"SELECT COUNT(*), COUNT(body) FROM stored_events "
+            f"SELECT COUNT(*) AS n, COUNT(body) AS lines FROM {self.events} "
             f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}",
             (session,),
         )
-        rows, one_line_rows = (int(value) for value in cursor.fetchone())
+        counted = cursor.fetchone()
+        rows, one_line_rows = int(counted["n"]), int(counted["lines"])
         if rows != one_line_rows:
             lines = self._log_tail(
                 cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools
@@ -671,12 +685,12 @@ class SqlReadModel:
             # Past the end: nothing to read (and an offset beyond 64 bits never reaches SQL).
             return TranscriptPage(messages=[], total=rows)
         cursor.execute(
-            f"SELECT {_LINE} FROM stored_events "
+            f"SELECT {self.line} FROM {self.events} "
             f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}"
             f"ORDER BY originator_version DESC LIMIT {self.m} OFFSET {self.m}",
             (session, limit, offset),
         )
-        messages = [found[0] for found in cursor.fetchall()]
+        messages = [found["line"] for found in cursor.fetchall()]
         messages.reverse()
         return TranscriptPage(messages=messages, total=rows)
 
@@ -693,24 +707,24 @@ class SqlReadModel:
             bound = "" if below is None else f"AND originator_version < {self.m} "
             wanted = limit - len(newest_first)
             cursor.execute(
-                f"SELECT originator_version, {_LINE} FROM stored_events "
+                f"SELECT originator_version, {self.line} FROM {self.events} "
                 f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
                 f"ORDER BY originator_version DESC LIMIT {self.m}",
-                (aggregate_id.hex, *([] if below is None else [below]), wanted),
+                (self.log_id(aggregate_id), *([] if below is None else [below]), wanted),
             )
             rows = cursor.fetchall()
             for row in rows:
-                if row[1] is not None:
-                    newest_first.append(row[1])
+                if row["line"] is not None:
+                    newest_first.append(row["line"])
                     continue
                 # A v2-layout message or batch (an upgraded store): decoded.
-                lines = self._decoded_lines(cursor, aggregate_id, int(row[0]))
+                lines = self._decoded_lines(cursor, aggregate_id, int(row["originator_version"]))
                 for role, line in reversed(lines):
                     if include_tools or role != "toolResult":
                         newest_first.append(line)
             if len(rows) < wanted:
                 break
-            below = int(rows[-1][0])
+            below = int(rows[-1]["originator_version"])
         del newest_first[limit:]
         newest_first.reverse()
         return newest_first
@@ -719,12 +733,12 @@ class SqlReadModel:
         self, cursor: Cursor, aggregate_id: UUID, version: int
     ) -> list[tuple[str, str]]:
         cursor.execute(
-            f"SELECT topic, state FROM stored_events WHERE originator_id = {self.m} "
+            f"SELECT topic, state FROM {self.events} WHERE originator_id = {self.m} "
             f"AND originator_version = {self.m}",
-            (aggregate_id.hex, version),
+            (self.log_id(aggregate_id), version),
         )
         found = cursor.fetchone()
-        return transcript_lines(aggregate_id, version, found[0], bytes(found[1]), None)
+        return transcript_lines(aggregate_id, version, found["topic"], bytes(found["state"]), None)
 
     def stored_session(self, found: Any) -> StoredSession:
         if not self.session_columns:
@@ -747,15 +761,18 @@ class SqlReadModel:
         for snapshots and comparisons: a batch gives one row per message."""
         cursor.execute(
             "SELECT originator_id, originator_version, topic, state, body, role "
-            "FROM stored_events WHERE role IS NOT NULL ORDER BY originator_id, originator_version"
+            f"FROM {self.events} WHERE role IS NOT NULL ORDER BY originator_id, originator_version"
         )
         rows: list[tuple[object, ...]] = []
         for found in cursor.fetchall():
-            session, version = str(found[0]), int(found[1])
-            lines = transcript_lines(UUID(session), version, found[2], bytes(found[3]), found[4])
+            stream = UUID(str(found["originator_id"]))
+            version = int(found["originator_version"])
+            lines = transcript_lines(
+                stream, version, found["topic"], bytes(found["state"]), found["body"]
+            )
             first = version - len(lines) + 1
             for index, (role, line) in enumerate(lines):
-                rows.append((session, first + index, role or found[5], line))
+                rows.append((stream.hex, first + index, role or found["role"], line))
         return rows
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:

@@ -85,16 +85,13 @@ def test_a_removed_row_is_a_deleted_record(
     raw.run(("DELETE FROM stored_events WHERE {pos} = ?", (position,)))
     code, report = verify_json(capsys, raw.url)
     assert code == 1
-    if raw.is_sqlite:
-        # Storage v3 (ADR 0036): the chain link is a column of the row, so the row and its
-        # link go together: the stream names the missing version (at the position of the
-        # version after it) and the sealed log the gap.
-        assert findings(report) == [
-            ("deleted", DEV, 3, stream_positions(raw, DEV)[2]),
-            ("deleted", None, None, position + 1),
-        ]
-    else:
-        assert findings(report) == [("deleted", DEV, 3, position)]
+    # Storage v3 (ADR 0036): the chain link is a column of the row, so the row and its
+    # link go together: the stream names the missing version (at the position of the
+    # version after it) and the sealed log the gap.
+    assert findings(report) == [
+        ("deleted", DEV, 3, stream_positions(raw, DEV)[2]),
+        ("deleted", None, None, position + 1),
+    ]
 
 
 def test_removing_a_row_and_its_chain_row_still_shows_a_deletion(
@@ -144,12 +141,9 @@ def test_swapped_positions_are_reordered_records(
     )
     code, report = verify_json(capsys, raw.url)
     assert code == 1
-    if raw.is_sqlite:
-        # Storage v3: each row took its link along, so no link names another event; the
-        # sealed log's hashes (which cover each position) break at both positions.
-        assert findings(report) == [("deleted", None, None, second), ("deleted", None, None, first)]
-    else:
-        assert findings(report) == [("reordered", MAIN, 3, first), ("reordered", MAIN, 2, second)]
+    # Storage v3: each row took its link along, so no link names another event; the
+    # sealed log's hashes (which cover each position) break at both positions.
+    assert findings(report) == [("deleted", None, None, second), ("deleted", None, None, first)]
 
 
 def test_swapped_versions_are_reordered_records(
@@ -163,16 +157,13 @@ def test_swapped_versions_are_reordered_records(
     )
     code, report = verify_json(capsys, raw.url)
     assert code == 1
-    if raw.is_sqlite:
-        # Storage v3: each row kept its own link, whose stream hash covers its old version:
-        # both rows differ from what was chained at their versions, and so does the next.
-        assert findings(report) == [
-            ("altered", DEV, 3, first),
-            ("altered", DEV, 2, second),
-            ("altered", DEV, 4, stream_positions(raw, DEV)[3]),
-        ]
-    else:
-        assert findings(report) == [("reordered", DEV, 3, first), ("reordered", DEV, 2, second)]
+    # Storage v3: each row kept its own link, whose stream hash covers its old version:
+    # both rows differ from what was chained at their versions, and so does the next.
+    assert findings(report) == [
+        ("altered", DEV, 3, first),
+        ("altered", DEV, 2, second),
+        ("altered", DEV, 4, stream_positions(raw, DEV)[3]),
+    ]
 
 
 def test_events_from_before_the_chain_are_counted_as_unchained(
@@ -204,7 +195,7 @@ def test_the_command_prints_a_table_of_findings_and_exits_1(raw: RawStore) -> No
         check=False,
     )
     assert done.returncode == 1, done.stderr
-    # Storage v3 (SQLite): the stream's gap and the sealed log's (the link went with the row).
-    assert ("2 finding(s)" if raw.is_sqlite else "1 finding(s)") in done.stdout
+    # Storage v3: the stream's gap and the sealed log's (the link went with the row).
+    assert "2 finding(s)" in done.stdout
     assert "deleted" in done.stdout
     assert MAIN in done.stdout

@@ -1,7 +1,9 @@
 """Stores written with chain v1 (every row sealed as it was written, no ``log_seq``) keep
 verifying after the upgrade to chain v2, with the same head, and new events extend their
 log (ADR 0016). The SQLite store is a file written by the v1 code and kept in
-tests/fixtures; the PostgreSQL one is put into the v1 layout with plain SQL."""
+tests/fixtures; the PostgreSQL one is the real v2 store of tests/fixtures/storage_v2 put
+back into the v1 layout with plain SQL (storage v3, ADR 0036, has no chain table to
+strip), then upgraded through v2 to v3 when opened."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_rig import RawStore, populate, verify_json
+from audit_rig import RawStore, verify_json
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import VirtualClock
+from storage_v2_postgres import load_v2_dump
 
 V1_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "chain_v1.db"
 # What `sessionwire audit verify` printed for the file when the v1 code wrote it.
@@ -22,8 +25,9 @@ V1_HEAD = "8ef20059fcbec5ef099c63ac1e666a293976bb5c463df62b7d368bcaedd70b17"
 
 async def v1_postgres_store(url: str, clock: VirtualClock) -> None:
     """A PostgreSQL store in chain v1's layout: one writer's chain, whose rows v1 would
-    have written alike (the log hash rule is v1's, over rows in notification order)."""
-    await populate(url, clock)
+    have written alike (the log hash rule is v1's, over rows in notification order: the
+    demo's one gateway sealed them in that order)."""
+    load_v2_dump(url)
     RawStore(url).run(
         ("DROP INDEX sw_chain_seq", ()),
         ("DROP INDEX sw_chain_unsealed", ()),
@@ -63,7 +67,7 @@ async def test_a_v1_store_verifies_and_its_log_goes_on(
     assert "log_seq" not in columns(v1_store)
     code, before = verify_json(capsys, v1_store)
     assert (code, before["findings"], before["unsealed"]) == (0, [], 0)
-    assert "log_seq" in columns(v1_store)  # upgraded on opening
+    assert "log_seq" in columns(v1_store)  # upgraded on opening (a view's, on PostgreSQL)
     count = before["checked"]
     assert before["head"]["log_seq"] == count
     if v1_store.startswith("sqlite:"):

@@ -229,13 +229,9 @@ def test_an_edited_message_inside_a_batch_is_found_and_located(
     assert finding["stream"]["session_key"] == "agent:main:main"
     assert finding["position"] == {"version": 10, "notification_id": position}
     assert "versions 3-10" in finding["detail"]
-    if raw.is_sqlite:
-        # Storage v3 (ADR 0036): the message is stored once, in the event; no transcript
-        # copy is left to name the edited message by, so the finding names the batch.
-        assert "differ from the transcript" not in finding["detail"]
-    else:
-        # m5 is the batch's sixth message: version 3 + 5, named from the transcript rows.
-        assert "the message(s) at version 8 differ" in finding["detail"]
+    # Storage v3 (ADR 0036): the message is stored once, in the event; no transcript
+    # copy is left to name the edited message by, so the finding names the batch.
+    assert "differ from the transcript" not in finding["detail"]
 
 
 def test_an_edit_that_breaks_a_batch_s_json_is_still_located_to_the_batch(

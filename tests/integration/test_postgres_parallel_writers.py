@@ -33,19 +33,19 @@ class HeldSave:
         self.inside = threading.Event()
         self.release = threading.Event()
         self.error: BaseException | None = None
-        chain: Any = store.chain
-        original = chain.write_stream_links
+        recorder: Any = store.recorder
+        original = recorder.before_commit
 
         def held(cursor: Any, links: Any) -> None:
             original(cursor, links)
-            chain.write_stream_links = original  # once
+            recorder.before_commit = original  # once
             # Send what the save's pipeline holds: its inserts run, its commit does not.
             with cursor.connection.pipeline() as pipeline:  # the save's own pipeline
                 pipeline.sync()
             self.inside.set()
             self.release.wait(HELD)
 
-        chain.write_stream_links = held
+        recorder.before_commit = held
         self.store = store
 
     def start(self, session: Session) -> None:

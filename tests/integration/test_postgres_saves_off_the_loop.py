@@ -37,12 +37,12 @@ class HeldSave:
         self.release = threading.Event()
         self.on_loop = False
         loop_thread = threading.get_ident()
-        chain: Any = store.chain
-        original = chain.write_stream_links
+        recorder: Any = store.recorder
+        original = recorder.before_commit
 
         def held(cursor: Any, links: Any) -> None:
             original(cursor, links)
-            chain.write_stream_links = original  # once
+            recorder.before_commit = original  # once
             if threading.get_ident() == loop_thread:
                 self.on_loop = True  # held here, nothing could release it
                 self.loop.call_soon(self.entered.set)
@@ -53,7 +53,7 @@ class HeldSave:
             self.loop.call_soon_threadsafe(self.entered.set)
             self.release.wait(HELD)
 
-        chain.write_stream_links = held
+        recorder.before_commit = held
 
     async def reached(self) -> None:
         """Once the save is held; it must be held off the event loop's thread."""

@@ -1,5 +1,7 @@
 """A PostgreSQL save is one transaction sent in one round trip, and a save that fails
-part-way keeps nothing (ADR 0021, "Amended: fewer round trips and writes")."""
+part-way keeps nothing (ADR 0021, "Amended: fewer round trips and writes"). With storage
+v3 (ADR 0036 §6) an append is one INSERT of its row and one narrow UPDATE of the session
+row, between BEGIN and COMMIT."""
 
 from __future__ import annotations
 
@@ -74,7 +76,13 @@ def test_an_append_is_one_round_trip(store: EventSourcedStore, tmp_path: Path) -
     # one Sync the client then waits on (psycopg's transaction() in a pipeline syncs
     # after BEGIN, before COMMIT and after it: with the pipeline's own, four).
     assert sent(trace, "Sync") == 1
-    assert sent(trace, "Execute") >= 5
+    # BEGIN, the event row (with its chain link and history columns), the session
+    # row's narrow UPDATE, COMMIT: v2 sent six (a transcript row and a chain row more).
+    assert sent(trace, "Execute") == 4
+    parsed = [
+        line for line in trace.read_text().splitlines() if line.split("\t")[:3:2] == ["F", "Parse"]
+    ]
+    assert not any("sw_transcript" in line or "sw_chain" in line for line in parsed)
     assert texts(store, session) == ["one"]
 
 
@@ -83,16 +91,18 @@ def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
 ) -> None:
     session = opened("agent:main:a")
     store.save(session)
-    # Its events insert fine; transcript rows already there fail the save after them.
+    other = opened("agent:main:b")
+    # Its event inserts fine; a session row already there fails the save after it.
     schema = postgres_url.split("schema=")[1]
     with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
         connection.execute(
-            f'INSERT INTO "{schema}".sw_transcript (session, seq, role, message) '
-            "SELECT %s, seq, 'user', '{}' FROM generate_series(1, 10) AS seq",
-            (session.id.hex,),
+            f"INSERT INTO \"{schema}\".sw_sessions SELECT %s, key || 'b', session_id, "
+            "agent_id, kind, label, spawned_by, status, updated_at, version, created_on, "
+            f'modified_on, state FROM "{schema}".sw_sessions',
+            (other.id.hex,),
         )
     with pytest.raises(StoreConflict):
-        store.save(with_message(session, "lost"))
+        store.save(with_message(other, "lost"))
     with store.reading() as cursor:
         cursor.execute(
             f'SELECT (SELECT COUNT(*) FROM "{schema}".sessionwire_events) AS events, '
@@ -101,7 +111,7 @@ def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
         assert cursor.fetchone() == {"events": 1, "links": 1}
     # Every pooled connection is idle again, and the next save on the session commits.
     with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
-        connection.execute(f'DELETE FROM "{schema}".sw_transcript')
+        connection.execute(f'DELETE FROM "{schema}".sw_sessions WHERE id = %s', (other.id.hex,))
     fresh = store.session("agent:main:a")
     assert fresh is not None
     store.save(with_message(fresh.to_aggregate(), "kept"))

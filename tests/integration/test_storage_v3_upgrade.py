@@ -235,9 +235,9 @@ def test_a_v3_export_imports_with_the_same_history_columns(
         )
 
 
-async def test_postgresql_keeps_the_encoding_its_v2_gateways_read(postgres_url: str) -> None:
-    # Its tables are still v2 (ADR 0036 §6): a v2 gateway beside this one must read what
-    # it writes, so long topics and v2 layouts; a batch is still one row per message.
+async def test_postgresql_writes_v3_records(postgres_url: str) -> None:
+    # Storage v3 on PostgreSQL too (ADR 0036 §6): short topics, a batch one row per
+    # message (its upgrade from a real v2 schema: test_storage_v3_upgrade_postgres.py).
     from audit_rig import RawStore
     from sessionwire import Gateway, GatewayConfig
     from sessionwire.testing import VirtualClock
@@ -250,10 +250,7 @@ async def test_postgresql_keeps_the_encoding_its_v2_gateways_read(postgres_url: 
         await gateway.close()
     raw = RawStore(postgres_url)
     topics = [raw.event(position)[2] for position in raw.positions()]
-    assert topics == [
-        "sessionwire.domain.session:Session.SessionOpened",
-        *["sessionwire.domain.session:Session.MessageAppended"] * 3,
-    ]
+    assert topics == ["Session.SessionOpened", *["Session.MessageAppended"] * 3]
 
 
 async def test_a_line_with_multibyte_text_and_a_provenance_reads_as_its_event(

@@ -28,12 +28,12 @@ def drop_next_commit(
     """The store's next save loses its connection, once, at its COMMIT: after the server
     committed it (``committed``: only the answer is lost), or before (nothing is);
     ``fired`` is told when it happens."""
-    chain: Any = store.chain
-    original = chain.write_stream_links
+    recorder: Any = store.recorder
+    original = recorder.before_commit
 
     def dropped(cursor: Any, links: Any) -> None:
         original(cursor, links)  # the save's last statement before its COMMIT
-        chain.write_stream_links = original  # once: the retry runs as written
+        recorder.before_commit = original  # once: the retry runs as written
         fired()
         connection = cursor.connection
         if committed:
@@ -43,7 +43,7 @@ def drop_next_commit(
         connection.close()
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    chain.write_stream_links = dropped
+    recorder.before_commit = dropped
 
 
 def keeper_of(store: EventSourcedStore) -> LeaseKeeper:
