@@ -32,7 +32,6 @@ from sessionwire.domain.policy import (
 from sessionwire.domain.reader_view import reader_messages, reader_view
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
-from sessionwire.domain.session import SessionState
 from sessionwire.domain.trace_budget import BudgetExceeded
 
 log = library_logger("sessionwire.tools")
@@ -204,7 +203,3 @@ class ToolContext:
     def _own_main_key(self) -> str:
         # KeyRules.display for this requester, its one varying part computed once per call.
         return self.rules.main_key_of(self.requester.agent_id)
-
-    def transcript_path(self, state: SessionState) -> str:
-        # A reference an auditor can follow: the store, and the sessionId its tools accept.
-        return f"{self.store.location}#{state.session_id}"
