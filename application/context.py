@@ -29,7 +29,7 @@ from sessionwire.domain.policy import (
     Refusal,
     hop_limit_refusal,
 )
-from sessionwire.domain.reader_view import reader_messages, reader_view
+from sessionwire.domain.reader_view import history_view, reader_messages
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
 from sessionwire.domain.trace_budget import BudgetExceeded
@@ -189,12 +189,12 @@ class ToolContext:
         own = target_key == self.requester.key
         return reader_messages(lines, None if own else self.redactor)
 
-    def reader_view(
+    def history_view(
         self, target_key: str, lines: Sequence[str]
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """``reader_messages``, and whether any was masked."""
+    ) -> tuple[list[dict[str, Any]], bool, int]:
+        """``reader_messages``, whether any was masked, and their JSON's length in bytes."""
         own = target_key == self.requester.key
-        return reader_view(lines, None if own else self.redactor)
+        return history_view(lines, None if own else self.redactor)
 
     def display_key(self, key: str) -> str:
         return "main" if key == self._own_main_key else key
