@@ -50,6 +50,7 @@ from pydantic import BaseModel
 from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
+from sessionwire.adapters.http.json_body import OrjsonResponse
 from sessionwire.adapters.http.reference_page import reference_page
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
@@ -629,7 +630,7 @@ def create_app(
             except (ValueError, RecursionError):
                 raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
             result = await gateway.call_tool(requester, name, params, run_token=token)
-            return JSONResponse(result)
+            return OrjsonResponse(result)
 
         return call_tool
 
