@@ -12,6 +12,7 @@ two checkouts one after the other, alternating, to compare them:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
@@ -41,24 +42,25 @@ async def per_call(call: Any, chunks: int) -> dict[str, int]:
     return {"min": round(min(found)), "median": round(statistics.median(found))}
 
 
-async def main() -> None:
+async def main(messages: int, sessions: int, chunks: int) -> None:
     from sessionwire import Gateway, GatewayConfig
 
     folder = tempfile.mkdtemp()
     gw = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{folder}/bench.db")
-    batch = [message(i) for i in range(20_000)]
+    batch = [message(i) for i in range(messages)]
     for start in range(0, len(batch), 1_000):
         await gw.record_many(
             PREFIX + "big", batch[start : start + 1_000], channel="bench", chat_type="group"
         )
-    for n in range(2_000):
+    for n in range(sessions):
         await gw.record_message(
             f"{PREFIX}s{n}", role="user", content=f"hello {n}", channel="bench", chat_type="group"
         )
     history = {"sessionKey": PREFIX + "big", "limit": 200, "includeTools": True}
 
     async def read() -> None:
-        assert len((await gw.call_tool(REQUESTER, "sessions_history", history))["messages"]) == 200
+        answer = await gw.call_tool(REQUESTER, "sessions_history", history)
+        assert len(answer["messages"]) == min(200, messages)
 
     async def list_50() -> None:
         assert (
@@ -72,13 +74,18 @@ async def main() -> None:
         for _ in range(5):
             await warm()
     result = {
-        "read-200 µs": await per_call(read, 20),
-        "list-50 µs": await per_call(list_50, 30),
-        "list-1 µs": await per_call(list_1, 30),
+        "read-200 µs": await per_call(read, 2 * chunks),
+        "list-50 µs": await per_call(list_50, 3 * chunks),
+        "list-1 µs": await per_call(list_1, 3 * chunks),
     }
     await gw.close()
     print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="in the read session")
+    parser.add_argument("--sessions", type=int, default=2_000, help="listed (one message each)")
+    parser.add_argument("--chunks", type=int, default=10, help="x2 read, x3 list chunks of 10")
+    args = parser.parse_args()
+    asyncio.run(main(args.messages, args.sessions, args.chunks))
