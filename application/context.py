@@ -29,10 +29,9 @@ from sessionwire.domain.policy import (
     Refusal,
     hop_limit_refusal,
 )
-from sessionwire.domain.reader_view import reader_messages, reader_view
+from sessionwire.domain.reader_view import history_view, reader_messages
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
-from sessionwire.domain.session import SessionState
 from sessionwire.domain.trace_budget import BudgetExceeded
 
 log = library_logger("sessionwire.tools")
@@ -190,12 +189,12 @@ class ToolContext:
         own = target_key == self.requester.key
         return reader_messages(lines, None if own else self.redactor)
 
-    def reader_view(
+    def history_view(
         self, target_key: str, lines: Sequence[str]
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """``reader_messages``, and whether any was masked."""
+    ) -> tuple[list[dict[str, Any]], bool, int]:
+        """``reader_messages``, whether any was masked, and their JSON's length in bytes."""
         own = target_key == self.requester.key
-        return reader_view(lines, None if own else self.redactor)
+        return history_view(lines, None if own else self.redactor)
 
     def display_key(self, key: str) -> str:
         return "main" if key == self._own_main_key else key
@@ -204,7 +203,3 @@ class ToolContext:
     def _own_main_key(self) -> str:
         # KeyRules.display for this requester, its one varying part computed once per call.
         return self.rules.main_key_of(self.requester.agent_id)
-
-    def transcript_path(self, state: SessionState) -> str:
-        # A reference an auditor can follow: the store, and the sessionId its tools accept.
-        return f"{self.store.location}#{state.session_id}"

@@ -24,7 +24,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 from sessionwire.application.context import Requester, ToolContext
 from sessionwire.application.gateway import GatewayService, SessionNotFound
-from sessionwire.application.ports.session_read_model import SessionQuery, StoredSession
+from sessionwire.application.ports.session_read_model import (
+    SessionListing,
+    SessionQuery,
+    StoredSession,
+)
 from sessionwire.application.tools.params import MAX_ACTIVE_MINUTES
 from sessionwire.application.tools.results import SessionListRow
 from sessionwire.application.tools.session_refs import (
@@ -380,7 +384,7 @@ class GatewayMethods:
     @staticmethod
     def _row(context: ToolContext, stored: StoredSession) -> SessionListRow:
         return SessionListRow.model_validate(
-            {**row(context, stored, None), "key": stored.state.key}
+            {**row(context, SessionListing.of(stored), None), "key": stored.state.key}
         )
 
     def _of_agent(self, matches: list[StoredSession], agent: str | None) -> list[StoredSession]:

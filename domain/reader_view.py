@@ -10,12 +10,12 @@ skipped (``_nothing_to_mask`` says why that is exact).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from sessionwire.domain.causality import default_provenance_shown
+from sessionwire.domain.json_text import decode, encoded_size
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.transcript import strip_envelope
 
@@ -33,20 +33,40 @@ def reader_view(
 ) -> tuple[list[dict[str, Any]], bool]:
     """``reader_messages``, and whether masking changed any message (``sessions_history``
     says so: ``contentRedacted``)."""
+    messages, redacted, _ = _view(lines, redactor)
+    return messages, redacted
+
+
+def history_view(
+    lines: Sequence[str], redactor: Redactor | None
+) -> tuple[list[dict[str, Any]], bool, int]:
+    """``reader_view``, and the length in bytes of the messages' compact JSON."""
+    messages, redacted, from_orjson = _view(lines, redactor)
+    return messages, redacted, encoded_size(messages, from_orjson=from_orjson)
+
+
+def _view(
+    lines: Sequence[str], redactor: Redactor | None
+) -> tuple[list[dict[str, Any]], bool, bool]:
+    """The messages, whether masking changed any, and whether orjson decoded them all."""
     joined = ",".join(lines)
     if redactor is None or _nothing_to_mask(joined, redactor):
         # One decode for the lot: the lines are JSON objects this store wrote.
-        return [_shown(message) for message in json.loads(f"[{joined}]")], False
+        decoded, from_orjson = decode(f"[{joined}]")
+        return [_shown(message) for message in decoded], False, from_orjson
     redacted = False
+    every_from_orjson = True
     messages: list[dict[str, Any]] = []
     for line in lines:
-        shown = _shown(json.loads(line))
+        message, from_orjson = decode(line)
+        every_from_orjson = every_from_orjson and from_orjson
+        shown = _shown(message)
         if not _nothing_to_mask(line, redactor):
             masked = redactor.mask(shown)
             redacted = redacted or masked != shown
             shown = masked
         messages.append(shown)
-    return messages, redacted
+    return messages, redacted, every_from_orjson
 
 
 def _shown(message: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +77,13 @@ def _shown(message: dict[str, Any]) -> dict[str, Any]:
         if isinstance(content, list):
             for block in content:
                 text = block.get("text")
-                if block.get("type") == "text" and isinstance(text, str):
+                # ``strip_envelope`` changes only a text that opens with an envelope's
+                # "[" or holds a message_id line: any other is left as it is, uncalled.
+                if (
+                    isinstance(text, str)
+                    and (text[:1] == "[" or "[message_id:" in text)
+                    and block.get("type") == "text"
+                ):
                     block["text"] = strip_envelope(text)
     if not isinstance(message.get("provenance"), dict):
         message["provenance"] = default_provenance_shown(message.get("role"))

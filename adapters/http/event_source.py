@@ -5,10 +5,10 @@ nothing was sent for a while, so proxies keep an idle connection open."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from sessionwire.adapters.http.json_body import compact_json
 from sessionwire.application.event_stream.subscription import Subscription
 from sessionwire.application.ports.clock_and_ids import Clock
 
@@ -19,10 +19,11 @@ HEARTBEAT_SECONDS = 15.0
 
 
 def sse_message(event: dict[str, Any]) -> str:
-    # json.dumps escapes newlines, so the data is one line.
+    # JSON escapes newlines and carriage returns in strings, so the data is one line
+    # (text other than ASCII is sent as UTF-8, the stream's encoding, not escaped).
     # The id is the event's cursor: its position, or "position.k" inside a batch of
     # messages, so a client that reconnects mid-batch misses none of it.
-    return f"id: {event['cursor']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+    return f"id: {event['cursor']}\ndata: {compact_json(event)}\n\n"
 
 
 async def event_source(

@@ -44,6 +44,7 @@ from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import (
+    SessionListing,
     SessionPage,
     SessionQuery,
     StoredSession,
@@ -609,6 +610,18 @@ class EventSourcedStore(Store):
     def session_page(self, page: SessionPage) -> list[StoredSession]:
         with self.reading() as cursor:
             return self.read_model.session_page(cursor, page)
+
+    def list_listings(self, query: SessionQuery) -> list[SessionListing]:
+        with self.reading() as cursor:
+            return self.read_model.list_listings(cursor, query)
+
+    def listing_page(self, page: SessionPage) -> list[SessionListing]:
+        with self.reading() as cursor:
+            return self.read_model.listing_page(cursor, page)
+
+    def listings_by_label(self, label: str) -> list[SessionListing]:
+        with self.reading() as cursor:
+            return self.read_model.listings_where(cursor, "label", label)
 
     def recent_work(
         self, kind: str, *, limit: int, status: str | None = None, before: int | None = None

@@ -14,9 +14,11 @@ from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
+from orjson import loads
 from sessionwire.adapters.store.serialisation import transcript_lines
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
+    SessionListing,
     SessionPage,
     SessionQuery,
     StoredSession,
@@ -59,6 +61,35 @@ HOT_COLUMNS = tuple(name for name in HOT_FIELDS if name != "updated_at")
 # The fields the row keeps in columns (so not in its JSON, with session columns).
 ROW_FIELDS = frozenset({"label", "status", *HOT_FIELDS})
 _JSON_EXCLUDED: set[str] = set(ROW_FIELDS)
+
+
+# A listing's columns (``SessionListing``'s fields in order): those every row has, those
+# of the hot columns it shows (in the JSON where the row has no hot columns), the JSON.
+LISTING_COLUMNS = "id, key, session_id, agent_id, spawned_by, status, label, updated_at"
+LISTING_HOT = (
+    "channel",
+    "chat_type",
+    "display_name",
+    "last_channel",
+    "last_to",
+    "last_account_id",
+    "model",
+    "total_tokens",
+)
+
+
+def _json_only_fields(fields: dict[str, Any]) -> tuple[Any, ...]:
+    """The listing's fields that only the state JSON holds, in ``SessionListing``'s order
+    (a row written before a field existed gets ``SessionState``'s default)."""
+    get = fields.get
+    return (
+        get("context_tokens"),
+        get("thinking_level"),
+        get("verbose_level"),
+        get("system_sent", False),
+        get("aborted_last_run", False),
+        get("send_policy"),
+    )
 
 
 # A v3 message's transcript line, sliced from its stored bytes in SQL (ADR 0036): the
@@ -124,6 +155,8 @@ class SqlReadModel:
         m = marker
         hot = "".join(f", {name}" for name in HOT_COLUMNS) if session_columns else ""
         self.session_select = SESSION_COLUMNS + hot
+        listed_hot = "".join(f", {name}" for name in LISTING_HOT) if session_columns else ""
+        self.listing_select = f"{LISTING_COLUMNS}{listed_hot}, state"
         count = 13 + (len(HOT_COLUMNS) if session_columns else 0)
         self.insert_session = (
             f"INSERT INTO {self.sessions} ({self.session_select}) VALUES ({', '.join([m] * count)})"
@@ -479,15 +512,28 @@ class SqlReadModel:
         return None if found is None else self.stored_session(found)
 
     def sessions_where(self, cursor: Cursor, column: str, value: str) -> list[StoredSession]:
-        assert column in {"session_id", "label"}
-        cursor.execute(
-            f"SELECT {self.session_select} FROM {self.sessions} "
-            f"WHERE {column} = {self.m} AND status = 'active' ORDER BY key",
-            (value,),
-        )
+        cursor.execute(self._where_statement(self.session_select, column), (value,))
         return [self.stored_session(found) for found in cursor.fetchall()]
 
+    def listings_where(self, cursor: Cursor, column: str, value: str) -> list[SessionListing]:
+        cursor.execute(self._where_statement(self.listing_select, column), (value,))
+        return self._listings(cursor.fetchall())
+
+    def _where_statement(self, columns: str, column: str) -> str:
+        assert column in {"session_id", "label"}
+        return (
+            f"SELECT {columns} FROM {self.sessions} "
+            f"WHERE {column} = {self.m} AND status = 'active' ORDER BY key"
+        )
+
     def list_sessions(self, cursor: Cursor, query: SessionQuery) -> list[StoredSession]:
+        found = self._list_rows(cursor, self.session_select, query)
+        return [self.stored_session(each) for each in found]
+
+    def list_listings(self, cursor: Cursor, query: SessionQuery) -> list[SessionListing]:
+        return self._listings(self._list_rows(cursor, self.listing_select, query))
+
+    def _list_rows(self, cursor: Cursor, columns: str, query: SessionQuery) -> list[Any]:
         m = self.m
         where = ["status = 'active'"]
         params: list[Any] = []
@@ -513,13 +559,20 @@ class SqlReadModel:
             params.extend(sorted(query.exclude_keys))
         params.append(query.limit)
         cursor.execute(
-            f"SELECT {self.session_select} FROM {self.sessions} WHERE {' AND '.join(where)} "
+            f"SELECT {columns} FROM {self.sessions} WHERE {' AND '.join(where)} "
             f"ORDER BY updated_at DESC, key LIMIT {m}",
             params,
         )
-        return [self.stored_session(found) for found in cursor.fetchall()]
+        return cursor.fetchall()
 
     def session_page(self, cursor: Cursor, page: SessionPage) -> list[StoredSession]:
+        found = self._page_rows(cursor, self.session_select, page)
+        return [self.stored_session(each) for each in found]
+
+    def listing_page(self, cursor: Cursor, page: SessionPage) -> list[SessionListing]:
+        return self._listings(self._page_rows(cursor, self.listing_select, page))
+
+    def _page_rows(self, cursor: Cursor, columns: str, page: SessionPage) -> list[Any]:
         m = self.m
         where: list[str] = []
         params: list[Any] = []
@@ -545,11 +598,28 @@ class SqlReadModel:
         params.append(page.limit)
         condition = f"WHERE {' AND '.join(where)} " if where else ""
         cursor.execute(
-            f"SELECT {self.session_select} FROM {self.sessions} {condition}"
+            f"SELECT {columns} FROM {self.sessions} {condition}"
             f"ORDER BY updated_at DESC, key LIMIT {m}",
             params,
         )
-        return [self.stored_session(found) for found in cursor.fetchall()]
+        return cursor.fetchall()
+
+    def _listings(self, rows: list[Any]) -> list[SessionListing]:
+        """Listings from rows of ``listing_select``: the columns as they are, the fields
+        kept only in the state JSON from one orjson decode of it."""
+        if rows and isinstance(rows[0], dict):
+            rows = [tuple(found.values()) for found in rows]  # psycopg's rows, in order
+        make = SessionListing._make
+        if self.session_columns:
+            return [make((*found[:16], *_json_only_fields(loads(found[16])))) for found in rows]
+        listings = []
+        for found in rows:
+            fields = loads(found[8])
+            get = fields.get
+            listings.append(
+                make((*found[:8], *[get(name) for name in LISTING_HOT], *_json_only_fields(fields)))
+            )
+        return listings
 
     def recent_work(
         self, cursor: Cursor, kind: str, limit: int, status: str | None, before: int | None
@@ -743,7 +813,7 @@ class SqlReadModel:
     def stored_session(self, found: Any) -> StoredSession:
         if not self.session_columns:
             return stored_session(found)
-        fields = json.loads(found["state"])
+        fields = loads(found["state"])
         for name in ("label", "status", "updated_at"):
             fields[name] = found[name]
         for name in HOT_COLUMNS:

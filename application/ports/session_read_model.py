@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 from uuid import UUID
 
 from sessionwire.domain.session import Session, SessionState
@@ -27,6 +28,46 @@ class StoredSession:
             state=self.state,
             created_on=self.created_on,
             modified_on=self.modified_on,
+        )
+
+
+class SessionListing(NamedTuple):
+    """A session row as ``sessions_list`` shows and filters it, read from the row's columns
+    (ADR 0036 §4): no ``SessionState`` is validated per row. The field names and values
+    are ``SessionState``'s; the fields a listing never shows (lineage, counts, the busy
+    override) are left out."""
+
+    stream: str
+    """The session's stream id, as hex (``UUID(stream)``: its transcript)."""
+    key: str
+    session_id: str
+    agent_id: str
+    spawned_by: str | None
+    status: str
+    label: str | None
+    updated_at: int
+    channel: str | None
+    chat_type: str | None
+    display_name: str | None
+    last_channel: str | None
+    last_to: str | None
+    last_account_id: str | None
+    model: str | None
+    total_tokens: int | None
+    context_tokens: int | None
+    thinking_level: str | None
+    verbose_level: str | None
+    system_sent: bool
+    aborted_last_run: bool
+    send_policy: str | None
+
+    @classmethod
+    def of(cls, stored: StoredSession) -> SessionListing:
+        """The listing of a session already read whole."""
+        state = stored.state
+        return cls(
+            stream=stored.id.hex,
+            **{name: getattr(state, name) for name in cls._fields if name != "stream"},
         )
 
 
@@ -102,6 +143,18 @@ class SessionReadModel(ABC):
     @abstractmethod
     def session_page(self, page: SessionPage) -> list[StoredSession]:
         """Sessions of any status, newest ``updatedAt`` first (then key), filtered."""
+
+    @abstractmethod
+    def list_listings(self, query: SessionQuery) -> list[SessionListing]:
+        """``list_sessions`` as listings."""
+
+    @abstractmethod
+    def listing_page(self, page: SessionPage) -> list[SessionListing]:
+        """``session_page`` as listings."""
+
+    @abstractmethod
+    def listings_by_label(self, label: str) -> list[SessionListing]:
+        """``sessions_by_label`` as listings."""
 
     @abstractmethod
     def agent_ids(self) -> list[str]:

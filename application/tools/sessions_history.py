@@ -8,7 +8,6 @@ what it left out; nothing is dropped silently.
 
 from __future__ import annotations
 
-from pydantic_core import to_json
 from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import SessionsHistoryParams
 from sessionwire.application.tools.results import ReadAnswer, SessionsHistoryAnswer
@@ -31,7 +30,7 @@ async def sessions_history(context: ToolContext, params: SessionsHistoryParams) 
         )
         texts, total = page.messages, page.total
     kept = cap_bytes(texts, MAX_HISTORY_BYTES)
-    messages, redacted = context.reader_view(stored.state.key, kept)
+    messages, redacted, size = context.history_view(stored.state.key, kept)
     dropped = len(kept) < len(texts)
     answer: SessionsHistoryAnswer = {
         "sessionKey": context.display_key(stored.state.key),
@@ -41,7 +40,7 @@ async def sessions_history(context: ToolContext, params: SessionsHistoryParams) 
         # Messages are stored within the message cap and returned whole: none is cut.
         "contentTruncated": False,
         "contentRedacted": redacted,
-        "bytes": len(to_json(messages)),
+        "bytes": size,
     }
     if offset is not None and total is not None:
         # The next page starts right before the oldest message returned, so the messages

@@ -11,17 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
+from uuid import UUID
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.ports.session_read_model import (
+    SessionListing,
     SessionPage,
     SessionQuery,
-    StoredSession,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.tools.params import SessionsListParams
 from sessionwire.application.tools.results import ReadAnswer, SessionRow, SessionsListAnswer
-from sessionwire.domain.keys import KeyRules, agent_id_of, derive_channel, normalize_agent_id
+from sessionwire.domain.keys import (
+    KeyRules,
+    SessionKind,
+    agent_id_of,
+    derive_channel,
+    normalize_agent_id,
+)
 from sessionwire.domain.policy import list_warning
 from sessionwire.domain.session import to_millis
 
@@ -90,23 +98,23 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
         for each in queries
     ]
 
-    def listed(store: Store) -> list[tuple[StoredSession, list[str] | None]]:
+    def listed(store: Store) -> list[tuple[SessionListing, list[str] | None]]:
         # The rows and their last messages in one trip off the loop.
-        found: dict[str, StoredSession] = {}
+        found: dict[str, SessionListing] = {}
         for matching in filters:
-            found.update((stored.state.key, stored) for stored in matching.rows(store))
+            found.update((listing.key, listing) for listing in matching.rows(store))
         newest = sorted(found.values(), key=newest_first)[: params.limit]
+        if message_limit <= 0:
+            return [(listing, None) for listing in newest]
         return [
             (
-                stored,
-                store.transcript(stored.id, limit=message_limit, include_tools=False)
-                if message_limit > 0
-                else None,
+                listing,
+                store.transcript(UUID(listing.stream), limit=message_limit, include_tools=False),
             )
-            for stored in newest
+            for listing in newest
         ]
 
-    rows = [row(context, stored, texts) for stored, texts in await context.store.read(listed)]
+    rows = shown_rows(context, await context.store.read(listed))
     answer: SessionsListAnswer = {"count": len(rows), "sessions": rows}
     mode = access.effective_visibility
     if mode != "all":
@@ -128,7 +136,7 @@ def spawn_tree(store: Store, key: str) -> frozenset[str]:
     level = frozenset({key})
     for _ in range(MAX_TREE_DEPTH):
         query = SessionQuery(limit=MAX_TREE_SESSIONS, spawned_by_any=level)
-        children = {stored.state.key for stored in store.list_sessions(query)}
+        children = {listing.key for listing in store.list_listings(query)}
         level = frozenset(children - found - {key})
         if not level:
             break
@@ -147,19 +155,19 @@ class RowFilter:
     """Lower-cased."""
     archived: bool
 
-    def rows(self, store: Store) -> list[StoredSession]:
+    def rows(self, store: Store) -> list[SessionListing]:
         if self.label is None and self.search is None and not self.archived:
-            return store.list_sessions(self.query)
+            return store.list_listings(self.query)
         for named in (self.query.agent_ids, self.query.keys):
             if named is not None and not named:
                 return []
         if self.label is not None and not self.archived:
             # The label's index holds every active session with it: few rows.
-            found = sorted(store.sessions_by_label(self.label), key=newest_first)
-            candidates: Iterator[StoredSession] = iter(found)
+            found = sorted(store.listings_by_label(self.label), key=newest_first)
+            candidates: Iterator[SessionListing] = iter(found)
         else:
             candidates = self._walk(store)
-        rows: list[StoredSession] = []
+        rows: list[SessionListing] = []
         for stored in candidates:
             if self.query.limit <= len(rows):
                 break
@@ -167,7 +175,7 @@ class RowFilter:
                 rows.append(stored)
         return rows
 
-    def _walk(self, store: Store) -> Iterator[StoredSession]:
+    def _walk(self, store: Store) -> Iterator[SessionListing]:
         """Sessions of the listed status, newest first, a page at a time, ending at the
         activity window (the order is by ``updatedAt``, so nothing older can match)."""
         agents = self.query.agent_ids
@@ -178,14 +186,14 @@ class RowFilter:
         )
         since = self.query.updated_since_ms
         while True:
-            found = store.session_page(page)
-            for stored in found:
-                if since is not None and stored.state.updated_at < since:
+            found = store.listing_page(page)
+            for listing in found:
+                if since is not None and listing.updated_at < since:
                     return
-                yield stored
+                yield listing
             if len(found) < SCAN_PAGE:
                 return
-            last = found[-1].state
+            last = found[-1]
             page = SessionPage(
                 limit=page.limit,
                 status=page.status,
@@ -193,8 +201,7 @@ class RowFilter:
                 after=(last.updated_at, last.key),
             )
 
-    def matches(self, stored: StoredSession) -> bool:
-        state = stored.state
+    def matches(self, state: SessionListing) -> bool:
         query = self.query
         if state.status != ("archived" if self.archived else "active"):
             return False
@@ -221,9 +228,9 @@ class RowFilter:
         )
 
 
-def newest_first(stored: StoredSession) -> tuple[int, str]:
+def newest_first(listing: SessionListing) -> tuple[int, str]:
     """The listing's order (``updatedAt`` descending, then key) as a sort key."""
-    return (-stored.state.updated_at, stored.state.key)
+    return (-listing.updated_at, listing.key)
 
 
 async def visible_agents(context: ToolContext) -> frozenset[str] | None:
@@ -239,42 +246,88 @@ async def visible_agents(context: ToolContext) -> frozenset[str] | None:
     return frozenset({own} | {a for a in configured | present if a2a.is_allowed(own, a)})
 
 
-def row(context: ToolContext, stored: StoredSession, texts: list[str] | None) -> SessionRow:
+def row(context: ToolContext, listing: SessionListing, texts: list[str] | None) -> SessionRow:
     """One row; ``texts``: its last messages as stored, when the caller asked for them."""
-    state = stored.state
-    kind, group_channel = context.rules.kind_and_group_channel(state.key, state.chat_type)
-    channel = derive_channel(
-        kind, channel=state.channel, last_channel=state.last_channel, group_channel=group_channel
-    )
-    delivery = None
-    if state.last_channel or state.last_to or state.last_account_id:
-        delivery = {
-            "channel": state.last_channel,
-            "to": state.last_to,
-            "accountId": state.last_account_id,
+    return shown_rows(context, [(listing, texts)])[0]
+
+
+def shown_rows(
+    context: ToolContext, found: list[tuple[SessionListing, list[str] | None]]
+) -> list[SessionRow]:
+    """The rows of ``found`` listings, each with its last messages when given. Built
+    straight from the listings' fields: what every row looks up the same way (the
+    requester's main key, the store's location) is looked up once."""
+    rules = context.rules
+    display_key = context.display_key
+    location = context.store.location
+    shown: list[SessionRow] = []
+    for listing, texts in found:
+        (
+            _,
+            key,
+            session_id,
+            _,
+            _,
+            _,
+            label,
+            updated_at,
+            channel,
+            chat_type,
+            display_name,
+            last_channel,
+            last_to,
+            last_account_id,
+            model,
+            total_tokens,
+            context_tokens,
+            thinking_level,
+            verbose_level,
+            system_sent,
+            aborted_last_run,
+            send_policy,
+        ) = listing
+        kind, channel_shown = _kind_and_channel(rules, key, chat_type, channel, last_channel)
+        one: SessionRow = {
+            "key": display_key(key),
+            "kind": kind,
+            "channel": channel_shown,
+            "label": label,
+            "displayName": display_name or label,
+            "updatedAt": updated_at,
+            "sessionId": session_id,
+            "model": model,
+            "contextTokens": context_tokens,
+            "totalTokens": total_tokens,
+            "thinkingLevel": thinking_level,
+            "verboseLevel": verbose_level,
+            "systemSent": system_sent,
+            "abortedLastRun": aborted_last_run,
+            "sendPolicy": send_policy,
+            "lastChannel": last_channel,
+            "lastTo": last_to,
+            "lastAccountId": last_account_id,
+            "deliveryContext": (
+                {"channel": last_channel, "to": last_to, "accountId": last_account_id}
+                if last_channel or last_to or last_account_id
+                else None
+            ),
+            # A reference an auditor can follow: the store, and the sessionId its tools accept.
+            "transcriptPath": f"{location}#{session_id}",
         }
-    shown: SessionRow = {
-        "key": context.display_key(state.key),
-        "kind": kind,
-        "channel": channel,
-        "label": state.label,
-        "displayName": state.display_name or state.label,
-        "updatedAt": state.updated_at,
-        "sessionId": state.session_id,
-        "model": state.model,
-        "contextTokens": state.context_tokens,
-        "totalTokens": state.total_tokens,
-        "thinkingLevel": state.thinking_level,
-        "verboseLevel": state.verbose_level,
-        "systemSent": state.system_sent,
-        "abortedLastRun": state.aborted_last_run,
-        "sendPolicy": state.send_policy,
-        "lastChannel": state.last_channel,
-        "lastTo": state.last_to,
-        "lastAccountId": state.last_account_id,
-        "deliveryContext": delivery,
-        "transcriptPath": context.transcript_path(state),
-    }
-    if texts is not None:
-        shown["messages"] = context.reader_messages(state.key, texts)
+        if texts is not None:
+            one["messages"] = context.reader_messages(key, texts)
+        shown.append(one)
     return shown
+
+
+@lru_cache(maxsize=4096)
+def _kind_and_channel(
+    rules: KeyRules, key: str, chat_type: str | None, channel: str | None, last: str | None
+) -> tuple[SessionKind, str]:
+    """A row's ``kind`` and ``channel``: a pure function of its arguments, and a list shows
+    the same recent sessions call after call, so each key is parsed once (bounded, as
+    ``KeyRules.canonical``'s cache is)."""
+    kind, group_channel = rules.kind_and_group_channel(key, chat_type)
+    return kind, derive_channel(
+        kind, channel=channel, last_channel=last, group_channel=group_channel
+    )

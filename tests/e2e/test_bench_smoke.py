@@ -140,3 +140,32 @@ def test_lean_path_times_whole_tool_calls(workload: str, size: list[str], tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ms CPU per sessions_{workload} call" in done.stdout
     assert f"sessions_{workload}" in profile.read_text()
+
+
+@pytest.mark.slow
+def test_list_and_read_benchmark_runs_at_a_small_count() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH.parent / "bench_list_read.py"),
+         "--messages", "300", "--sessions", "60", "--chunks", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads(done.stdout)
+    assert set(figures) == {"read-200 µs", "list-50 µs", "list-1 µs"}
+
+
+@pytest.mark.slow
+def test_json_benchmark_prints_every_operation() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH.parent / "bench_json.py"), "--rounds", "2", "--loops", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for operation in ("decode 200 lines", "HTTP body", "SSE event"):
+        assert operation in done.stdout

@@ -6,10 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
-from sessionwire.application.ports.session_read_model import SessionPage, SessionQuery
+from sessionwire.application.ports.session_read_model import (
+    SessionListing,
+    SessionPage,
+    SessionQuery,
+)
 from sessionwire.application.ports.store import Store
-from sessionwire.domain.session import Session, session_uuid, to_millis
-from sessionwire.domain.transcript import Role, TranscriptMessage
+from sessionwire.domain.session import MessageOrigin, Session, session_uuid, to_millis
+from sessionwire.domain.transcript import Role, TranscriptMessage, Usage
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -214,3 +218,54 @@ def test_a_session_page_is_keyset_paged_filtered_and_searched(event_store: Store
     assert event_store.session_page(SessionPage(limit=20, search="team_%x")) == []
     by_key = event_store.session_page(SessionPage(limit=20, search="S0"))
     assert len(by_key) == 7
+
+
+def test_listings_are_the_rows_fields_read_from_their_columns(event_store: Store) -> None:
+    # Every field a listing has, set: by a patch, an import, a message's origin and usage.
+    full = _save(event_store, "agent:main:discord:group:dev", label="team")
+    full.patch(
+        {"model": "m1", "thinkingLevel": "high", "verboseLevel": "on", "sendPolicy": "deny"},
+        at=NOW,
+    )
+    full.import_fields(
+        {"context_tokens": 9000, "system_sent": True, "aborted_last_run": True},
+        source="test",
+        at=NOW,
+    )
+    full.append_message(
+        TranscriptMessage(
+            role="assistant",
+            content=[{"type": "text", "text": "hi"}],
+            timestamp=0,
+            model="m2",
+            usage=Usage(input=3, output=4),
+        ),
+        at=NOW + timedelta(minutes=2),
+        origin=MessageOrigin(
+            channel="discord", chat_type="group", display_name="Dev", to="#dev", account_id="a1"
+        ),
+    )
+    event_store.save(full)
+    _save(event_store, "agent:main:plain", at=NOW + timedelta(minutes=1), label="team")
+    _save(event_store, "agent:ops:other", at=NOW + timedelta(minutes=3))
+
+    query = SessionQuery(limit=10, exclude_keys=frozenset({"agent:ops:other"}))
+    listings = event_store.list_listings(query)
+    assert listings == [SessionListing.of(s) for s in event_store.list_sessions(query)]
+    assert [each.key for each in listings] == ["agent:main:discord:group:dev", "agent:main:plain"]
+    shown = listings[0]
+    assert (shown.model, shown.thinking_level, shown.send_policy) == ("m2", "high", "deny")
+    assert (shown.context_tokens, shown.total_tokens) == (9000, 7)
+    assert shown.system_sent is True
+    assert shown.aborted_last_run is True
+    assert (shown.channel, shown.last_to, shown.last_account_id) == ("discord", "#dev", "a1")
+    assert shown.stream == session_uuid("agent:main:discord:group:dev").hex
+    assert listings[1].system_sent is False
+
+    page = SessionPage(limit=2, status=None)
+    assert event_store.listing_page(page) == [
+        SessionListing.of(s) for s in event_store.session_page(page)
+    ]
+    assert event_store.listings_by_label("team") == [
+        SessionListing.of(s) for s in event_store.sessions_by_label("team")
+    ]

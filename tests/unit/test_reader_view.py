@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_core import to_json
 from sessionwire.domain.causality import with_provenance
-from sessionwire.domain.reader_view import reader_messages
+from sessionwire.domain.reader_view import history_view, reader_messages
 from sessionwire.domain.redaction import DEFAULT_PATTERNS, Redactor, redactor_for
 from sessionwire.domain.transcript import clean_for_reader
 
@@ -151,3 +152,18 @@ def test_a_secret_in_one_line_masks_that_line_only() -> None:
 def test_patterns_with_anchors_are_never_skipped(pattern: str, free: bool) -> None:
     redactor = redactor_for((pattern,), defaults=False)
     assert redactor.finds_nothing_in("nothing to see") is free
+
+
+@pytest.mark.parametrize("name", sorted(REDACTORS))
+def test_the_history_view_measures_what_it_returns(name: str) -> None:
+    lines = [
+        line("plain words"),
+        line("[Telegram 2026-01-01 10:00] hello\n[message_id: 42]"),
+        line("sk-3kF9wQ2xL7vB1nM8zR4tY6uP0aS5dG", role="assistant"),
+        line("big", count=123456789012345678901234567890, ratio=float("inf")),
+    ]
+    for redactor in (REDACTORS[name], None):
+        messages, _, size = history_view(lines, redactor)
+        assert messages == one_by_one(lines, redactor)
+        assert messages[-1]["count"] == 123456789012345678901234567890  # still an integer
+        assert size == len(to_json(messages))

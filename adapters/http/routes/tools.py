@@ -14,6 +14,7 @@ from sessionwire.adapters.http.auth import (
     requester_for,
 )
 from sessionwire.adapters.http.errors import ApiError, error_responses
+from sessionwire.adapters.http.json_body import OrjsonResponse
 from sessionwire.adapters.http.request_rules import AUTH, POSTED
 from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
@@ -94,7 +95,7 @@ def tool_route(gateway: GatewayService, name: str) -> Callable[..., Awaitable[JS
         except (ValueError, RecursionError):
             raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
         result = await gateway.call_tool(requester, name, params, run_token=token)
-        return JSONResponse(result)
+        return OrjsonResponse(result)
 
     return call_tool
 
