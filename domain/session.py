@@ -436,14 +436,19 @@ class Session(Aggregate):
         provenance: Provenance | None = None,
     ) -> None:
         self._require_active()
-        self.trigger_event(
-            self.MessageAppended,
+        # Built without re-validation (ADR 0036 §2): every argument is a model already
+        # validated where it entered, or a typed value, and this runs on every append.
+        event = self.MessageAppended.model_construct(
+            originator_id=self.id,
+            originator_version=self.version + 1,
             timestamp=at,
             message=message,
             origin=None if origin is None or origin.is_empty() else origin,
             sender_is_owner=sender_is_owner,
             provenance=provenance,
         )
+        event.mutate(self)
+        self._pending_events.append(event)
 
     def append_messages(
         self,
