@@ -352,8 +352,7 @@ class GatewayService:
         normalized_chat_type = _chat_type(chat_type)
         now = self.clock.now()
         message = _message(role, content, usage=usage, model=model, at=now)
-        # Each field checked just above (_clean, _chat_type): built without re-validation.
-        origin = MessageOrigin.model_construct(
+        origin = MessageOrigin(
             channel=_clean(channel),
             chat_type=normalized_chat_type,
             display_name=_clean(display_name),

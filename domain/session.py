@@ -436,9 +436,11 @@ class Session(Aggregate):
         provenance: Provenance | None = None,
     ) -> None:
         self._require_active()
-        # Built without re-validation (ADR 0036 §2): every argument is a model already
-        # validated where it entered, or a typed value, and this runs on every append.
-        event = self.MessageAppended.model_construct(
+        # Made and applied as trigger_event would, without its per-call checks and
+        # copies (this runs on every append). Validated, not ``model_construct``-ed:
+        # pydantic-core validates these (models already validated, kept as they are)
+        # faster than pydantic's Python ``model_construct`` builds them.
+        event = self.MessageAppended(
             originator_id=self.id,
             originator_version=self.version + 1,
             timestamp=at,
