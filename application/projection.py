@@ -257,6 +257,15 @@ _ABSENT = object()
 
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
+    if len(events) == 1 and len(aggregates) == 1:
+        event, session = events[0], aggregates[0]
+        if type(event) is Session.MessageAppended and isinstance(session, Session):
+            # One message appended to a session that exists (the W1 append, issue 23):
+            # its transcript entry and its row, without the general path's passes over
+            # the events for members, batches and run links (none can come of it).
+            appended = ReadModelChanges(transcript=list(transcript_entries(events)))
+            appended.rows[session.id] = session_row(session, is_new=False)
+            return appended
     changes = ReadModelChanges(
         transcript=list(transcript_entries(events)),
         transcript_rows=batch_rows(events),

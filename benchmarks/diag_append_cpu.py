@@ -17,7 +17,9 @@ For instruction counts (load-independent), run it under callgrind twice, with
         .venv/bin/python benchmarks/diag_append_cpu.py --appends 1000
 
 To compare two checkouts, run each one's copy with its own Python (or with PYTHONPATH
-pointing at the other's package), interleaved.
+pointing at the other's package), interleaved. ``--raw``: the same appends through bare
+``sqlite3`` (the peers' raw adapter: WAL, ``synchronous=FULL``, INSERT + UPSERT per
+transaction) on the main thread, the floor.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import json
 import pstats
+import sqlite3
 import tempfile
 import threading
 import time
@@ -83,11 +87,58 @@ async def append_cpu(appends: int, profile: cProfile.Profile | None) -> dict[str
     }
 
 
+RAW_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_key TEXT PRIMARY KEY, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated_at);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY, session_key TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS messages_session ON messages (session_key, id);
+"""
+RAW_INSERT = "INSERT INTO messages (session_key, data) VALUES (?, ?)"
+RAW_UPSERT = (
+    "INSERT INTO sessions (session_key, created_at, updated_at) VALUES (?, ?, ?) "
+    "ON CONFLICT(session_key) DO UPDATE SET updated_at = excluded.updated_at"
+)
+
+
+def raw_cpu(appends: int) -> float:
+    """The peers' raw sqlite3 adapter's append (WAL, FULL): µs of CPU per append."""
+    with tempfile.TemporaryDirectory() as directory:
+        connection = sqlite3.connect(f"{directory}/raw.db", isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.executescript(RAW_SCHEMA)
+        cursor = connection.cursor()
+
+        def append(n: int) -> None:
+            key = f"{PREFIX}s{n % SESSIONS:03d}"
+            stamp = time.time()
+            message = {"role": "user" if n % 2 else "assistant", "content": f"[{n}] {TEXT}"}
+            cursor.execute("BEGIN")
+            cursor.execute(RAW_INSERT, (key, json.dumps({**message, "timestamp": stamp})))
+            cursor.execute(RAW_UPSERT, (key, stamp, stamp))
+            cursor.execute("COMMIT")
+
+        for n in range(WARM_UP):
+            append(n)
+        started = time.process_time()
+        for n in range(WARM_UP, WARM_UP + appends):
+            append(n)
+        took = time.process_time() - started
+        connection.close()
+    return took * 1e6 / appends
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--appends", type=int, default=3000)
     parser.add_argument("--profile", help="write a cProfile (loop thread's CPU clock) here")
+    parser.add_argument("--raw", action="store_true", help="bare sqlite3 instead (the floor)")
     args = parser.parse_args()
+    if args.raw:
+        print(f"raw sqlite3 append µs CPU: process {raw_cpu(args.appends):.0f}")
+        return
     profile = cProfile.Profile(time.thread_time) if args.profile else None
     took = asyncio.run(append_cpu(args.appends, profile))
     print(
