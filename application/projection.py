@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not
 from uuid import UUID
 
 from sessionwire.domain.access_refusal import AccessRefusal
@@ -44,7 +46,13 @@ class TranscriptEntry:
     session: UUID
     seq: int
     role: str
-    message_json: str
+    event: Session.MessageAppended
+
+    @property
+    def message_json(self) -> str:
+        # Serialised only where a transcript table is written (PostgreSQL's v2 rows): on
+        # storage v3 the event row is the transcript (ADR 0036), and nothing reads this.
+        return self.event.transcript_message().to_json()
 
 
 @dataclass(frozen=True)
@@ -189,7 +197,7 @@ def transcript_entries(events: Iterable[DomainEvent]) -> Iterator[TranscriptEntr
                 session=event.originator_id,
                 seq=event.originator_version,
                 role=event.message.role,
-                message_json=event.transcript_message().to_json(),
+                event=event,
             )
 
 
@@ -228,16 +236,36 @@ def changed_fields(before: SessionState | None, after: SessionState) -> frozense
         return None
     if before is after:
         return frozenset()
+    # Per append: a state is a copy of the last one with a few fields replaced
+    # (``model_copy``), so most values are the very same objects. The models' own dicts
+    # are compared by identity in C, and only the few fields that are not the same
+    # object are compared by value (pydantic's attribute access per field, in Python,
+    # cost more than the rest of the projection).
+    old, new = before.__dict__, after.__dict__
+    names = tuple(new)
+    if tuple(old) != names:  # not copies of one another: field by field, by name
+        return frozenset(name for name in names if old.get(name, _ABSENT) != new[name])
     return frozenset(
-        name for name in SESSION_FIELDS if getattr(before, name) != getattr(after, name)
+        name
+        for name in compress(names, map(is_not, old.values(), new.values()))
+        if old[name] != new[name]
     )
 
 
-SESSION_FIELDS = tuple(SessionState.model_fields)
+_ABSENT = object()
 
 
 def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> ReadModelChanges:
     """Changes for events just triggered on ``aggregates`` (already applied to them)."""
+    if len(events) == 1 and len(aggregates) == 1:
+        event, session = events[0], aggregates[0]
+        if type(event) is Session.MessageAppended and isinstance(session, Session):
+            # One message appended to a session that exists (the W1 append, issue 23):
+            # its transcript entry and its row, without the general path's passes over
+            # the events for members, batches and run links (none can come of it).
+            appended = ReadModelChanges(transcript=list(transcript_entries(events)))
+            appended.rows[session.id] = session_row(session, is_new=False)
+            return appended
     changes = ReadModelChanges(
         transcript=list(transcript_entries(events)),
         transcript_rows=batch_rows(events),

@@ -436,14 +436,21 @@ class Session(Aggregate):
         provenance: Provenance | None = None,
     ) -> None:
         self._require_active()
-        self.trigger_event(
-            self.MessageAppended,
+        # Made and applied as trigger_event would, without its per-call checks and
+        # copies (this runs on every append). Validated, not ``model_construct``-ed:
+        # pydantic-core validates these (models already validated, kept as they are)
+        # faster than pydantic's Python ``model_construct`` builds them.
+        event = self.MessageAppended(
+            originator_id=self.id,
+            originator_version=self.version + 1,
             timestamp=at,
             message=message,
             origin=None if origin is None or origin.is_empty() else origin,
             sender_is_owner=sender_is_owner,
             provenance=provenance,
         )
+        event.mutate(self)
+        self._pending_events.append(event)
 
     def append_messages(
         self,

@@ -8,9 +8,10 @@ the events, so the read model never lags or leads the log.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
+from operator import attrgetter
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -167,7 +168,8 @@ class SqlReadModel:
             f"UPDATE {self.sessions} SET label={m}, status={m}, updated_at={m}, version={m}, "
             f"modified_on={m}, state={m}{hot_set} WHERE id={m}"
         )
-        self._narrow: dict[frozenset[str], str] = {}
+        # Per set of changed fields: its UPDATE, and a getter of their values in its order.
+        self._narrow: dict[frozenset[str], tuple[str, Callable[[Any], tuple[Any, ...]]]] = {}
         self.insert_message = (
             f"INSERT INTO {self.transcript} (session, seq, role, message) "
             f"VALUES ({m}, {m}, {m}, {m})"
@@ -249,18 +251,21 @@ class SqlReadModel:
             return ()
         return tuple(getattr(state, name) for name in HOT_COLUMNS)
 
-    def _narrow_update(self, changed: frozenset[str]) -> str:
-        """``UPDATE`` of the version, the modification time and the ``changed`` columns."""
-        statement = self._narrow.get(changed)
-        if statement is None:
+    def _narrow_update(
+        self, changed: frozenset[str]
+    ) -> tuple[str, Callable[[Any], tuple[Any, ...]]]:
+        """``UPDATE`` of the version, the modification time and the ``changed`` columns,
+        and a getter of those columns' values from a state (cached: one per append)."""
+        narrow = self._narrow.get(changed)
+        if narrow is None:
             m = self.m
             ordered = [name for name in ("label", "status", *HOT_FIELDS) if name in changed]
             assigned = "".join(f", {name}={m}" for name in ordered)
             statement = (
                 f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned} WHERE id={m}"
             )
-            self._narrow[changed] = statement
-        return statement
+            narrow = self._narrow[changed] = (statement, _getter(ordered))
+        return narrow
 
     def transcript_create_statements(self) -> list[str]:
         if self.transcript_in_log:
@@ -329,15 +334,10 @@ class SqlReadModel:
                 )
             elif self.session_columns and row.changed is not None and row.changed <= ROW_FIELDS:
                 # A message (or a label or status change): its own columns only.
-                ordered = [n for n in ("label", "status", *HOT_FIELDS) if n in row.changed]
+                statement, values = self._narrow_update(row.changed)
                 execute(
-                    self._narrow_update(row.changed),
-                    (
-                        row.version,
-                        row.modified_on_iso,
-                        *(getattr(state, name) for name in ordered),
-                        row.id.hex,
-                    ),
+                    statement,
+                    (row.version, row.modified_on_iso, *values(state), row.id.hex),
                 )
             else:
                 execute(
@@ -1000,3 +1000,13 @@ def stored_session(found: Any) -> StoredSession:
         modified_on=datetime.fromisoformat(found["modified_on"]),
         state=SessionState.model_validate_json(found["state"]),
     )
+
+
+def _getter(names: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The named attributes of an object, as a tuple (``attrgetter``: in C)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda state: (one(state),)
+    return lambda state: ()
