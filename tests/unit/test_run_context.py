@@ -47,3 +47,13 @@ async def test_a_run_reads_its_own_sessions_transcript() -> None:
     assert agents.seen is not None
     users = [line for line in agents.seen if line["role"] == "user"]
     assert [block["text"] for block in users[-1]["content"]] == ["dig the logs"]
+
+
+def test_a_runs_token_carries_24_random_bytes() -> None:
+    # Unguessable (RunRequest.run_token): 24 bytes, 32 URL-safe characters, never repeated.
+    from sessionwire.application.orchestration.runs import RunTurn
+
+    state: Any = None
+    tokens = {RunTurn(state).token for _ in range(50)}
+    assert len(tokens) == 50
+    assert {len(token) for token in tokens} == {32}
