@@ -55,6 +55,8 @@ def report(db: sqlite3.Connection, sampled: set[str]) -> None:
         if job_id in sampled:
             verdict = test if worker == "NORMAL" else (worker or "PENDING")
             outcomes[module][verdict] += 1
+            if verdict == "SURVIVED":
+                print("survived:", job_id, module)
     totals: dict[str, int] = defaultdict(int)
     for module, counts in sorted(outcomes.items()):
         print(module, dict(counts))

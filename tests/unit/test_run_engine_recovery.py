@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
+import pytest
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import internals
+from sessionwire.application.orchestration import runs
 from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.ports.runtime import AgentRuntime
 from sessionwire.testing import VirtualClock
@@ -23,7 +25,17 @@ class Agents(AgentRuntime):
         return RunReply(text="ANNOUNCE_SKIP" if "announce" in request.step else "done")
 
 
-async def test_a_run_whose_execution_raised_once_is_run_again_and_ends_ok() -> None:
+async def test_a_run_whose_execution_raised_once_is_run_again_and_ends_ok(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[int] = []
+
+    async def back_off(attempt: int) -> None:
+        pauses.append(attempt)
+
+    # The retry is spaced by a real-time pause that grows with the attempt (conflicts.py),
+    # from the first: recorded here instead of taken.
+    monkeypatch.setattr(runs, "back_off", back_off)
     clock = VirtualClock()
     gw = await Gateway.open(
         config=GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 0}}}),
@@ -54,6 +66,7 @@ async def test_a_run_whose_execution_raised_once_is_run_again_and_ends_ok() -> N
         await gw.close()
 
     assert raised
+    assert pauses == [1]
     assert [row["status"] for row in listed["recent"]] == ["ok"], listed
 
 
