@@ -57,3 +57,28 @@ def test_a_runs_token_carries_24_random_bytes() -> None:
     tokens = {RunTurn(state).token for _ in range(50)}
     assert len(tokens) == 50
     assert {len(token) for token in tokens} == {32}
+
+
+async def test_a_runs_reply_line_is_stamped_with_the_gateway_time_in_milliseconds() -> None:
+    clock = VirtualClock()
+    gw = await Gateway.open(
+        config=GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 0}}}),
+        store="memory",
+        clock=clock,
+        runtime=Reader(),
+    )
+    try:
+        await gw.record_message(MAIN, role="user", content="hi")
+        start = int(clock.now().timestamp() * 1000)
+        spawned = await gw.call_tool(MAIN, "sessions_spawn", {"task": "dig the logs"})
+        await clock.advance(1)
+        await gw.wait_idle()
+        history = await gw.call_tool(
+            MAIN, "sessions_history", {"sessionKey": spawned["childSessionKey"]}
+        )
+    finally:
+        await gw.close()
+
+    # The runs answered at once: every line, the replies too, is stamped with that time.
+    assert {line["timestamp"] for line in history["messages"]} == {start}
+    assert {line["role"] for line in history["messages"]} == {"user", "assistant"}
