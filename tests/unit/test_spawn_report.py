@@ -35,11 +35,19 @@ async def test_a_report_goes_to_the_requesters_channel_unless_its_policy_denies(
         spawned = await gw.call_tool("main", "sessions_spawn", {"task": "work"})
         assert spawned["status"] == "accepted", spawned
         await gw.wait_idle()
+        history = await gw.call_tool("main", "sessions_history", {"sessionKey": "main"})
     finally:
         await gw.close()
 
     sent = [(d["channel"], d["to"], "all done" in d["message"]) for d in delivery.sent]
     assert sent == ([] if denied else [("whatsapp", "+1555", True)])
+    # Delivered or not, the report is a line of the requester's own transcript.
+    reports = [
+        message["role"]
+        for message in history["messages"]
+        if any("all done" in block.get("text", "") for block in message["content"])
+    ]
+    assert reports == ["assistant"]
 
 
 class Worker(AgentRuntime):

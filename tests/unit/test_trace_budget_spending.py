@@ -17,3 +17,8 @@ def test_no_usage_spends_nothing() -> None:
     config = GatewayConfig.load({})
     assert run_spending(None, None, config) == (0, 0.0)
     assert run_spending({}, None, config) == (0, 0.0)
+
+
+def test_a_usage_that_does_not_validate_spends_nothing() -> None:
+    config = GatewayConfig.load({})
+    assert run_spending({"input": "many", "output": 2}, None, config) == (0, 0.0)
