@@ -134,3 +134,30 @@ async def test_the_watch_stops_the_runs_another_process_cancelled_and_only_those
     await polls.task
 
     assert engine.stopped == [cancelled]
+
+
+async def test_a_run_still_lending_its_slot_does_not_queue_for_a_permit() -> None:
+    # Two waits of one run lend its slot; the first ends while the lane is full: the
+    # run must not queue for a permit (runs holding the lane may wait on its session's
+    # lock), it takes one back only when its last wait ends.
+    from sessionwire.application.orchestration.in_flight import InFlight
+    from sessionwire.application.orchestration.runs import Lane, LaneSlot
+
+    lane = Lane(1, InFlight(VirtualClock()))
+    slot = LaneSlot(lane, uuid4())
+    await slot.acquire()
+    slot.lend()
+    slot.lend()
+    await lane.acquire()  # the nested run takes the permit
+
+    # Returns at once (its first step): the other wait still lends. Not awaited, so
+    # that a take-back that queues fails here instead of hanging.
+    first = asyncio.ensure_future(slot.take_back())
+    await asyncio.sleep(0)
+    done = first.done()
+    first.cancel()
+    assert done
+    assert (slot.held, lane.free) == (False, 0)
+    lane.release()  # the nested run ends
+    await slot.take_back()
+    assert (slot.held, lane.free) == (True, 0)

@@ -22,3 +22,9 @@ def test_no_usage_spends_nothing() -> None:
 def test_a_usage_that_does_not_validate_spends_nothing() -> None:
     config = GatewayConfig.load({})
     assert run_spending({"input": "many", "output": 2}, None, config) == (0, 0.0)
+
+
+def test_a_negative_reported_cost_spends_nothing() -> None:
+    config = GatewayConfig.load({})
+    assert run_spending({"input": 1, "output": 1, "cost": -0.5}, None, config) == (2, 0.0)
+    assert run_spending({"input": 1, "output": 1, "cost": {"total": -1}}, None, config) == (2, 0.0)
