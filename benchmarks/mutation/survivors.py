@@ -1,5 +1,6 @@
 """A session whose only pending work is another session's survivors (docs/benchmarks.md):
-run again after new checks. Everything else keeps its verdict, or is SKIPPED when it
+run again after new checks, with any mutant whose run broke (ABNORMAL: the worker
+failed, no verdict). Everything else keeps its verdict, or is SKIPPED when it
 was not run (a sample's mutants not run yet stay for the sample's own session).
 
     python3 benchmarks/mutation/survivors.py SESSION.sqlite RERUN.sqlite
@@ -29,8 +30,11 @@ def main() -> None:
             "VALUES ('SKIPPED', 'not run in the session', ?)",
             pending,
         )
-        gone = db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
-    print(f"{gone} survivors pending")
+        gone = db.execute(
+            "DELETE FROM work_results "
+            "WHERE test_outcome = 'SURVIVED' OR worker_outcome = 'ABNORMAL'"
+        ).rowcount
+    print(f"{gone} survivors (or broken runs) pending")
 
 
 if __name__ == "__main__":
