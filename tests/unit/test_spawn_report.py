@@ -81,3 +81,28 @@ async def test_a_reports_stats_give_the_time_the_task_ran() -> None:
 
     [report] = delivery.sent
     assert "Stats: runtime 1m30s" in report["message"], report["message"]
+
+
+async def test_reopening_archives_only_the_children_whose_archive_time_has_passed() -> None:
+    # archive_overdue is what a reopen runs first; called here on a live gateway, an
+    # hour before the child's archive time, it must leave the child alone.
+    from sessionwire.adapters.testkit.internals import internals
+
+    clock = VirtualClock()
+    gw = await Gateway.open(
+        config=GatewayConfig.load({}),
+        store="memory",
+        clock=clock,
+        runtime=ScriptedRuntime.from_dict({"rules": RULES}),
+        delivery=CapturingDelivery(),
+    )
+    try:
+        await gw.record_message("main", role="user", content="hi")
+        spawned = await gw.call_tool("main", "sessions_spawn", {"task": "work"})
+        await gw.wait_idle()
+        spawns = internals(gw).spawns
+        assert await spawns.archive_overdue() == 0
+        listed = await gw.call_tool("main", "sessions_list", {})
+        assert spawned["childSessionKey"] in [row["key"] for row in listed["sessions"]]
+    finally:
+        await gw.close()
