@@ -61,6 +61,37 @@ def test_an_outbox_entry_records_each_attempt_with_one_key() -> None:
     assert entry.next_step() is None
 
 
+def test_an_outbox_entry_is_abandoned_once_its_next_try_falls_past_the_deadline() -> None:
+    # Found by mutation testing (docs/testing.md): the deadline counted from the first
+    # attempt, not from anywhere else; the simulator never plays a day of failures.
+    at = datetime(2026, 5, 1, tzinfo=UTC)
+    policy = RetryPolicy(first_retry_seconds=10, max_retry_seconds=10, abandon_after_seconds=25)
+    entry = OutboundDelivery.after_failure(
+        source="subagent_report",
+        source_id="s",
+        session_key=MAIN,
+        channel="whatsapp",
+        to="+1555",
+        account_id=None,
+        thread_id=None,
+        message="m",
+        idempotency_key="k",
+        error="down",
+        permanent=False,
+        policy=policy,
+        at=at,
+    )
+    entry.attempt_failed(
+        error="down", permanent=False, policy=policy, at=at + timedelta(seconds=10)
+    )
+    assert entry.state.status == "pending"
+    entry.attempt_failed(
+        error="down", permanent=False, policy=policy, at=at + timedelta(seconds=20)
+    )
+    assert entry.state.status == "abandoned"
+    assert entry.next_step() is None
+
+
 @pytest.mark.parametrize(
     ("raw", "cleaned"),
     [

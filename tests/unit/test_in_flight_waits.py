@@ -10,7 +10,9 @@ the clock's settle waited for it for ever.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
@@ -37,3 +39,26 @@ async def test_a_wait_whose_due_time_comes_before_its_timer_runs_ends_at_that_ti
     assert work.done(), in_flight.snapshot()
     assert work.result() is False
     assert clock.now() == due
+
+
+class Reentrant:
+    """Session locks a holder may take again (as a store's lock is, within one task)."""
+
+    def session_lock(self, key: str) -> Any:
+        return contextlib.nullcontext()
+
+
+async def test_a_lock_held_twice_here_is_free_once_both_holds_end() -> None:
+    # Found by mutation testing (docs/testing.md): the count of holds here must reach
+    # zero, not be dropped at the inner release, or a later wait for the lock never
+    # counts as ready.
+    from sessionwire.application.orchestration import in_flight as module
+
+    in_flight = InFlight(VirtualClock())
+    held = ("memory", "agent:main:main")
+    store = Reentrant()
+    async with in_flight.session_lock(store, *held):
+        async with in_flight.session_lock(store, *held):
+            assert module._held_here[held] == 2
+        assert module._held_here[held] == 1
+    assert held not in module._held_here
