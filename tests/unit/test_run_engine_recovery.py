@@ -161,3 +161,42 @@ async def test_a_run_still_lending_its_slot_does_not_queue_for_a_permit() -> Non
     lane.release()  # the nested run ends
     await slot.take_back()
     assert (slot.held, lane.free) == (True, 0)
+
+
+class Held(AgentRuntime):
+    """A child's turn that lasts until the test lets it end."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step == "subagent_task":
+            await self.release.wait()
+        return RunReply(text="ANNOUNCE_SKIP" if "announce" in request.step else "done")
+
+
+async def test_timing_out_a_run_another_gateway_ended_first_is_not_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On reopening, an overdue run is recorded as timed out; if another gateway recorded
+    its end first, the save conflicts and the sweep goes on (its actor sees the end)."""
+    clock = VirtualClock()
+    agents = Held()
+    gw = await Gateway.open(store="memory", clock=clock, runtime=agents)
+    engine = internals(gw).run_engine
+    try:
+        await gw.record_message(MAIN, role="user", content="hi")
+        spawned = await gw.call_tool(MAIN, "sessions_spawn", {"task": "dig the logs"})
+        assert spawned["status"] == "accepted", spawned
+        run = await engine.load(UUID(spawned["runId"]))
+        assert run is not None
+
+        async def conflicting(*aggregates: Any, **options: Any) -> None:
+            raise runs.StoreConflict("another gateway recorded the run's end first")
+
+        monkeypatch.setattr(engine.store, "save", conflicting)
+        await engine._time_out_overdue(run, clock.now())  # no StoreConflict escapes
+    finally:
+        monkeypatch.undo()
+        agents.release.set()
+        await gw.close()
