@@ -26,7 +26,7 @@ from contextlib import (
     suppress,
 )
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
@@ -52,11 +52,15 @@ from sessionwire.application.ports.session_read_model import (
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.application.projection import ReadModelChanges, Replay, project
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
 from sessionwire.domain.session import Session, SessionState, session_uuid
+
+if TYPE_CHECKING:
+    # The projection imports every aggregate; a store opened only to read (the CLI's
+    # `sessions list`) never needs it, so it is imported on the first write or replay.
+    from sessionwire.application.projection import ReadModelChanges
 
 log = library_logger("sessionwire.store")
 
@@ -495,6 +499,8 @@ class EventSourcedStore(Store):
         if not events:
             return None
         self.hold_writer()
+        from sessionwire.application.projection import project
+
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
         stored: list[StoredEvent] = []
@@ -732,6 +738,8 @@ class EventSourcedStore(Store):
         with self.writing() as cursor:
             for statement in self.read_model.drop_statements():
                 cursor.execute(statement)
+        from sessionwire.application.projection import Replay
+
         replay = Replay()
         batch: list[DomainEvent] = []
         for _, event in self.events():

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID, uuid4
 
@@ -64,8 +64,10 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.sqlite_format import Progress, stderr_progress
 from sessionwire.adapters.store.sqlite_rows import history_columns, history_columns_of
 from sessionwire.application.library_logging import library_logger
-from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.hash_chain import ChainLink, stream_links
+
+if TYPE_CHECKING:
+    from sessionwire.application.projection import ReadModelChanges
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from orjson import loads
@@ -26,9 +26,12 @@ from sessionwire.application.ports.session_read_model import (
     TranscriptPage,
 )
 from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.application.projection import ReadModelChanges, RunRow
-from sessionwire.domain.run import RunState
 from sessionwire.domain.session import SessionState, to_millis
+
+if TYPE_CHECKING:
+    # The projection and the run aggregate load with the first write or rebuild: a
+    # store opened only to read sessions never needs them (ADR 0036).
+    from sessionwire.application.projection import ReadModelChanges, RunRow
 
 SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
@@ -462,6 +465,9 @@ class SqlReadModel:
             f"SELECT kind, created_on, state FROM {self.work_table} "
             "WHERE kind IN ('run', 'exchange', 'spawn') ORDER BY position"
         )
+        from sessionwire.application.projection import RunRow
+        from sessionwire.domain.run import RunState
+
         rows: list[RunRow] = []
         links: list[tuple[str, str, str]] = []
         for found in cursor.fetchall():

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
@@ -31,8 +31,10 @@ from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.sqlite_rows import history_columns_of, insert_rows
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
 from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
-from sessionwire.application.projection import ReadModelChanges
 from sessionwire.domain.hash_chain import chain
+
+if TYPE_CHECKING:
+    from sessionwire.application.projection import ReadModelChanges
 
 
 class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):

@@ -1,0 +1,75 @@
+"""A store opened to read sessions imports the session aggregate and nothing of the
+others (issue 23 item 4, ADR 0036): the projection, which imports every aggregate, loads
+with the first write or replay. Checked in a fresh interpreter, by what it imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sessionwire.adapters.cli.main import main
+
+# Opens the store at argv[1], lists its sessions (and, with "write", records a message
+# first), then prints the sessionwire modules it imported and how many sessions it saw.
+PROBE = """
+import json, sys
+from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.application.ports.session_read_model import SessionQuery
+store = EventSourcedStore(sys.argv[1], kind_of=lambda state: "main")
+if sys.argv[2:] == ["write"]:
+    from datetime import UTC, datetime
+    from uuid import uuid4
+    from sessionwire.domain.session import Session
+    at = datetime.now(UTC)
+    store.save(Session.open(key="other", session_id=uuid4(), agent_id="main", at=at))
+listed = store.list_sessions(SessionQuery(limit=50))
+store.close()
+modules = sorted(m for m in sys.modules if m.startswith("sessionwire."))
+print(json.dumps({"listed": len(listed), "modules": modules}))
+"""
+
+OTHER_AGGREGATES = {
+    "sessionwire.domain.exchange",
+    "sessionwire.domain.outbox",
+    "sessionwire.domain.run",
+    "sessionwire.domain.spawn",
+    "sessionwire.application.projection",
+}
+
+
+def probe(url: str, *args: str) -> tuple[int, set[str]]:
+    """How many sessions the probe listed, and the sessionwire modules it imported."""
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, url, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    return int(report["listed"]), set(report["modules"])
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    store = f"sqlite:///{tmp_path}/small.db"
+    assert main(["--store", store, "record", "main", "hello"]) == 0
+    return store
+
+
+def test_listing_sessions_imports_no_other_aggregate(url: str) -> None:
+    listed, modules = probe(url)
+    assert listed == 1
+    assert "sessionwire.domain.session" in modules
+    assert modules & OTHER_AGGREGATES == set()
+
+
+def test_the_probe_sees_the_projection_a_write_loads(url: str) -> None:
+    # The check above can fail: a save projects, and so loads the projection.
+    listed, modules = probe(url, "write")
+    assert listed == 2
+    assert "sessionwire.application.projection" in modules
