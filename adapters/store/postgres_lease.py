@@ -209,6 +209,9 @@ class HeldLease:
     lost: bool = False
     """A renewal found the session claimed by another gateway since."""
 
+    def given_back(self) -> bool:
+        return self.released
+
 
 # The leases the current context holds, innermost last (one per store in practice; a
 # test may hold two stores' leases at once).
@@ -315,7 +318,7 @@ class LeaseKeeper:
     def fence_here(self) -> Fence | None:
         for lease in reversed(_held.get()):
             if lease.owner == self.owner and not lease.released:
-                return Fence(lease.key, lease.owner, lease.fence)
+                return Fence(lease.key, lease.owner, lease.fence, lease.given_back)
         return None
 
     async def take_over(self) -> list[str]:

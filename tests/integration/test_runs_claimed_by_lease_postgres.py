@@ -15,6 +15,7 @@ from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.postgres import PostgresBackend
+from sessionwire.adapters.store.postgres_lease import PostgresSessionLease
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
@@ -229,3 +230,32 @@ async def test_a_dead_gateways_run_is_resumed_once_by_the_gateway_that_takes_it_
     finally:
         await alive.close()
         await dead.close()
+
+
+async def test_a_save_queued_under_a_lease_given_back_since_is_not_refused(
+    postgres_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task started inside a run (a spawn's driver) shares the run's context, so its
+    save was fenced by the run's lease when queued; written after the run gave the lease
+    back and the session was claimed again, it is no longer the run's save and commits
+    (it was refused as LeaseLost: a spawn step failed and waited for its retry)."""
+    gateway = await _open(postgres_url, clock)
+    try:
+        await gateway.record_message(MAIN, role="user", content="(opened)")
+        backend = _store(gateway).backend
+        assert isinstance(backend, PostgresBackend)
+        async with PostgresSessionLease(backend.keeper, MAIN):
+            queued = backend.current_fence()
+        assert queued is not None
+        async with PostgresSessionLease(backend.keeper, MAIN):
+            claimed_again = backend.current_fence()
+            assert claimed_again is not None
+            assert claimed_again.token > queued.token
+            # The save as the outliving task's queue made it: under the old fence.
+            monkeypatch.setattr(backend, "current_fence", lambda: queued)
+            await gateway.record_message(MAIN, role="user", content="written late")
+            monkeypatch.undo()
+        history = await gateway.call_tool(MAIN, "sessions_history", {"sessionKey": MAIN})
+    finally:
+        await gateway.close()
+    assert history["messages"][-1]["content"][0]["text"] == "written late"
