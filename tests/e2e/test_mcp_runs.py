@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_stdio import stdio_session
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.mcp.runs import RESOURCE_NOT_FOUND
 from sessionwire.adapters.testkit.internals import internals
@@ -104,25 +101,13 @@ class Updates:
                 await self._changed.wait()
 
 
-@asynccontextmanager
-async def stdio_session(
-    store: str, script: Path, updates: Updates | None = None
-) -> AsyncIterator[tuple[ClientSession, types.InitializeResult]]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            *("-m", "sessionwire.adapters.cli.main", "--store", store, "mcp"),
-            *("--session", "main", "--runtime", str(script)),
-        ],
-        env=dict(os.environ),
+def main_session(
+    store: str, script: Path, updates: Updates
+) -> AbstractAsyncContextManager[ClientSession]:
+    """main's session with a server whose agents follow ``script``, heard by ``updates``."""
+    return stdio_session(
+        store, "--session", "main", "--runtime", str(script), message_handler=updates.handle
     )
-    handler = updates.handle if updates is not None else None
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write, message_handler=handler) as session,
-        ):
-            yield session, await session.initialize()
 
 
 def structured(result: types.CallToolResult) -> dict[str, Any]:
@@ -170,7 +155,9 @@ async def exchange_over(session: ClientSession, updates: Updates, trace_id: str)
 async def test_runs_are_resources_the_session_may_see(store: tuple[str, str], script: Path) -> None:
     url, hidden = store
     updates = Updates()
-    async with stdio_session(url, script, updates) as (session, hello):
+    async with main_session(url, script, updates) as session:
+        hello = session.initialize_result
+        assert hello is not None
         assert hello.capabilities.resources is not None
         assert hello.capabilities.resources.subscribe is True
         listed = await session.list_resources()
@@ -218,7 +205,7 @@ async def test_runs_are_resources_the_session_may_see(store: tuple[str, str], sc
 async def test_a_subscriber_hears_when_a_run_ends(store: tuple[str, str], script: Path) -> None:
     url, _ = store
     updates = Updates()
-    async with stdio_session(url, script, updates) as (session, _):
+    async with main_session(url, script, updates) as session:
         run_id = await send(session, "brief job", 0)
         uri = f"sessionwire://runs/{run_id}"
         await session.subscribe_resource(uri)
@@ -237,7 +224,7 @@ async def test_runs_cancel_stops_a_running_run_and_the_subscriber_hears_it(
 ) -> None:
     url, hidden = store
     updates = Updates()
-    async with stdio_session(url, script, updates) as (session, _):
+    async with main_session(url, script, updates) as session:
         run_id = await send(session, "slow job", 0)
         uri = f"sessionwire://runs/{run_id}"
         await session.subscribe_resource(uri)
@@ -313,27 +300,16 @@ async def test_on_postgresql_runs_of_another_process_are_followed_and_cancelled(
         first = await owner_run(owner, "discord:group:ops")
         second = await owner_run(owner, "discord:group:dev")
         updates = Updates()
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=[
-                *("-m", "sessionwire.adapters.cli.main", "--store", postgres_url, "mcp"),
-                *("--session", "main"),
-            ],
-            env=dict(os.environ),
-        )
-        with open(os.devnull, "w") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write, message_handler=updates.handle) as session,
-            ):
-                await session.initialize()
-                uri = f"sessionwire://runs/{first}"
-                await session.subscribe_resource(uri)
-                assert (await read_json(session, uri))["status"] == "running"
-                await owner.cancel_run(first, "from the owner")
-                await updates.next_for(uri, 0)
-                followed = await read_json(session, uri)
-                cancelled = structured(await session.call_tool("runs_cancel", {"runId": second}))
+        async with stdio_session(
+            postgres_url, "--session", "main", message_handler=updates.handle
+        ) as session:
+            uri = f"sessionwire://runs/{first}"
+            await session.subscribe_resource(uri)
+            assert (await read_json(session, uri))["status"] == "running"
+            await owner.cancel_run(first, "from the owner")
+            await updates.next_for(uri, 0)
+            followed = await read_json(session, uri)
+            cancelled = structured(await session.call_tool("runs_cancel", {"runId": second}))
         assert followed["status"] == "cancelled"
         assert cancelled["run"]["cancelled"] is True
         # The owner's runtime call stops, and whoever waits for the run hears it.

@@ -10,18 +10,15 @@ stateless HTTP (JSON answers, no stream left open) nothing can be followed.
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, MCPError, StdioServerParameters, types
+from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.subscriptions import ResourceUpdated
+from mcp_stdio import server_parameters
 from sessionwire.adapters.mcp.runs import RESOURCE_NOT_FOUND
 from sessionwire.application.tools.schemas import tool_schemas
 from test_mcp_runs import SCRIPT, WAIT_SECONDS, read_json, seeded_store, send
@@ -43,20 +40,6 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
-@asynccontextmanager
-async def stdio_client(store: str, script: Path) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            *("-m", "sessionwire.adapters.cli.main", "--store", store, "mcp"),
-            *("--session", "main", "--runtime", str(script)),
-        ],
-        env=dict(os.environ),
-    )
-    async with Client(params) as client:
-        yield client
-
-
 def structured(result: types.CallToolResult) -> dict[str, Any]:
     assert isinstance(result.structured_content, dict)
     return result.structured_content
@@ -66,7 +49,9 @@ async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
     store: tuple[str, str], script: Path
 ) -> None:
     url, hidden = store
-    async with stdio_client(url, script) as client:
+    async with Client(
+        server_parameters(url, "--session", "main", "--runtime", str(script))
+    ) as client:
         version = client.protocol_version
         capabilities = client.server_capabilities
         listed = await client.list_tools()
