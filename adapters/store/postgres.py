@@ -167,8 +167,6 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             return None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         fence: Fence | None = kwargs.get(FENCE_KEY)
-        if fence is not None and fence.given_back is not None and fence.given_back():
-            fence = None  # queued by a task that outlived its run (Fence.given_back)
         # Without one from the store, a fresh id per attempt (no retry recognised).
         save_id: UUID = kwargs.get(SAVE_ID_KEY) or uuid4()
         records = record_contents([0] * len(stored_events), stored_events)
