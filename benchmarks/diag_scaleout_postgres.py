@@ -4,13 +4,17 @@
 Runs the ``bench_postgres_scaleout.py`` workload (N processes, each ``record_message``
 round-robin over its own sessions) once per N, and meanwhile samples, every
 ``--every`` ms on a connection of its own, what each of the gateways' backends is doing
-(``pg_stat_activity``: active or idle, wait event, statement). Each process counts its
+(``pg_stat_activity``: active or idle, wait event, statement), and the WAL written
+meanwhile (the server's, all of it). Each process counts its
 sealer's passes (taken, or left to another holder of the lock) and the rows they sealed,
 and its own CPU; the server's CPU is each backend's, from ``/proc`` (the server must run
 on this machine for that column).
 
     .venv/bin/python benchmarks/diag_scaleout_postgres.py [--processes 1,2,4]
-        [--appends 300] [--every 5] [--url postgresql://postgres@127.0.0.1:5432/test]
+        [--appends 300] [--every 5] [--raw] [--url postgresql://postgres@127.0.0.1:5432/test]
+
+``--raw`` measures the benchmark's raw psycopg workers the same way (their CPU and
+their backends'), for the bound CPU puts on the ratio when the server shares the cores.
 
 A diagnostic, not a benchmark: the sampler costs CPU of its own; compare shares across
 N, not rates with the benchmark's.
@@ -33,6 +37,7 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the raw workers are the benchmark's
 TICKS = os.sysconf("SC_CLK_TCK")
 
 WORKER = """
@@ -71,6 +76,22 @@ with SyncGateway.open(store=url, resume=False) as gateway:
     sys.stdin.readline()  # the server's CPU is read while this process's backends live
 """
 
+
+def raw_worker() -> str:
+    """``bench_postgres_scaleout``'s raw worker, reporting its CPU and staying until told."""
+    from bench_postgres_scaleout import RAW
+
+    began = "start = time.perf_counter()\n"
+    ended = 'print(json.dumps({"start": start, "end": end}), flush=True)\n'
+    assert began in RAW
+    assert ended in RAW
+    return RAW.replace(began, "cpu = time.process_time()\n" + began).replace(
+        ended,
+        'print(json.dumps({"start": start, "end": end, "cpu": time.process_time() - cpu}), '
+        "flush=True)\nsys.stdin.readline()\n",
+    )
+
+
 SAMPLE = (
     "SELECT application_name, pid, state, wait_event_type, wait_event, "
     "left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS query "
@@ -88,6 +109,13 @@ def server_ticks(pids: set[int]) -> int:
             continue
         total += int(fields[11]) + int(fields[12])
     return total
+
+
+def wal_position(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    assert found is not None
+    return int(found[0])
 
 
 class Sampler(threading.Thread):
@@ -121,25 +149,32 @@ class Sampler(threading.Thread):
                 time.sleep(self.every)
 
 
-def run_once(url: str, processes: int, appends: int, every: float) -> dict[str, Any]:
+def run_once(url: str, processes: int, appends: int, every: float, *, raw: bool) -> dict[str, Any]:
     schema = f"diag_{uuid.uuid4().hex[:12]}"
     store = f"{url}?schema={schema}"
     env = dict(os.environ)
     try:
-        subprocess.run(
-            [sys.executable, "-c", WORKER, store, "setup", "0"],
-            input="go\n",
-            text=True,
-            capture_output=True,
-            check=True,
-            cwd=ROOT,
-        )
+        if raw:
+            from bench_postgres_scaleout import raw_schema
+
+            raw_schema(url, schema)
+            code, args = raw_worker(), [url, schema]
+        else:
+            subprocess.run(
+                [sys.executable, "-c", WORKER, store, "setup", "0"],
+                input="go\n",
+                text=True,
+                capture_output=True,
+                check=True,
+                cwd=ROOT,
+            )
+            code, args = WORKER, [store]
         workers = []
         for n in range(processes):
             env["PGAPPNAME"] = f"diag-p{n}"
             workers.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", WORKER, store, f"p{n}", str(appends)],
+                    [sys.executable, "-c", code, *args, f"p{n}", str(appends)],
                     cwd=ROOT,
                     env=dict(env),
                     stdin=subprocess.PIPE,
@@ -153,6 +188,7 @@ def run_once(url: str, processes: int, appends: int, every: float) -> dict[str, 
         sampler = Sampler(url, every / 1000)
         sampler.start()
         time.sleep(0.3)  # the sampler has seen every backend opened so far
+        wal_before = wal_position(url)
         for worker in workers:
             assert worker.stdin is not None
             worker.stdin.write("go\n")
@@ -162,6 +198,7 @@ def run_once(url: str, processes: int, appends: int, every: float) -> dict[str, 
         for worker in workers:
             assert worker.stdout is not None
             outs.append(json.loads(worker.stdout.readline()))
+        wal_bytes = wal_position(url) - wal_before
         sampler.stop.set()
         sampler.join()
         ticks = sum(server_ticks({pid}) - sampler.start_ticks.get(pid, 0) for pid in sampler.pids)
@@ -173,7 +210,7 @@ def run_once(url: str, processes: int, appends: int, every: float) -> dict[str, 
             c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
     total = processes * appends
-    sealer = {k: sum(o["sealer"][k] for o in outs) for k in outs[0]["sealer"]}
+    sealer = {k: sum(o["sealer"][k] for o in outs) for k in outs[0].get("sealer", {})}
     busy = {what: n for what, n in sampler.counts.items() if not what.startswith("idle")}
     seen = sum(busy.values()) or 1
     return {
@@ -181,7 +218,12 @@ def run_once(url: str, processes: int, appends: int, every: float) -> dict[str, 
         "appends_per_s": round(total / wall),
         "client_cpu_ms_per_append": round(1000 * sum(o["cpu"] for o in outs) / total, 3),
         "server_cpu_ms_per_append": round(1000 * ticks / TICKS / total, 3),
-        "sealer": {
+        # The whole server's WAL (any other writer's too): what each COMMIT's flush waits on.
+        "wal_bytes_per_append": round(wal_bytes / total),
+        "of": "raw psycopg" if raw else "ours",
+        "sealer": None
+        if raw
+        else {
             "passes_taken": sealer["taken"],
             "passes_left_to_holder": sealer["skipped"],
             "rows_sealed": sealer["rows"],
@@ -205,9 +247,14 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=300, help="appends per process")
     parser.add_argument("--every", type=float, default=5.0, help="ms between samples")
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--raw", action="store_true", help="also the raw psycopg workers, after ours at each N"
+    )
     args = parser.parse_args()
     for n in (int(x) for x in args.processes.split(",")):
-        print(json.dumps(run_once(args.url, n, args.appends, args.every), indent=2), flush=True)
+        for raw in (False, True) if args.raw else (False,):
+            found = run_once(args.url, n, args.appends, args.every, raw=raw)
+            print(json.dumps(found, indent=2), flush=True)
 
 
 if __name__ == "__main__":
