@@ -37,7 +37,10 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))  # the raw workers are the benchmark's
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the workloads are the benchmark's
+
+from bench_postgres_scaleout import RAW, create_tables, drop, raw_schema  # noqa: E402
+
 TICKS = os.sysconf("SC_CLK_TCK")
 
 WORKER = """
@@ -47,6 +50,7 @@ from sessionwire.adapters.store import postgres
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if os.environ.get("DIAG_SEALER_PACE"):
     postgres.BackgroundSealer.PACE = float(os.environ["DIAG_SEALER_PACE"])
+    postgres.BackgroundSealer.MAX_PACE = float(os.environ["DIAG_SEALER_PACE"])
 passes = {"taken": 0, "skipped": 0, "rows": 0, "seconds": 0.0, "cpu": 0.0}
 batch = postgres.PostgresSessionRecorder._seal_batch
 def counted(self, *, wait):
@@ -79,8 +83,6 @@ with SyncGateway.open(store=url, resume=False) as gateway:
 
 def raw_worker() -> str:
     """``bench_postgres_scaleout``'s raw worker, reporting its CPU and staying until told."""
-    from bench_postgres_scaleout import RAW
-
     began = "start = time.perf_counter()\n"
     ended = 'print(json.dumps({"start": start, "end": end}), flush=True)\n'
     assert began in RAW
@@ -155,19 +157,10 @@ def run_once(url: str, processes: int, appends: int, every: float, *, raw: bool)
     env = dict(os.environ)
     try:
         if raw:
-            from bench_postgres_scaleout import raw_schema
-
             raw_schema(url, schema)
             code, args = raw_worker(), [url, schema]
         else:
-            subprocess.run(
-                [sys.executable, "-c", WORKER, store, "setup", "0"],
-                input="go\n",
-                text=True,
-                capture_output=True,
-                check=True,
-                cwd=ROOT,
-            )
+            create_tables(store)
             code, args = WORKER, [store]
         workers = []
         for n in range(processes):
@@ -206,8 +199,7 @@ def run_once(url: str, processes: int, appends: int, every: float, *, raw: bool)
             worker.communicate("go\n", timeout=900)
             assert worker.returncode == 0
     finally:
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop(url, schema)
     wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
     total = processes * appends
     sealer = {k: sum(o["sealer"][k] for o in outs) for k in outs[0].get("sealer", {})}
