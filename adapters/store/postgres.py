@@ -408,7 +408,7 @@ class BackgroundSealer:
             self._wanted.wait()
             # At most the pace, whatever the clock did (frozen or set back in tests);
             # returns at once when the store stops (its last pass is stop()'s).
-            pace = self.pace()
+            pace = self.PACE if self._stopping else self.pace()
             self._stopped.wait(min(pace, self._last_pass + pace - time.monotonic()))
             self._wanted.clear()
             if self._stopping:
