@@ -15,7 +15,8 @@ from sessionwire.domain.causality import (
     hop_limit_reached,
     with_provenance,
 )
-from sessionwire.domain.outbox import OutboundDelivery, RetryPolicy
+from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.retry_policy import RetryPolicy
 
 MAIN = "agent:main:main"
 
