@@ -46,12 +46,14 @@ class SaveIds:
         self._pruned_at = -PRUNE_EVERY
         self._pruning = threading.Lock()
 
-    def recording(self, insert_events: str) -> bytes:
+    def recording(self, insert_events: str, *, beside: str | None = None) -> bytes:
         """``insert_events`` that also records the save's id (its first parameter): one
-        statement, no extra round trip or parse on the hot path. Encoded once: psycopg
-        encodes a ``str`` or composes a ``Composed`` on every execute."""
+        statement, no extra round trip or parse on the hot path; ``beside``, a statement
+        of the same save that runs within it (its parameters next). Encoded once:
+        psycopg encodes a ``str`` or composes a ``Composed`` on every execute."""
+        also = "" if beside is None else f", model AS ({beside})"
         return (
-            f"WITH saved AS (INSERT INTO {self.table} (save_id) VALUES (%s)) {insert_events}"
+            f"WITH saved AS (INSERT INTO {self.table} (save_id) VALUES (%s)){also} {insert_events}"
         ).encode()
 
     def own_commit(
