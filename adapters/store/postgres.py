@@ -291,7 +291,9 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def before_commit(self, cursor: Any, links: Sequence[ChainLink]) -> None:
         """Where a save's pipeline stands before its COMMIT, every statement queued: it
         sends nothing more (v3 writes the links with the rows). Fault injection and tests
-        stop or break a save here (``adapters/testkit/simulator/faults.py``)."""
+        stop or break a save here (``adapters/testkit/simulator/faults.py``). A save of
+        one statement (a message's, with no fence) has no BEGIN: a Sync sent from here
+        commits it, and a COMMIT sent from here does too (with the server's warning)."""
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
