@@ -23,7 +23,6 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
-from psycopg.sql import SQL, Composable, Composed
 
 RETENTION_MINUTES = 10
 PRUNE_EVERY = 60.0  # seconds between two prunes by one process
@@ -47,12 +46,15 @@ class SaveIds:
         self._pruned_at = -PRUNE_EVERY
         self._pruning = threading.Lock()
 
-    def recording(self, insert_events: Composable) -> Composed:
+    def recording(self, insert_events: str, *, beside: str | None = None) -> bytes:
         """``insert_events`` that also records the save's id (its first parameter): one
-        statement, no extra round trip or parse on the hot path."""
-        return SQL(f"WITH saved AS (INSERT INTO {self.table} (save_id) VALUES (%s)) ") + (
-            insert_events
-        )
+        statement, no extra round trip or parse on the hot path; ``beside``, a statement
+        of the same save that runs within it (its parameters next). Encoded once:
+        psycopg encodes a ``str`` or composes a ``Composed`` on every execute."""
+        also = "" if beside is None else f", model AS ({beside})"
+        return (
+            f"WITH saved AS (INSERT INTO {self.table} (save_id) VALUES (%s)){also} {insert_events}"
+        ).encode()
 
     def own_commit(
         self, cursor: Any, save_id: UUID, stored_events: Sequence[StoredEvent]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from uuid import UUID
 
 from orjson import loads
@@ -31,7 +32,7 @@ from sessionwire.domain.session import SessionState, to_millis
 if TYPE_CHECKING:
     # The projection and the run aggregate load with the first write or rebuild: a
     # store opened only to read sessions never needs them (ADR 0036).
-    from sessionwire.application.projection import ReadModelChanges, RunRow
+    from sessionwire.application.projection import ReadModelChanges, RunRow, SessionRow
 
 SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
@@ -254,6 +255,35 @@ class SqlReadModel:
             return ()
         return tuple(getattr(state, name) for name in HOT_COLUMNS)
 
+    def narrow_only(self, changes: ReadModelChanges) -> tuple[str, tuple[Any, ...]] | None:
+        """The one statement ``write`` sends for ``changes`` and its parameters, when that
+        is all it sends: one session row's narrow UPDATE (a message's save). A store may
+        then send it within its insert of the events (PostgreSQL: one statement a save)."""
+        if len(changes.rows) != 1:
+            return None
+        (row,) = changes.rows.values()
+        if not self._is_narrow(row):
+            return None
+        # Whatever else ``write`` would send (a field ReadModelChanges gains counts too).
+        rest = (
+            replace(changes, rows={}, transcript=[], transcript_rows=[])
+            if self.transcript_in_log
+            else replace(changes, rows={})
+        )
+        return None if rest else self._narrow_write(row)
+
+    def _is_narrow(self, row: SessionRow) -> bool:
+        return (
+            not row.is_new
+            and self.session_columns
+            and row.changed is not None
+            and row.changed <= ROW_FIELDS
+        )
+
+    def _narrow_write(self, row: SessionRow) -> tuple[str, tuple[Any, ...]]:
+        statement, values = self._narrow_update(cast(frozenset[str], row.changed))
+        return statement, (row.version, row.modified_on_iso, *values(row.state), row.id.hex)
+
     def _narrow_update(
         self, changed: frozenset[str]
     ) -> tuple[str, Callable[[Any], tuple[Any, ...]]]:
@@ -335,13 +365,9 @@ class SqlReadModel:
                         *self._hot_values(state),
                     ),
                 )
-            elif self.session_columns and row.changed is not None and row.changed <= ROW_FIELDS:
+            elif self._is_narrow(row):
                 # A message (or a label or status change): its own columns only.
-                statement, values = self._narrow_update(row.changed)
-                execute(
-                    statement,
-                    (row.version, row.modified_on_iso, *values(state), row.id.hex),
-                )
+                execute(*self._narrow_write(row))
             else:
                 execute(
                     self.update_session,

@@ -86,6 +86,52 @@ def test_an_append_is_one_round_trip(store: EventSourcedStore, tmp_path: Path) -
     assert texts(store, session) == ["one"]
 
 
+def test_a_message_on_a_stored_session_is_one_statement(
+    store: EventSourcedStore, tmp_path: Path
+) -> None:
+    """Its session row's narrow UPDATE goes within the insert of its event, and one
+    statement needs no BEGIN or COMMIT: the server commits it at the Sync."""
+    store.save(opened("agent:main:a"))
+    stored = store.session("agent:main:a")
+    assert stored is not None
+    trace = tmp_path / "trace.txt"
+    with traced(store, trace):
+        store.save(with_message(stored.to_aggregate(), "one"))
+    assert (sent(trace, "Sync"), sent(trace, "Execute")) == (1, 1)
+    again = store.session("agent:main:a")
+    assert again is not None
+    assert again.version == 2
+    assert again.state.updated_at == stored.state.updated_at  # the message's own time
+    assert texts(store, again.to_aggregate()) == ["one"]
+
+
+def test_a_one_statement_save_that_loses_a_conflict_keeps_nothing(
+    store: EventSourcedStore, postgres_url: str
+) -> None:
+    other = EventSourcedStore(postgres_url, kind_of=no_kind)
+    try:
+        other.save(opened("agent:main:a"))
+        stale = store.session("agent:main:a")
+        fresh = other.session("agent:main:a")
+        assert stale is not None
+        assert fresh is not None
+        won = with_message(fresh.to_aggregate(), "won")
+        other.save(won)
+        with pytest.raises(StoreConflict):
+            store.save(with_message(stale.to_aggregate(), "lost"))
+        schema = postgres_url.split("schema=")[1]
+        with store.reading() as cursor:
+            cursor.execute(
+                f'SELECT (SELECT COUNT(*) FROM "{schema}".sessionwire_events) AS events, '
+                f'(SELECT COUNT(*) FROM "{schema}".sw_saves) AS saves, '
+                f'(SELECT version FROM "{schema}".sw_sessions) AS version'
+            )
+            assert cursor.fetchone() == {"events": 2, "saves": 2, "version": 2}
+        assert texts(store, won) == ["won"]
+    finally:
+        other.close()
+
+
 def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
     store: EventSourcedStore, postgres_url: str
 ) -> None:

@@ -1,0 +1,56 @@
+"""A store may send a save's read-model change within its insert of the events only when
+that change is all ``write`` would send: one session row's narrow UPDATE (ADR 0021's
+amendment "a message's save is one statement")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sessionwire.adapters.store.event_store import no_kind
+from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.application.projection import ReadModelChanges, SessionRow, StreamMember
+from store_sessions import opened
+
+MODEL = SqlReadModel(
+    marker="%s", kind_of=no_kind, write_options={}, transcript_in_log=True, session_columns=True
+)
+SESSION = opened("agent:main:a")
+ROW = SessionRow(
+    id=SESSION.id,
+    version=2,
+    created_on_iso="2026-11-27T00:00:00+00:00",
+    modified_on_iso="2026-11-27T00:00:01+00:00",
+    state=SESSION.state,
+    is_new=False,
+    changed=frozenset({"updated_at", "message_count"}),
+)
+
+
+def test_a_lone_narrow_update_is_given_as_write_sends_it() -> None:
+    found = MODEL.narrow_only(ReadModelChanges(rows={ROW.id: ROW}))
+    assert found is not None
+    statement, values = found
+    assert statement.startswith("UPDATE sw_sessions SET version=%s, modified_on=%s, ")
+    assert statement.count("%s") == len(values)
+    assert values[:2] == (2, ROW.modified_on_iso)
+    assert values[-1] == ROW.id.hex
+
+
+def test_anything_beside_it_or_another_row_shape_keeps_the_statements_apart() -> None:
+    member = StreamMember(session_key="agent:main:a", stream_id=SESSION.id, kind="run")
+    other = replace(ROW, id=opened("agent:main:b").id)
+    for changes in [
+        ReadModelChanges(rows={ROW.id: ROW}, members=[member]),
+        ReadModelChanges(rows={ROW.id: ROW, other.id: other}),
+        ReadModelChanges(rows={ROW.id: replace(ROW, is_new=True)}),
+        ReadModelChanges(rows={ROW.id: replace(ROW, changed=None)}),
+        ReadModelChanges(rows={ROW.id: replace(ROW, changed=frozenset({"state"}))}),
+    ]:
+        assert MODEL.narrow_only(changes) is None, changes
+
+
+def test_a_store_with_a_transcript_table_keeps_its_message_rows_apart() -> None:
+    v2 = SqlReadModel(marker="%s", kind_of=no_kind, write_options={}, session_columns=True)
+    assert v2.narrow_only(ReadModelChanges(rows={ROW.id: ROW})) is not None
+    rows = [("a", 1, "user", "{}")]
+    assert v2.narrow_only(ReadModelChanges(rows={ROW.id: ROW}, transcript_rows=rows)) is None
