@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from reader_trips import count_trips
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
@@ -385,15 +386,7 @@ async def test_a_read_by_key_takes_one_trip_to_a_reader_thread(
     # The session's row, the access check and the messages in one trip (ADR 0036 §4):
     # each trip is a hand-off to a thread and back, most of a short read's cost.
     await gateway.record_message("agent:main:other", role="user", content="hi")
-    store = internals(gateway).store
-    trips: list[object] = []
-    off_loop = type(store)._off_loop
-
-    async def counted(self: Any, call: Any, **options: Any) -> Any:
-        trips.append(call)
-        return await off_loop(self, call, **options)
-
-    monkeypatch.setattr(type(store), "_off_loop", counted)
+    trips = count_trips(gateway, monkeypatch)
     history = await gateway.call_tool(
         "main", "sessions_history", {"sessionKey": "agent:main:other", "offset": 0}
     )
