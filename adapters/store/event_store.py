@@ -47,8 +47,10 @@ from sessionwire.application.ports.session_read_model import (
     SessionListing,
     SessionPage,
     SessionQuery,
+    SessionTranscript,
     StoredSession,
     TranscriptPage,
+    TranscriptWindow,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.work_queue import StoredWork
@@ -680,6 +682,27 @@ class EventSourcedStore(Store):
             return self.read_model.transcript_page(
                 cursor, session, offset=offset, limit=limit, include_tools=include_tools
             )
+
+    def session_transcript(
+        self, key: str, window: TranscriptWindow, wanted: Callable[[StoredSession], bool]
+    ) -> SessionTranscript:
+        with self.reading() as cursor:
+            found = self.read_model.session(cursor, session_uuid(key))
+            if found is None or not wanted(found):
+                return SessionTranscript(found)
+            if window.offset is None:
+                tail = self.read_model.transcript_tail(
+                    cursor, found.id, limit=window.limit, include_tools=window.include_tools
+                )
+                return SessionTranscript(found, tail)
+            page = self.read_model.transcript_page(
+                cursor,
+                found.id,
+                offset=window.offset,
+                limit=window.limit,
+                include_tools=window.include_tools,
+            )
+            return SessionTranscript(found, page.messages, page.total)
 
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
@@ -115,6 +116,27 @@ class TranscriptPage:
     """How many messages the view holds (with or without tool results, as asked)."""
 
 
+@dataclass(frozen=True)
+class TranscriptWindow:
+    """Which of a session's messages to read: ``transcript``'s newest ``limit`` when
+    ``offset`` is None, else ``transcript_page``'s window."""
+
+    limit: int
+    include_tools: bool
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class SessionTranscript:
+    """A session's row and, when the reader wanted them, messages of its transcript."""
+
+    session: StoredSession | None
+    messages: list[str] | None = None
+    """None when the session was not found or its messages were not wanted."""
+    total: int | None = None
+    """The view's size, for a window with an ``offset``."""
+
+
 class SessionReadModel(ABC):
     @abstractmethod
     def session(self, key: str) -> StoredSession | None:
@@ -171,6 +193,14 @@ class SessionReadModel(ABC):
         """The ``limit`` messages that come before the newest ``offset`` ones, oldest first,
         with the view's size read in the same transaction. Past the end (any ``offset`` of
         at least ``total``, however large) the window is empty."""
+
+    @abstractmethod
+    def session_transcript(
+        self, key: str, window: TranscriptWindow, wanted: Callable[[StoredSession], bool]
+    ) -> SessionTranscript:
+        """The session stored under ``key`` and, when ``wanted`` says yes to it, the
+        ``window`` of its transcript, in one read transaction: a tool reads both in one
+        trip to a reader thread, its access check (``wanted``) in between."""
 
     @abstractmethod
     def session_streams(self, key: str) -> dict[UUID, str] | None:

@@ -101,9 +101,11 @@ class ToolParams(BaseModel):
             raw = {}
         if not isinstance(raw, dict):
             raise ToolInputError("parameters must be a JSON object")
-        unknown = sorted(str(k) for k in raw if k not in cls.model_fields)
-        if unknown:
-            allowed = ", ".join(cls.model_fields) or "none"
+        fields = cls.__pydantic_fields__
+        # The keys compared as sets (in C): ``model_fields`` is a property, slower.
+        if not raw.keys() <= fields.keys():
+            unknown = sorted(str(k) for k in raw if k not in fields)
+            allowed = ", ".join(fields) or "none"
             raise ToolInputError(
                 f"unknown parameter {quoted_name(unknown[0])} (accepted: {allowed})"
             )

@@ -9,10 +9,16 @@ that session exists: a refusal never tells the caller what is hidden.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.ports.session_read_model import StoredSession
+from sessionwire.application.ports.session_read_model import (
+    SessionTranscript,
+    StoredSession,
+    TranscriptWindow,
+)
+from sessionwire.application.ports.store import Store
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import (
     InvalidSessionKey,
@@ -52,14 +58,75 @@ async def resolve_session(context: ToolContext, raw: str, *, access: Access) -> 
 
     Raises SessionNotResolved (OpenClaw's "not found" wording) or SessionRefused.
     """
-    store = context.store
+    key = _canonical(context, raw)
+    return await _resolved(context, raw, key, await context.store.session(key), access)
+
+
+async def read_session(
+    context: ToolContext, raw: str, *, access: Access, window: TranscriptWindow
+) -> tuple[StoredSession, SessionTranscript]:
+    """``resolve_session``, and the ``window`` of the session's transcript.
+
+    When ``raw`` is the key of an active session the requester may reach (what agents
+    send), the row, the access check and the messages take one trip to a reader thread
+    and one read transaction; anything else resolves as ``resolve_session`` does, then
+    reads the messages.
+    """
+    key = _canonical(context, raw)
     policy = context.access
+    rules = context.rules
+    reference = raw.strip()
+
+    def reachable(stored: StoredSession) -> bool:
+        # On the reader thread: the policy is pure and computed before the trip.
+        state = stored.state
+        return state.status == "active" and not policy.reach_refusal(
+            state.policy_target(rules),
+            reference,
+            access=access,
+            target_key=key,
+            target_agent=state.agent_id,
+        )
+
+    read = await context.store.read(_session_transcript, key, window, reachable)
+    if read.session is not None and read.messages is not None:
+        return read.session, read
+    stored = await _resolved(context, raw, key, read.session, access)
+    return stored, await context.store.read(_transcript_of, stored, window)
+
+
+def _session_transcript(
+    store: Store, key: str, window: TranscriptWindow, wanted: Callable[[StoredSession], bool]
+) -> SessionTranscript:
+    return store.session_transcript(key, window, wanted)
+
+
+def _transcript_of(
+    store: Store, stored: StoredSession, window: TranscriptWindow
+) -> SessionTranscript:
+    if window.offset is None:
+        tail = store.transcript(stored.id, limit=window.limit, include_tools=window.include_tools)
+        return SessionTranscript(stored, tail)
+    page = store.transcript_page(
+        stored.id, offset=window.offset, limit=window.limit, include_tools=window.include_tools
+    )
+    return SessionTranscript(stored, page.messages, page.total)
+
+
+def _canonical(context: ToolContext, raw: str) -> str:
     try:
-        key = context.rules.canonical(raw, agent_id=context.requester.agent_id)
+        return context.rules.canonical(raw, agent_id=context.requester.agent_id)
     except InvalidSessionKey as error:
         raise SessionNotResolved(f"invalid sessionKey: {error}") from error
+
+
+async def _resolved(
+    context: ToolContext, raw: str, key: str, found: StoredSession | None, access: Access
+) -> StoredSession:
+    """``resolve_session`` once the session stored under ``key`` was read (``found``)."""
+    store = context.store
+    policy = context.access
     reference = raw.strip()
-    found = await store.session(key)
     if found is not None and found.state.status == "active":
         target = found.state.policy_target(context.rules)
         refusal = policy.reach_refusal(

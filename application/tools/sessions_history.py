@@ -9,26 +9,19 @@ what it left out; nothing is dropped silently.
 from __future__ import annotations
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.ports.session_read_model import TranscriptWindow
 from sessionwire.application.tools.params import SessionsHistoryParams
 from sessionwire.application.tools.results import ReadAnswer, SessionsHistoryAnswer
-from sessionwire.application.tools.session_refs import resolve_session
+from sessionwire.application.tools.session_refs import read_session
 
 MAX_HISTORY_BYTES = 6 * 1024 * 1024
 
 
 async def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> ReadAnswer:
-    stored = await resolve_session(context, params.sessionKey, access="history")
     offset = params.offset
-    if offset is None:
-        texts = await context.store.transcript(
-            stored.id, limit=params.limit, include_tools=params.includeTools
-        )
-        total = None
-    else:
-        page = await context.store.transcript_page(
-            stored.id, offset=offset, limit=params.limit, include_tools=params.includeTools
-        )
-        texts, total = page.messages, page.total
+    window = TranscriptWindow(limit=params.limit, include_tools=params.includeTools, offset=offset)
+    stored, read = await read_session(context, params.sessionKey, access="history", window=window)
+    texts, total = read.messages or [], read.total
     kept = cap_bytes(texts, MAX_HISTORY_BYTES)
     messages, redacted, size = context.history_view(stored.state.key, kept)
     dropped = len(kept) < len(texts)

@@ -9,7 +9,7 @@ folds ASCII only).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from uuid import UUID
@@ -49,7 +49,8 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
         excluded = {"global", "unknown"}
     scope = access.list_scope()
     own = context.requester.agent_id
-    agents = await visible_agents(context)
+    requester = context.requester.key
+    present = agents_present(context)
     asked = normalize_agent_id(params.agentId) if params.agentId is not None else None
 
     def only_asked(ids: frozenset[str] | None) -> frozenset[str] | None:
@@ -68,38 +69,42 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
             keys=keys,
         )
 
-    # The scope as queries whose rows together are what the policy lets the requester
-    # see (domain/policy.py ``sees``): each newest first, merged, then limited.
-    queries: list[SessionQuery] = []
-    if scope.every:
-        queries.append(query(agent_ids=agents, keys=None))
-    if scope.agent:
-        queries.append(query(agent_ids=frozenset({own}), keys=None))
-    if not scope.every:
-        requester = context.requester.key
-        wanted = {requester} if scope.requester else set()
-        # With its whole agent in scope, only the tree's other agents' sessions add
-        # anything: no walk when no other agent's session may be listed.
-        if scope.tree and not (scope.agent and agents == frozenset({own})):
-            wanted |= await context.store.read(spawn_tree, requester)
+    def queries(store: Store) -> list[SessionQuery]:
+        # The scope as queries whose rows together are what the policy lets the requester
+        # see (domain/policy.py ``sees``): each newest first, merged, then limited.
+        agents = present(store)
+        found: list[SessionQuery] = []
+        if scope.every:
+            found.append(query(agent_ids=agents, keys=None))
         if scope.agent:
-            wanted = {key for key in wanted if agent_id_of(key) != own}
-        if wanted:
-            queries.append(query(agent_ids=agents, keys=frozenset(wanted)))
+            found.append(query(agent_ids=frozenset({own}), keys=None))
+        if not scope.every:
+            wanted = {requester} if scope.requester else set()
+            # With its whole agent in scope, only the tree's other agents' sessions add
+            # anything: no walk when no other agent's session may be listed.
+            if scope.tree and not (scope.agent and agents == frozenset({own})):
+                wanted |= spawn_tree(store, requester)
+            if scope.agent:
+                wanted = {key for key in wanted if agent_id_of(key) != own}
+            if wanted:
+                found.append(query(agent_ids=agents, keys=frozenset(wanted)))
+        return found
+
     message_limit = params.messageLimit
-    filters = [
-        RowFilter(
-            query=each,
-            rules=rules,
-            label=params.label,
-            search=params.search.lower() if params.search else None,
-            archived=params.archived,
-        )
-        for each in queries
-    ]
 
     def listed(store: Store) -> list[tuple[SessionListing, list[str] | None]]:
-        # The rows and their last messages in one trip off the loop.
+        # What the scope needs (the agents present, the spawn tree), the rows and their
+        # last messages in one trip off the loop.
+        filters = [
+            RowFilter(
+                query=each,
+                rules=rules,
+                label=params.label,
+                search=params.search.lower() if params.search else None,
+                archived=params.archived,
+            )
+            for each in queries(store)
+        ]
         found: dict[str, SessionListing] = {}
         for matching in filters:
             found.update((listing.key, listing) for listing in matching.rows(store))
@@ -233,17 +238,23 @@ def newest_first(listing: SessionListing) -> tuple[int, str]:
     return (-listing.updated_at, listing.key)
 
 
-async def visible_agents(context: ToolContext) -> frozenset[str] | None:
-    """The agents whose sessions the requester may list; None means every agent."""
+def agents_present(context: ToolContext) -> Callable[[Store], frozenset[str] | None]:
+    """The agents whose sessions the requester may list (None: every agent), as read on
+    the reader thread: the store is read only when the allow list needs the agents that
+    have sessions."""
     a2a = context.a2a
     own = context.requester.agent_id
     if a2a.open_to_all():
-        return None
+        return lambda _: None
     if not a2a.enabled or not a2a.matches(own):
-        return frozenset({own})
+        return lambda _: frozenset({own})
     configured = {entry.id.strip().lower() for entry in context.config.agents.list}
-    present = set(await context.store.agent_ids())
-    return frozenset({own} | {a for a in configured | present if a2a.is_allowed(own, a)})
+
+    def visible(store: Store) -> frozenset[str]:
+        present = set(store.agent_ids())
+        return frozenset({own} | {a for a in configured | present if a2a.is_allowed(own, a)})
+
+    return visible
 
 
 def row(context: ToolContext, listing: SessionListing, texts: list[str] | None) -> SessionRow:

@@ -10,6 +10,8 @@ from sessionwire.application.ports.session_read_model import (
     SessionListing,
     SessionPage,
     SessionQuery,
+    StoredSession,
+    TranscriptWindow,
 )
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.session import MessageOrigin, Session, session_uuid, to_millis
@@ -188,6 +190,46 @@ def test_a_transcript_page_counts_back_from_the_newest_message(event_store: Stor
     assert (
         event_store.transcript_page(uuid4(), offset=0, limit=5, include_tools=True).messages == []
     )
+
+
+def test_a_session_and_its_transcript_are_read_together_when_wanted(event_store: Store) -> None:
+    session = _save(event_store, "agent:main:a")
+    for n in range(5):
+        session.append_message(_message(f"m{n}"), at=NOW)
+    session.append_message(_message("tool output", role="toolResult"), at=NOW)
+    event_store.save(session)
+    asked: list[StoredSession] = []
+
+    def read(
+        window: TranscriptWindow, *, wanted: bool = True
+    ) -> tuple[list[str] | None, int | None]:
+        found = event_store.session_transcript(
+            "agent:main:a", window, lambda stored: asked.append(stored) is None and wanted
+        )
+        assert found.session == event_store.session("agent:main:a")
+        if found.messages is None:
+            return None, found.total
+        texts = [TranscriptMessage.model_validate_json(text).text() for text in found.messages]
+        return texts, found.total
+
+    # The tail, as ``transcript`` reads it (no total); a page, as ``transcript_page`` does.
+    assert read(TranscriptWindow(limit=3, include_tools=True)) == (
+        ["m3", "m4", "tool output"],
+        None,
+    )
+    assert read(TranscriptWindow(limit=2, include_tools=False, offset=1)) == (["m2", "m3"], 5)
+    # Not wanted (the caller's access check said no): the row only, the check saw it.
+    assert read(TranscriptWindow(limit=3, include_tools=True), wanted=False) == (None, None)
+    assert [stored.state.key for stored in asked] == ["agent:main:a"] * 3
+    # No such session: nothing to ask about.
+    missing = event_store.session_transcript(
+        "agent:main:none",
+        TranscriptWindow(limit=3, include_tools=True),
+        lambda stored: asked.append(stored) is None,
+    )
+    assert missing.session is None
+    assert missing.messages is None
+    assert len(asked) == 3
 
 
 def test_a_session_page_is_keyset_paged_filtered_and_searched(event_store: Store) -> None:

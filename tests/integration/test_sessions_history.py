@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from reader_trips import count_trips
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
@@ -377,3 +378,20 @@ async def test_a_fractional_offset_is_floored(gateway: Gateway) -> None:
     )
     assert texts_of(page) == ["m1"]
     assert page["offset"] == 1
+
+
+async def test_a_read_by_key_takes_one_trip_to_a_reader_thread(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session's row, the access check and the messages in one trip (ADR 0036 §4):
+    # each trip is a hand-off to a thread and back, most of a short read's cost.
+    await gateway.record_message("agent:main:other", role="user", content="hi")
+    trips = count_trips(gateway, monkeypatch)
+    history = await gateway.call_tool(
+        "main", "sessions_history", {"sessionKey": "agent:main:other", "offset": 0}
+    )
+    assert [m["content"] for m in history["messages"]] == [[{"type": "text", "text": "hi"}]]
+    assert history["totalMessages"] == 1
+    tail = await gateway.call_tool("main", "sessions_history", {"sessionKey": "agent:main:other"})
+    assert tail["messages"] == history["messages"]
+    assert len(trips) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from reader_trips import count_trips
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import VirtualClock
@@ -201,7 +202,11 @@ async def test_other_agents_are_hidden_without_agent_to_agent(gateway: Gateway) 
     ],
 )
 async def test_agent_to_agent_allow_list_decides_which_agents_are_listed(
-    store_url: str, clock: VirtualClock, allow: list[str], visible: set[str]
+    store_url: str,
+    clock: VirtualClock,
+    allow: list[str],
+    visible: set[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config = GatewayConfig.load(
         before_scopes({"tools": {"agentToAgent": {"enabled": True, "allow": allow}}})
@@ -210,8 +215,12 @@ async def test_agent_to_agent_allow_list_decides_which_agents_are_listed(
     try:
         for agent in ("main", "other", "third"):
             await gateway.record_message(f"agent:{agent}:main", role="user", content="x")
+        trips = count_trips(gateway, monkeypatch)
         result = await gateway.call_tool("agent:main:main", "sessions_list", {})
         assert {row["key"] for row in result["sessions"]} == visible
+        # The agents present (which an allow list needs) are read on the rows' trip to a
+        # reader thread (ADR 0036 §4): each trip is a hand-off and back.
+        assert len(trips) == 1
     finally:
         await gateway.close()
 
