@@ -8,7 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sessionwire.adapters.store.event_store import EventSourcedStore
+# Also the read path's (read_composition.py); named here too, where the gateway's
+# callers and tests have always found it.
+from sessionwire.adapters.read_composition import open_event_store as open_event_store
 from sessionwire.adapters.store.off_loop import OffLoopStore, open_off_loop
 from sessionwire.application.audit.state import SessionAsOf
 from sessionwire.application.audit.timeline import Timeline
@@ -39,19 +41,6 @@ from sessionwire.application.ports.telemetry import NO_TELEMETRY, GatewayGauges,
 from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
 
 T = TypeVar("T")
-
-
-def open_event_store(
-    store: str, config: GatewayConfig, *, writer: bool = False
-) -> EventSourcedStore:
-    """The event store at ``store``, its session rows classified by ``config``'s key rules.
-
-    ``writer``: the caller carries on the store's work; an SQLite file then admits no
-    other such caller (StoreInUse names the live one)."""
-    rules = config.key_rules
-    return EventSourcedStore(
-        store, kind_of=lambda state: rules.kind(state.key, state.chat_type), writer=writer
-    )
 
 
 def wire_service(

@@ -5,22 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pydantic import BaseModel
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
-from sessionwire.application.orchestration.cancellation import RunCancellation
-from sessionwire.application.orchestration.exchanges import ExchangeDriver
-from sessionwire.application.orchestration.runs import RunEngine, RunTurn
-from sessionwire.application.orchestration.spawns import SpawnDriver
-from sessionwire.application.orchestration.trace_budgets import TraceBudgets
-from sessionwire.application.orchestration.yields import YieldDriver
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.store import StoreInUse
-from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.causality import Causality, hop_limit_reached
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import (
@@ -31,8 +24,19 @@ from sessionwire.domain.policy import (
 )
 from sessionwire.domain.reader_view import history_view, reader_messages
 from sessionwire.domain.redaction import Redactor
-from sessionwire.domain.run import RunState
-from sessionwire.domain.trace_budget import BudgetExceeded
+
+if TYPE_CHECKING:
+    # Named only in annotations: the read tools (sessions_list, sessions_history,
+    # agents_list) run on a context without them, in a process that never loads the
+    # orchestration drivers or the run, exchange, spawn and outbox aggregates.
+    from sessionwire.application.orchestration.cancellation import RunCancellation
+    from sessionwire.application.orchestration.exchanges import ExchangeDriver
+    from sessionwire.application.orchestration.runs import RunEngine, RunTurn
+    from sessionwire.application.orchestration.spawns import SpawnDriver
+    from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+    from sessionwire.application.orchestration.yields import YieldDriver
+    from sessionwire.domain.run import RunState
+    from sessionwire.domain.trace_budget import BudgetExceeded
 
 log = library_logger("sessionwire.tools")
 
@@ -96,6 +100,9 @@ class ToolContext:
     clock: Clock
     requester: Requester
     services: ToolServices | None = None
+    ids: IdSource | None = None
+    """Where a refusal's id comes from: the gateway's ids (a reader without the
+    gateway's services records refusals too)."""
     caller_run: RunState | None = None
     """The run making this call, when an agent calls the tool during its turn."""
     caller_turn: RunTurn | None = None
@@ -141,10 +148,15 @@ class ToolContext:
         self, refusal: Refusal, *, tool: str, reference: str, target_key: str | None
     ) -> None:
         """Keep a refused request as evidence (who, what, which rule, from which chain)."""
-        assert self.services is not None, "refusals are recorded through the gateway's ids"
+        # Imported here: a refusal is rare, and a read that is not refused never loads
+        # the refusal aggregate.
+        from sessionwire.domain.access_refusal import AccessRefusal
+
+        ids = self.ids or (self.services.ids if self.services is not None else None)
+        assert ids is not None, "refusals are recorded through the gateway's ids"
         caller = self.caller_run
         refused = AccessRefusal.record(
-            id=self.services.ids.new_id(),
+            id=ids.new_id(),
             refusal=refusal,
             requester_key=self.requester.key,
             tool=tool,

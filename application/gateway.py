@@ -8,7 +8,6 @@ same store) is retried from fresh state, never surfaced.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from sessionwire.application.orchestration.runs import (
     current_run,
     current_turn,
 )
-from sessionwire.application.orchestration.spawns import SpawnDriver, spawn_depth
+from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.orchestration.yields import YieldDriver
@@ -52,32 +51,32 @@ from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
 )
-from sessionwire.application.ports.store import Store, StoreInUse
+from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import (
     Telemetry,
     ToolSpan,
 )
 from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
-from sessionwire.application.tools.agents_list import agents_list
+from sessionwire.application.tool_calls import (
+    READ_TOOLS,
+    ToolAccess,
+    ToolCall,
+    ToolEntry,
+    answer,
+    shorten,
+    tool_call,
+)
 from sessionwire.application.tools.params import (
-    AgentsListParams,
-    SessionsHistoryParams,
-    SessionsListParams,
     SessionsSendParams,
     SessionsSpawnParams,
     SessionStatusParams,
     SessionsYieldParams,
     SubagentsParams,
-    ToolInputError,
-    ToolParams,
     friendly,
 )
-from sessionwire.application.tools.results import ReadAnswer, ToolError, ToolResult
+from sessionwire.application.tools.results import ToolError
 from sessionwire.application.tools.schemas import TOOL_PARAMETERS, tool_schemas
-from sessionwire.application.tools.session_refs import SessionNotResolved, SessionRefused
 from sessionwire.application.tools.session_status import session_status
-from sessionwire.application.tools.sessions_history import sessions_history
-from sessionwire.application.tools.sessions_list import sessions_list
 from sessionwire.application.tools.sessions_send import sessions_send
 from sessionwire.application.tools.sessions_spawn import sessions_spawn
 from sessionwire.application.tools.sessions_yield import sessions_yield
@@ -85,8 +84,7 @@ from sessionwire.application.tools.subagents import subagents
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.errors import SessionwireError
-from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
-from sessionwire.domain.policy import subagent_tool_refusal
+from sessionwire.domain.keys import agent_id_of
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import (
     InvalidPatch,
@@ -95,7 +93,6 @@ from sessionwire.domain.session import (
     SessionClosed,
     validate_patch,
 )
-from sessionwire.domain.subagents import KNOWN_TOOLS, subagent_tools
 from sessionwire.domain.transcript import (
     MAX_MESSAGE_BYTES,
     ROLES,
@@ -109,25 +106,16 @@ MAX_BATCH = 10_000
 BATCH_FIELDS = frozenset({"role", "content", "usage", "model"})
 # Rounds of cancelling (one event-loop turn each) close() gives its tasks to stop.
 CLOSE_ROUNDS = 50
-# What a tool call answers while another gateway is the store's one writer: no path,
-# host or pid of the operator's machine (issue 27 finding 8).
-STORE_HELD = (
-    "the store is held by another gateway (one writer per SQLite file): nothing was "
-    "written; call the gateway that serves this store"
-)
 MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
-ToolAnswer = ToolResult | ReadAnswer
-ToolHandler = Callable[[ToolContext, Any], ToolAnswer | Awaitable[ToolAnswer]]
-
-TOOLS: dict[str, tuple[type[ToolParams], ToolHandler]] = {
-    "sessions_list": (SessionsListParams, sessions_list),
-    "sessions_history": (SessionsHistoryParams, sessions_history),
+TOOLS: dict[str, ToolEntry] = {
+    "sessions_list": READ_TOOLS["sessions_list"],
+    "sessions_history": READ_TOOLS["sessions_history"],
     "sessions_send": (SessionsSendParams, sessions_send),
     "sessions_spawn": (SessionsSpawnParams, sessions_spawn),
     "sessions_yield": (SessionsYieldParams, sessions_yield),
-    "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
+    "agents_list": READ_TOOLS["agents_list"],
     "subagents": (SubagentsParams, subagents),
     "session_status": (SessionStatusParams, session_status),
 }
@@ -185,14 +173,8 @@ class GatewayService:
         self.delivery = delivery
         self.rules = config.key_rules
         self.log = library_logger("sessionwire.gateway").bind(store=store.location)
-        subagent_policy = config.tools.subagents.tools
-        self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
-        # A sub-agent above maxSpawnDepth's last level spawns children of its own
-        # (decision 30): it gets sessions_spawn too.
-        self.orchestrator_tools = subagent_tools(
-            subagent_policy.allow, subagent_policy.deny, orchestrator=True
-        )
-        self.max_spawn_depth = config.agents.defaults.subagents.maxSpawnDepth
+        # The tools each session may call (a sub-agent's set, decision 30).
+        self.tool_access = ToolAccess(config, store)
         # Every task the gateway runs is registered in in_flight; a clock moved by hand
         # settles it (several gateways may share one clock).
         self.in_flight = parts.in_flight
@@ -257,11 +239,7 @@ class GatewayService:
         return await self.tools_of_session(run.state.session_key)
 
     async def tools_of_session(self, key: str) -> tuple[str, ...]:
-        if not is_subagent_key(key):
-            return KNOWN_TOOLS
-        if self.max_spawn_depth > 1 and await spawn_depth(self.store, key) < self.max_spawn_depth:
-            return self.orchestrator_tools
-        return self.subagent_tools
+        return await self.tool_access.of_session(key)
 
     # Commands ---------------------------------------------------------------------------
 
@@ -450,11 +428,11 @@ class GatewayService:
         caller_run = current_run()
         # In-flight work while it runs (a send waiting for its reply waits as work).
         with (
-            self.in_flight.entered(Owner("tool", _shorten(str(name)))),
+            self.in_flight.entered(Owner("tool", shorten(str(name)))),
             self.telemetry.tool_span(
                 ToolSpan(
-                    tool=_shorten(str(name)),
-                    requester=_shorten(str(requester)),
+                    tool=shorten(str(name)),
+                    requester=shorten(str(requester)),
                     run_id=caller_run.run_id if caller_run else None,
                     trace_id=caller_run.trace_id if caller_run else None,
                 )
@@ -470,68 +448,29 @@ class GatewayService:
     async def _call_tool(
         self, requester: str, name: str, params: Any, run_token: str | None
     ) -> dict[str, Any]:
-        log = self.log.bind(tool=_shorten(str(name)), requester=_shorten(str(requester)))
-        entry = TOOLS.get(name) if isinstance(name, str) else None
-        if entry is None:
-            known = ", ".join(TOOLS)
-            name = _shorten(str(name))
-            return ToolError(
-                tool=str(name), error=f"unknown tool {name!r} (tools: {known})"
-            ).to_json_dict()
-        params_class, handler = entry
-        try:
-            caller = Requester.from_key(self.rules, requester)
-        except InvalidSessionKey as error:
-            return ToolError(tool=name, error=f"invalid requester session: {error}").to_json_dict()
+        log = self.log.bind(tool=shorten(str(name)), requester=shorten(str(requester)))
+        call = tool_call(TOOLS, self.rules, requester, name)
+        if not isinstance(call, ToolCall):
+            return call
         turn = current_turn()
         if run_token is not None:
             try:
-                turn = self.turn_for(caller.key, run_token)
+                turn = self.turn_for(call.caller.key, run_token)
             except RunNotInFlight as refused:
                 log.info("tool refused: run not in flight", error=str(refused))
-                return ToolError(status="forbidden", tool=name, error=str(refused)).to_json_dict()
+                return ToolError(
+                    status="forbidden", tool=call.name, error=str(refused)
+                ).to_json_dict()
         context = ToolContext(
             store=self.store,
             config=self.config,
             clock=self.clock,
-            requester=caller,
+            requester=call.caller,
             services=self.services,
             caller_run=turn.state if turn else None,
             caller_turn=turn,
         )
-        if is_subagent_key(caller.key) and name not in await self.tools_of_session(caller.key):
-            refusal = subagent_tool_refusal(name)
-            log.info("tool forbidden to a sub-agent")
-            await context.record_refusal(refusal, tool=name, reference=name, target_key=None)
-            return ToolError(status="forbidden", tool=name, error=refusal.message).to_json_dict()
-        try:
-            parsed = params_class.parse(params)
-            outcome = handler(context, parsed)
-            result = await outcome if inspect.isawaitable(outcome) else outcome
-        except (ToolInputError, SessionNotResolved) as error:
-            message = error.message if isinstance(error, SessionNotResolved) else str(error)
-            log.info("tool refused", error=message)
-            return ToolError(tool=name, error=message).to_json_dict()
-        except SessionRefused as refused:
-            refusal = refused.refusal
-            log.info("tool refused by policy", error=refusal.message, rule=refusal.rule)
-            await context.record_refusal(
-                refusal, tool=name, reference=refused.reference, target_key=refused.target_key
-            )
-            return ToolError(status=refusal.status, tool=name, error=refusal.message).to_json_dict()
-        except StoreInUse as held:
-            # Beside an SQLite file's live writer (decision 20). Its message names the
-            # file's path, host and pid: the operator's log has them, the agent does not.
-            log.warning("tool refused: the store has another writer", error=str(held))
-            return ToolError(tool=name, error=STORE_HELD).to_json_dict()
-        except Exception as error:  # a tool call must answer, whatever broke inside
-            # The exception's text may name paths, hosts or processes: the log has it,
-            # the caller (an agent, perhaps hostile) gets its type only.
-            log.exception("tool failed")
-            return ToolError(
-                tool=name, error=f"internal error: {type(error).__name__}"
-            ).to_json_dict()
-        return result.to_json_dict()
+        return await answer(call, context, params, access=self.tool_access, log=log)
 
     def turn_for(self, requester: str, run_token: str) -> RunTurn:  # internal
         """The turn in flight that ``run_token`` names, when it is a turn of the session
@@ -593,7 +532,7 @@ class GatewayService:
             raise ValueError(f"reason must be a string of at most {MAX_CANCEL_REASON} characters")
         # In-flight work from its first step: its lookup is an awaited read, and a
         # wait_idle meanwhile must not take the gateway for idle with the cancel to come.
-        with self.in_flight.entered(Owner("cancel", _shorten(str(run_id)))):
+        with self.in_flight.entered(Owner("cancel", shorten(str(run_id)))):
             found = await self.run_queries.find(run_id, requester=requester)
             if found is None:
                 return None
@@ -829,10 +768,6 @@ def batch_messages(
                 f"max {MAX_MESSAGE_BYTES})"
             )
     return checked
-
-
-def _shorten(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _clean(value: str | None) -> str | None:

@@ -128,19 +128,23 @@ def ours(url: str, processes: int, appends: int) -> float:
         commands = [
             [sys.executable, "-c", OURS, store, f"p{n}", str(appends)] for n in range(processes)
         ]
-        # Create the tables first: N gateways opening an empty schema at once queue on
-        # the set-up lock, which is start-up, not appends.
-        subprocess.run(
-            [sys.executable, "-c", OURS, store, "setup", "0"],
-            input="go\n",
-            text=True,
-            capture_output=True,
-            check=True,
-            cwd=ROOT,
-        )
+        create_tables(store)
         return run(commands, appends)
     finally:
         drop(url, schema)
+
+
+def create_tables(store: str) -> None:
+    """Create the tables first: N gateways opening an empty schema at once queue on the
+    set-up lock, which is start-up, not appends."""
+    subprocess.run(
+        [sys.executable, "-c", OURS, store, "setup", "0"],
+        input="go\n",
+        text=True,
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+    )
 
 
 def raw(url: str, processes: int, appends: int) -> float:

@@ -19,6 +19,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
 from sessionwire.domain.base import Aggregate
+from sessionwire.domain.retry_policy import RetryPolicy
 from sessionwire.domain.session import to_millis
 
 OUTBOX_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/outbox")
@@ -30,18 +31,6 @@ OutboxStatus = Literal["pending", "delivered", "abandoned"]
 def outbox_id_for(idempotency_key: str) -> UUID:
     """One outbox stream per delivery: the same key never queues twice."""
     return uuid5(OUTBOX_NAMESPACE, idempotency_key)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    first_retry_seconds: float = 10
-    max_retry_seconds: float = 600
-    abandon_after_seconds: float = 24 * 3600
-
-    def wait_after(self, failed_attempts: int) -> float:
-        """Seconds to wait after the ``failed_attempts``-th failure: 10, 20, 40 … ≤ max."""
-        exponent = min(max(0, failed_attempts - 1), 60)
-        return float(min(self.first_retry_seconds * 2**exponent, self.max_retry_seconds))
 
 
 class OutboxState(BaseModel):

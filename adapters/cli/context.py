@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import structlog
@@ -26,11 +26,14 @@ from rich.console import Console, RenderableType
 from sessionwire.domain.errors import SessionwireError
 
 if TYPE_CHECKING:
+    from sessionwire.adapters.bootstrap import Gateway
     from sessionwire.adapters.store.event_store import EventSourcedStore
     from sessionwire.application.config.gateway_config import GatewayConfig
     from sessionwire.application.gateway import GatewayService
+    from sessionwire.application.read_tools import ReadTools
 
 Render = Callable[[dict[str, Any]], RenderableType]
+Opened = TypeVar("Opened")
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -237,9 +240,6 @@ class CliOptions:
 
     async def _run(self, work: Callable[[GatewayService], Awaitable[int]], kwargs: Any) -> int:
         from sessionwire.adapters.bootstrap import Gateway, service_of
-        from sessionwire.adapters.store.event_store import StoreURLError
-        from sessionwire.application.config.gateway_config import ConfigError
-        from sessionwire.application.ports.store import StoreInUse
 
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
@@ -247,24 +247,51 @@ class CliOptions:
         # Only a command with an agent runtime carries on the store's unfinished work;
         # without one, resuming would fail every pending run for want of an agent.
         kwargs.setdefault("resume", kwargs.get("runtime") is not None)
+        gateway = await self._opened(Gateway.open(config=config, store=self.store, **kwargs))
+        return await self._worked(work(service_of(gateway)), gateway)
+
+    def read(self, work: Callable[[ReadTools], Awaitable[int]]) -> int:
+        """Run ``work`` on the read tools over the chosen store, without a gateway: a
+        listing or a history loads no orchestration driver or aggregate it does not
+        read (ADR 0036), and is answered as the gateway answers it."""
+        return asyncio.run(self._read(work))
+
+    async def _read(self, work: Callable[[ReadTools], Awaitable[int]]) -> int:
+        from sessionwire.adapters.read_composition import open_read_tools
+
+        config = self.config()
+        self._make_store_directory()
+        tools = await self._opened(open_read_tools(config, self.store))
+        return await self._worked(work(tools), tools)
+
+    async def _opened(self, opening: Awaitable[Opened]) -> Opened:
+        """What ``opening`` opens; a bad store URL or config, or a store in use, fails
+        the command."""
+        from sessionwire.adapters.store.event_store import StoreURLError
+        from sessionwire.application.config.gateway_config import ConfigError
+        from sessionwire.application.ports.store import StoreInUse
+
         try:
-            gateway = await Gateway.open(config=config, store=self.store, **kwargs)
+            return await opening
         except (StoreURLError, ConfigError) as error:
             fail(self._explain(error), EXIT_USAGE)
         except StoreInUse as error:
             fail(str(error))
+
+    async def _worked(self, working: Awaitable[int], opened: Gateway | ReadTools) -> int:
+        """The command's exit code; ``opened`` is closed after, whatever happened."""
         try:
-            return await work(service_of(gateway))
+            return await working
         except ValueError as error:
             fail(str(error))
         finally:
-            await gateway.close()
+            await opened.close()
 
     @contextmanager
     def store_alone(self) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
         """The chosen store without a gateway around it: nothing unfinished is resumed,
         no agent is called, nothing is delivered (what auditing and imports need)."""
-        from sessionwire.adapters.bootstrap import open_event_store
+        from sessionwire.adapters.read_composition import open_event_store
         from sessionwire.adapters.store.event_store import StoreURLError
 
         config = self.config()

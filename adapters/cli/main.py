@@ -42,6 +42,7 @@ from sessionwire.adapters.cli.terminal_views import (
 
 if TYPE_CHECKING:
     from sessionwire.application.gateway import GatewayService
+    from sessionwire.application.read_tools import ReadTools
 
 __all__ = ["cli", "default_store", "main"]
 
@@ -235,11 +236,11 @@ def sessions_list(
         archived=archived or None,
     )
 
-    async def work(gateway: GatewayService) -> int:
-        result = await gateway.call_tool(requester, "sessions_list", params)
+    async def work(tools: ReadTools) -> int:
+        result = await tools.call_tool(requester, "sessions_list", params)
         return options.show(result, sessions_table)
 
-    return options.run(work)
+    return options.read(work)
 
 
 @sessions.command("history")
@@ -266,11 +267,11 @@ def sessions_history(
         sessionKey=session, limit=limit, offset=offset, includeTools=include_tools or None
     )
 
-    async def work(gateway: GatewayService) -> int:
-        result = await gateway.call_tool(requester, "sessions_history", params)
+    async def work(tools: ReadTools) -> int:
+        result = await tools.call_tool(requester, "sessions_history", params)
         return options.show(result, history_view)
 
-    return options.run(work)
+    return options.read(work)
 
 
 @cli.group()
@@ -284,10 +285,10 @@ def agents() -> None:
 def agents_list(options: CliOptions, requester: str) -> int:
     """The agent ids the requester may pass to sessions_spawn."""
 
-    async def work(gateway: GatewayService) -> int:
-        return options.show(await gateway.call_tool(requester, "agents_list", {}), agents_view)
+    async def work(tools: ReadTools) -> int:
+        return options.show(await tools.call_tool(requester, "agents_list", {}), agents_view)
 
-    return options.run(work)
+    return options.read(work)
 
 
 COMPLETE_VAR = "_SESSIONWIRE_COMPLETE"

@@ -25,7 +25,7 @@ from contextlib import (
     nullcontext,
     suppress,
 )
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from uuid import UUID, uuid4
 
@@ -185,11 +185,6 @@ class Fence:
     session_key: str
     owner: str
     token: int
-    given_back: Callable[[], bool] | None = field(default=None, compare=False)
-    """True once the lease was given back. A save queued under the lease by a task that
-    outlives the run (started inside it, so sharing its context) is written after the
-    run ended, maybe after the session was claimed again: it is no longer the run's, so
-    it goes unfenced, as a save made after the release would."""
 
 
 @dataclass(frozen=True)

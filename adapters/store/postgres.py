@@ -167,8 +167,6 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             return None
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         fence: Fence | None = kwargs.get(FENCE_KEY)
-        if fence is not None and fence.given_back is not None and fence.given_back():
-            fence = None  # queued by a task that outlived its run (Fence.given_back)
         # Without one from the store, a fresh id per attempt (no retry recognised).
         save_id: UUID = kwargs.get(SAVE_ID_KEY) or uuid4()
         records = record_contents([0] * len(stored_events), stored_events)
@@ -313,7 +311,9 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 
     def _seal_batch(self, *, wait: bool) -> int | None:
         """One batch (``SqlChain.seal_final``) in three round trips: the lock, the head and
-        the bound; the final records below the bound; their seals and the commit."""
+        the bound; the final records below the bound; their seals and the commit. Without
+        ``wait``, the lock is a round trip of its own: a pass that finds another sealer
+        holding it reads nothing more (the holder seals every gateway's final rows)."""
         key = (_SEALER_LOCK_SPACE, self.datastore.schema)
         with (
             self.datastore.get_connection() as conn,
@@ -330,24 +330,23 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             # the same order), and WAL order keeps a later seal from outliving it.
             cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
             if wait:
-                locked.execute(
-                    "SELECT true AS locked, pg_advisory_xact_lock(%s, hashtext(%s))",
-                    key,
-                    prepare=True,
-                )
+                locked.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", key, prepare=True)
             else:
                 locked.execute(
                     "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
                     key,
                     prepare=True,
                 )
-            # Statements after the lock's: read under it (when it was taken).
+                # With N gateways, most tries met a pass in progress, and the head and
+                # the bound (a scan of ``pg_locks``) they read for nothing cost the
+                # server as much as a pass.
+                if not locked.fetchone()["locked"]:
+                    cursor.execute("COMMIT", prepare=False)
+                    return None
+            # Statements after the lock's: read under it.
             head.execute(self.chain.select_head, prepare=True)
             assert self.chain.t.final is not None
             bound.execute(self.chain.t.final, prepare=True)
-            if not locked.fetchone()["locked"]:
-                cursor.execute("COMMIT", prepare=False)
-                return None
             count = self.chain.seal_below(
                 cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
             )
@@ -361,23 +360,32 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 class BackgroundSealer:
     """Seals the log behind this process's writers, in a thread of its own: woken after
     a save ends, it seals whatever is final then, in batches, and no save ever waits for
-    it. It starts a pass at most once every ``PACE`` seconds: saves that end in between
-    are covered by the next pass.
+    it. It starts a pass at most once every ``PACE`` seconds times the schema's live
+    gateways: saves that end in between are covered by the next pass, its own or
+    another gateway's.
 
     The pace: a pass costs the server and this process about as much CPU as a save
     (a lock, the head, the bound over ``pg_locks``, the pending rows, their update), and
-    woken by every save it ran once per save. The first save after a quiet spell is
-    sealed at once; under load the sealed log lags the commits by at most ``PACE`` plus
-    one pass. Readers that need it current (the audit commands, the event feed) seal
+    woken by every save it ran once per save. Any gateway's pass seals every gateway's
+    final rows, so the schema needs one pass per ``PACE``, not one per gateway: N
+    gateways each passing every ``PACE`` cost N times the passes for the same seals
+    (docs/benchmarks.md, "PostgreSQL scale-out: where 4 gateways wait"). The first save
+    after a quiet spell is sealed at once; under load the sealed log lags the commits by
+    about ``PACE``, and at most ``MAX_PACE`` plus one pass when this gateway alone
+    writes. Readers that need it current (the audit commands, the event feed) seal
     first."""
 
-    PACE = 0.02  # seconds between the starts of two passes
+    PACE = 0.02  # seconds between the starts of two passes in the schema
+    MAX_PACE = 0.2  # seconds between the starts of two passes of one gateway, at most
+    COUNT_EVERY = 5.0  # seconds between two counts of the schema's live gateways
 
     def __init__(self, recorder: PostgresSessionRecorder) -> None:
         self.recorder = recorder
         self._wanted = threading.Event()
         self._stopped = threading.Event()
-        self._last_pass = -self.PACE
+        self._last_pass = -self.MAX_PACE
+        self._gateways = 1
+        self.counted_at: float | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -396,9 +404,10 @@ class BackgroundSealer:
     def _run(self) -> None:
         while True:
             self._wanted.wait()
-            # At most PACE, whatever the clock did (frozen or set back in tests); returns
-            # at once when the store stops (its last pass is stop()'s).
-            self._stopped.wait(min(self.PACE, self._last_pass + self.PACE - time.monotonic()))
+            # At most the pace, whatever the clock did (frozen or set back in tests);
+            # returns at once when the store stops (its last pass is stop()'s).
+            pace = self.PACE if self._stopping else self.pace()
+            self._stopped.wait(min(pace, self._last_pass + pace - time.monotonic()))
             self._wanted.clear()
             if self._stopping:
                 return
@@ -412,6 +421,23 @@ class BackgroundSealer:
                 self._log.warning("sealing failed", error=str(error))
             except Exception as error:
                 self._log.warning("sealing failed", error=str(error))
+
+    def pace(self) -> float:
+        """``PACE`` times the live gateways (their heartbeats, ADR 0028), counted again
+        every ``COUNT_EVERY`` seconds; at most ``MAX_PACE``."""
+        now = time.monotonic()
+        counted = self.counted_at
+        if counted is None or not counted <= now < counted + self.COUNT_EVERY:
+            self.counted_at = now
+            try:
+                with self.recorder.datastore.transaction(commit=False) as cursor:
+                    self._gateways = len(
+                        postgres_format.live_gateways(cursor, self.recorder.datastore.schema)
+                    )
+            except Exception as error:  # the pace alone: sealing goes on at one gateway's
+                self._gateways = 1
+                self._log.warning("counting the live gateways failed", error=str(error))
+        return min(self.MAX_PACE, self.PACE * max(1, self._gateways))
 
     def stop(self) -> None:
         self._stopping = True

@@ -48,6 +48,7 @@ from psycopg.sql import SQL, Identifier
 from sessionwire.adapters.store.event_store import Fence
 from sessionwire.adapters.store.in_order import store_executor
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.run_scope import run_scoped
 from sessionwire.application.ports.session_locks import LeaseLost
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -204,18 +205,19 @@ class HeldLease:
     owner: str
     fence: int
     released: bool = False
-    """Given back: saves of tasks that outlive the run (started inside it, so sharing its
-    context) are no longer fenced by it."""
+    """Given back: a save made since (by a task that shares the run's context) is
+    unfenced."""
     lost: bool = False
     """A renewal found the session claimed by another gateway since."""
 
-    def given_back(self) -> bool:
-        return self.released
-
 
 # The leases the current context holds, innermost last (one per store in practice; a
-# test may hold two stores' leases at once).
-_held: ContextVar[tuple[HeldLease, ...]] = ContextVar("sessionwire_held_leases", default=())
+# test may hold two stores' leases at once). The current run's: a task started inside
+# it to drive work on its own (a spawn's driver, ``outside_any_run``) holds none, so
+# none of its saves, however late written, is fenced by the run's lease.
+_held: ContextVar[tuple[HeldLease, ...]] = run_scoped(
+    ContextVar("sessionwire_held_leases", default=()), ()
+)
 
 
 @dataclass(eq=False)
@@ -318,7 +320,7 @@ class LeaseKeeper:
     def fence_here(self) -> Fence | None:
         for lease in reversed(_held.get()):
             if lease.owner == self.owner and not lease.released:
-                return Fence(lease.key, lease.owner, lease.fence, lease.given_back)
+                return Fence(lease.key, lease.owner, lease.fence)
         return None
 
     async def take_over(self) -> list[str]:

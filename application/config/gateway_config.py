@@ -22,7 +22,6 @@ from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.causality import DEFAULT_MAX_HOPS
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
-from sessionwire.domain.outbox import RetryPolicy
 from sessionwire.domain.policy import (
     DEFAULT_BUSY,
     AgentToAgentPolicy,
@@ -37,6 +36,7 @@ from sessionwire.domain.policy import (
     normalize_chat_type,
 )
 from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
+from sessionwire.domain.retry_policy import RetryPolicy
 from sessionwire.domain.trace_budget import TraceBudget
 
 log = library_logger("sessionwire.config")

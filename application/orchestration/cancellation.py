@@ -20,6 +20,7 @@ from uuid import UUID
 
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.orchestration.runs import PENDING, RunEngine
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
@@ -141,7 +142,8 @@ class RunCancellation:
         if self._watching or not self.clock.moves_by_itself:
             return
         self._watching = True
-        self.in_flight.start(self._poll(), Owner("cancel-watch", "runs"))
+        # Started by the turn that starts first, inside its run: it watches every run.
+        self.in_flight.start(self._poll(), Owner("cancel-watch", "runs"), context=outside_any_run())
 
     async def _poll(self) -> None:
         try:

@@ -23,8 +23,8 @@ from sessionwire.domain.outbox import (
     DeliverySource,
     OutboundDelivery,
     OutboxState,
-    RetryPolicy,
 )
+from sessionwire.domain.retry_policy import RetryPolicy
 from sessionwire.domain.session import to_millis
 
 

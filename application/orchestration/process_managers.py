@@ -11,7 +11,7 @@ from uuid import UUID
 from pydantic import BaseModel
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
-from sessionwire.application.orchestration.runs import outside_any_run
+from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.domain.base import Aggregate

@@ -10,7 +10,6 @@ its first dispatch only, its outcome exactly once.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import inspect
 import json
@@ -26,6 +25,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.orchestration.run_scope import outside_any_run, run_scoped
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -130,7 +130,9 @@ class LaneSlot:
 # their own). Tool calls from an in-process runtime run in the run's turn, so they see
 # it; the exchange and spawn drivers are started outside any run (``outside_any_run``),
 # so they never lend, nor take back, a slot that is not theirs.
-_current_slot: ContextVar[LaneSlot | None] = ContextVar("sessionwire_lane_slot", default=None)
+_current_slot: ContextVar[LaneSlot | None] = run_scoped(
+    ContextVar("sessionwire_lane_slot", default=None), None
+)
 
 NESTED_CALLS = uuid5(NAMESPACE_URL, "https://sessionwire.dev/nested-calls")
 
@@ -158,7 +160,9 @@ class RunTurn:
 
 # The turn the current task is in: a tool call an in-process runtime makes during its
 # turn (sessions_send, sessions_spawn) belongs to that run's chain (decision 17).
-_current_turn: ContextVar[RunTurn | None] = ContextVar("sessionwire_current_turn", default=None)
+_current_turn: ContextVar[RunTurn | None] = run_scoped(
+    ContextVar("sessionwire_current_turn", default=None), None
+)
 
 
 def current_turn() -> RunTurn | None:
@@ -170,15 +174,6 @@ def current_run() -> RunState | None:
     """The run making the current call, when it is made from inside a run's turn."""
     turn = _current_turn.get()
     return None if turn is None else turn.state
-
-
-def outside_any_run() -> contextvars.Context:
-    """A copy of the current context in which no run's turn is current (for tasks that
-    drive work on their own: exchange and spawn drivers, timers)."""
-    context = contextvars.copy_context()
-    context.run(_current_slot.set, None)
-    context.run(_current_turn.set, None)
-    return context
 
 
 class RunEngine:

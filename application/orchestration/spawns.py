@@ -27,7 +27,6 @@ from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
-from sessionwire.domain.keys import is_subagent_key
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.run_yield import wake_run_id_for, yield_id_for
@@ -40,7 +39,6 @@ from sessionwire.domain.spawn import (
     Spawn,
     SpawnState,
     StartAnnounceRun,
-    spawn_id_for,
 )
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
@@ -354,17 +352,6 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
-
-
-async def spawn_depth(store: AsyncStore, session_key: str) -> int:
-    """How deep a session is in its spawn tree: 0 for a top-level session, its spawn's
-    recorded depth for a sub-agent's (1 for one spawned before depths were recorded)."""
-    if not is_subagent_key(session_key):
-        return 0
-    stored = await store.work(spawn_id_for(session_key))
-    if stored is None:
-        return 1
-    return SpawnState.model_validate_json(stored.state_json).depth
 
 
 def report_provenance(state: SpawnState) -> Provenance:

@@ -23,7 +23,8 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.in_flight import InFlight, Owner, Wait
-from sessionwire.application.orchestration.runs import RunEngine, outside_any_run
+from sessionwire.application.orchestration.run_scope import outside_any_run
+from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
@@ -198,7 +199,13 @@ class TraceBudgets:
             return
         if self.budget.max_tokens is None and self.budget.max_cost is None:
             return
-        self.in_flight.start(self._cancel_if_spent(state.trace_id), Owner("budget", state.trace_id))
+        # Outside the ended run: its cancels are of other sessions' runs, not under its
+        # session's lease (called while that run still holds it).
+        self.in_flight.start(
+            self._cancel_if_spent(state.trace_id),
+            Owner("budget", state.trace_id),
+            context=outside_any_run(),
+        )
 
     async def _cancel_if_spent(self, trace_id: str) -> None:
         spent = self.budget.spent(await self.usage(trace_id))

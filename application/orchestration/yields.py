@@ -22,7 +22,8 @@ from uuid import UUID
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.process_managers import ProcessManager
-from sessionwire.application.orchestration.runs import RunEngine, outside_any_run
+from sessionwire.application.orchestration.run_scope import outside_any_run
+from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.session_read_model import SessionQuery

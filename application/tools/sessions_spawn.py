@@ -7,7 +7,7 @@ from datetime import datetime
 from uuid import UUID
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.orchestration.spawns import spawn_depth
+from sessionwire.application.orchestration.spawn_depth import spawn_depth
 from sessionwire.application.orchestration.yields import MAX_CHILDREN_READ, spawns_of
 from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.tools.params import SessionsSpawnParams

@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from chat_server import ChatServer, completion
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_stdio import stdio_session
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.mcp.runs import RESOURCE_NOT_FOUND
 from sessionwire.adapters.testkit.internals import internals
+from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import ScriptedRuntime
 from test_mcp_server import authorized, http_server
 
@@ -39,8 +40,6 @@ pytestmark = pytest.mark.filterwarnings(
 
 SCRIPT = {
     "rules": [
-        {"step": "primary", "match": "^slow", "reply": "late", "delaySeconds": 60},
-        {"step": "primary", "match": "^brief", "reply": "soon", "delaySeconds": 1},
         {"step": "primary", "reply": "pong from {session}"},
         {"step": "reply_back", "reply": "REPLY_SKIP"},
         {"step": "announce", "reply": "ANNOUNCE_SKIP"},
@@ -104,25 +103,31 @@ class Updates:
                 await self._changed.wait()
 
 
-@asynccontextmanager
-async def stdio_session(
-    store: str, script: Path, updates: Updates | None = None
-) -> AsyncIterator[tuple[ClientSession, types.InitializeResult]]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            *("-m", "sessionwire.adapters.cli.main", "--store", store, "mcp"),
-            *("--session", "main", "--runtime", str(script)),
-        ],
-        env=dict(os.environ),
+@contextmanager
+def held_agents(tmp_path: Path, reply: str) -> Iterator[tuple[Path, threading.Event]]:
+    """A runtime file whose agents are a chat server the test holds, and its gate: a
+    send's primary turn answers ``reply`` once the test sets the gate (in flight until
+    then, by order, not by a delay), its reply-back and announce turns skip."""
+    gate = threading.Event()
+    with ChatServer().running() as chat:
+        chat.answer(body=completion(reply), gate=gate)
+        chat.answer(body=completion("REPLY_SKIP"))
+        chat.answer(body=completion("ANNOUNCE_SKIP"))
+        path = tmp_path / "openai.yaml"
+        path.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        try:
+            yield path, gate
+        finally:
+            gate.set()  # whatever the test reached: the chat server's thread ends
+
+
+def main_session(
+    store: str, script: Path, updates: Updates
+) -> AbstractAsyncContextManager[ClientSession]:
+    """main's session with a server whose agents follow ``script``, heard by ``updates``."""
+    return stdio_session(
+        store, "--session", "main", "--runtime", str(script), message_handler=updates.handle
     )
-    handler = updates.handle if updates is not None else None
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write, message_handler=handler) as session,
-        ):
-            yield session, await session.initialize()
 
 
 def structured(result: types.CallToolResult) -> dict[str, Any]:
@@ -170,7 +175,9 @@ async def exchange_over(session: ClientSession, updates: Updates, trace_id: str)
 async def test_runs_are_resources_the_session_may_see(store: tuple[str, str], script: Path) -> None:
     url, hidden = store
     updates = Updates()
-    async with stdio_session(url, script, updates) as (session, hello):
+    async with main_session(url, script, updates) as session:
+        hello = session.initialize_result
+        assert hello is not None
         assert hello.capabilities.resources is not None
         assert hello.capabilities.resources.subscribe is True
         listed = await session.list_resources()
@@ -215,47 +222,55 @@ async def test_runs_are_resources_the_session_may_see(store: tuple[str, str], sc
     assert "owner" in refusals["sessionwire://runs?owner=me"].message
 
 
-async def test_a_subscriber_hears_when_a_run_ends(store: tuple[str, str], script: Path) -> None:
+async def test_a_subscriber_hears_when_a_run_ends(store: tuple[str, str], tmp_path: Path) -> None:
     url, _ = store
     updates = Updates()
-    async with stdio_session(url, script, updates) as (session, _):
-        run_id = await send(session, "brief job", 0)
-        uri = f"sessionwire://runs/{run_id}"
-        await session.subscribe_resource(uri)
-        # Each update is a change of status; the last one is its end.
-        status = (await read_json(session, uri))["status"]
-        while status in {"queued", "running"}:
-            await updates.next_for(uri, updates.uris.count(uri))
+    with held_agents(tmp_path, "soon") as (agents, gate):
+        async with main_session(url, agents, updates) as session:
+            run_id = await send(session, "brief job", 0)
+            uri = f"sessionwire://runs/{run_id}"
+            await session.subscribe_resource(uri)
+            # Each update is a change of status; the last one is its end. Counted before
+            # each read: an update that comes while the read is answered is not missed.
+            seen = updates.uris.count(uri)
             status = (await read_json(session, uri))["status"]
+            assert status in {"queued", "running"}
+            gate.set()  # subscribed: the run may end now
+            while status in {"queued", "running"}:
+                await updates.next_for(uri, seen)
+                seen = updates.uris.count(uri)
+                status = (await read_json(session, uri))["status"]
     assert status == "ok"
     assert updates.uris.count(uri) >= 1
     assert set(updates.uris) == {uri}
 
 
 async def test_runs_cancel_stops_a_running_run_and_the_subscriber_hears_it(
-    store: tuple[str, str], script: Path
+    store: tuple[str, str], tmp_path: Path
 ) -> None:
     url, hidden = store
     updates = Updates()
-    async with stdio_session(url, script, updates) as (session, _):
-        run_id = await send(session, "slow job", 0)
-        uri = f"sessionwire://runs/{run_id}"
-        await session.subscribe_resource(uri)
-        if (await read_json(session, uri))["status"] == "queued":
-            await updates.next_for(uri, 0)  # it started
-        assert (await read_json(session, uri))["status"] == "running"
-        seen = updates.uris.count(uri)
-        cancelled = await session.call_tool(
-            "runs_cancel", {"runId": run_id, "reason": "not needed"}
-        )
-        await updates.next_for(uri, seen)
-        after = await read_json(session, uri)
-        again = await session.call_tool("runs_cancel", {"runId": run_id})
-        hidden_cancel = await session.call_tool("runs_cancel", {"runId": hidden})
-        unknown = await session.call_tool("runs_cancel", {"runId": "not-a-run"})
-        bad = await session.call_tool("runs_cancel", {"runId": run_id, "why": "x"})
-        with pytest.raises(MCPError) as refused:
-            await session.subscribe_resource(f"sessionwire://runs/{hidden}")
+    # The primary turn is held in flight until it is cancelled (the gate is never set).
+    with held_agents(tmp_path, "late") as (agents, _):
+        async with main_session(url, agents, updates) as session:
+            run_id = await send(session, "slow job", 0)
+            uri = f"sessionwire://runs/{run_id}"
+            await session.subscribe_resource(uri)
+            if (await read_json(session, uri))["status"] == "queued":
+                await updates.next_for(uri, 0)  # it started
+            assert (await read_json(session, uri))["status"] == "running"
+            seen = updates.uris.count(uri)
+            cancelled = await session.call_tool(
+                "runs_cancel", {"runId": run_id, "reason": "not needed"}
+            )
+            await updates.next_for(uri, seen)
+            after = await read_json(session, uri)
+            again = await session.call_tool("runs_cancel", {"runId": run_id})
+            hidden_cancel = await session.call_tool("runs_cancel", {"runId": hidden})
+            unknown = await session.call_tool("runs_cancel", {"runId": "not-a-run"})
+            bad = await session.call_tool("runs_cancel", {"runId": run_id, "why": "x"})
+            with pytest.raises(MCPError) as refused:
+                await session.subscribe_resource(f"sessionwire://runs/{hidden}")
     assert not cancelled.is_error
     answer = structured(cancelled)
     assert answer["status"] == "ok"
@@ -305,7 +320,7 @@ async def test_on_postgresql_runs_of_another_process_are_followed_and_cancelled(
 ) -> None:
     """The server follows and cancels runs another gateway process executes: the
     subscription reads the shared read model; the owner stops a run cancelled elsewhere."""
-    owner = await Gateway.open(store=postgres_url, runtime=ScriptedRuntime.from_dict(SCRIPT))
+    owner = await Gateway.open(store=postgres_url, runtime=HeldPrimaries())
     try:
         await owner.record_message("main", role="user", content="hello")
         await owner.record_message("discord:group:ops", role="user", content="ops")
@@ -313,27 +328,16 @@ async def test_on_postgresql_runs_of_another_process_are_followed_and_cancelled(
         first = await owner_run(owner, "discord:group:ops")
         second = await owner_run(owner, "discord:group:dev")
         updates = Updates()
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=[
-                *("-m", "sessionwire.adapters.cli.main", "--store", postgres_url, "mcp"),
-                *("--session", "main"),
-            ],
-            env=dict(os.environ),
-        )
-        with open(os.devnull, "w") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write, message_handler=updates.handle) as session,
-            ):
-                await session.initialize()
-                uri = f"sessionwire://runs/{first}"
-                await session.subscribe_resource(uri)
-                assert (await read_json(session, uri))["status"] == "running"
-                await owner.cancel_run(first, "from the owner")
-                await updates.next_for(uri, 0)
-                followed = await read_json(session, uri)
-                cancelled = structured(await session.call_tool("runs_cancel", {"runId": second}))
+        async with stdio_session(
+            postgres_url, "--session", "main", message_handler=updates.handle
+        ) as session:
+            uri = f"sessionwire://runs/{first}"
+            await session.subscribe_resource(uri)
+            assert (await read_json(session, uri))["status"] == "running"
+            await owner.cancel_run(first, "from the owner")
+            await updates.next_for(uri, 0)
+            followed = await read_json(session, uri)
+            cancelled = structured(await session.call_tool("runs_cancel", {"runId": second}))
         assert followed["status"] == "cancelled"
         assert cancelled["run"]["cancelled"] is True
         # The owner's runtime call stops, and whoever waits for the run hears it.
@@ -342,6 +346,19 @@ async def test_on_postgresql_runs_of_another_process_are_followed_and_cancelled(
         assert ended.status == "cancelled"
     finally:
         await owner.close()
+
+
+class HeldPrimaries(AgentRuntime):
+    """The owner's agents: a send's primary turn is in flight until its run is cancelled
+    (by order, not by a delay); every other turn is SCRIPT's."""
+
+    def __init__(self) -> None:
+        self.scripted = ScriptedRuntime.from_dict(SCRIPT)
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step == "primary":
+            await asyncio.get_running_loop().create_future()  # only the run's cancel ends it
+        return await self.scripted.run(request)
 
 
 async def owner_run(owner: Gateway, target: str) -> str:

@@ -23,9 +23,9 @@ import httpx
 import httpx2
 import pytest
 from chat_server import ChatServer, completion
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
+from mcp_stdio import server_command, stdio_session
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.mcp.server import LISTENING
 from sessionwire.application.tools.schemas import tool_schemas
@@ -58,29 +58,6 @@ def script(tmp_path: Path) -> Path:
     path = tmp_path / "agents.json"
     path.write_text(json.dumps(SCRIPT))
     return path
-
-
-def server_command(store: str, *args: str, config: Path | None = None) -> list[str]:
-    settings = ["--config", str(config)] if config else []
-    return ["-m", "sessionwire.adapters.cli.main", "--store", store, *settings, "mcp", *args]
-
-
-@asynccontextmanager
-async def stdio_session(
-    store: str, *args: str, config: Path | None = None
-) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=server_command(store, *args, config=config),
-        env=dict(os.environ),
-    )
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
 
 
 def payload(result: types.CallToolResult) -> dict[str, Any]:

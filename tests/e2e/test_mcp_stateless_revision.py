@@ -10,21 +10,18 @@ stateless HTTP (JSON answers, no stream left open) nothing can be followed.
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, MCPError, StdioServerParameters, types
+from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.subscriptions import ResourceUpdated
+from mcp_stdio import server_parameters
 from sessionwire.adapters.mcp.runs import RESOURCE_NOT_FOUND
 from sessionwire.application.tools.schemas import tool_schemas
-from test_mcp_runs import SCRIPT, WAIT_SECONDS, read_json, seeded_store, send
+from test_mcp_runs import SCRIPT, WAIT_SECONDS, held_agents, read_json, seeded_store, send
 from test_mcp_server import authorized, http_server
 
 STATELESS_REVISION = "2026-07-28"
@@ -43,48 +40,39 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
-@asynccontextmanager
-async def stdio_client(store: str, script: Path) -> AsyncIterator[Client]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            *("-m", "sessionwire.adapters.cli.main", "--store", store, "mcp"),
-            *("--session", "main", "--runtime", str(script)),
-        ],
-        env=dict(os.environ),
-    )
-    async with Client(params) as client:
-        yield client
-
-
 def structured(result: types.CallToolResult) -> dict[str, Any]:
     assert isinstance(result.structured_content, dict)
     return result.structured_content
 
 
 async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
-    store: tuple[str, str], script: Path
+    store: tuple[str, str], tmp_path: Path
 ) -> None:
     url, hidden = store
-    async with stdio_client(url, script) as client:
-        version = client.protocol_version
-        capabilities = client.server_capabilities
-        listed = await client.list_tools()
-        run_id = await send(client.session, "brief job", 0)
-        uri = f"sessionwire://runs/{run_id}"
-        events: list[Any] = []
-        async with client.listen(resource_subscriptions=[uri]) as followed:
-            honored = followed.honored.resource_subscriptions
-            status = (await read_json(client.session, uri))["status"]
-            with anyio.fail_after(WAIT_SECONDS):
-                # Each event is a change of status; the run's end is the last.
-                while status in {"queued", "running"}:
-                    events.append(await followed.__anext__())
-                    status = (await read_json(client.session, uri))["status"]
-        with pytest.raises(MCPError) as refused:
-            async with client.listen(resource_subscriptions=[f"sessionwire://runs/{hidden}"]):
-                pass
-        cancelled = structured(await client.call_tool("runs_cancel", {"runId": run_id}))
+    with held_agents(tmp_path, "soon") as (agents, gate):
+        async with Client(
+            server_parameters(url, "--session", "main", "--runtime", str(agents))
+        ) as client:
+            version = client.protocol_version
+            capabilities = client.server_capabilities
+            listed = await client.list_tools()
+            run_id = await send(client.session, "brief job", 0)
+            uri = f"sessionwire://runs/{run_id}"
+            events: list[Any] = []
+            async with client.listen(resource_subscriptions=[uri]) as followed:
+                honored = followed.honored.resource_subscriptions
+                status = (await read_json(client.session, uri))["status"]
+                assert status in {"queued", "running"}
+                gate.set()  # followed: the run may end now
+                with anyio.fail_after(WAIT_SECONDS):
+                    # Each event is a change of status; the run's end is the last.
+                    while status in {"queued", "running"}:
+                        events.append(await followed.__anext__())
+                        status = (await read_json(client.session, uri))["status"]
+            with pytest.raises(MCPError) as refused:
+                async with client.listen(resource_subscriptions=[f"sessionwire://runs/{hidden}"]):
+                    pass
+            cancelled = structured(await client.call_tool("runs_cancel", {"runId": run_id}))
     assert version == STATELESS_REVISION
     assert capabilities.resources is not None
     assert capabilities.resources.subscribe is True  # served by subscriptions/listen

@@ -5,13 +5,11 @@ official ``mcp`` client. The answer is the send tool's, unchanged by the transpo
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from mcp import types
+from mcp_stdio import stdio_session
 from sessionwire import Gateway
 
 SCRIPT = {
@@ -44,36 +42,14 @@ async def test_a_send_into_a_busy_session_is_steered_over_mcp(tmp_path: Path) ->
     script.write_text(json.dumps(SCRIPT))
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"session": {"agentToAgent": {"busy": "steer"}}}))
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "sessionwire.adapters.cli.main",
-            "--store",
-            store,
-            "--config",
-            str(config),
-            "mcp",
-            "--session",
-            "main",
-            "--runtime",
-            str(script),
-        ],
-        env=dict(os.environ),
-    )
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            send = {"sessionKey": TARGET, "timeoutSeconds": 0}
-            first = payload(
-                await client.call_tool("sessions_send", {**send, "message": "long job"})
-            )
-            steered = await client.call_tool("sessions_send", {**send, "message": "be quick"})
-            # End the long run rather than wait ten minutes for it.
-            cancelled = payload(await client.call_tool("runs_cancel", {"runId": first["runId"]}))
+    async with stdio_session(
+        store, "--session", "main", "--runtime", str(script), config=config
+    ) as client:
+        send = {"sessionKey": TARGET, "timeoutSeconds": 0}
+        first = payload(await client.call_tool("sessions_send", {**send, "message": "long job"}))
+        steered = await client.call_tool("sessions_send", {**send, "message": "be quick"})
+        # End the long run rather than wait ten minutes for it.
+        cancelled = payload(await client.call_tool("runs_cancel", {"runId": first["runId"]}))
 
     assert first["delivery"] == {"status": "started", "mode": "announce"}
     assert not steered.is_error

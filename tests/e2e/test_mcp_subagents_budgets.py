@@ -4,16 +4,14 @@ through the real CLI (``sessionwire mcp``), driven by the official ``mcp`` clien
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession, types
+from mcp_stdio import stdio_session
 from sessionwire import SyncGateway
 
 SCRIPT = {
@@ -42,30 +40,10 @@ async def session(
     script.write_text(json.dumps(SCRIPT))
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"session": {"agentToAgent": {"budget": budget or {}}}}))
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "sessionwire.adapters.cli.main",
-            "--store",
-            store,
-            "--config",
-            str(config),
-            "mcp",
-            "--session",
-            "main",
-            "--runtime",
-            str(script),
-        ],
-        env=dict(os.environ),
-    )
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            yield client
+    async with stdio_session(
+        store, "--session", "main", "--runtime", str(script), config=config
+    ) as client:
+        yield client
 
 
 def payload(result: types.CallToolResult) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
+from sessionwire.adapters.store.postgres import BackgroundSealer
 from sessionwire.application.audit.export import export_lines, import_export
 from sessionwire.application.audit.verify import verify
 from sessionwire.domain.session import Session
@@ -184,3 +185,38 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
 
 def schema(url: str) -> str:
     return url.split("schema=")[1]
+
+
+def test_the_gateways_of_a_schema_share_one_sealing_pace(
+    stores: tuple[EventSourcedStore, EventSourcedStore], postgres_url: str
+) -> None:
+    # Any gateway's pass seals every gateway's final rows: with two gateways live (their
+    # heartbeats), each passes half as often, so the schema still sees one pass a PACE.
+    a, _ = stores
+    sealer: Any = a.recorder.sealer
+    assert sealer.pace() == pytest.approx(2 * BackgroundSealer.PACE)
+    with a.writing() as cursor:
+        cursor.execute(
+            f'INSERT INTO "{schema(postgres_url)}".sw_gateways (gateway_id, expires_at) '
+            "SELECT 'g' || n, now() + interval '1 hour' FROM generate_series(1, 100) n"
+        )
+    sealer.counted_at = None  # count again now
+    assert sealer.pace() == BackgroundSealer.MAX_PACE  # a bound on the lag, however many
+
+
+def test_a_pass_that_meets_another_sealer_leaves_the_rows_to_it(
+    stores: tuple[EventSourcedStore, EventSourcedStore], postgres_url: str
+) -> None:
+    a, b = stores
+    b.save(opened("agent:main:b"))
+    recorder: Any = a.recorder
+    key = (7252, schema(postgres_url))  # the sealer's lock
+    with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+        assert recorder.seal_log(wait=False) == 0  # another sealer's pass is under way
+        assert sealed_keys(b) == []
+        # Let go before closing: a closed connection's backend may exit (and free its
+        # locks) after the next statement has run.
+        other.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+    assert recorder.seal_log(wait=False) == 1
+    assert [position for position, _ in sealed_keys(b)] == [1]

@@ -13,10 +13,11 @@ import psycopg
 import pytest
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.event_store import EventSourcedStore, PendingSave
 from sessionwire.adapters.store.postgres import PostgresBackend
 from sessionwire.adapters.store.postgres_lease import PostgresSessionLease
 from sessionwire.adapters.testkit.internals import internals, store_of
+from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 MAIN = "agent:main:main"
@@ -235,26 +236,39 @@ async def test_a_dead_gateways_run_is_resumed_once_by_the_gateway_that_takes_it_
 async def test_a_save_queued_under_a_lease_given_back_since_is_not_refused(
     postgres_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A task started inside a run (a spawn's driver) shares the run's context, so its
-    save was fenced by the run's lease when queued; written after the run gave the lease
-    back and the session was claimed again, it is no longer the run's save and commits
-    (it was refused as LeaseLost: a spawn step failed and waited for its retry)."""
+    """A task started inside a run to drive work on its own (a spawn's driver) queues a
+    save while the run holds the session's lease; written after the run gave the lease
+    back and the session was claimed again, it commits: started outside any run, the
+    task never held the lease (its save was refused as LeaseLost: a spawn step failed
+    and waited for its retry)."""
     gateway = await _open(postgres_url, clock)
     try:
         await gateway.record_message(MAIN, role="user", content="(opened)")
-        backend = _store(gateway).backend
+        store = _store(gateway)
+        backend, writer = store.backend, store.writer
         assert isinstance(backend, PostgresBackend)
+        assert writer is not None
+        # The writer's queue, held by the test: saves are written when it says.
+        queue: list[PendingSave] = []
+        queued = asyncio.Event()
+
+        def hold(save: PendingSave) -> None:
+            queue.append(save)
+            queued.set()
+
+        submit = writer.submit
+        monkeypatch.setattr(writer, "submit", hold)
         async with PostgresSessionLease(backend.keeper, MAIN):
-            queued = backend.current_fence()
-        assert queued is not None
+            late = asyncio.get_running_loop().create_task(
+                gateway.record_message(MAIN, role="user", content="written late"),
+                context=outside_any_run(),
+            )
+            await asyncio.wait_for(queued.wait(), HANG_SECONDS)
         async with PostgresSessionLease(backend.keeper, MAIN):
-            claimed_again = backend.current_fence()
-            assert claimed_again is not None
-            assert claimed_again.token > queued.token
-            # The save as the outliving task's queue made it: under the old fence.
-            monkeypatch.setattr(backend, "current_fence", lambda: queued)
-            await gateway.record_message(MAIN, role="user", content="written late")
             monkeypatch.undo()
+            for save in queue:
+                submit(save)
+            await late
         history = await gateway.call_tool(MAIN, "sessions_history", {"sessionKey": MAIN})
     finally:
         await gateway.close()

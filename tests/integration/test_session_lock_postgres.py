@@ -26,6 +26,7 @@ from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
 from sessionwire.adapters.store.postgres import PostgresBackend
 from sessionwire.adapters.store.postgres_lease import LeaseKeeper
+from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.ports.session_locks import LeaseLost
 from sessionwire.domain.session import Session, session_uuid
 from store_sessions import opened, with_message
@@ -319,6 +320,29 @@ async def test_a_task_that_outlives_the_lease_it_started_under_is_not_fenced(
         go_on.set()
         await outliving
     assert first.session("agent:main:other") is not None
+
+
+async def test_a_task_started_outside_any_run_saves_unfenced_while_the_run_holds_its_lease(
+    stores: Stores,
+) -> None:
+    # A run's turn starts a task that drives work on its own (a spawn's driver): its
+    # saves are never the run's, so the run's lease does not fence them, held or not.
+    stale, alive = stores.open(), stores.open()
+    await stale.save_async(opened(KEY))
+
+    async def driver() -> None:
+        await stale.save_async(opened("agent:main:other"))
+
+    async with stale.session_lock(KEY):
+        kill(stale)
+        async with alive.session_lock(KEY):
+            # Still held here, but moved on: the run's own save is refused...
+            with pytest.raises(LeaseLost, match="moved on"):
+                await stale.save_async(_session(stale, "the run's, late"))
+            # ...and its driver's commits.
+            loop = asyncio.get_running_loop()
+            await loop.create_task(driver(), context=outside_any_run())
+    assert stale.session("agent:main:other") is not None
 
 
 async def test_exactly_one_of_two_gateways_takes_a_dead_gateway_over(stores: Stores) -> None:

@@ -1,6 +1,8 @@
 """A store opened to read sessions imports the session aggregate and nothing of the
 others (issue 23 item 4, ADR 0036): the projection, which imports every aggregate, loads
-with the first write or replay. Checked in a fresh interpreter, by what it imported."""
+with the first write or replay; and the CLI's reads (``sessions list``, ``sessions
+history``, ``agents list``) answer without a gateway, so without the orchestration
+drivers either. Checked in a fresh interpreter, by what it imported."""
 
 from __future__ import annotations
 
@@ -73,3 +75,62 @@ def test_the_probe_sees_the_projection_a_write_loads(url: str) -> None:
     listed, modules = probe(url, "write")
     assert listed == 2
     assert "sessionwire.application.projection" in modules
+
+
+# Runs the CLI's entry point with argv[1:] in a fresh interpreter, then prints its exit
+# code and the sessionwire modules it imported.
+CLI_PROBE = """
+import json, sys
+from sessionwire.adapters.cli.main import main
+code = main(sys.argv[1:])
+modules = sorted(m for m in sys.modules if m.startswith("sessionwire."))
+print(json.dumps({"code": code, "modules": modules}))
+"""
+
+
+def cli_modules(*args: str) -> set[str]:
+    """The sessionwire modules a fresh process imported to run ``sessionwire ARGS``."""
+    result = subprocess.run(
+        [sys.executable, "-c", CLI_PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["code"] == 0, result.stderr
+    return set(report["modules"])
+
+
+def write_path(modules: set[str]) -> set[str]:
+    """The aggregates and orchestration modules among ``modules``: a gateway's, not a
+    reader's."""
+    return {
+        m
+        for m in modules
+        if m in OTHER_AGGREGATES or m.startswith("sessionwire.application.orchestration")
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["sessions", "list"], ["sessions", "history", "main"], ["agents", "list"]],
+    ids=["sessions list", "sessions history", "agents list"],
+)
+def test_the_cli_reads_without_the_gateways_drivers_and_aggregates(
+    url: str, command: list[str]
+) -> None:
+    # Without a gateway (ADR 0036): the read tools over the store, no orchestration.
+    modules = cli_modules("--store", url, "--json", *command)
+    assert write_path(modules) == set()
+    assert "sessionwire.application.read_tools" in modules
+    assert "sessionwire.application.gateway" not in modules
+
+
+def test_the_cli_probe_sees_the_drivers_a_write_loads(url: str) -> None:
+    # The check above can fail: `record` opens a gateway, which wires every driver.
+    modules = cli_modules("--store", url, "record", "main", "again")
+    assert {"sessionwire.domain.run", "sessionwire.application.orchestration.runs"} <= (
+        write_path(modules)
+    )

@@ -15,9 +15,29 @@ from sessionwire.domain.causality import (
     hop_limit_reached,
     with_provenance,
 )
-from sessionwire.domain.outbox import OutboundDelivery, RetryPolicy
+from sessionwire.domain.outbox import OutboundDelivery
+from sessionwire.domain.retry_policy import RetryPolicy
 
 MAIN = "agent:main:main"
+
+
+def failed_once(policy: RetryPolicy, at: datetime) -> OutboundDelivery:
+    """An outbox entry for a report whose first attempt, at ``at``, failed (not for good)."""
+    return OutboundDelivery.after_failure(
+        source="subagent_report",
+        source_id="s",
+        session_key=MAIN,
+        channel="whatsapp",
+        to="+1555",
+        account_id=None,
+        thread_id=None,
+        message="m",
+        idempotency_key="k",
+        error="down",
+        permanent=False,
+        policy=policy,
+        at=at,
+    )
 
 
 def test_a_chain_counts_sends_and_spawns_not_the_steps_it_runs_itself() -> None:
@@ -37,21 +57,7 @@ def test_back_off_doubles_from_the_first_retry_up_to_the_cap() -> None:
 
 def test_an_outbox_entry_records_each_attempt_with_one_key() -> None:
     at = datetime(2026, 5, 1, tzinfo=UTC)
-    entry = OutboundDelivery.after_failure(
-        source="subagent_report",
-        source_id="s",
-        session_key=MAIN,
-        channel="whatsapp",
-        to="+1555",
-        account_id=None,
-        thread_id=None,
-        message="m",
-        idempotency_key="k",
-        error="down",
-        permanent=False,
-        policy=RetryPolicy(),
-        at=at,
-    )
+    entry = failed_once(RetryPolicy(), at)
     step = entry.next_step()
     assert step is not None
     assert step.attempt == 2
@@ -66,21 +72,7 @@ def test_an_outbox_entry_is_abandoned_once_its_next_try_falls_past_the_deadline(
     # attempt, not from anywhere else; the simulator never plays a day of failures.
     at = datetime(2026, 5, 1, tzinfo=UTC)
     policy = RetryPolicy(first_retry_seconds=10, max_retry_seconds=10, abandon_after_seconds=25)
-    entry = OutboundDelivery.after_failure(
-        source="subagent_report",
-        source_id="s",
-        session_key=MAIN,
-        channel="whatsapp",
-        to="+1555",
-        account_id=None,
-        thread_id=None,
-        message="m",
-        idempotency_key="k",
-        error="down",
-        permanent=False,
-        policy=policy,
-        at=at,
-    )
+    entry = failed_once(policy, at)
     entry.attempt_failed(
         error="down", permanent=False, policy=policy, at=at + timedelta(seconds=10)
     )
