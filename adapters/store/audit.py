@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any, cast
@@ -18,7 +19,9 @@ from sessionwire.adapters.store.read_model_diff import (
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.serialisation import (
+    MESSAGE_CODE,
     aggregate_topics,
+    expand_message,
     known_event_class,
 )
 from sessionwire.application.ports.audit_log import (
@@ -191,11 +194,15 @@ class StoreAuditLog(AuditLog):
         wins, as the mapper's assignment does), and strict validation takes only what
         json.loads reads alike and what needs no conversion; an event class that upcasts,
         a store that compresses or encrypts, a topic or aggregate topic that is not
-        sessionwire's, and any error go the mapper's way."""
+        sessionwire's, and any error go the mapper's way. A compact message (its time and
+        origin under short keys) is read by json.loads first, its keys put back, and
+        validated as the mapper does."""
         cls = self._one_pass_class(content.topic)
         state = content.state
         if cls is None or not state.endswith(b"}"):
             return None
+        if content.topic == MESSAGE_CODE:
+            return self._compact_message(cls, content)
         coordinates = b',"originator_id":"%s","originator_version":%d}' % (
             content.originator_id.hex.encode(),
             content.originator_version,
@@ -211,6 +218,17 @@ class StoreAuditLog(AuditLog):
         ):
             return None
         return cast(DomainEvent, event)
+
+    @staticmethod
+    def _compact_message(cls: type[Aggregate.Event], content: RecordContent) -> DomainEvent | None:
+        try:
+            fields = json.loads(content.state)
+            expand_message(fields)
+            fields["originator_id"] = content.originator_id
+            fields["originator_version"] = content.originator_version
+            return cast(DomainEvent, cls.model_validate(fields))
+        except (ValueError, TypeError, AttributeError):  # a ValidationError among them
+            return None
 
     def _one_pass_class(self, topic: str) -> type[Aggregate.Event] | None:
         """The event class a topic names, when its records can take the one pass."""

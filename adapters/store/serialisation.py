@@ -14,17 +14,24 @@ The same holds for the aggregate topic a creation event carries, which eventsour
 resolves when the event builds its aggregate.
 
 Storage v3 (ADR 0036) writes every topic as its short code, the event's qualified class
-name (``Session.MessageAppended``); records written before keep their long topic
+name (``Run.RunStarted``; a message's is ``Msg``, below); records written before keep
+their long topic
 (``sessionwire.domain.session:Session.MessageAppended``): the stream hash covers the
 topic as stored, so old records are never rewritten, and both read alike.
 
-A message (``Session.MessageAppended`` under its short code) is stored message first:
-``{"message":LINE,"provenance":PROV,"timestamp":…}``, where LINE is the message's JSON
+A message (``Session.MessageAppended``, code ``Msg``) is stored message first:
+``{"message":LINE,"provenance":PROV,"t":…,"o":{…}}``, where LINE is the message's JSON
 and PROV its provenance in the shape ``sessions_history`` shows (``Provenance.for_reader``,
 which ``Provenance`` also reads). The row keeps LINE's length (``StoredMessage.body``):
 history reads the line as a slice of the stored bytes (PROV appended to it when there is
-one), so one encoding of a message serves the row, the hash and the history, and the
-event decodes with plain validation.
+one), so one encoding of a message serves the row, the hash and the history.
+
+The rest of a message's record is compact, since it is beside every message (ADR 0036,
+amendment): the event's time as integer microseconds since the epoch under ``t`` (an
+ISO string there when its zone is not UTC) and its origin under ``o`` with one-letter
+keys (``_ORIGIN_KEYS``); 60 bytes a message less, with the code, than the
+``Session.MessageAppended`` records written before, which keep their layout and read as
+before (``_MESSAGE_QUALNAME``).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import importlib
 import json
 import pkgutil
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, cast
 from uuid import UUID
@@ -45,8 +53,23 @@ from sessionwire.domain.base import Aggregate
 from sessionwire.domain.errors import SessionwireError
 
 _COORDINATES = {"originator_id", "originator_version"}
-# A message's fields besides the line (the provenance is inside the line).
-_MESSAGE_REST = {"originator_id", "originator_version", "message", "provenance"}
+# A message's fields besides those written by hand (the line, its provenance, time, origin).
+_MESSAGE_REST = {"originator_id", "originator_version", "message", "provenance", "timestamp"}
+_MESSAGE_QUALNAME = "Session.MessageAppended"
+MESSAGE_CODE = "Msg"
+"""A message's code: its compact layout (module docstring)."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_ZERO = timedelta(0)
+# MessageOrigin's fields and their keys in a compact record.
+_ORIGIN_KEYS = (
+    ("channel", "c"),
+    ("chat_type", "t"),
+    ("display_name", "n"),
+    ("to", "to"),
+    ("account_id", "a"),
+)
+_ORIGIN_NAMES = {key: name for name, key in _ORIGIN_KEYS}
 _MESSAGE_HEAD = b'{"message":'
 MESSAGE_BODY_OFFSET = len(_MESSAGE_HEAD)
 """Where the transcript line starts in a v3 message's stored bytes (0-based)."""
@@ -73,19 +96,27 @@ def event_classes() -> dict[str, type[Aggregate.Event]]:
 
 @cache
 def topic_codes() -> dict[type[Aggregate.Event], str]:
-    """Each event class's short code: its qualified name (``Session.MessageAppended``)."""
-    codes = {cls: cls.__qualname__ for cls in event_classes().values()}
+    """Each event class's short code: its qualified name (``Session.SessionOpened``), but
+    a message's, which is ``Msg``."""
+    codes = {
+        cls: MESSAGE_CODE if cls.__qualname__ == _MESSAGE_QUALNAME else cls.__qualname__
+        for cls in event_classes().values()
+    }
     assert len(set(codes.values())) == len(codes), "two events share a short code"
     return codes
 
 
 @cache
 def _by_code() -> dict[str, type[Aggregate.Event]]:
-    return {code: cls for cls, code in topic_codes().items()}
+    found = {code: cls for cls, code in topic_codes().items()}
+    found[_MESSAGE_QUALNAME] = found[MESSAGE_CODE]  # the records written before ``Msg``
+    return found
 
 
-def message_code() -> str:
-    return "Session.MessageAppended"
+def is_message_first(topic: str) -> bool:
+    """A record stored message first (its line at ``MESSAGE_BODY_OFFSET``) when it has a
+    ``body``: the compact code, or the short code written before it."""
+    return topic in (MESSAGE_CODE, _MESSAGE_QUALNAME)
 
 
 def long_topic(topic: str) -> str:
@@ -158,8 +189,11 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
         ).encode()
         state += _PROVENANCE + shown
         shown_length = len(shown)
+    state += b',"t":' + _compact_time(event.timestamp)
+    if event.origin is not None:
+        state += b',"o":' + _compact_origin(event.origin)
     rest = event.__pydantic_serializer__.to_json(
-        event, exclude=_MESSAGE_REST, exclude_defaults=True
+        event, exclude=_MESSAGE_REST | {"origin"}, exclude_defaults=True
     )
     state += b"}" if rest == b"{}" else b"," + rest[1:]
     return StoredMessage(
@@ -171,6 +205,30 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
         body=len(line),
         provenance=shown_length,
     )
+
+
+def _compact_time(at: datetime) -> bytes:
+    if at.utcoffset() == _ZERO:
+        return str((at - _EPOCH) // _MICROSECOND).encode()
+    return json.dumps(at.isoformat()).encode()
+
+
+def _compact_origin(origin: Any) -> bytes:
+    fields = {key: getattr(origin, name) for name, key in _ORIGIN_KEYS}
+    shown = {key: value for key, value in fields.items() if value is not None}
+    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def expand_message(state: dict[str, Any]) -> None:
+    """A compact message's fields back under the event's own names."""
+    if "t" in state:
+        at = state.pop("t")
+        state["timestamp"] = _EPOCH + at * _MICROSECOND if type(at) is int else at
+    origin = state.pop("o", None)
+    if isinstance(origin, dict):
+        state["origin"] = {_ORIGIN_NAMES.get(key, key): value for key, value in origin.items()}
+    elif origin is not None:
+        state["origin"] = origin  # validation refuses it
 
 
 def history_line(state: bytes, body: int) -> str:
@@ -196,7 +254,10 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
         if not self.short_topics:
             return self._to_stored(domain_event, model, get_topic(type(domain_event)))
         code = topic_codes()[type(domain_event)]
-        if code == "Session.MessageAppended" and not (self.compressor or self.cipher):
+        if code == MESSAGE_CODE:
+            if self.compressor or self.cipher:
+                # Its bytes are not sliced: the event's own layout, under the code that says so.
+                return self._to_stored(domain_event, model, _MESSAGE_QUALNAME)
             record = message_record(domain_event, code)
             if record is not None:
                 return record
@@ -247,6 +308,8 @@ class PydanticMapper(Mapper):  # type: ignore[type-arg]
                 f"cannot read {stored_event.topic} of {stored_event.originator_id} "
                 f"v{stored_event.originator_version}: {error}"
             ) from error
+        if stored_event.topic == MESSAGE_CODE:
+            expand_message(state)
         version = state.pop("class_version", 1)
         while version < getattr(cls, "class_version", 1):
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)

@@ -13,7 +13,7 @@ from sessionwire.adapters.store import sqlite_format
 from sessionwire.adapters.store.serialisation import (
     MESSAGE_BODY_OFFSET,
     StoredMessage,
-    message_code,
+    is_message_first,
 )
 from sessionwire.domain.hash_chain import ChainLink, is_batch
 
@@ -60,7 +60,7 @@ def history_columns_of(topic: str, state: bytes) -> History:
     ``history_columns`` gave it when it was written."""
     if is_batch(topic):
         return sqlite_format.BATCH_ROLE, None, None
-    if topic == message_code():
+    if is_message_first(topic):
         text = state.decode()
         decoder = json.JSONDecoder()
         line, end = decoder.raw_decode(text, MESSAGE_BODY_OFFSET)

@@ -250,7 +250,7 @@ async def test_postgresql_writes_v3_records(postgres_url: str) -> None:
         await gateway.close()
     raw = RawStore(postgres_url)
     topics = [raw.event(position)[2] for position in raw.positions()]
-    assert topics == ["Session.SessionOpened", *["Session.MessageAppended"] * 3]
+    assert topics == ["Session.SessionOpened", *["Msg"] * 3]
 
 
 async def test_a_line_with_multibyte_text_and_a_provenance_reads_as_its_event(
