@@ -24,6 +24,7 @@ import log_watch
 import pytest
 import sessionwire
 import structlog
+from postgres_schemas import SchemaPool
 from postgres_server import POSTGRES_URL, postgres_problem
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
@@ -108,14 +109,20 @@ def _reset_logging() -> Iterator[None]:
     quiet_logging()
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh schema in the test database, dropped afterwards."""
+def _need_postgres() -> None:
     problem = postgres_problem()
     if problem:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the PostgreSQL tests, but {problem}")
         pytest.skip(problem)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema in the test database (not yet made), dropped afterwards: for tests
+    of making, upgrading or restoring a schema; a test that only needs an empty store
+    takes ``postgres_store_url``."""
+    _need_postgres()
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
@@ -124,13 +131,33 @@ def postgres_url() -> Iterator[str]:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+@pytest.fixture(scope="session")
+def postgres_schemas() -> Iterator[SchemaPool]:
+    pool = SchemaPool(POSTGRES_URL)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def postgres_store_url(postgres_schemas: SchemaPool, monkeypatch: Any) -> Iterator[str]:
+    """An empty store's schema, made once per worker and emptied between its tests; one
+    the test changed is dropped instead (tests/postgres_schemas.py)."""
+    _need_postgres()
+    schema = postgres_schemas.take()
+    # Every connection the test opens carries the schema's name: the pool reuses the
+    # schema only when none is left open.
+    monkeypatch.setenv("PGAPPNAME", SchemaPool.application_name(schema))
+    yield postgres_schemas.url(schema)
+    postgres_schemas.give_back(schema)
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     if request.param == "memory":
         return "memory"
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/sessions.db"
-    return str(request.getfixturevalue("postgres_url"))
+    return str(request.getfixturevalue("postgres_store_url"))
 
 
 @pytest.fixture
