@@ -203,9 +203,9 @@ def test_a_store_with_a_batch_verifies_clean(
     versions = [(v, topic.rsplit(".", 1)[-1]) for _, v, topic, _ in main_events(raw)]
     assert versions == [
         (1, "SessionOpened"),
-        (2, "MessageAppended"),
+        (2, "Msg"),  # a message's compact record (ADR 0036 §2 amendment)
         (10, "MessagesAppended"),
-        (11, "MessageAppended"),
+        (11, "Msg"),
     ]
     code, report = verify_json(capsys, raw.url)
     assert (code, report["findings"]) == (0, [])
