@@ -78,8 +78,22 @@ def rolled_back_on_failure(conn: psycopg.Connection[Any]) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if conn.info.transaction_status != TransactionStatus.IDLE:
+        if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
             conn.rollback()
+        raise
+
+
+@contextmanager
+def dropped_on_failure(conn: psycopg.Connection[Any], *, alone: bool) -> Iterator[None]:
+    """A save of one statement (``alone``: no BEGIN) that fails after the statement was
+    queued closes its connection: the pipeline's exit sends its Sync even when the block
+    failed, and that Sync would commit the statement the caller is told failed. Closed
+    first, the server drops the statement's implicit transaction."""
+    try:
+        yield
+    except BaseException:
+        if alone and not conn.closed:
+            conn.close()
         raise
 
 
@@ -224,7 +238,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 # BEGIN and COMMIT queued with the statements: one sync, one round
                 # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
                 # before its COMMIT and after it: with the pipeline's own, four.)
-                with rolled_back_on_failure(conn), conn.pipeline():
+                with (
+                    rolled_back_on_failure(conn),
+                    conn.pipeline(),
+                    dropped_on_failure(conn, alone=alone),
+                ):
                     if not alone:
                         cursor.execute("BEGIN", prepare=False)
                     if fence is not None:

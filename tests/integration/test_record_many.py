@@ -54,22 +54,34 @@ async def test_a_failed_write_records_none_of_the_batch(
 ) -> None:
     # On PostgreSQL this failed while eventsourcing's insert caught the error inside its
     # transaction (which then committed the events); the save is one transaction now.
+    # A message's save there is one statement with no BEGIN, so the failure is made where
+    # every save stands last before its commit (``before_commit``), the events and rows
+    # queued; the other stores fail in the read model's write, the save's last step.
     await gateway.record_message("main", role="user", content="before")
-    transcript = store_of(gateway).read_model  # type: ignore[attr-defined]
-    original = transcript.write
+    store: Any = store_of(gateway)
+    recorder = getattr(store, "recorder", None)
+    owner, name = (
+        (recorder, "before_commit")
+        if hasattr(recorder, "before_commit")
+        else (store.read_model, "write")
+    )
+    original = getattr(owner, name)
     calls = 0
 
     def failing(cursor: Any, changes: Any) -> None:
         nonlocal calls
         calls += 1
-        original(cursor, changes)  # the events and rows are written ... then the batch fails
+        original(cursor, changes)  # the events and rows are written ... then the save fails
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(transcript, "write", failing)
+    monkeypatch.setattr(owner, name, failing)
     with pytest.raises(RuntimeError, match="disk full"):
         await gateway.record_many("main", [{"role": "user", "content": f"{n}"} for n in range(5)])
+    # A single message too: on PostgreSQL its save is the one statement alone.
+    with pytest.raises(RuntimeError, match="disk full"):
+        await gateway.record_message("main", role="user", content="one")
     monkeypatch.undo()
-    assert calls == 1
+    assert calls == 2
     assert await history(gateway, "agent:main:main") == [("user", "before")]
     stored = store_of(gateway).session("agent:main:main")
     assert stored is not None
