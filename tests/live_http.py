@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import log_watch
 import uvicorn
+from hang_bounds import HANG_SECONDS
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.cli.serve import LISTENING as SERVE_LISTENING
 from sessionwire.adapters.http.app import create_app
@@ -82,7 +83,7 @@ class LiveServer:
         headers = {"Authorization": f"Bearer {token or self.token}"}
         if session is not None:
             headers["X-Sessionwire-Session"] = session
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=HANG_SECONDS)
 
 
 @contextmanager

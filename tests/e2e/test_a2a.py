@@ -35,6 +35,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import A2AError
+from hang_bounds import HANG_SECONDS
 from live_http import free_port
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
@@ -233,9 +234,15 @@ def state_name(state: int) -> str:
 
 def test_each_agent_has_a_public_card_with_its_configured_skills(tmp_path: Path) -> None:
     with server_on(tmp_path) as served:
-        card = httpx.get(served.agent() + "/.well-known/agent-card.json").json()
-        ops = httpx.get(served.agent("ops") + "/.well-known/agent-card.json").json()
-        unknown = httpx.get(served.agent("nobody") + "/.well-known/agent-card.json")
+        card = httpx.get(
+            served.agent() + "/.well-known/agent-card.json", timeout=HANG_SECONDS
+        ).json()
+        ops = httpx.get(
+            served.agent("ops") + "/.well-known/agent-card.json", timeout=HANG_SECONDS
+        ).json()
+        unknown = httpx.get(
+            served.agent("nobody") + "/.well-known/agent-card.json", timeout=HANG_SECONDS
+        )
     assert card["description"] == "answers with pong"
     assert [skill["id"] for skill in card["skills"]] == ["pong"]
     assert card["supportedInterfaces"][0]["url"] == served.agent()

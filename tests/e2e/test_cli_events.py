@@ -4,14 +4,17 @@ following what another process records, ended by Ctrl-C."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from command_line import run_in_process
+from hang_bounds import HANG_SECONDS
 from live_http import cli_env
 
 
@@ -43,6 +46,41 @@ def test_bad_options_exit_2(store: str) -> None:
     assert "invalid session key" in bad_key.stderr
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """In the child, before exec: SIGINT at its default, whatever the test runner had.
+
+    A runner started as a background job of a script (``./run tests &``) ignores SIGINT,
+    and a child inherits an ignored signal: Python then keeps it ignored, and asyncio.run
+    takes no Ctrl-C; the follow would never end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def ctrl_c_ignored_here() -> Iterator[None]:
+    """This process ignores SIGINT meanwhile: the runner's worst case, made every run's."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+async def stopped_by_ctrl_c(process: asyncio.subprocess.Process) -> tuple[int, str]:
+    """Ctrl-C, then the exit status and stderr; a child still there after HANG_SECONDS
+    hangs: it is aborted, printing every thread's stack (PYTHONFAULTHANDLER), into the
+    failure, and is not left running."""
+    assert process.stderr is not None
+    process.send_signal(signal.SIGINT)
+    try:
+        code = await asyncio.wait_for(process.wait(), timeout=HANG_SECONDS)
+    except TimeoutError:
+        process.send_signal(signal.SIGABRT)
+        await process.wait()
+        stacks = (await process.stderr.read()).decode()
+        pytest.fail(f"Ctrl-C did not end the follow in {HANG_SECONDS} s; its threads:\n{stacks}")
+    return code, (await process.stderr.read()).decode()
+
+
 async def follow_and_stop(store: str) -> tuple[list[dict[str, object]], int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -57,14 +95,14 @@ async def follow_and_stop(store: str) -> tuple[list[dict[str, object]], int, str
         "--json",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=cli_env(),
+        env=cli_env(PYTHONFAULTHANDLER="1"),
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
     assert process.stdout is not None
-    assert process.stderr is not None
     try:
         seen = []
         for _ in range(5):
-            line = await asyncio.wait_for(process.stdout.readline(), timeout=60)
+            line = await asyncio.wait_for(process.stdout.readline(), timeout=HANG_SECONDS)
             seen.append(json.loads(line))
         # Recorded by another process while this one follows: it finds it by its poll.
         writer = await asyncio.create_subprocess_exec(
@@ -80,17 +118,17 @@ async def follow_and_stop(store: str) -> tuple[list[dict[str, object]], int, str
             env=cli_env(),
         )
         assert await writer.wait() == 0
-        line = await asyncio.wait_for(process.stdout.readline(), timeout=60)
+        line = await asyncio.wait_for(process.stdout.readline(), timeout=HANG_SECONDS)
         seen.append(json.loads(line))
     finally:
-        process.send_signal(signal.SIGINT)  # Ctrl-C
-        code = await asyncio.wait_for(process.wait(), timeout=60)
-    return seen, code, (await process.stderr.read()).decode()
+        code, stderr = await stopped_by_ctrl_c(process)
+    return seen, code, stderr
 
 
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
 def test_follow_shows_another_processs_events_and_ctrl_c_ends_it_cleanly(store: str) -> None:
-    seen, code, stderr = asyncio.run(follow_and_stop(store))
+    with ctrl_c_ignored_here():
+        seen, code, stderr = asyncio.run(follow_and_stop(store))
     assert [e["position"] for e in seen] == [1, 2, 3, 4, 5, 6]
     assert seen[-1]["summary"] == "user message: 'live'"
     assert code == 0, stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hang_bounds import HANG_SECONDS
 from live_http import SCRIPT, LiveServer, live_server, scripted_server, wait_for_its_exchange
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
@@ -43,7 +44,7 @@ def error_of(response: httpx.Response) -> dict[str, str]:
 
 
 def test_health_and_readiness_answer_without_a_token(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.url) as anonymous:
+    with httpx.Client(base_url=server.url, timeout=HANG_SECONDS) as anonymous:
         assert anonymous.get("/healthz").json() == {"status": "ok"}
         ready = anonymous.get("/readyz")
     assert ready.status_code == 200
@@ -85,7 +86,7 @@ def test_every_route_but_health_needs_the_bearer_token(
     headers = {"X-Sessionwire-Session": "main"}
     if authorization is not None:
         headers["Authorization"] = authorization
-    with httpx.Client(base_url=server.url, headers=headers) as http:
+    with httpx.Client(base_url=server.url, headers=headers, timeout=HANG_SECONDS) as http:
         for method, path in PROTECTED:
             response = http.request(method, path, json={})
             assert response.status_code == 401, (method, path)
@@ -434,7 +435,7 @@ def test_unknown_paths_and_wrong_methods_answer_json(client: httpx.Client) -> No
 def test_docs_is_the_api_reference_page_without_a_token_or_a_script(server: LiveServer) -> None:
     """Issue 24: ``/docs`` was 404 on serve. It is the OpenAPI document as a page (no
     Swagger UI: that loads its scripts from a CDN), public like ``/openapi.json``."""
-    with httpx.Client(base_url=server.url) as anonymous:
+    with httpx.Client(base_url=server.url, timeout=HANG_SECONDS) as anonymous:
         page = anonymous.get("/docs")
         document = anonymous.get("/openapi.json").json()
     assert page.status_code == 200
@@ -450,7 +451,7 @@ def test_docs_is_the_api_reference_page_without_a_token_or_a_script(server: Live
 
 
 def test_the_openapi_document_carries_each_tools_json_schema(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.url) as anonymous:
+    with httpx.Client(base_url=server.url, timeout=HANG_SECONDS) as anonymous:
         document = anonymous.get("/openapi.json").json()
     for name, parameters in TOOL_PARAMETERS.items():
         operation = document["paths"][f"/v1/tools/{name}"]["post"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from hang_bounds import HANG_SECONDS
 from live_http import TOKEN, cli_env, free_port, live_server, scripted_server, seed, serve_process
 from sessionwire import SyncGateway
 from sessionwire.adapters.http.tokens import TokenSet
@@ -203,7 +204,7 @@ def test_bad_input_is_refused_before_the_stream_opens(server: Any) -> None:
             assert answer.status_code == 422, params
         answer = client.get("/v1/events", headers=headers, params={"session": "agent:"})
         assert answer.status_code == 400
-    document = httpx.get(f"{server.url}/openapi.json").json()
+    document = httpx.get(f"{server.url}/openapi.json", timeout=HANG_SECONDS).json()
     operation = document["paths"]["/v1/events"]["get"]
     assert "text/event-stream" in operation["responses"]["200"]["content"]
     assert {p["name"] for p in operation["parameters"]} >= {"after", "session", "trace"}

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from hang_bounds import HANG_SECONDS
 from live_http import SCRIPT, LiveServer, live_server
 from sessionwire import SyncGateway
 from sessionwire.adapters.http.tokens import TokenSet
@@ -201,7 +202,7 @@ def test_a_bad_filter_is_400(server: LiveServer, params: dict[str, Any], mention
 
 
 def test_the_run_routes_need_a_token(server: LiveServer, runs: dict[str, str]) -> None:
-    with httpx.Client(base_url=server.url) as anonymous:
+    with httpx.Client(base_url=server.url, timeout=HANG_SECONDS) as anonymous:
         for answer in (
             anonymous.get("/v1/runs"),
             anonymous.get(f"/v1/runs/{runs['visible']}"),
@@ -275,7 +276,7 @@ def test_a_bad_cancel_body_is_refused(
 
 
 def test_the_run_routes_are_in_the_openapi_document(server: LiveServer, tmp_path: Path) -> None:
-    with httpx.Client(base_url=server.url) as anonymous:
+    with httpx.Client(base_url=server.url, timeout=HANG_SECONDS) as anonymous:
         paths = anonymous.get("/openapi.json").json()["paths"]
     assert set(paths["/v1/runs/{run_id}"]) == {"get"}
     assert set(paths["/v1/runs"]) == {"get"}

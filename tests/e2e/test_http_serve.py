@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from hang_bounds import HANG_SECONDS
 from live_http import cli_env, free_port, serve_process
 from sessionwire.adapters.cli.serve import is_loopback
 from sessionwire.domain.policy import list_warning
@@ -85,13 +86,21 @@ def test_serve_reads_the_token_file_binds_loopback_and_stops_on_ctrl_c(tmp_path:
         url = f"http://127.0.0.1:{port}"
         session = {"X-Sessionwire-Session": "main"}
         good = {"Authorization": "Bearer from-the-file", **session}
-        listed = httpx.post(f"{url}/v1/tools/sessions_list", json={}, headers=good)
+        listed = httpx.post(
+            f"{url}/v1/tools/sessions_list", json={}, headers=good, timeout=HANG_SECONDS
+        )
         from_env = httpx.post(
             f"{url}/v1/tools/sessions_list",
             json={},
             headers={"Authorization": "Bearer not-this-one", **session},
+            timeout=HANG_SECONDS,
         )
-        too_big = httpx.post(f"{url}/v1/tools/sessions_list", json={"x": "y" * 4096}, headers=good)
+        too_big = httpx.post(
+            f"{url}/v1/tools/sessions_list",
+            json={"x": "y" * 4096},
+            headers=good,
+            timeout=HANG_SECONDS,
+        )
     assert listed.status_code == 200
     # The default scope (tree) restricts the list, and the list says so (decision 28).
     assert listed.json() == {
@@ -130,9 +139,10 @@ def test_serve_exposes_metrics_to_its_operator_token(tmp_path: Path) -> None:
             f"{url}/v1/tools/sessions_list",
             json={},
             headers={**operator, "X-Sessionwire-Session": "main"},
+            timeout=HANG_SECONDS,
         )
-        metrics = httpx.get(f"{url}/metrics", headers=operator)
-        anonymous = httpx.get(f"{url}/metrics")
+        metrics = httpx.get(f"{url}/metrics", headers=operator, timeout=HANG_SECONDS)
+        anonymous = httpx.get(f"{url}/metrics", timeout=HANG_SECONDS)
     assert metrics.status_code == 200
     assert 'sessionwire_lane_slots{state="free"} 4.0' in metrics.text
     assert (
@@ -156,10 +166,12 @@ def test_serve_answers_with_python_warnings_as_errors(tmp_path: Path) -> None:
     with serve_process(command, port=port, env=env, cwd=str(tmp_path)) as server:
         url = f"http://127.0.0.1:{port}"
         operator = {"Authorization": f"Bearer {token}"}
-        document = httpx.get(f"{url}/openapi.json")
-        page = httpx.get(f"{url}/docs")
+        document = httpx.get(f"{url}/openapi.json", timeout=HANG_SECONDS)
+        page = httpx.get(f"{url}/docs", timeout=HANG_SECONDS)
         answers = [
-            httpx.post(f"{url}/v1/methods/{name}", json={}, headers=operator).status_code
+            httpx.post(
+                f"{url}/v1/methods/{name}", json={}, headers=operator, timeout=HANG_SECONDS
+            ).status_code
             for name in methods
         ]
     assert document.status_code == 200

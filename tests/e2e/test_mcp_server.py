@@ -23,6 +23,7 @@ import httpx
 import httpx2
 import pytest
 from chat_server import ChatServer, completion
+from hang_bounds import HANG_SECONDS
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp_stdio import server_command, stdio_session
@@ -255,7 +256,7 @@ MCP_TOKEN = "mcp-operator-token-0123456789abcdefghijkl"
 
 def authorized(token: str = MCP_TOKEN) -> httpx2.AsyncClient:
     """An HTTP client for the SDK's transport (it takes httpx2's) sending the token."""
-    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_SECONDS)
 
 
 @asynccontextmanager
@@ -333,7 +334,7 @@ async def test_http_needs_a_token_and_a_bound_one_must_be_the_servers_session(
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     accept = {"Accept": "application/json, text/event-stream"}
     async with http_server(store, "--session", "main", "--tokens", str(tokens)) as url:
-        async with httpx.AsyncClient() as anonymous:
+        async with httpx.AsyncClient(timeout=HANG_SECONDS) as anonymous:
             missing = await anonymous.post(url, json=request, headers=accept)
         async with authorized("ops-bound-token-0123456789abcdefghijk") as other:
             foreign = await other.post(url, json=request, headers=accept)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from hang_bounds import HANG_SECONDS
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
@@ -14,8 +15,6 @@ from sessionwire.testing import ScriptedRuntime
 SCRIPT = {
     "rules": [{"step": "primary", "reply": "pong"}, {"step": "announce", "reply": "ANNOUNCE_SKIP"}]
 }
-# Far longer than the work takes: reaching it means the gateway would wait forever.
-HANG_SECONDS = 10
 
 
 async def test_a_run_that_crashes_once_does_not_hang_the_gateway() -> None:

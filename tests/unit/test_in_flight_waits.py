@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hang_bounds import HANG_SECONDS
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.testing import VirtualClock
 
@@ -33,7 +34,7 @@ async def test_a_wait_whose_due_time_comes_before_its_timer_runs_ends_at_that_ti
     # time and the clock moves to that time before the timer's first step.
     work = in_flight.start(in_flight.wait_for(never, due=due), Owner("run", "r1"))
     # Not a timing: a guard, so that the bug fails this test instead of hanging it.
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(HANG_SECONDS):
         await clock.advance(1)
 
     assert work.done(), in_flight.snapshot()
