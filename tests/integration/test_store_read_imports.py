@@ -79,15 +79,22 @@ def test_the_probe_sees_the_projection_a_write_loads(url: str) -> None:
 
 
 # Runs the CLI's entry point with argv[1:] in a fresh interpreter, then prints its exit
-# code, the sessionwire modules it imported and whether it built the config's schema.
+# code, the sessionwire modules it imported, whether it built the config's schema and
+# the tool result models it defined.
 CLI_PROBE = """
 import json, sys
 from sessionwire.adapters.cli.main import main
 from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.tools.results import ToolResult
 code = main(sys.argv[1:])
 modules = sorted(m for m in sys.modules if m.startswith("sessionwire."))
 built = GatewayConfig.__pydantic_complete__
-print(json.dumps({"code": code, "modules": modules, "config_built": built}))
+results, found = [], [ToolResult]
+while found:
+    results.append(found.pop())
+    found.extend(results[-1].__subclasses__())
+print(json.dumps({"code": code, "modules": modules, "config_built": built,
+                  "results": sorted(model.__name__ for model in results)}))
 """
 
 
@@ -106,9 +113,10 @@ def cli_report(*args: str) -> dict[str, Any]:
     return report
 
 
-def cli_modules(*args: str) -> set[str]:
-    """The sessionwire modules a fresh process imported to run ``sessionwire ARGS``."""
-    return set(cli_report(*args)["modules"])
+RESULT_MODELS_READS_LEAVE = {
+    "sessionwire.application.tools.run_results",
+    "sessionwire.application.tools.read_result_models",
+}
 
 
 def write_path(modules: set[str]) -> set[str]:
@@ -130,18 +138,25 @@ def test_the_cli_reads_without_the_gateways_drivers_and_aggregates(
     url: str, command: list[str]
 ) -> None:
     # Without a gateway (ADR 0036): the read tools over the store, no orchestration.
-    modules = cli_modules("--store", url, "--json", *command)
+    report = cli_report("--store", url, "--json", *command)
+    modules = set(report["modules"])
     assert write_path(modules) == set()
     assert "sessionwire.application.read_tools" in modules
     assert "sessionwire.application.gateway" not in modules
+    # Nor the models of the other tools' results, each built at import (issue 23).
+    assert modules & RESULT_MODELS_READS_LEAVE == set()
+    assert report["results"] == ["AgentsListResult", "ToolError", "ToolResult"]
 
 
 def test_the_cli_probe_sees_the_drivers_a_write_loads(url: str) -> None:
     # The check above can fail: `record` opens a gateway, which wires every driver.
-    modules = cli_modules("--store", url, "record", "main", "again")
+    report = cli_report("--store", url, "record", "main", "again")
+    modules = set(report["modules"])
     assert {"sessionwire.domain.run", "sessionwire.application.orchestration.runs"} <= (
         write_path(modules)
     )
+    assert "sessionwire.application.tools.run_results" in modules
+    assert "SendResult" in report["results"]
 
 
 def test_a_listing_without_a_config_file_builds_no_config_schema(url: str) -> None:
