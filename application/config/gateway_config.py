@@ -16,7 +16,6 @@ import math
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import json5
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.causality import DEFAULT_MAX_HOPS
@@ -573,6 +572,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)  # most configs are plain JSON: parsed fast
     except ValueError:
+        import json5  # only for a file that is not plain JSON: most processes need none
+
         try:
             data = json5.loads(text)
         except (ValueError, RecursionError) as error:

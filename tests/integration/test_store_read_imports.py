@@ -80,7 +80,7 @@ def test_the_probe_sees_the_projection_a_write_loads(url: str) -> None:
 
 # Runs the CLI's entry point with argv[1:] in a fresh interpreter, then prints its exit
 # code, the sessionwire modules it imported, whether it built the config's schema and
-# the tool result models it defined.
+# the tool result models it defined, and whether it imported the JSON5 parser.
 CLI_PROBE = """
 import json, sys
 from sessionwire.adapters.cli.main import main
@@ -94,7 +94,8 @@ while found:
     results.append(found.pop())
     found.extend(results[-1].__subclasses__())
 print(json.dumps({"code": code, "modules": modules, "config_built": built,
-                  "results": sorted(model.__name__ for model in results)}))
+                  "results": sorted(model.__name__ for model in results),
+                  "json5": "json5" in sys.modules}))
 """
 
 
@@ -162,7 +163,9 @@ def test_the_cli_probe_sees_the_drivers_a_write_loads(url: str) -> None:
 def test_a_listing_without_a_config_file_builds_no_config_schema(url: str) -> None:
     # The defaults need no validation (issue 23): building the config's schema, section
     # by section, cost a listing some 40 M instructions (2.4% of its start-up).
-    assert cli_report("--store", url, "sessions", "list")["config_built"] is False
+    report = cli_report("--store", url, "sessions", "list")
+    assert report["config_built"] is False
+    assert report["json5"] is False  # parsed only for a file that is not plain JSON
 
 
 def test_the_cli_probe_sees_a_config_file_validated(url: str, tmp_path: Path) -> None:
@@ -171,3 +174,4 @@ def test_the_cli_probe_sees_a_config_file_validated(url: str, tmp_path: Path) ->
     config.write_text("{ session: { mainKey: 'main' } }")
     report = cli_report("--store", url, "--config", str(config), "sessions", "list")
     assert report["config_built"] is True
+    assert report["json5"] is True
