@@ -30,7 +30,7 @@ from sessionwire.application.ports.session_read_model import (
     StoredSession,
 )
 from sessionwire.application.tools.params import MAX_ACTIVE_MINUTES
-from sessionwire.application.tools.results import SessionListRow
+from sessionwire.application.tools.read_result_models import SessionListRow
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
     SessionRefused,

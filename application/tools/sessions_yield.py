@@ -11,7 +11,7 @@ from sessionwire.application.context import ToolContext
 from sessionwire.application.orchestration.yields import last_wake, spawns_of
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.tools.params import SessionsYieldParams
-from sessionwire.application.tools.results import YieldChildRow, YieldResult
+from sessionwire.application.tools.run_results import YieldChildRow, YieldResult
 from sessionwire.domain.run_yield import RunYield, RunYieldState, YieldChild, yield_id_for
 from sessionwire.domain.session import to_millis
 

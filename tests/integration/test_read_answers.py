@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from sessionwire import Gateway
-from sessionwire.application.tools.results import (
+from sessionwire.application.tools.read_result_models import (
     SessionListRow,
     SessionsHistoryResult,
     SessionsListResult,

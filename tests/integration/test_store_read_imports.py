@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sessionwire.adapters.cli.main import main
@@ -78,18 +79,28 @@ def test_the_probe_sees_the_projection_a_write_loads(url: str) -> None:
 
 
 # Runs the CLI's entry point with argv[1:] in a fresh interpreter, then prints its exit
-# code and the sessionwire modules it imported.
+# code, the sessionwire modules it imported, whether it built the config's schema and
+# the tool result models it defined, and whether it imported the JSON5 parser.
 CLI_PROBE = """
 import json, sys
 from sessionwire.adapters.cli.main import main
+from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.tools.results import ToolResult
 code = main(sys.argv[1:])
 modules = sorted(m for m in sys.modules if m.startswith("sessionwire."))
-print(json.dumps({"code": code, "modules": modules}))
+built = GatewayConfig.__pydantic_complete__
+results, found = [], [ToolResult]
+while found:
+    results.append(found.pop())
+    found.extend(results[-1].__subclasses__())
+print(json.dumps({"code": code, "modules": modules, "config_built": built,
+                  "results": sorted(model.__name__ for model in results),
+                  "json5": "json5" in sys.modules}))
 """
 
 
-def cli_modules(*args: str) -> set[str]:
-    """The sessionwire modules a fresh process imported to run ``sessionwire ARGS``."""
+def cli_report(*args: str) -> dict[str, Any]:
+    """What a fresh process that ran ``sessionwire ARGS`` reports (see CLI_PROBE)."""
     result = subprocess.run(
         [sys.executable, "-c", CLI_PROBE, *args],
         capture_output=True,
@@ -98,9 +109,15 @@ def cli_modules(*args: str) -> set[str]:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.splitlines()[-1])
+    report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
     assert report["code"] == 0, result.stderr
-    return set(report["modules"])
+    return report
+
+
+RESULT_MODELS_READS_LEAVE = {
+    "sessionwire.application.tools.run_results",
+    "sessionwire.application.tools.read_result_models",
+}
 
 
 def write_path(modules: set[str]) -> set[str]:
@@ -122,15 +139,39 @@ def test_the_cli_reads_without_the_gateways_drivers_and_aggregates(
     url: str, command: list[str]
 ) -> None:
     # Without a gateway (ADR 0036): the read tools over the store, no orchestration.
-    modules = cli_modules("--store", url, "--json", *command)
+    report = cli_report("--store", url, "--json", *command)
+    modules = set(report["modules"])
     assert write_path(modules) == set()
     assert "sessionwire.application.read_tools" in modules
     assert "sessionwire.application.gateway" not in modules
+    # Nor the models of the other tools' results, each built at import (issue 23).
+    assert modules & RESULT_MODELS_READS_LEAVE == set()
+    assert report["results"] == ["AgentsListResult", "ToolError", "ToolResult"]
 
 
 def test_the_cli_probe_sees_the_drivers_a_write_loads(url: str) -> None:
     # The check above can fail: `record` opens a gateway, which wires every driver.
-    modules = cli_modules("--store", url, "record", "main", "again")
+    report = cli_report("--store", url, "record", "main", "again")
+    modules = set(report["modules"])
     assert {"sessionwire.domain.run", "sessionwire.application.orchestration.runs"} <= (
         write_path(modules)
     )
+    assert "sessionwire.application.tools.run_results" in modules
+    assert "SendResult" in report["results"]
+
+
+def test_a_listing_without_a_config_file_builds_no_config_schema(url: str) -> None:
+    # The defaults need no validation (issue 23): building the config's schema, section
+    # by section, cost a listing some 40 M instructions (2.4% of its start-up).
+    report = cli_report("--store", url, "sessions", "list")
+    assert report["config_built"] is False
+    assert report["json5"] is False  # parsed only for a file that is not plain JSON
+
+
+def test_the_cli_probe_sees_a_config_file_validated(url: str, tmp_path: Path) -> None:
+    # The check above can fail: a config file is validated, so the schema is built.
+    config = tmp_path / "config.json5"
+    config.write_text("{ session: { mainKey: 'main' } }")
+    report = cli_report("--store", url, "--config", str(config), "sessions", "list")
+    assert report["config_built"] is True
+    assert report["json5"] is True

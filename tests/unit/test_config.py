@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from sessionwire.application.config.gateway_config import ConfigError, GatewayConfig
 from sessionwire.domain.keys import KeyRules
 
@@ -74,6 +76,26 @@ def logs(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
 )
 def test_defaults(source: dict[str, Any] | None, read: Any, expected: Any) -> None:
     assert read(GatewayConfig.load(source)) == expected
+
+
+def sections_of(config: BaseModel, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every section of ``config`` by its path, with what pydantic keeps beside its
+    fields (which were set, the extra keys), and every plain value."""
+    yield path, (type(config), config.model_fields_set, config.model_extra)
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if isinstance(value, BaseModel):
+            yield from sections_of(value, f"{path}.{name}")
+        else:
+            yield f"{path}.{name}", (type(value), value)
+
+
+def test_the_defaults_are_built_as_validation_builds_them() -> None:
+    # No config: the defaults are built without validation (issue 23), and must be
+    # what validating nothing gives, section by section.
+    unvalidated = GatewayConfig.load(None)
+    assert dict(sections_of(unvalidated)) == dict(sections_of(GatewayConfig.load({})))
+    assert unvalidated.model_dump() == GatewayConfig().model_dump()
 
 
 # --- JSON5 files ------------------------------------------------------------------------

@@ -18,15 +18,16 @@ from sessionwire.adapters.http.json_body import OrjsonResponse
 from sessionwire.adapters.http.request_rules import AUTH, POSTED
 from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
-from sessionwire.application.tools.results import (
-    AgentsListResult,
-    SendResult,
+from sessionwire.application.tools.read_result_models import (
     SessionsHistoryResult,
     SessionsListResult,
+)
+from sessionwire.application.tools.results import AgentsListResult, ToolError
+from sessionwire.application.tools.run_results import (
+    SendResult,
     SessionStatusResult,
     SpawnResult,
     SubagentsResult,
-    ToolError,
     TraceBudgetRefused,
     YieldResult,
 )
