@@ -101,6 +101,9 @@ def fuzz(
     *,
     replay_seed: int | None = None,
 ) -> None:
+    """Fuzz one operation in one mode. Under ``derandomize`` hypothesis seeds from the
+    source of ``exchange`` below, the same for every operation: editing it changes the
+    examples of all of them; calling fuzz() from anywhere else does not."""
     excluded = [negative_data_rejection] if operation.path.startswith("/v1/tools/") else []
 
     @given(case=operation.as_strategy(generation_mode=mode))
