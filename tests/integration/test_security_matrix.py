@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from scopes import before_scopes
-from sessionwire import Gateway, GatewayConfig
+from sessionwire import AgentRuntime, Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
@@ -35,15 +35,17 @@ START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 # A send let in: the matrix's sends pile up in sessions that run nothing between rows, so
 # its message is started or queued (what delivery says is tested in test_sessions_send).
 PENDING = {"status": "started or queued", "mode": "announce"}
-SCRIPT = {
-    "rules": [
-        {"step": "subagent_task", "reply": "done"},
-        {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
-        {"step": "primary", "reply": "ok"},
-        {"step": "announce", "reply": "ANNOUNCE_SKIP"},
-        {"reply": "REPLY_SKIP"},
-    ]
-}
+
+
+class Silent(AgentRuntime):
+    """Answers every run at once with no reply. The rows are decided when a tool is
+    called; a reply would only go on to a ping-pong turn and an announce run (started in
+    the background, CPU the matrix spent for nothing): with none, the exchange closes."""
+
+    async def run(self, request: RunRequest) -> RunReply:
+        return RunReply(text=None)
+
+
 SANDBOX_RULE = "sandbox.sessionToolsVisibility"
 SEND_BLOCKED = "send blocked by session policy"
 SUBAGENT = "agent:main:subagent:worker"
@@ -352,7 +354,7 @@ CASES = [
 @dataclass
 class World:
     gw: Gateway
-    runtime: ScriptedRuntime
+    runtime: AgentRuntime
     delivery: CapturingDelivery
     keys: dict[str, str]
     session_ids: dict[str, str]
@@ -366,7 +368,7 @@ class World:
 
 
 async def build_world(case: Case, store_url: str) -> World:
-    runtime = ScriptedRuntime.from_dict(SCRIPT)
+    runtime = Silent()
     delivery = CapturingDelivery()
     gw = await Gateway.open(
         config=GatewayConfig.load(case.gateway_config()),
@@ -809,7 +811,7 @@ TARGET_KEY = "agent:main:discord:group:target"
 @dataclass
 class Rig:
     gw: Gateway
-    runtime: ScriptedRuntime
+    runtime: AgentRuntime
     delivery: CapturingDelivery
     clock: VirtualClock
 
