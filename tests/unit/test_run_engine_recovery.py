@@ -111,8 +111,9 @@ class Polls:
         self.engine, self.running = engine, running
         self.task: asyncio.Task[None] | None = None
 
-    def start(self, work: Any, owner: Any) -> None:
-        self.task = asyncio.ensure_future(work)
+    def start(self, work: Any, owner: Any, *, context: Any = None) -> None:
+        # The watch starts outside any run (``outside_any_run()``): in that context.
+        self.task = asyncio.get_running_loop().create_task(work, context=context)
 
     async def sleep(self, seconds: float, *, parked: bool = False) -> None:
         self.engine.runs.remove(self.running)
