@@ -101,7 +101,11 @@ class ChatServer:
 
     @contextmanager
     def running(self) -> Iterator[ChatServer]:
-        thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        # serve_forever checks for shutdown once per poll interval (0.5 s by default):
+        # every test using the server would wait that long at its end.
+        thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         thread.start()
         try:
             yield self
