@@ -9,6 +9,10 @@
   conftest to test another configuration.
 
 A project's own fixtures with these names take precedence over the plugin's.
+
+Where freezegun is installed, the plugin also keeps PostgreSQL's connection pool on real
+time under ``freeze_time`` (its timer thread would otherwise miss the stop a close
+schedules in frozen time, and every close would wait 5 s for it).
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 POSTGRES_ENV = "SESSIONWIRE_TEST_POSTGRES"
 STORES = ["memory", "sqlite", *(["postgres"] if os.environ.get(POSTGRES_ENV) else [])]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        import freezegun
+    except ImportError:  # freezegun is optional: nothing to keep on real time
+        return
+    # Read when each freeze_time(...) is made, so set before any test makes one.
+    freezegun.configure(extend_ignore_list=["psycopg_pool"])
 
 
 @pytest.fixture(params=STORES)

@@ -4,6 +4,7 @@ scenarios for the exchange and spawn process managers, and the pytest plugin."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
@@ -87,6 +88,24 @@ async def test_a_clock_that_drives_freezegun_keeps_event_times_and_now_together(
         finally:
             await gw.close()
     assert stamps == [START, START, START + timedelta(hours=1)]
+
+
+@pytest.mark.postgres
+async def test_a_postgres_gateway_closes_under_frozen_time_and_leaves_no_pool_timer(
+    postgres_store_url: str,
+) -> None:
+    # The plugin keeps the pool on real time: frozen, the stop its close schedules was
+    # due in 2026 by the timer thread's real clock, and the thread outlived the close.
+    def pool_timers() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.endswith("-scheduler")]
+
+    before = pool_timers()
+    with freeze_time(START, real_asyncio=True) as frozen:
+        gw = await Gateway.open(store=postgres_store_url, clock=VirtualClock(freezer=frozen))
+        await gw.record_message("main", role="user", content="one")
+        assert len(pool_timers()) > len(before)
+        await gw.close()
+    assert pool_timers() == before
 
 
 def test_scripted_runtime_rules_can_be_added_one_by_one() -> None:
