@@ -24,6 +24,7 @@ import log_watch
 import pytest
 import sessionwire
 import structlog
+from hypothesis import settings
 from postgres_schemas import SchemaPool
 from postgres_server import POSTGRES_URL, postgres_problem
 from scopes import before_scopes
@@ -34,6 +35,13 @@ from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.testing import VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+# Every property test draws the same examples each run: a failure is a change in the code,
+# never a roll of the dice. SESSIONWIRE_FUZZ=explore draws new ones (with hypothesis'
+# database, to replay what failed); what they find is kept as an @example.
+settings.register_profile("fixed", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("SESSIONWIRE_FUZZ") == "explore" else "fixed")
 
 ROOT = Path(__file__).resolve().parents[1]
 
