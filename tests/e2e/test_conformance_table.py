@@ -9,6 +9,7 @@ missing reference skips the comparison with the reason; under ``CI=true`` it fai
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from pathlib import Path
@@ -74,6 +75,7 @@ def table_rows() -> dict[str, tuple[str, str]]:
     return rows
 
 
+@functools.cache  # the table names a few files hundreds of times
 def defined_tests(path: Path) -> set[str]:
     """``name`` and ``Class::name`` of every test function in a test file."""
     names: set[str] = set()
