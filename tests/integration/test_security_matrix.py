@@ -774,13 +774,15 @@ async def test_security_matrix_on_memory(case: Case) -> None:
     await run_case(case, "memory")
 
 
+# The cases whose answers read what the store keeps: visibility (spawned-by, the agent's
+# sessions), a session's channel and chat type, an owner's stored override, a sub-agent's
+# lineage. The agent-to-agent allow lists are read from the configuration alone: the
+# memory store's full matrix answers them for every store.
 REPRESENTATIVE = [
     case
     for case in CASES
     if case.name
     in {
-        "a2a-off",
-        "a2a-allow-main-only",
         "sandbox-all-spawned",
         "sandbox-non-main-spawned",
         "send-deny-discord-groups",
