@@ -15,6 +15,7 @@ import pytest
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.application.gateway import GatewayService
 from sessionwire.application.tools import sessions_send as send_tool
 from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
@@ -306,21 +307,21 @@ async def test_a_send_over_http_is_steered_into_the_busy_run(clock: VirtualClock
 
 class SendsThenWorks:
     """The worker's "slow" primary works 600 s; the asker's "go" primary sends into the
-    worker, notes the answer, then works 300 s (so a stop finds both runs in flight)."""
+    worker, notes the answer, then works 300 s (so a stop finds both runs in flight).
+
+    It sends through its request, not through the gateway: a reopened gateway resumes the
+    asker's run inside ``Gateway.open``, before the test could hand it the gateway."""
 
     def __init__(self) -> None:
-        self.gateway: Gateway | None = None
         self.results: list[dict[str, Any]] = []
 
     async def run(self, request: RunRequest) -> RunReply:
         if request.step != "primary":
             return RunReply(text="ANNOUNCE_SKIP" if request.step == "announce" else "REPLY_SKIP")
         if request.message == "go":
-            assert self.gateway is not None
+            assert request.call_tool is not None
             params = {"sessionKey": WORKER, "message": "steer me", "timeoutSeconds": 0}
-            self.results.append(
-                await self.gateway.call_tool(request.session_key, "sessions_send", params)
-            )
+            self.results.append(await request.call_tool("sessions_send", params))
             await request.clock.sleep(300)
         else:
             await request.clock.sleep(600)
@@ -330,13 +331,11 @@ class SendsThenWorks:
 async def open_with(store_url: str, clock: VirtualClock, agent: SendsThenWorks) -> Gateway:
     # The asker (not main) sends into a session of its agent outside its tree.
     config = steering_config("agent")
-    gw = await Gateway.open(config=config, store=store_url, clock=clock, runtime=agent)
-    agent.gateway = gw
-    return gw
+    return await Gateway.open(config=config, store=store_url, clock=clock, runtime=agent)
 
 
 async def test_a_run_dispatched_again_does_not_steer_its_send_twice(
-    store_url: str, clock: VirtualClock
+    store_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if store_url == "memory":
         pytest.skip("a memory store cannot be reopened")
@@ -357,6 +356,15 @@ async def test_a_run_dispatched_again_does_not_steer_its_send_twice(
     finally:
         await first.close()
 
+    # The resumed runs reach their agents before the reopen returns: the order a loaded
+    # machine's store threads could give (the test once failed that way), pinned here.
+    resume = GatewayService.resume
+
+    async def resume_and_settle(service: GatewayService) -> None:
+        await resume(service)
+        await service.in_flight.wait_idle()
+
+    monkeypatch.setattr(GatewayService, "resume", resume_and_settle)
     agents = SendsThenWorks()
     second = await open_with(store_url, clock, agents)
     try:
