@@ -269,19 +269,22 @@ async def test_the_audit_timeline_shows_the_chain_on_each_line(
 
 
 class SendThenWork(AgentRuntime):
-    """A's agent sends to B, then works a minute before answering; B's just answers."""
+    """A's agent sends to B, then works a minute before answering; B's just answers.
+
+    It sends through its request, not through the gateway: a reopened gateway resumes A's
+    run inside ``Gateway.open``, before the test could hand it the gateway."""
 
     def __init__(self, clock: VirtualClock) -> None:
         self.clock = clock
-        self.gateway: Gateway | None = None
+        self.gateway: Gateway | None = None  # set by open_cycle; unused here
         self.results: list[dict[str, Any]] = []
 
     async def run(self, request: RunRequest) -> RunReply:
         if request.step != "primary" or request.session_key != A:
             return RunReply(text="REPLY_SKIP" if request.step == "reply_back" else "ok")
-        assert self.gateway is not None
+        assert request.call_tool is not None
         params = {"sessionKey": B, "message": "carry on", "timeoutSeconds": 0}
-        self.results.append(await self.gateway.call_tool(A, "sessions_send", params))
+        self.results.append(await request.call_tool("sessions_send", params))
         await self.clock.sleep(60)
         return RunReply(text="sent")
 
