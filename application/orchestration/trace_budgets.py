@@ -238,7 +238,10 @@ def _count(store: Store, trace_id: str, config: GatewayConfig) -> TraceUsage:
 
 
 def _pending_in_trace(store: Store, trace_id: str) -> list[StoredRun]:
-    runs = _trace_runs(store, trace_id, "running") + _trace_runs(store, trace_id, "queued")
+    # One walk over the trace's runs, not one per status: a run dispatched between a walk
+    # of the running and one of the queued would be in neither (then cancelled only by
+    # its parent's cascade, with the cascade's reason, or not at all).
+    runs = [run for run in _trace_runs(store, trace_id) if not run.ended]
     # The runs that caused others first (by hop, then age): all of them are cancelled,
     # each for the budget (no cascade: every run of the trace in flight is listed here).
     return sorted(runs, key=lambda run: (run.hop, run.created_at, run.run_id))

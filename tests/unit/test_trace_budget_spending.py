@@ -3,8 +3,13 @@ testing, docs/testing.md "What mutation testing left": the simulator plays no bu
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import cast
+
 from sessionwire import GatewayConfig
-from sessionwire.application.orchestration.trace_budgets import run_spending
+from sessionwire.application.orchestration.trace_budgets import _pending_in_trace, run_spending
+from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
+from sessionwire.application.ports.store import Store
 
 
 def test_a_runs_usage_spends_its_tokens_and_its_reported_cost() -> None:
@@ -28,3 +33,28 @@ def test_a_negative_reported_cost_spends_nothing() -> None:
     config = GatewayConfig.load({})
     assert run_spending({"input": 1, "output": 1, "cost": -0.5}, None, config) == (2, 0.0)
     assert run_spending({"input": 1, "output": 1, "cost": {"total": -1}}, None, config) == (2, 0.0)
+
+
+class Dispatching:
+    """A run read model in which the trace's one run is dispatched (queued to running)
+    right after the first read: as a writer commits beside a reader thread."""
+
+    def __init__(self) -> None:
+        self.run = StoredRun(
+            run_id="r1", status="queued", session_key="agent:main:subagent:x", agent_id="main",
+            step="subagent_task", requester_key=None, trace_id="t", parent_run_id="r0", hop=1,
+            created_at=1, started_at=None, ended_at=None, attempt=1, usage=None, model=None,
+            error=None, exchange_id=None, spawn_id=None,
+        )  # fmt: skip
+
+    def list_runs(self, query: RunQuery) -> list[StoredRun]:
+        found = [self.run] if query.status in (None, self.run.status) else []
+        self.run = replace(self.run, status="running")
+        return found
+
+
+def test_a_run_dispatched_while_the_budget_lists_the_trace_is_listed_once() -> None:
+    # Listed by status, running then queued, the run was in neither list: the budget's
+    # cancel missed it, and only its parent's cascade stopped it (with the cascade's reason).
+    pending = _pending_in_trace(cast(Store, Dispatching()), "t")
+    assert [run.run_id for run in pending] == ["r1"]
