@@ -6,6 +6,7 @@ the trace's work in flight. On every store, on a VirtualClock."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,7 +35,8 @@ def config(budget: dict[str, Any], *, turns: int = 0) -> GatewayConfig:
 class Chain(AgentRuntime):
     """A's primary run sends to B and waits, then sends to C; B's primary run sends on
     to D (a hop further). B's primary run reports ``tokens`` tokens, the others none. A
-    sub-agent's task works ``child_work`` seconds on the clock, reporting ``child_tokens``."""
+    sub-agent's task works ``child_work[n]`` seconds on the clock (n: the order A spawned
+    it in; a child A did not spawn works none), reporting ``child_tokens``."""
 
     def __init__(self, *, tokens: int = 10, child_tokens: int = 10) -> None:
         self.gateway: Gateway | None = None
@@ -51,7 +53,8 @@ class Chain(AgentRuntime):
         gw = self.gateway
         assert gw is not None
         if request.step == "subagent_task":
-            work = self.child_work.pop(0) if self.child_work else 0
+            spawned = re.search(r"dig (\d+)", request.message)
+            work = self.child_work[int(spawned.group(1))] if spawned and self.child_work else 0
             try:
                 await request.clock.sleep(work)
             except asyncio.CancelledError:
@@ -71,8 +74,8 @@ class Chain(AgentRuntime):
                     A, "sessions_send", {"sessionKey": C, "message": "c?", "timeoutSeconds": 0}
                 )
             )
-            for _ in range(self.spawns):
-                answers.append(await gw.call_tool(A, "sessions_spawn", {"task": "dig"}))
+            for n in range(self.spawns):
+                answers.append(await gw.call_tool(A, "sessions_spawn", {"task": f"dig {n}"}))
             answers.append(await gw.call_tool(A, "session_status", {}))
         elif request.session_key == B:
             answers.append(
@@ -276,11 +279,14 @@ async def test_cost_reported_by_the_runtime_counts(store_url: str, clock: Virtua
 async def test_on_exceeded_cancel_stops_the_traces_work_in_flight(
     store_url: str, clock: VirtualClock
 ) -> None:
-    """A spawns two children: the first ends at once with 500 tokens, the second works an
-    hour; once the first's usage spends maxTokens, the second is cancelled."""
+    """A spawns two children: the first ends after a second with 500 tokens, the second
+    works an hour; once the first's usage spends maxTokens, the second is cancelled.
+
+    The first works a second, not none: ending at once it could spend the budget before A
+    asked for the second (then refused), as the children run beside A's run."""
     agents = Chain(tokens=0, child_tokens=500)
     agents.spawns = 2
-    agents.child_work = [0, 3600]
+    agents.child_work = [1, 3600]
     settings = config({"maxTokens": 400, "onExceeded": "cancel"})
     async with opened(store_url, clock, settings, agents) as gw:
         await start(gw)
