@@ -58,29 +58,16 @@ from sessionwire.application.ports.telemetry import (
 )
 from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
 from sessionwire.application.tool_calls import (
-    READ_TOOLS,
     ToolAccess,
     ToolCall,
-    ToolEntry,
     answer,
     shorten,
     tool_call,
 )
-from sessionwire.application.tools.params import (
-    SessionsSendParams,
-    SessionsSpawnParams,
-    SessionStatusParams,
-    SessionsYieldParams,
-    SubagentsParams,
-    friendly,
-)
+from sessionwire.application.tools.params import friendly
+from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
-from sessionwire.application.tools.schemas import TOOL_PARAMETERS, tool_schemas
-from sessionwire.application.tools.session_status import session_status
-from sessionwire.application.tools.sessions_send import sessions_send
-from sessionwire.application.tools.sessions_spawn import sessions_spawn
-from sessionwire.application.tools.sessions_yield import sessions_yield
-from sessionwire.application.tools.subagents import subagents
+from sessionwire.application.tools.schemas import tool_schemas
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.errors import SessionwireError
@@ -109,17 +96,8 @@ CLOSE_ROUNDS = 50
 MAX_CANCEL_REASON = 1000
 CHAT_TYPES = {"direct": "direct", "dm": "direct", "group": "group", "channel": "channel"}
 
-TOOLS: dict[str, ToolEntry] = {
-    "sessions_list": READ_TOOLS["sessions_list"],
-    "sessions_history": READ_TOOLS["sessions_history"],
-    "sessions_send": (SessionsSendParams, sessions_send),
-    "sessions_spawn": (SessionsSpawnParams, sessions_spawn),
-    "sessions_yield": (SessionsYieldParams, sessions_yield),
-    "agents_list": READ_TOOLS["agents_list"],
-    "subagents": (SubagentsParams, subagents),
-    "session_status": (SessionStatusParams, session_status),
-}
-assert set(TOOLS) == set(TOOL_PARAMETERS)
+# Every registered tool, its handler imported (tools/registry.py).
+TOOLS: dict[str, ToolEntry] = REGISTRY.entries()
 
 
 class SessionNotFound(SessionwireError, LookupError):

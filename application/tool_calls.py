@@ -6,15 +6,15 @@ caller gets (a call never raises). ``GatewayService.call_tool`` and ``ReadTools`
 CLI's ``sessions list``/``history`` and ``agents list``, ADR 0036) both answer through
 here, so the requester and visibility rules are one code path.
 
-The read tools' table is here, apart from the tools that start runs: a process that only
-reads never loads the orchestration drivers or the run, exchange, spawn and outbox
-aggregates.
+The read tools are the registry's ``reader`` tools (``tools/registry.py``), their
+handlers imported apart from the tools that start runs: a process that only reads never
+loads the orchestration drivers or the run, exchange, spawn and outbox aggregates.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,31 +22,16 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.store import StoreInUse
-from sessionwire.application.tools.agents_list import agents_list
-from sessionwire.application.tools.params import (
-    AgentsListParams,
-    SessionsHistoryParams,
-    SessionsListParams,
-    ToolInputError,
-    ToolParams,
-)
-from sessionwire.application.tools.results import ReadAnswer, ToolError, ToolResult
+from sessionwire.application.tools.params import ToolInputError
+from sessionwire.application.tools.registry import REGISTRY, ToolEntry
+from sessionwire.application.tools.results import ToolError
 from sessionwire.application.tools.session_refs import SessionNotResolved, SessionRefused
-from sessionwire.application.tools.sessions_history import sessions_history
-from sessionwire.application.tools.sessions_list import sessions_list
 from sessionwire.domain.keys import InvalidSessionKey, KeyRules, is_subagent_key
 from sessionwire.domain.policy import subagent_tool_refusal
-from sessionwire.domain.subagents import KNOWN_TOOLS, subagent_tools
+from sessionwire.domain.subagents import subagent_tools
 
-ToolAnswer = ToolResult | ReadAnswer
-ToolHandler = Callable[[ToolContext, Any], ToolAnswer | Awaitable[ToolAnswer]]
-ToolEntry = tuple[type[ToolParams], ToolHandler]
-
-READ_TOOLS: dict[str, ToolEntry] = {
-    "sessions_list": (SessionsListParams, sessions_list),
-    "sessions_history": (SessionsHistoryParams, sessions_history),
-    "agents_list": (AgentsListParams, lambda context, _: agents_list(context)),
-}
+# The tools answered without a gateway (the registry's ``reader`` ones).
+READ_TOOLS: dict[str, ToolEntry] = REGISTRY.entries("reader")
 
 # What a tool call answers while another gateway is the store's one writer: no path,
 # host or pid of the operator's machine (issue 27 finding 8).
@@ -67,17 +52,20 @@ class ToolAccess:
     def __init__(self, config: GatewayConfig, store: AsyncStore) -> None:
         self.store = store
         subagent_policy = config.tools.subagents.tools
-        self.subagent_tools = subagent_tools(subagent_policy.allow, subagent_policy.deny)
+        self.catalogue = REGISTRY.catalogue
+        self.subagent_tools = subagent_tools(
+            self.catalogue, subagent_policy.allow, subagent_policy.deny
+        )
         # A sub-agent above maxSpawnDepth's last level spawns children of its own
         # (decision 30): it gets sessions_spawn too.
         self.orchestrator_tools = subagent_tools(
-            subagent_policy.allow, subagent_policy.deny, orchestrator=True
+            self.catalogue, subagent_policy.allow, subagent_policy.deny, orchestrator=True
         )
         self.max_spawn_depth = config.agents.defaults.subagents.maxSpawnDepth
 
     async def of_session(self, key: str) -> tuple[str, ...]:
         if not is_subagent_key(key):
-            return KNOWN_TOOLS
+            return self.catalogue.known
         if self.max_spawn_depth > 1:
             # Imported here: only a sub-agent's call reads its spawn's depth, and a
             # top-level reader's listing never loads the spawn aggregate.

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-SESSION_TOOLS = (
-    "sessions_list",
-    "sessions_history",
-    "sessions_send",
-    "sessions_spawn",
-    "sessions_yield",
-)
-
-# The tool names a run can be offered; runtimes may know more, named in the config.
-KNOWN_TOOLS = (
+# OpenClaw's tools that are not the gateway's: a run can be offered them, its runtime
+# implements them (runtimes may know more, named in the config). The gateway's own tools
+# are its tool registry's (application/tools/registry.py), which builds the catalogue.
+OPENCLAW_TOOLS = (
     "exec",
     "process",
     "read",
@@ -30,30 +25,23 @@ KNOWN_TOOLS = (
     "cron",
     "memory_search",
     "memory_get",
-    "session_status",
     "whatsapp_login",
-    *SESSION_TOOLS,
-    "agents_list",
-    "subagents",
 )
 
-# Always denied to sub-agents, whatever the config allows (OpenClaw's deny list).
-SUBAGENT_DENIED_TOOLS = (
-    "sessions_list",
-    "sessions_history",
-    "sessions_send",
-    "sessions_spawn",
-    "gateway",
-    "agents_list",
-    "whatsapp_login",
-    "session_status",
-    "cron",
-    "memory_search",
-    "memory_get",
-    # A leaf sub-agent has no children to control (OpenClaw gives `subagents` to
-    # orchestrator sub-agents only, with nesting on).
-    "subagents",
-)
+# Of those, always denied to sub-agents, whatever the config allows (OpenClaw's deny
+# list; the gateway's tools it denies are marked so in the registry).
+OPENCLAW_SUBAGENT_DENIED = ("gateway", "whatsapp_login", "cron", "memory_search", "memory_get")
+
+
+@dataclass(frozen=True)
+class ToolCatalogue:
+    """The tool names a run can be offered, in the order offered, and which of them a
+    sub-agent never gets (``denied``) but while it may nest (``orchestrator``, decision
+    30: ``sessions_spawn``)."""
+
+    known: tuple[str, ...]
+    denied: tuple[str, ...]
+    orchestrator: tuple[str, ...]
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:
@@ -62,25 +50,25 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
     )
 
 
-# What a sub-agent that may nest (maxSpawnDepth above its depth) gets back (decision 30).
-ORCHESTRATOR_TOOLS = ("sessions_spawn",)
-
-
 def subagent_tools(
-    allow: list[str] | None, deny: list[str], *, orchestrator: bool = False
+    catalogue: ToolCatalogue,
+    allow: list[str] | None,
+    deny: list[str],
+    *,
+    orchestrator: bool = False,
 ) -> tuple[str, ...]:
-    """The tools a sub-agent run may use: the full set minus the session tools (but
-    ``sessions_yield``: a sub-agent may pause for its own children), plus
-    ``sessions_spawn`` for an ``orchestrator``.
+    """The tools a sub-agent run may use: the catalogue minus the tools it denies
+    sub-agents (the session tools but ``sessions_yield``: a sub-agent may pause for its
+    own children), but the orchestrator's tools for an ``orchestrator``.
 
     ``tools.subagents.tools.allow``, when set, makes the policy allow-only;
     ``...deny`` adds to the built-in deny list, which always wins.
     """
     built_in = [
-        name for name in SUBAGENT_DENIED_TOOLS if not (orchestrator and name in ORCHESTRATOR_TOOLS)
+        name for name in catalogue.denied if not (orchestrator and name in catalogue.orchestrator)
     ]
     denied = [*built_in, *deny]
-    candidates = [*KNOWN_TOOLS, *(a for a in (allow or []) if "*" not in a)]
+    candidates = [*catalogue.known, *(a for a in (allow or []) if "*" not in a)]
     tools = []
     for name in dict.fromkeys(candidates):
         if _matches(name, denied):

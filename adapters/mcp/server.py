@@ -54,6 +54,7 @@ from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.tools.registry import REGISTRY
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -61,11 +62,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 log = library_logger("sessionwire.mcp")
 
 REFUSED = frozenset({"error", "forbidden"})
-# Hints for MCP hosts deciding what to confirm with a user: the reading tools change
-# nothing; sending and spawning start agent runs whose announces may reach a chat.
-READ_ONLY = frozenset({"sessions_list", "sessions_history", "agents_list", "session_status"})
-# subagents can cancel runs (and what they caused): a host should confirm it.
-DESTRUCTIVE = frozenset({"subagents"})
 HTTP_PATH = "/mcp"
 RUN_META = "sessionwire/run"
 
@@ -82,20 +78,22 @@ def _version() -> str:
 
 
 def tool_definitions(gateway: GatewayService) -> list[types.Tool]:
-    """The gateway's tools as MCP tools, their input schemas exactly ``tool_schemas()``."""
+    """The registry's MCP tools, their input schemas exactly ``tool_schemas()``'s and their
+    hints the registry's (for hosts deciding what to confirm with a user)."""
+    schemas = {schema["name"]: schema for schema in gateway.tool_schemas()}
     return [
         types.Tool(
-            name=schema["name"],
-            description=schema["description"],
-            input_schema=schema["parameters"],
+            name=spec.name,
+            description=schemas[spec.name]["description"],
+            input_schema=schemas[spec.name]["parameters"],
             annotations=types.ToolAnnotations(
-                read_only_hint=schema["name"] in READ_ONLY,
-                destructive_hint=schema["name"] in DESTRUCTIVE,
-                idempotent_hint=schema["name"] in READ_ONLY,
-                open_world_hint=schema["name"] not in READ_ONLY,
+                read_only_hint=spec.hints.read_only,
+                destructive_hint=spec.hints.destructive,
+                idempotent_hint=spec.hints.idempotent,
+                open_world_hint=spec.hints.open_world,
             ),
         )
-        for schema in gateway.tool_schemas()
+        for spec in REGISTRY.on("mcp")
     ]
 
 

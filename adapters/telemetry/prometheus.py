@@ -26,7 +26,7 @@ from sessionwire.application.ports.telemetry import (
     Telemetry,
     ToolSpan,
 )
-from sessionwire.application.tools.schemas import TOOL_PARAMETERS
+from sessionwire.application.tools.registry import REGISTRY
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Appends take a fraction of a millisecond on memory, milliseconds on a database.
@@ -149,7 +149,7 @@ class PrometheusTelemetry(Telemetry):
             yield outcome
         finally:
             # Only known tools name a series: a client's made-up names would grow it forever.
-            known = call.tool if call.tool in TOOL_PARAMETERS else "other"
+            known = call.tool if call.tool in REGISTRY else "other"
             self.tool_calls.labels(known, outcome.status or "error").inc()
 
     def http_request(self, route: str, status: int) -> None:

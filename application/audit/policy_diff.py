@@ -22,6 +22,7 @@ from typing import Any, Literal
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, access_policy
 from sessionwire.application.ports.store import Store
+from sessionwire.application.tools.registry import REGISTRY
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.domain.causality import hop_limit_reached
 from sessionwire.domain.exchange import Exchange
@@ -162,7 +163,8 @@ def decide(store: Store, config: GatewayConfig, decision: RecordedDecision) -> R
     tool = decision.tool
     if is_subagent_key(requester.key):
         policy_section = config.tools.subagents.tools
-        if tool not in subagent_tools(policy_section.allow, policy_section.deny):
+        allowed = subagent_tools(REGISTRY.catalogue, policy_section.allow, policy_section.deny)
+        if tool not in allowed:
             return subagent_tool_refusal(tool)
     if tool == "sessions_spawn" and is_subagent_key(requester.key):
         return subagent_tool_refusal(tool)

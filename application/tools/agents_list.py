@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.tools.params import AgentsListParams
 from sessionwire.application.tools.results import AgentListEntry, AgentsListResult
 from sessionwire.domain.keys import normalize_agent_id
 
 
-def agents_list(context: ToolContext) -> AgentsListResult:
+def agents_list(context: ToolContext, params: AgentsListParams | None = None) -> AgentsListResult:
+    # ``params``: the tool takes none (its model refuses any), called as every tool is.
     config = context.config
     requester = context.requester.agent_id
     entry = config.agent(requester)

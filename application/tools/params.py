@@ -8,9 +8,16 @@ refused, so a misspelt one never silently does nothing.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import SESSION_KINDS, has_control_characters
 from sessionwire.domain.transcript import MAX_TEXT_BYTES, text_json_bytes
@@ -21,6 +28,14 @@ MAX_STRING_PARAM = 1024
 MAX_ACTIVE_MINUTES = 1_000_000_000
 # How much of an unknown parameter's name an error message quotes.
 MAX_QUOTED_NAME = 64
+
+
+def wire(description: str, **schema: Any) -> Any:
+    """What a parameter's JSON Schema says of it (``schemas.py`` generates the schemas from
+    these models): its description and ``schema``'s keywords (``minimum``, ``maxLength``,
+    ``enum``, ``items``), written to the schema only. The field's validator enforces or
+    clamps them, with OpenClaw's messages, so pydantic is not given them as constraints."""
+    return Field(description=description, json_schema_extra=schema or None)
 
 
 class ToolInputError(SessionwireError, ValueError):
@@ -128,14 +143,34 @@ def friendly(error: ValidationError) -> str:
 class SessionsListParams(ToolParams):
     tool: ClassVar[str] = "sessions_list"
 
-    kinds: frozenset[str] | None = None
-    limit: int = 50
-    activeMinutes: int | None = None
-    messageLimit: int = 0
-    label: str | None = None
-    agentId: str | None = None
-    search: str | None = None
-    archived: bool = False
+    kinds: Annotated[
+        frozenset[str] | None,
+        wire(
+            "Only sessions of these kinds.",
+            items={"type": "string", "enum": list(SESSION_KINDS)},
+        ),
+    ] = None
+    limit: Annotated[int, wire("Max rows (default 50, clamped to 200).", minimum=1)] = 50
+    activeMinutes: Annotated[
+        int | None, wire("Only sessions updated within N minutes.", minimum=1)
+    ] = None
+    messageLimit: Annotated[
+        int, wire("Include the last N messages of each session (0-20, default 0).", minimum=0)
+    ] = 0
+    label: Annotated[str | None, wire("Only sessions with exactly this label.", maxLength=64)] = (
+        None
+    )
+    agentId: Annotated[str | None, wire("Only sessions of this agent.", maxLength=64)] = None
+    search: Annotated[
+        str | None,
+        wire(
+            "Only sessions whose key, sessionId, label or display name contains "
+            "this text (any case)."
+        ),
+    ] = None
+    archived: Annotated[
+        bool, wire("List archived sessions instead of active ones (default false).")
+    ] = False
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -204,10 +239,17 @@ MAX_HISTORY_OFFSET = 2**63 - 1
 class SessionsHistoryParams(ToolParams):
     tool: ClassVar[str] = "sessions_history"
 
-    sessionKey: str
-    limit: int = 200
-    offset: int | None = None
-    includeTools: bool = False
+    sessionKey: Annotated[str, wire("A session key or a sessionId from sessions_list.")]
+    limit: Annotated[int, wire("Max messages (default 200, clamped to 1000).", minimum=1)] = 200
+    offset: Annotated[
+        int | None,
+        wire(
+            "Page back through older messages: skip this many of the newest "
+            "(0 = the newest page); pass the returned nextOffset for the next page.",
+            minimum=0,
+        ),
+    ] = None
+    includeTools: Annotated[bool, wire("Include toolResult messages (default false).")] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -256,11 +298,25 @@ MAX_SEND_TIMEOUT_SECONDS = 86_400
 class SessionsSendParams(ToolParams):
     tool: ClassVar[str] = "sessions_send"
 
-    sessionKey: str | None = None
-    label: str | None = None
-    agentId: str | None = None
-    message: str
-    timeoutSeconds: int = 30
+    sessionKey: Annotated[str | None, wire("Target session key or sessionId (or use label).")] = (
+        None
+    )
+    label: Annotated[
+        str | None, wire("Target session label (instead of sessionKey).", maxLength=64)
+    ] = None
+    agentId: Annotated[
+        str | None,
+        wire(
+            "With label: the agent whose sessions the label is looked up in; "
+            "alone: that agent's main session.",
+            maxLength=64,
+        ),
+    ] = None
+    message: Annotated[str, wire("The message to send.")]
+    timeoutSeconds: Annotated[
+        int,
+        wire("Seconds to wait for the reply (default 30; 0 = do not wait).", minimum=0),
+    ] = 30
 
     @model_validator(mode="before")
     @classmethod
@@ -300,9 +356,18 @@ class SessionsSendParams(ToolParams):
 class SessionsYieldParams(ToolParams):
     tool: ClassVar[str] = "sessions_yield"
 
-    waitFor: str = "all"
-    timeoutSeconds: int | None = None
-    message: str | None = None
+    waitFor: Annotated[
+        str,
+        wire("Wake when all sub-agents have finished (default) or any has.", enum=["all", "any"]),
+    ] = "all"
+    timeoutSeconds: Annotated[
+        int | None,
+        wire(
+            "Wake after N seconds at the latest (default: your run's own deadline).",
+            minimum=1,
+        ),
+    ] = None
+    message: Annotated[str | None, wire("A private note the woken turn receives.")] = None
 
     @field_validator("waitFor", mode="before")
     @classmethod
@@ -355,14 +420,25 @@ THINKING_ALIASES = {
 class SessionsSpawnParams(ToolParams):
     tool: ClassVar[str] = "sessions_spawn"
 
-    task: str
-    label: str | None = None
-    agentId: str | None = None
-    model: str | None = None
-    thinking: str | None = None
-    runTimeoutSeconds: int | None = None
-    timeoutSeconds: int | None = None
-    cleanup: str = "keep"
+    task: Annotated[str, wire("What the sub-agent should do.")]
+    label: Annotated[str | None, wire("For logs and UI.", maxLength=64)] = None
+    agentId: Annotated[str | None, wire("Spawn under another agent id (see agents_list).")] = None
+    model: Annotated[str | None, wire("Model for the sub-agent.")] = None
+    thinking: Annotated[str | None, wire("Thinking level for the sub-agent.")] = None
+    runTimeoutSeconds: Annotated[
+        int | None,
+        wire("Abort the sub-agent run after N seconds (0 = no limit).", minimum=0),
+    ] = None
+    timeoutSeconds: Annotated[int | None, wire("Older name of runTimeoutSeconds.", minimum=0)] = (
+        None
+    )
+    cleanup: Annotated[
+        str,
+        wire(
+            "Delete the child session after it reports (default keep).",
+            enum=["keep", "delete"],
+        ),
+    ] = "keep"
 
     @model_validator(mode="before")
     @classmethod
@@ -435,11 +511,27 @@ class SubagentsParams(ToolParams):
 
     tool: ClassVar[str] = "subagents"
 
-    action: str = "list"
-    target: str | None = None
-    message: str | None = None
-    recentMinutes: int = DEFAULT_RECENT_MINUTES
-    reason: str | None = None
+    action: Annotated[
+        str,
+        wire(
+            "list (default), cancel (with what it caused) or steer.",
+            enum=list(SUBAGENT_ACTIONS),
+        ),
+    ] = "list"
+    target: Annotated[
+        str | None,
+        wire(
+            "For cancel and steer: a runId from list, or a child sessionKey or "
+            'label; "all" cancels every sub-agent run in flight.'
+        ),
+    ] = None
+    message: Annotated[
+        str | None, wire("For steer: what the running sub-agent reads at its next step.")
+    ] = None
+    recentMinutes: Annotated[
+        int, wire("For list: ended runs within N minutes (default 30).", minimum=1)
+    ] = DEFAULT_RECENT_MINUTES
+    reason: Annotated[str | None, wire("For cancel: why (recorded).")] = None
 
     @field_validator("action", mode="before")
     @classmethod
@@ -490,7 +582,9 @@ class SessionStatusParams(ToolParams):
 
     tool: ClassVar[str] = "session_status"
 
-    sessionKey: str | None = None
+    sessionKey: Annotated[
+        str | None, wire('Omit, or "current": this session (the only one it reports).')
+    ] = None
 
     @field_validator("sessionKey", mode="before")
     @classmethod

@@ -1,238 +1,92 @@
-"""JSON Schemas of the tools, for LLM function calling.
+"""JSON Schemas of the tools, for LLM function calling, generated from their parameter
+models (``params.py``) by pydantic, in the dialect OpenClaw's tools are offered in.
 
-Numbers are typed ``number`` (never ``integer``) and no schema has a top-level
-``anyOf``/``oneOf``: some model providers reject either (openclaw-conformance.md §A).
+Numbers are typed ``number`` (never ``integer``) and no schema has an ``anyOf``/``oneOf``
+(an optional parameter is its type; absent means unset): some model providers reject
+either (openclaw-conformance.md §A). No titles and no defaults: a parameter's description
+says its default. Each model's fields are its schema's properties, in order; what a
+schema says beyond a field's type (``minimum``, ``maxLength``, ``enum``) is the field's
+``wire(...)`` annotation. A schema is built on first use, not at import: a process that
+lists no tools (the CLI's reads) never builds one.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-TOOL_DESCRIPTIONS = {
-    "sessions_list": "List sessions with optional filters and last messages.",
-    "sessions_history": "Fetch message history for a session.",
-    "sessions_send": (
-        "Send a message into another session. Use sessionKey or label to identify the target."
-    ),
-    "sessions_spawn": (
-        "Spawn a background sub-agent run in an isolated session and announce the result "
-        "back to the requester chat."
-    ),
-    "sessions_yield": (
-        "End your turn and wait for your sub-agents: you are woken by a new turn with "
-        "their reports when all (or any) have finished, or when the wait times out."
-    ),
-    "agents_list": "List agent ids you can target with sessions_spawn (based on allowlists).",
-    "subagents": (
-        "List, cancel or steer the sub-agent runs this session spawned (its own spawn tree)."
-    ),
-    "session_status": (
-        "Show this session's status: its run in flight, its sub-agents, usage and budget."
-    ),
-}
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+from sessionwire.application.tools.params import ToolParams
+from sessionwire.application.tools.registry import REGISTRY, ToolSpec
+
+# Each schema's keys in the order the hand-written schemas had them (the JSON served by
+# GET /v1/tools and MCP's tools/list reads the same as before they were generated).
+OBJECT_KEYS = ("type", "properties", "additionalProperties", "required")
+PROPERTY_KEYS = ("type", "items", "enum", "minimum", "maxLength", "description")
 
 
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "additionalProperties": False,
+class ToolSchema(GenerateJsonSchema):
+    """pydantic's JSON Schema generator, writing OpenClaw's tool schema dialect."""
+
+    def int_schema(self, schema: core_schema.IntSchema) -> JsonSchemaValue:
+        return {"type": "number"}
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        # ``X | None`` is ``X``: a parameter left out is None, and null is never asked for.
+        return self.generate_inner(schema["schema"])
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def frozenset_schema(self, schema: core_schema.FrozenSetSchema) -> JsonSchemaValue:
+        # A set parameter is read from a JSON array; a repeated item is no error.
+        items = schema.get("items_schema")
+        return {"type": "array", "items": self.generate_inner(items) if items else {}}
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        generated = super().model_schema(schema)
+        # A model's title and docstring are not the tool's: its description is its own.
+        generated.pop("title", None)
+        generated.pop("description", None)
+        return generated
+
+
+def _ordered(schema: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    known = {key: schema[key] for key in keys if key in schema}
+    ordered = known | {key: value for key, value in schema.items() if key not in known}
+    if isinstance(items := ordered.get("items"), dict):  # pydantic sorts an array's items
+        ordered["items"] = _ordered(items, PROPERTY_KEYS)
+    return ordered
+
+
+def parameters_schema(params: type[ToolParams]) -> dict[str, Any]:
+    """The JSON Schema of one tool's parameters."""
+    schema = params.model_json_schema(schema_generator=ToolSchema)
+    properties = schema.get("properties", {})
+    schema["properties"] = {
+        name: _ordered(prop, PROPERTY_KEYS) for name, prop in properties.items()
     }
-    if required:
-        schema["required"] = required
-    return schema
+    return _ordered(schema, OBJECT_KEYS)
 
 
-TOOL_PARAMETERS: dict[str, dict[str, Any]] = {
-    "sessions_list": _object(
-        {
-            "kinds": {
-                "type": "array",
-                "items": {
-                    "type": "string",
-                    "enum": ["main", "group", "cron", "hook", "node", "other"],
-                },
-                "description": "Only sessions of these kinds.",
-            },
-            "limit": {
-                "type": "number",
-                "minimum": 1,
-                "description": "Max rows (default 50, clamped to 200).",
-            },
-            "activeMinutes": {
-                "type": "number",
-                "minimum": 1,
-                "description": "Only sessions updated within N minutes.",
-            },
-            "messageLimit": {
-                "type": "number",
-                "minimum": 0,
-                "description": "Include the last N messages of each session (0-20, default 0).",
-            },
-            "label": {
-                "type": "string",
-                "maxLength": 64,
-                "description": "Only sessions with exactly this label.",
-            },
-            "agentId": {
-                "type": "string",
-                "maxLength": 64,
-                "description": "Only sessions of this agent.",
-            },
-            "search": {
-                "type": "string",
-                "description": (
-                    "Only sessions whose key, sessionId, label or display name contains "
-                    "this text (any case)."
-                ),
-            },
-            "archived": {
-                "type": "boolean",
-                "description": "List archived sessions instead of active ones (default false).",
-            },
-        }
-    ),
-    "sessions_history": _object(
-        {
-            "sessionKey": {
-                "type": "string",
-                "description": "A session key or a sessionId from sessions_list.",
-            },
-            "limit": {
-                "type": "number",
-                "minimum": 1,
-                "description": "Max messages (default 200, clamped to 1000).",
-            },
-            "offset": {
-                "type": "number",
-                "minimum": 0,
-                "description": (
-                    "Page back through older messages: skip this many of the newest "
-                    "(0 = the newest page); pass the returned nextOffset for the next page."
-                ),
-            },
-            "includeTools": {
-                "type": "boolean",
-                "description": "Include toolResult messages (default false).",
-            },
-        },
-        required=["sessionKey"],
-    ),
-    "sessions_send": _object(
-        {
-            "sessionKey": {
-                "type": "string",
-                "description": "Target session key or sessionId (or use label).",
-            },
-            "label": {
-                "type": "string",
-                "maxLength": 64,
-                "description": "Target session label (instead of sessionKey).",
-            },
-            "agentId": {
-                "type": "string",
-                "maxLength": 64,
-                "description": (
-                    "With label: the agent whose sessions the label is looked up in; "
-                    "alone: that agent's main session."
-                ),
-            },
-            "message": {"type": "string", "description": "The message to send."},
-            "timeoutSeconds": {
-                "type": "number",
-                "minimum": 0,
-                "description": "Seconds to wait for the reply (default 30; 0 = do not wait).",
-            },
-        },
-        required=["message"],
-    ),
-    "sessions_spawn": _object(
-        {
-            "task": {"type": "string", "description": "What the sub-agent should do."},
-            "label": {"type": "string", "maxLength": 64, "description": "For logs and UI."},
-            "agentId": {
-                "type": "string",
-                "description": "Spawn under another agent id (see agents_list).",
-            },
-            "model": {"type": "string", "description": "Model for the sub-agent."},
-            "thinking": {"type": "string", "description": "Thinking level for the sub-agent."},
-            "runTimeoutSeconds": {
-                "type": "number",
-                "minimum": 0,
-                "description": "Abort the sub-agent run after N seconds (0 = no limit).",
-            },
-            "timeoutSeconds": {
-                "type": "number",
-                "minimum": 0,
-                "description": "Older name of runTimeoutSeconds.",
-            },
-            "cleanup": {
-                "type": "string",
-                "enum": ["keep", "delete"],
-                "description": "Delete the child session after it reports (default keep).",
-            },
-        },
-        required=["task"],
-    ),
-    "sessions_yield": _object(
-        {
-            "waitFor": {
-                "type": "string",
-                "enum": ["all", "any"],
-                "description": "Wake when all sub-agents have finished (default) or any has.",
-            },
-            "timeoutSeconds": {
-                "type": "number",
-                "minimum": 1,
-                "description": "Wake after N seconds at the latest (default: your run's "
-                "own deadline).",
-            },
-            "message": {
-                "type": "string",
-                "description": "A private note the woken turn receives.",
-            },
-        }
-    ),
-    "agents_list": _object({}),
-    "subagents": _object(
-        {
-            "action": {
-                "type": "string",
-                "enum": ["list", "cancel", "steer"],
-                "description": "list (default), cancel (with what it caused) or steer.",
-            },
-            "target": {
-                "type": "string",
-                "description": (
-                    "For cancel and steer: a runId from list, or a child sessionKey or "
-                    'label; "all" cancels every sub-agent run in flight.'
-                ),
-            },
-            "message": {
-                "type": "string",
-                "description": "For steer: what the running sub-agent reads at its next step.",
-            },
-            "reason": {"type": "string", "description": "For cancel: why (recorded)."},
-            "recentMinutes": {
-                "type": "number",
-                "minimum": 1,
-                "description": "For list: ended runs within N minutes (default 30).",
-            },
-        }
-    ),
-    "session_status": _object(
-        {
-            "sessionKey": {
-                "type": "string",
-                "description": 'Omit, or "current": this session (the only one it reports).',
-            },
-        }
-    ),
-}
+@cache
+def tool_parameters(name: str) -> dict[str, Any]:
+    """The parameters' schema of the registered tool ``name`` (built once)."""
+    return parameters_schema(REGISTRY[name].params)
+
+
+def tool_schema(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": tool_parameters(spec.name),
+    }
 
 
 def tool_schemas() -> list[dict[str, Any]]:
-    return [
-        {"name": name, "description": TOOL_DESCRIPTIONS[name], "parameters": parameters}
-        for name, parameters in TOOL_PARAMETERS.items()
-    ]
+    """Every registered tool's name, description and parameters' schema, in order."""
+    return [tool_schema(spec) for spec in REGISTRY]

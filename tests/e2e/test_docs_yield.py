@@ -15,8 +15,8 @@ def test_the_yield_page_example_prints_what_the_page_shows() -> None:
 
 
 def test_the_yield_page_names_every_parameter_of_the_schema() -> None:
-    from sessionwire.application.tools.schemas import TOOL_PARAMETERS
+    from sessionwire.application.tools.schemas import tool_parameters
 
     text = (DOCS / "yield.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE))
-    assert set(TOOL_PARAMETERS["sessions_yield"]["properties"]) <= documented
+    assert set(tool_parameters("sessions_yield")["properties"]) <= documented

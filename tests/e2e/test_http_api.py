@@ -15,7 +15,8 @@ from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.gateway import GatewayService
-from sessionwire.application.tools.schemas import TOOL_PARAMETERS
+from sessionwire.application.tools.registry import REGISTRY
+from sessionwire.application.tools.schemas import tool_parameters
 from sessionwire.testing import ScriptedRuntime
 
 METHODS = ["sessions.list", "sessions.resolve", "sessions.patch", "chat.history", "agent.wait"]
@@ -69,7 +70,7 @@ async def test_readiness_is_503_when_the_store_does_not_answer(tmp_path: Path) -
 
 PROTECTED = [
     ("GET", "/v1/tools"),
-    *[("POST", f"/v1/tools/{name}") for name in TOOL_PARAMETERS],
+    *[("POST", f"/v1/tools/{name}") for name in REGISTRY.names],
     ("POST", "/v1/tools/no_such_tool"),
     *[("POST", f"/v1/methods/{name}") for name in METHODS],
 ]
@@ -106,7 +107,7 @@ def test_an_empty_token_is_refused() -> None:
 
 def test_tool_schemas_are_listed(client: httpx.Client) -> None:
     tools = client.get("/v1/tools").json()["tools"]
-    assert [tool["name"] for tool in tools] == list(TOOL_PARAMETERS)
+    assert [tool["name"] for tool in tools] == list(REGISTRY.names)
 
 
 def test_sessions_list_answers_as_the_named_session(client: httpx.Client) -> None:
@@ -453,9 +454,10 @@ def test_docs_is_the_api_reference_page_without_a_token_or_a_script(server: Live
 def test_the_openapi_document_carries_each_tools_json_schema(server: LiveServer) -> None:
     with httpx.Client(base_url=server.url, timeout=HANG_SECONDS) as anonymous:
         document = anonymous.get("/openapi.json").json()
-    for name, parameters in TOOL_PARAMETERS.items():
+    for name in REGISTRY.names:
         operation = document["paths"][f"/v1/tools/{name}"]["post"]
-        assert operation["requestBody"]["content"]["application/json"]["schema"] == parameters
+        schema = operation["requestBody"]["content"]["application/json"]["schema"]
+        assert schema == tool_parameters(name)
         assert operation["security"] == [{"HTTPBearer": []}]
     for name in METHODS:
         assert "post" in document["paths"][f"/v1/methods/{name}"]

@@ -44,7 +44,7 @@ async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> 
 
 
 def test_schema_properties_match_the_parameter_models() -> None:
-    from sessionwire.application.tools.schemas import TOOL_PARAMETERS
+    from sessionwire.application.tools.schemas import tool_parameters
 
     for name, (params_class, _) in TOOLS.items():
-        assert set(TOOL_PARAMETERS[name]["properties"]) == set(params_class.model_fields)
+        assert set(tool_parameters(name)["properties"]) == set(params_class.model_fields)

@@ -18,36 +18,12 @@ from sessionwire.adapters.http.json_body import OrjsonResponse
 from sessionwire.adapters.http.request_rules import AUTH, POSTED
 from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
-from sessionwire.application.tools.read_result_models import (
-    SessionsHistoryResult,
-    SessionsListResult,
-)
-from sessionwire.application.tools.results import AgentsListResult, ToolError
-from sessionwire.application.tools.run_results import (
-    SendResult,
-    SessionStatusResult,
-    SpawnResult,
-    SubagentsResult,
-    TraceBudgetRefused,
-    YieldResult,
-)
-from sessionwire.application.tools.schemas import TOOL_DESCRIPTIONS, TOOL_PARAMETERS
+from sessionwire.application.tools.registry import REGISTRY
+from sessionwire.application.tools.schemas import tool_parameters
 from sessionwire.domain.keys import InvalidSessionKey
 
 # A call an agent makes during its turn names its run by the token the runtime was given.
 RUN_HEADER = "X-Sessionwire-Run"
-
-TOOL_RESULTS: dict[str, Any] = {
-    "sessions_list": SessionsListResult | ToolError,
-    "sessions_history": SessionsHistoryResult | ToolError,
-    "sessions_send": SendResult | TraceBudgetRefused | ToolError,
-    "sessions_spawn": SpawnResult | TraceBudgetRefused | ToolError,
-    "sessions_yield": YieldResult | ToolError,
-    "agents_list": AgentsListResult | ToolError,
-    "subagents": SubagentsResult | ToolError,
-    "session_status": SessionStatusResult | ToolError,
-}
-assert set(TOOL_RESULTS) == set(TOOL_PARAMETERS)
 
 
 class ToolList(BaseModel):
@@ -103,15 +79,19 @@ def tool_route(gateway: GatewayService, name: str) -> Callable[..., Awaitable[JS
 
 def tools_router(gateway: GatewayService) -> APIRouter:
     router = APIRouter()
+    # The registry's HTTP tools (tools/registry.py): each its route and its listing.
+    served = REGISTRY.on("http")
+    names = {spec.name for spec in served}
 
     @router.get(
         "/v1/tools", response_model=ToolList, dependencies=AUTH, responses=error_responses(401)
     )
     async def list_tools() -> ToolList:
         """The tools' JSON Schemas, ready for LLM function calling."""
-        return ToolList(tools=gateway.tool_schemas())
+        return ToolList(tools=[s for s in gateway.tool_schemas() if s["name"] in names])
 
-    for name, parameters in TOOL_PARAMETERS.items():
+    for spec in served:
+        name = spec.name
         router.add_api_route(
             f"/v1/tools/{name}",
             tool_route(gateway, name),
@@ -119,17 +99,17 @@ def tools_router(gateway: GatewayService) -> APIRouter:
             name=name,
             summary=name,
             description=(
-                f"{TOOL_DESCRIPTIONS[name]}\n\nThe body is the tool's parameters; the answer "
+                f"{spec.description}\n\nThe body is the tool's parameters; the answer "
                 "is its JSON result, 200 also when the tool refuses (status error/forbidden)."
             ),
             tags=["tools"],
             dependencies=POSTED,
-            response_model=TOOL_RESULTS[name],
+            response_model=spec.result_model(),
             responses=error_responses(400, 401, 403, 413, 415, 422),
             openapi_extra={
                 "requestBody": {
                     "required": False,
-                    "content": {"application/json": {"schema": parameters}},
+                    "content": {"application/json": {"schema": tool_parameters(name)}},
                 }
             },
         )
@@ -137,7 +117,7 @@ def tools_router(gateway: GatewayService) -> APIRouter:
     # After the tools' own routes: the path parameter would match them too.
     @router.post("/v1/tools/{name}", include_in_schema=False, dependencies=AUTH)
     async def unknown_tool(name: str) -> JSONResponse:
-        known = ", ".join(TOOL_PARAMETERS)
+        known = ", ".join(spec.name for spec in served)
         raise ApiError(404, "unknown_tool", f"unknown tool {name!r} (tools: {known})")
 
     return router
