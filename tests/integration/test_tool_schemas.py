@@ -7,17 +7,8 @@ from sessionwire.application.gateway import TOOLS
 
 
 async def test_schemas_are_plain_objects_with_number_types(gateway: Gateway) -> None:
+    # Which tools, in which order: test_tool_registry.py.
     schemas = {s["name"]: s for s in gateway.tool_schemas()}
-    assert set(schemas) == {
-        "sessions_list",
-        "sessions_history",
-        "sessions_send",
-        "sessions_spawn",
-        "sessions_yield",
-        "agents_list",
-        "subagents",
-        "session_status",
-    }
     for schema in schemas.values():
         parameters = schema["parameters"]
         assert parameters["type"] == "object"
