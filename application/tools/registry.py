@@ -128,7 +128,8 @@ class ToolRegistry:
         return self.by_name[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self.by_name
+        # Any value: a caller's made-up tool name may be a list or a dict.
+        return isinstance(name, str) and name in self.by_name
 
     @property
     def names(self) -> tuple[str, ...]:

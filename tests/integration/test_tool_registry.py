@@ -12,7 +12,7 @@ import inspect
 import json
 import re
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any, ClassVar, get_args
 
 import httpx
 import pytest
@@ -24,6 +24,7 @@ from sessionwire.adapters.mcp.server import tool_definitions
 from sessionwire.adapters.read_composition import open_read_tools
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.ports.telemetry import ToolSpan
+from sessionwire.application.tools.params import ToolParams, wire
 from sessionwire.application.tools.registry import REGISTRY, ToolRegistry, ToolSpec
 from sessionwire.application.tools.results import ToolResult
 from sessionwire.application.tools.schemas import parameters_schema
@@ -81,6 +82,8 @@ async def memory_gateway() -> Any:
 def test_the_registry_holds_the_tools_in_their_wire_order() -> None:
     assert list(REGISTRY.names) == TOOLS
     assert [tool["name"] for tool in HAND_WRITTEN] == TOOLS
+    assert all(name in REGISTRY for name in TOOLS)
+    assert ["sessions_list"] not in REGISTRY  # a made-up name may be any JSON value
 
 
 # The schemas ------------------------------------------------------------------------------
@@ -104,10 +107,6 @@ async def test_the_generated_schemas_are_the_hand_written_ones(memory_gateway: G
 
 def test_a_schema_keeps_openclaws_dialect_for_any_field_type() -> None:
     # What a new tool's model would get, beyond the types today's tools use.
-    from typing import Annotated, ClassVar
-
-    from sessionwire.application.tools.params import ToolParams, wire
-
     class ProbeParams(ToolParams):
         tool: ClassVar[str] = "probe"
         """Not part of the schema."""
@@ -159,6 +158,39 @@ def test_a_tool_is_registered_once_with_its_own_parameters() -> None:
             hints=spec.hints,
             subagents="denied",
         )
+
+
+class ProbeToolParams(ToolParams):
+    tool: ClassVar[str] = "sessions_probe"
+
+    query: Annotated[str, wire("What to look for.", maxLength=64)]
+
+
+def sessions_probe(context: Any, params: ProbeToolParams) -> ToolResult:
+    return ToolResult(tool="sessions_probe")
+
+
+def test_a_new_tool_is_one_entry_the_derived_tables_take_up() -> None:
+    # ADR 0037 amended, "Adding a tool": its entry alone puts it in the tables.
+    spec = ToolSpec(
+        name="sessions_probe",
+        description="Look for something.",
+        params=ProbeToolParams,
+        results=("sessionwire.application.tools.results:ToolResult",),
+        hints=REGISTRY["sessions_list"].hints,
+        subagents="denied",
+        handler=f"{__name__}:sessions_probe",
+    )
+    grown = ToolRegistry((*REGISTRY, spec))
+    assert grown.names == (*TOOLS, "sessions_probe")
+    assert grown.entries()["sessions_probe"] == (ProbeToolParams, sessions_probe)
+    assert [s.name for s in grown.on("http")] == [*TOOLS, "sessions_probe"]
+    assert [s.name for s in grown.on("reader")] == READERS
+    assert grown.catalogue.known == (*OPENCLAW, *TOOLS, "sessions_probe")
+    assert "sessions_probe" in grown.catalogue.denied
+    assert parameters_schema(spec.params)["properties"] == {
+        "query": {"type": "string", "maxLength": 64, "description": "What to look for."}
+    }
 
 
 # Every surface -----------------------------------------------------------------------------
