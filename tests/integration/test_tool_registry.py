@@ -29,6 +29,7 @@ from sessionwire.application.tools.registry import REGISTRY, ToolRegistry, ToolS
 from sessionwire.application.tools.results import ToolResult
 from sessionwire.application.tools.schemas import parameters_schema
 from sessionwire.testing import VirtualClock
+from test_sessions_spawn import SUBAGENT_TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
 HAND_WRITTEN: list[dict[str, Any]] = json.loads(
@@ -45,29 +46,13 @@ TOOLS = [
     "subagents",
     "session_status",
 ]
-# OpenClaw's tools that are not the gateway's, offered to a run before the gateway's own.
-OPENCLAW = [
-    "exec",
-    "process",
-    "read",
-    "write",
-    "edit",
-    "apply_patch",
-    "image",
-    "browser",
-    "web_search",
-    "web_fetch",
-    "message",
-    "gateway",
-    "cron",
-    "memory_search",
-    "memory_get",
-    "whatsapp_login",
-]
+# OpenClaw's tools that are not the gateway's, offered to a run before the gateway's own:
+# those a sub-agent keeps, then those it is denied.
+OPENCLAW = [*SUBAGENT_TOOLS, "gateway", "cron", "memory_search", "memory_get", "whatsapp_login"]
 # What a sub-agent gets by default: OpenClaw's tools but its deny list, and of the
 # gateway's sessions_yield only; one that may nest sessions_spawn too (decision 30).
-SUBAGENT_DEFAULT = [*OPENCLAW[:11], "sessions_yield"]
-ORCHESTRATOR_DEFAULT = [*OPENCLAW[:11], "sessions_spawn", "sessions_yield"]
+SUBAGENT_DEFAULT = [*SUBAGENT_TOOLS, "sessions_yield"]
+ORCHESTRATOR_DEFAULT = [*SUBAGENT_TOOLS, "sessions_spawn", "sessions_yield"]
 READERS = ["sessions_list", "sessions_history", "agents_list"]
 SUBAGENT_KEY = "agent:main:subagent:0f0e3c52-7c0e-4a4e-9d55-0c8a2e7d3b10"
 
