@@ -32,6 +32,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from command_line import run_in_process
+from egress_rig import public_resolver
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
@@ -286,13 +287,13 @@ async def test_push_configs_are_kept_listed_withdrawn_and_sent_once_when_the_tas
     received: list[tuple[str, dict[str, Any], str | None]] = []
 
     def receive(request: httpx.Request) -> httpx.Response:
-        received.append(
-            (str(request.url), json.loads(request.content), request.headers.get(TOKEN_HEADER))
-        )
+        # The fence connects to the address it checked: the name is in Host.
+        where = f"{request.url.scheme}://{request.headers['host']}{request.url.path}"
+        received.append((where, json.loads(request.content), request.headers.get(TOKEN_HEADER)))
         return httpx.Response(200)
 
     delivery = A2APushDelivery(
-        RecordedDelivery(), client=httpx.AsyncClient(transport=httpx.MockTransport(receive))
+        RecordedDelivery(), transport=httpx.MockTransport(receive), resolver=public_resolver
     )
     gateway, handler = await opened(store_url, clock, delivery=delivery)
     try:
@@ -327,7 +328,6 @@ async def test_push_configs_are_kept_listed_withdrawn_and_sent_once_when_the_tas
         await gateway.wait_idle()
     finally:
         await gateway.close()
-        await delivery.close()
     assert [c.id for c in both.configs] == ["p-1", "p-2"]
     assert one.url == "https://hooks.test/p-1"
     assert [c.id for c in left.configs] == ["p-1"]
@@ -343,7 +343,8 @@ def test_the_command_line_shows_a2a_calls_and_pushes_in_timelines_and_events(
     async def record() -> None:
         delivery = A2APushDelivery(
             RecordedDelivery(),
-            client=httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200))),
+            transport=httpx.MockTransport(lambda _: httpx.Response(200)),
+            resolver=public_resolver,
         )
         gateway, handler = await opened(store, VirtualClock(), delivery=delivery)
         try:
@@ -354,7 +355,6 @@ def test_the_command_line_shows_a2a_calls_and_pushes_in_timelines_and_events(
             await gateway.wait_idle()
         finally:
             await gateway.close()
-            await delivery.close()
 
     asyncio.run(record())
     timeline = run_in_process("--store", store, "audit", "timeline", "agent:main:a2a:cli")

@@ -1,0 +1,123 @@
+"""Peers for the outbound-call tests (ADR 0040): resolvers that answer what a test says,
+and a raw loopback HTTP server that counts what it managed to send.
+
+``FloodServer`` answers every request with a status and a body it writes lazily, chunk
+by chunk, until the body is done or the client hangs up: ``sent`` is what the kernel took
+from it per connection, so it bounds what the client could have read, measured on the
+server's side (not from the client's memory).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from sessionwire.domain.egress import IPAddress
+
+# Loopback peers are refused unless named (decision 40): every test that calls one says so.
+LOOPBACK_EGRESS = {"http": {"egress": {"allow": ["127.0.0.1"]}}}
+# A public address (example.com's) for names a test resolves itself: never connected to
+# by these tests, whose transports are in-process.
+PUBLIC = ipaddress.ip_address("93.184.215.14")
+
+
+def resolving(table: dict[str, str]) -> tuple[list[str], object]:
+    """A resolver answering from ``table`` (host -> address), and the hosts it was asked."""
+    asked: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[IPAddress]:
+        asked.append(host)
+        return [ipaddress.ip_address(table[host])]
+
+    return asked, resolve
+
+
+async def public_resolver(host: str, port: int) -> list[IPAddress]:
+    return [PUBLIC]
+
+
+@dataclass
+class Connection:
+    head: bytes = b""
+    sent: int = 0
+
+
+@dataclass
+class FloodServer:
+    status: int = 500
+    body_bytes: int = 400 * 1024 * 1024
+    chunk: int = 64 * 1024
+    headers: dict[str, str] = field(default_factory=dict)
+    connections: list[Connection] = field(default_factory=list)
+    arrived: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _answer(self, sock: socket.socket) -> None:
+        connection = Connection()
+        self.connections.append(connection)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            got = sock.recv(65536)
+            if not got:
+                return
+            data += got
+        head, _, rest = data.partition(b"\r\n\r\n")
+        connection.head = head
+        length = next(
+            (
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
+        while len(rest) < length:
+            got = sock.recv(65536)
+            if not got:
+                break
+            rest += got
+        self.arrived.release()
+        extra = "".join(f"{name}: {value}\r\n" for name, value in self.headers.items())
+        sock.sendall(
+            f"HTTP/1.1 {self.status} Whatever\r\nContent-Length: {self.body_bytes}\r\n"
+            f"Content-Type: application/json\r\n{extra}\r\n".encode()
+        )
+        block = b"x" * self.chunk
+        left = self.body_bytes
+        try:
+            while left > 0:
+                piece = block[: min(left, self.chunk)]
+                sock.sendall(piece)
+                connection.sent += len(piece)
+                left -= len(piece)
+        except OSError:
+            return  # the client hung up: what it had is connection.sent at most
+
+    @contextmanager
+    def running(self) -> Iterator[FloodServer]:
+        flood = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                flood._answer(self.request)
+
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(30)
