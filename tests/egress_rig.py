@@ -52,6 +52,8 @@ class FloodServer:
     status: int = 500
     body_bytes: int = 400 * 1024 * 1024
     chunk: int = 64 * 1024
+    body: bytes | None = None
+    """A fixed body instead of the flood."""
     headers: dict[str, str] = field(default_factory=dict)
     connections: list[Connection] = field(default_factory=list)
     arrived: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
@@ -62,6 +64,9 @@ class FloodServer:
         return f"http://127.0.0.1:{self.port}"
 
     def _answer(self, sock: socket.socket) -> None:
+        # A small send buffer: what the kernel holds for a client that reads nothing is
+        # then small too, so ``sent`` is close to what the client could have read.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024)
         connection = Connection()
         self.connections.append(connection)
         data = b""
@@ -87,10 +92,15 @@ class FloodServer:
             rest += got
         self.arrived.release()
         extra = "".join(f"{name}: {value}\r\n" for name, value in self.headers.items())
+        size = self.body_bytes if self.body is None else len(self.body)
         sock.sendall(
-            f"HTTP/1.1 {self.status} Whatever\r\nContent-Length: {self.body_bytes}\r\n"
-            f"Content-Type: application/json\r\n{extra}\r\n".encode()
+            f"HTTP/1.1 {self.status} Whatever\r\nContent-Length: {size}\r\n"
+            f"Content-Type: application/json\r\nConnection: close\r\n{extra}\r\n".encode()
         )
+        if self.body is not None:
+            sock.sendall(self.body)
+            connection.sent = len(self.body)
+            return
         block = b"x" * self.chunk
         left = self.body_bytes
         try:
