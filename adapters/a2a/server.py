@@ -441,7 +441,7 @@ class GatewayRequestHandler(RequestHandler):
             return False
 
     async def _check_push(
-        self, caller: RemoteCaller, config: TaskPushNotificationConfig, task_id: str | None
+        self, caller: RemoteCaller, config: TaskPushNotificationConfig, state: RunState | None
     ) -> None:
         """Refuse a push config before anything is kept or started: no pushes here, a
         caller that may not set one, or a URL the send would refuse (it is checked again
@@ -469,7 +469,8 @@ class GatewayRequestHandler(RequestHandler):
                 self.agent_id,
                 "CreateTaskPushNotificationConfig",
                 "refused",
-                task_id=task_id,
+                task_id=state.run_id if state else None,
+                session_key=state.session_key if state else None,
                 detail=refusal[:500],
             )
             raise InvalidParamsError(refusal)
@@ -477,7 +478,7 @@ class GatewayRequestHandler(RequestHandler):
     async def _add_push(
         self, caller: RemoteCaller, state: RunState, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
-        await self._check_push(caller, config, state.run_id)
+        await self._check_push(caller, config, state)
         push = await self.tasks.request_push(
             state,
             config_id=config.id or str(uuid.uuid4()),

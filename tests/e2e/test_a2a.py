@@ -159,9 +159,7 @@ def a2a_server(
             config=config,
             store=store,
             runtime=runtime,
-            delivery=A2APushDelivery(
-                RecordedDelivery(), GatewayConfig.load(config).http.egress
-            ),
+            delivery=A2APushDelivery(RecordedDelivery(), GatewayConfig.load(config).http.egress),
         )
         try:
             app = create_app(gateway, tokens, a2a=True, attempts=FailedAttempts(limit=1_000_000))
