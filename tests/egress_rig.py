@@ -12,10 +12,12 @@ from __future__ import annotations
 import ipaddress
 import socket
 import socketserver
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sessionwire.domain.egress import IPAddress
 
@@ -55,18 +57,25 @@ class FloodServer:
     body: bytes | None = None
     """A fixed body instead of the flood."""
     headers: dict[str, str] = field(default_factory=dict)
+    tls: ssl.SSLContext | None = None
+    """Serve https with this context (the server's certificate in it)."""
     connections: list[Connection] = field(default_factory=list)
     arrived: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
     port: int = 0
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def _answer(self, sock: socket.socket) -> None:
         # A small send buffer: what the kernel holds for a client that reads nothing is
         # then small too, so ``sent`` is close to what the client could have read.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 * 1024)
+        if self.tls is not None:
+            try:
+                sock = self.tls.wrap_socket(sock, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # the client refused the certificate
         connection = Connection()
         self.connections.append(connection)
         data = b""
@@ -131,3 +140,40 @@ class FloodServer:
             server.shutdown()
             server.server_close()
             thread.join(30)
+
+
+def certificate_for(name: str, folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for the DNS name ``name`` only (no IP address in it), and
+    its key: a client that checks it against an address instead of the name fails."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / f"{name}.crt", folder / f"{name}.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path

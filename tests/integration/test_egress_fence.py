@@ -7,12 +7,14 @@ signs a card only for its configured public URL, whatever Host the request names
 from __future__ import annotations
 
 import json
+import ssl
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from chat_server import ChatServer, completion
-from egress_rig import LOOPBACK_EGRESS, FloodServer, resolving
+from egress_rig import LOOPBACK_EGRESS, FloodServer, certificate_for, resolving
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.egress.client import egress_client
 from sessionwire.adapters.egress.fence import ResponseTooLarge
@@ -40,6 +42,29 @@ async def test_a_name_is_connected_to_at_the_address_checked_and_kept_in_host() 
     assert answer.status_code == 200
     assert asked == ["peer.test"]
     assert f"host: peer.test:{peer.port}".encode() in peer.connections[0].head.lower()
+
+
+async def test_over_tls_the_name_goes_as_sni_and_the_certificate_is_checked_against_it(
+    tmp_path: Path,
+) -> None:
+    # The certificate names peer.test only: had the client checked it against the
+    # address it connected to, the handshake would fail.
+    cert, key = certificate_for("peer.test", tmp_path)
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    server_side.sni_callback = lambda _socket, name, _context: names.append(name)  # type: ignore[assignment,func-returns-value]
+    _, resolver = resolving({"peer.test": "127.0.0.1", "other.test": "127.0.0.1"})
+    trusting = httpx.AsyncHTTPTransport(verify=ssl.create_default_context(cafile=str(cert)))
+    with FloodServer(status=200, body=b"{}", tls=server_side).running() as peer:
+        async with egress_client(
+            egress(allow=["127.0.0.1"]), transport=trusting, resolver=resolver
+        ) as client:
+            answer = await client.get(f"https://peer.test:{peer.port}/tls")
+            with pytest.raises(httpx.ConnectError, match="certificate"):
+                await client.get(f"https://other.test:{peer.port}/tls")
+    assert answer.status_code == 200
+    assert names == ["peer.test", "other.test"]
 
 
 @pytest.mark.parametrize(
