@@ -24,6 +24,7 @@ from sessionwire.adapters.a2a.task_view import task_of
 from sessionwire.adapters.egress.client import egress_client
 from sessionwire.adapters.egress.fence import (
     EgressFailed,
+    NameNotResolved,
     Resolver,
     checked_address,
     system_resolver,
@@ -69,7 +70,7 @@ class A2APushDelivery(ChannelDelivery):
             raise EgressRefused(f"the push URL must be http(s) with a host: {error}") from None
         try:
             await checked_address(self.egress.policy, origin, self._resolver)
-        except EgressFailed as failed:
+        except (EgressFailed, NameNotResolved) as failed:
             raise EgressRefused(f"the push URL cannot be used: {failed}") from None
 
     async def deliver(self, delivery: Delivery) -> None:

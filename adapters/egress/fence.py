@@ -38,12 +38,17 @@ class ResponseTooLarge(EgressFailed):
     """The answer went past ``http.egress.maxResponseBytes``; it was not read further."""
 
 
+class NameNotResolved(httpx.ConnectError):
+    """A host that resolves to no address now: a network error like a refused connection
+    (retried where those are), not a refusal by the policy."""
+
+
 async def system_resolver(host: str, port: int) -> list[IPAddress]:
     """The system's resolver, off the event loop (asyncio runs getaddrinfo in a thread)."""
     try:
         found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
-        raise EgressFailed(f"cannot resolve {host}: {error.strerror}") from None
+        raise NameNotResolved(f"cannot resolve {host}: {error.strerror}") from None
     addresses: list[IPAddress] = []
     for *_, sockaddr in found:
         address = address_of(str(sockaddr[0]).split("%", 1)[0])
@@ -60,7 +65,7 @@ async def checked_address(
     literal = address_of(origin.host)
     addresses = [literal] if literal is not None else await resolver(origin.host, origin.port)
     if not addresses:
-        raise EgressFailed(f"{origin.host} resolves to no address")
+        raise NameNotResolved(f"{origin.host} resolves to no address")
     refusal: EgressRefused | None = None
     for address in addresses:
         try:

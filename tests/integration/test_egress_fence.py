@@ -17,7 +17,7 @@ from chat_server import ChatServer, completion
 from egress_rig import LOOPBACK_EGRESS, FloodServer, certificate_for, resolving
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.egress.client import egress_client
-from sessionwire.adapters.egress.fence import ResponseTooLarge
+from sessionwire.adapters.egress.fence import NameNotResolved, ResponseTooLarge
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
 from sessionwire.application.config.gateway_config import ConfigError, EgressConfig
@@ -160,6 +160,27 @@ async def test_the_openai_runtime_reaches_a_loopback_server_only_when_it_is_name
         )
         reply = await named.run(run_request(VirtualClock()))
     assert reply.text == "pong"
+
+
+async def test_a_name_that_does_not_resolve_is_a_network_error_retried_as_one() -> None:
+    asked: list[str] = []
+
+    async def nowhere(host: str, port: int) -> list[Any]:
+        asked.append(host)
+        raise NameNotResolved(f"cannot resolve {host}: Name or service not known")
+
+    runtime = OpenAIRuntime(
+        {
+            "baseUrl": "https://llm.nowhere.test/v1",
+            "model": "m",
+            "maxRetries": 2,
+            "backoffSeconds": 0,
+        },
+        resolver=nowhere,
+    )
+    with pytest.raises(RuntimeError, match=r"after 3 attempt\(s\): cannot reach .*cannot resolve"):
+        await runtime.run(run_request(VirtualClock()))
+    assert asked == ["llm.nowhere.test"] * 3
 
 
 async def test_an_openai_answer_past_the_cap_fails_the_run_and_is_not_retried() -> None:
