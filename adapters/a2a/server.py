@@ -8,7 +8,8 @@ The official SDK (``a2a-sdk``) speaks the protocol (JSON-RPC over HTTP, SSE stre
 - GetTask / ListTasks / CancelTask: the run, the runs read model, ``cancel_run``;
 - SendStreamingMessage / SubscribeToTask: the task now, then each change of its state,
   read from the gateway's event stream (a reconnect starts from the task as it is);
-- push-notification configs: a delivery through the outbox when the task ends.
+- push-notification configs: a delivery through the outbox when the task ends; set only
+  by operator tokens or ``http.egress.pushSessions``, the URL checked when set (ADR 0040).
 
 The caller is the token's scope (decision 22): an operator token any agent's caller and
 sees every task of it; a session-bound token only its session's agent, and only the tasks
