@@ -147,9 +147,11 @@ async def test_a_push_receiver_answering_500_with_400_mb_is_not_read_and_retried
     # stop interrupted may not be recorded.
     assert failed <= len(sent) <= failed + 1, (events, sent)
     assert max(sent) <= UNREAD_BOUND, sent  # a gateway reading the body lets all 400 MB go
-    assert all(
-        f"{TOKEN_HEADER}: push-secret".lower().encode() in c.head.lower() for c in flood.connections
-    )
+    # Every request that arrived carried the token (one cut short by the server's stop
+    # may have arrived without its headers).
+    asked = [c.head.lower() for c in flood.connections if c.head]
+    assert len(asked) >= 3
+    assert all(f"{TOKEN_HEADER}: push-secret".lower().encode() in head for head in asked)
 
 
 # Push URLs are fenced when set ----------------------------------------------------------
