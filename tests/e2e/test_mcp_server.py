@@ -225,6 +225,24 @@ async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_
     assert offered == {t["name"] for t in tool_schemas()}
 
 
+async def test_an_openai_server_on_loopback_not_named_in_the_config_gets_nothing(
+    store: str, tmp_path: Path
+) -> None:
+    runtime = tmp_path / "openai.yaml"
+    with ChatServer().running() as chat:
+        runtime.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        async with stdio_session(store, "--session", "main", "--runtime", str(runtime)) as session:
+            sent = payload(
+                await session.call_tool(
+                    "sessions_send",
+                    {"sessionKey": "discord:group:ops", "message": "status?", "timeoutSeconds": 60},
+                )
+            )
+    assert sent["status"] == "error", sent
+    assert "refused to send to 127.0.0.1: a loopback address" in sent["error"]
+    assert chat.received == []
+
+
 def test_an_invalid_session_is_a_usage_error(store: str) -> None:
     result = subprocess.run(
         [sys.executable, *server_command(store, "--session", "agent::x")],
