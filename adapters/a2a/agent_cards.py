@@ -60,12 +60,16 @@ def key_id(key: Ed25519PrivateKey) -> str:
 
 def public_jwk(key: Ed25519PrivateKey) -> dict[str, str]:
     """The verification key as a JWK (OKP, Ed25519), for a client that checks the card."""
-    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return jwk_of(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def jwk_of(raw_public_key: bytes) -> dict[str, str]:
+    """A raw Ed25519 public key (what ``ed25519:BASE64`` holds) as a JWK."""
     return {
         "kty": "OKP",
         "crv": "Ed25519",
-        "x": base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii"),
-        "kid": key_id(key),
+        "x": base64.urlsafe_b64encode(raw_public_key).rstrip(b"=").decode("ascii"),
+        "kid": hashlib.sha256(raw_public_key).hexdigest()[:16],
     }
 
 

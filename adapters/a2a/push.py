@@ -1,4 +1,4 @@
-"""A2A push notifications through the delivery outbox (ADR 0035).
+"""A2A push notifications through the delivery outbox (ADR 0035), fenced (ADR 0040).
 
 A push is an outbox delivery on the ``a2a-push`` channel, queued by the push requests'
 process manager (application/orchestration/pushes.py) when the task's run ends: ``to`` is
@@ -6,6 +6,11 @@ the client's URL, the message the run's final state and the client's token, rend
 as the task (a ``StreamResponse``). The outbox attempts it, records each attempt, and
 retries a failure with back-off on the gateway clock (decision 13). ``A2APushDelivery``
 wraps the gateway's own channel delivery: other channels go to it unchanged.
+
+Every push goes through the egress client (``http.egress``): the URL's address is checked
+after resolution, and connected to as checked, so the notification token goes only to an
+allowed address; no redirect is followed (the token would go along); the answer's status
+is all that is read, its body discarded unread.
 """
 
 from __future__ import annotations
@@ -16,8 +21,18 @@ import httpx
 from a2a.types import StreamResponse
 from google.protobuf.json_format import MessageToDict
 from sessionwire.adapters.a2a.task_view import task_of
+from sessionwire.adapters.egress.client import egress_client
+from sessionwire.adapters.egress.fence import (
+    EgressFailed,
+    NameNotResolved,
+    Resolver,
+    checked_address,
+    system_resolver,
+)
+from sessionwire.application.config.gateway_config import EgressConfig
 from sessionwire.application.orchestration.pushes import run_of_push
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, DeliveryRejected
+from sessionwire.domain.egress import EgressRefused, Origin
 
 PUSH_CHANNEL = "a2a-push"
 TOKEN_HEADER = "X-A2A-Notification-Token"
@@ -28,17 +43,35 @@ class A2APushDelivery(ChannelDelivery):
     """POSTs ``a2a-push`` deliveries to the client's URL; hands any other to ``inner``.
 
     A 2xx answer is delivered; a 4xx but 408 and 429 is permanent (the receiver will
-    never take it: abandoned at once); anything else, or no answer, is retried.
-    """
+    never take it: abandoned at once), and so is an address the policy refuses; anything
+    else, or no answer, is retried. ``egress`` is the config's ``http.egress`` (None: its
+    defaults, public addresses only); ``transport`` is for tests (an in-process receiver,
+    fenced all the same)."""
 
-    def __init__(self, inner: ChannelDelivery, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        inner: ChannelDelivery,
+        egress: EgressConfig | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        resolver: Resolver = system_resolver,
+    ) -> None:
         self.inner = inner
-        self._client = client
+        self.egress = egress or EgressConfig()
+        self._resolver = resolver
+        self._transport = transport
 
-    async def close(self) -> None:
-        """Close the HTTP client it was given (one it makes per push closes itself)."""
-        if self._client is not None:
-            await self._client.aclose()
+    async def check_url(self, url: str) -> None:
+        """Refuse a push URL now (set time) that the send would refuse: not http(s), or
+        on an address the policy refuses once resolved. EgressRefused says why."""
+        try:
+            origin = Origin.of(url)
+        except ValueError as error:
+            raise EgressRefused(f"the push URL must be http(s) with a host: {error}") from None
+        try:
+            await checked_address(self.egress.policy, origin, self._resolver)
+        except (EgressFailed, NameNotResolved) as failed:
+            raise EgressRefused(f"the push URL cannot be used: {failed}") from None
 
     async def deliver(self, delivery: Delivery) -> None:
         if delivery.channel != PUSH_CHANNEL:
@@ -46,20 +79,28 @@ class A2APushDelivery(ChannelDelivery):
             return
         state, token = run_of_push(delivery.message)
         body = MessageToDict(StreamResponse(task=task_of(state)))
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Idempotency-Key": delivery.idempotency_key}
         if token:
             headers[TOKEN_HEADER] = token
-        client = self._client or httpx.AsyncClient(timeout=PUSH_TIMEOUT_SECONDS)
+        # One client a push: nothing pooled outlives the event loop it was made on.
+        client = egress_client(
+            self.egress,
+            timeout=PUSH_TIMEOUT_SECONDS,
+            follow_redirects=False,
+            transport=self._transport,
+            resolver=self._resolver,
+        )
         try:
-            response = await client.post(
-                delivery.to,
-                content=json.dumps(body),
-                headers={**headers, "Idempotency-Key": delivery.idempotency_key},
-            )
+            # Streamed, and left unread: the status is the answer; closing the response
+            # drops the connection with whatever body it had.
+            async with client.stream(
+                "POST", delivery.to, content=json.dumps(body), headers=headers
+            ) as response:
+                status = response.status_code
+        except EgressRefused as refused:
+            raise DeliveryRejected(str(refused)) from None
         finally:
-            if self._client is None:
-                await client.aclose()
-        status = response.status_code
+            await client.aclose()
         if 200 <= status < 300:
             return
         if 400 <= status < 500 and status not in (408, 429):

@@ -8,7 +8,8 @@ The official SDK (``a2a-sdk``) speaks the protocol (JSON-RPC over HTTP, SSE stre
 - GetTask / ListTasks / CancelTask: the run, the runs read model, ``cancel_run``;
 - SendStreamingMessage / SubscribeToTask: the task now, then each change of its state,
   read from the gateway's event stream (a reconnect starts from the task as it is);
-- push-notification configs: a delivery through the outbox when the task ends.
+- push-notification configs: a delivery through the outbox when the task ends; set only
+  by operator tokens or ``http.egress.pushSessions``, the URL checked when set (ADR 0040).
 
 The caller is the token's scope (decision 22): an operator token any agent's caller and
 sees every task of it; a session-bound token only its session's agent, and only the tasks
@@ -85,6 +86,7 @@ from sessionwire.application.remote_tasks import (
     TaskPage,
     check_context_id,
 )
+from sessionwire.domain.egress import EgressRefused
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
 from sessionwire.domain.push_request import PushRequestState
 from sessionwire.domain.run import RunState
@@ -230,6 +232,10 @@ class GatewayRequestHandler(RequestHandler):
             )
         context_id = message.context_id or str(uuid.uuid4())
         text = text_of(message)
+        config = params.configuration
+        if config.HasField("task_push_notification_config"):
+            # Before the task starts: a refused push refuses the message, not half of it.
+            await self._check_push(caller, config.task_push_notification_config, None)
         try:
             check_context_id(context_id)
             state = await self.tasks.start(
@@ -260,7 +266,6 @@ class GatewayRequestHandler(RequestHandler):
             )
             raise InvalidParamsError(str(error)) from None
         await self._record(caller, method, state, detail=f"context {context_id}")
-        config = params.configuration
         if config.HasField("task_push_notification_config"):
             await self._add_push(caller, state, config.task_push_notification_config)
         return state
@@ -424,15 +429,57 @@ class GatewayRequestHandler(RequestHandler):
     def _pushes(self) -> bool:
         return isinstance(self.service.delivery, A2APushDelivery)
 
+    def _may_push(self, caller: RemoteCaller) -> bool:
+        """Operator tokens, and tokens of the sessions ``http.egress.pushSessions``
+        names: a push URL makes the gateway send requests, so not every caller may."""
+        if caller.is_operator:
+            return True
+        rules = self.service.rules
+        try:
+            allowed = {rules.canonical(key) for key in self.service.config.http.egress.pushSessions}
+            return rules.canonical(caller.scope) in allowed
+        except InvalidSessionKey:
+            return False
+
+    async def _check_push(
+        self, caller: RemoteCaller, config: TaskPushNotificationConfig, state: RunState | None
+    ) -> None:
+        """Refuse a push config before anything is kept or started: no pushes here, a
+        caller that may not set one, or a URL the send would refuse (it is checked again
+        then, resolved anew)."""
+        if not self._pushes():
+            raise PushNotificationNotSupportedError("this gateway sends no push notifications")
+        refusal: str | None = None
+        if not self._may_push(caller):
+            refusal = (
+                "this token may not set push notification URLs: operator tokens, and "
+                "sessions named in http.egress.pushSessions, may"
+            )
+        elif config.HasField("authentication"):
+            raise InvalidParamsError("push authentication schemes are not supported; use token")
+        else:
+            delivery = self.service.delivery
+            assert isinstance(delivery, A2APushDelivery)
+            try:
+                await delivery.check_url(config.url)
+            except EgressRefused as refused:
+                refusal = str(refused)
+        if refusal is not None:
+            await self.tasks.record_call(
+                caller,
+                self.agent_id,
+                "CreateTaskPushNotificationConfig",
+                "refused",
+                task_id=state.run_id if state else None,
+                session_key=state.session_key if state else None,
+                detail=refusal[:500],
+            )
+            raise InvalidParamsError(refusal)
+
     async def _add_push(
         self, caller: RemoteCaller, state: RunState, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
-        if not self._pushes():
-            raise PushNotificationNotSupportedError("this gateway sends no push notifications")
-        if not config.url.startswith(("http://", "https://")):
-            raise InvalidParamsError("the push URL must be http(s)")
-        if config.HasField("authentication"):
-            raise InvalidParamsError("push authentication schemes are not supported; use token")
+        await self._check_push(caller, config, state)
         push = await self.tasks.request_push(
             state,
             config_id=config.id or str(uuid.uuid4()),
@@ -530,12 +577,30 @@ def _card_endpoint(
     signing_key: Ed25519PrivateKey | None,
     public_url: str | None,
 ) -> Any:
+    if public_url is not None:
+        # The configured URL's card, signed once: the request (its Host, its
+        # X-Forwarded-*) has no say in what is signed (contract decision 38).
+        signed = agent_card_to_dict(
+            agent_card(
+                agent_id,
+                entry,
+                base_url=public_url,
+                push_notifications=pushes,
+                signing_key=signing_key,
+            )
+        )
+
+        async def configured(request: Request) -> Response:
+            return JSONResponse(signed)
+
+        return configured
+
     async def card(request: Request) -> Response:
-        # The interface URL is where the client reached us, unless a public URL is set
-        # (behind a proxy); signed as served.
-        base = public_url or str(request.base_url)
+        # No public URL: the card names the URL the client reached (so a client on
+        # this machine or network finds the endpoint), and is never signed, since a
+        # signature would vouch for a host the request chose.
         served = agent_card(
-            agent_id, entry, base_url=base, push_notifications=pushes, signing_key=signing_key
+            agent_id, entry, base_url=str(request.base_url), push_notifications=pushes
         )
         return JSONResponse(agent_card_to_dict(served))
 

@@ -82,7 +82,8 @@ def mcp_command(
     to the --session session."""
     configure_logging(options.verbose, log_format)
     tokens = read_tokens(tokens_file, token_env, token_file, host) if http else None
-    rules = options.config().key_rules
+    config = options.config()
+    rules = config.key_rules
     try:
         acting = Requester.from_key(rules, requester)
     except InvalidSessionKey as error:
@@ -97,7 +98,7 @@ def mcp_command(
     runtime: AgentRuntime | None = None
     if runtime_file is not None:
         try:
-            runtime = load_runtime(runtime_file)
+            runtime = load_runtime(runtime_file, config.http.egress)
         except ValueError as error:
             fail(str(error), EXIT_USAGE)
 
@@ -113,4 +114,4 @@ def mcp_command(
             await serve_stdio(server)
         return EXIT_OK
 
-    return options.run(work, runtime=runtime)
+    return options.run(work, runtime=runtime, config=config)

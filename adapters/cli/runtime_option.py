@@ -17,6 +17,7 @@ import click
 from sessionwire.adapters.cli.context import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
+    from sessionwire.application.config.gateway_config import EgressConfig
     from sessionwire.application.gateway import GatewayService
     from sessionwire.application.ports.runtime import AgentRuntime
 
@@ -43,15 +44,18 @@ def runtime_option(command: F) -> F:
     return click.option("--runtime", "runtime_file", type=path, help=RUNTIME_HELP)(command)
 
 
-def chosen_runtime(runtime_file: Path | None) -> AgentRuntime | None:
-    """The runtime the command line names, or None; a bad file exits 2 saying why."""
+def chosen_runtime(
+    runtime_file: Path | None, egress: EgressConfig | None = None
+) -> AgentRuntime | None:
+    """The runtime the command line names, or None; a bad file exits 2 saying why. Its
+    requests are fenced by ``egress`` (the config's ``http.egress``)."""
     from sessionwire.adapters.runtimes.files import load_runtime
     from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
 
     script: Path | None = click.get_current_context().meta.get(_SCRIPT)
     try:
         if runtime_file is not None:
-            return load_runtime(runtime_file)
+            return load_runtime(runtime_file, egress)
         if script is not None:
             return ScriptedRuntime.from_file(script)
     except ValueError as error:

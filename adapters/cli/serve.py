@@ -164,8 +164,8 @@ def log_format_option(command: Any) -> Any:
 @click.option(
     "--public-url",
     default=None,
-    help="the base URL clients reach this server by (the A2A Agent Cards name it; "
-    "default: the URL of each request)",
+    help="the base URL clients reach this server by: the A2A Agent Cards name it, and are "
+    "signed only for it (without it a card names the URL of each request, unsigned)",
 )
 @click.option(
     "--checkpoint-key",
@@ -199,19 +199,27 @@ def serve(
     """
     configure_logging(options.verbose, log_format)
     tokens = read_tokens(tokens_file, token_env, token_file, host)
-    runtime = chosen_runtime(runtime_file)
+    config = options.config()
+    # Every outbound request (runtimes, pushes) is fenced by http.egress (ADR 0040).
+    runtime = chosen_runtime(runtime_file, config.http.egress)
     metrics = PrometheusTelemetry()
     spans = otel_spans() if otel else None
-    open_kwargs: dict[str, Any] = {}
+    open_kwargs: dict[str, Any] = {"config": config}
     signing_key = None
     if a2a:
         from sessionwire.adapters.a2a.push import A2APushDelivery
         from sessionwire.application.ports.runtime import RecordedDelivery
 
         # Push notifications go out through the outbox; other deliveries are recorded.
-        open_kwargs["delivery"] = A2APushDelivery(RecordedDelivery())
+        open_kwargs["delivery"] = A2APushDelivery(RecordedDelivery(), config.http.egress)
         if key_configured(checkpoint_key):
             signing_key, _ = load_or_create_key(key_path(checkpoint_key))
+            if public_url is None:
+                click.echo(
+                    "sessionwire: note: the Agent Cards are not signed without --public-url "
+                    "(a card is signed only for the URL configured, ADR 0040)",
+                    err=True,
+                )
 
     async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)

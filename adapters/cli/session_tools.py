@@ -28,7 +28,6 @@ from sessionwire.adapters.cli.runtime_option import (
 
 if TYPE_CHECKING:
     from sessionwire.application.gateway import GatewayService
-    from sessionwire.application.ports.runtime import AgentRuntime
 
 pass_options = click.make_pass_decorator(CliOptions)
 
@@ -41,8 +40,10 @@ def result_view(result: dict[str, Any]) -> RenderableType:
     return Text(call_summary(result), style="bold")
 
 
-def _runtime(command: str, runtime_file: Path | None) -> AgentRuntime:
-    runtime = chosen_runtime(runtime_file)
+def _runtime(options: CliOptions, command: str, runtime_file: Path | None) -> dict[str, Any]:
+    """How to open the gateway: its config, and the runtime fenced by its ``http.egress``."""
+    config = options.config()
+    runtime = chosen_runtime(runtime_file, config.http.egress)
     if runtime is None:
         # Refused before the store is opened: nothing is written for a run that cannot run.
         fail(
@@ -50,7 +51,7 @@ def _runtime(command: str, runtime_file: Path | None) -> AgentRuntime:
             "FILE (scripted agents, or an OpenAI-compatible server; see docs/cli.md)",
             EXIT_USAGE,
         )
-    return runtime
+    return {"runtime": runtime, "config": config}
 
 
 def _call(options: CliOptions, requester: str, tool: str, params: dict[str, Any]) -> Any:
@@ -112,8 +113,8 @@ def send(
 ) -> int:
     """Send MESSAGE into SESSION (sessions_send) and run the agent-to-agent exchange."""
     params = present(sessionKey=session, message=message, timeoutSeconds=timeout_seconds)
-    runtime = _runtime("sessions send", runtime_file)
-    return options.run(_call(options, requester, "sessions_send", params), runtime=runtime)
+    opening = _runtime(options, "sessions send", runtime_file)
+    return options.run(_call(options, requester, "sessions_send", params), **opening)
 
 
 @click.command("spawn")
@@ -150,5 +151,5 @@ def spawn(
         runTimeoutSeconds=run_timeout_seconds,
         cleanup=cleanup,
     )
-    runtime = _runtime("sessions spawn", runtime_file)
-    return options.run(_call(options, requester, "sessions_spawn", params), runtime=runtime)
+    opening = _runtime(options, "sessions spawn", runtime_file)
+    return options.run(_call(options, requester, "sessions_spawn", params), **opening)

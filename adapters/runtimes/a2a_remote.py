@@ -8,6 +8,11 @@ here cancels the remote task. One session is one remote context: the context id 
 derived from the session key, so a conversation goes on in one remote context. The
 message id is the run id, so a run dispatched again after a crash finds the remote task
 it started (the server dedupes on it, as sessionwire's own A2A server does).
+
+Every request goes through the egress client (``http.egress``, ADR 0040). The card is
+read without the token; every endpoint it names must be on the configured URL's origin,
+and with ``cardKey`` its signature must verify, before the token or the message is sent
+anywhere. The token only ever goes to that origin.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import Any
 
 import httpx
 from a2a.client import ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -29,8 +36,18 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from pydantic import BaseModel, ConfigDict, Field
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
+from google.protobuf.json_format import ParseError
+from jwt import PyJWK
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sessionwire.adapters.a2a.agent_cards import jwk_of
+from sessionwire.adapters.egress.client import PinnedBearer, egress_client
+from sessionwire.adapters.egress.fence import Resolver, system_resolver
+from sessionwire.application.audit.checkpoint import parse_public_key
+from sessionwire.application.config.gateway_config import EgressConfig
 from sessionwire.application.ports.runtime import AgentRuntime, NoRuntime, RunReply, RunRequest
+from sessionwire.domain.egress import Origin
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import normalize_agent_id
 
@@ -39,12 +56,35 @@ REMOTE_TIMEOUT_SECONDS = 600.0
 
 class RemoteAgent(BaseModel):
     """Where a remote agent is: its A2A base URL (the card is at
-    ``<url>/.well-known/agent-card.json``) and the bearer token to present."""
+    ``<url>/.well-known/agent-card.json``), the bearer token to present, and the key its
+    card must be signed with (``ed25519:BASE64``, what ``audit keygen`` prints there)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     url: str = Field(pattern=r"^https?://")
     token: str | None = None
+    card_key: str | None = Field(default=None, alias="cardKey")
+
+    @field_validator("url")
+    @classmethod
+    def _has_origin(cls, url: str) -> str:
+        Origin.of(url)
+        return url
+
+    @field_validator("card_key")
+    @classmethod
+    def _is_a_key(cls, key: str | None) -> str | None:
+        if key is not None:
+            parse_public_key(key)
+        return key
+
+    @property
+    def origin(self) -> Origin:
+        return Origin.of(self.url)
+
+
+class CardRefused(SessionwireError, RuntimeError):
+    """The remote agent's card cannot be trusted; nothing was sent to it."""
 
 
 class RemoteAgentFailed(SessionwireError, RuntimeError):
@@ -65,32 +105,43 @@ def reply_text(task: Task) -> str:
 
 
 class A2ARemoteRuntime(AgentRuntime):
-    """Runs of the agents in ``agents`` go to those remote A2A agents; others to ``local``."""
+    """Runs of the agents in ``agents`` go to those remote A2A agents; others to ``local``.
+
+    ``egress`` is the config's ``http.egress`` (None: its defaults, public addresses
+    only); ``transport`` is for tests (an in-process server, fenced all the same)."""
 
     def __init__(
         self,
         agents: Mapping[str, RemoteAgent | Mapping[str, Any]],
         local: AgentRuntime | None = None,
         *,
+        egress: EgressConfig | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.agents = {
             normalize_agent_id(agent_id): RemoteAgent.model_validate(remote)
             for agent_id, remote in agents.items()
         }
         self.local = local or NoRuntime()
-        # Tests hand in an in-process transport; otherwise httpx's own.
+        self.egress = egress
         self._transport = transport
+        self._resolver = resolver
 
     async def run(self, request: RunRequest) -> RunReply:
         remote = self.agents.get(normalize_agent_id(request.agent_id))
         if remote is None:
             return await self.local.run(request)
-        headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
-        async with httpx.AsyncClient(
-            headers=headers, timeout=REMOTE_TIMEOUT_SECONDS, transport=self._transport
+        auth = PinnedBearer(remote.token, remote.origin) if remote.token else None
+        async with egress_client(
+            self.egress,
+            timeout=REMOTE_TIMEOUT_SECONDS,
+            auth=auth,
+            transport=self._transport,
+            resolver=self._resolver,
         ) as http:
-            client = await create_client(remote.url, ClientConfig(httpx_client=http))
+            card = await trusted_card(http, remote)
+            client = await create_client(card, ClientConfig(httpx_client=http))
             try:
                 return await self._ask(client, request)
             finally:
@@ -130,3 +181,49 @@ class A2ARemoteRuntime(AgentRuntime):
             await client.cancel_task(CancelTaskRequest(id=task_id))
         except Exception:  # the remote task may have ended meanwhile: nothing to stop
             return
+
+
+async def trusted_card(http: httpx.AsyncClient, remote: RemoteAgent) -> AgentCard:
+    """The remote agent's card, read without the token, once it is known to be safe to
+    send to: signed with ``cardKey`` when one is configured, and naming only endpoints on
+    the configured URL's origin (a card that points elsewhere would take the token and
+    the message there). Anything else is ``CardRefused``."""
+    where = f"{remote.url.rstrip('/')}/{AGENT_CARD_WELL_KNOWN_PATH.lstrip('/')}"
+    response = await http.get(where, auth=None)
+    if response.status_code != 200:
+        raise CardRefused(f"the card at {where} answered {response.status_code}")
+    try:
+        card = parse_agent_card(response.json())
+    except (ValueError, ParseError) as error:
+        raise CardRefused(f"the card at {where} is not an agent card: {error}") from None
+    if remote.card_key is not None:
+        key = PyJWK(jwk_of(parse_public_key(remote.card_key)))
+        verify = create_signature_verifier(lambda kid, jku: key, ["EdDSA"])
+        try:
+            verify(card)
+        except SignatureVerificationError as error:
+            raise CardRefused(
+                f"the card at {where} is not signed by the configured cardKey ({error}); "
+                "nothing was sent"
+            ) from None
+    foreign = sorted(
+        {
+            interface.url
+            for interface in card.supported_interfaces
+            if not _on_origin(interface.url, remote.origin)
+        }
+    )
+    if foreign or not card.supported_interfaces:
+        named = ", ".join(foreign) or "no endpoint"
+        raise CardRefused(
+            f"the card at {where} names {named}, not on {remote.origin} (the configured "
+            "url's origin); nothing was sent"
+        )
+    return card
+
+
+def _on_origin(url: str, origin: Origin) -> bool:
+    try:
+        return Origin.of(url) == origin
+    except ValueError:
+        return False

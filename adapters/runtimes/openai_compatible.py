@@ -5,6 +5,10 @@ completion: the configured system prompt and the run's injected context become s
 messages, the session's recent transcript (user and assistant text) follows, then the
 run's message. The reply's ``usage`` becomes the run's tokens.
 
+Requests go through the egress client (``http.egress``, ADR 0040): a server on loopback
+or a private network must be named in ``http.egress.allow``; an answer larger than
+``maxResponseBytes`` fails the run, and is not retried, nor is a refused address.
+
 Rate limits (429), server errors (5xx), timeouts and refused connections are retried with
 exponential backoff; every wait goes through the run's clock, so a virtual clock controls
 it as it controls the rest of the gateway. Any other answer fails the run at once, and the
@@ -25,7 +29,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
-from sessionwire.application.config.gateway_config import describe_errors
+from sessionwire.adapters.egress.client import egress_client
+from sessionwire.adapters.egress.fence import Resolver, system_resolver
+from sessionwire.application.config.gateway_config import EgressConfig, describe_errors
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
@@ -92,13 +98,20 @@ class OpenAIRuntime(AgentRuntime):
         self,
         config: OpenAIRuntimeConfig | dict[str, Any],
         *,
+        egress: EgressConfig | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
+        """``egress`` is the gateway config's ``http.egress`` (None: its defaults, public
+        addresses only); ``transport`` is for tests (an in-process server, fenced all the
+        same)."""
         self.config = (
             config if isinstance(config, OpenAIRuntimeConfig) else OpenAIRuntimeConfig.load(config)
         )
         self._api_key = self._read_api_key()
+        self.egress = egress
         self._transport = transport
+        self._resolver = resolver
         self._call_tool: ToolCaller | None = None
 
     def _read_api_key(self) -> str | None:
@@ -120,8 +133,11 @@ class OpenAIRuntime(AgentRuntime):
         messages = await chat_messages(request, self.config)
         tools = self.offered_tools(request)
         usage: dict[str, int] = {}
-        async with httpx.AsyncClient(
-            timeout=self.config.timeout_seconds, transport=self._transport
+        async with egress_client(
+            self.egress,
+            timeout=self.config.timeout_seconds,
+            transport=self._transport,
+            resolver=self._resolver,
         ) as client:
             for _ in range(self.config.max_tool_rounds + 1):
                 answer = await self._post(

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.causality import DEFAULT_MAX_HOPS
+from sessionwire.domain.egress import EgressPolicy
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import KeyRules, normalize_agent_id, normalize_main_key
 from sessionwire.domain.policy import (
@@ -388,6 +389,41 @@ class RedactionConfig(_Section):
         return redactor_for(tuple(self.patterns), defaults=self.defaults)
 
 
+class EgressConfig(_Section):
+    """Every request the gateway makes (contract decision 40, docs/security.md
+    "Outbound calls"): where it may go, how long it may take, how much is read."""
+
+    allow: builtins.list[str] = Field(default_factory=builtins.list)
+    """Addresses, CIDRs, host names or origins that may be reached although not public
+    (loopback, private, link-local, metadata ...): ``["127.0.0.1", "10.0.0.0/8",
+    "llm.internal", "http://127.0.0.1:8765"]``."""
+    maxResponseBytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """A larger answer is cut off there and fails (a push answer's body is never read)."""
+    timeoutSeconds: float = Field(default=30, gt=0, allow_inf_nan=False)
+    """Connect, and each read and write; a runtime's own timeout overrides it."""
+    followRedirects: bool = False
+    """Follow redirects (each hop checked again); never for a push (its token would go
+    along)."""
+    maxRedirects: int = Field(default=3, ge=0, le=20)
+    pushSessions: builtins.list[str] = Field(default_factory=builtins.list)
+    """Session-bound tokens of these sessions may set A2A push URLs; operator tokens
+    always may, no other token may."""
+
+    @field_validator("allow")
+    @classmethod
+    def _parses(cls, allow: builtins.list[str]) -> builtins.list[str]:
+        EgressPolicy.parse(allow)  # a ValueError names the entry
+        return allow
+
+    @property
+    def policy(self) -> EgressPolicy:
+        return EgressPolicy.parse(self.allow)
+
+
+class HttpConfig(_Section):
+    egress: EgressConfig = Field(default_factory=EgressConfig)
+
+
 class GatewayConfig(_Section):
     session: SessionConfig = Field(default_factory=SessionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
@@ -395,6 +431,7 @@ class GatewayConfig(_Section):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     deliveries: DeliveriesConfig = Field(default_factory=DeliveriesConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
 
     def known_models(self) -> set[str]:
         """Every model the config names: the catalog (``provider/id`` and ``id``) and the

@@ -35,9 +35,10 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import A2AError
+from egress_rig import LOOPBACK_EGRESS
 from hang_bounds import HANG_SECONDS
 from live_http import free_port
-from sessionwire import Gateway
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.http.auth import FailedAttempts
@@ -84,6 +85,8 @@ CONFIG = {
         ]
     },
     "deliveries": {"firstRetrySeconds": 0.05, "maxRetrySeconds": 0.1},
+    # The push receivers and the other gateway are on loopback: named (decision 40).
+    **LOOPBACK_EGRESS,
 }
 
 
@@ -156,7 +159,7 @@ def a2a_server(
             config=config,
             store=store,
             runtime=runtime,
-            delivery=A2APushDelivery(RecordedDelivery()),
+            delivery=A2APushDelivery(RecordedDelivery(), GatewayConfig.load(config).http.egress),
         )
         try:
             app = create_app(gateway, tokens, a2a=True, attempts=FailedAttempts(limit=1_000_000))
@@ -488,7 +491,10 @@ async def test_sessions_send_to_a_remote_agent_over_a2a_between_two_gateways(
     tmp_path: Path,
 ) -> None:
     with server_on(tmp_path) as remote:
-        runtime = A2ARemoteRuntime({"helper": {"url": remote.agent(), "token": OPERATOR}})
+        runtime = A2ARemoteRuntime(
+            {"helper": {"url": remote.agent(), "token": OPERATOR}},
+            egress=GatewayConfig.load(LOOPBACK_EGRESS).http.egress,
+        )
         config = {
             "agents": {"list": [{"id": "main", "default": True}, {"id": "helper"}]},
             # Another agent's session: outside main's default scope (tree), so `all`.

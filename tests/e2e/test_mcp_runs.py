@@ -20,6 +20,7 @@ from uuid import UUID
 import anyio
 import pytest
 from chat_server import ChatServer, completion
+from egress_rig import LOOPBACK_EGRESS
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -125,8 +126,17 @@ def main_session(
     store: str, script: Path, updates: Updates
 ) -> AbstractAsyncContextManager[ClientSession]:
     """main's session with a server whose agents follow ``script``, heard by ``updates``."""
+    # The held agents' chat server is on loopback: named (decision 40).
+    config = script.parent / "loopback.json"
+    config.write_text(json.dumps(LOOPBACK_EGRESS))
     return stdio_session(
-        store, "--session", "main", "--runtime", str(script), message_handler=updates.handle
+        store,
+        "--session",
+        "main",
+        "--runtime",
+        str(script),
+        config=config,
+        message_handler=updates.handle,
     )
 
 

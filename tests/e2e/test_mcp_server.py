@@ -23,6 +23,7 @@ import httpx
 import httpx2
 import pytest
 from chat_server import ChatServer, completion
+from egress_rig import LOOPBACK_EGRESS
 from hang_bounds import HANG_SECONDS
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
@@ -195,12 +196,21 @@ async def test_no_argument_can_name_another_requester(store: str, tmp_path: Path
     assert agents["requester"] == "ops"
 
 
+def loopback_config(tmp_path: Path) -> Path:
+    """A config naming 127.0.0.1, where the chat server is (decision 40)."""
+    path = tmp_path / "loopback.json"
+    path.write_text(json.dumps(LOOPBACK_EGRESS))
+    return path
+
+
 async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_path: Path) -> None:
     runtime = tmp_path / "openai.yaml"
     with ChatServer().running() as chat:
         chat.answer(body=completion("the deploy is green", prompt_tokens=20, completion_tokens=5))
         runtime.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
-        async with stdio_session(store, "--session", "main", "--runtime", str(runtime)) as session:
+        async with stdio_session(
+            store, "--session", "main", "--runtime", str(runtime), config=loopback_config(tmp_path)
+        ) as session:
             sent = payload(
                 await session.call_tool(
                     "sessions_send",
@@ -213,6 +223,24 @@ async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_
     # The agent behind the runtime is offered its run's session tools.
     offered = {tool["function"]["name"] for tool in chat.received[0].body["tools"]}
     assert offered == {t["name"] for t in tool_schemas()}
+
+
+async def test_an_openai_server_on_loopback_not_named_in_the_config_gets_nothing(
+    store: str, tmp_path: Path
+) -> None:
+    runtime = tmp_path / "openai.yaml"
+    with ChatServer().running() as chat:
+        runtime.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
+        async with stdio_session(store, "--session", "main", "--runtime", str(runtime)) as session:
+            sent = payload(
+                await session.call_tool(
+                    "sessions_send",
+                    {"sessionKey": "discord:group:ops", "message": "status?", "timeoutSeconds": 60},
+                )
+            )
+    assert sent["status"] == "error", sent
+    assert "refused to send to 127.0.0.1: a loopback address" in sent["error"]
+    assert chat.received == []
 
 
 def test_an_invalid_session_is_a_usage_error(store: str) -> None:
@@ -369,7 +397,12 @@ async def test_sessions_yield_over_mcp_and_the_wake_after_the_server_is_gone(
         runtime_file.write_text(f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n")
         try:
             async with stdio_session(
-                store, "--session", "main", "--runtime", str(runtime_file)
+                store,
+                "--session",
+                "main",
+                "--runtime",
+                str(runtime_file),
+                config=loopback_config(tmp_path),
             ) as session:
                 spawned = payload(await session.call_tool("sessions_spawn", {"task": "count"}))
                 yielded = await session.call_tool("sessions_yield", {"waitFor": "any"})

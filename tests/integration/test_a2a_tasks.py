@@ -5,6 +5,7 @@ a clock that only moves when told)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import uuid
 from pathlib import Path
@@ -32,6 +33,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from command_line import run_in_process
+from egress_rig import public_resolver
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
@@ -286,13 +288,13 @@ async def test_push_configs_are_kept_listed_withdrawn_and_sent_once_when_the_tas
     received: list[tuple[str, dict[str, Any], str | None]] = []
 
     def receive(request: httpx.Request) -> httpx.Response:
-        received.append(
-            (str(request.url), json.loads(request.content), request.headers.get(TOKEN_HEADER))
-        )
+        # The fence connects to the address it checked: the name is in Host.
+        where = f"{request.url.scheme}://{request.headers['host']}{request.url.path}"
+        received.append((where, json.loads(request.content), request.headers.get(TOKEN_HEADER)))
         return httpx.Response(200)
 
     delivery = A2APushDelivery(
-        RecordedDelivery(), client=httpx.AsyncClient(transport=httpx.MockTransport(receive))
+        RecordedDelivery(), transport=httpx.MockTransport(receive), resolver=public_resolver
     )
     gateway, handler = await opened(store_url, clock, delivery=delivery)
     try:
@@ -327,12 +329,93 @@ async def test_push_configs_are_kept_listed_withdrawn_and_sent_once_when_the_tas
         await gateway.wait_idle()
     finally:
         await gateway.close()
-        await delivery.close()
     assert [c.id for c in both.configs] == ["p-1", "p-2"]
     assert one.url == "https://hooks.test/p-1"
     assert [c.id for c in left.configs] == ["p-1"]
     assert [(url, token) for url, _, token in received] == [("https://hooks.test/p-1", "t")]
     assert received[0][1]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_push_url_that_resolves_to_loopback_at_send_time_is_abandoned_unsent(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """DNS rebinding: hooks.test is public when the push is set, loopback when it is sent.
+    The send resolves again, refuses, and abandons the delivery: nothing, and no token,
+    reaches any receiver."""
+    answers = iter(["93.184.215.14", "127.0.0.1"])
+    asked: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[Any]:
+        asked.append(host)
+        return [ipaddress.ip_address(next(answers))]
+
+    received: list[httpx.Request] = []
+
+    def receive(request: httpx.Request) -> httpx.Response:
+        received.append(request)
+        return httpx.Response(200)
+
+    delivery = A2APushDelivery(
+        RecordedDelivery(), transport=httpx.MockTransport(receive), resolver=rebinding
+    )
+    gateway, handler = await opened(store_url, clock, delivery=delivery)
+    try:
+        task = as_task(
+            await handler.on_message_send(
+                send("slow push", "c-rebind", wait=False), context(OPERATOR)
+            )
+        )
+        await handler.on_create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, url="https://hooks.test/p", token="t"),
+            context(OPERATOR),
+        )
+        await clock.advance(60)  # the run ends: the push is attempted
+        await gateway.wait_idle()
+        timeline = await gateway.timeline("agent:main:a2a:c-rebind")
+    finally:
+        await gateway.close()
+    assert asked == ["hooks.test", "hooks.test"]  # at set time, and again at send time
+    assert received == []
+    deliveries = [(e.event, e.summary) for e in timeline.entries if e.kind == "delivery"]
+    assert [event for event, _ in deliveries] == ["DeliveryQueued", "DeliveryAbandoned"]
+    assert "refused to send to hooks.test (127.0.0.1): a loopback address" in deliveries[-1][1]
+
+
+async def test_push_urls_are_refused_when_set_on_every_store(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """The set-time fence and the token fence, on each store: nothing is recorded for a
+    refused push, and the refusal is in the audit trail."""
+    delivery = A2APushDelivery(
+        RecordedDelivery(), transport=httpx.MockTransport(lambda _: httpx.Response(200))
+    )
+    gateway, handler = await opened(store_url, clock, delivery=delivery)
+    try:
+        task = as_task(
+            await handler.on_message_send(send("slow a", "c-fence", wait=False), context(OPERATOR))
+        )
+        mine = as_task(
+            await handler.on_message_send(send("slow b", "c-main", wait=False), context(MAIN))
+        )
+        with pytest.raises(InvalidParamsError, match="a cloud metadata address"):
+            await handler.on_create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, url="http://169.254.169.254/x"),
+                context(OPERATOR),
+            )
+        with pytest.raises(InvalidParamsError, match="may not set push notification URLs"):
+            await handler.on_create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=mine.id, url="https://93.184.215.14/x"),
+                context(MAIN),
+            )
+        listed = await handler.on_list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id), context(OPERATOR)
+        )
+        timeline = await gateway.timeline("agent:main:a2a:c-fence")
+    finally:
+        await gateway.close()
+    assert list(listed.configs) == []
+    refused = [e.summary for e in timeline.entries if "refused" in e.summary]
+    assert any("cloud metadata" in summary for summary in refused), refused
 
 
 def test_the_command_line_shows_a2a_calls_and_pushes_in_timelines_and_events(
@@ -343,7 +426,8 @@ def test_the_command_line_shows_a2a_calls_and_pushes_in_timelines_and_events(
     async def record() -> None:
         delivery = A2APushDelivery(
             RecordedDelivery(),
-            client=httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200))),
+            transport=httpx.MockTransport(lambda _: httpx.Response(200)),
+            resolver=public_resolver,
         )
         gateway, handler = await opened(store, VirtualClock(), delivery=delivery)
         try:
@@ -354,7 +438,6 @@ def test_the_command_line_shows_a2a_calls_and_pushes_in_timelines_and_events(
             await gateway.wait_idle()
         finally:
             await gateway.close()
-            await delivery.close()
 
     asyncio.run(record())
     timeline = run_in_process("--store", store, "audit", "timeline", "agent:main:a2a:cli")

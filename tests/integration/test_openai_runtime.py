@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 from chat_server import ChatServer, completion
+from egress_rig import LOOPBACK_EGRESS
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime, OpenAIRuntimeConfig
 from sessionwire.application.ports.runtime import RunRequest
 from sessionwire.application.ports.store import Clock
 from sessionwire.testing import VirtualClock
+
+# The chat server is on loopback: named, as decision 40 asks (docs/openai-runtime.md).
+LOOPBACK = GatewayConfig.load(LOOPBACK_EGRESS).http.egress
 
 
 async def no_transcript(limit: int) -> list[dict[str, Any]]:
@@ -51,7 +55,9 @@ def server() -> Iterator[ChatServer]:
 
 
 def runtime(server: ChatServer, **settings: Any) -> OpenAIRuntime:
-    return OpenAIRuntime({"baseUrl": server.base_url, "model": "fake-1", **settings})
+    return OpenAIRuntime(
+        {"baseUrl": server.base_url, "model": "fake-1", **settings}, egress=LOOPBACK
+    )
 
 
 def request(
@@ -216,7 +222,9 @@ async def test_a_refused_connection_is_retried_then_reported() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     clock = RecordingClock()
-    agent = OpenAIRuntime({"baseUrl": f"http://127.0.0.1:{port}/v1", "model": "m", "maxRetries": 1})
+    agent = OpenAIRuntime(
+        {"baseUrl": f"http://127.0.0.1:{port}/v1", "model": "m", "maxRetries": 1}, egress=LOOPBACK
+    )
     with pytest.raises(
         RuntimeError, match=rf"after 2 attempt\(s\): cannot reach http://127.0.0.1:{port}"
     ):

@@ -148,7 +148,9 @@ def demo(
     interactive = sys.stdout.isatty() and not options.as_json
     pace_seconds = (0.3 if interactive else 0.0) if pace is None else pace
     clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))
-    runtime = chosen_runtime(runtime_file) or ScriptedRuntime(scenario.replies)
+    runtime = chosen_runtime(runtime_file, scenario.config.http.egress) or ScriptedRuntime(
+        scenario.replies
+    )
 
     async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)

@@ -1,0 +1,1 @@
+"""The one HTTP client every outbound request goes through (ADR 0040)."""
