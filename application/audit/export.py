@@ -22,7 +22,7 @@ from typing import Annotated, Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sessionwire.application.audit.checkpoint import signature_holds
+from sessionwire.application.audit.checkpoint import session_members, signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
@@ -32,11 +32,12 @@ from sessionwire.domain.checkpoint import (
     Statement,
     StreamHead,
     heads_root,
+    parse_hash,
+    sessions_root,
 )
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import (
     GENESIS,
-    HASH_SIZE,
     ChainLink,
     RecordContent,
     first_version,
@@ -47,7 +48,9 @@ from sessionwire.domain.session import session_uuid
 
 FORMAT = "sessionwire-audit-export"
 # 2: checkpoint and proof lines (a version-1 reader refuses them; v1 files still load).
-FORMAT_VERSION = 2
+# 3: a whole-store export carries every session's members line (sessions_root is then
+# recomputable from the file), and the end line's head is checked (ADR 0041).
+FORMAT_VERSION = 3
 # Positions, versions and counts are 64-bit integers in the stores and in the chain's
 # encodings: a file's larger one is a malformed line, named, not an OverflowError
 # traceback from deep inside a verify or an import (issue 27 finding 8).
@@ -67,7 +70,8 @@ class _Line(BaseModel):
 class ExportHeader(_Line):
     type: Literal["header"] = "header"
     format: Literal["sessionwire-audit-export"] = "sessionwire-audit-export"
-    version: int = FORMAT_VERSION
+    # A version this code does not know is refused, not read as if it were one it does.
+    version: Annotated[int, Field(ge=1, le=FORMAT_VERSION)] = FORMAT_VERSION
     scope: Literal["all", "session"]
     session: str | None = None
 
@@ -185,7 +189,7 @@ class ExportProof(_Line):
 
 class ExportMember(_Line):
     originator_id: UUID
-    version: int
+    version: Position
     stream_hash: str
 
 
@@ -198,11 +202,12 @@ class ExportMembers(_Line):
     session: str
     streams: list[ExportMember]
     order: str
-    index: int
-    tree_size: int
+    index: Position
+    tree_size: Position
     path: list[str]
 
-    def members(self) -> SessionMembers:
+    def members(self, statement_version: int) -> SessionMembers:
+        """The signed leaf this line shows, under the checkpoint's statement version."""
         return SessionMembers(
             key=self.session,
             heads=[
@@ -214,6 +219,7 @@ class ExportMembers(_Line):
                 for stream in self.streams
             ],
             order=_hash(self.order),
+            statement_version=statement_version,
         )
 
 
@@ -226,10 +232,7 @@ class ExportEnd(_Line):
 
 
 def _hash(text: str | None) -> bytes:
-    value = bytes.fromhex(text or "")
-    if len(value) != HASH_SIZE:
-        raise ValueError(f"a chain hash is {HASH_SIZE} bytes of hex")
-    return value
+    return parse_hash(text, "a chain hash")
 
 
 def _involves(event: DomainEvent, key: str) -> bool:
@@ -251,7 +254,9 @@ def export_lines(
     With ``session_key`` (canonical): that session's stream and the streams of the runs,
     spawns and exchanges created for it or by it. With ``checkpoint`` (and ``heads``, the
     sorted stream heads it signs): the checkpoint line and, for a session, a proof of
-    each of the bundle's streams that the checkpoint covers.
+    each of the bundle's streams that the checkpoint covers. With ``members`` too: the
+    session's members line, or in a whole-store export every session's (so the file
+    alone recomputes ``sessions_root``).
     """
     scope: Literal["all", "session"] = "all" if session_key is None else "session"
     yield ExportHeader(scope=scope, session=session_key).model_dump_json()
@@ -268,8 +273,8 @@ def export_lines(
         yield ExportCheckpoint.of(checkpoint).model_dump_json()
         if session_key is not None and heads is not None:
             yield from _proof_lines(heads, wanted)
-        if session_key is not None and members:
-            yield from _members_line(members, session_key)
+        if members:
+            yield from _members_lines(members, session_key)
     yield ExportEnd(
         events=count,
         head_notification_id=None if head is None else head.notification_id,
@@ -339,13 +344,17 @@ def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
             ).model_dump_json()
 
 
-def _members_line(members: list[SessionMembers], session_key: str) -> Iterator[str]:
-    index = next((i for i, member in enumerate(members) if member.key == session_key), None)
-    if index is None:
-        return  # no event of the session within the checkpoint
+def _members_lines(members: list[SessionMembers], session_key: str | None) -> Iterator[str]:
+    """The members line of ``session_key`` (none when no event of it is within the
+    checkpoint), or of every session (a whole-store export)."""
     tree = merkle.Tree([member.leaf() for member in members])
-    member = members[index]
-    yield ExportMembers(
+    for index, member in enumerate(members):
+        if session_key is None or member.key == session_key:
+            yield _members_line(tree, index, member)
+
+
+def _members_line(tree: merkle.Tree, index: int, member: SessionMembers) -> str:
+    return ExportMembers(
         session=member.key,
         streams=[
             ExportMember(
@@ -414,6 +423,10 @@ def read_export(
                     carried = ExportCheckpoint.model_validate(data).to_checkpoint()
                     if checkpoints is not None:
                         checkpoints.append(carried)
+                    continue
+                elif kind == "members":
+                    # Checked with the checkpoint, against the imported log (_carry).
+                    ExportMembers.model_validate(data)
                     continue
                 else:
                     raise ValueError(f"unknown line type {kind!r}")
@@ -566,10 +579,16 @@ def _carry(log: AuditLog, checkpoint: Checkpoint) -> str:
     if not signature_holds(checkpoint):
         return f"{what} was not kept: its signature does not hold"
     head = log.sealed_head(statement.log_size)
+    heads = [] if head is None else log.stream_heads(head)
     if (
         head is None
         or head.log_hash != statement.log_hash
-        or heads_root(log.stream_heads(head)) != statement.heads_root
+        or heads_root(heads) != statement.heads_root
+        or (
+            statement.sessions_root is not None
+            and sessions_root(session_members(log, head.size, heads, statement.version))
+            != statement.sessions_root
+        )
     ):
         return f"{what} was not kept: it does not sign the imported log"
     log.record_checkpoint(checkpoint)
