@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Literal, cast
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from sessionwire.application.audit.checkpoint import session_members, signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
@@ -55,6 +56,26 @@ FORMAT_VERSION = 3
 # encodings: a file's larger one is a malformed line, named, not an OverflowError
 # traceback from deep inside a verify or an import (issue 27 finding 8).
 Position = Annotated[int, Field(ge=0, le=2**63 - 1)]
+_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SIGNATURE_TEXT = re.compile(r"[0-9a-f]{128}")
+
+
+def _canonical_uuid(value: object) -> object:
+    # One spelling per id: a stream id the hashes cover as 16 bytes has one text too, so
+    # no line can differ from the signed one in a way nothing checks (ADR 0041).
+    if isinstance(value, str) and not _UUID_TEXT.fullmatch(value):
+        raise ValueError("a stream id is a UUID written as lowercase 8-4-4-4-12 hex")
+    return value
+
+
+def _canonical_hash(value: str) -> str:
+    parse_hash(value, "a hash")
+    return value
+
+
+StreamId = Annotated[UUID, BeforeValidator(_canonical_uuid)]
+# A hash as text: 64 lowercase hex digits, checked when the line is read.
+HashText = Annotated[str, AfterValidator(_canonical_hash)]
 # Fields of run, spawn and exchange creation events that name a session they involve.
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
@@ -79,13 +100,13 @@ class ExportHeader(_Line):
 class ExportedEvent(_Line):
     type: Literal["event"] = "event"
     notification_id: Position
-    originator_id: UUID
+    originator_id: StreamId
     originator_version: Position
     topic: str
     state: str | None = None  # the stored bytes when they are UTF-8 text (always, today)
     state_base64: str | None = None  # otherwise
-    stream_hash: str | None = None
-    log_hash: str | None = None
+    stream_hash: HashText | None = None
+    log_hash: HashText | None = None
     log_seq: Position | None = None  # absent in files from before sealing: the line's order
 
     @classmethod
@@ -111,11 +132,7 @@ class ExportedEvent(_Line):
     def to_record(self) -> tuple[StoredRecord, ChainLink | None]:
         if (self.state is None) == (self.state_base64 is None):
             raise ValueError("needs exactly one of state and state_base64")
-        state = (
-            self.state.encode()
-            if self.state is not None
-            else base64.b64decode(self.state_base64 or "")
-        )
+        state = self.state.encode() if self.state is not None else _raw_state(self.state_base64)
         record = StoredRecord(
             notification_id=self.notification_id,
             content=RecordContent(
@@ -160,9 +177,14 @@ class ExportCheckpoint(_Line):
         prefix = "ed25519:"
         if not self.public_key.startswith(prefix):
             raise ValueError(f"the public key must read {prefix}BASE64")
+        public_key = base64.b64decode(self.public_key[len(prefix) :], validate=True)
+        if prefix + base64.b64encode(public_key).decode() != self.public_key:
+            raise ValueError("the public key is not in its one base64 spelling")
+        if not _SIGNATURE_TEXT.fullmatch(self.signature):
+            raise ValueError("the signature is 64 bytes as 128 lowercase hex digits")
         return Checkpoint(
             statement=Statement.from_json(dict(self.statement)),
-            public_key=base64.b64decode(self.public_key[len(prefix) :], validate=True),
+            public_key=public_key,
             signature=bytes.fromhex(self.signature),
         )
 
@@ -172,12 +194,12 @@ class ExportProof(_Line):
     checkpoint's ``heads_root``."""
 
     type: Literal["proof"] = "proof"
-    originator_id: UUID
+    originator_id: StreamId
     version: Position
-    stream_hash: str
+    stream_hash: HashText
     index: Position
     tree_size: Position
-    path: list[str]
+    path: list[HashText]
 
     def head(self) -> StreamHead:
         return StreamHead(
@@ -188,9 +210,9 @@ class ExportProof(_Line):
 
 
 class ExportMember(_Line):
-    originator_id: UUID
+    originator_id: StreamId
     version: Position
-    stream_hash: str
+    stream_hash: HashText
 
 
 class ExportMembers(_Line):
@@ -201,10 +223,10 @@ class ExportMembers(_Line):
     type: Literal["members"] = "members"
     session: str
     streams: list[ExportMember]
-    order: str
+    order: HashText
     index: Position
     tree_size: Position
-    path: list[str]
+    path: list[HashText]
 
     def members(self, statement_version: int) -> SessionMembers:
         """The signed leaf this line shows, under the checkpoint's statement version."""
@@ -227,12 +249,30 @@ class ExportEnd(_Line):
     type: Literal["end"] = "end"
     events: Position
     head_notification_id: Position | None = None
-    head_log_hash: str | None = None
+    head_log_hash: HashText | None = None
     head_log_seq: Position | None = None
 
 
 def _hash(text: str | None) -> bytes:
     return parse_hash(text, "a chain hash")
+
+
+def proof_path(steps: list[str]) -> list[bytes]:
+    """A Merkle proof's steps (checked when their line was read)."""
+    return [bytes.fromhex(step) for step in steps]
+
+
+def _raw_state(text: str | None) -> bytes:
+    """Stored bytes that are not UTF-8, as base64 (strict: one spelling, and only for
+    bytes the ``state`` field cannot hold)."""
+    raw = base64.b64decode(text or "", validate=True)
+    if base64.b64encode(raw).decode() != text:
+        raise ValueError("state_base64 is not in its one base64 spelling")
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return raw
+    raise ValueError("state_base64 holds UTF-8 text, which the state field carries")
 
 
 def _involves(event: DomainEvent, key: str) -> bool:

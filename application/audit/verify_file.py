@@ -46,6 +46,7 @@ from sessionwire.application.audit.export import (
     ExportProof,
     line_problem,
     log_order,
+    proof_path,
     sealed_seq,
 )
 from sessionwire.domain import merkle
@@ -353,9 +354,10 @@ class _Verifier:
 
     def event(self, number: int, line: ExportedEvent) -> None:
         report = self.report
+        # Read first: a line that is no record is malformed, not a counted event.
+        record, link = line.to_record()
         report.events += 1
         index = report.events
-        record, link = line.to_record()
         content = record.content
         oid, version = content.originator_id, content.originator_version
         where = {
@@ -758,7 +760,7 @@ class _Verifier:
         for number, proof in self.proofs:
             head = proof.head()
             oid = head.originator_id
-            path = [bytes.fromhex(step) for step in proof.path]
+            path = proof_path(proof.path)
             root = merkle.root_from_proof(head.leaf(), proof.index, proof.tree_size, path)
             if statement.heads_count not in (None, proof.tree_size):
                 self.found(
@@ -840,7 +842,7 @@ class _Verifier:
         """Whether a members line's leaf leads to the signed ``sessions_root`` (and, for
         a version-3 statement, in a tree of the signed size); a finding when not."""
         leaf = line.members(statement.version).leaf()
-        path = [bytes.fromhex(step) for step in line.path]
+        path = proof_path(line.path)
         root = merkle.root_from_proof(leaf, line.index, line.tree_size, path)
         if statement.sessions_count not in (None, line.tree_size):
             detail = (

@@ -176,3 +176,36 @@ async def test_an_end_line_naming_another_head_is_found(
             assert kinds == {"altered"}, details
         past = [*lines[:-1], {**end, "head_log_seq": end["head_log_seq"] + 1}]
         assert verify(capsys, tmp_path, past, signed)[:2] == (1, {"truncated"})
+
+
+def respelled(lines: list[Line], kind: str, change: Any) -> list[Line]:
+    """The first line of ``kind`` with ``change`` applied to a copy of it."""
+    at = next(i for i, line in enumerate(lines) if line["type"] == kind)
+    line = json.loads(json.dumps(lines[at]))
+    change(line)
+    return [*lines[:at], line, *lines[at + 1 :]]
+
+
+@pytest.mark.parametrize(
+    ("kind", "change"),
+    [
+        ("event", lambda line: line.update(originator_id=line["originator_id"].upper())),
+        ("event", lambda line: line.update(stream_hash=line["stream_hash"].upper())),
+        ("proof", lambda line: line.update(path=[step.upper() for step in line["path"]])),
+        ("members", lambda line: line.update(order=line["order"].upper())),
+        ("checkpoint", lambda line: line.update(signature=line["signature"].upper())),
+        ("checkpoint", lambda line: line.update(public_key=line["public_key"].rstrip("="))),
+    ],
+)
+async def test_another_spelling_of_a_signed_value_is_refused(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    signed: Signed,
+    kind: str,
+    change: Any,
+) -> None:
+    """The same bytes written another way (upper-case hex or id, base64 unpadded): each
+    value has one spelling, so no line differs from the signed one unchecked."""
+    code, kinds, details = verify(capsys, tmp_path, respelled(signed.bundle, kind, change), signed)
+    assert code == 1
+    assert "malformed" in kinds, details
