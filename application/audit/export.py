@@ -22,7 +22,16 @@ from collections.abc import Iterable, Iterator
 from typing import Annotated, Literal, cast
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 from sessionwire.application.audit.checkpoint import session_members, signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
@@ -55,7 +64,8 @@ FORMAT_VERSION = 3
 # Positions, versions and counts are 64-bit integers in the stores and in the chain's
 # encodings: a file's larger one is a malformed line, named, not an OverflowError
 # traceback from deep inside a verify or an import (issue 27 finding 8).
-Position = Annotated[int, Field(ge=0, le=2**63 - 1)]
+# Strict: a JSON integer, never a string, float or boolean read as one (one spelling).
+Position = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
 _UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _SIGNATURE_TEXT = re.compile(r"[0-9a-f]{128}")
 
@@ -92,7 +102,7 @@ class ExportHeader(_Line):
     type: Literal["header"] = "header"
     format: Literal["sessionwire-audit-export"] = "sessionwire-audit-export"
     # A version this code does not know is refused, not read as if it were one it does.
-    version: Annotated[int, Field(ge=1, le=FORMAT_VERSION)] = FORMAT_VERSION
+    version: Annotated[int, Field(ge=1, le=FORMAT_VERSION, strict=True)] = FORMAT_VERSION
     scope: Literal["all", "session"]
     session: str | None = None
 
@@ -161,7 +171,7 @@ class ExportCheckpoint(_Line):
     """The signed checkpoint the file is anchored to (ADR 0016 §3)."""
 
     type: Literal["checkpoint"] = "checkpoint"
-    statement: dict[str, int | str]
+    statement: dict[str, StrictInt | StrictStr]
     public_key: str  # ed25519:BASE64
     signature: str  # hex
 

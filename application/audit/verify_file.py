@@ -312,7 +312,7 @@ class _Verifier:
         if not text.strip():
             return
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_members)
         except (ValueError, RecursionError) as error:
             self.found("malformed", f"not JSON: {error}", line=number)
             return
@@ -941,6 +941,17 @@ class _Verifier:
         # Covered: the member events up to the checkpoint; the rest are unanchored.
         hashed = sum(1 for event in set(self.ordered) if self.events.hashed[event - 1])
         self.report.unanchored = hashed - len(ordered)
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose member names are all different: with a name twice, readers
+    disagree on which value counts (the last, the first, an error), so it is refused."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        names = [name for name, _ in pairs]
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ValueError(f"the member {twice!r} appears twice")
+    return found
 
 
 def _head_text(head: tuple[int | None, str | None, int | None]) -> str:
