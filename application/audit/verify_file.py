@@ -333,7 +333,12 @@ class _Verifier:
                 else:
                     self.checkpoint = ExportCheckpoint.model_validate(data).to_checkpoint()
             elif kind == "proof":
-                self.proofs.append((number, ExportProof.model_validate(data)))
+                proof = ExportProof.model_validate(data)
+                if self.header.scope == "all":
+                    # The log chain anchors a whole-store export; a proof would be unread.
+                    self.found("inserted", "a proof line in a whole-store export", line=number)
+                else:
+                    self.proofs.append((number, proof))
             elif kind == "members" and self.header.scope == "all":
                 self.all_members.append((number, ExportMembers.model_validate(data)))
             elif kind == "members":
@@ -378,6 +383,11 @@ class _Verifier:
             return
         # A batch of messages takes the versions of its messages, up to its own.
         lowest = first_version(content) if is_batch(content.topic) else version
+        if lowest < 1:
+            # More messages than versions: a forged count (and no walk over its range).
+            self.events.add(number, record.notification_id, version, stream.number, None, own)
+            self.found("altered", f"a batch of more messages than its version {version}", **where)
+            return
         first = next((e for v in range(lowest, version + 1) if (e := stream.event(v))), 0)
         if first:
             self.events.add(number, record.notification_id, version, stream.number, None, own)
