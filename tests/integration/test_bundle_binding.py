@@ -10,7 +10,7 @@ another head all verified clean before."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,11 +19,14 @@ import pytest
 from audit_rig import audit_log_of, open_populated, run_cli, sealed_now
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire.application.audit.checkpoint import (
+    latest_anchor,
     make_checkpoint,
     public_key_text,
     raw_public_key,
+    session_members,
 )
 from sessionwire.application.audit.export import export_lines
+from sessionwire.domain.checkpoint import Checkpoint, sessions_root
 from sessionwire.domain.hash_chain import log_hash
 from sessionwire.testing import VirtualClock
 
@@ -209,3 +212,58 @@ async def test_another_spelling_of_a_signed_value_is_refused(
     code, kinds, details = verify(capsys, tmp_path, respelled(signed.bundle, kind, change), signed)
     assert code == 1
     assert "malformed" in kinds, details
+
+
+async def test_a_checkpoint_recorded_before_version_3_still_anchors_exports(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, store_url: str, clock: VirtualClock
+) -> None:
+    """A store's version-2 checkpoint (recorded before the upgrade: no tree sizes) is
+    read back as version 2, re-checked against the log with the version-1 order digest,
+    and anchors a bundle and an export that verify clean under its rules."""
+    gateway = await open_populated(store_url, clock)
+    try:
+        with audit_log_of(gateway) as log:
+            sealed_now(log)
+            key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+            current = make_checkpoint(log, key, now=START).checkpoint.statement
+            head = log.sealed_head()
+            assert head is not None
+            members = session_members(log, head.size, log.stream_heads(head), 2)
+            older = replace(
+                current,
+                sessions_root=sessions_root(members),
+                heads_count=None,
+                sessions_count=None,
+            )
+            assert older.version == 2
+            log.record_checkpoint(
+                Checkpoint(older, raw_public_key(key), key.sign(older.signed_bytes()))
+            )
+            anchor = latest_anchor(log)
+            assert anchor is not None
+            assert anchor.checkpoint.statement == older
+            files = [
+                [
+                    json.loads(line)
+                    for line in export_lines(
+                        log,
+                        session_key=session,
+                        checkpoint=anchor.checkpoint,
+                        heads=anchor.heads,
+                        members=anchor.members,
+                    )
+                ]
+                for session in (MAIN, None)
+            ]
+    finally:
+        await gateway.close()
+    signed = Signed(
+        bundle=files[0],
+        whole=files[1],
+        key=public_key_text(raw_public_key(key)),
+        head=older.log_hash.hex(),
+    )
+    for lines in files:
+        [checkpoint] = [line for line in lines if line["type"] == "checkpoint"]
+        assert "version" not in checkpoint["statement"]
+        assert verify(capsys, tmp_path, lines, signed)[:2] == (0, set())

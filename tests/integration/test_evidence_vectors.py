@@ -11,6 +11,7 @@ reproduced by both from their fields.
 
 from __future__ import annotations
 
+import ast
 import base64
 import importlib.util
 import json
@@ -121,6 +122,22 @@ def test_every_version_and_forgery_the_issue_names_has_a_vector() -> None:
             "unsigned-field",
         ):
             assert f"{name}-bundle-{forgery}" in files
+
+
+def test_the_second_verifier_reads_nothing_of_sessionwire() -> None:
+    """Standard library and ``cryptography`` only: what it knows is what the spec says."""
+    tree = ast.parse(Path(spec.__file__).read_text())
+    imported = {
+        name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+        )
+    }
+    assert imported <= set(sys.stdlib_module_names) | {"cryptography", "__future__"}, imported
 
 
 # Worked hash examples --------------------------------------------------------------------
