@@ -322,6 +322,8 @@ class _Verifier:
             return
         try:
             if self.header is None:
+                if kind != "header":
+                    raise ValueError(f"the first line is a {kind or 'line'}, not the header")
                 self.header = ExportHeader.model_validate(data)
                 self.report.scope = self.header.scope
                 self.report.session = self.header.session
