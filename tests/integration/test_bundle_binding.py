@@ -26,7 +26,7 @@ from sessionwire.application.audit.checkpoint import (
     session_members,
 )
 from sessionwire.application.audit.export import export_lines
-from sessionwire.domain.checkpoint import Checkpoint, sessions_root
+from sessionwire.domain.checkpoint import Checkpoint, Statement, sessions_root
 from sessionwire.domain.hash_chain import log_hash
 from sessionwire.testing import VirtualClock
 
@@ -267,3 +267,32 @@ async def test_a_checkpoint_recorded_before_version_3_still_anchors_exports(
         [checkpoint] = [line for line in lines if line["type"] == "checkpoint"]
         assert "version" not in checkpoint["statement"]
         assert verify(capsys, tmp_path, lines, signed)[:2] == (0, set())
+
+
+async def test_an_import_keeps_a_carried_checkpoint_only_if_it_signs_the_sessions_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, signed: Signed
+) -> None:
+    """A checkpoint whose signature holds and whose log head and heads_root are the
+    imported log's, but whose sessions_root is not, is not kept: kept, it made every
+    later verify and export of the copy fail on the mismatch."""
+    key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+    forged = []
+    for line in signed.whole:
+        if line["type"] == "checkpoint":
+            statement = Statement.from_json({**line["statement"], "sessions_root": "00" * 32})
+            line = {
+                **line,
+                "statement": statement.to_json(),
+                "signature": key.sign(statement.signed_bytes()).hex(),
+            }
+        forged.append(line)
+    for name, lines, kept in (("genuine", signed.whole, True), ("forged", forged, False)):
+        file = tmp_path / f"{name}.jsonl"
+        file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        copy = f"sqlite:///{tmp_path}/{name}.db"
+        code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "import", str(file))
+        assert code == 0, err
+        (note,) = json.loads(out)["checkpoints"]
+        assert ("was kept" in note) is kept, note
+        code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "verify")
+        assert code == 0, out + err
