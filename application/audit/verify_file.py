@@ -603,6 +603,9 @@ class _Verifier:
                 self.found("checkpoint", "the file carries no checkpoint to check against")
             return
         statement = checkpoint.statement
+        # The header read (or, when it was malformed, the whole-store reading it falls
+        # back to), not the report's scope, which says what the header claimed.
+        whole = self.header is None or self.header.scope == "all"
         holds = signature_holds(checkpoint)
         trusted = None if self.trusted_key is None else checkpoint.public_key == self.trusted_key
         report.checkpoint = CheckpointView(
@@ -623,15 +626,15 @@ class _Verifier:
                 f"the checkpoint is signed by key {statement.key_id}, not by the trusted key",
             )
         if self.expect_head is not None and statement.log_hash != self.expect_head:
-            extends = self.report.scope == "all" and self.expect_seen
+            extends = whole and self.expect_seen
             if not extends:
                 self.found(
                     "checkpoint",
                     f"the expected head {self.expect_head.hex()} is not the checkpoint's "
                     f"({statement.log_hash.hex()})"
-                    + (" nor in the file's log chain" if self.report.scope == "all" else ""),
+                    + (" nor in the file's log chain" if whole else ""),
                 )
-        if self.report.scope == "all":
+        if whole:
             self.anchor_log(checkpoint)
         else:
             self.anchor_streams(checkpoint)
