@@ -264,7 +264,10 @@ class ExportEnd(_Line):
 
 
 def _hash(text: str | None) -> bytes:
-    return parse_hash(text, "a chain hash")
+    """A hash field's bytes: its spelling was checked when the line was read (HashText)."""
+    if text is None:
+        raise ValueError("a chain hash is 32 bytes as 64 lowercase hex digits")
+    return bytes.fromhex(text)
 
 
 def proof_path(steps: list[str]) -> list[bytes]:

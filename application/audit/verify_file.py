@@ -312,7 +312,7 @@ class _Verifier:
         if not text.strip():
             return
         try:
-            data = json.loads(text, object_pairs_hook=_unique_members)
+            data = _DECODER.decode(text)
         except (ValueError, RecursionError) as error:
             self.found("malformed", f"not JSON: {error}", line=number)
             return
@@ -967,6 +967,10 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         twice = next(name for name in names if names.count(name) > 1)
         raise ValueError(f"the member {twice!r} appears twice")
     return found
+
+
+# One decoder for every line (json.loads with a hook makes one per call).
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_members)
 
 
 def _head_text(head: tuple[int | None, str | None, int | None]) -> str:
