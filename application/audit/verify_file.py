@@ -117,6 +117,7 @@ class CheckpointView:
     public_key: str
     signature_holds: bool
     trusted: bool | None  # None: no --trusted-key given
+    version: int = 3  # the statement's: what it binds (docs/evidence-format.md §4)
 
     def to_json(self) -> dict[str, object]:
         return dict(vars(self))
@@ -617,6 +618,7 @@ class _Verifier:
             public_key=public_key_text(checkpoint.public_key),
             signature_holds=holds,
             trusted=trusted,
+            version=statement.version,
         )
         if not holds:
             self.found("checkpoint", "the checkpoint's signature does not hold")

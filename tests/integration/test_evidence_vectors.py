@@ -101,6 +101,11 @@ def test_both_verifiers_give_each_vector_its_stated_verdict(
     assert (code == 0) == (vector["verdict"] == "clean"), kinds
     assert kinds == vector["kinds"], vector["what"]
     assert independent_kinds(file, options) == vector["kinds"], vector["what"]
+    if "-statement-v" in vector["file"]:
+        # The report says which statement's rules it applied (spec §4).
+        _, out, _ = run_cli(capsys, "--json", "audit", "verify", str(file))
+        version = int(vector["file"].split("-statement-v")[1][0])
+        assert json.loads(out)["checkpoint"]["version"] == version
 
 
 def test_every_version_and_forgery_the_issue_names_has_a_vector() -> None:
