@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.bootstrap import service_of
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
+from sessionwire.adapters.store.loop_guard import blocking_access_allowed
+from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 QUICK = [
@@ -21,8 +26,9 @@ QUICK = [
 ]
 
 
-async def populate(url: str, clock: VirtualClock) -> None:
-    """Two sessions with messages and a patch, and a sub-agent spawned from main."""
+async def open_populated(url: str, clock: VirtualClock) -> Gateway:
+    """A gateway on ``url`` holding two sessions with messages and a patch, and a
+    sub-agent spawned from main (open: a memory store lives as long as its gateway)."""
     gateway = await Gateway.open(
         config=GatewayConfig(),
         store=url,
@@ -41,8 +47,25 @@ async def populate(url: str, clock: VirtualClock) -> None:
         assert spawned["status"] == "accepted", spawned
         await gateway.wait_idle()
         await gateway.record_message("discord:group:dev", role="assistant", content="noted")
-    finally:
+    except BaseException:
         await gateway.close()
+        raise
+    return gateway
+
+
+async def populate(url: str, clock: VirtualClock) -> None:
+    """``open_populated``, closed."""
+    await (await open_populated(url, clock)).close()
+
+
+@contextmanager
+def audit_log_of(gateway: Gateway) -> Iterator[StoreAuditLog]:
+    """The audit port on the store behind a live gateway, read blocking on purpose (the
+    way the CLI reads a store), between the gateway's own steps."""
+    store = service_of(gateway).store
+    assert isinstance(store, OffLoopStore)
+    with blocking_access_allowed():
+        yield StoreAuditLog(store.event_store)
 
 
 @dataclass

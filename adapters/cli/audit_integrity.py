@@ -61,6 +61,13 @@ from sessionwire.domain.keys import InvalidSessionKey
 pass_options = click.make_pass_decorator(CliOptions)
 
 
+# What an older statement leaves unbound in a bundle (docs/evidence-format.md §4).
+_UNBOUND = {
+    ("session", 1): "; membership, order and positions not bound",
+    ("session", 2): "; positions not bound",
+}
+
+
 @contextmanager
 def open_log(options: CliOptions) -> Iterator[StoreAuditLog]:
     with options.store_alone() as (store, _):
@@ -241,10 +248,11 @@ def file_view(report: FileReport) -> RenderableType:
             True: "trusted key",
             False: "NOT the trusted key",
         }
+        unbound = _UNBOUND.get((report.scope, checkpoint.version), "")
         lines = [
             summary,
-            f"checkpoint {checkpoint.time}: log_size {checkpoint.log_size}, "
-            f"log_hash {checkpoint.log_hash}",
+            f"checkpoint {checkpoint.time} (statement v{checkpoint.version}{unbound}): "
+            f"log_size {checkpoint.log_size}, log_hash {checkpoint.log_hash}",
             f"signed by {checkpoint.key_id} ({checkpoint.public_key}): signature "
             f"{'holds' if checkpoint.signature_holds else 'DOES NOT HOLD'}, "
             f"{trust[checkpoint.trusted]}",

@@ -62,6 +62,14 @@ class LogTables:
     history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
 
 
+# Columns of the checkpoints table added after it was first made, for older tables.
+CHECKPOINT_COLUMNS_ADDED = ("sessions_root BLOB", "heads_count BIGINT", "sessions_count BIGINT")
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _uuid(value: Any) -> UUID:
     return value if isinstance(value, UUID) else UUID(str(value))
 
@@ -198,14 +206,17 @@ class SqlChain:
             f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
             f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
             f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL, "
-            f"sessions_root {t.blob_type})"
+            f"sessions_root {t.blob_type}, heads_count BIGINT, sessions_count BIGINT)"
         ]
         if t.xact_column:
             # PostgreSQL: a table made before the sessions' membership was signed (ADR
-            # 0036 §7) gets the column (SQLite: sqlite.py adds it when missing).
-            statements.append(
-                f"ALTER TABLE {t.checkpoints} ADD COLUMN IF NOT EXISTS sessions_root {t.blob_type}"
-            )
+            # 0036 §7), or before the statement signed its trees' sizes (ADR 0041), gets
+            # the columns (SQLite: sqlite.py adds them when missing).
+            statements += [
+                f"ALTER TABLE {t.checkpoints} ADD COLUMN IF NOT EXISTS "
+                + column.replace("BLOB", t.blob_type)
+                for column in CHECKPOINT_COLUMNS_ADDED
+            ]
         return statements
 
     # Writes ---------------------------------------------------------------------------
@@ -359,8 +370,8 @@ class SqlChain:
         statement = checkpoint.statement
         cursor.execute(
             f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
-            f"public_key, signature, sessions_root) "
-            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            f"public_key, signature, sessions_root, heads_count, sessions_count) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
             (
                 statement.log_size,
                 statement.log_hash,
@@ -370,6 +381,8 @@ class SqlChain:
                 checkpoint.public_key,
                 checkpoint.signature,
                 statement.sessions_root,
+                statement.heads_count,
+                statement.sessions_count,
             ),
             **self.write_options,
         )
@@ -420,7 +433,8 @@ class SqlChain:
         m = self.t.marker
         cursor.execute(
             "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "
-            f"sessions_root FROM {self.t.checkpoints} ORDER BY id DESC LIMIT {m}",
+            f"sessions_root, heads_count, sessions_count FROM {self.t.checkpoints} "
+            f"ORDER BY id DESC LIMIT {m}",
             (limit,),
         )
         return [
@@ -434,6 +448,9 @@ class SqlChain:
                     sessions_root=(
                         None if row["sessions_root"] is None else bytes(row["sessions_root"])
                     ),
+                    # Both or neither: a version-3 statement (ADR 0041).
+                    heads_count=_count(row["heads_count"]),
+                    sessions_count=_count(row["sessions_count"]),
                 ),
                 public_key=bytes(row["public_key"]),
                 signature=bytes(row["signature"]),

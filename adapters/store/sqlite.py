@@ -17,7 +17,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
 from sessionwire.adapters.store import sqlite_format
-from sessionwire.adapters.store.chain import SqlChain, sqlite_tables
+from sessionwire.adapters.store.chain import CHECKPOINT_COLUMNS_ADDED, SqlChain, sqlite_tables
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
     EventSourcedStore,
@@ -83,14 +83,17 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
                 for statement in sqlite_format.finish_statements():
                     c.execute(statement)
         with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                "SELECT 1 FROM pragma_table_info('sw_checkpoints') WHERE name = 'sessions_root'"
-            )
-            signs_members = c.fetchone() is not None
-        if not signs_members:
-            # A table made before checkpoints signed the sessions' membership (ADR 0036 §7).
+            c.execute("SELECT name FROM pragma_table_info('sw_checkpoints')")
+            present = {row[0] for row in c.fetchall()}
+        missing = [
+            column for column in CHECKPOINT_COLUMNS_ADDED if column.split()[0] not in present
+        ]
+        if missing:
+            # A table made before checkpoints signed the sessions' membership (ADR 0036
+            # §7), or their trees' sizes (ADR 0041).
             with self.datastore.transaction(commit=True) as c:
-                c.execute("ALTER TABLE sw_checkpoints ADD COLUMN sessions_root BLOB")
+                for column in missing:
+                    c.execute(f"ALTER TABLE sw_checkpoints ADD COLUMN {column}")
 
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any

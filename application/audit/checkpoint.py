@@ -20,7 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sessionwire.application.ports.audit_log import AuditLog
 from sessionwire.domain.checkpoint import (
+    STATEMENT_VERSION,
     Checkpoint,
+    OrderedEvent,
     SessionMembers,
     Statement,
     StreamHead,
@@ -82,10 +84,13 @@ class Checkpointed:
     members: list[SessionMembers] = field(default_factory=list)
 
 
-def session_members(log: AuditLog, size: int, heads: list[StreamHead]) -> list[SessionMembers]:
+def session_members(
+    log: AuditLog, size: int, heads: list[StreamHead], statement_version: int
+) -> list[SessionMembers]:
     """Each session's streams with a head within the first ``size`` records of the sealed
     log (its own and those the timeline index lists for it), and the order of their
-    events there (ADR 0036 §7), sorted by key.
+    events there (ADR 0036 §7, and for a version-3 statement their positions and log
+    hashes: ADR 0041), sorted by key.
 
     Reads every session's events once; a store recorded before the timeline index binds
     each session's own stream only."""
@@ -98,15 +103,25 @@ def session_members(log: AuditLog, size: int, heads: list[StreamHead]) -> list[S
         records = log.session_records(key) or []
         streams = {own, *(record.content.originator_id for record, _ in records)}
         covered = sorted(
-            (link.log_seq, record.content.originator_id, record.content.originator_version)
+            OrderedEvent(
+                link.log_seq,
+                record.notification_id,
+                record.content.originator_id,
+                record.content.originator_version,
+                link.log_hash,
+            )
             for record, link in records
-            if link is not None and link.log_seq is not None and link.log_seq <= size
+            if link is not None
+            and link.log_seq is not None
+            and link.log_hash is not None
+            and link.log_seq <= size
         )
         members.append(
             SessionMembers(
                 key=key,
                 heads=sort_heads([by_id[stream] for stream in streams if stream in by_id]),
-                order=order_digest(covered),
+                order=order_digest(covered, statement_version=statement_version),
+                statement_version=statement_version,
             )
         )
     return sort_members(members)
@@ -119,7 +134,7 @@ def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> 
     if head is None:
         raise NothingToCheckpoint("the log has no chained record yet: nothing to sign")
     heads = log.stream_heads(head)
-    members = session_members(log, head.size, heads)
+    members = session_members(log, head.size, heads, STATEMENT_VERSION)
     public = raw_public_key(key)
     statement = Statement(
         log_size=head.size,
@@ -128,6 +143,8 @@ def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> 
         time=now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         key_id=key_id(public),
         sessions_root=sessions_root(members),
+        heads_count=len(heads),
+        sessions_count=len(members),
     )
     checkpoint = Checkpoint(
         statement=statement, public_key=public, signature=key.sign(statement.signed_bytes())
@@ -153,12 +170,14 @@ def latest_anchor(log: AuditLog) -> Checkpointed | None:
     members = (
         []
         if head is None or statement.sessions_root is None
-        else session_members(log, head.size, heads)
+        else session_members(log, head.size, heads, statement.version)
     )
     if (
         head is None
         or head.log_hash != statement.log_hash
         or heads_root(heads) != (statement.heads_root)
+        or statement.heads_count not in (None, len(heads))
+        or statement.sessions_count not in (None, len(members))
         or (
             statement.sessions_root is not None
             and sessions_root(members) != statement.sessions_root

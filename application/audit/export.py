@@ -17,12 +17,22 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Literal, cast
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sessionwire.application.audit.checkpoint import signature_holds
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+from sessionwire.application.audit.checkpoint import session_members, signature_holds
 from sessionwire.application.ports.audit_log import AuditLog, LoadedRecord, StoredRecord
 from sessionwire.domain import merkle
 from sessionwire.domain.base import Aggregate, DomainEvent
@@ -32,11 +42,12 @@ from sessionwire.domain.checkpoint import (
     Statement,
     StreamHead,
     heads_root,
+    parse_hash,
+    sessions_root,
 )
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import (
     GENESIS,
-    HASH_SIZE,
     ChainLink,
     RecordContent,
     first_version,
@@ -47,11 +58,34 @@ from sessionwire.domain.session import session_uuid
 
 FORMAT = "sessionwire-audit-export"
 # 2: checkpoint and proof lines (a version-1 reader refuses them; v1 files still load).
-FORMAT_VERSION = 2
+# 3: a whole-store export carries every session's members line (sessions_root is then
+# recomputable from the file), and the end line's head is checked (ADR 0041).
+FORMAT_VERSION = 3
 # Positions, versions and counts are 64-bit integers in the stores and in the chain's
 # encodings: a file's larger one is a malformed line, named, not an OverflowError
 # traceback from deep inside a verify or an import (issue 27 finding 8).
-Position = Annotated[int, Field(ge=0, le=2**63 - 1)]
+# Strict: a JSON integer, never a string, float or boolean read as one (one spelling).
+Position = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
+_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SIGNATURE_TEXT = re.compile(r"[0-9a-f]{128}")
+
+
+def _canonical_uuid(value: object) -> object:
+    # One spelling per id: a stream id the hashes cover as 16 bytes has one text too, so
+    # no line can differ from the signed one in a way nothing checks (ADR 0041).
+    if isinstance(value, str) and not _UUID_TEXT.fullmatch(value):
+        raise ValueError("a stream id is a UUID written as lowercase 8-4-4-4-12 hex")
+    return value
+
+
+def _canonical_hash(value: str) -> str:
+    parse_hash(value, "a hash")
+    return value
+
+
+StreamId = Annotated[UUID, BeforeValidator(_canonical_uuid)]
+# A hash as text: 64 lowercase hex digits, checked when the line is read.
+HashText = Annotated[str, AfterValidator(_canonical_hash)]
 # Fields of run, spawn and exchange creation events that name a session they involve.
 _SESSION_FIELDS = ("session_key", "requester_key", "target_key", "child_key")
 
@@ -67,7 +101,8 @@ class _Line(BaseModel):
 class ExportHeader(_Line):
     type: Literal["header"] = "header"
     format: Literal["sessionwire-audit-export"] = "sessionwire-audit-export"
-    version: int = FORMAT_VERSION
+    # A version this code does not know is refused, not read as if it were one it does.
+    version: Annotated[int, Field(ge=1, le=FORMAT_VERSION, strict=True)] = FORMAT_VERSION
     scope: Literal["all", "session"]
     session: str | None = None
 
@@ -75,13 +110,13 @@ class ExportHeader(_Line):
 class ExportedEvent(_Line):
     type: Literal["event"] = "event"
     notification_id: Position
-    originator_id: UUID
+    originator_id: StreamId
     originator_version: Position
     topic: str
     state: str | None = None  # the stored bytes when they are UTF-8 text (always, today)
     state_base64: str | None = None  # otherwise
-    stream_hash: str | None = None
-    log_hash: str | None = None
+    stream_hash: HashText | None = None
+    log_hash: HashText | None = None
     log_seq: Position | None = None  # absent in files from before sealing: the line's order
 
     @classmethod
@@ -107,11 +142,7 @@ class ExportedEvent(_Line):
     def to_record(self) -> tuple[StoredRecord, ChainLink | None]:
         if (self.state is None) == (self.state_base64 is None):
             raise ValueError("needs exactly one of state and state_base64")
-        state = (
-            self.state.encode()
-            if self.state is not None
-            else base64.b64decode(self.state_base64 or "")
-        )
+        state = self.state.encode() if self.state is not None else _raw_state(self.state_base64)
         record = StoredRecord(
             notification_id=self.notification_id,
             content=RecordContent(
@@ -140,7 +171,7 @@ class ExportCheckpoint(_Line):
     """The signed checkpoint the file is anchored to (ADR 0016 §3)."""
 
     type: Literal["checkpoint"] = "checkpoint"
-    statement: dict[str, int | str]
+    statement: dict[str, StrictInt | StrictStr]
     public_key: str  # ed25519:BASE64
     signature: str  # hex
 
@@ -156,9 +187,14 @@ class ExportCheckpoint(_Line):
         prefix = "ed25519:"
         if not self.public_key.startswith(prefix):
             raise ValueError(f"the public key must read {prefix}BASE64")
+        public_key = base64.b64decode(self.public_key[len(prefix) :], validate=True)
+        if prefix + base64.b64encode(public_key).decode() != self.public_key:
+            raise ValueError("the public key is not in its one base64 spelling")
+        if not _SIGNATURE_TEXT.fullmatch(self.signature):
+            raise ValueError("the signature is 64 bytes as 128 lowercase hex digits")
         return Checkpoint(
             statement=Statement.from_json(dict(self.statement)),
-            public_key=base64.b64decode(self.public_key[len(prefix) :], validate=True),
+            public_key=public_key,
             signature=bytes.fromhex(self.signature),
         )
 
@@ -168,12 +204,12 @@ class ExportProof(_Line):
     checkpoint's ``heads_root``."""
 
     type: Literal["proof"] = "proof"
-    originator_id: UUID
+    originator_id: StreamId
     version: Position
-    stream_hash: str
+    stream_hash: HashText
     index: Position
     tree_size: Position
-    path: list[str]
+    path: list[HashText]
 
     def head(self) -> StreamHead:
         return StreamHead(
@@ -184,9 +220,9 @@ class ExportProof(_Line):
 
 
 class ExportMember(_Line):
-    originator_id: UUID
-    version: int
-    stream_hash: str
+    originator_id: StreamId
+    version: Position
+    stream_hash: HashText
 
 
 class ExportMembers(_Line):
@@ -197,12 +233,13 @@ class ExportMembers(_Line):
     type: Literal["members"] = "members"
     session: str
     streams: list[ExportMember]
-    order: str
-    index: int
-    tree_size: int
-    path: list[str]
+    order: HashText
+    index: Position
+    tree_size: Position
+    path: list[HashText]
 
-    def members(self) -> SessionMembers:
+    def members(self, statement_version: int) -> SessionMembers:
+        """The signed leaf this line shows, under the checkpoint's statement version."""
         return SessionMembers(
             key=self.session,
             heads=[
@@ -214,6 +251,7 @@ class ExportMembers(_Line):
                 for stream in self.streams
             ],
             order=_hash(self.order),
+            statement_version=statement_version,
         )
 
 
@@ -221,15 +259,33 @@ class ExportEnd(_Line):
     type: Literal["end"] = "end"
     events: Position
     head_notification_id: Position | None = None
-    head_log_hash: str | None = None
+    head_log_hash: HashText | None = None
     head_log_seq: Position | None = None
 
 
 def _hash(text: str | None) -> bytes:
-    value = bytes.fromhex(text or "")
-    if len(value) != HASH_SIZE:
-        raise ValueError(f"a chain hash is {HASH_SIZE} bytes of hex")
-    return value
+    """A hash field's bytes: its spelling was checked when the line was read (HashText)."""
+    if text is None:
+        raise ValueError("a chain hash is 32 bytes as 64 lowercase hex digits")
+    return bytes.fromhex(text)
+
+
+def proof_path(steps: list[str]) -> list[bytes]:
+    """A Merkle proof's steps (checked when their line was read)."""
+    return [bytes.fromhex(step) for step in steps]
+
+
+def _raw_state(text: str | None) -> bytes:
+    """Stored bytes that are not UTF-8, as base64 (strict: one spelling, and only for
+    bytes the ``state`` field cannot hold)."""
+    raw = base64.b64decode(text or "", validate=True)
+    if base64.b64encode(raw).decode() != text:
+        raise ValueError("state_base64 is not in its one base64 spelling")
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return raw
+    raise ValueError("state_base64 holds UTF-8 text, which the state field carries")
 
 
 def _involves(event: DomainEvent, key: str) -> bool:
@@ -251,7 +307,9 @@ def export_lines(
     With ``session_key`` (canonical): that session's stream and the streams of the runs,
     spawns and exchanges created for it or by it. With ``checkpoint`` (and ``heads``, the
     sorted stream heads it signs): the checkpoint line and, for a session, a proof of
-    each of the bundle's streams that the checkpoint covers.
+    each of the bundle's streams that the checkpoint covers. With ``members`` too: the
+    session's members line, or in a whole-store export every session's (so the file
+    alone recomputes ``sessions_root``).
     """
     scope: Literal["all", "session"] = "all" if session_key is None else "session"
     yield ExportHeader(scope=scope, session=session_key).model_dump_json()
@@ -268,8 +326,8 @@ def export_lines(
         yield ExportCheckpoint.of(checkpoint).model_dump_json()
         if session_key is not None and heads is not None:
             yield from _proof_lines(heads, wanted)
-        if session_key is not None and members:
-            yield from _members_line(members, session_key)
+        if members:
+            yield from _members_lines(members, session_key)
     yield ExportEnd(
         events=count,
         head_notification_id=None if head is None else head.notification_id,
@@ -339,13 +397,17 @@ def _proof_lines(heads: list[StreamHead], wanted: set[UUID]) -> Iterator[str]:
             ).model_dump_json()
 
 
-def _members_line(members: list[SessionMembers], session_key: str) -> Iterator[str]:
-    index = next((i for i, member in enumerate(members) if member.key == session_key), None)
-    if index is None:
-        return  # no event of the session within the checkpoint
+def _members_lines(members: list[SessionMembers], session_key: str | None) -> Iterator[str]:
+    """The members line of ``session_key`` (none when no event of it is within the
+    checkpoint), or of every session (a whole-store export)."""
     tree = merkle.Tree([member.leaf() for member in members])
-    member = members[index]
-    yield ExportMembers(
+    for index, member in enumerate(members):
+        if session_key is None or member.key == session_key:
+            yield _members_line(tree, index, member)
+
+
+def _members_line(tree: merkle.Tree, index: int, member: SessionMembers) -> str:
+    return ExportMembers(
         session=member.key,
         streams=[
             ExportMember(
@@ -414,6 +476,10 @@ def read_export(
                     carried = ExportCheckpoint.model_validate(data).to_checkpoint()
                     if checkpoints is not None:
                         checkpoints.append(carried)
+                    continue
+                elif kind == "members":
+                    # Checked with the checkpoint, against the imported log (_carry).
+                    ExportMembers.model_validate(data)
                     continue
                 else:
                     raise ValueError(f"unknown line type {kind!r}")
@@ -566,10 +632,16 @@ def _carry(log: AuditLog, checkpoint: Checkpoint) -> str:
     if not signature_holds(checkpoint):
         return f"{what} was not kept: its signature does not hold"
     head = log.sealed_head(statement.log_size)
+    heads = [] if head is None else log.stream_heads(head)
     if (
         head is None
         or head.log_hash != statement.log_hash
-        or heads_root(log.stream_heads(head)) != statement.heads_root
+        or heads_root(heads) != statement.heads_root
+        or (
+            statement.sessions_root is not None
+            and sessions_root(session_members(log, head.size, heads, statement.version))
+            != statement.sessions_root
+        )
     ):
         return f"{what} was not kept: it does not sign the imported log"
     log.record_checkpoint(checkpoint)

@@ -46,11 +46,15 @@ from sessionwire.application.audit.export import (
     ExportProof,
     line_problem,
     log_order,
+    proof_path,
     sealed_seq,
 )
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import (
     Checkpoint,
+    OrderedEvent,
+    SessionMembers,
+    Statement,
     StreamHead,
     heads_root,
     order_digest,
@@ -113,6 +117,7 @@ class CheckpointView:
     public_key: str
     signature_holds: bool
     trusted: bool | None  # None: no --trusted-key given
+    version: int = 3  # the statement's: what it binds (docs/evidence-format.md §4)
 
     def to_json(self) -> dict[str, object]:
         return dict(vars(self))
@@ -183,6 +188,7 @@ class _Events:
         self.ordinal = array("q")  # 0: not in the log chain
         self.hashes = bytearray()  # 32 bytes an event (zeros when it has none)
         self.hashed = bytearray()  # 1: it has a stream hash
+        self.logs = bytearray()  # its log hash, 32 bytes (zeros when it has none)
 
     def add(
         self,
@@ -192,6 +198,7 @@ class _Events:
         stream: int,
         ordinal: int | None,
         own: bytes | None,
+        logged: bytes | None = None,
     ) -> int:
         self.line.append(line)
         self.position.append(position)
@@ -200,7 +207,12 @@ class _Events:
         self.ordinal.append(ordinal or 0)
         self.hashes += own or GENESIS
         self.hashed.append(own is not None)
+        self.logs += logged or GENESIS
         return len(self.line)
+
+    def log_hash(self, event: int) -> bytes:
+        at = event - 1
+        return bytes(self.logs[at * HASH_SIZE : (at + 1) * HASH_SIZE])
 
     def stream_hash(self, event: int) -> bytes | None:
         at = event - 1
@@ -249,6 +261,10 @@ class _Verifier:
     ) -> None:
         self.expect_session = expect_session
         self.members: tuple[int, ExportMembers] | None = None
+        # A whole-store export's members lines (every session's).
+        self.all_members: list[tuple[int, ExportMembers]] = []
+        # The sealed event last in log order: what the end line's head must name.
+        self.head: tuple[int, int, bytes, int | None] | None = None  # (order, position, ..)
         self.trusted_key = trusted_key
         self.expect_head = expect_head
         self.expect_seen = False
@@ -297,7 +313,7 @@ class _Verifier:
         if not text.strip():
             return
         try:
-            data = json.loads(text)
+            data = _DECODER.decode(text)
         except (ValueError, RecursionError) as error:
             self.found("malformed", f"not JSON: {error}", line=number)
             return
@@ -307,6 +323,8 @@ class _Verifier:
             return
         try:
             if self.header is None:
+                if kind != "header":
+                    raise ValueError(f"the first line is a {kind or 'line'}, not the header")
                 self.header = ExportHeader.model_validate(data)
                 self.report.scope = self.header.scope
                 self.report.session = self.header.session
@@ -318,7 +336,14 @@ class _Verifier:
                 else:
                     self.checkpoint = ExportCheckpoint.model_validate(data).to_checkpoint()
             elif kind == "proof":
-                self.proofs.append((number, ExportProof.model_validate(data)))
+                proof = ExportProof.model_validate(data)
+                if self.header.scope == "all":
+                    # The log chain anchors a whole-store export; a proof would be unread.
+                    self.found("inserted", "a proof line in a whole-store export", line=number)
+                else:
+                    self.proofs.append((number, proof))
+            elif kind == "members" and self.header.scope == "all":
+                self.all_members.append((number, ExportMembers.model_validate(data)))
             elif kind == "members":
                 if self.members is not None:
                     self.found("inserted", "a second members line", line=number)
@@ -337,9 +362,10 @@ class _Verifier:
 
     def event(self, number: int, line: ExportedEvent) -> None:
         report = self.report
+        # Read first: a line that is no record is malformed, not a counted event.
+        record, link = line.to_record()
         report.events += 1
         index = report.events
-        record, link = line.to_record()
         content = record.content
         oid, version = content.originator_id, content.originator_version
         where = {
@@ -360,6 +386,11 @@ class _Verifier:
             return
         # A batch of messages takes the versions of its messages, up to its own.
         lowest = first_version(content) if is_batch(content.topic) else version
+        if lowest < 1:
+            # More messages than versions: a forged count (and no walk over its range).
+            self.events.add(number, record.notification_id, version, stream.number, None, own)
+            self.found("altered", f"a batch of more messages than its version {version}", **where)
+            return
         first = next((e for v in range(lowest, version + 1) if (e := stream.event(v))), 0)
         if first:
             self.events.add(number, record.notification_id, version, stream.number, None, own)
@@ -369,8 +400,17 @@ class _Verifier:
                 **where,
             )
             return
-        self.order.append(log_order(record.notification_id, link))
+        place = log_order(record.notification_id, link)
+        self.order.append(place)
         self.ordered.append(index)
+        logged = None if link is None else link.log_hash
+        if logged is not None and (self.head is None or place > self.head[0]):
+            self.head = (
+                place,
+                record.notification_id,
+                logged,
+                None if link is None else link.log_seq,
+            )
         if version < stream.highest:
             # Kept until the end: the log-order check may name this event already.
             self.late_versions.append(
@@ -400,6 +440,13 @@ class _Verifier:
                 ordinal, holds = self.log_link(
                     record.notification_id, link.stream_hash, link.log_hash, index
                 )
+                if link.log_seq is not None and link.log_seq != ordinal:
+                    self.found(
+                        "reordered",
+                        f"log_seq {link.log_seq}, but this is record {ordinal} of the file's "
+                        "log chain",
+                        **where,
+                    )
                 if not holds:
                     self.found(
                         "deleted",
@@ -407,7 +454,9 @@ class _Verifier:
                         "records there were removed, added or rewritten",
                         **where,
                     )
-        self.events.add(number, record.notification_id, version, stream.number, ordinal, own)
+        self.events.add(
+            number, record.notification_id, version, stream.number, ordinal, own, logged
+        )
         for taken in range(lowest, version + 1):
             stream.put(taken, index)
         if own is not None:
@@ -468,6 +517,9 @@ class _Verifier:
                 f"not of {self.expect_session}",
             )
         self.anchor()
+        # Checked last, like the order: a finding above already explains a difference.
+        if self.end is not None and not self.report.findings:
+            self.end_head(*self.end)
         if self.require_anchored and self.report.unanchored:
             self.found(
                 "unanchored",
@@ -481,6 +533,25 @@ class _Verifier:
                 for f in self.report.findings
             ]
         return self.report
+
+    def end_head(self, number: int, end: ExportEnd) -> None:
+        """The end line's head must be the file's: its sealed event last in log order
+        (position, log hash, log_seq), or none when it has no sealed event."""
+        named = (end.head_notification_id, end.head_log_hash, end.head_log_seq)
+        head = self.head
+        actual = (None, None, None) if head is None else (head[1], head[2].hex(), head[3])
+        if named == actual:
+            return
+        # A head past the file's last sealed event: the file lost its end.
+        beyond = end.head_log_seq is not None and (
+            head is None or head[3] is None or end.head_log_seq > head[3]
+        )
+        self.found(
+            "truncated" if beyond else "altered",
+            f"the end line names head {_head_text(named)}; the file's events end at "
+            f"{_head_text(actual)}",
+            line=number,
+        )
 
     def out_of_order(self) -> None:
         """Name the events out of log order: those outside the longest run of increasing
@@ -533,6 +604,9 @@ class _Verifier:
                 self.found("checkpoint", "the file carries no checkpoint to check against")
             return
         statement = checkpoint.statement
+        # The header read (or, when it was malformed, the whole-store reading it falls
+        # back to), not the report's scope, which says what the header claimed.
+        whole = self.header is None or self.header.scope == "all"
         holds = signature_holds(checkpoint)
         trusted = None if self.trusted_key is None else checkpoint.public_key == self.trusted_key
         report.checkpoint = CheckpointView(
@@ -544,6 +618,7 @@ class _Verifier:
             public_key=public_key_text(checkpoint.public_key),
             signature_holds=holds,
             trusted=trusted,
+            version=statement.version,
         )
         if not holds:
             self.found("checkpoint", "the checkpoint's signature does not hold")
@@ -553,15 +628,15 @@ class _Verifier:
                 f"the checkpoint is signed by key {statement.key_id}, not by the trusted key",
             )
         if self.expect_head is not None and statement.log_hash != self.expect_head:
-            extends = self.report.scope == "all" and self.expect_seen
+            extends = whole and self.expect_seen
             if not extends:
                 self.found(
                     "checkpoint",
                     f"the expected head {self.expect_head.hex()} is not the checkpoint's "
                     f"({statement.log_hash.hex()})"
-                    + (" nor in the file's log chain" if self.report.scope == "all" else ""),
+                    + (" nor in the file's log chain" if whole else ""),
                 )
-        if self.report.scope == "all":
+        if whole:
             self.anchor_log(checkpoint)
         else:
             self.anchor_streams(checkpoint)
@@ -587,12 +662,99 @@ class _Verifier:
                 "at or before this event",
                 **at,
             )
-        if heads_root(self.heads_at(size)) != statement.heads_root:
+        heads = self.heads_at(size)
+        if heads_root(heads) != statement.heads_root or statement.heads_count not in (
+            None,
+            len(heads),
+        ):
             self.found(
                 "altered",
                 "the stream heads at the checkpoint are not the signed ones (heads_root)",
                 **at,
             )
+        # Checked once the log holds: a rewritten log already explains any difference.
+        if not self.report.findings:
+            self.anchor_all_members(statement, heads)
+
+    def anchor_all_members(self, statement: Statement, heads: list[StreamHead]) -> None:
+        """``sessions_root`` recomputed from a whole-store export's members lines: each
+        proven under it, all of them there, each member head the log's head at the
+        checkpoint, and each order digest the log's. Which streams belong to a session
+        is the signer's claim (its timeline index), signed, not derived here."""
+        lines = self.all_members
+        if statement.sessions_root is None:
+            if lines:
+                self.found(
+                    "inserted",
+                    "a members line, though the checkpoint signs no sessions_root",
+                    line=lines[0][0],
+                )
+            return
+        if not lines:
+            if statement.version >= 3:
+                self.found(
+                    "truncated",
+                    "the checkpoint signs every session's membership; the file has no "
+                    "members lines",
+                )
+            return  # a version-2 checkpoint's export carries none (ADR 0041)
+        by_id = {head.originator_id: head for head in heads}
+        proven: dict[int, tuple[int, SessionMembers]] = {}
+        tree_size = 0
+        for number, line in lines:
+            if not self.member_proven(statement, number, line):
+                continue
+            if line.index in proven:
+                self.found("inserted", f"a second members line for leaf {line.index}", line=number)
+                continue
+            members = line.members(statement.version)
+            proven[line.index] = (number, members)
+            tree_size = line.tree_size
+            if session_uuid(members.key) not in {head.originator_id for head in members.heads}:
+                self.found(
+                    "checkpoint", "the session's own stream is not among its members", line=number
+                )
+            for head in members.heads:
+                if by_id.get(head.originator_id) != head:
+                    self.found(
+                        "altered",
+                        f"the signed member head (version {head.version}) is not the "
+                        "stream's head in the log at the checkpoint",
+                        line=number,
+                        originator_id=head.originator_id,
+                        version=head.version,
+                    )
+        if len(proven) < tree_size:
+            self.found(
+                "truncated",
+                f"the checkpoint signs {tree_size} sessions' membership; the file has "
+                f"members lines for {len(proven)}",
+            )
+        self.member_orders(statement, list(proven.values()))
+
+    def member_orders(
+        self, statement: Statement, members: list[tuple[int, SessionMembers]]
+    ) -> None:
+        """Each session's order digest recomputed from the log's first ``log_size``
+        records (one pass over them)."""
+        sessions_of: dict[UUID, list[int]] = {}
+        for at, (_, member) in enumerate(members):
+            for head in member.heads:
+                sessions_of.setdefault(head.originator_id, []).append(at)
+        events: list[list[OrderedEvent]] = [[] for _ in members]
+        for ordinal in range(1, statement.log_size + 1):
+            event = self.ordinal_event[ordinal - 1]
+            oid = self.stream_ids[self.events.stream[event - 1]]
+            for at in sessions_of.get(oid, ()):
+                events[at].append(self.ordered_event(ordinal, event))
+        for (number, member), ordered in zip(members, events, strict=True):
+            if order_digest(ordered, statement_version=statement.version) != member.order:
+                self.found(
+                    "reordered",
+                    f"the events of {member.key!r}'s streams in the log are not the signed "
+                    "ones in the signed order",
+                    line=number,
+                )
 
     def heads_at(self, size: int) -> list[StreamHead]:
         """Each stream's highest version among the first ``size`` records of the log."""
@@ -615,8 +777,18 @@ class _Verifier:
         for number, proof in self.proofs:
             head = proof.head()
             oid = head.originator_id
-            path = [bytes.fromhex(step) for step in proof.path]
+            path = proof_path(proof.path)
             root = merkle.root_from_proof(head.leaf(), proof.index, proof.tree_size, path)
+            if statement.heads_count not in (None, proof.tree_size):
+                self.found(
+                    "checkpoint",
+                    f"this proof is for a tree of {proof.tree_size} stream heads; the "
+                    f"checkpoint signs {statement.heads_count}",
+                    line=number,
+                    originator_id=oid,
+                    version=head.version,
+                )
+                continue
             if root != statement.heads_root:
                 self.found(
                     "checkpoint",
@@ -665,12 +837,41 @@ class _Verifier:
         if statement.sessions_root is not None:
             self.anchor_members(checkpoint, set(proven))
 
+    def ordered_event(self, log_seq: int, event: int) -> OrderedEvent:
+        """What the order digest takes of ``event``, sealed at ``log_seq``."""
+        at = event - 1
+        return OrderedEvent(
+            log_seq=log_seq,
+            notification_id=self.events.position[at],
+            originator_id=self.stream_ids[self.events.stream[at]],
+            version=self.events.version[at],
+            log_hash=self.events.log_hash(event),
+        )
+
     def covered(self, size: int) -> Iterator[tuple[int, int]]:
         """(log_seq, event) of each event the checkpoint covers (sealed, log_seq <= size)."""
         for value, event in zip(self.order, self.ordered, strict=True):
             log_seq = sealed_seq(value)
             if log_seq is not None and log_seq <= size:
                 yield log_seq, event
+
+    def member_proven(self, statement: Statement, number: int, line: ExportMembers) -> bool:
+        """Whether a members line's leaf leads to the signed ``sessions_root`` (and, for
+        a version-3 statement, in a tree of the signed size); a finding when not."""
+        leaf = line.members(statement.version).leaf()
+        path = proof_path(line.path)
+        root = merkle.root_from_proof(leaf, line.index, line.tree_size, path)
+        if statement.sessions_count not in (None, line.tree_size):
+            detail = (
+                f"the members line is for a tree of {line.tree_size} sessions; the "
+                f"checkpoint signs {statement.sessions_count}"
+            )
+        elif root != statement.sessions_root:
+            detail = "the members line does not lead to the checkpoint's sessions_root"
+        else:
+            return True
+        self.found("checkpoint", detail, line=number)
+        return False
 
     def anchor_members(self, checkpoint: Checkpoint, proven: set[UUID]) -> None:
         """The session's signed membership (ADR 0036 §7): which streams, their heads, and
@@ -685,15 +886,8 @@ class _Verifier:
             )
             return
         number, line = self.members
-        members = line.members()
-        path = [bytes.fromhex(step) for step in line.path]
-        root = merkle.root_from_proof(members.leaf(), line.index, line.tree_size, path)
-        if root != statement.sessions_root:
-            self.found(
-                "checkpoint",
-                "the members line does not lead to the checkpoint's sessions_root",
-                line=number,
-            )
+        members = line.members(statement.version)
+        if not self.member_proven(statement, number, line):
             return
         if members.key != self.report.session:
             self.found(
@@ -748,16 +942,13 @@ class _Verifier:
                     **seen.where(),
                 )
         ordered = [
-            (
-                log_seq,
-                self.stream_ids[self.events.stream[event - 1]],
-                self.events.version[event - 1],
-            )
+            self.ordered_event(log_seq, event)
             for log_seq, event in covered
             if self.stream_ids[self.events.stream[event - 1]] in signed
         ]
         # The order is the last check: a finding above already explains a difference.
-        if order_digest(ordered) != members.order and not self.report.findings:
+        digest = order_digest(ordered, statement_version=statement.version)
+        if digest != members.order and not self.report.findings:
             self.found(
                 "reordered",
                 "the session's events up to the checkpoint are not the signed ones in the "
@@ -767,6 +958,28 @@ class _Verifier:
         # Covered: the member events up to the checkpoint; the rest are unanchored.
         hashed = sum(1 for event in set(self.ordered) if self.events.hashed[event - 1])
         self.report.unanchored = hashed - len(ordered)
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose member names are all different: with a name twice, readers
+    disagree on which value counts (the last, the first, an error), so it is refused."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        names = [name for name, _ in pairs]
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ValueError(f"the member {twice!r} appears twice")
+    return found
+
+
+# One decoder for every line (json.loads with a hook makes one per call).
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_members)
+
+
+def _head_text(head: tuple[int | None, str | None, int | None]) -> str:
+    position, log_hash_hex, log_seq = head
+    if log_hash_hex is None:
+        return "none"
+    return f"position {position} (log_seq {log_seq}) {log_hash_hex}"
 
 
 def _increasing(positions: Sequence[int]) -> list[int]:

@@ -58,7 +58,7 @@ def test_the_export_is_a_header_one_line_per_event_and_an_end_line(
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["type"] for line in lines] == ["header", "event", "event", "end"]
     assert lines[0]["format"] == "sessionwire-audit-export"
-    assert lines[0]["version"] == 2  # 2: checkpoint and proof lines may follow the events
+    assert lines[0]["version"] == 3  # 2: checkpoint and proof lines; 3: members lines
     assert [line["notification_id"] for line in lines[1:3]] == [1, 2]
     assert json.loads(lines[2]["state"])["message"]["content"][0]["text"] == "hello"
     assert lines[3] == {

@@ -70,7 +70,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
                 members=made.members,
             )
         )
-        whole = list(export_lines(log, checkpoint=made.checkpoint, heads=made.heads))
+        whole = list(
+            export_lines(log, checkpoint=made.checkpoint, heads=made.heads, members=made.members)
+        )
         log.session_records = lambda key: None  # type: ignore[method-assign]
         scanned = list(
             export_lines(

@@ -115,7 +115,8 @@ def test_an_export_with_a_key_checkpoints_now_and_still_imports(
     assert code == 0, err
     assert key.exists()
     types = [json.loads(line)["type"] for line in exported.read_text().splitlines()]
-    assert types == ["header", "event", "event", "checkpoint", "end"]
+    # The one session's members line: the file alone recomputes sessions_root (ADR 0041).
+    assert types == ["header", "event", "event", "checkpoint", "members", "end"]
     assert run_cli(capsys, "audit", "verify", str(exported))[0] == 0
     copy = f"sqlite:///{tmp_path}/copy.db"
     code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "import", str(exported))
