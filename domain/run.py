@@ -82,6 +82,9 @@ class RunState(BaseModel):
     """Messages steered into the run while it was queued or running (``subagents``)."""
     steers_sent: int = 0
     """Steers the run sent into other runs in flight: counted in its trace (maxSteers)."""
+    steer_hops: int = 0
+    """The deepest hop of a steer the run took in: it goes on at the deeper of that and
+    ``hops`` (its hop when it started, which the runs read model keeps)."""
 
     @property
     def ended(self) -> bool:
@@ -92,7 +95,8 @@ class RunState(BaseModel):
         """The run's place in its chain; a run recorded before causality starts its own."""
         if self.trace_id is None:
             return Causality.root(self.run_id)
-        return Causality(trace_id=self.trace_id, parent_run_id=self.parent_run_id, hops=self.hops)
+        hops = max(self.hops, self.steer_hops)
+        return Causality(trace_id=self.trace_id, parent_run_id=self.parent_run_id, hops=hops)
 
     def _provenance(self, kind: ProvenanceKind, session_key: str | None) -> Provenance:
         chain = self.causality
@@ -236,8 +240,10 @@ class Run(Aggregate):
 
         def apply(self, aggregate: Run) -> None:
             state = aggregate.state
-            hops = state.hops if self.hops is None else max(state.hops, self.hops)
-            aggregate.state = state.model_copy(update={"steers": state.steers + 1, "hops": hops})
+            hops = state.steer_hops if self.hops is None else max(state.steer_hops, self.hops)
+            aggregate.state = state.model_copy(
+                update={"steers": state.steers + 1, "steer_hops": hops}
+            )
 
     class RunSteerSent(Aggregate.Event):
         """The run steered another run in flight (recorded with that run's RunSteered):

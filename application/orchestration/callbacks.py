@@ -57,6 +57,6 @@ def callback_refusal(session_key: str, run_id: str) -> Refusal:
 async def with_recorded_hop(engine: RunEngine, state: RunState) -> RunState:
     """``state`` at the hop its run has recorded since (a steer into it raised it)."""
     recorded = await engine.load(UUID(state.run_id))
-    if recorded is None or recorded.state.hops <= state.hops:
+    if recorded is None or recorded.state.steer_hops <= state.steer_hops:
         return state
-    return state.model_copy(update={"hops": recorded.state.hops})
+    return state.model_copy(update={"steer_hops": recorded.state.steer_hops})

@@ -78,7 +78,8 @@ async def test_two_gateways_steering_into_one_session_join_each_message_once(
         await first.close()
     assert [answer["delivery"]["status"] for answer in answers] == ["steered"] * 2 * PER_GATEWAY
     assert {answer["runId"] for answer in answers} == {started["runId"]}
-    assert run is not None and run["status"] == "running"
+    assert run is not None
+    assert run["status"] == "running"
     steered = [event for _, event in events if type(event).__name__ == "RunSteered"]
     expected = sorted(f"steer {g}-{n}" for g in (1, 2) for n in range(PER_GATEWAY))
     assert sorted(event.message for event in steered) == expected
