@@ -8,26 +8,15 @@ in which order), never by asking the budget code that is under test."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
-from a2a.server.context import ServerCallContext
-from a2a.types import (
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    Task,
-    TaskState,
-)
+from a2a.types import Task, TaskState
+from a2a_calls import a2a_message, called_by, handler_for
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
-from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
-from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
 from sessionwire.adapters.http.tokens import Grant
-from sessionwire.adapters.testkit.internals import internals, store_of
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import AgentRuntime
 from sessionwire.domain.access_refusal import AccessRefusal
 from sessionwire.testing import VirtualClock
@@ -228,18 +217,6 @@ async def test_a_child_whose_woken_turn_is_refused_still_reports(
 # A2A ------------------------------------------------------------------------------------
 
 
-def _a2a_send(text: str) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(
-            message_id=str(uuid.uuid4()),
-            role=Role.ROLE_USER,
-            context_id="c1",
-            parts=[Part(text=text)],
-        ),
-        configuration=SendMessageConfiguration(return_immediately=False),
-    )
-
-
 class Pong(AgentRuntime):
     def __init__(self) -> None:
         self.asked: list[str] = []
@@ -256,16 +233,10 @@ async def test_an_a2a_message_asks_the_trace_budget(store_url: str, clock: Virtu
         config=config({"budget": {"maxRuns": 0}}), store=store_url, clock=clock, runtime=agents
     )
     try:
-        service = internals(gw)
-        card = agent_card(
-            "main",
-            served_agents(service.config)["main"],
-            base_url="http://test",
-            push_notifications=False,
+        handler = handler_for(gw)
+        answer = await handler.on_message_send(
+            a2a_message("hi"), called_by(Grant(None, "operator#1"))
         )
-        handler = GatewayRequestHandler(service, "main", card)
-        context = ServerCallContext(state={GRANT: Grant(None, "operator#1")})
-        answer = await handler.on_message_send(_a2a_send("hi"), context)
         await gw.wait_idle()
         runs = (await gw.runs())["runs"]
         recorded = refused(gw, "trace_budget")
