@@ -37,6 +37,9 @@ async def steer_run(
     (called once per attempt, so a retried attempt saves a fresh one)."""
     steered_by = context.requester.key
     sender = context.caller_run
+    # From outside any run a steer has no chain of its own (its hop, 1, raises nothing):
+    # it is recorded on the steered run's, as before steers counted.
+    on_chain = chain if sender is not None else None
     async for uow in retrying(context.store, f"run {run_id}"):
         with uow:
             run = await uow.work(run_id, Run, RunState)
@@ -47,7 +50,7 @@ async def steer_run(
                 return None
             now = context.clock.now()
             try:
-                run.steer(message=message, steered_by=steered_by, at=now, causality=chain)
+                run.steer(message=message, steered_by=steered_by, at=now, causality=on_chain)
                 session.append_message(
                     TranscriptMessage(
                         role="user",
@@ -55,7 +58,7 @@ async def steer_run(
                         timestamp=int(now.timestamp() * 1000),
                     ),
                     at=now,
-                    provenance=run.steer_provenance(steered_by, chain),
+                    provenance=run.steer_provenance(steered_by, on_chain),
                 )
             except (RunAlreadyEnded, SessionClosed):
                 return None
