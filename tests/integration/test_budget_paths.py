@@ -427,3 +427,54 @@ def test_max_steers_is_validated_like_the_other_limits() -> None:
     for wrong in (-1, 1.5, "two"):
         with pytest.raises(Exception, match="maxSteers"):
             config({"budget": {"maxSteers": wrong}})
+
+
+class SteerTheChildFromATurn(AgentRuntime):
+    """A child (spawned from outside any run) works 600 s; A's primary turn steers it."""
+
+    def __init__(self) -> None:
+        self.answers: list[dict[str, Any]] = []
+
+    async def run(self, request: RunRequest) -> RunReply:
+        if request.step == "subagent_task":
+            await request.clock.sleep(600)
+            return RunReply(text="child done")
+        if request.step != "primary" or request.session_key != A:
+            return RunReply(text="ANNOUNCE_SKIP")
+        assert request.call_tool is not None
+        self.answers.append(
+            await request.call_tool(
+                "subagents", {"action": "steer", "target": "dig", "message": "faster"}
+            )
+        )
+        return RunReply(text="a done")
+
+
+async def test_the_subagents_steer_is_refused_at_the_hop_limit(
+    store_url: str, clock: VirtualClock
+) -> None:
+    """maxHops 1: A's turn (hop 1, a send from outside) may send nothing further, and so
+    may steer nothing either: the same refusal as a send, recorded."""
+    agents = SteerTheChildFromATurn()
+    gw = await Gateway.open(
+        config=config({"maxHops": 1}), store=store_url, clock=clock, runtime=agents
+    )
+    try:
+        for key in (A, OUTSIDE):
+            await gw.record_message(key, role="user", content="hi")
+        spawned = await gw.call_tool(A, "sessions_spawn", {"task": "dig", "label": "dig"})
+        assert spawned["status"] == "accepted", spawned
+        await gw.call_tool(
+            OUTSIDE, "sessions_send", {"sessionKey": A, "message": "go", "timeoutSeconds": 0}
+        )
+        await gw.wait_idle()
+        recorded = refused(gw, "hop_limit")
+        steered = events_named(gw, "RunSteered")
+        await clock.advance(600)
+        await gw.wait_idle()
+    finally:
+        await gw.close()
+    message = "agent-to-agent hop limit reached (1 hops in this chain)"
+    assert agents.answers == [{"status": "forbidden", "tool": "subagents", "error": message}]
+    assert steered == []
+    assert [(r.tool, r.message) for r in recorded] == [("subagents", message)]
