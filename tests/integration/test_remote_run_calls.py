@@ -10,6 +10,8 @@ claim a shorter chain than its own.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from typing import Any
 
 import httpx
@@ -51,9 +53,15 @@ class CallingBack(AgentRuntime):
         params = {"sessionKey": NEXT[request.session_key], "message": request.message}
         params["timeoutSeconds"] = 0  # type: ignore[assignment]
         if self.transport == "http":
-            result = await self.over_http(request.session_key, request.run_token, params)
+            call = self.over_http(request.session_key, request.run_token, params)
         else:
-            result = await self.over_mcp(request.session_key, request.run_token, params)
+            call = self.over_mcp(request.session_key, request.run_token, params)
+        if self.with_token:
+            result = await call
+        else:
+            # As from another process: in a context of its own, so the call cannot find
+            # its turn the way an in-process tool call does (the runtime's task context).
+            result = await asyncio.create_task(call, context=contextvars.Context())
         self.results.append(result)
         return RunReply(text="forwarded")
 
