@@ -258,7 +258,8 @@ class SteerEachOther(AgentRuntime):
     """X's and Y's runs (each started by its own outside message, so in two traces) each
     send the other one message at once, then one more for each message steered into
     them, for as long as the clock runs (polled each second); ``answers`` keeps what each
-    send answered. A forbidden answer ends that run's loop."""
+    send answered. After a forbidden answer the run sends nothing more but stays in
+    flight to the end (so the other's sends still find it busy)."""
 
     def __init__(self, seconds: int = 40) -> None:
         self.seconds = seconds
@@ -273,22 +274,21 @@ class SteerEachOther(AgentRuntime):
         assert request.call_tool is not None
         # A second first: both outside messages are recorded by then (both runs busy).
         await request.clock.sleep(1)
-        owed, handled = 1, 0
+        owed, handled, refused = 1, 0, False
         for _ in range(self.seconds):
             owed += self.inbox[me] - handled
             handled = self.inbox[me]
-            while owed:
+            while owed and not refused:
                 owed -= 1
                 answer = await request.call_tool(
                     "sessions_send", {"sessionKey": other, "message": "ping", "timeoutSeconds": 0}
                 )
                 self.answers[me].append(answer)
-                if answer["status"] == "forbidden":
-                    return RunReply(text="stopped")
+                refused = answer["status"] == "forbidden"
                 if answer.get("delivery", {}).get("status") == "steered":
                     self.inbox[other] += 1
             await request.clock.sleep(1)
-        return RunReply(text="out of time")
+        return RunReply(text="stopped" if refused else "out of time")
 
 
 async def _steer_loop(
