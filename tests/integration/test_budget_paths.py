@@ -365,10 +365,13 @@ async def test_steers_count_against_max_steers_of_the_senders_trace(
     )
 
 
-class SteerAChild(AgentRuntime):
-    """A's turn spawns a child that works 600 s and steers it three times."""
+class SteerTheChild(AgentRuntime):
+    """A child labelled ``dig`` works 600 s; A's primary turn steers it ``steers`` times
+    (after spawning it itself, when ``spawns``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, steers: int, spawns: bool) -> None:
+        self.steers = steers
+        self.spawns = spawns
         self.answers: list[dict[str, Any]] = []
 
     async def run(self, request: RunRequest) -> RunReply:
@@ -378,9 +381,10 @@ class SteerAChild(AgentRuntime):
         if request.step != "primary" or request.session_key != A:
             return RunReply(text="ANNOUNCE_SKIP")
         assert request.call_tool is not None
-        spawned = await request.call_tool("sessions_spawn", {"task": "dig", "label": "dig"})
-        self.answers.append(spawned)
-        for n in range(3):
+        if self.spawns:
+            spawned = await request.call_tool("sessions_spawn", {"task": "dig", "label": "dig"})
+            self.answers.append(spawned)
+        for n in range(self.steers):
             self.answers.append(
                 await request.call_tool(
                     "subagents", {"action": "steer", "target": "dig", "message": f"turn {n}"}
@@ -394,7 +398,7 @@ async def test_the_subagents_steer_counts_against_max_steers(
 ) -> None:
     """maxSteers 2: A steers its child twice; the third steer is refused, recorded, and
     each steer recorded the sender's chain (A's hop + 1)."""
-    agents = SteerAChild()
+    agents = SteerTheChild(steers=3, spawns=True)
     gw = await Gateway.open(
         config=config({"budget": {"maxSteers": 2}}), store=store_url, clock=clock, runtime=agents
     )
@@ -429,33 +433,12 @@ def test_max_steers_is_validated_like_the_other_limits() -> None:
             config({"budget": {"maxSteers": wrong}})
 
 
-class SteerTheChildFromATurn(AgentRuntime):
-    """A child (spawned from outside any run) works 600 s; A's primary turn steers it."""
-
-    def __init__(self) -> None:
-        self.answers: list[dict[str, Any]] = []
-
-    async def run(self, request: RunRequest) -> RunReply:
-        if request.step == "subagent_task":
-            await request.clock.sleep(600)
-            return RunReply(text="child done")
-        if request.step != "primary" or request.session_key != A:
-            return RunReply(text="ANNOUNCE_SKIP")
-        assert request.call_tool is not None
-        self.answers.append(
-            await request.call_tool(
-                "subagents", {"action": "steer", "target": "dig", "message": "faster"}
-            )
-        )
-        return RunReply(text="a done")
-
-
 async def test_the_subagents_steer_is_refused_at_the_hop_limit(
     store_url: str, clock: VirtualClock
 ) -> None:
     """maxHops 1: A's turn (hop 1, a send from outside) may send nothing further, and so
     may steer nothing either: the same refusal as a send, recorded."""
-    agents = SteerTheChildFromATurn()
+    agents = SteerTheChild(steers=1, spawns=False)
     gw = await Gateway.open(
         config=config({"maxHops": 1}), store=store_url, clock=clock, runtime=agents
     )
