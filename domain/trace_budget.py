@@ -143,14 +143,12 @@ class TraceBudget:
         ):
             if limit is not None:
                 limits[name] = limit
+        used: dict[str, object] = {"runs": usage.runs, "spawns": usage.spawns}
+        if self.max_steers is not None:
+            used["steers"] = usage.steers  # counted only when a limit bounds them
+        used.update(tokens=usage.tokens, cost=round(usage.cost, 6))
         return {
             "limits": limits,
-            "used": {
-                "runs": usage.runs,
-                "spawns": usage.spawns,
-                "steers": usage.steers,
-                "tokens": usage.tokens,
-                "cost": round(usage.cost, 6),
-            },
+            "used": used,
             "exceeded": (found.reason if (found := self.exceeded(usage)) else None),
         }

@@ -373,6 +373,7 @@ class SteerTheChild(AgentRuntime):
         self.steers = steers
         self.spawns = spawns
         self.answers: list[dict[str, Any]] = []
+        self.status: dict[str, Any] = {}
 
     async def run(self, request: RunRequest) -> RunReply:
         if request.step == "subagent_task":
@@ -390,6 +391,7 @@ class SteerTheChild(AgentRuntime):
                     "subagents", {"action": "steer", "target": "dig", "message": f"turn {n}"}
                 )
             )
+        self.status = await request.call_tool("session_status", {})
         return RunReply(text="a done")
 
 
@@ -421,6 +423,8 @@ async def test_the_subagents_steer_counts_against_max_steers(
         (sent["runId"], sent["runId"], a_run["hop"] + 1)
     ] * 2
     assert len(sent_steers) == 2
+    assert agents.status["budget"]["limits"]["maxSteers"] == 2
+    assert agents.status["budget"]["used"]["steers"] == 2
     assert [(r.tool, r.rule) for r in recorded] == [
         ("subagents", "session.agentToAgent.budget.maxSteers")
     ]
