@@ -481,13 +481,14 @@ class GatewayService:
             caller = turn.state
         elif turn is None and callback:
             found = await run_in_progress(self.run_engine, self.store, call.caller.key)
-            if found is not None and self.config.session.agentToAgent.callbacksWithoutRun == (
-                "refuse"
-            ):
-                refusal = callback_refusal(call.caller.key, found[0].run_id)
-            elif found is not None:
+            if found is not None:
+                # Its session's run in progress makes the call (ADR 0034): its chain, or
+                # refused (then recorded on that run's chain, in its trace's audit).
                 caller, turn = found
-                log.info("tool call attributed to the session's run", run_id=caller.run_id)
+                if self.config.session.agentToAgent.callbacksWithoutRun == "refuse":
+                    refusal = callback_refusal(call.caller.key, caller.run_id)
+                else:
+                    log.info("tool call attributed to the session's run", run_id=caller.run_id)
         if caller is not None and call.name in RUN_TOOLS:
             caller = await with_recorded_hop(self.run_engine, caller)
             if turn is not None:

@@ -144,6 +144,7 @@ def test_a_callback_without_the_header_may_be_refused_instead(tmp_path: Path) ->
         "session.agentToAgent.callbacksWithoutRun: refuse)"
     )
     assert agents.answers == {1: {"status": "forbidden", "tool": "sessions_send", "error": message}}
-    assert [(r.check, r.rule, r.requester_key) for r in refusals if r.check == "run_header"] == [
-        ("run_header", "session.agentToAgent.callbacksWithoutRun", key(1))
-    ]
+    # Recorded on the calling run's chain: it is in that trace's audit.
+    assert [
+        (r.check, r.rule, r.requester_key, r.trace_id) for r in refusals if r.check == "run_header"
+    ] == [("run_header", "session.agentToAgent.callbacksWithoutRun", key(1), s1["traceId"])]
