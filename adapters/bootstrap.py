@@ -112,7 +112,12 @@ def wire_service(
         budgets=budgets,
     )
     yields = YieldDriver(
-        store=store, in_flight=in_flight, clock=clock, runs=run_engine, config=config
+        store=store,
+        in_flight=in_flight,
+        clock=clock,
+        runs=run_engine,
+        config=config,
+        budgets=budgets,
     )
     spawns.on_report = yields.child_reported
     spawns.until_woken = yields.until_woken

@@ -30,6 +30,12 @@ from sessionwire.application.event_stream.subscription import (
     parse_cursor,
 )
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.callbacks import (
+    RUN_TOOLS,
+    callback_refusal,
+    run_in_progress,
+    with_recorded_hop,
+)
 from sessionwire.application.orchestration.cancellation import RunCancellation
 from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
@@ -72,6 +78,7 @@ from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import agent_id_of
+from sessionwire.domain.policy import Refusal
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import (
     InvalidPatch,
@@ -395,13 +402,21 @@ class GatewayService:
         return tool_schemas()
 
     async def call_tool(
-        self, requester: str, name: str, params: Any, *, run_token: str | None = None
+        self,
+        requester: str,
+        name: str,
+        params: Any,
+        *,
+        run_token: str | None = None,
+        callback: bool = False,
     ) -> dict[str, Any]:
         """Run one tool for the session ``requester``; never raises.
 
         ``run_token`` (``RunRequest.run_token``) links a call made from outside the
         runtime's own task (over HTTP or MCP) to the run in flight it is made for, so it
-        joins that run's chain and hop limit (decision 17).
+        joins that run's chain and hop limit (decision 17). ``callback``: the call came
+        over a transport an agent calls back on (HTTP, MCP); without a token it is
+        attributed to the requester's run in progress, if any (ADR 0034).
         """
         caller_run = current_run()
         # In-flight work while it runs (a send waiting for its reply waits as work).
@@ -416,7 +431,7 @@ class GatewayService:
                 )
             ) as span,
         ):
-            result = await self._call_tool(requester, name, params, run_token)
+            result = await self._call_tool(requester, name, params, run_token, callback)
             status = result.get("status")
             span.status = status if isinstance(status, str) else "ok"
             if span.status in ("error", "forbidden"):
@@ -424,13 +439,15 @@ class GatewayService:
         return result
 
     async def _call_tool(
-        self, requester: str, name: str, params: Any, run_token: str | None
+        self, requester: str, name: str, params: Any, run_token: str | None, callback: bool
     ) -> dict[str, Any]:
         log = self.log.bind(tool=shorten(str(name)), requester=shorten(str(requester)))
         call = tool_call(TOOLS, self.rules, requester, name)
         if not isinstance(call, ToolCall):
             return call
         turn = current_turn()
+        caller = turn.state if turn else None
+        refusal: Refusal | None = None
         if run_token is not None:
             try:
                 turn = self.turn_for(call.caller.key, run_token)
@@ -439,15 +456,37 @@ class GatewayService:
                 return ToolError(
                     status="forbidden", tool=call.name, error=str(refused)
                 ).to_json_dict()
+            caller = turn.state
+        elif turn is None and callback:
+            found = await run_in_progress(self.run_engine, self.store, call.caller.key)
+            if found is not None:
+                # Its session's run in progress makes the call (ADR 0034): its chain, or
+                # refused (then recorded on that run's chain, in its trace's audit).
+                caller, turn = found
+                if self.config.session.agentToAgent.callbacksWithoutRun == "refuse":
+                    refusal = callback_refusal(call.caller.key, caller.run_id)
+                else:
+                    log.info("tool call attributed to the session's run", run_id=caller.run_id)
+        if caller is not None and call.name in RUN_TOOLS:
+            caller = await with_recorded_hop(self.run_engine, caller)
+            if turn is not None:
+                turn.state = caller
         context = ToolContext(
             store=self.store,
             config=self.config,
             clock=self.clock,
             requester=call.caller,
             services=self.services,
-            caller_run=turn.state if turn else None,
+            caller_run=caller,
             caller_turn=turn,
         )
+        if refusal is not None:
+            await context.record_refusal(
+                refusal, tool=call.name, reference=call.caller.raw, target_key=None
+            )
+            return ToolError(
+                status="forbidden", tool=call.name, error=refusal.message
+            ).to_json_dict()
         return await answer(call, context, params, access=self.tool_access, log=log)
 
     def turn_for(self, requester: str, run_token: str) -> RunTurn:  # internal

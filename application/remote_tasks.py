@@ -21,13 +21,16 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.orchestration.callbacks import callback_refusal, run_in_progress
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.unit_of_work import retrying
-from sessionwire.domain.causality import Causality
+from sessionwire.domain.access_refusal import AccessRefusal
+from sessionwire.domain.causality import Causality, hop_limit_reached
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import normalize_agent_id
+from sessionwire.domain.policy import Refusal, hop_limit_refusal
 from sessionwire.domain.push_request import PushRequest, PushRequestState, push_request_id
 from sessionwire.domain.remote_call import CallOutcome, RemoteCall
 from sessionwire.domain.run import Run, RunState
@@ -167,6 +170,7 @@ class RemoteTasks:
         )
         if not decision.allowed:
             raise RemoteTaskRefused(f"send policy denies sends into {key} ({decision.rule})", key)
+        chain = await self._chain(caller, run_id, key)
         run = Run.start(
             run_id=run_id,
             session_key=key,
@@ -176,14 +180,67 @@ class RemoteTasks:
             timeout_seconds=service.config.agents.defaults.timeoutSeconds,
             at=service.clock.now(),
             requester_key=caller.requester_key,
-            causality=Causality.root(str(run_id)),
+            causality=chain,
             remote_caller=caller.scope,
         )
-        await service.run_engine.ensure_started(run)
+        # The task is a run of its trace: the trace's budget admits it (ADR 0034).
+        async with service.budgets.admit(chain.trace_id) as exceeded:
+            if exceeded is None:
+                await service.run_engine.ensure_started(run)
+        if exceeded is not None:
+            await service.budgets.refuse(
+                exceeded,
+                chain=chain,
+                requester_key=caller.requester_key or key,
+                tool=self.protocol,
+                reference=key,
+                target_key=key,
+                caller_run_id=chain.parent_run_id,
+            )
+            raise RemoteTaskRefused(exceeded.message, key)
         found = await service.run_engine.load(run_id)
         assert found is not None
         log.info("remote task started", session_key=key, run_id=str(run_id), caller=caller.scope)
         return found.state
+
+    async def _chain(self, caller: RemoteCaller, run_id: UUID, key: str) -> Causality:
+        """The task's chain: its own, unless the caller's bound session has a run in
+        progress, whose agent is then the one calling back (ADR 0034): the task is that
+        run's next hop, in its trace, or refused (``callbacksWithoutRun``, the hop limit)."""
+        service = self.service
+        bound = caller.requester_key
+        found = None
+        if bound is not None:
+            found = await run_in_progress(service.run_engine, service.store, bound)
+        if found is None:
+            return Causality.root(str(run_id))
+        sender = found[0]
+        agent_to_agent = service.config.session.agentToAgent
+        refusal = None
+        if agent_to_agent.callbacksWithoutRun == "refuse":
+            refusal = callback_refusal(sender.session_key, sender.run_id)
+        elif hop_limit_reached(sender.causality.hops, agent_to_agent.maxHops):
+            refusal = hop_limit_refusal(agent_to_agent.maxHops)
+        if refusal is not None:
+            await self._record_refusal(refusal, sender, key)
+            raise RemoteTaskRefused(refusal.message, key)
+        return sender.causality.next_hop(sender.run_id)
+
+    async def _record_refusal(self, refusal: Refusal, sender: RunState, key: str) -> None:
+        service = self.service
+        refused = AccessRefusal.record(
+            id=service.ids.new_id(),
+            refusal=refusal,
+            requester_key=sender.session_key,
+            tool=self.protocol,
+            reference=key,
+            target_key=key,
+            at=service.clock.now(),
+            caller=sender.causality,
+            caller_run_id=sender.run_id,
+        )
+        with suppress(StoreInUse):
+            await service.store.save(refused)
 
     async def cancel(self, caller: RemoteCaller, agent_id: str, task_id: str) -> RunState | None:
         """Cancel the task (and the runs it caused); None when not found or hidden."""

@@ -39,6 +39,7 @@ Check = Literal[
     "subagent_tools",
     "hop_limit",
     "trace_budget",
+    "run_header",
 ]
 
 

@@ -80,6 +80,11 @@ class RunState(BaseModel):
     model: str | None = None
     steers: int = 0
     """Messages steered into the run while it was queued or running (``subagents``)."""
+    steers_sent: int = 0
+    """Steers the run sent into other runs in flight: counted in its trace (maxSteers)."""
+    steer_hops: int = 0
+    """The deepest hop of a steer the run took in: it goes on at the deeper of that and
+    ``hops`` (its hop when it started, which the runs read model keeps)."""
 
     @property
     def ended(self) -> bool:
@@ -90,7 +95,8 @@ class RunState(BaseModel):
         """The run's place in its chain; a run recorded before causality starts its own."""
         if self.trace_id is None:
             return Causality.root(self.run_id)
-        return Causality(trace_id=self.trace_id, parent_run_id=self.parent_run_id, hops=self.hops)
+        hops = max(self.hops, self.steer_hops)
+        return Causality(trace_id=self.trace_id, parent_run_id=self.parent_run_id, hops=hops)
 
     def _provenance(self, kind: ProvenanceKind, session_key: str | None) -> Provenance:
         chain = self.causality
@@ -225,10 +231,30 @@ class Run(Aggregate):
 
         message: str
         steered_by: str
+        # The steer's place on its sender's chain (ADR 0034): a steer is a hop, and the
+        # run goes on at the deeper of its own hop and the steer's. Absent on steers
+        # recorded before steers counted.
+        trace_id: str | None = None
+        parent_run_id: str | None = None
+        hops: int | None = None
+
+        def apply(self, aggregate: Run) -> None:
+            state = aggregate.state
+            hops = state.steer_hops if self.hops is None else max(state.steer_hops, self.hops)
+            aggregate.state = state.model_copy(
+                update={"steers": state.steers + 1, "steer_hops": hops}
+            )
+
+    class RunSteerSent(Aggregate.Event):
+        """The run steered another run in flight (recorded with that run's RunSteered):
+        its trace counts the steer (``maxSteers``)."""
+
+        steered_run_id: str
+        hops: int
 
         def apply(self, aggregate: Run) -> None:
             aggregate.state = aggregate.state.model_copy(
-                update={"steers": aggregate.state.steers + 1}
+                update={"steers_sent": aggregate.state.steers_sent + 1}
             )
 
     def __init__(
@@ -342,15 +368,47 @@ class Run(Aggregate):
         self._require_open()
         self.trigger_event(self.RunCancelled, timestamp=at, reason=reason)
 
-    def steer(self, *, message: str, steered_by: str, at: datetime) -> None:
-        """Record a steer; RunAlreadyEnded for a run that has its outcome (a steer
-        reaches only a queued or running run)."""
+    def steer(
+        self,
+        *,
+        message: str,
+        steered_by: str,
+        at: datetime,
+        causality: Causality | None = None,
+    ) -> None:
+        """Record a steer, made on the sender's chain ``causality`` (its trace, the
+        sending run, the steer's hop); RunAlreadyEnded for a run that has its outcome (a
+        steer reaches only a queued or running run)."""
         self._require_open()
-        self.trigger_event(self.RunSteered, timestamp=at, message=message, steered_by=steered_by)
+        self.trigger_event(
+            self.RunSteered,
+            timestamp=at,
+            message=message,
+            steered_by=steered_by,
+            trace_id=causality.trace_id if causality else None,
+            parent_run_id=causality.parent_run_id if causality else None,
+            hops=causality.hops if causality else None,
+        )
 
-    def steer_provenance(self, steered_by: str) -> Provenance:
-        """The steer's transcript line: another agent's words, on the run's chain."""
-        return self._provenance_of("a2a", steered_by)
+    def steer_sent(self, *, steered_run_id: str, hops: int, at: datetime) -> None:
+        """Record that this run steered ``steered_run_id`` (the steer's hop ``hops``)."""
+        self.trigger_event(
+            self.RunSteerSent, timestamp=at, steered_run_id=steered_run_id, hops=hops
+        )
+
+    def steer_provenance(self, steered_by: str, causality: Causality | None = None) -> Provenance:
+        """The steer's transcript line: another agent's words, on the sender's chain
+        (the steer's hop) when it has one, else on the run's."""
+        if causality is None:
+            return self._provenance_of("a2a", steered_by)
+        return Provenance(
+            kind="a2a",
+            session_key=steered_by,
+            run_id=self.state.run_id,
+            trace_id=causality.trace_id,
+            parent_run_id=causality.parent_run_id,
+            hops=causality.hops,
+        )
 
     def _provenance_of(self, kind: ProvenanceKind, session_key: str) -> Provenance:
         chain = self.state.causality

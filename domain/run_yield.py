@@ -110,6 +110,8 @@ class RunYieldState(BaseModel):
     reports: tuple[ChildReport, ...] = ()
     still_running: tuple[ChildPending, ...] = ()
     woken_at: int | None = None
+    refused: str | None = None
+    """Why the woken turn was not started (its trace's budget): no run ``wake_run_id``."""
 
     @property
     def child_ids(self) -> list[str]:
@@ -142,6 +144,8 @@ class RunYield(Aggregate):
         wake_run_id: str
         reports: tuple[ChildReport, ...] = ()
         still_running: tuple[ChildPending, ...] = ()
+        refused: str | None = None
+        """The woken turn was refused (its trace's budget, ADR 0034): it never starts."""
 
         def apply(self, aggregate: RunYield) -> None:
             aggregate.state = aggregate.state.model_copy(
@@ -152,6 +156,7 @@ class RunYield(Aggregate):
                     "reports": self.reports,
                     "still_running": self.still_running,
                     "woken_at": int(self.timestamp.timestamp() * 1000),
+                    "refused": self.refused,
                 }
             )
 
@@ -250,8 +255,10 @@ class RunYield(Aggregate):
         reports: Collection[ChildReport],
         still_running: Collection[ChildPending],
         at: datetime,
+        refused: str | None = None,
     ) -> UUID:
-        """Record the wake (once: YieldAlreadyWoken after); the woken turn's run id."""
+        """Record the wake (once: YieldAlreadyWoken after); the woken turn's run id (not
+        started when ``refused`` says why it may not be)."""
         if self.state.status != "waiting":
             raise YieldAlreadyWoken(f"yield {self.id} woke already ({self.state.reason})")
         wake_run_id = wake_run_id_for(self.id)
@@ -262,6 +269,7 @@ class RunYield(Aggregate):
             wake_run_id=str(wake_run_id),
             reports=tuple(reports),
             still_running=tuple(still_running),
+            refused=refused,
         )
         return wake_run_id
 

@@ -22,19 +22,22 @@ BUDGET_RULE = "session.agentToAgent.budget"
 
 @dataclass(frozen=True)
 class TraceUsage:
-    """What a trace has spent so far: runs started (any step), spawns, tokens, dollars."""
+    """What a trace has spent so far: runs started (any step), spawns, tokens, dollars,
+    and the steers its runs sent (messages injected into other runs in flight)."""
 
     runs: int = 0
     spawns: int = 0
     tokens: int = 0
     cost: float = 0.0
+    steers: int = 0
 
-    def plus(self, *, spawn: bool, tokens: int, cost: float) -> TraceUsage:
+    def plus(self, *, spawn: bool, tokens: int, cost: float, steers: int = 0) -> TraceUsage:
         return TraceUsage(
             runs=self.runs + 1,
             spawns=self.spawns + (1 if spawn else 0),
             tokens=self.tokens + tokens,
             cost=self.cost + cost,
+            steers=self.steers + steers,
         )
 
 
@@ -42,7 +45,7 @@ class TraceUsage:
 class BudgetExceeded:
     """Which limit a trace has reached, with its count and its maximum."""
 
-    limit: Literal["maxRuns", "maxSpawns", "maxTokens", "maxCost"]
+    limit: Literal["maxRuns", "maxSpawns", "maxSteers", "maxTokens", "maxCost"]
     used: float
     maximum: float
 
@@ -59,7 +62,13 @@ class BudgetExceeded:
         return Refusal("forbidden", self.message, "trace_budget", f"{BUDGET_RULE}.{self.limit}")
 
 
-_UNITS = {"maxRuns": "runs", "maxSpawns": "spawns", "maxTokens": "tokens", "maxCost": "USD"}
+_UNITS = {
+    "maxRuns": "runs",
+    "maxSpawns": "spawns",
+    "maxSteers": "steers",
+    "maxTokens": "tokens",
+    "maxCost": "USD",
+}
 
 
 def _shown(limit: str, value: float) -> str:
@@ -82,22 +91,35 @@ class TraceBudget:
     max_tokens: int | None = None
     max_cost: float | None = None
     on_exceeded: OnExceeded = "refuse"
+    max_steers: int | None = None
 
     @property
     def configured(self) -> bool:
         return any(
             limit is not None
-            for limit in (self.max_runs, self.max_spawns, self.max_tokens, self.max_cost)
+            for limit in (
+                self.max_runs,
+                self.max_spawns,
+                self.max_steers,
+                self.max_tokens,
+                self.max_cost,
+            )
         )
 
-    def exceeded(self, usage: TraceUsage, *, spawning: bool = False) -> BudgetExceeded | None:
-        """Why one more run (a spawn's when ``spawning``) may not start in a trace that
-        has spent ``usage``, or None. A limit of 0 refuses the first run; tokens and cost
-        are known only after runs end, so they refuse once reached."""
+    def exceeded(
+        self, usage: TraceUsage, *, spawning: bool = False, steering: bool = False
+    ) -> BudgetExceeded | None:
+        """Why one more run (a spawn's when ``spawning``), or one more steer when
+        ``steering``, may not go on in a trace that has spent ``usage``, or None. A steer
+        starts no run but feeds one: it is refused once the trace may start no run
+        either, and once it has sent ``maxSteers``. A limit of 0 refuses the first; tokens
+        and cost are known only after runs end, so they refuse once reached."""
         if self.max_runs is not None and usage.runs >= self.max_runs:
             return BudgetExceeded("maxRuns", usage.runs, self.max_runs)
         if spawning and self.max_spawns is not None and usage.spawns >= self.max_spawns:
             return BudgetExceeded("maxSpawns", usage.spawns, self.max_spawns)
+        if steering and self.max_steers is not None and usage.steers >= self.max_steers:
+            return BudgetExceeded("maxSteers", usage.steers, self.max_steers)
         return self.spent(usage)
 
     def spent(self, usage: TraceUsage) -> BudgetExceeded | None:
@@ -115,18 +137,18 @@ class TraceBudget:
         for name, limit in (
             ("maxRuns", self.max_runs),
             ("maxSpawns", self.max_spawns),
+            ("maxSteers", self.max_steers),
             ("maxTokens", self.max_tokens),
             ("maxCost", self.max_cost),
         ):
             if limit is not None:
                 limits[name] = limit
+        used: dict[str, object] = {"runs": usage.runs, "spawns": usage.spawns}
+        if self.max_steers is not None:
+            used["steers"] = usage.steers  # counted only when a limit bounds them
+        used.update(tokens=usage.tokens, cost=round(usage.cost, 6))
         return {
             "limits": limits,
-            "used": {
-                "runs": usage.runs,
-                "spawns": usage.spawns,
-                "tokens": usage.tokens,
-                "cost": round(usage.cost, 6),
-            },
+            "used": used,
             "exceeded": (found.reason if (found := self.exceeded(usage)) else None),
         }

@@ -227,6 +227,8 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"cancelled: {data.reason}" if data.reason else "cancelled"
         case "RunSteered":
             return f"steered by {data.steered_by}: {data.message}"
+        case "RunSteerSent":
+            return f"steered run {data.steered_run_id} (hop {data.hops})"
         case "ExchangeOpened":
             return (
                 f"{data.requester_display} → {data.target_display}: {data.original_message} "

@@ -141,7 +141,9 @@ def build_server(
             result = await runs.cancel(arguments)
         else:
             token = _run_token(params.meta)
-            result = await gateway.call_tool(requester, params.name, arguments, run_token=token)
+            result = await gateway.call_tool(
+                requester, params.name, arguments, run_token=token, callback=True
+            )
         bound.debug("mcp tool call", tool=params.name, status=result.get("status"))
         return tool_result(result)
 

@@ -210,6 +210,8 @@ def _run(event: Any) -> str:
         return f"run cancelled: {event.reason}" if event.reason else "run cancelled"
     if isinstance(event, Run.RunSteered):
         return f"run steered by {event.steered_by}: {_snip(event.message)}"
+    if isinstance(event, Run.RunSteerSent):
+        return f"run steered run {event.steered_run_id} (hop {event.hops})"
     return type(event).__name__
 
 
@@ -287,9 +289,10 @@ def _yield(event: Any) -> str:
         children = ", ".join(child.child_key for child in event.children)
         return f"{who} yielded, waiting for {event.wait_for} of: {children}"
     if isinstance(event, RunYield.YieldWoken):
+        turn = f"turn refused: {event.refused}" if event.refused else f"turn {event.wake_run_id}"
         return (
             f"yield woken ({event.reason}): {len(event.reports)} report(s), "
-            f"{len(event.still_running)} still running; turn {event.wake_run_id}"
+            f"{len(event.still_running)} still running; {turn}"
         )
     return type(event).__name__
 

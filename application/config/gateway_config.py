@@ -170,6 +170,8 @@ class TraceBudgetConfig(_Section):
 
     maxRuns: int | None = Field(default=None, ge=0)
     maxSpawns: int | None = Field(default=None, ge=0)
+    maxSteers: int | None = Field(default=None, ge=0)
+    """Steers the trace's runs may send (busy policy ``steer``, the subagents tool)."""
     maxTokens: int | None = Field(default=None, ge=0)
     maxCost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     onExceeded: Literal["refuse", "cancel"] = "refuse"
@@ -182,7 +184,10 @@ class AgentToAgentSession(_Section):
     busy: BusyAction = DEFAULT_BUSY
     """What a sessions_send into a session with a run in flight does (ADR 0022)."""
     budget: TraceBudgetConfig = Field(default_factory=TraceBudgetConfig)
-    """Limits per trace on runs, spawns, tokens and cost (decision 31, ADR 0034)."""
+    """Limits per trace on runs, spawns, steers, tokens and cost (decision 31, ADR 0034)."""
+    callbacksWithoutRun: Literal["attribute", "refuse"] = "attribute"
+    """A tool call over HTTP or MCP without the run header, from a session with a run in
+    progress: counted in that run's trace and hop (``attribute``), or refused (ADR 0034)."""
 
     @property
     def max_ping_pong_turns(self) -> int:
@@ -540,6 +545,7 @@ class GatewayConfig(_Section):
             max_tokens=section.maxTokens,
             max_cost=section.maxCost,
             on_exceeded=section.onExceeded,
+            max_steers=section.maxSteers,
         )
 
     @property

@@ -526,6 +526,11 @@ class RunEngine:
             if self._stops.get(run.id) is stop:
                 del self._stops[run.id]
 
+    def running_turn(self, session_key: str) -> RunTurn | None:
+        """The turn of the session's run executing here now, if one is (at most one: a
+        session runs one run at a time)."""
+        return next((t for t in self._turns.values() if t.state.session_key == session_key), None)
+
     def turn_by_token(self, token: str) -> RunTurn | None:
         """The turn in flight whose token is ``token``; None once it has ended (or never
         was: a caller over HTTP/MCP cannot tell which)."""

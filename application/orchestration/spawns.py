@@ -29,7 +29,7 @@ from sessionwire.domain.agent_to_agent import AnnounceTarget, report_route
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.run import Run, RunState
-from sessionwire.domain.run_yield import wake_run_id_for, yield_id_for
+from sessionwire.domain.run_yield import RunYieldState, wake_run_id_for, yield_id_for
 from sessionwire.domain.session import SessionState, to_millis
 from sessionwire.domain.spawn import (
     Announce,
@@ -94,6 +94,8 @@ class SpawnDriver(ProcessManager[Spawn]):
                 # The child paused in a yield: its woken turn starts when the yield
                 # wakes, here or on another gateway.
                 await self.until_woken(yield_id_for(yielded_run))
+                if await self._wake_refused(spawn, yielded_run):
+                    return
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
             yielded = await self.store.work(yield_id_for(state.run_id))
@@ -122,6 +124,24 @@ class SpawnDriver(ProcessManager[Spawn]):
                 # Parked: a real clock's wait_idle does not wait for an archive timer.
                 await self.in_flight.sleep(delay_ms / 1000, parked=True)
             await self._close_child(spawn, archive=True)
+
+    async def _wake_refused(self, spawn: Spawn, yielded_run: str) -> bool:
+        """The child's yield woke without a turn (its trace's budget refused it, ADR
+        0034): the task ends there, failed with the refusal, and reports so."""
+        stored = await self.store.work(yield_id_for(yielded_run))
+        if stored is None:
+            return False
+        woken = RunYieldState.model_validate_json(stored.state_json)
+        if woken.refused is None:
+            return False
+        yielded = await self.runs.load(UUID(yielded_run))
+        assert yielded is not None
+        self._record_run_end(
+            spawn,
+            yielded.state.model_copy(update={"status": "error", "error": woken.refused}),
+        )
+        await self.store.save(spawn)
+        return True
 
     def _record_run_end(self, spawn: Spawn, state: RunState) -> None:
         outcome = (

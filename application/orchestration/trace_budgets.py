@@ -2,13 +2,15 @@
 once the trace's budget is spent, and with ``onExceeded: "cancel"`` stopping the trace's
 work in flight.
 
-Every place that starts a run in a trace asks ``admit`` first: the tools (``sessions_send``,
-``sessions_spawn``) and the process managers (an exchange's reply-back and announce turns,
-a spawn's announce step). The count is read from the runs read model (the trace's runs,
-their steps and recorded usage) while this gateway holds the trace's lock, and the run is
-saved before the lock is let go, so two starts in one trace never both pass on the same
-count. A run's outcome (its usage) is recorded under the same lock, so a start never
-slips in on a token count that a just-recorded usage already spent.
+Every place that starts or feeds a run in a trace asks ``admit`` first: the tools
+(``sessions_send``, ``sessions_spawn``, ``sessions_yield``, the ``subagents`` steer and a
+busy-policy steer), the process managers (an exchange's reply-back and announce turns, a
+spawn's announce step, a yield's woken turn) and a remote (A2A) task. The count is read
+from the runs read model (the trace's runs, their steps and recorded usage) while this
+gateway holds the trace's lock, and the run is saved before the lock is let go, so two
+starts in one trace never both pass on the same count. A run's outcome (its usage) is
+recorded under the same lock, so a start never slips in on a token count that a
+just-recorded usage already spent.
 """
 
 from __future__ import annotations
@@ -73,24 +75,42 @@ class TraceBudgets:
 
     # Counting ---------------------------------------------------------------------------
 
-    async def usage(self, trace_id: str) -> TraceUsage:
-        """What the trace has spent, from its recorded runs (read off the loop)."""
-        return await self.store.read(_count, trace_id, self.config)
+    async def usage(self, trace_id: str, *, steers: bool = False) -> TraceUsage:
+        """What the trace has spent, from its recorded runs (read off the loop); with
+        ``steers``, the steers its runs sent too (one more read per run)."""
+        return await self.store.read(_count, trace_id, self.config, steers)
 
     # Admitting work ---------------------------------------------------------------------
 
     @asynccontextmanager
     async def admit(
-        self, trace_id: str | None, *, spawning: bool = False
+        self, trace_id: str | None, *, spawning: bool = False, steering: bool = False
     ) -> AsyncIterator[BudgetExceeded | None]:
-        """Hold the trace's lock and say whether one more run (a spawn's, if
-        ``spawning``) may start in it: None, or the limit reached. The caller saves its
-        run inside the block. No budget configured (the default): always None, no lock."""
+        """The one admission of work into a trace: hold the trace's lock and say whether
+        one more run (a spawn's, if ``spawning``) may start in it, or one more steer (if
+        ``steering``) go into a run: None, or the limit reached. The caller saves its run
+        (or steer) inside the block. No budget configured (the default), or no trace:
+        always None, no lock."""
         if not self.budget.configured or trace_id is None:
             yield None
             return
         async with self._trace_lock(trace_id):
-            yield self.budget.exceeded(await self.usage(trace_id), spawning=spawning)
+            yield await self._exceeded(trace_id, spawning=spawning, steering=steering)
+
+    async def steer_exceeded(self, trace_id: str | None) -> BudgetExceeded | None:
+        """Inside ``admit``'s block for a run that turns out to be a steer (a send the
+        busy policy steers): whether the trace may send one more steer."""
+        if not self.budget.configured or trace_id is None:
+            return None
+        assert trace_id in self._locks, "asked inside admit, under the trace's lock"
+        return await self._exceeded(trace_id, steering=True)
+
+    async def _exceeded(
+        self, trace_id: str, *, spawning: bool = False, steering: bool = False
+    ) -> BudgetExceeded | None:
+        counts_steers = steering and self.budget.max_steers is not None
+        usage = await self.usage(trace_id, steers=counts_steers)
+        return self.budget.exceeded(usage, spawning=spawning, steering=steering)
 
     @asynccontextmanager
     async def _trace_lock(self, trace_id: str) -> AsyncIterator[None]:
@@ -229,12 +249,21 @@ def _trace_runs(store: Store, trace_id: str, status: str | None = None) -> list[
         before = (page[-1].created_at, page[-1].run_id)
 
 
-def _count(store: Store, trace_id: str, config: GatewayConfig) -> TraceUsage:
+def _count(store: Store, trace_id: str, config: GatewayConfig, steers: bool) -> TraceUsage:
     usage = TraceUsage()
     for run in _trace_runs(store, trace_id):
         tokens, cost = run_spending(run.usage, run.model, config)
-        usage = usage.plus(spawn=run.step == "subagent_task", tokens=tokens, cost=cost)
+        sent = _steers_sent(store, run.run_id) if steers else 0
+        usage = usage.plus(spawn=run.step == "subagent_task", tokens=tokens, cost=cost, steers=sent)
     return usage
+
+
+def _steers_sent(store: Store, run_id: str) -> int:
+    # The run's own record (RunSteerSent): the runs read model keeps no steer count.
+    stored = store.work(UUID(run_id))
+    if stored is None:
+        return 0
+    return RunState.model_validate_json(stored.state_json).steers_sent
 
 
 def _pending_in_trace(store: Store, trace_id: str) -> list[StoredRun]:

@@ -24,6 +24,7 @@ from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.session_read_model import SessionQuery
@@ -40,6 +41,7 @@ from sessionwire.domain.run_yield import (
 )
 from sessionwire.domain.session import to_millis
 from sessionwire.domain.spawn import SpawnState, spawn_id_for
+from sessionwire.domain.trace_budget import BudgetExceeded
 
 # Child sessions read when looking for a session's children (its active ones).
 MAX_CHILDREN_READ = 1000
@@ -81,11 +83,13 @@ class YieldDriver(ProcessManager[RunYield]):
         clock: Clock,
         runs: RunEngine,
         config: GatewayConfig,
+        budgets: TraceBudgets,
     ) -> None:
         super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
         self.config = config
+        self.budgets = budgets
         # The yields waiting here, each with its session and what wakes its driver.
         self._pokes: dict[UUID, tuple[str, asyncio.Future[None]]] = {}
 
@@ -133,40 +137,65 @@ class YieldDriver(ProcessManager[RunYield]):
 
     async def _wake(self, yield_id: UUID, children: dict[str, SpawnState | None]) -> None:
         """Record the wake and start the woken turn, together; nothing if it woke already
-        (here, or on another gateway)."""
+        (here, or on another gateway). The woken turn is a run of the yield's trace: its
+        budget admits it first (ADR 0034); refused, the wake is recorded without a turn,
+        and the refusal with it."""
+        waiting = await self.load(yield_id)
+        trace_id = waiting.state.trace_id if waiting is not None else None
         run: Run | None = None
-        async for uow in retrying(self.store, f"yield {yield_id} wake"):
-            with uow:
-                fresh = await uow.work(yield_id, RunYield, RunYieldState)
-                if fresh is None or fresh.state.status != "waiting":
-                    return
-                if uow.attempt:
-                    children = await self._children(fresh)
-                now = self.clock.now()
-                finished = {
-                    sid for sid, state in children.items() if state is None or state.reported
-                }
-                reason = fresh.wake_reason(finished, to_millis(now))
-                if reason is None:
-                    return  # looked again after a conflict: not yet (the driver waits on)
-                reports, pending = _reports(fresh, children)
-                wake_run_id = fresh.wake(
-                    reason=reason, reports=reports, still_running=pending, at=now
-                )
-                state = fresh.state
-                run = uow.add(
-                    Run.start(
-                        run_id=wake_run_id,
-                        session_key=state.session_key,
-                        agent_id=state.agent_id,
-                        step="yield_wake",
-                        message=wake_message(state),
-                        timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+        refused: BudgetExceeded | None = None
+        woken: RunYield | None = None
+        async with self.budgets.admit(trace_id) as exceeded:
+            async for uow in retrying(self.store, f"yield {yield_id} wake"):
+                with uow:
+                    fresh = await uow.work(yield_id, RunYield, RunYieldState)
+                    if fresh is None or fresh.state.status != "waiting":
+                        return
+                    if uow.attempt:
+                        children = await self._children(fresh)
+                    now = self.clock.now()
+                    finished = {
+                        sid for sid, state in children.items() if state is None or state.reported
+                    }
+                    reason = fresh.wake_reason(finished, to_millis(now))
+                    if reason is None:
+                        return  # looked again after a conflict: not yet (the driver waits on)
+                    reports, pending = _reports(fresh, children)
+                    wake_run_id = fresh.wake(
+                        reason=reason,
+                        reports=reports,
+                        still_running=pending,
                         at=now,
-                        causality=fresh.wake_causality(),
+                        refused=exceeded.message if exceeded is not None else None,
                     )
-                )
-                await uow.commit()
+                    state = fresh.state
+                    if exceeded is None:
+                        run = uow.add(
+                            Run.start(
+                                run_id=wake_run_id,
+                                session_key=state.session_key,
+                                agent_id=state.agent_id,
+                                step="yield_wake",
+                                message=wake_message(state),
+                                timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+                                at=now,
+                                causality=fresh.wake_causality(),
+                            )
+                        )
+                    await uow.commit()
+                    refused = exceeded
+                    woken = fresh
+        if refused is not None and woken is not None:
+            self.log.info("yield woken, its turn refused", yield_id=str(yield_id))
+            await self.budgets.refuse(
+                refused,
+                chain=woken.wake_causality(),
+                requester_key=woken.state.session_key,
+                tool="sessions_yield",
+                reference=woken.state.session_key,
+                target_key=woken.state.session_key,
+                caller_run_id=woken.state.run_id,
+            )
         if run is not None:
             self.log.info(
                 "yield woken",

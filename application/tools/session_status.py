@@ -59,7 +59,9 @@ async def session_status(
     budget = None
     budgets = context.services.budgets if context.services is not None else None
     if budgets is not None and budgets.configured and trace_id is not None:
-        budget = {"traceId": trace_id, **budgets.budget.describe(await budgets.usage(trace_id))}
+        # Steers are counted (one read per run) only when a limit bounds them.
+        usage = await budgets.usage(trace_id, steers=budgets.budget.max_steers is not None)
+        budget = {"traceId": trace_id, **budgets.budget.describe(usage)}
     return SessionStatusResult(
         sessionKey=display,
         key=state.key,

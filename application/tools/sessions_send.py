@@ -44,6 +44,7 @@ from sessionwire.domain.policy import BusyChoice
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.send_delivery import SendDelivery
 from sessionwire.domain.session import SessionState
+from sessionwire.domain.trace_budget import BudgetExceeded
 
 THREAD_REFUSAL = (
     "sessions_send cannot target a thread session ({key}) for inter-agent coordination; "
@@ -137,6 +138,8 @@ async def sessions_send(
     # The trace's budget (decision 31) before anything else: a spent trace sends nowhere.
     async with services.budgets.admit(chain.trace_id) as exceeded:
         started = None if exceeded else await _start(context, params, run_id, chain)
+    if isinstance(started, BudgetExceeded):
+        exceeded = started  # the busy policy would steer it: a steer the trace may not send
     if exceeded is not None:
         reference = (params.sessionKey or params.label or "").strip()
         await context.refuse_over_budget(exceeded, chain, tool="sessions_send", reference=reference)
@@ -144,16 +147,17 @@ async def sessions_send(
     if isinstance(started, SendResult):
         return started
     assert started is not None
+    assert not isinstance(started, BudgetExceeded)
     display, delivery = started
     return await _answer(context, params, run_id, display, delivery)
 
 
 async def _start(
     context: ToolContext, params: SessionsSendParams, run_id: UUID, chain: Causality
-) -> SendResult | tuple[str, SendDelivery]:
+) -> SendResult | tuple[str, SendDelivery] | BudgetExceeded:
     """Resolve the target and start the run with its exchange: the target's display key
-    and what became of the message (decision 29), or the result of a send that started
-    nothing."""
+    and what became of the message (decision 29), the result of a send that started
+    nothing, or the limit a steer would pass (called under the trace's admission)."""
     services = context.services
     assert services is not None
     try:
@@ -198,6 +202,11 @@ async def _start(
             return display, _delivery_of(settled)
     busy = await _busy_decision(context, target.state, run_id, chain)
     if busy is not None and busy.state.decision == "steered":
+        # A steer counts in the sender's trace (maxSteers; from outside there is none).
+        sender_trace = chain.trace_id if context.caller_run is not None else None
+        over = await services.budgets.steer_exceeded(sender_trace)
+        if over is not None:
+            return over
         steered = await _steer(context, busy, params.message, run_id, chain)
         if steered is not None:
             return display, steered
@@ -359,7 +368,7 @@ async def _steer(
         # Made again for each attempt: a save that conflicted took the events with it.
         return _decided_again(context, decided, run_id, chain, decision="steered")
 
-    if await steer_run(context, UUID(joined), message, recorded_with=decision) is None:
+    if await steer_run(context, UUID(joined), message, chain=chain, recorded_with=decision) is None:
         return None
     log.info("send steered into a busy session's run", session_key=decided.session_key, run=joined)
     return SendDelivery.of("steered", decided.runs_ahead, joined)

@@ -99,7 +99,25 @@ async def _steer(
     if not chosen:
         return ToolError(tool=TOOL, error=not_in_tree(target))
     entry = chosen[0]
-    state = await steer_run(context, UUID(entry.run.run_id), message)
+    reference = target[:200]
+    # A steer is a hop on the sender's chain, and the sender's trace admits it (ADR 0034).
+    hop_refusal = context.hop_refusal()
+    if hop_refusal is not None:
+        await context.record_refusal(
+            hop_refusal, tool=TOOL, reference=reference, target_key=entry.run.session_key
+        )
+        return ToolError(status="forbidden", tool=TOOL, error=hop_refusal.message)
+    services = context.services
+    assert services is not None, "a steer is admitted by the gateway's budgets"
+    chain = context.next_hop(entry.run.run_id)
+    # From outside any run the steer starts no trace of its own: nothing to count it in.
+    sender_trace = chain.trace_id if context.caller_run is not None else None
+    async with services.budgets.admit(sender_trace, steering=True) as exceeded:
+        if exceeded is None:
+            state = await steer_run(context, UUID(entry.run.run_id), message, chain=chain)
+    if exceeded is not None:
+        await context.refuse_over_budget(exceeded, chain, tool=TOOL, reference=reference)
+        return ToolError(status="forbidden", tool=TOOL, error=exceeded.message)
     if state is None:
         found = await context.store.run(entry.run.run_id)
         status = found.status if found is not None else entry.run.status

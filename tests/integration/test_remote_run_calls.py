@@ -10,9 +10,12 @@ claim a shorter chain than its own.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from typing import Any
 
 import httpx
+import pytest
 from mcp import Client
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
@@ -35,8 +38,9 @@ SAFETY_CAP = 8
 class CallingBack(AgentRuntime):
     """Agents that forward each message round the cycle through a remote transport."""
 
-    def __init__(self, transport: str) -> None:
+    def __init__(self, transport: str, *, with_token: bool = True) -> None:
         self.transport = transport
+        self.with_token = with_token
         self.gateway: Gateway | None = None
         self.results: list[dict[str, Any]] = []
         self.tokens: list[tuple[str, str]] = []
@@ -49,27 +53,33 @@ class CallingBack(AgentRuntime):
         params = {"sessionKey": NEXT[request.session_key], "message": request.message}
         params["timeoutSeconds"] = 0  # type: ignore[assignment]
         if self.transport == "http":
-            result = await self.over_http(request.session_key, request.run_token, params)
+            call = self.over_http(request.session_key, request.run_token, params)
         else:
-            result = await self.over_mcp(request.session_key, request.run_token, params)
+            call = self.over_mcp(request.session_key, request.run_token, params)
+        if self.with_token:
+            result = await call
+        else:
+            # As from another process: in a context of its own, so the call cannot find
+            # its turn the way an in-process tool call does (the runtime's task context).
+            result = await asyncio.create_task(call, context=contextvars.Context())
         self.results.append(result)
         return RunReply(text="forwarded")
 
     async def over_http(self, session: str, token: str, params: dict[str, Any]) -> Any:
+        headers = {"X-Sessionwire-Session": session}
+        if self.with_token:
+            headers["X-Sessionwire-Run"] = token
         async with http_client(self.gateway) as client:
-            response = await client.post(
-                "/v1/tools/sessions_send",
-                json=params,
-                headers={"X-Sessionwire-Session": session, "X-Sessionwire-Run": token},
-            )
+            response = await client.post("/v1/tools/sessions_send", json=params, headers=headers)
             assert response.status_code == 200, response.text
             return response.json()
 
     async def over_mcp(self, session: str, token: str, params: dict[str, Any]) -> Any:
         assert self.gateway is not None
         server = build_server(self.gateway, session)
+        meta = {RUN_META: token} if self.with_token else None
         async with Client(server) as client:
-            answer = await client.call_tool("sessions_send", params, meta={RUN_META: token})
+            answer = await client.call_tool("sessions_send", params, meta=meta)
             return answer.structured_content
 
 
@@ -82,11 +92,11 @@ def http_client(gateway: Gateway | None) -> httpx.AsyncClient:
     )
 
 
-async def open_cycle(clock: VirtualClock, agents: CallingBack) -> Gateway:
+async def open_cycle(clock: VirtualClock, agents: CallingBack, store: str = "memory") -> Gateway:
     config = {"session": {"agentToAgent": {"maxPingPongTurns": 0}}}
     gateway = await Gateway.open(
         config=GatewayConfig.load(before_scopes(config)),
-        store="memory",
+        store=store,
         clock=clock,
         runtime=agents,
         delivery=CapturingDelivery(),
@@ -113,9 +123,21 @@ async def test_a_cycle_calling_back_over_mcp_ends_at_the_hop_limit(clock: Virtua
     await _cycle_ends_at_the_hop_limit(clock, "mcp")
 
 
-async def _cycle_ends_at_the_hop_limit(clock: VirtualClock, transport: str) -> None:
-    agents = CallingBack(transport)
-    gateway = await open_cycle(clock, agents)
+@pytest.mark.parametrize("transport", ["http", "mcp"])
+async def test_a_cycle_calling_back_without_its_token_ends_at_the_hop_limit(
+    store_url: str, clock: VirtualClock, transport: str
+) -> None:
+    """The same cycle, its calls naming no run (issue 43 §1, ADR 0034): each is attributed
+    to the calling session's run in progress, so the cycle still ends at the hop limit in
+    one trace (before, every call started a fresh trace and the cycle ran to the cap)."""
+    await _cycle_ends_at_the_hop_limit(clock, transport, with_token=False, store=store_url)
+
+
+async def _cycle_ends_at_the_hop_limit(
+    clock: VirtualClock, transport: str, *, with_token: bool = True, store: str = "memory"
+) -> None:
+    agents = CallingBack(transport, with_token=with_token)
+    gateway = await open_cycle(clock, agents, store)
     try:
         params = {"sessionKey": A, "message": "pass it on", "timeoutSeconds": 0}
         first = await gateway.call_tool(OPERATOR, "sessions_send", params)

@@ -31,6 +31,7 @@ def test_a_report_with_no_yield_waiting_here_drives_the_sessions_waiting_yields(
         clock=None,  # type: ignore[arg-type]
         runs=None,  # type: ignore[arg-type]
         config=None,  # type: ignore[arg-type]
+        budgets=None,  # type: ignore[arg-type]
     )
 
     driver.child_reported(KEY)

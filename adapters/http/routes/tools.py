@@ -71,7 +71,7 @@ def tool_route(gateway: GatewayService, name: str) -> Callable[..., Awaitable[JS
             params = json.loads(raw) if raw.strip() else None
         except (ValueError, RecursionError):
             raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-        result = await gateway.call_tool(requester, name, params, run_token=token)
+        result = await gateway.call_tool(requester, name, params, run_token=token, callback=True)
         return OrjsonResponse(result)
 
     return call_tool

@@ -256,6 +256,8 @@ class LogReader:
     """Yield -> how many YieldWoken it recorded."""
     wake_runs: dict[UUID, UUID] = field(default_factory=dict)
     """Yield -> the run its (first) wake started."""
+    wakes_refused: set[UUID] = field(default_factory=set)
+    """Yields whose wake the trace's budget refused a turn (none starts)."""
     decided: dict[UUID, tuple[str, int | None]] = field(default_factory=dict)
     """Every BusyDecided -> its decision and the runs it recorded ahead of the send."""
     budget: TraceBudget | None = None
@@ -383,7 +385,9 @@ class LogReader:
         elif name == "YieldWoken":
             self.wakes[aggregate] = self.wakes.get(aggregate, 0) + 1
             wake_run = _uuid(str(getattr(event, "wake_run_id", "")))
-            if wake_run is not None:
+            if getattr(event, "refused", None):
+                self.wakes_refused.add(aggregate)  # its trace's budget: no turn starts
+            elif wake_run is not None:
                 self.wake_runs.setdefault(aggregate, wake_run)
             if self.wakes[aggregate] > 1:
                 problems.append(
@@ -564,7 +568,7 @@ class LogReader:
         for yielded, count in self.wakes.items():
             if count != 1:
                 problems.append(f"yield {yielded} woke {count} times")
-            elif self.wake_runs.get(yielded) not in self.runs:
+            elif yielded not in self.wakes_refused and self.wake_runs.get(yielded) not in self.runs:
                 problems.append(f"yield {yielded} woke, but its turn never started")
         return problems
 
