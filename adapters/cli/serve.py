@@ -245,6 +245,9 @@ def serve(
                 limit_concurrency=MAX_CONNECTIONS,
                 # Headers sent byte by byte, forever, would hold a connection forever.
                 http=header_deadline(),
+                # Client addresses come from forwarding headers only behind
+                # http.trustedProxies (the Gatekeeper reads them); uvicorn's trusts loopback.
+                proxy_headers=False,
             ),
         )
         click.echo(
