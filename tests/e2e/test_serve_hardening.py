@@ -5,6 +5,7 @@ could hold every connection and stream of the server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -61,10 +62,8 @@ def _raw_post(url: str, path: str, body: bytes, headers: str = "") -> bytes:
             f"Content-Length: {len(body)}\r\n{headers}\r\n"
         )
         connection.sendall(head.encode())
-        try:
+        with contextlib.suppress(OSError):  # it may answer and close before the body is in
             connection.sendall(body)
-        except OSError:
-            pass  # the server answered and closed before the whole body was sent
         try:
             return connection.recv(4096).split(b"\r\n", 1)[0]
         except OSError:

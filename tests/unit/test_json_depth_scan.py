@@ -41,8 +41,10 @@ def depth(value: Any) -> int:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n/'),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(alphabet='[]{}"\\a'), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(alphabet='[]{}"\\a'), inner, max_size=3)
+    ),
     max_leaves=60,
 )
 
