@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 from hang_bounds import HANG_SECONDS
 from live_http import cli_env, free_port, serve_process
+from sessionwire.adapters.mcp.server import LISTENING as MCP_LISTENING
 
 TOKEN = "serve-hardening-token-0123456789abcdefgh"
 OTHER = "other-grant-token-0123456789abcdefghijkl"
@@ -198,3 +200,65 @@ def test_a_grant_holds_at_most_its_share_of_streams_and_connections(tmp_path: Pa
     assert "holds 3 requests open" in over.json()["error"]["message"]
     assert listed.status_code == 200
     assert again_status == 200
+
+
+@contextmanager
+def mcp_over_http(tmp_path: Path) -> Iterator[str]:
+    """``sessionwire mcp --http``: the same Gatekeeper in front of another app."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *("sessionwire", "--store", f"sqlite:///{tmp_path}/m.db", "mcp", "--http"),
+            *("--port", str(port), "--session", "main"),
+        ],
+        env=cli_env(SESSIONWIRE_TOKEN=TOKEN),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith(MCP_LISTENING):
+                break
+        else:
+            raise RuntimeError(f"mcp --http exited with {process.wait()}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.communicate(timeout=HANG_SECONDS)
+
+
+def test_mcp_over_http_has_the_same_limits(tmp_path: Path) -> None:
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with mcp_over_http(tmp_path) as url, httpx.Client(base_url=url, timeout=HANG_SECONDS) as http:
+        public = _raw_post(url, "/healthz", ATTACK)
+        wrong = [
+            http.post(
+                "/mcp",
+                json=listing,
+                headers={"Authorization": f"Bearer wrong-{n}", **accept},
+            ).status_code
+            for n in range(12)
+        ]
+        valid = http.post(
+            "/mcp", json=listing, headers={"Authorization": f"Bearer {TOKEN}", **accept}
+        )
+        rotated = {
+            http.post(
+                "/mcp",
+                json=listing,
+                headers={
+                    "Authorization": f"Bearer {n:08d}-guess",
+                    "X-Forwarded-For": f"203.0.113.{n}",
+                    **accept,
+                },
+            ).status_code
+            for n in range(20)
+        }
+    assert public == b"HTTP/1.1 405 Method Not Allowed"
+    assert wrong == [401] * 10 + [429, 429]
+    assert valid.status_code == 200, valid.text
+    assert rotated == {429}
