@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,6 +22,7 @@ from command_line import Ran, run_process
 from sessionwire import Gateway, SyncGateway
 from sessionwire.adapters.cli.context import configure_logging
 from sessionwire.adapters.http.app import create_app
+from store_holder import holding
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "damaged-store-token-0123456789abcdefghij"
@@ -59,6 +58,19 @@ def damaged_half(tmp_path: Path) -> str:
     store = recorded(path)
     overwrite(path, path.stat().st_size // 2)
     return store
+
+
+async def answered(store: str, *requests: tuple[str, dict[str, Any]]) -> list[httpx.Response]:
+    """Each (path, body) posted with an operator token to a gateway opened beside
+    whatever holds ``store`` (it opens without resuming, as a reader does)."""
+    gateway = await Gateway.open(store=store, resume=False)
+    auth = {"Authorization": f"Bearer {TOKEN}", "X-Sessionwire-Session": "main"}
+    transport = httpx.ASGITransport(app=create_app(gateway, TOKEN), raise_app_exceptions=False)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+            return [await http.post(path, json=body, headers=auth) for path, body in requests]
+    finally:
+        await gateway.close()
 
 
 def assert_refused_in_one_line(answer: Ran, store: str, streamed: bool = False) -> None:
@@ -118,20 +130,11 @@ def test_serve_reads_every_page_before_it_listens(damaged_tail: str, damaged_hal
 
 
 async def test_a_server_meeting_damage_answers_503_not_500(damaged_tail: str) -> None:
-    gateway = await Gateway.open(store=damaged_tail, resume=False)
-    try:
-        app = create_app(gateway, TOKEN)
-        auth = {"Authorization": f"Bearer {TOKEN}", "X-Sessionwire-Session": "main"}
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
-            tool = await http.post(
-                "/v1/tools/sessions_history", json={"sessionKey": LAST}, headers=auth
-            )
-            method = await http.post(
-                "/v1/methods/chat.history", json={"sessionKey": LAST}, headers=auth
-            )
-    finally:
-        await gateway.close()
+    tool, method = await answered(
+        damaged_tail,
+        ("/v1/tools/sessions_history", {"sessionKey": LAST}),
+        ("/v1/methods/chat.history", {"sessionKey": LAST}),
+    )
     for answer in (tool, method):
         assert answer.status_code == 503, answer.text
         assert answer.json()["error"]["code"] == "store_damaged"
@@ -141,26 +144,8 @@ async def test_a_server_meeting_damage_answers_503_not_500(damaged_tail: str) ->
 @pytest.fixture
 def holder(tmp_path: Path) -> Iterator[str]:
     store = f"sqlite:///{tmp_path}/held.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.processes.holder_child", store],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        line = "-"
-        while line and line.strip() != "ready":
-            line = process.stdout.readline()
-        assert line.strip() == "ready", f"the holder exited with {process.wait(timeout=60)}"
+    with holding(store):
         yield store
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=60)
 
 
 def test_a_second_serve_on_a_held_file_does_not_start(holder: str) -> None:
@@ -178,22 +163,16 @@ async def test_sessions_patch_beside_a_live_writer_answers_as_the_tools_do(holde
     handler = next(h for h in logging.getLogger().handlers if getattr(h, "sessionwire_cli", 0))
     assert isinstance(handler, logging.StreamHandler)
     handler.setStream(written)
-    gateway = await Gateway.open(store=holder, resume=False)
     try:
-        app = create_app(gateway, TOKEN)
-        auth = {"Authorization": f"Bearer {TOKEN}", "X-Sessionwire-Session": "main"}
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
-            patched = await http.post(
-                "/v1/methods/sessions.patch", json={"key": "main", "label": "x"}, headers=auth
-            )
-            sent = await http.post(
+        patched, sent = await answered(
+            holder,
+            ("/v1/methods/sessions.patch", {"key": "main", "label": "x"}),
+            (
                 "/v1/tools/sessions_send",
-                json={"sessionKey": "main", "message": "hi", "timeoutSeconds": 0},
-                headers=auth,
-            )
+                {"sessionKey": "main", "message": "hi", "timeoutSeconds": 0},
+            ),
+        )
     finally:
-        await gateway.close()
         logging.getLogger().removeHandler(handler)
     assert patched.status_code == 409, patched.text
     assert patched.json()["error"]["code"] == "store_held"

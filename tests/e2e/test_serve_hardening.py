@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -206,28 +205,12 @@ def test_a_grant_holds_at_most_its_share_of_streams_and_connections(tmp_path: Pa
 def mcp_over_http(tmp_path: Path) -> Iterator[str]:
     """``sessionwire mcp --http``: the same Gatekeeper in front of another app."""
     port = free_port()
-    process = subprocess.Popen(
-        [
-            *("sessionwire", "--store", f"sqlite:///{tmp_path}/m.db", "mcp", "--http"),
-            *("--port", str(port), "--session", "main"),
-        ],
-        env=cli_env(SESSIONWIRE_TOKEN=TOKEN),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    command = (
+        f"sessionwire --store sqlite:///{tmp_path}/m.db mcp --http --port {port} --session main"
     )
-    try:
-        assert process.stderr is not None
-        for line in process.stderr:
-            if line.startswith(MCP_LISTENING):
-                break
-        else:
-            raise RuntimeError(f"mcp --http exited with {process.wait()}")
+    env = cli_env(SESSIONWIRE_TOKEN=TOKEN)
+    with serve_process(command, port=port, env=env, cwd=str(tmp_path), listening=MCP_LISTENING):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.communicate(timeout=HANG_SECONDS)
 
 
 def test_mcp_over_http_has_the_same_limits(tmp_path: Path) -> None:
