@@ -29,7 +29,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
 from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
-from sessionwire.adapters.http.auth import FailedAttempts, attempt_keys, bearer_token
+from sessionwire.adapters.http.auth import (
+    CONSOLE_BODY_BYTES,
+    FailedAttempts,
+    attempt_keys,
+    bearer_token,
+)
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.application.audit.verify import verify
@@ -39,7 +44,7 @@ from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey
 
 COOKIE = "sessionwire_console"
-LOGIN_BODY_BYTES = 8192
+LOGIN_BODY_BYTES = CONSOLE_BODY_BYTES
 STATUSES = ("active", "archived", "deleted")
 # Log positions and times are 64-bit integers in the stores.
 MAX_POSITION = 2**63 - 1

@@ -32,6 +32,8 @@ BODY_READ_SECONDS = 30.0
 # Failed token attempts per client address before it must wait (429).
 MAX_FAILED_ATTEMPTS = 10
 FAILED_ATTEMPTS_WINDOW_SECONDS = 60.0
+# The console's forms carry a token at most (its login form); nothing bigger is read there.
+CONSOLE_BODY_BYTES = 8192
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
 SESSION_HEADER = "X-Sessionwire-Session"
 CONSOLE_PREFIX = "/console"
@@ -369,19 +371,22 @@ class Gatekeeper:
     async def _with_body(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
     ) -> None:
-        if scope["method"] in NO_BODY_METHODS and not is_console_path(scope["path"]):
+        if scope["method"] in NO_BODY_METHODS:
             if declares_body(headers):
                 await self._no_body_taken(scope, receive, send)
                 return
             await self.app(scope, receive, send)
             return
+        limit = (
+            min(self.limit, CONSOLE_BODY_BYTES) if is_console_path(scope["path"]) else self.limit
+        )
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._too_large(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, receive, send, limit)
             return
         try:
             async with asyncio.timeout(self.read_seconds):
-                body = await self._read(receive)
+                body = await self._read(receive, limit)
         except TimeoutError:
             await error_response(
                 408, "request_timeout", f"the body was not sent within {self.read_seconds:g} s"
@@ -389,8 +394,8 @@ class Gatekeeper:
             return
         if body is None:  # the client went away
             return
-        if len(body) > self.limit:
-            await self._too_large(scope, receive, send)
+        if len(body) > limit:
+            await self._too_large(scope, receive, send, limit)
             return
         if json_depth_exceeds(body):
             await error_response(
@@ -408,7 +413,7 @@ class Gatekeeper:
 
         await self.app(scope, replay, send)
 
-    async def _read(self, receive: Receive) -> bytes | None:
+    async def _read(self, receive: Receive, limit: int) -> bytes | None:
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -418,14 +423,14 @@ class Gatekeeper:
             chunk = message.get("body", b"")
             size += len(chunk)
             chunks.append(chunk)
-            if size > self.limit:  # stop reading: the answer is 413 whatever follows
+            if size > limit:  # stop reading: the answer is 413 whatever follows
                 break
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = error_response(413, "too_large", f"request body larger than {self.limit} bytes")
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        response = error_response(413, "too_large", f"request body larger than {limit} bytes")
         await response(scope, receive, send)
 
 
