@@ -156,3 +156,28 @@ async def test_over_mcp(world: Gateway) -> None:
                 answers.append((tool, shape(answer.structured_content, name)))
     assert answers[:2] == answers[2:]
     assert expected(scope_of(world)) in answers[0][1]
+
+
+OTHER_TOOLS = {
+    "session_status": lambda name: {"sessionKey": name},
+    "subagents steer": lambda name: {"action": "steer", "target": name, "message": "hi"},
+    "subagents kill": lambda name: {"action": "kill", "target": name},
+}
+
+
+@pytest.mark.parametrize("call", sorted(OTHER_TOOLS))
+async def test_the_other_tools_naming_a_session_answer_alike_too(world: Gateway, call: str) -> None:
+    hidden, missing = FORMS["bare"]
+    tool = call.split()[0]
+    answers, work = [], []
+    for name in (hidden, missing):
+        counting = StoreWork(world)
+        try:
+            answer = await world.call_tool(BOB, tool, OTHER_TOOLS[call](name))
+        finally:
+            counting.restore()
+        answers.append(shape(answer, name))
+        work.append(counting.calls)
+        assert answer["status"] == "error"
+    assert answers[0] == answers[1]
+    assert work[0] == work[1]
