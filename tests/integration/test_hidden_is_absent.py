@@ -94,6 +94,26 @@ class StoreWork:
             delattr(self.store, name)
 
 
+async def hidden_then_missing(
+    world: Gateway, tool: str, params: Any, names: tuple[str, str]
+) -> list[dict[str, Any]]:
+    """The tool's answers for the hidden name and the missing one, checked equal (but
+    for the name) and made with the same store calls."""
+    answers, shapes, work = [], [], []
+    for name in names:
+        counting = StoreWork(world)
+        try:
+            answer = await world.call_tool(BOB, tool, params(name))
+        finally:
+            counting.restore()
+        answers.append(answer)
+        shapes.append(shape(answer, name))
+        work.append(counting.calls)
+    assert shapes[0] == shapes[1]
+    assert work[0] == work[1]
+    return answers
+
+
 TOOLS = {
     "sessions_history": lambda name: {"sessionKey": name},
     "sessions_send": lambda name: {"sessionKey": name, "message": "hi", "timeoutSeconds": 0},
@@ -105,20 +125,10 @@ TOOLS = {
 async def test_a_hidden_session_is_answered_as_a_missing_one_with_the_same_work(
     world: Gateway, tool: str, form: str
 ) -> None:
-    hidden, missing = FORMS[form]
-    answers, work = [], []
-    for name in (hidden, missing):
-        counting = StoreWork(world)
-        try:
-            answer = await world.call_tool(BOB, tool, TOOLS[tool](name))
-        finally:
-            counting.restore()
-        answers.append(shape(answer, name))
-        work.append(counting.calls)
+    results = await hidden_then_missing(world, tool, TOOLS[tool], FORMS[form])
+    for answer in results:
         assert answer["status"] == "forbidden"
         assert answer["error"] == expected(scope_of(world))
-    assert answers[0] == answers[1]
-    assert work[0] == work[1]
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
@@ -167,17 +177,5 @@ OTHER_TOOLS = {
 
 @pytest.mark.parametrize("call", sorted(OTHER_TOOLS))
 async def test_the_other_tools_naming_a_session_answer_alike_too(world: Gateway, call: str) -> None:
-    hidden, missing = FORMS["bare"]
-    tool = call.split()[0]
-    answers, work = [], []
-    for name in (hidden, missing):
-        counting = StoreWork(world)
-        try:
-            answer = await world.call_tool(BOB, tool, OTHER_TOOLS[call](name))
-        finally:
-            counting.restore()
-        answers.append(shape(answer, name))
-        work.append(counting.calls)
-        assert answer["status"] == "error"
-    assert answers[0] == answers[1]
-    assert work[0] == work[1]
+    results = await hidden_then_missing(world, call.split()[0], OTHER_TOOLS[call], FORMS["bare"])
+    assert [answer["status"] for answer in results] == ["error", "error"]
