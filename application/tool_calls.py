@@ -21,7 +21,7 @@ from typing import Any
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.context import Requester, ToolContext
 from sessionwire.application.ports.async_store import AsyncStore
-from sessionwire.application.ports.store import StoreInUse
+from sessionwire.application.ports.store import StoreDamaged, StoreInUse
 from sessionwire.application.tools.params import ToolInputError
 from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
@@ -136,6 +136,10 @@ async def answer(
         # file's path, host and pid: the operator's log has them, the agent does not.
         log.warning("tool refused: the store has another writer", error=str(held))
         return ToolError(tool=name, error=STORE_HELD).to_json_dict()
+    except StoreDamaged:
+        # Not this call's failure but the store's: no tool can answer from it; the
+        # server or command refuses in one line (docs/security.md).
+        raise
     except Exception as error:  # a tool call must answer, whatever broke inside
         # The exception's text may name paths, hosts or processes: the log has it,
         # the caller (an agent, perhaps hostile) gets its type only.

@@ -304,22 +304,23 @@ def _action(access: Access) -> str:
 
 
 def scope_message(mode: SessionsVisibility, access: Access, *, cross_agent: bool) -> str:
-    """OpenClaw's refusal texts for a session outside the requester's scope."""
+    """The refusal for a session outside the requester's scope: OpenClaw's text for
+    another agent's session (the same whether it exists or not), ours for its own."""
     if cross_agent:
         return (
             f"{_action(access)} visibility is restricted. Set tools.sessions.visibility=all "
             "and tools.agentToAgent.enabled=true to allow cross-agent access; use "
             "tools.agentToAgent.allow to restrict permitted agent pairs."
         )
-    if mode == "self":
-        return (
-            f"{_action(access)} visibility is restricted to the current session "
-            "(tools.sessions.visibility=self)."
-        )
-    return (
-        f"{_action(access)} visibility is restricted to the current session tree "
-        "(tools.sessions.visibility=tree)."
-    )
+    # Decision 41: one text for a session outside the scope and one that does not exist,
+    # naming the scope, so an agent still learns what to configure.
+    return hidden_or_absent(mode)
+
+
+def hidden_or_absent(mode: SessionsVisibility) -> str:
+    """The answer for a session of the requester's agent it may not see, or that is not
+    there: the same text, whichever it is."""
+    return f"Session not found, or not visible under tools.sessions.visibility={mode}."
 
 
 def list_warning(mode: SessionsVisibility) -> str:

@@ -194,11 +194,18 @@ def scripted_server(store: str) -> Iterator[LiveServer]:
 
 @contextmanager
 def serve_process(
-    command: str, *, port: int, env: dict[str, str], cwd: str, setup: str = ""
+    command: str,
+    *,
+    port: int,
+    env: dict[str, str],
+    cwd: str,
+    setup: str = "",
+    listening: str = SERVE_LISTENING,
 ) -> Iterator[subprocess.Popen[str]]:
-    """``sessionwire serve`` as a shell command (after ``setup``) in its own process group,
-    stopped with Ctrl+C (SIGINT) afterwards; waits for the line on stderr that says it
-    listens (what it wrote before that is kept as ``startup_stderr``)."""
+    """``sessionwire serve`` (or another server saying ``listening``) as a shell command
+    (after ``setup``) in its own process group, stopped with Ctrl+C (SIGINT) afterwards;
+    waits for the line on stderr that says it listens (what it wrote before that is kept
+    as ``startup_stderr``)."""
     process = subprocess.Popen(
         ["bash", "-c", f"{setup}\nexec {command}"],
         env=env,
@@ -213,7 +220,7 @@ def serve_process(
         lines = []
         for line in process.stderr:
             lines.append(line)
-            if line.startswith(SERVE_LISTENING):
+            if line.startswith(listening):
                 break
         else:
             process.wait()

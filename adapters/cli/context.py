@@ -56,6 +56,21 @@ def data_dir_store(name: str = "sessions.db") -> str:
 LOG_FORMATS = ("console", "json")
 
 
+# Keys the console renderer writes as text blocks ("\n" + value): any other type there
+# made the log handler itself fail (a list under `stack`: TypeError, issue 36).
+_TEXT_KEYS = ("stack", "exception")
+
+
+def renderable(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """A record's text-block keys as text, whatever a caller put there."""
+    for key in _TEXT_KEYS:
+        value = event.get(key)
+        if value is not None and not isinstance(value, str):
+            parts = value if isinstance(value, list | tuple) else [value]
+            event[key] = "\n".join(map(str, parts))
+    return event
+
+
 def configure_logging(verbose: bool, log_format: str = "console") -> None:
     """The CLI's and servers' logs: the library's ``sessionwire.*`` records (and
     structlog's own) to stderr, never stdout; ``json`` for machines. Tracebacks are plain,
@@ -72,6 +87,7 @@ def configure_logging(verbose: bool, log_format: str = "console") -> None:
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        renderable,
     ]
     if log_format == "json":
         shared.append(structlog.processors.format_exc_info)
@@ -236,7 +252,22 @@ class CliOptions:
 
     def run(self, work: Callable[[GatewayService], Awaitable[int]], **open_kwargs: Any) -> int:
         """Open the gateway on the chosen store, run ``work`` on it and close it."""
-        return asyncio.run(self._run(work, open_kwargs))
+        with self.damage_refused():
+            return asyncio.run(self._run(work, open_kwargs))
+
+    @contextmanager
+    def damage_refused(self) -> Iterator[None]:
+        """A damaged SQLite file fails the command in one line (exit 2), never a
+        traceback; every other error passes through."""
+        try:
+            yield
+        except Exception as error:
+            from sessionwire.adapters.store.damage import damaged_store_text, store_damage
+
+            damage = store_damage(error)
+            if damage is None:
+                raise
+            fail(damaged_store_text(self.store, damage), EXIT_USAGE)
 
     async def _run(self, work: Callable[[GatewayService], Awaitable[int]], kwargs: Any) -> int:
         from sessionwire.adapters.bootstrap import Gateway, service_of
@@ -254,7 +285,8 @@ class CliOptions:
         """Run ``work`` on the read tools over the chosen store, without a gateway: a
         listing or a history loads no orchestration driver or aggregate it does not
         read (ADR 0036), and is answered as the gateway answers it."""
-        return asyncio.run(self._read(work))
+        with self.damage_refused():
+            return asyncio.run(self._read(work))
 
     async def _read(self, work: Callable[[ReadTools], Awaitable[int]]) -> int:
         from sessionwire.adapters.read_composition import open_read_tools
@@ -297,11 +329,13 @@ class CliOptions:
         config = self.config()
         self._make_store_directory()
         try:
-            store = open_event_store(self.store, config)
+            with self.damage_refused():
+                store = open_event_store(self.store, config)
         except StoreURLError as error:
             fail(self._explain(error), EXIT_USAGE)
         try:
-            yield store, config
+            with self.damage_refused():
+                yield store, config
         finally:
             store.close()
 

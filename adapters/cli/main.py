@@ -330,7 +330,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except click.exceptions.Exit as exit_:
         return exit_.exit_code
-    except RuntimeError as error:
+    except Exception as error:
+        # A damaged SQLite file reached outside the commands' own check (CliOptions):
+        # still one line. Imported here, as below.
+        from sessionwire.adapters.store.damage import WHAT_TO_DO, store_damage
+
+        damage = store_damage(error)
+        if damage is not None:
+            click.echo(f"sessionwire: the store is damaged ({damage}): {WHAT_TO_DO}", err=True)
+            return EXIT_USAGE
+        if not isinstance(error, RuntimeError):
+            raise
         # A write beside the SQLite file's live writer (``record`` while ``serve`` runs,
         # an import, a checkpoint): its message names the holder and what to do, so one
         # line, not a traceback through click and asyncio. Imported here: the module is

@@ -109,7 +109,9 @@ def mcp_command(
         # Stateless streamable HTTP has no stream to notify on: no subscriptions there.
         server = build_server(gateway, requester, subscriptions=tokens is None)
         if tokens is not None:
-            await serve_http(server, host, port, tokens, requester, same_session)
+            await serve_http(
+                server, host, port, tokens, requester, same_session, gateway.config.http
+            )
         else:
             await serve_stdio(server)
         return EXIT_OK

@@ -6,12 +6,14 @@ an operator token. Beyond loopback every token must be at least ``MIN_TOKEN_LENG
 characters: one given in clear is checked at start, a ``tokenSha256`` one when presented.
 
 Exit codes: 0 stopped (Ctrl+C), 2 bad usage (no token, a bad tokens or runtime file, a
-store that cannot be opened), 3 cannot listen (the port is taken, or the address is not
+store that cannot be opened, is damaged, or is an SQLite file another live gateway
+holds), 3 cannot listen (the port is taken, or the address is not
 this machine's).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import socket
@@ -44,8 +46,12 @@ from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.http.auth import MAX_BODY_BYTES
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
+from sessionwire.adapters.store.damage import damaged_store_text, sqlite_file_damage
+from sessionwire.adapters.store.off_loop import OffLoopStore
+from sessionwire.adapters.store.sqlite import sqlite_file
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.gateway import GatewayService
+from sessionwire.application.ports.store import StoreInUse
 from sessionwire.application.ports.telemetry import combined
 
 DEFAULT_PORT = 8765
@@ -222,6 +228,20 @@ def serve(
                 )
 
     async def work(gateway: GatewayService) -> int:
+        # A server writes (its tools and methods do): beside an SQLite file's live writer
+        # it would answer every write with a refusal, so it does not start (decision 20).
+        # Without a runtime it resumes nothing, but it holds the file all the same.
+        try:
+            if isinstance(gateway.store, OffLoopStore):
+                gateway.store.event_store.hold_writer()
+        except StoreInUse as held:
+            fail(f"cannot serve: {held}", EXIT_USAGE)
+        # A damaged file would open and then answer requests with a DatabaseError: every
+        # page is read once here, before the port opens.
+        if options.store.startswith("sqlite:"):
+            damage = await asyncio.to_thread(sqlite_file_damage, sqlite_file(options.store))
+            if damage is not None:
+                fail(f"cannot serve: {damaged_store_text(options.store, damage)}", EXIT_USAGE)
         connect_runtime(runtime, gateway)
         # Session-bound subscribers' event ids are sealed with a kept secret, so they
         # resume across restarts (docs/http.md); only made where such tokens exist.
@@ -253,6 +273,9 @@ def serve(
                 limit_concurrency=MAX_CONNECTIONS,
                 # Headers sent byte by byte, forever, would hold a connection forever.
                 http=header_deadline(),
+                # Client addresses come from forwarding headers only behind
+                # http.trustedProxies (the Gatekeeper reads them); uvicorn's trusts loopback.
+                proxy_headers=False,
             ),
         )
         click.echo(

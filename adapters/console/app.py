@@ -29,7 +29,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sessionwire.adapters.console import page_data
 from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
 from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
-from sessionwire.adapters.http.auth import FailedAttempts, bearer_token
+from sessionwire.adapters.http.auth import (
+    CONSOLE_BODY_BYTES,
+    FailedAttempts,
+    attempt_keys,
+    bearer_token,
+)
 from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.application.audit.verify import verify
@@ -39,7 +44,7 @@ from sessionwire.application.ports.store import Store
 from sessionwire.domain.keys import InvalidSessionKey
 
 COOKIE = "sessionwire_console"
-LOGIN_BODY_BYTES = 8192
+LOGIN_BODY_BYTES = CONSOLE_BODY_BYTES
 STATUSES = ("active", "archived", "deleted")
 # Log positions and times are 64-bit integers in the stores.
 MAX_POSITION = 2**63 - 1
@@ -59,11 +64,20 @@ SECURITY_HEADERS = {
 class FailedLogins:
     """What the console needs of the API's failed-attempt counter."""
 
-    def retry_after(self, client: str) -> int | None:
+    def retry_after(self, *keys: str) -> int | None:
         return None
 
-    def failed(self, client: str) -> None:
+    def failed(self, *keys: str) -> None:
         return None
+
+
+def client_of(request: Request) -> str:
+    """The client's address as the Gatekeeper read it (forwarding headers only behind a
+    trusted proxy); the peer's when the console is served alone."""
+    client = request.scope.get("state", {}).get("client")
+    if isinstance(client, str):
+        return client
+    return request.client.host if request.client else "unknown"
 
 
 def _when(millis: int | None) -> str:
@@ -141,15 +155,22 @@ def create_console(
         path = request.url.path.removeprefix(request.scope.get("root_path", ""))
         if path in {"/login", "/static/console.css"} or granted(request):
             return await call_next(request)
-        client = request.client.host if request.client else "unknown"
         if request.headers.get("authorization") or request.cookies.get(COOKIE):
-            limiter.failed(client)
+            presented = bearer_token(dict(request.scope["headers"]))
+            limiter.failed(*attempt_keys(client_of(request), presented))
         return RedirectResponse("/console/login", status_code=303, headers=SECURITY_HEADERS)
 
     def log_in(request: Request, token: str, client: str) -> Response:
         grant = tokens.grant_for(token)
         if grant is None or not grant.is_operator:
-            limiter.failed(client)
+            # Only a token that failed meets the limit: a valid one is never refused.
+            keys = attempt_keys(client, token)
+            wait = limiter.retry_after(*keys)
+            if wait is not None:
+                return render(
+                    "login.html", code=429, message=f"Too many attempts; retry in {wait} s."
+                )
+            limiter.failed(*keys)
             message = "That token does not open the console (an operator token is needed)."
             return render("login.html", code=401, message=message)
         response = RedirectResponse("/console/", status_code=303, headers=SECURITY_HEADERS)
@@ -189,10 +210,7 @@ def create_console(
     async def login_page(
         request: Request, code: str | None = None, token: str | None = None
     ) -> Response:
-        client = request.client.host if request.client else "unknown"
-        wait = limiter.retry_after(client)
-        if wait is not None:
-            return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
+        client = client_of(request)
         if token:
             # Never taken from an address (browser history, access logs): the form posts it.
             message = "A token in a link is not taken: paste it in the form below."
@@ -200,7 +218,13 @@ def create_console(
         if code:
             redeemed = logins.redeem(code[:MAX_CODE_LENGTH])
             if redeemed is None:
-                limiter.failed(client)
+                keys = attempt_keys(client, None)[:1]
+                wait = limiter.retry_after(*keys)
+                if wait is not None:
+                    return render(
+                        "login.html", code=429, message=f"Too many attempts; retry in {wait} s."
+                    )
+                limiter.failed(*keys)
                 message = "That login link was used already or has expired."
                 return render("login.html", code=401, message=message)
             return log_in(request, redeemed, client)
@@ -208,10 +232,7 @@ def create_console(
 
     @app.post("/login")
     async def login_form(request: Request) -> Response:
-        client = request.client.host if request.client else "unknown"
-        wait = limiter.retry_after(client)
-        if wait is not None:
-            return render("login.html", code=429, message=f"Too many attempts; retry in {wait} s.")
+        client = client_of(request)
         body = b""
         async for chunk in request.stream():
             body += chunk

@@ -25,8 +25,11 @@ nor closes it); ``tokens`` is a ``TokenSet`` (a lone string is one operator toke
 - ``GET /metrics`` (when given ``metrics``, as ``serve`` does): Prometheus text, operator
   tokens only (ADR 0019).
 
-The token is checked from the headers alone, before a byte of the body is read; failed
-attempts are rate-limited per client; bodies are bounded in size, JSON depth and read
+Public routes answer GET and HEAD only and read no body. The token is checked from the
+headers alone, before a byte of the body is read; failed attempts are rate-limited per
+client and per token prefix (a valid token is never refused; forwarding headers count
+only from ``http.trustedProxies``); each grant holds at most ``http.limits`` requests and
+event streams at once (503 beyond); bodies are bounded in size, JSON depth and read
 time. Nothing a client sends (token, body) is ever logged. Every error is
 ``{"error": {"code", "message"}}``; see docs/adr/0007-http-gateway.md and 0014.
 
@@ -46,6 +49,7 @@ from sessionwire.adapters.http.auth import (
     MAX_BODY_BYTES,
     FailedAttempts,
     Gatekeeper,
+    GrantSlots,
 )
 from sessionwire.adapters.http.errors import add_error_handlers
 from sessionwire.adapters.http.event_cursors import EventCursors
@@ -124,12 +128,15 @@ def create_app(
     if metrics is not None:
         routers.append(metrics_router(gateway, metrics))
         app.include_router(routers[-1])
+    limits = gateway.config.http.limits
     app.add_middleware(
         Gatekeeper,
         tokens=tokens,
         limit=max_body_bytes,
         attempts=attempts,
         read_seconds=body_read_seconds,
+        trusted_proxies=gateway.config.http.trusted_networks(),
+        slots=GrantSlots(limits.connectionsPerGrant, limits.streamsPerGrant),
     )
     if metrics is not None:
         # Outermost: refusals by the Gatekeeper (401, 413, 429) are counted too.

@@ -12,6 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sessionwire.application.library_logging import library_logger
+from sessionwire.application.ports.store import StoreDamaged, StoreInUse
+from sessionwire.application.tool_calls import STORE_HELD
 from sessionwire.domain.errors import SessionwireError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -46,6 +48,7 @@ STATUS_CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
     408: "request_timeout",
     413: "too_large",
     415: "unsupported_media_type",
@@ -54,6 +57,11 @@ STATUS_CODES = {
     500: "internal",
     503: "unavailable",
 }
+
+
+# What a client is told of a damaged store: nothing of the file; the log has what SQLite
+# found, and `serve` refuses to start on such a file.
+STORE_DAMAGED = "the store is damaged; nothing was read or written (the operator's log says more)"
 
 
 def error_response(
@@ -99,6 +107,18 @@ def add_error_handlers(app: FastAPI, *, query_is_bad_request: frozenset[str]) ->
         where = ".".join(str(part) for part in location if part != "body")
         return error_response(422, "invalid_request", f"{where}: {message}" if where else message)
 
+    @app.exception_handler(StoreInUse)
+    async def store_held(request: Request, held: StoreInUse) -> JSONResponse:
+        # As a tool call answers beside an SQLite file's live writer (decision 20): the
+        # holder's path, host and pid go to the log, not to the caller.
+        log.warning("request refused: the store has another writer", path=request.url.path)
+        return error_response(409, "store_held", STORE_HELD)
+
+    @app.exception_handler(StoreDamaged)
+    async def store_damaged(request: Request, damaged: StoreDamaged) -> JSONResponse:
+        log.error("request failed: the store is damaged", path=request.url.path, found=str(damaged))
+        return error_response(503, "store_damaged", STORE_DAMAGED)
+
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:
         # Where it failed, never with what: no locals, no exception text (either may hold
@@ -108,6 +128,6 @@ def add_error_handlers(app: FastAPI, *, query_is_bad_request: frozenset[str]) ->
             "request failed",
             path=request.url.path,
             error=type(error).__name__,
-            stack=[f"{frame.filename}:{frame.lineno} {frame.name}" for frame in frames[-8:]],
+            frames=[f"{frame.filename}:{frame.lineno} {frame.name}" for frame in frames[-8:]],
         )
         return error_response(500, "internal", f"internal error: {type(error).__name__}")

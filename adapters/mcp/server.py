@@ -48,10 +48,16 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from sessionwire.adapters.bootstrap import Gateway, service_of
-from sessionwire.adapters.http.auth import MAX_BODY_BYTES, FailedAttempts, Gatekeeper
+from sessionwire.adapters.http.auth import (
+    MAX_BODY_BYTES,
+    FailedAttempts,
+    Gatekeeper,
+    GrantSlots,
+)
 from sessionwire.adapters.http.header_deadline import header_deadline
 from sessionwire.adapters.http.tokens import Grant, TokenSet
 from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool
+from sessionwire.application.config.gateway_config import HttpConfig
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.tools.registry import REGISTRY
@@ -210,6 +216,7 @@ def http_app(
     tokens: TokenSet,
     requester: str,
     same_session: Callable[[str], bool],
+    http: HttpConfig | None = None,
 ) -> ASGIApp:
     """The MCP streamable HTTP transport at ``/mcp``, behind the HTTP gateway's
     Gatekeeper: a bearer token from ``tokens`` (an operator's, or one bound to the
@@ -238,8 +245,15 @@ def http_app(
             return None
         return f"this token acts only as the session {grant.session!r}, not {requester!r}"
 
+    http = http if http is not None else HttpConfig()
     return Gatekeeper(
-        app, tokens=tokens, limit=MAX_BODY_BYTES, attempts=FailedAttempts(), refuse=refuse
+        app,
+        tokens=tokens,
+        limit=MAX_BODY_BYTES,
+        attempts=FailedAttempts(),
+        refuse=refuse,
+        trusted_proxies=http.trusted_networks(),
+        slots=GrantSlots(http.limits.connectionsPerGrant, http.limits.streamsPerGrant),
     )
 
 
@@ -260,10 +274,11 @@ async def serve_http(
     tokens: TokenSet,
     requester: str,
     same_session: Callable[[str], bool],
+    http: HttpConfig | None = None,
 ) -> None:
     """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM."""
     config = uvicorn.Config(
-        http_app(server, host, port, tokens, requester, same_session),
+        http_app(server, host, port, tokens, requester, same_session, http),
         host=host,
         port=port,
         log_level="warning",
@@ -271,6 +286,9 @@ async def serve_http(
         log_config=None,
         timeout_keep_alive=5,
         http=header_deadline(),
+        # Client addresses come from forwarding headers only behind http.trustedProxies
+        # (the Gatekeeper reads them); uvicorn's own reading trusts loopback.
+        proxy_headers=False,
     )
     await _StoppableServer(config, url=f"http://{host}:{port}{HTTP_PATH}").serve()
 

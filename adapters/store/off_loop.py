@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, TypeVar
 from uuid import UUID
 
+from sessionwire.adapters.store.damage import store_damage
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import calls_in_order, store_executor
 from sessionwire.application.ports.async_store import AsyncStore
@@ -30,7 +31,7 @@ from sessionwire.application.ports.session_read_model import (
     StoredSession,
     TranscriptPage,
 )
-from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.store import Store, StoreDamaged
 from sessionwire.application.ports.telemetry import Telemetry
 from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.domain.base import Aggregate, DomainEvent
@@ -82,6 +83,9 @@ class OffLoopStore(AsyncStore):
         try:
             return await loop.run_in_executor(self._readers, call)
         except Exception as error:
+            damage = store_damage(error)
+            if damage is not None:
+                raise StoreDamaged(str(damage)) from error
             # A read that met a connection the server dropped (a PostgreSQL restart)
             # runs once more when the backend mended its pool; reads change nothing.
             mended = partial(self._store.recovered_from, error)
@@ -94,8 +98,14 @@ class OffLoopStore(AsyncStore):
     async def save(self, *aggregates: Aggregate) -> None:
         if self._one_thread:
             await self._off_loop(partial(self._store.save, *aggregates), a_read=False)
-        else:
+            return
+        try:
             await self._store.save_async(*aggregates)
+        except Exception as error:
+            damage = store_damage(error)
+            if damage is not None:
+                raise StoreDamaged(str(damage)) from error
+            raise
 
     def writes_in_flight(self) -> int:
         return self._store.writes_in_flight()

@@ -11,6 +11,7 @@ the same once normalised (``ops`` and ``OPS``) are an error too. Files are read 
 from __future__ import annotations
 
 import builtins
+import ipaddress
 import json
 import math
 from pathlib import Path
@@ -425,8 +426,38 @@ class EgressConfig(_Section):
         return EgressPolicy.parse(self.allow)
 
 
+class HttpLimitsConfig(_Section):
+    """What one grant (one entry of the tokens file) may hold open at once (issue 36)."""
+
+    connectionsPerGrant: int = Field(default=64, ge=1)
+    """Requests in flight at once (each holds a connection), event streams included."""
+    streamsPerGrant: int = Field(default=8, ge=1)
+    """Live event streams (``GET /v1/events``) open at once."""
+
+
 class HttpConfig(_Section):
+    """The HTTP servers (``serve``, ``mcp --http``): whom to believe about client
+    addresses, and what one grant may hold, where the gateway's own requests may go
+    (docs/security.md)."""
+
+    trustedProxies: builtins.list[str] = Field(default_factory=builtins.list)
+    """Addresses or CIDRs whose ``X-Forwarded-For`` / ``Forwarded`` headers are read
+    (decision 41); from any other peer they are ignored. Empty: never read."""
+    limits: HttpLimitsConfig = Field(default_factory=HttpLimitsConfig)
     egress: EgressConfig = Field(default_factory=EgressConfig)
+
+    @field_validator("trustedProxies")
+    @classmethod
+    def _networks(cls, proxies: builtins.list[str]) -> builtins.list[str]:
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"not an address or CIDR: {proxy!r}") from None
+        return proxies
+
+    def trusted_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return tuple(ipaddress.ip_network(p.strip(), strict=False) for p in self.trustedProxies)
 
 
 class GatewayConfig(_Section):

@@ -42,6 +42,12 @@ class StoreInUse(SessionwireError, RuntimeError):
     """The store has a live writer already (an SQLite file another gateway holds)."""
 
 
+class StoreDamaged(SessionwireError, RuntimeError):
+    """The store's file cannot be read as a database (a damaged SQLite file); the message
+    is what the database found, never a path. No answer can be given from it: commands
+    and servers refuse in one line (docs/security.md)."""
+
+
 # Names that lived here before the split, so existing imports keep working.
 __all__ = [
     "Clock",
@@ -55,6 +61,7 @@ __all__ = [
     "SessionReadModel",
     "Store",
     "StoreConflict",
+    "StoreDamaged",
     "StoreInUse",
     "StoredSession",
     "StoredWork",

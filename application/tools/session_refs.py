@@ -127,15 +127,20 @@ async def _resolved(
     store = context.store
     policy = context.access
     reference = raw.strip()
+    a_key = looks_like_session_key(raw) and not looks_like_session_id(raw)
     if found is not None and found.state.status == "active":
         target = found.state.policy_target(context.rules)
         refusal = policy.reach_refusal(
             target, reference, access=access, target_key=key, target_agent=found.state.agent_id
         )
         if refusal:
+            if not a_key:
+                # Hidden is absent, in time too (decision 41): a missing session named so
+                # is looked up by sessionId before it is refused; a hidden one is too.
+                await store.sessions_by_session_id(reference.lower())
             raise _refused(context, refusal, reference, key)
         return found
-    if looks_like_session_key(raw) and not looks_like_session_id(raw):
+    if a_key:
         # Not stored: refused exactly as a stored session would be, so the answer says
         # nothing about whether the session exists.
         refusal = policy.reach_refusal(
@@ -162,6 +167,14 @@ async def _resolved(
     if len(matches) > 1:
         keys = ", ".join(m.state.key for m in matches)
         raise SessionNotResolved(f"Multiple sessions found for sessionId: {raw} ({keys})")
+    if not looks_like_session_id(raw):
+        # Read as a key (`webchat:dm:alice`): outside the scope, what a stored session
+        # under it would get, so a missing one and a hidden one answer alike.
+        refusal = policy.reach_refusal(
+            None, reference, access=access, target_key=key, target_agent=agent_id_of(key)
+        )
+        if refusal:
+            raise _refused(context, refusal, reference, key)
     raise SessionNotResolved(
         f"Session not found: {raw} (use the full sessionKey from sessions_list)"
     )

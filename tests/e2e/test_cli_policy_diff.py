@@ -121,8 +121,7 @@ async def test_narrowing_to_self_shows_what_main_would_lose(store: str, tmp_path
     change = result["changes"][0]
     assert change["candidateRule"] == "tools.sessions.visibility"
     assert change["candidateError"] == (
-        "Session send visibility is restricted to the current session "
-        "(tools.sessions.visibility=self)."
+        "Session not found, or not visible under tools.sessions.visibility=self."
     )
 
 

@@ -248,7 +248,11 @@ def test_a_thousand_idle_streams_and_the_gateway_still_answers(tmp_path: Path) -
     port = free_port()
     store = f"sqlite:///{tmp_path}/s.db"
     seed(store)
-    command = f"sessionwire --store {store} serve --port {port}"
+    # The server's bound, not a grant's: this one token may hold every stream.
+    shares = {"connectionsPerGrant": CONNECTIONS + 10, "streamsPerGrant": CONNECTIONS}
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"http": {"limits": shares}}))
+    command = f"sessionwire --store {store} --config {config} serve --port {port}"
     env = cli_env(SESSIONWIRE_TOKEN=TOKEN)
     url = f"http://127.0.0.1:{port}"
     auth = {"Authorization": f"Bearer {TOKEN}", "X-Sessionwire-Session": "main"}

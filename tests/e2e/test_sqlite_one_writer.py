@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from command_line import run_process
 from sessionwire import Gateway
 from sessionwire.application.ports.store import StoreInUse
+from store_holder import holding
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,27 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def holder(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     store = f"sqlite:///{tmp_path}/held.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.processes.holder_child", store],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        # Until the holder has the store (its log lines may come first); "" if it died.
-        line = "-"
-        while line and line.strip() != "ready":
-            line = process.stdout.readline()
-        assert line.strip() == "ready", f"the holder exited with {process.wait(timeout=60)}"
+    with holding(store) as process:
         yield store, process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=60)
 
 
 async def test_a_second_gateway_is_refused_naming_the_holder(

@@ -145,18 +145,23 @@ async def test_sessions_patch_needs_an_operator_token(rig: Any) -> None:
     assert operator.status_code == 200
 
 
-async def test_failed_attempts_are_limited_per_client(rig: Any) -> None:
+async def test_failed_attempts_are_limited_per_client_and_never_refuse_a_valid_token(
+    rig: Any,
+) -> None:
     _, http, clock = rig
     for _ in range(3):
         wrong = await http.post("/v1/tools/sessions_list", json={}, headers=headers("nope"))
         assert wrong.status_code == 401
-    blocked = await http.post("/v1/tools/sessions_list", json={}, headers=headers(MAIN))
+    blocked = await http.post("/v1/tools/sessions_list", json={}, headers=headers("nope2"))
     assert blocked.status_code == 429
     assert int(blocked.headers["Retry-After"]) > 0
+    # Decision 41: the limit holds back guesses, never the token's owner.
+    valid = await http.post("/v1/tools/sessions_list", json={}, headers=headers(MAIN))
+    assert valid.status_code == 200
     clock.now += 61
     assert (
-        await http.post("/v1/tools/sessions_list", json={}, headers=headers(MAIN))
-    ).status_code == 200
+        await http.post("/v1/tools/sessions_list", json={}, headers=headers("nope3"))
+    ).status_code == 401
 
 
 async def test_the_token_is_checked_before_the_body_is_read(rig: Any) -> None:

@@ -22,10 +22,7 @@ TOKENS = {
         {"token": MAIN, "session": "main"},
     ]
 }
-TREE_REFUSAL = (
-    "Session history visibility is restricted to the current session tree "
-    "(tools.sessions.visibility=tree)."
-)
+TREE_REFUSAL = "Session not found, or not visible under tools.sessions.visibility=tree."
 
 
 @pytest.fixture
@@ -124,8 +121,7 @@ async def test_agent_scope_opens_the_agent_to_a_non_main_token(http: httpx.Async
 async def test_self_scope_holds_main_to_its_own_session(http: httpx.AsyncClient) -> None:
     refused = await history(http, MAIN, "discord:group:dev")
     assert refused.json()["error"] == (
-        "Session history visibility is restricted to the current session "
-        "(tools.sessions.visibility=self)."
+        "Session not found, or not visible under tools.sessions.visibility=self."
     )
     listed = await http.post("/v1/tools/sessions_list", json={}, headers=bearer(MAIN))
     assert [row["key"] for row in listed.json()["sessions"]] == ["main"]

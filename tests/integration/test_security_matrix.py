@@ -474,16 +474,8 @@ def scope_refusal(case: Case, requester: str, target: str, access: str) -> tuple
             "tools.agentToAgent.enabled=true to allow cross-agent access; use "
             "tools.agentToAgent.allow to restrict permitted agent pairs."
         )
-    elif mode == "self":
-        message = (
-            f"{action} visibility is restricted to the current session "
-            "(tools.sessions.visibility=self)."
-        )
-    else:
-        message = (
-            f"{action} visibility is restricted to the current session tree "
-            "(tools.sessions.visibility=tree)."
-        )
+    else:  # decision 41: one text whether the session is hidden or missing
+        message = f"Session not found, or not visible under tools.sessions.visibility={mode}."
     return message, case.scope_rule(requester)
 
 

@@ -19,8 +19,7 @@ GRANDCHILD = "agent:beta:subagent:g1"
 SPAWNED_BY = {CHILD: OPS, GRANDCHILD: CHILD}
 REFUSED = {
     "status": "forbidden",
-    "error": "Session send visibility is restricted to the current session tree "
-    "(tools.sessions.visibility=tree).",
+    "error": "Session not found, or not visible under tools.sessions.visibility=tree.",
 }
 
 

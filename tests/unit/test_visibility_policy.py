@@ -140,8 +140,7 @@ def test_refusals_name_the_scope_and_its_rule() -> None:
     assert (tree.check, tree.rule, tree.message) == (
         "visibility",
         "tools.sessions.visibility",
-        "Session send visibility is restricted to the current session tree "
-        "(tools.sessions.visibility=tree).",
+        "Session not found, or not visible under tools.sessions.visibility=tree.",
     )
     cross = policy(MAIN, "agent").reach_refusal(
         target(OTHER), OTHER, access="history", target_key=OTHER, target_agent="other"

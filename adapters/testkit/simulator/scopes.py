@@ -26,7 +26,9 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 
 SCOPED_TOOLS = frozenset({"sessions_list", "sessions_history", "sessions_send"})
-VISIBILITY_REFUSED = "visibility is restricted"
+# Another agent's session ("… visibility is restricted. Set …"), or the requester's own
+# agent's (decision 41: "Session not found, or not visible under …").
+VISIBILITY_REFUSED = ("visibility is restricted", "not visible under tools.sessions.visibility=")
 # A send answered with one of these started (or joined) a run: its message was delivered.
 DELIVERED = frozenset({"accepted", "ok", "timeout"})
 
@@ -93,7 +95,7 @@ class ScopeCheck:
                 f"{call.tool} by {requester} (visibility {mode}) {what} {target}, outside "
                 f"its scope (answered {call.result.get('status', 'ok')})"
             ]
-        refused = VISIBILITY_REFUSED in str(call.result.get("error", ""))
+        refused = any(text in str(call.result.get("error", "")) for text in VISIBILITY_REFUSED)
         if refused and not is_subagent_key(requester) and self.visible(requester, target, None):
             return [
                 f"{call.tool} by {requester} (visibility {mode}) was refused {target}, inside "
