@@ -282,9 +282,7 @@ async def run_all(kind: str, sizes: argparse.Namespace) -> dict[str, Any]:
         figures = {
             "store": kind,
             "send_latency": await send_latency(kind, workdir, sizes.sends),
-            "concurrent": await concurrent_sends(
-                kind, workdir, sizes.concurrent, sizes.targets
-            ),
+            "concurrent": await concurrent_sends(kind, workdir, sizes.concurrent, sizes.targets),
             "ping_pong": await ping_pong(kind, workdir, sizes.exchanges),
         }
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

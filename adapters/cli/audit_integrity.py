@@ -62,8 +62,9 @@ pass_options = click.make_pass_decorator(CliOptions)
 
 
 @contextmanager
-def open_log(options: CliOptions) -> Iterator[StoreAuditLog]:
-    with options.store_alone() as (store, _):
+def open_log(options: CliOptions, *, existing: bool = True) -> Iterator[StoreAuditLog]:
+    """The store's audit log; ``existing``: only a store that is there (see store_alone)."""
+    with options.store_alone(existing=existing) as (store, _):
         yield StoreAuditLog(store)
 
 
@@ -391,7 +392,7 @@ def import_command(options: CliOptions, source: str) -> int:
 
 def _import(options: CliOptions, source: str) -> int:
     notes: list[str] = []
-    with open_log(options) as log:
+    with open_log(options, existing=False) as log:
         try:
             if source == "-":
                 count = import_export(log, sys.stdin, notes=notes)

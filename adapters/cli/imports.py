@@ -60,7 +60,7 @@ def _import_openclaw(options: CliOptions, directory: Path) -> int:
         fail(f"no {STORE_FILE} found under {directory} (nor any {AGENT_DATABASE})")
     total = sum(len(session.messages) for session in sessions)
     with (
-        store_alone(options) as (store, config),
+        store_alone(options, existing=False) as (store, config),
         progress_bar(options, total, "importing") as progress,
     ):
         report = import_sessions(
