@@ -76,7 +76,8 @@ def progress_bar(
     bytes read); a bar on stderr for people, nothing with --json. ``counted`` shows the
     count reached out of ``total`` (None: not known ahead, the count alone); bytes show
     as a percentage instead."""
-    if options.as_json or total == 0:
+    # Off a terminal a bar is only noise: rich would leave an empty line in a log.
+    if options.as_json or total == 0 or not console(stderr=True).is_terminal:
         yield lambda _: None
         return
     columns: list[ProgressColumn] = [TextColumn(what), BarColumn()]

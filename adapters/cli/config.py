@@ -159,9 +159,9 @@ def check(options: CliOptions, file: Path) -> int:
         "valid": config is not None,
         "errors": [asdict(problem) for problem in problems],
         "ignoredKeys": config.unknown_keys() if config else [],
+        # What the gateway will do with it; null when it would refuse the config.
+        "summary": summary(config) if config is not None else None,
     }
-    if config is not None:
-        report["summary"] = summary(config)
     if options.as_json:
         click.echo(json.dumps(report, indent=2))
     else:
