@@ -78,3 +78,20 @@ def test_json_config_check_always_has_a_summary(tmp_path: Path, text: str, valid
     assert report["valid"] is valid
     assert "summary" in report
     assert (report["summary"] is not None) is valid
+
+
+def test_the_import_problems_table_keeps_each_file_name_whole() -> None:
+    from rich.console import Console
+    from sessionwire.adapters.cli.imports import import_view
+
+    name = "/home/kim/.openclaw/agents/main/sessions/8c3a7f4e-1111-4a1b-9c2d-000000000001.jsonl"
+    report = {
+        "imported": [],
+        "skipped": [],
+        "messages": 0,
+        "problems": [{"file": name, "line": 3, "reason": "not a JSON object"}],
+    }
+    out = Console(width=80, record=True)
+    out.print(import_view(report))
+    cells = [line.split("│")[1].strip() for line in out.export_text().splitlines() if "│" in line]
+    assert "".join(cells) == name
