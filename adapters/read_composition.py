@@ -16,24 +16,33 @@ from sessionwire.application.read_tools import ReadTools
 
 
 def open_event_store(
-    store: str, config: GatewayConfig, *, writer: bool = False
+    store: str, config: GatewayConfig, *, writer: bool = False, existing: bool = False
 ) -> EventSourcedStore:
     """The event store at ``store``, its session rows classified by ``config``'s key rules.
 
     ``writer``: the caller carries on the store's work; an SQLite file then admits no
-    other such caller (StoreInUse names the live one)."""
+    other such caller (StoreInUse names the live one). ``existing``: only a store that
+    is there (NoStore otherwise); nothing is created."""
     rules = config.key_rules
     return EventSourcedStore(
-        store, kind_of=lambda state: rules.kind(state.key, state.chat_type), writer=writer
+        store,
+        kind_of=lambda state: rules.kind(state.key, state.chat_type),
+        writer=writer,
+        existing=existing,
     )
 
 
 async def open_read_tools(
-    config: GatewayConfig, store: str, *, clock: Clock | None = None, ids: IdSource | None = None
+    config: GatewayConfig,
+    store: str,
+    *,
+    clock: Clock | None = None,
+    ids: IdSource | None = None,
+    existing: bool = False,
 ) -> ReadTools:
     """The read tools on ``store``, opened as ``Gateway.open(..., resume=False)`` opens
     it: off the loop, not as the store's writer (beside a live gateway too)."""
-    opened = await open_off_loop(lambda: open_event_store(store, config))
+    opened = await open_off_loop(lambda: open_event_store(store, config, existing=existing))
     return ReadTools(
         store=opened, config=config, clock=clock or SystemClock(), ids=ids or RandomIds()
     )

@@ -1,12 +1,14 @@
-"""Benchmarks for runs and sessions_send (issue 3). Not tests: figures for docs/benchmarks.md.
+"""Benchmarks for runs and sessions_send (issue 3). Not tests: figures for
+benchmarks/results/runs.md.
 
     .venv/bin/python benchmarks/bench_runs.py [--store sqlite|postgres] [--quick] [--out FILE]
+        [--sends N] [--concurrent N] [--targets N] [--exchanges N]
 
 1. End-to-end sessions_send, wait mode, instant scripted agent, maxPingPongTurns 0,
    announce skipped: sends/s, p50 latency, and the orchestration overhead per run beside
    the bare event-store cost of the saves the run needs, measured in the same run.
 2. 1,000 concurrent sends over 100 target sessions: throughput, p99 latency, and a check
-   that each session's runs ran in the order they were sent.
+   that each session's runs ran in the order they were queued (the log's order).
 3. A 5-turn ping-pong exchange: wall time minus agent time.
 """
 
@@ -43,23 +45,44 @@ INSTANT = {
 }
 
 
+def config_with(ping_pong_turns: int) -> GatewayConfig:
+    """The benchmark's config: its cron sessions send to each other, which the default
+    visibility (``tree``, decision 28) refuses between sessions neither spawned; ``agent``
+    lets every session of the agent reach the others, as all did when this was written."""
+    return GatewayConfig.load(
+        {
+            "session": {"agentToAgent": {"maxPingPongTurns": ping_pong_turns}},
+            "tools": {"sessions": {"visibility": "agent"}},
+        }
+    )
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class CountingSaves:
-    """Counts the store transactions a workload makes."""
+    """Counts the store transactions a workload makes: the gateway saves through
+    ``save_async`` (handed to the store's writer thread), which on a store without a
+    writer calls ``save`` in place; each transaction is counted once."""
 
     def __init__(self, gateway: Gateway) -> None:
         self.count = 0
-        original = store_of(gateway).save
+        store = store_of(gateway)
+        in_place, handed = store.save, store.save_async
 
         def save(*aggregates: Any) -> None:
             self.count += 1
-            original(*aggregates)
+            in_place(*aggregates)
 
-        store_of(gateway).save = save  # type: ignore[method-assign]
+        async def save_async(*aggregates: Any) -> None:
+            if store.writer is not None:
+                self.count += 1
+            await handed(*aggregates)  # without a writer: ``save`` above, counted there
+
+        store.save = save  # type: ignore[method-assign]
+        store.save_async = save_async  # type: ignore[method-assign]
 
 
 async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
@@ -80,7 +103,7 @@ async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
 
 async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
     url, schema = store_url(kind, workdir)
-    config = GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 0}}})
+    config = config_with(ping_pong_turns=0)
     gateway = await Gateway.open(
         config=config, store=url, runtime=ScriptedRuntime.from_dict(INSTANT)
     )
@@ -88,9 +111,10 @@ async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
         await gateway.record_message("cron:requester", role="user", content="hi")
         await gateway.record_message("cron:target", role="user", content="hi")
         for _ in range(20):  # warm up
-            await gateway.call_tool(
+            warm = await gateway.call_tool(
                 "cron:requester", "sessions_send", {"sessionKey": "cron:target", "message": "w"}
             )
+            assert warm["status"] == "ok", warm
             await gateway.wait_idle()
         counter = CountingSaves(gateway)
         latencies = []
@@ -141,7 +165,7 @@ class OrderRecorder(AgentRuntime):
 
 async def concurrent_sends(kind: str, workdir: Path, sends: int, targets: int) -> dict[str, Any]:
     url, schema = store_url(kind, workdir)
-    config = GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 0}}})
+    config = config_with(ping_pong_turns=0)
     runtime = OrderRecorder()
     gateway = await Gateway.open(config=config, store=url, runtime=runtime)
     try:
@@ -165,7 +189,9 @@ async def concurrent_sends(kind: str, workdir: Path, sends: int, targets: int) -
             assert result["status"] == "ok", result
 
         started = time.perf_counter()
-        # Sends are issued in index order; each target's mailbox must keep that order.
+        # Sends are issued in index order, but each reads the store (off the loop) before
+        # its run is queued, so concurrent sends reach a mailbox in any order. What must
+        # hold: each target's runs run in the order they were queued (the log's order).
         tasks = []
         for index in range(sends):
             tasks.append(asyncio.create_task(send(index)))
@@ -174,7 +200,11 @@ async def concurrent_sends(kind: str, workdir: Path, sends: int, targets: int) -
         replies_done = time.perf_counter() - started
         await gateway.wait_idle()
         elapsed = time.perf_counter() - started
-        in_order = all(messages == sorted(messages) for messages in runtime.order.values())
+        queued: dict[str, list[str]] = defaultdict(list)
+        for _, event in store_of(gateway).events():
+            if type(event).__name__ == "RunStarted" and event.step != "announce":
+                queued[event.session_key].append(event.message)
+        in_order = dict(runtime.order) == dict(queued)
         return {
             "sends": sends,
             "targets": targets,
@@ -210,7 +240,7 @@ class TimedAgent(AgentRuntime):
 
 async def ping_pong(kind: str, workdir: Path, exchanges: int) -> dict[str, Any]:
     url, schema = store_url(kind, workdir)
-    config = GatewayConfig.load({"session": {"agentToAgent": {"maxPingPongTurns": 5}}})
+    config = config_with(ping_pong_turns=5)
     results = []
     runtime = TimedAgent(0.005)
     gateway = await Gateway.open(config=config, store=url, runtime=runtime)
@@ -220,11 +250,12 @@ async def ping_pong(kind: str, workdir: Path, exchanges: int) -> dict[str, Any]:
         for _ in range(exchanges):
             runtime.agent_seconds = 0.0
             started = time.perf_counter()
-            await gateway.call_tool(
+            sent = await gateway.call_tool(
                 "cron:a",
                 "sessions_send",
                 {"sessionKey": "cron:b", "message": "go", "timeoutSeconds": 0},
             )
+            assert sent["status"] == "accepted", sent
             await gateway.wait_idle()
             wall = time.perf_counter() - started
             results.append((wall, runtime.agent_seconds))
@@ -245,16 +276,14 @@ async def ping_pong(kind: str, workdir: Path, exchanges: int) -> dict[str, Any]:
         drop_schema(schema)
 
 
-async def run_all(kind: str, quick: bool) -> dict[str, Any]:
+async def run_all(kind: str, sizes: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
         figures = {
             "store": kind,
-            "send_latency": await send_latency(kind, workdir, 50 if quick else 500),
-            "concurrent": await concurrent_sends(
-                kind, workdir, 100 if quick else 1000, 10 if quick else 100
-            ),
-            "ping_pong": await ping_pong(kind, workdir, 3 if quick else 30),
+            "send_latency": await send_latency(kind, workdir, sizes.sends),
+            "concurrent": await concurrent_sends(kind, workdir, sizes.concurrent, sizes.targets),
+            "ping_pong": await ping_pong(kind, workdir, sizes.exchanges),
         }
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return figures
@@ -263,10 +292,22 @@ async def run_all(kind: str, quick: bool) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--quick", action="store_true", help="small sizes (50/100/10/3)")
+    parser.add_argument("--sends", type=int, help="sequential sends timed (default 500)")
+    parser.add_argument("--concurrent", type=int, help="concurrent sends (default 1,000)")
+    parser.add_argument("--targets", type=int, help="their target sessions (default 100)")
+    parser.add_argument("--exchanges", type=int, help="5-turn ping-pongs (default 30)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    figures = asyncio.run(run_all(args.store, args.quick))
+    for name, full, quick in (
+        ("sends", 500, 50),
+        ("concurrent", 1000, 100),
+        ("targets", 100, 10),
+        ("exchanges", 30, 3),
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    figures = asyncio.run(run_all(args.store, args))
     text = json.dumps(figures, indent=2)
     print(text)
     if args.out:

@@ -1,9 +1,10 @@
 """Pydantic events on eventsourcing 9.5 aggregates.
 
 eventsourcing 9.5 has no pydantic module of its own; this is the pattern its 9.5-era
-examples use (see docs/adr/0002-event-store.md): events are frozen pydantic models that
-also carry the library's mutate/init protocols, so aggregates keep the library's shape
-while every event is validated when it is made and serialises to plain JSON.
+examples use (see docs/adr/0002-event-store-and-read-models.md): events are frozen
+pydantic models that also carry the library's mutate/init protocols, so aggregates keep
+the library's shape while every event is validated when it is made and serialises to
+plain JSON.
 """
 
 from __future__ import annotations

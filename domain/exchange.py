@@ -60,6 +60,9 @@ class ExchangeState(BaseModel):
     status: Literal["open", "closed"] = "open"
     round_one_done: bool = False
     round_one_reply: str | None = None
+    round_one_failure: str | None = None
+    """How the target's run ended when it failed (``error: …``, ``timeout``,
+    ``cancelled``): why there is no reply, said as what it was."""
     turns: list[Turn] = Field(default_factory=list)
     loop_done: bool = False
     loop_end: str | None = None
@@ -140,9 +143,13 @@ class Exchange(Aggregate):
 
     class RoundOneReplied(Aggregate.Event):
         reply: str | None
+        failure: str | None = None
+        """Set when the target's run failed; absent from exchanges recorded before."""
 
         def apply(self, aggregate: Exchange) -> None:
-            aggregate._update(round_one_done=True, round_one_reply=self.reply)
+            aggregate._update(
+                round_one_done=True, round_one_reply=self.reply, round_one_failure=self.failure
+            )
 
     class PingPongTurn(Aggregate.Event):
         turn: int
@@ -331,6 +338,8 @@ class Exchange(Aggregate):
         if not state.round_one_done:
             return AwaitPrimary(run_id=state.primary_run_id)
         if not state.round_one_reply:
+            if state.round_one_failure:
+                return Close(reason=f"the target's run failed ({state.round_one_failure})")
             return Close(reason="the target gave no reply")
         if not state.loop_done:
             reason = self._loop_end_reason()
@@ -404,9 +413,11 @@ class Exchange(Aggregate):
 
     # Commands -------------------------------------------------------------------------
 
-    def record_round_one(self, reply: str | None, *, at: datetime) -> None:
+    def record_round_one(
+        self, reply: str | None, *, at: datetime, failure: str | None = None
+    ) -> None:
         if not self.state.round_one_done:
-            self.trigger_event(self.RoundOneReplied, timestamp=at, reply=reply)
+            self.trigger_event(self.RoundOneReplied, timestamp=at, reply=reply, failure=failure)
 
     def end_loop(self, reason: str, *, at: datetime) -> None:
         if not self.state.loop_done:

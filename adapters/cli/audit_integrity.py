@@ -69,8 +69,9 @@ _UNBOUND = {
 
 
 @contextmanager
-def open_log(options: CliOptions) -> Iterator[StoreAuditLog]:
-    with options.store_alone() as (store, _):
+def open_log(options: CliOptions, *, existing: bool = True) -> Iterator[StoreAuditLog]:
+    """The store's audit log; ``existing``: only a store that is there (see store_alone)."""
+    with options.store_alone(existing=existing) as (store, _):
         yield StoreAuditLog(store)
 
 
@@ -82,7 +83,8 @@ def progress_bar(
     bytes read); a bar on stderr for people, nothing with --json. ``counted`` shows the
     count reached out of ``total`` (None: not known ahead, the count alone); bytes show
     as a percentage instead."""
-    if options.as_json or total == 0:
+    # Off a terminal a bar is only noise: rich would leave an empty line in a log.
+    if options.as_json or total == 0 or not console(stderr=True).is_terminal:
         yield lambda _: None
         return
     columns: list[ProgressColumn] = [TextColumn(what), BarColumn()]
@@ -399,7 +401,7 @@ def import_command(options: CliOptions, source: str) -> int:
 
 def _import(options: CliOptions, source: str) -> int:
     notes: list[str] = []
-    with open_log(options) as log:
+    with open_log(options, existing=False) as log:
         try:
             if source == "-":
                 count = import_export(log, sys.stdin, notes=notes)

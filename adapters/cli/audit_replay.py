@@ -23,9 +23,11 @@ json_option = click.option("--json", "as_json", is_flag=True, help="print JSON f
 
 
 @contextmanager
-def store_alone(options: CliOptions) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
+def store_alone(
+    options: CliOptions, *, existing: bool = True
+) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
     """The chosen store alone; a missing session or a bad key is a refusal (exit 1)."""
-    with options.store_alone() as opened:
+    with options.store_alone(existing=existing) as opened:
         try:
             yield opened
         except (LookupError, InvalidSessionKey, ValueError) as error:

@@ -18,6 +18,7 @@ from sessionwire.application.config.gateway_config import (
     ConfigError,
     GatewayConfig,
     NearMissKey,
+    UnknownKey,
     key_path,
     read_config_file,
 )
@@ -55,6 +56,8 @@ def problems_in(error: ValidationError) -> list[Problem]:
         kind = item["type"]
         if isinstance(cause, NearMissKey):
             message, fix = str(cause), "rename the key as suggested (keys are case-sensitive)"
+        elif isinstance(cause, UnknownKey):
+            message, fix = str(cause), "remove the key, or write one of the known ones"
         elif isinstance(cause, ValueError):
             message, fix = str(cause), "change the value as the problem says"
         else:
@@ -156,9 +159,9 @@ def check(options: CliOptions, file: Path) -> int:
         "valid": config is not None,
         "errors": [asdict(problem) for problem in problems],
         "ignoredKeys": config.unknown_keys() if config else [],
+        # What the gateway will do with it; null when it would refuse the config.
+        "summary": summary(config) if config is not None else None,
     }
-    if config is not None:
-        report["summary"] = summary(config)
     if options.as_json:
         click.echo(json.dumps(report, indent=2))
     else:

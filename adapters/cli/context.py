@@ -250,8 +250,18 @@ class CliOptions:
         except ConfigError as error:
             fail(str(error), EXIT_USAGE)
 
-    def run(self, work: Callable[[GatewayService], Awaitable[int]], **open_kwargs: Any) -> int:
-        """Open the gateway on the chosen store, run ``work`` on it and close it."""
+    def run(
+        self,
+        work: Callable[[GatewayService], Awaitable[int]],
+        *,
+        existing: bool = False,
+        **open_kwargs: Any,
+    ) -> int:
+        """Open the gateway on the chosen store, run ``work`` on it and close it.
+        ``existing``: the command only reads, so where there is no store it says so
+        (exit 2) and makes none."""
+        if existing:
+            self._require_store()
         with self.damage_refused():
             return asyncio.run(self._run(work, open_kwargs))
 
@@ -268,6 +278,18 @@ class CliOptions:
             if damage is None:
                 raise
             fail(damaged_store_text(self.store, damage), EXIT_USAGE)
+
+    def _require_store(self) -> None:
+        from sessionwire.adapters.store.event_store import NoStore, StoreURLError, backend_for
+
+        try:
+            backend = backend_for(self.store)
+            if not backend.exists():
+                raise NoStore(
+                    f"no store at {backend.location} (a command that only reads creates none)"
+                )
+        except StoreURLError as error:
+            fail(self._explain(error), EXIT_USAGE)
 
     async def _run(self, work: Callable[[GatewayService], Awaitable[int]], kwargs: Any) -> int:
         from sessionwire.adapters.bootstrap import Gateway, service_of
@@ -292,8 +314,8 @@ class CliOptions:
         from sessionwire.adapters.read_composition import open_read_tools
 
         config = self.config()
-        self._make_store_directory()
-        tools = await self._opened(open_read_tools(config, self.store))
+        # It only reads: where there is no store it says so and makes none.
+        tools = await self._opened(open_read_tools(config, self.store, existing=True))
         return await self._worked(work(tools), tools)
 
     async def _opened(self, opening: Awaitable[Opened]) -> Opened:
@@ -320,17 +342,22 @@ class CliOptions:
             await opened.close()
 
     @contextmanager
-    def store_alone(self) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
+    def store_alone(
+        self, *, existing: bool = True
+    ) -> Iterator[tuple[EventSourcedStore, GatewayConfig]]:
         """The chosen store without a gateway around it: nothing unfinished is resumed,
-        no agent is called, nothing is delivered (what auditing and imports need)."""
+        no agent is called, nothing is delivered (what auditing and imports need).
+        ``existing``: only a store that is there (an audit reads; an import, passing
+        False, may be the store's first write)."""
         from sessionwire.adapters.read_composition import open_event_store
         from sessionwire.adapters.store.event_store import StoreURLError
 
         config = self.config()
-        self._make_store_directory()
+        if not existing:
+            self._make_store_directory()
         try:
             with self.damage_refused():
-                store = open_event_store(self.store, config)
+                store = open_event_store(self.store, config, existing=existing)
         except StoreURLError as error:
             fail(self._explain(error), EXIT_USAGE)
         try:

@@ -77,7 +77,8 @@ def events(
         return EXIT_OK
 
     try:
-        return options.run(work)
+        # A follow may start before the store's first write; a listing only reads.
+        return options.run(work, existing=not follow)
     except KeyboardInterrupt:
         # Ctrl-C is how a follow ends: the gateway was closed on the way out.
         return EXIT_OK

@@ -60,7 +60,7 @@ def _import_openclaw(options: CliOptions, directory: Path) -> int:
         fail(f"no {STORE_FILE} found under {directory} (nor any {AGENT_DATABASE})")
     total = sum(len(session.messages) for session in sessions)
     with (
-        store_alone(options) as (store, config),
+        store_alone(options, existing=False) as (store, config),
         progress_bar(options, total, "importing") as progress,
     ):
         report = import_sessions(
@@ -89,8 +89,9 @@ def import_view(result: dict[str, Any]) -> RenderableType:
         lines.append(Text(f"  = {key} (already imported)", style="dim"))
     if result["problems"]:
         table = Table(title=f"{len(result['problems'])} problem(s), skipped", title_justify="left")
-        table.add_column("FILE")
-        table.add_column("LINE", justify="right")
+        # A file name folded over lines, never cut: its uuid is what finds the file.
+        table.add_column("FILE", overflow="fold")
+        table.add_column("LINE", justify="right", no_wrap=True)
         table.add_column("REASON")
         for problem in result["problems"]:
             line = str(problem["line"]) if problem["line"] else "-"

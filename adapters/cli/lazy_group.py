@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+from sessionwire.domain.errors import SessionwireError
+
+
+class PipeClosed(SessionwireError):
+    """The reader of stdout closed it before the command had written everything."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,14 @@ class LazyGroup(click.Group):
         self.lazy: dict[str, LazyCommand] = dict(lazy or {})
         self.prepare = prepare
         self._prepared: set[str] = set()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # click turns an EPIPE into exit 1; a reader that stopped early (``| head``)
+            # is no failure of ours, so it leaves click as its own exception.
+            raise PipeClosed from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})

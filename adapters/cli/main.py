@@ -32,7 +32,7 @@ from sessionwire.adapters.cli.context import (
     default_store,
     present,
 )
-from sessionwire.adapters.cli.lazy_group import LazyCommand, LazyGroup
+from sessionwire.adapters.cli.lazy_group import LazyCommand, LazyGroup, PipeClosed
 from sessionwire.adapters.cli.terminal_views import (
     agents_view,
     history_view,
@@ -330,6 +330,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except click.exceptions.Exit as exit_:
         return exit_.exit_code
+    except PipeClosed:
+        # ``audit export | head -1``: what was read was what was wanted. Whatever is
+        # left in stdout's buffer goes nowhere, so the interpreter's flush at exit does
+        # not fail again on the closed pipe.
+        _discard_stdout()
+        return 0
     except Exception as error:
         # A damaged SQLite file reached outside the commands' own check (CliOptions):
         # still one line. Imported here, as below.
@@ -352,6 +358,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo(f"sessionwire: {error}", err=True)
         return EXIT_REFUSED
     return result if isinstance(result, int) else 0
+
+
+def _discard_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout)
+        pass
 
 
 if __name__ == "__main__":

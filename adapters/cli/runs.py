@@ -184,7 +184,7 @@ def runs_list(
         _print(options, found, runs_table)
         return 0
 
-    return options.run(work)
+    return options.run(work, existing=True)
 
 
 @runs_group.command("show")
@@ -200,7 +200,7 @@ def runs_show(options: CliOptions, run_id: str) -> int:
         _print(options, found, run_view)
         return 0
 
-    return options.run(work)
+    return options.run(work, existing=True)
 
 
 @runs_group.command("cancel")

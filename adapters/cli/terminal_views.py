@@ -53,16 +53,20 @@ def sessions_table(result: dict[str, Any], width: int | None = None) -> Renderab
     if wide:
         table.add_column("UPDATED (UTC)")
         table.add_column("TOKENS", justify="right")
-    table.add_column(
-        "LAST MESSAGE", overflow="ellipsis", max_width=48 if wide else 24, no_wrap=True
-    )
+    # Only asked for (--message-limit) are rows given their messages: no empty column.
+    shows_last = any("messages" in row for row in result["sessions"])
+    if shows_last:
+        table.add_column(
+            "LAST MESSAGE", overflow="ellipsis", max_width=48 if wide else 24, no_wrap=True
+        )
     for row in result["sessions"]:
         tokens = row.get("totalTokens")
         last = row.get("messages") or []
         cells = [row["key"], row["kind"], row.get("channel") or "-"]
         if wide:
             cells += [when(row.get("updatedAt")), "-" if tokens is None else str(tokens)]
-        cells.append(" ".join(message_text(last[-1]).split()) if last else "")
+        if shows_last:
+            cells.append(" ".join(message_text(last[-1]).split()) if last else "")
         table.add_row(*cells)
     return table
 
@@ -85,13 +89,30 @@ def provenance_text(provenance: dict[str, Any] | None) -> str:
     return " ".join(parts) + (" · " + " ".join(chain) if chain else "")
 
 
+# The role column: the longest role (``toolResult``) and a space.
+ROLE_WIDTH = len("toolResult") + 1
+# Where a message's text starts: "  ", the time (19), "  ", the role.
+TEXT_COLUMN = 2 + 19 + 2 + ROLE_WIDTH
+
+
+def history_source(message: dict[str, Any]) -> str:
+    """The provenance shown after a line; a tool's output is the tool's, not the agent's
+    words, though the agent's run recorded it."""
+    provenance = message.get("provenance")
+    if message["role"] == "toolResult" and provenance:
+        name = message.get("toolName")
+        provenance = {**provenance, "kind": f"tool {name}" if name else "tool result"}
+    return provenance_text(provenance)
+
+
 def history_view(result: dict[str, Any]) -> RenderableType:
     lines: list[RenderableType] = [Text(f"history of {result['sessionKey']}:", style="bold")]
     for message in result["messages"]:
         line = Text(f"  {when(message.get('timestamp'))}  ")
-        line.append(f"{message['role']:<10}", style="cyan")
-        line.append(message_text(message))
-        source = provenance_text(message.get("provenance"))
+        line.append(f"{message['role']:<{ROLE_WIDTH}}", style="cyan")
+        # A multi-line message (a report) stays in its column, under its first line.
+        line.append(("\n" + " " * TEXT_COLUMN).join(message_text(message).splitlines()))
+        source = history_source(message)
         if source:
             # Who caused the line: the writer, its trace, its run, the run's cause, hop.
             line.append(f"  [{source}]", style="dim")
@@ -112,16 +133,15 @@ def history_view(result: dict[str, Any]) -> RenderableType:
 
 
 def agents_view(result: dict[str, Any]) -> RenderableType:
-    table = Table(
-        title=f"requester agent: {result['requester']} (any agent: {result['allowAny']})",
-        title_justify="left",
-    )
+    # The title on a line of its own: as the table's title it wrapped to the table's width.
+    title = Text(f"requester agent: {result['requester']} (any agent: {result['allowAny']})")
+    table = Table()
     table.add_column("AGENT", no_wrap=True)
     table.add_column("NAME")
     table.add_column("CONFIGURED")
     for agent in result["agents"]:
         table.add_row(agent["id"], agent.get("name") or "", "yes" if agent["configured"] else "no")
-    return table
+    return Group(title, table)
 
 
 def recorded_view(result: dict[str, Any]) -> RenderableType:

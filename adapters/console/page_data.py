@@ -20,6 +20,7 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.ports.session_read_model import SessionPage, StoredSession
 from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import REFUSALS_KEY
+from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.reader_view import reader_messages
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
@@ -84,6 +85,8 @@ class SessionDetail:
     spawns: list[TimelineEntry] = field(default_factory=list)
     refusals: list[TimelineEntry] = field(default_factory=list)
     runs: int = 0
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """Each closed exchange's outcome (its closing reason), by exchange id."""
 
 
 def masked_entry(entry: TimelineEntry, redactor: Redactor | None) -> TimelineEntry:
@@ -125,6 +128,9 @@ def session_detail(store: Store, config: GatewayConfig, key: str) -> SessionDeta
     shown = [stream for stream, kind in members.items() if kind in {"exchange", "spawn", "refusal"}]
     chains: dict[UUID, Any] = {}
     for position, event in store.streams_events(shown):
+        if isinstance(event, Exchange.ExchangeClosed):
+            reason = redactor.mask_text(event.reason) if redactor else event.reason
+            detail.outcomes[str(event.originator_id)] = reason
         if event.originator_version != 1:
             continue
         kind = members[event.originator_id]

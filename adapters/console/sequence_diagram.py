@@ -70,6 +70,10 @@ def exchange_sequence(entries: list[TimelineEntry]) -> Sequence:
         if event == "ExchangeOpened":
             requester, target = data["requester_key"], data["target_key"]
             steps.append(Arrow(requester, target, _short(data["original_message"]), "message"))
+        elif event == "RoundOneReplied" and data.get("failure"):
+            # The target's run failed: say so, not "(no reply)".
+            label = f"run failed: {_short(data['failure'])}"
+            steps.append(Arrow(target, requester, label, "failure"))
         elif event == "RoundOneReplied":
             steps.append(
                 Arrow(target, requester, _short(data.get("reply") or "(no reply)"), "reply")

@@ -10,6 +10,7 @@ loads the PostgreSQL driver.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlsplit
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,21 @@ class BackendEntry:
     """URLs it serves as written (``memory``)."""
     prefixes: tuple[str, ...] = ()
     """URL beginnings it serves (``sqlite:``)."""
+    options: tuple[str, ...] = ()
+    """The ``?name=value`` options its URLs take: the one list of them. Any other is
+    refused, naming these: a misspelt option (``lease_second=5``) must not silently do
+    nothing."""
 
     def serves(self, url: str) -> bool:
         return url in self.names or url.startswith(self.prefixes)
+
+    def unknown_options(self, url: str) -> list[str]:
+        """The options ``url`` gives that this backend does not know, in their order."""
+        query = urlsplit(url).query if "?" in url else ""
+        names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
+        if query and not names:
+            names = [query]  # ``?bogus`` with no ``=``: parse_qsl drops it
+        return [name for name in names if name not in self.options]
 
 
 BACKENDS: tuple[BackendEntry, ...] = (
@@ -33,10 +46,11 @@ BACKENDS: tuple[BackendEntry, ...] = (
     BackendEntry(
         "sessionwire.adapters.store.postgres:PostgresBackend",
         prefixes=("postgresql://", "postgres://"),
+        options=("schema", "lease_seconds", "upgrade"),
     ),
 )
 
 
-def backend_topic(url: str) -> str | None:
-    """The topic of the backend class that serves ``url``; None if no backend does."""
-    return next((entry.topic for entry in BACKENDS if entry.serves(url)), None)
+def backend_entry(url: str) -> BackendEntry | None:
+    """The entry of the backend that serves ``url``; None if no backend does."""
+    return next((entry for entry in BACKENDS if entry.serves(url)), None)

@@ -32,7 +32,7 @@ from uuid import UUID, uuid4
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
-from sessionwire.adapters.store.backends import backend_topic
+from sessionwire.adapters.store.backends import backend_entry
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
@@ -83,6 +83,10 @@ ANALYZE_FIRST_AT = 1_000
 
 class StoreURLError(SessionwireError, ValueError):
     """A store location that cannot be opened; the message shows the accepted forms."""
+
+
+class NoStore(StoreURLError):
+    """A command that only reads was pointed where there is no store; it makes none."""
 
 
 class StoreUnavailable(StoreURLError):
@@ -232,6 +236,11 @@ class StoreBackend(SessionLocks, ABC):
     """Short topics and messages stored message first (ADR 0036); False keeps the v2
     encoding (both engines write v3 now; the flag stays for a backend that may not)."""
 
+    def exists(self) -> bool:
+        """Is there a store here to read? A read-only command opens none where there is
+        none (it would make one: a file, a schema). Blocking (it may ask the server)."""
+        return True
+
     def open_application(self) -> SessionwireApplication:
         return SessionwireApplication(env=self.env)
 
@@ -281,22 +290,33 @@ def backend_for(url: str) -> StoreBackend:
     """The backend a store URL names (``backends.BACKENDS``); only its module is imported
     (no PostgreSQL driver for a SQLite store), and by topic: the backends import this
     module, so it never imports them (ADR 0037)."""
-    topic = backend_topic(url)
-    if topic is None:
+    entry = backend_entry(url)
+    if entry is None:
         raise StoreURLError(
             f"unknown store {url!r}: use 'memory', 'sqlite:///path/to/file.db' "
             "or 'postgresql://user@host:port/db'"
         )
-    open_backend: Callable[[str], StoreBackend] = resolve_topic(topic)
+    if unknown := entry.unknown_options(url):
+        known = ", ".join(entry.options) if entry.options else "none"
+        raise StoreURLError(
+            f"unknown store URL option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; the options this store takes: {known}"
+        )
+    open_backend: Callable[[str], StoreBackend] = resolve_topic(entry.topic)
     return open_backend(url)
 
 
 class EventSourcedStore(Store):
-    def __init__(self, url: str, *, kind_of: KindOf, writer: bool = False) -> None:
+    def __init__(
+        self, url: str, *, kind_of: KindOf, writer: bool = False, existing: bool = False
+    ) -> None:
         """``writer``: this store carries on the work it holds (a resuming gateway); an
-        SQLite file then admits no other writer (decision 20)."""
+        SQLite file then admits no other writer (decision 20). ``existing``: open only a
+        store that is there (NoStore otherwise), creating nothing."""
         self.backend = backend_for(url)
         self.location = self.backend.location
+        if existing and not self.backend.exists():
+            raise NoStore(f"no store at {self.location} (a command that only reads creates none)")
         if writer:
             self.backend.hold_writer()
         try:

@@ -542,6 +542,23 @@ def _connect(env: dict[str, str]) -> psycopg.Connection[Any]:
     )
 
 
+def _reach(env: dict[str, str]) -> psycopg.Connection[Any]:
+    """``_connect``, or StoreUnavailable with the server's or the network's reason in one
+    line, not the driver's traceback."""
+    where = f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
+    try:
+        return _connect(env)
+    except psycopg.OperationalError as error:
+        reason = " ".join(str(error).split()).removeprefix("connection failed: ")
+        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {reason}") from None
+
+
+def _holds_store(connection: psycopg.Connection[Any], schema: str) -> bool:
+    """Does ``schema`` hold a store (its chain table, made with the store's first DDL)?"""
+    found = connection.execute("SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)).fetchone()
+    return found is not None and found[0] is not None
+
+
 @contextmanager
 def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
     """Create the schema and tables once, with no DDL at all when they exist.
@@ -551,24 +568,14 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
     locks, and concurrent catalog updates fail ("tuple concurrently updated").
     """
     schema = env["POSTGRES_SCHEMA"]
-    where = f"{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
-    try:
-        connecting = _connect(env)
-    except psycopg.OperationalError as error:
-        # One line, not the driver's traceback: the server's or the network's reason.
-        reason = " ".join(str(error).split()).removeprefix("connection failed: ")
-        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {reason}") from None
-    with connecting as connection:
+    with _reach(env) as connection:
         connection.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
         try:
             connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             # The lease tables stand apart from eventsourcing's: made here for a new
             # schema and an old one alike (ADR 0028).
             create_lease_tables(connection, schema)
-            found = connection.execute(
-                "SELECT to_regclass(%s)", (f'"{schema}".sw_chain',)
-            ).fetchone()
-            if found is not None and found[0] is not None:
+            if _holds_store(connection, schema):
                 env["CREATE_TABLE"] = "n"
                 # A table added since this schema was made (ADR 0016): created here, under
                 # the setup lock, as the others were when the schema was new.
@@ -645,6 +652,10 @@ class PostgresBackend(StoreBackend):
         self._pool: Any = None
 
     writes_v3_records = True
+
+    def exists(self) -> bool:
+        with _reach(self.env) as connection:
+            return _holds_store(connection, self.env["POSTGRES_SCHEMA"])
 
     def open_application(self) -> SessionwireApplication:
         with _postgres_setup(self.env):

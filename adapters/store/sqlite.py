@@ -22,6 +22,7 @@ from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
     EventSourcedStore,
     RecordsReadModels,
+    SessionwireApplication,
     StoreBackend,
     StoreURLError,
     no_kind,
@@ -120,19 +121,37 @@ class SQLiteBackend(StoreBackend):
 
     def __init__(self, url: str) -> None:
         self._writer_lock: SQLiteWriterLock | None = None
+        self._file: Path | None = None
         if url == "memory":
             name = f"file:sessionwire-{uuid.uuid4().hex}?mode=memory&cache=shared"
             self.env, self.location = _settings(name), "memory"
             return
         file = sqlite_file(url)
-        if not file.parent.is_dir():
-            raise StoreURLError(f"directory {file.parent} of store {url!r} does not exist")
-        create_private(file)
+        self._url = url
+        self._file = file
         self.env, self.location = _settings(str(file)), str(file)
         self._writer_lock = SQLiteWriterLock(file)
 
     seals_as_it_writes = True
     writes_v3_records = True
+
+    def exists(self) -> bool:
+        # An empty file is what ``create_private`` leaves before the first open's tables.
+        return self._file is None or (self._file.is_file() and self._file.stat().st_size > 0)
+
+    def open_application(self) -> SessionwireApplication:
+        # Made here, not when the URL is read: a command that only reads asks ``exists``
+        # first and makes nothing.
+        if self._file is not None:
+            self._check_directory()
+            create_private(self._file)
+        return super().open_application()
+
+    def _check_directory(self) -> None:
+        if self._file is not None and not self._file.parent.is_dir():
+            raise StoreURLError(
+                f"directory {self._file.parent} of store {self._url!r} does not exist"
+            )
 
     def others_may_write(self) -> bool:
         # A memory database is this process's; a file is written only by the holder of
@@ -142,6 +161,7 @@ class SQLiteBackend(StoreBackend):
     def hold_writer(self) -> None:
         # A memory store is private to its process: only a file has other writers.
         if self._writer_lock is not None:
+            self._check_directory()
             self._writer_lock.acquire()
 
     def release_writer(self) -> None:

@@ -222,6 +222,8 @@ def _exchange(event: Any) -> str:
             f"(max {event.max_turns} turns)"
         )
     if isinstance(event, Exchange.RoundOneReplied):
+        if event.failure:
+            return f"target's run failed: {_snip(event.failure)}"
         return f"target replied: {_snip(event.reply)}"
     if isinstance(event, Exchange.PingPongTurn):
         return f"turn {event.turn} ({event.speaker}): {_snip(event.reply)}"

@@ -3,7 +3,9 @@
 A known key with a wrong type is an error naming the key. An unknown key is ignored with
 a warning naming its path, unless it is a near miss of a known one (the same but for
 case, or an edit or two away: ``sandBox``, ``sendpolicy``): a misspelt protection must
-not silently stay off, so that is an error naming the intended key. Agent ids that are
+not silently stay off, so that is an error naming the intended key. In a section of
+sessionwire's own (``deliveries``, ``redaction``, ``session.agentToAgent.budget``, an
+agent's ``a2a``) any unknown key is an error naming the section's keys. Agent ids that are
 the same once normalised (``ops`` and ``OPS``) are an error too. Files are read bounded
 (size, nesting) and every failure is a ``ConfigError``, never a traceback.
 """
@@ -113,6 +115,26 @@ class _Section(BaseModel):
         return self
 
 
+class UnknownKey(SessionwireError, ValueError):
+    """Keys a section of sessionwire's own does not have."""
+
+
+class _OwnSection(_Section):
+    """A section only sessionwire reads, not part of OpenClaw's shape: an unknown key in
+    it is no other tool's setting, only a mistake, so it is refused with the section's
+    known keys (an OpenClaw section ignores one, with a warning)."""
+
+    @model_validator(mode="after")
+    def _no_unknown_keys(self) -> _OwnSection:
+        unknown = builtins.list(self.model_extra or {})
+        if unknown:
+            known = ", ".join(type(self).model_fields)
+            named = ", ".join(map(repr, unknown))
+            plural = "s" if len(unknown) > 1 else ""
+            raise UnknownKey(f"unknown key{plural} {named}; known: {known}")
+        return self
+
+
 Section = TypeVar("Section", bound=_Section)
 
 
@@ -165,7 +187,7 @@ class SendPolicyConfig(_Section):
     default: Literal["allow", "deny"] = "allow"
 
 
-class TraceBudgetConfig(_Section):
+class TraceBudgetConfig(_OwnSection):
     """``session.agentToAgent.budget`` (decision 31): every limit unset by default; 0 is
     a valid limit (refuse every run, or spawn), a negative one an error."""
 
@@ -268,7 +290,7 @@ class AgentDefaults(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
-class A2ASkill(_Section):
+class A2ASkill(_OwnSection):
     """One skill an agent's A2A Agent Card lists (ADR 0035)."""
 
     id: str = Field(min_length=1, max_length=200)
@@ -278,7 +300,7 @@ class A2ASkill(_Section):
     examples: builtins.list[str] = Field(default_factory=builtins.list)
 
 
-class AgentA2A(_Section):
+class AgentA2A(_OwnSection):
     """What ``serve --a2a`` publishes of an agent: its card's description and skills."""
 
     description: str | None = Field(default=None, max_length=4000)
@@ -352,7 +374,7 @@ def _primary(model: str | dict[str, Any] | None) -> str | None:
     return model.strip() or None if isinstance(model, str) else None
 
 
-class DeliveriesConfig(_Section):
+class DeliveriesConfig(_OwnSection):
     """How a failed channel delivery is retried (contract §6 decision 13)."""
 
     firstRetrySeconds: float = Field(default=10, gt=0, allow_inf_nan=False)
@@ -368,7 +390,7 @@ class DeliveriesConfig(_Section):
         )
 
 
-class RedactionConfig(_Section):
+class RedactionConfig(_OwnSection):
     """Secrets masked when a session reads another session's messages (docs/security.md)."""
 
     crossSession: bool = True

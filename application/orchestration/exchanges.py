@@ -80,7 +80,9 @@ class ExchangeDriver(ProcessManager[Exchange]):
     ) -> None:
         if isinstance(step, AwaitPrimary):
             state = await self.runs.wait(UUID(step.run_id))
-            exchange.record_round_one(run_state_reply(state), at=self.clock.now())
+            exchange.record_round_one(
+                run_state_reply(state), at=self.clock.now(), failure=run_state_failure(state)
+            )
         elif isinstance(step, EndLoop):
             exchange.end_loop(step.reason, at=self.clock.now())
         elif isinstance(step, StartRun):
@@ -241,6 +243,16 @@ class ExchangeDriver(ProcessManager[Exchange]):
 def _other_side(state: ExchangeState, session_key: str) -> str:
     """Whose words a turn's message is: the other party's latest reply."""
     return state.target_key if session_key == state.requester_key else state.requester_key
+
+
+def run_state_failure(state: RunState | None) -> str | None:
+    """How a run that ended without success ended (``error: boom``, ``run timed out after
+    600s``, ``cancelled: …``), or None."""
+    if state is None or state.status not in {"error", "timeout", "cancelled"}:
+        return None
+    if state.status == "timeout" and state.error:
+        return state.error  # already says it timed out
+    return f"{state.status}: {state.error}" if state.error else state.status
 
 
 def run_state_reply(state: RunState | None) -> str | None:

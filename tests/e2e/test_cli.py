@@ -42,6 +42,7 @@ def test_record_list_and_history_round_trip(store: str) -> None:
 
 
 def test_a_refused_tool_call_exits_1_with_the_reason(store: str) -> None:
+    assert cli("--store", store, "record", "main", "hello").returncode == 0
     result = cli("--store", store, "sessions", "history", "cron:nope")
     assert result.returncode == 1
     assert "Session not found: cron:nope" in result.stderr
@@ -76,6 +77,8 @@ def test_demo_plays_the_team_scenario_and_lists_its_sessions(store: str) -> None
 
 
 def test_agents_list_in_process(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", store, "record", "main", "hello"]) == 0
+    capsys.readouterr()
     assert main(["--store", store, "--json", "agents", "list"]) == 0
     assert json.loads(capsys.readouterr().out)["requester"] == "main"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +118,17 @@ def test_json_output_holds_steps_events_and_the_final_list(store: str) -> None:
     assert [row["key"] for row in listed["sessions"]] == ["main", "agent:ops:discord:group:ops"]
 
 
-def test_a_second_demo_on_the_same_store_adds_to_the_same_sessions(store: str) -> None:
-    first = demo_json("--store", store)
+def test_a_second_demo_on_the_same_store_adds_to_the_same_sessions(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first played three hours ago (its simulated hour long over): the second starts
+    # after it and still ends before the real time.
+    from sessionwire.adapters.cli.demo import command
+
+    earlier = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
+    with monkeypatch.context() as patched:
+        patched.setattr(command, "real_now", lambda: earlier)
+        first = demo_json("--store", store)
     second = demo_json("--store", store)
 
     # The second run shows only what it recorded, after everything the first one did.
@@ -137,9 +147,16 @@ def test_a_second_demo_on_the_same_store_adds_to_the_same_sessions(store: str) -
         "main",
         "agent:ops:discord:group:ops",
     ]
-    table = cli("--store", store, "demo")
-    assert table.returncode == 0, table.stderr
-    assert "the store already holds" in table.stdout
+    assert second["events"][-1]["time"] <= datetime.now(UTC).isoformat()
+
+
+def test_a_demo_never_records_an_event_after_the_real_time(store: str) -> None:
+    played = demo_json("--store", store)
+    assert played["events"][-1]["time"] <= datetime.now(UTC).isoformat()
+    # Again at once, it could only stamp its hour after now: refused, saying why.
+    again = cli("--store", store, "demo")
+    assert again.returncode == 2
+    assert "this demo would record events after the real time" in again.stderr
 
 
 CUSTOM = """

@@ -192,7 +192,8 @@ async def test_a_cancel_beside_a_live_gateway(store: str, runs: dict[str, str]) 
 
 def test_an_unknown_run_as_a_real_process(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/p.db"
-    result = run_process("--store", store, "--create", "runs", "show", "nope")
+    assert run_in_process("--store", store, "record", "main", "hello").returncode == 0
+    result = run_process("--store", store, "runs", "show", "nope")
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.strip() == "sessionwire: no run 'nope' (unknown, or not a run id)"

@@ -74,7 +74,8 @@ def test_every_example_on_the_page_runs(tmp_path: Path) -> None:
     text = PAGE.read_text()
     for name, body in page_files(text).items():
         (tmp_path / name).write_text(body)
-    env = {"SESSIONWIRE_STORE": f"sqlite:///{tmp_path}/docs.db"}
+    # The demo's own stores in the scratch directory, not the user's data directory.
+    env = {"SESSIONWIRE_STORE": f"sqlite:///{tmp_path}/docs.db", "XDG_DATA_HOME": str(tmp_path)}
     for example in page_examples(text):
         result = run_in_process(*example.args, env=env, cwd=tmp_path)
         assert result.returncode == example.exit_code, (

@@ -7,10 +7,13 @@ pages' examples call ``asyncio.run`` and print, as a reader's script would); a p
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import os
 import re
 import subprocess
+import symtable
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,3 +111,65 @@ def test_a2a_examples_run_and_print_what_the_page_shows() -> None:
     out = run_python("a2a.md")
     shown = "".join(blocks("a2a.md", "text"))
     assert out == shown
+
+
+def _unbound_names(code: str) -> set[str]:
+    """Names ``code`` reads that it never binds (imports, assignments, definitions, at
+    any depth) and that are not builtins: what it needs from elsewhere to run."""
+    table = symtable.symtable(code, "<block>", "exec")
+
+    def read(scope: symtable.SymbolTable, top: bool) -> set[str]:
+        found = {
+            symbol.get_name()
+            for symbol in scope.get_symbols()
+            if symbol.is_referenced()
+            and (
+                not (symbol.is_assigned() or symbol.is_imported() or symbol.is_parameter())
+                if top
+                else symbol.is_global()
+            )
+        }
+        for child in scope.get_children():
+            found |= read(child, False)
+        return found
+
+    bound = {
+        symbol.get_name()
+        for symbol in table.get_symbols()
+        if symbol.is_assigned() or symbol.is_imported() or symbol.is_namespace()
+    }
+    return read(table, True) - bound - set(dir(builtins))
+
+
+def _imported(code: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+    return names
+
+
+PAGES = ["../README.md", *sorted(path.name for path in DOCS.glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_each_python_block_runs_as_a_file_with_its_own_imports(page: str) -> None:
+    # Pasted into a file, a block must compile (no top-level await) and import what it
+    # uses: a name an earlier block imported is a NameError in a block copied alone.
+    # (A block may use values an earlier block made, as the page's next step.)
+    imported_before: set[str] = set()
+    for number, code in enumerate(blocks(page, "python")):
+        compile(code, f"{page} block {number}", "exec")
+        missing = _unbound_names(code) & imported_before
+        assert not missing, f"{page} block {number} needs the imports of {sorted(missing)}"
+        imported_before |= _imported(code)
+
+
+def test_the_readme_blocks_run_alone(tmp_path: Path) -> None:
+    for number, code in enumerate(blocks("../README.md", "python")):
+        code = code.replace("sqlite:///tmp/sessions.db", f"sqlite:///{tmp_path}/sessions.db")
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, f"block {number}: {done.stderr}"
+    assert (tmp_path / "sessions.db").exists()

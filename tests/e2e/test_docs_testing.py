@@ -50,3 +50,22 @@ def test_the_pytest_examples_pass_on_each_store(
     pytester.makepyfile(**{f"test_doc_{n}": block for n, block in enumerate(tests)})
     result = pytester.runpytest_subprocess("-o", "asyncio_mode=auto")
     result.assert_outcomes(passed=2 * len(tests))
+
+
+def test_the_page_keeps_no_dated_history() -> None:
+    # A tutorial, not a log: dated runs live in benchmarks/results/ (outside code blocks,
+    # where an example may carry a date of its own).
+    prose = re.sub(r"^```.*?^```", "", PAGE.read_text(), flags=re.M | re.S)
+    dates = set(re.findall(r"\b20\d\d-\d\d-\d\d\b", prose))
+    assert dates <= {"2026-05-01"}  # the `clock` fixture's start, not a run's date
+
+
+def test_the_page_says_where_freezegun_comes_from() -> None:
+    import tomllib
+
+    project = tomllib.loads((PAGE.parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(dep.startswith("freezegun") for dep in project["optional-dependencies"]["dev"])
+    assert not any(dep.startswith("freezegun") for dep in project["dependencies"])
+    assert "freezegun is not a dependency of sessionwire: it comes with\nthe `dev` extra" in (
+        PAGE.read_text()
+    )

@@ -264,6 +264,7 @@ def test_cli_audit_refusals(store_file: str, capsys: pytest.CaptureFixture[str])
     assert "exactly one of --at-version N or --at" in capsys.readouterr().err
     assert main(["--store", store_file, "audit", "state", "main", "--at", "yesterday"]) == 2
     assert "not an ISO 8601 instant" in capsys.readouterr().err
+    assert main(["--store", store_file, "record", "cron:other", "hi"]) == 0
     assert main(["--store", store_file, "audit", "timeline", "main"]) == 1
     assert "Session not found: agent:main:main" in capsys.readouterr().err
 

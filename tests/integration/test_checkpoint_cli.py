@@ -143,6 +143,9 @@ def test_an_export_with_a_key_checkpoints_now_and_still_imports(
 def test_nothing_to_sign_in_an_empty_store(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    from sessionwire import SyncGateway
+
+    SyncGateway.open(store=f"sqlite:///{tmp_path}/empty.db").close()  # made, nothing in it
     code, _, err = run_cli(
         capsys,
         "--store",

@@ -86,3 +86,60 @@ def test_the_demo_reads_well_at_80_columns(
     # Event lines wrap instead of being cut, and the table keeps whole session keys.
     assert "agent:ops:discord:group:ops" in out
     assert "ExchangeOpened" in out
+
+
+PAIR = """
+{
+  name: "Pair of agents",
+  config: { tools: { agentToAgent: { enabled: true }, sessions: { visibility: "all" } } },
+  steps: [ { message: { session: "main", text: "hello" } } ],
+}
+"""
+
+
+def test_each_scenario_plays_in_its_own_store_and_config(
+    data_home: Path, tmp_path: Path, capsys: Capture
+) -> None:
+    play(capsys)
+    home = data_home / "sessionwire"
+    team_config = (home / "demo.config.json").read_text()
+    scenario = tmp_path / "pair.json5"
+    scenario.write_text(PAIR)
+    capsys.readouterr()
+    assert main(["demo", "--pace", "0", "--scenario", str(scenario)]) == 0
+    # The team's store and config are as it left them; the pair has its own.
+    assert (home / "demo.config.json").read_text() == team_config
+    pair_config = json.loads((home / "demo-pair-of-agents.config.json").read_text())
+    assert pair_config["tools"]["agentToAgent"] == {"enabled": True}
+    assert (home / "demo-pair-of-agents.db").exists()
+
+
+def test_fresh_empties_the_demos_own_store_first(data_home: Path, capsys: Capture) -> None:
+    play(capsys)
+    # At once again: its hour would run past the real time, so it is refused...
+    capsys.readouterr()
+    assert main(["demo", "--pace", "0"]) == 2
+    assert "demo --fresh starts it again" in capsys.readouterr().err
+    # ...and --fresh plays it on an emptied store: its first event is the log's first.
+    capsys.readouterr()
+    assert main(["--json", "demo", "--fresh"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["events"][0]["position"] == 1
+
+
+def test_fresh_never_empties_a_store_the_user_named(tmp_path: Path, capsys: Capture) -> None:
+    mine = tmp_path / "mine.db"
+    assert main(["--store", f"sqlite:///{mine}", "record", "main", "keep me"]) == 0
+    capsys.readouterr()
+    assert main(["--store", f"sqlite:///{mine}", "demo", "--fresh"]) == 2
+    assert "never empties a --store" in capsys.readouterr().err
+    assert main(["--store", f"sqlite:///{mine}", "sessions", "history", "main"]) == 0
+    assert "keep me" in capsys.readouterr().out
+
+
+def test_demo_help_lists_no_config_option(capsys: Capture) -> None:
+    capsys.readouterr()
+    assert main(["demo", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--config" not in shown
+    assert "--fresh" in shown

@@ -51,13 +51,13 @@ def test_a_missing_directory_is_an_error_without_create(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path}/typo/sessions.db"
-    code, err = run(capsys, "--store", url, "sessions", "list")
+    code, err = run(capsys, "--store", url, "record", "main", "hi")
     assert code == 2
     assert_one_line(err)
     assert "does not exist" in err
     assert "--create" in err
     assert not (tmp_path / "typo").exists()
-    assert main(["--store", url, "--create", "sessions", "list"]) == 0
+    assert main(["--store", url, "--create", "record", "main", "hi"]) == 0
     assert (tmp_path / "typo" / "sessions.db").exists()
 
 
@@ -66,7 +66,7 @@ def test_the_default_store_makes_its_directory(
 ) -> None:
     monkeypatch.delenv("SESSIONWIRE_STORE", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert main(["sessions", "list"]) == 0
+    assert main(["record", "main", "hi"]) == 0
     assert (tmp_path / "data" / "sessionwire" / "sessions.db").exists()
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sessionwire import Gateway
 from sessionwire.adapters.cli.context import make_parent
+from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.http.tokens import TokenFileError, TokenSet
 
 
@@ -47,6 +48,7 @@ async def test_a_new_sqlite_store_is_0600_and_its_directory_0700(tmp_path: Path)
 def test_an_audit_export_is_0600(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/s.db"
     out = tmp_path / "export.jsonl"
+    assert main(["--store", store, "record", "main", "hi"]) == 0
     done = subprocess.run(
         [
             sys.executable,

@@ -507,9 +507,10 @@ async def test_a_runtime_that_raises_fails_the_run_and_the_session_carries_on(
         }
         assert history_of(gw, result["runId"]) == ["RunStarted", "RunDispatched", "RunFailed"]
         assert events(gw, "RunFailed")[0].error == "model overloaded"
-        # No reply, so no ping-pong and no announce.
+        # No reply, so no ping-pong and no announce; the exchange says why.
         assert history_of(gw, exchange_id_for(UUID(result["runId"])))[-1] == "ExchangeClosed"
-        assert events(gw, "ExchangeClosed")[0].reason == "the target gave no reply"
+        reason = "the target's run failed (error: model overloaded)"
+        assert events(gw, "ExchangeClosed")[0].reason == reason
 
         later = await answer_now(gw, send(gw, T, "try again", 30))
         assert later["status"] == "ok"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from eventsourcing.utils import resolve_topic
-from sessionwire.adapters.store.backends import BACKENDS, backend_topic
+from sessionwire.adapters.store.backends import BACKENDS, backend_entry
 from sessionwire.adapters.store.event_store import EventSourcedStore, StoreBackend, StoreURLError
 
 OPEN_SQLITE_STORE = """
@@ -56,6 +56,11 @@ def test_each_backend_the_table_names_is_a_store_backend() -> None:
         backend = resolve_topic(entry.topic)
         assert isinstance(backend, type)
         assert issubclass(backend, StoreBackend)
-    assert backend_topic("memory") == "sessionwire.adapters.store.sqlite:SQLiteBackend"
-    assert backend_topic("postgres://h/db") == "sessionwire.adapters.store.postgres:PostgresBackend"
-    assert backend_topic("memory:") is None
+
+    def topic(url: str) -> str | None:
+        entry = backend_entry(url)
+        return entry.topic if entry else None
+
+    assert topic("memory") == "sessionwire.adapters.store.sqlite:SQLiteBackend"
+    assert topic("postgres://h/db") == "sessionwire.adapters.store.postgres:PostgresBackend"
+    assert topic("memory:") is None

@@ -239,6 +239,56 @@ def test_unknown_keys_are_warned_with_their_path(
     ]
 
 
+@pytest.mark.parametrize(
+    ("data", "where", "known"),
+    [
+        pytest.param(
+            {"deliveries": {"firstRetrySecond": 5}},
+            "deliveries",
+            "firstRetrySeconds, maxRetrySeconds, abandonAfterSeconds",
+            id="deliveries",
+        ),
+        pytest.param(
+            {"redaction": {"pattern": ["x"]}},
+            "redaction",
+            "crossSession, defaults, patterns",
+            id="redaction",
+        ),
+        pytest.param(
+            {"session": {"agentToAgent": {"budget": {"maxRun": 3}}}},
+            "session.agentToAgent.budget",
+            "maxRuns, maxSpawns, maxTokens, maxCost, onExceeded",
+            id="budget",
+        ),
+        pytest.param(
+            {"agents": {"list": [{"id": "a", "a2a": {"cards": []}}]}},
+            "agents.list[0].a2a",
+            "description, skills",
+            id="a2a",
+        ),
+        pytest.param(
+            {
+                "agents": {
+                    "list": [{"id": "a", "a2a": {"skills": [{"id": "s", "name": "S", "x": 1}]}}]
+                }
+            },
+            "agents.list[0].a2a.skills[0]",
+            "id, name, description, tags, examples",
+            id="a2a-skill",
+        ),
+    ],
+)
+def test_an_unknown_key_in_a_section_of_our_own_is_refused_naming_the_known_ones(
+    data: dict[str, Any], where: str, known: str
+) -> None:
+    # These sections are not OpenClaw's: no other tool's key can be in them, so an
+    # unknown one is a typo whose setting would silently stay at its default.
+    with pytest.raises(ConfigError) as raised:
+        GatewayConfig.load(data)
+    assert where in str(raised.value)
+    assert f"known: {known}" in str(raised.value)
+
+
 # --- wrong types ------------------------------------------------------------------------
 
 

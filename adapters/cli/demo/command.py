@@ -3,21 +3,24 @@
 Every event the store records is shown as it is recorded; the demo ends with the
 sessions_list table, where the store lives and commands to look around in it.
 
-The demo plays in a store of its own (``demo.db`` in the data directory) unless
-``--store`` names one: its simulated, future-dated events never land in the user's
-store. The config it played with is saved beside the store, and the closing commands
-pass it, so they see what the demo showed. Time is simulated (a virtual clock), so
-the hour before a finished sub-agent is archived passes at once, and nothing leaves the
-machine (no network, announces are recorded rather than posted).
+The demo plays in a store of its own, one per scenario (``demo.db`` in the data
+directory for the built-in team, ``demo-<name>.db`` for a scenario file), unless
+``--store`` names one; ``--fresh`` empties the demo's own store first. The config it
+played with is saved beside the store, and the closing commands pass it, so they see
+what the demo showed. Time is simulated (a virtual clock), so the hour before a finished
+sub-agent is archived passes at once; the clock starts far enough back that no event is
+stamped after the real time. Nothing leaves the machine (no network, announces are
+recorded rather than posted).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -120,34 +123,54 @@ class JsonView(DemoView):
     default=None,
     help="real seconds between steps (default 0.3 on a terminal, 0 otherwise)",
 )
+@click.option(
+    "--fresh", is_flag=True, help="empty the demo's own store (and its config) before playing"
+)
+# Taken here, hidden, so the global --config (which the demo does not use: its scenario
+# holds its config) is not listed in `demo --help`.
+@click.option("--config", "config_after", hidden=True)
 @runtime_option
 @pass_options
 def demo(
-    options: CliOptions, scenario_path: str | None, pace: float | None, runtime_file: Path | None
+    options: CliOptions,
+    scenario_path: str | None,
+    pace: float | None,
+    fresh: bool,
+    config_after: str | None,
+    runtime_file: Path | None,
 ) -> int:
     """Play a scripted team of agents on the store and show each event as it is recorded.
 
     The built-in scenario: a user message, a sessions_send with its ping-pong loop and
     announce, a sessions_spawn whose child reports back, and the child archived after a
-    simulated hour. The scenario holds its own config (--config is not used here).
-    --runtime FILE answers the runs with other agents than the scenario's scripted ones.
+    simulated hour. Each scenario plays in a store of its own (--fresh empties it first)
+    with the config it holds. --runtime FILE answers the runs with other agents than the
+    scenario's scripted ones.
     """
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as error:
         fail(str(error), EXIT_USAGE)
-    if options.config_path:
+    if options.config_path or config_after:
         click.echo("note: the demo uses its scenario's config; --config is not used", err=True)
     for key in scenario.config.unknown_keys():
         click.echo(f"note: scenario config key {key} is not one sessionwire uses", err=True)
-    if not options.store_given:
-        # Its own store, not the user's: the demo's simulated time runs ahead of the clock.
-        options.store = data_dir_store("demo.db")
+    own_store = not options.store_given
+    if own_store:
+        # Its own store per scenario, not the user's, nor another scenario's (whose config
+        # beside it the closing commands pass).
+        options.store = data_dir_store(demo_store_name(scenario_path, scenario))
         options.create = True
+    elif fresh:
+        fail("--fresh empties the demo's own store; it never empties a --store", EXIT_USAGE)
+    if fresh:
+        empty_demo_store(options.store)
     config_file = save_config(options.store, scenario)
     interactive = sys.stdout.isatty() and not options.as_json
     pace_seconds = (0.3 if interactive else 0.0) if pace is None else pace
-    clock = VirtualClock(start=scenario.start or datetime.now(tz=UTC).replace(microsecond=0))
+    now = real_now()
+    # Started back by the most the play can take, so it ends before the real time.
+    clock = VirtualClock(start=scenario.start or now - timedelta(seconds=scenario.span_seconds))
     runtime = chosen_runtime(runtime_file, scenario.config.http.egress) or ScriptedRuntime(
         scenario.replies
     )
@@ -155,12 +178,48 @@ def demo(
     async def work(gateway: GatewayService) -> int:
         connect_runtime(runtime, gateway)
         await start_after_the_log(gateway, clock)
+        if scenario.start is None and clock.now() + timedelta(seconds=scenario.span_seconds) > now:
+            # After the store's last event, the play would stamp events after the real
+            # time (a demo played on this store less than its span ago).
+            again = "demo --fresh starts it again" if own_store else "play it on its own store"
+            fail(
+                f"the store's events reach {clock.now():%H:%M:%S} UTC: this demo would record "
+                f"events after the real time; {again}",
+                EXIT_USAGE,
+            )
         if options.as_json:
             return await _play_json(gateway, clock, scenario, config_file)
         hints = closing_hints(options.store, config_file, scenario)
         return await _play_terminal(gateway, clock, scenario, pace_seconds, hints)
 
     return options.run(work, config=scenario.config, runtime=runtime, clock=clock)
+
+
+def real_now() -> datetime:
+    """The real time the play must end before (a test moves it)."""
+    return datetime.now(tz=UTC).replace(microsecond=0)
+
+
+def demo_store_name(scenario_path: str | None, scenario: Scenario) -> str:
+    """The demo's own store file: ``demo.db`` for the built-in team, ``demo-<name>.db``
+    for a scenario file (its name, made a file name)."""
+    if scenario_path is None:
+        return "demo.db"
+    slug = re.sub(r"[^a-z0-9]+", "-", scenario.name.lower()).strip("-") or "scenario"
+    return f"demo-{slug[:60]}.db"
+
+
+def empty_demo_store(store: str) -> None:
+    """Remove the demo's SQLite file, its WAL, lock and saved config (``--fresh``)."""
+    from sessionwire.adapters.store.sqlite import sqlite_file
+
+    database = sqlite_file(store)
+    for path in (
+        database,
+        *(database.with_name(database.name + tail) for tail in ("-wal", "-shm", ".writer")),
+        database.with_suffix(".config.json"),
+    ):
+        path.unlink(missing_ok=True)
 
 
 def save_config(store: str, scenario: Scenario) -> Path | None:

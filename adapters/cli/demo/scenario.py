@@ -119,6 +119,14 @@ class Scenario(_Strict):
     listAs: str = Field(default="main", min_length=1)
     """The requester whose sessions_list ends the demo."""
 
+    @property
+    def span_seconds(self) -> float:
+        """At most how much simulated time a play takes: its ``advance`` steps, each
+        scripted delay once per step (a generous bound), and ten minutes for the rest."""
+        advances = sum(step.advance.total_seconds for step in self.steps if step.advance)
+        delays = sum(rule.delaySeconds for rule in self.replies) * len(self.steps)
+        return advances + delays + 600
+
     @field_validator("start")
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
