@@ -54,6 +54,8 @@ from sessionwire.adapters.testkit.simulator.invariants import (
     Violation,
     subscriber_problems,
 )
+from sessionwire.adapters.testkit.simulator.oracle import LogModel, World
+from sessionwire.adapters.testkit.simulator.oracle import check as oracle_check
 from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
@@ -248,6 +250,10 @@ class _Run:
     """Run -> how many cancels of it answered ``cancelled: true``."""
     down: list[tuple[datetime, datetime]] = field(default_factory=list)
     """Each crash: when the gateway died and when the next one had opened."""
+    faults: list[tuple[datetime, str]] = field(default_factory=list)
+    """(time, aggregate) of each event whose save a store fault failed (retried later)."""
+    deaths: list[int] = field(default_factory=list)
+    """The log's head at each crash (what the dead process recorded last)."""
     on_loop: list[str] = field(default_factory=list)
     """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
@@ -344,8 +350,6 @@ class Simulation:
         state.log.max_hops = _max_hops(script)
         state.log.max_turns = state.config.session.agentToAgent.max_ping_pong_turns
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
-        if state.config.trace_budget.configured:
-            state.log.budget = state.config.trace_budget
         agents.after_reply = lambda: self._side_effect(state, "reply")
         state.channels.after_post = lambda: self._side_effect(state, "delivery")
         return state
@@ -465,6 +469,8 @@ class Simulation:
             state.watched.update((e.originator_id, e.originator_version) for e in pending)
             if state.store_fault is not None and not self._in_a_call(state):
                 state.store_fault = None
+                now = state.clock.now()
+                state.faults += [(now, str(event.originator_id)) for event in pending]
                 raise SimulatedStoreError("the store failed the save (simulated)")
             if armed is not None and armed.at in ("save", "takeover"):
                 if armed.saved >= armed.after_events:
@@ -852,6 +858,8 @@ class Simulation:
         state.armed = None
         state.crashes += 1
         died = state.clock.now()
+        with self._observing(state) as store:
+            state.deaths.append(store.log_position())
         if self._two_gateways(state):
             await self._fail_over(state, armed)
         else:
@@ -988,13 +996,9 @@ class Simulation:
             problems = state.log.read(store)
         for invariant, problem in problems:
             self._violate(state, invariant, problem)
-        for invariant, found in (
-            ("trace-budget", state.log.budget_problems),
-            ("steers", state.log.steer_problems),
-        ):
-            for problem in found:
-                self._violate(state, invariant, problem)
-            found.clear()
+        for problem in state.log.steer_problems:
+            self._violate(state, "steers", problem)
+        state.log.steer_problems.clear()
         for aggregate, version in state.log.recorded:
             if (aggregate, version) not in state.watched:
                 self._violate(
@@ -1122,6 +1126,7 @@ class Simulation:
         state.cancelled.clear()
 
     def _check_idle(self, state: _Run) -> None:
+        self._check_oracle(state)
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
         for problem in state.log.yield_problems():
@@ -1165,6 +1170,19 @@ class Simulation:
                 f"delivery {key} to {record.channel} for {record.session_key} failed at "
                 f"{record.at.isoformat()} and was never delivered nor abandoned",
             )
+
+    def _check_oracle(self, state: _Run) -> None:
+        """The reference model's checks over the whole log (``oracle/``): fed the
+        script's config and what the simulator did, nothing of the product's."""
+        world = World(
+            config=state.script.config,
+            down=tuple(state.down),
+            deaths=tuple(state.deaths),
+            faults=tuple(state.faults),
+            gateways=2 if self._two_gateways(state) else 1,
+        )
+        for name, problem in oracle_check(LogModel.of(state.log.facts), world):
+            self._violate(state, name, problem)
 
     def _check_deliveries(self, state: _Run) -> None:
         """Per owner (exchange or spawn), not per key: each posts its announce or report
