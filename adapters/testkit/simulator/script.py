@@ -128,14 +128,31 @@ class DropConnection(_Step):
     committed: bool
 
 
+class Stale(_Step):
+    """PostgreSQL with two gateways only (skipped elsewhere): the active gateway pauses
+    past its lease (it renews nothing; its heartbeat and leases expire), the standby
+    takes it over and resumes its work, then the paused one goes on where it was (a
+    stale owner): what it then writes for the runs it lost must be refused (decision 24),
+    nothing done twice."""
+
+    op: Literal["stale"] = "stale"
+    source: str
+    target: str
+    plan: dict[str, Any]
+    """A send (not waiting) from ``source`` into ``target`` is made first, so that the
+    gateway that pauses has its run in flight (a slow plan, maybe with a send of its own
+    after its delay): both the stale owner and the taker go on with it."""
+
+
 class Cancel(_Step):
     """``gw.cancel_run`` of a run the script can name without knowing its id: the
     ``index``-th run started so far (``pick="nth"``, negative from the newest, ended
-    runs included), or the newest run not ended in ``session`` (``pick="in_flight"``).
-    Skipped when there is no such run."""
+    runs included), the newest run not ended in ``session`` (``pick="in_flight"``), or
+    the oldest run not ended with a run still pending below a run that has ended
+    (``pick="tree"``: a cascade through an ended middle). Skipped when there is none."""
 
     op: Literal["cancel"] = "cancel"
-    pick: Literal["nth", "in_flight"]
+    pick: Literal["nth", "in_flight", "tree"]
     index: int = 0
     session: str | None = None
     reason: str = ""
@@ -206,6 +223,7 @@ Step = Annotated[
     | Steer
     | Route
     | StoreFault
+    | Stale
     | Read,
     Field(discriminator="op"),
 ]
