@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sessionwire.adapters.testkit.simulator import SimulationResult
 from sessionwire.testing import (
     Simulation,
     SimulationScript,
@@ -58,8 +59,7 @@ async def test_a_yield_wake_asks_the_trace_budget() -> None:
     """Found by the oracle's own budget count (seed 58 of the default run on memory,
     shrunk to 3 steps): a sessions_yield's woken turn starts in a trace that has
     reached maxRuns (YieldDriver._wake asks no budget)."""
-    script = SimulationScript.load(FINDINGS / "seed-58-yield-wake-past-the-trace-budget.json")
-    result = await Simulation(fresh_stores("memory")).run(script)
+    result = await _replayed("seed-58-yield-wake-past-the-trace-budget.json")
     assert result.ok, result.violations
 
 
@@ -72,8 +72,7 @@ async def test_a_store_fault_on_a_completion_save_does_not_lose_it() -> None:
     """Seed 58 of the default run on SQLite, shrunk to 3 steps (a slow send, a spawn
     whose child sends, a store fault): the send's run answers after 1 s, the save of
     its completion fails once, and it ends RunTimedOut at its deadline (liveness)."""
-    script = SimulationScript.load(FINDINGS / "seed-58-store-fault-loses-a-completion.json")
-    result = await Simulation(fresh_stores("memory")).run(script)
+    result = await _replayed("seed-58-store-fault-loses-a-completion.json")
     assert result.ok, result.violations
 
 
@@ -90,6 +89,10 @@ async def test_a_stale_owner_records_nothing_for_the_runs_it_lost(postgres_url: 
         failures += [f"seed {seed}: {violation}" for violation in result.violations]
     stores.close()
     assert failures == []
+
+
+async def _replayed(finding: str) -> SimulationResult:
+    return await Simulation(fresh_stores("memory")).run(SimulationScript.load(FINDINGS / finding))
 
 
 async def test_stale_owners_double_nothing(postgres_url: str) -> None:

@@ -652,8 +652,9 @@ class Simulation:
             state.store_fault = step
         elif isinstance(step, Stale):
             if self._two_gateways(state) and state.standby is not None:
-                params = {"sessionKey": step.target, "message": plan_text(step.plan)}
-                self._tool(state, step.source, "sessions_send", params | {"timeoutSeconds": 0})
+                made: dict[str, Any] = {"sessionKey": step.target, "timeoutSeconds": 0}
+                made["message"] = plan_text(step.plan)
+                self._tool(state, step.source, "sessions_send", made)
                 await self._settle(state)  # dispatched (its agent works) on this gateway
                 if not state.incarnation.dead:
                     await self._go_stale(state)

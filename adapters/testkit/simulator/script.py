@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from sessionwire.adapters.testkit.simulator.oracle.facts import PLAN_MARK
+from sessionwire.adapters.testkit.simulator.oracle.facts import read_plan as oracle_read_plan
 from sessionwire.domain.errors import SessionwireError
 
 SCRIPT_VERSION = 1
@@ -303,9 +305,6 @@ def parse_steps(raw: list[dict[str, Any]]) -> list[Step]:
     return _STEPS.validate_python(raw)
 
 
-PLAN_MARK = "sim:"
-
-
 def plan_text(plan: dict[str, Any]) -> str:
     """The message text that carries ``plan`` to the agent that runs it."""
     return PLAN_MARK + json.dumps(plan, sort_keys=True, separators=(",", ":"))
@@ -313,20 +312,7 @@ def plan_text(plan: dict[str, Any]) -> str:
 
 def read_plan(*texts: str | None) -> dict[str, Any] | None:
     """The first plan written in any of ``texts`` (a message, a reply, a context)."""
-    decoder = json.JSONDecoder()
-    for text in texts:
-        if not text:
-            continue
-        at = text.find(PLAN_MARK + "{")
-        if at < 0:
-            continue
-        try:
-            plan, _ = decoder.raw_decode(text, at + len(PLAN_MARK))
-        except json.JSONDecodeError:
-            continue
-        if isinstance(plan, dict):
-            return plan
-    return None
+    return oracle_read_plan(*texts)
 
 
 __all__ = [

@@ -345,32 +345,30 @@ class _Generator:
                 )
         return {**plan, "calls": calls}
 
+    def chain(self, links: list[tuple[str, str | None, float]]) -> dict[str, Any]:
+        """The plans of a chain of sends made from inside turns: link N is (its run's
+        kind, the session it sends into, how long it waits); the last sends nothing."""
+        self.plans += len(links)
+        first = self.plans - len(links) + 1
+        plan: dict[str, Any] | None = None
+        for depth in range(len(links), 0, -1):
+            kind, target, wait = links[depth - 1]
+            link: dict[str, Any] = {"id": first + depth - 1, "kind": kind, "depth": depth}
+            link |= {"pp": 0, "ann": "skip"}
+            if plan is not None:
+                link["calls"] = [{"tool": "send", "target": target, "wait": wait, "plan": plan}]
+            plan = link
+        assert plan is not None
+        return plan
+
     def tree(self) -> Send:
         """A run that outlives what it set going: it sends (not waiting) into a session
         whose quick run sends on to a run that hangs, and works on (hangs) itself; the
         cancel that follows picks the tree, whose middle has ended by then."""
         side = self.side
         top, middle, leaf = side.sample(self.keys, 3)
-        self.plans += 3
-        first = self.plans - 2
-        hang = {"id": first + 2, "kind": "hang", "depth": 3, "pp": 0, "ann": "skip"}
-        quick = {
-            "id": first + 1,
-            "kind": "ok",
-            "depth": 2,
-            "pp": 0,
-            "ann": "skip",
-            "calls": [{"tool": "send", "target": leaf, "wait": 0, "plan": hang}],
-        }
         # An agent makes its calls before it hangs (a slow one would sleep first).
-        root = {
-            "id": first,
-            "kind": "hang",
-            "depth": 1,
-            "pp": 0,
-            "ann": "skip",
-            "calls": [{"tool": "send", "target": middle, "wait": 0, "plan": quick}],
-        }
+        root = self.chain([("hang", middle, 0), ("ok", leaf, 0), ("hang", None, 0)])
         self.follow_up = Cancel(pick="tree", reason="tree")
         return Send(source=side.choice(self.keys), target=top, wait=0, plan=root)
 
@@ -380,25 +378,7 @@ class _Generator:
         into its own chain."""
         side = self.side
         home, away = side.sample(self.keys, 2)
-        self.plans += 3
-        first = self.plans - 2
-        back = {"id": first + 2, "kind": "ok", "depth": 3, "pp": 0, "ann": "skip"}
-        there = {
-            "id": first + 1,
-            "kind": "ok",
-            "depth": 2,
-            "pp": 0,
-            "ann": "skip",
-            "calls": [{"tool": "send", "target": home, "wait": 0, "plan": back}],
-        }
-        root = {
-            "id": first,
-            "kind": "ok",
-            "depth": 1,
-            "pp": 0,
-            "ann": "skip",
-            "calls": [{"tool": "send", "target": away, "wait": 5, "plan": there}],
-        }
+        root = self.chain([("ok", away, 5), ("ok", home, 0), ("ok", None, 0)])
         send = Send(source=side.choice(self.keys), target=home, wait=0, plan=root)
         if side.random() < 0.5:
             self.follow_up = send

@@ -291,8 +291,8 @@ def yield_wake(model: LogModel, world: World) -> Iterator[str]:
                 yield f"{what}'s wake carried the report of spawn {spawn_id} {count} times"
         for spawn_id in children:
             spawn = model.spawns.get(spawn_id)
-            made = spawn is not None and spawn.reported is not None
-            if made and spawn.reported.position < wake.position and spawn_id not in carried:  # type: ignore[union-attr]
+            report = spawn.reported if spawn is not None else None
+            if report is not None and report.position < wake.position and spawn_id not in carried:
                 yield f"{what}'s wake lacks the report of spawn {spawn_id}, made before it"
         if mode == "all" and wake.get("reason") == "all" and set(carried) != set(children):
             yield f"{what} woke for all its children carrying {len(carried)} of {len(children)}"

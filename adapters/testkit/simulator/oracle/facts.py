@@ -21,7 +21,6 @@ DEFAULT_MAX_HOPS = 6
 # Contract §4 / §5 decision 12: maxPingPongTurns when the config sets none.
 DEFAULT_MAX_TURNS = 5
 # OpenClaw's defaults, which the config documents (docs/runs.md, docs/subagents.md).
-DEFAULT_TIMEOUT_SECONDS = 600.0
 DEFAULT_ARCHIVE_MINUTES = 60.0
 DEFAULT_MAX_CONCURRENT = 4
 
@@ -64,30 +63,27 @@ class World:
             node = node.get(name) if isinstance(node, dict) else None
         return node if isinstance(node, dict) else {}
 
+    def _number(self, default: float, *path: str) -> float:
+        *section, name = path
+        value = self._section(*section).get(name)
+        return float(value) if isinstance(value, int | float) else default
+
     @property
     def max_hops(self) -> int:
-        value = self._section("session", "agentToAgent").get("maxHops")
-        return int(value) if isinstance(value, int | float) else DEFAULT_MAX_HOPS
+        return int(self._number(DEFAULT_MAX_HOPS, "session", "agentToAgent", "maxHops"))
 
     @property
     def max_turns(self) -> int:
-        value = self._section("session", "agentToAgent").get("maxPingPongTurns")
-        return int(value) if isinstance(value, int | float) else DEFAULT_MAX_TURNS
+        return int(self._number(DEFAULT_MAX_TURNS, "session", "agentToAgent", "maxPingPongTurns"))
 
     @property
     def max_concurrent(self) -> int:
-        value = self._section("agents", "defaults").get("maxConcurrent")
-        return int(value) if isinstance(value, int | float) else DEFAULT_MAX_CONCURRENT
-
-    @property
-    def timeout_seconds(self) -> float:
-        value = self._section("agents", "defaults").get("timeoutSeconds")
-        return float(value) if isinstance(value, int | float) else DEFAULT_TIMEOUT_SECONDS
+        return int(self._number(DEFAULT_MAX_CONCURRENT, "agents", "defaults", "maxConcurrent"))
 
     @property
     def archive_minutes(self) -> float:
-        value = self._section("agents", "defaults", "subagents").get("archiveAfterMinutes")
-        return float(value) if isinstance(value, int | float) else DEFAULT_ARCHIVE_MINUTES
+        path = ("agents", "defaults", "subagents", "archiveAfterMinutes")
+        return self._number(DEFAULT_ARCHIVE_MINUTES, *path)
 
     @property
     def budget(self) -> dict[str, Any] | None:
