@@ -82,6 +82,12 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="PostgreSQL: two gateways on the store; a crash kills one, the other takes over",
 )
 @click.option(
+    "--stale-owners/--no-stale-owners",
+    default=True,
+    show_default=True,
+    help="with --two-gateways: a gateway paused past its lease comes back and writes",
+)
+@click.option(
     "--dropped-connections",
     is_flag=True,
     help="PostgreSQL: saves lose their connection at COMMIT (committed or not)",
@@ -146,6 +152,7 @@ def simulate(
     shrink: bool,
     first_failure: bool,
     two_gateways: bool,
+    stale_owners: bool,
     dropped_connections: bool,
     budgets: bool,
     steers: bool,
@@ -209,6 +216,7 @@ def simulate(
                     steps=steps,
                     crashes=stores.can_reopen,
                     two_gateways=two_gateways,
+                    stale_owners=stale_owners,
                     dropped_connections=dropped_connections,
                     budgets=budgets,
                     steers=steers,

@@ -83,6 +83,8 @@ class WorkloadOptions:
     """Two gateways on the store (PostgreSQL; one elsewhere): a crash kills the active
     one, the other takes over; crashes may also hit the takeover itself; a gateway
     paused past its lease comes back as a stale owner (``Stale``)."""
+    stale_owners: bool = True
+    """With two gateways: one paused past its lease that comes back and writes."""
     dropped_connections: bool = False
     """Saves that lose their connection at COMMIT, committed or not (PostgreSQL)."""
     budgets: bool = True
@@ -197,7 +199,7 @@ class _Generator:
             choices.append(("store_fault", 4))
         if self.options.dropped_connections:
             choices.append(("drop", 5))
-        if self.options.two_gateways:
+        if self.options.two_gateways and self.options.stale_owners:
             choices.append(("stale", 4))
         if self.options.steers:
             choices.append(("steer", 6))
@@ -290,13 +292,14 @@ class _Generator:
             return self.tree()
         if self.options.steers and self.options.busy and roll < 0.10:
             return self.bounce()
-        if self.options.yields and roll < 0.14:
+        if roll < 0.14:
             return self.family()
         return None
 
     def family(self) -> Send:
         """A send whose run spawns two children (one quick, one slow) and yields for
-        all or any of them: the wake's time and reports are what the oracle checks."""
+        all or any of them (when yields are played): the wake's time and reports are
+        what the oracle checks."""
         side = self.side
         children = []
         for kind in ("ok", "slow"):
@@ -307,7 +310,8 @@ class _Generator:
             children.append({"tool": "spawn", "agent": None, "cleanup": "keep", "plan": child})
         self.plans += 1
         plan = {"id": self.plans, "kind": "ok", "depth": 1, "pp": 0, "ann": "skip"}
-        plan |= {"calls": children, "yield": side.choice(["all", "any"])}
+        mode = side.choice(["all", "any"])  # drawn either way: the rest stays the same
+        plan |= {"calls": children, "yield": mode} if self.options.yields else {"calls": children}
         return Send(source=side.choice(self.keys), target=side.choice(self.keys), wait=0, plan=plan)
 
     def child_calls(self, plan: dict[str, Any]) -> dict[str, Any]:
