@@ -383,7 +383,36 @@ def test_budget_a_refusal_with_nothing_reached_fails() -> None:
     assert len(problems("trace-budget", log, world)) == 1  # the first refusal only
 
 
+def test_budget_a_steer_asks_it_and_counts_against_max_steers() -> None:
+    log = Log().ran("a", 0, 1).ran("q", 1, 5, session=B, parent="a", hops=2)
+    log.add("BusyDecided", "d1", 2, decision="steered", steered_run_id="q", trace_id="t1")
+    assert problems("trace-budget", log, World(config=config(budget={"maxRuns": 3}))) == []
+    assert any(
+        "steered into a run past its budget: maxRuns 2" in p
+        for p in problems("trace-budget", log, World(config=config(budget={"maxRuns": 2})))
+    )
+    log.add("BusyDecided", "d2", 3, decision="steered", steered_run_id="q", trace_id="t1")
+    found = problems("trace-budget", log, World(config=config(budget={"maxSteers": 1})))
+    assert len(found) == 1
+    assert "maxSteers 1 reached (1 steers)" in found[0]
+
+
 # hop-count ---------------------------------------------------------------------------
+
+
+def test_a_steered_send_is_a_hop_on_its_senders_chain() -> None:
+    log = Log().ran("a", 0, 1).ran("q", 1, 5, session=B, parent="a", hops=2)
+    log.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="a", parent_run_id="q", hops=3
+    )
+    assert problems("hop-count", log) == []
+    wrong = Log().ran("a", 0, 1).ran("q", 1, 5, session=B, parent="a", hops=2)
+    wrong.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="a", parent_run_id="q", hops=2
+    )
+    assert any("records hop 2" in p for p in problems("hop-count", wrong))
+    deep = World(config=config(maxHops=2))
+    assert any("maxHops 2" in p for p in problems("hop-count", log, deep))
 
 
 def test_hops_count_agent_sends_only() -> None:

@@ -367,16 +367,18 @@ def trace_budget(model: LogModel, world: World) -> Iterator[str]:
     a send, a spawn, reply-back and announce turns, a spawn's report step, a yield's
     woken turn) is refused once the trace has maxRuns runs, maxSpawns spawned task runs
     (for a spawn), or its ended runs recorded maxTokens tokens; a refusal for the budget
-    only when one of those holds."""
+    only when one of those holds. A busy send steered into a run asks it too, and counts
+    against ``maxSteers`` (the lead's rule for the budgets branch)."""
     budget = world.budget
     if budget is None or world.gateways > 1:
         return  # two gateways may both pass one start (docs/budgets.md, limits)
     runs: Counter[str] = Counter()
     spawns: Counter[str] = Counter()
     tokens: Counter[str] = Counter()
+    steers: Counter[str] = Counter()
     counted: set[str] = set()
     max_runs, max_spawns = budget.get("maxRuns"), budget.get("maxSpawns")
-    max_tokens = budget.get("maxTokens")
+    max_tokens, max_steers = budget.get("maxTokens"), budget.get("maxSteers")
 
     def reached(trace: str, spawning: bool) -> str | None:
         if max_runs is not None and runs[trace] >= max_runs:
@@ -408,6 +410,15 @@ def trace_budget(model: LogModel, world: World) -> Iterator[str]:
                 if total is None:
                     total = int(usage.get("input") or 0) + int(usage.get("output") or 0)
                 tokens[run.trace] += int(total)
+        elif fact.type == BUSY_DECIDED and fact.get("decision") == "steered" and trace:
+            # The lead's rule (the budgets branch): a steer asks the sender's trace
+            # budget like a start, and counts against maxSteers when that is set.
+            why = reached(trace, False)
+            if why is None and max_steers is not None and steers[trace] >= max_steers:
+                why = f"maxSteers {max_steers} reached ({steers[trace]} steers)"
+            if why is not None:
+                yield f"a send in trace {trace} was steered into a run past its budget: {why}"
+            steers[trace] += 1
         elif fact.type == ACCESS_REFUSED and fact.get("check") == "trace_budget" and trace:
             spawning = fact.get("tool") == "sessions_spawn"
             if reached(trace, spawning) is None and reached(trace, True) is None:
@@ -422,8 +433,17 @@ def hop_count(model: LogModel, world: World) -> Iterator[str]:
     """Decision 17: a chain's first run is hop 1; an agent's own send or spawn adds one
     hop, the steps the gateway runs itself (reply-back, announce, a yield's wake) stay on
     their cause's hop (a steered run may go on from its steer's hop); no run is deeper
-    than maxHops."""
+    than maxHops. A send steered into a busy run is a hop on its sender's chain (its
+    sender's + 1), refused past maxHops."""
     limit = world.max_hops
+    for fact in model.facts:
+        if fact.type == BUSY_DECIDED and fact.get("decision") == "steered":
+            sender = model.runs.get(str(fact.get("parent_run_id", "")))
+            hops = fact.get("hops")
+            if isinstance(hops, int) and hops > limit:
+                yield f"a send steered at hop {hops} of its chain (maxHops {limit})"
+            if sender is not None and isinstance(hops, int) and hops != sender.hops + 1:
+                yield f"a send steered from hop {sender.hops} records hop {hops}"
     for run in model.runs.values():
         what = f"run {run.id} ({run.step} in {run.session})"
         if run.hops > limit:
