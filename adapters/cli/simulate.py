@@ -72,9 +72,20 @@ pass_options = click.make_pass_decorator(CliOptions)
 )
 @click.option("--shrink/--no-shrink", default=True, help="shrink the first failing seed")
 @click.option(
+    "--first-failure",
+    is_flag=True,
+    help="stop after the first failing seed (planted-bug scores: the CPU to a find)",
+)
+@click.option(
     "--two-gateways",
     is_flag=True,
     help="PostgreSQL: two gateways on the store; a crash kills one, the other takes over",
+)
+@click.option(
+    "--stale-owners/--no-stale-owners",
+    default=True,
+    show_default=True,
+    help="with --two-gateways: a gateway paused past its lease comes back and writes",
 )
 @click.option(
     "--dropped-connections",
@@ -82,11 +93,25 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="PostgreSQL: saves lose their connection at COMMIT (committed or not)",
 )
 @click.option(
-    "--budgets",
-    is_flag=True,
+    "--budgets/--no-budgets",
+    default=True,
+    show_default=True,
     help="a trace budget in each seed's config (session.agentToAgent.budget)",
 )
-@click.option("--steers", is_flag=True, help="subagents steers into children")
+@click.option(
+    "--steers/--no-steers",
+    default=True,
+    show_default=True,
+    help="subagents steers into children, and sends back into a session running their "
+    "sender's ancestor (the busy policy steer)",
+)
+@click.option(
+    "--nested-spawns/--no-nested-spawns",
+    default=True,
+    show_default=True,
+    help="children that send and spawn (maxSpawnDepth 1-3), trees cancelled through an "
+    "ended middle",
+)
 @click.option(
     "--store-faults/--no-store-faults",
     default=True,
@@ -125,10 +150,13 @@ def simulate(
     replay: Path | None,
     save_dir: Path | None,
     shrink: bool,
+    first_failure: bool,
     two_gateways: bool,
+    stale_owners: bool,
     dropped_connections: bool,
     budgets: bool,
     steers: bool,
+    nested_spawns: bool,
     store_faults: bool,
     scopes: bool,
     stall_seconds: float,
@@ -188,15 +216,18 @@ def simulate(
                     steps=steps,
                     crashes=stores.can_reopen,
                     two_gateways=two_gateways,
+                    stale_owners=stale_owners,
                     dropped_connections=dropped_connections,
                     budgets=budgets,
                     steers=steers,
+                    nested_spawns=nested_spawns,
                     store_faults=store_faults,
                     scopes=scopes,
                 ),
                 save_dir,
                 shrink,
                 seed_budget,
+                first_failure,
             )
         )
     finally:
@@ -226,6 +257,7 @@ async def _seeds(
     save_dir: Path | None,
     shrink: bool,
     seed_budget: float,
+    first_failure: bool = False,
 ) -> int:
     from sessionwire.adapters.testkit.simulator import generate
     from sessionwire.adapters.testkit.simulator import shrink as shrink_script
@@ -310,6 +342,9 @@ async def _seeds(
                     if not options.as_json:
                         _print_shrunk(shrunk.script, shrunk.invariant, shrunk.tries, path)
         done = seed - start + 1
+        if failures and first_failure:
+            seeds = done
+            break
         if not options.as_json and (done % 100 == 0 or done == seeds):
             elapsed = time.perf_counter() - started
             click.echo(f"{done}/{seeds} seeds, {len(failures)} failed, {elapsed:.1f}s", err=True)

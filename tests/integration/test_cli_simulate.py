@@ -47,14 +47,14 @@ def test_a_failing_seed_exits_1_with_a_replayable_minimal_script(
 ) -> None:
     port = SimulatedChannels.port
     monkeypatch.setattr(SimulatedChannels, "port", lambda self, i: PostingTwice(port(self, i)))
-    # Seed 12: one whose workload posts an announce on SQLite (seed 11's stopped doing
-    # so when the workloads gained the busy policy steer and reads).
-    code = main(["simulate", "--seeds", "1", "--start", "12", "--save", str(tmp_path)])
+    # Seed 13: one whose workload posts an announce on SQLite (seed 12's stopped doing
+    # so when budgets came into the default workload, as seed 11's with the busy steer).
+    code = main(["simulate", "--seeds", "1", "--start", "13", "--save", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
-    assert "seed 12: FAILED (exactly-once" in out
-    assert "minimal reproduction of [exactly-once] (seed 12, 1 steps" in out
-    saved = tmp_path / "seed-12.json"
+    assert "seed 13: FAILED (exactly-once" in out
+    assert "minimal reproduction of [exactly-once] (seed 13, 1 steps" in out
+    saved = tmp_path / "seed-13.json"
     assert f"replay: sessionwire simulate --replay {saved}" in out
     assert main(["--json", "simulate", "--replay", str(saved)]) == 1
     replayed = json.loads(capsys.readouterr().out)

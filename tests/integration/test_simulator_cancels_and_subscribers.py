@@ -40,7 +40,7 @@ def test_workloads_mix_in_cancels_busy_policies_and_one_late_subscriber() -> Non
     scripts = [generate(seed) for seed in range(60)]
     steps = [step for script in scripts for step in script.steps]
     cancels = [step for step in steps if isinstance(step, Cancel)]
-    assert {step.pick for step in cancels} == {"nth", "in_flight"}
+    assert {step.pick for step in cancels} == {"nth", "in_flight", "tree"}
     assert any(step.pick == "nth" and step.index < 0 for step in cancels)
     assert {step.busy for step in steps if isinstance(step, Busy)} >= {
         "reject",

@@ -1,5 +1,6 @@
-"""The simulator's ``trace-budget`` and ``steers`` invariants read a log that breaks
-them (and one that keeps them): real Run events, no gateway."""
+"""The simulator's ``trace-budget`` (the reference model's own count) and ``steers``
+invariants read a log that breaks them (and one that keeps them): real Run events, no
+gateway."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 from uuid import uuid4
 
 from sessionwire.adapters.testkit.simulator.invariants import INVARIANTS, LogReader
+from sessionwire.adapters.testkit.simulator.oracle import CHECKS, LogModel, World
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.run import Run
-from sessionwire.domain.trace_budget import TraceBudget
 from sessionwire.domain.transcript import Usage
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,8 +44,14 @@ def _events(*runs: Run) -> list[Any]:
     return [event for run in runs for event in run.collect_events()]
 
 
-def _reader(budget: TraceBudget) -> LogReader:
-    return LogReader(budget=budget)
+def _budget_problems(budget: dict[str, Any] | None, events: list[Any]) -> list[str]:
+    """The reference model's trace-budget check over real product events, read as the
+    simulator reads them (``LogReader.facts``): the config is the script's dict."""
+    reader = LogReader()
+    reader.read(_Log(events))  # type: ignore[arg-type]
+    config = {"session": {"agentToAgent": {"budget": budget}}} if budget else {}
+    check = CHECKS["trace-budget"].check
+    return list(check(LogModel.of(reader.facts), World(config=config)))
 
 
 def test_the_invariants_are_listed() -> None:
@@ -52,43 +59,34 @@ def test_the_invariants_are_listed() -> None:
 
 
 def test_a_run_started_past_max_runs_is_caught() -> None:
-    reader = _reader(TraceBudget(max_runs=2))
     first, second, third, elsewhere = _run(), _run(), _run(), _run(trace="other")
     within = _events(first, second, elsewhere)
-    reader.read(_Log(within))  # type: ignore[arg-type]
-    assert reader.budget_problems == []
-    reader.read(_Log(within + _events(third)))  # type: ignore[arg-type]
-    (problem,) = reader.budget_problems
+    assert _budget_problems({"maxRuns": 2}, within) == []
+    (problem,) = _budget_problems({"maxRuns": 2}, within + _events(third))
     assert str(third.id) in problem
-    assert "maxRuns 2 reached (2 runs in this trace)" in problem
+    assert "maxRuns 2 reached (2 runs)" in problem
 
 
 def test_a_spawn_past_max_spawns_is_caught_and_a_send_is_not() -> None:
-    reader = _reader(TraceBudget(max_spawns=1))
     spawned, send, again = _run("subagent_task"), _run(), _run("subagent_task")
-    reader.read(_Log(_events(spawned, send, again)))  # type: ignore[arg-type]
-    (problem,) = reader.budget_problems
+    (problem,) = _budget_problems({"maxSpawns": 1}, _events(spawned, send, again))
     assert str(again.id) in problem
     assert "maxSpawns 1 reached" in problem
 
 
 def test_a_run_started_after_the_traces_runs_spent_max_tokens_is_caught() -> None:
-    reader = _reader(TraceBudget(max_tokens=100))
     spender, before, after = _run(), _run(), _run()
     spender.dispatch(at=AT)
     log = _events(spender, before)
     spender.complete(reply="r", usage=Usage(input=80, output=30), model=None, at=AT)
     log += _events(spender) + _events(after)
-    reader.read(_Log(log))  # type: ignore[arg-type]
-    (problem,) = reader.budget_problems
+    (problem,) = _budget_problems({"maxTokens": 100}, log)
     assert str(after.id) in problem
-    assert "maxTokens 100 reached (110 tokens in this trace)" in problem
+    assert "maxTokens 100 reached (110 tokens)" in problem
 
 
 def test_without_a_budget_nothing_is_caught() -> None:
-    reader = LogReader()
-    reader.read(_Log(_events(*[_run() for _ in range(30)])))  # type: ignore[arg-type]
-    assert reader.budget_problems == []
+    assert _budget_problems(None, _events(*[_run() for _ in range(30)])) == []
 
 
 def test_a_steer_recorded_after_the_runs_outcome_is_caught() -> None:

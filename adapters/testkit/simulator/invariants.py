@@ -14,10 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from sessionwire.adapters.testkit.simulator.oracle import CHECKS, Fact
+from sessionwire.adapters.testkit.simulator.oracle.model import READ_FIELDS
 from sessionwire.adapters.testkit.simulator.script import read_plan
 from sessionwire.application.ports.event_log import EventLog
 from sessionwire.domain.busy_decision import busy_decision_id
-from sessionwire.domain.trace_budget import TraceBudget, TraceUsage
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,11 @@ INVARIANTS: dict[str, Invariant] = {
             "no SQL runs on the event loop's thread: every store call the gateway makes is "
             "awaited (the loop guard is armed for the whole simulation; decision 23)",
         ),
+        Invariant(
+            "stale-owner",
+            "a gateway that paused past its lease and was taken over records nothing more "
+            "for the runs it lost: its late writes are refused (decision 24)",
+        ),
         Invariant("read-models", "the read models equal a rebuild from the event log"),
         Invariant("hash-chain", "the hash chain verifies (audit verify is clean)"),
         Invariant(
@@ -120,11 +126,6 @@ INVARIANTS: dict[str, Invariant] = {
             "a sessions_send's delivery is what its recorded busy decision says: none or "
             "no run ahead 'started', N runs ahead 'queued' at N, 'rejected' 'refused', "
             "'steered' into the run its decision names (decision 29)",
-        ),
-        Invariant(
-            "trace-budget",
-            "no run starts in a trace past session.agentToAgent.budget: its runs, its spawns, "
-            "and the tokens its runs recorded before it started (decision 31)",
         ),
         Invariant(
             "steers",
@@ -147,6 +148,8 @@ INVARIANTS: dict[str, Invariant] = {
         ),
     )
 }
+# The reference model's checks (``oracle/``): run at idle on the whole log.
+INVARIANTS.update({name: Invariant(name, oracle.promise) for name, oracle in CHECKS.items()})
 
 # The decision 17 default.
 DEFAULT_MAX_HOPS = 6
@@ -260,12 +263,8 @@ class LogReader:
     """Yields whose wake the trace's budget refused a turn (none starts)."""
     decided: dict[UUID, tuple[str, int | None]] = field(default_factory=dict)
     """Every BusyDecided -> its decision and the runs it recorded ahead of the send."""
-    budget: TraceBudget | None = None
-    """The script's trace budget, when it sets one (decision 31)."""
-    spent: dict[str, TraceUsage] = field(default_factory=dict)
-    """Trace -> what its runs recorded so far (runs, spawns, tokens)."""
-    trace_of: dict[UUID, str] = field(default_factory=dict)
-    budget_problems: list[str] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    """Every event read, as plain data: what the reference model (``oracle/``) reads."""
     steered: dict[UUID, int] = field(default_factory=dict)
     """Run -> the log position of its last RunSteered."""
     steer_problems: list[str] = field(default_factory=list)
@@ -301,9 +300,11 @@ class LogReader:
         self.digest.update(
             f"{name}|{aggregate}|{event.originator_version}|{event.timestamp}\n".encode()
         )
+        fields = READ_FIELDS.get(name, ())
+        data = {key: _plain(getattr(event, key, None)) for key in fields}
+        self.facts.append(Fact(position, name, str(aggregate), event.timestamp, data))
         if name == "RunStarted":
             problems += self._run_started(position, event)
-            self._admit(aggregate, event, position)
         elif name == "RunSteered":
             self.steered[aggregate] = position
             self.steers_seen[aggregate] += 1
@@ -328,7 +329,6 @@ class LogReader:
                     )
                 )
         elif name in OUTCOMES:
-            self._spend(aggregate, event)
             self.outcomes[aggregate] += 1
             self.ended.setdefault(aggregate, (name, position))
             self.ended_at.setdefault(aggregate, event.timestamp)
@@ -530,36 +530,6 @@ class LogReader:
                     )
                 )
         return problems
-
-    def _admit(self, run: UUID, event: Any, position: int) -> None:
-        """A run started: its trace must not have reached its budget before it."""
-        trace = getattr(event, "trace_id", None)
-        if not trace:
-            return
-        self.trace_of[run] = str(trace)
-        step = str(getattr(event, "step", "?"))
-        used = self.spent.get(str(trace), TraceUsage())
-        if self.budget is not None:
-            exceeded = self.budget.exceeded(used, spawning=step == "subagent_task")
-            if exceeded is not None:
-                self.budget_problems.append(
-                    f"run {run} ({step} in {getattr(event, 'session_key', '?')}) started at "
-                    f"log position {position} in trace {trace}, past its budget: "
-                    f"{exceeded.reason}"
-                )
-        self.spent[str(trace)] = used.plus(spawn=step == "subagent_task", tokens=0, cost=0.0)
-
-    def _spend(self, run: UUID, event: Any) -> None:
-        """A run's first outcome: the tokens its usage recorded count in its trace."""
-        trace = self.trace_of.get(run)
-        usage = getattr(event, "usage", None)
-        if trace is None or usage is None or run in self.ended:
-            return
-        total = usage.totalTokens if usage.totalTokens is not None else usage.input + usage.output
-        used = self.spent.get(trace, TraceUsage())
-        self.spent[trace] = TraceUsage(
-            runs=used.runs, spawns=used.spawns, tokens=used.tokens + total, cost=used.cost
-        )
 
     def yield_problems(self) -> list[str]:
         """Yields that did not wake exactly once, or whose woken turn never started
@@ -811,6 +781,15 @@ def _decision_names_its_run(
 
 def _rejected_yet_started(decision: UUID, run: UUID, outcome: str = "rejected") -> tuple[str, str]:
     return ("busy-decided", f"busy decision {decision} {outcome} a send, yet its run {run} started")
+
+
+def _plain(value: Any) -> Any:
+    """A field as plain data for the reference model: models become dicts."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _uuid(text: str) -> UUID | None:

@@ -54,6 +54,8 @@ from sessionwire.adapters.testkit.simulator.invariants import (
     Violation,
     subscriber_problems,
 )
+from sessionwire.adapters.testkit.simulator.oracle import LogModel, World
+from sessionwire.adapters.testkit.simulator.oracle import check as oracle_check
 from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
@@ -70,6 +72,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Send,
     SimulationScript,
     Spawn,
+    Stale,
     Steer,
     Step,
     StoreFault,
@@ -235,6 +238,8 @@ class _Run:
     """With two gateways: the one that takes over when the active one dies."""
     standby_incarnation: Incarnation | None = None
     standby_tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    stale: list[tuple[Gateway, Incarnation]] = field(default_factory=list)
+    """Gateways that paused past their lease and came back (stale owners), still open."""
     opened: int = 0
     """Gateway processes opened so far (each its incarnation's number)."""
     takeovers: int = 0
@@ -248,6 +253,10 @@ class _Run:
     """Run -> how many cancels of it answered ``cancelled: true``."""
     down: list[tuple[datetime, datetime]] = field(default_factory=list)
     """Each crash: when the gateway died and when the next one had opened."""
+    faults: list[tuple[datetime, str]] = field(default_factory=list)
+    """(time, aggregate) of each event whose save a store fault failed (retried later)."""
+    deaths: list[int] = field(default_factory=list)
+    """The log's head at each crash (what the dead process recorded last)."""
     on_loop: list[str] = field(default_factory=list)
     """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
 
@@ -344,8 +353,6 @@ class Simulation:
         state.log.max_hops = _max_hops(script)
         state.log.max_turns = state.config.session.agentToAgent.max_ping_pong_turns
         agents.inspect = lambda request: self._inspect_dispatch(state, request)
-        if state.config.trace_budget.configured:
-            state.log.budget = state.config.trace_budget
         agents.after_reply = lambda: self._side_effect(state, "reply")
         state.channels.after_post = lambda: self._side_effect(state, "delivery")
         return state
@@ -364,7 +371,7 @@ class Simulation:
         return any(
             (work := internals(gateway).in_flight.current()) is not None
             and work.owner.kind == "run-start"
-            for gateway in (state.gateway, state.standby)
+            for gateway in (state.gateway, state.standby, *(g for g, _ in state.stale))
             if gateway is not None
         )
 
@@ -465,6 +472,8 @@ class Simulation:
             state.watched.update((e.originator_id, e.originator_version) for e in pending)
             if state.store_fault is not None and not self._in_a_call(state):
                 state.store_fault = None
+                now = state.clock.now()
+                state.faults += [(now, str(event.originator_id)) for event in pending]
                 raise SimulatedStoreError("the store failed the save (simulated)")
             if armed is not None and armed.at in ("save", "takeover"):
                 if armed.saved >= armed.after_events:
@@ -575,6 +584,7 @@ class Simulation:
         state.calls = []
         await gateway.close()
         state.gateway = None
+        await self._close_stale(state)
 
     # Playing ------------------------------------------------------------------------
 
@@ -640,6 +650,14 @@ class Simulation:
                     state.incarnation.dead = True
         elif isinstance(step, StoreFault):
             state.store_fault = step
+        elif isinstance(step, Stale):
+            if self._two_gateways(state) and state.standby is not None:
+                made: dict[str, Any] = {"sessionKey": step.target, "timeoutSeconds": 0}
+                made["message"] = plan_text(step.plan)
+                self._tool(state, step.source, "sessions_send", made)
+                await self._settle(state)  # dispatched (its agent works) on this gateway
+                if not state.incarnation.dead:
+                    await self._go_stale(state)
         elif isinstance(step, DropConnection):
             off_loop = service_of(gateway).store
             assert isinstance(off_loop, OffLoopStore)
@@ -745,6 +763,8 @@ class Simulation:
         state.subscriptions.append(self._gateway(state).subscribe(after))
 
     async def _run_to_cancel(self, state: _Run, step: Cancel) -> UUID | None:
+        if step.pick == "tree":
+            return _tree_to_cancel(state.log)
         if step.pick == "nth":
             started = list(state.log.runs)
             if -len(started) <= step.index < len(started):
@@ -852,6 +872,8 @@ class Simulation:
         state.armed = None
         state.crashes += 1
         died = state.clock.now()
+        with self._observing(state) as store:
+            state.deaths.append(store.log_position())
         if self._two_gateways(state):
             await self._fail_over(state, armed)
         else:
@@ -891,6 +913,67 @@ class Simulation:
         if state.standby is None:
             await self._open_standby(state)
         await self._settle(state)
+
+    async def _go_stale(self, state: _Run) -> None:
+        """The active gateway pauses past its lease: it renews nothing while its
+        heartbeat and leases expire (by the database's clock), and the standby takes it
+        over and resumes its work. Then it goes on as it was (a stale owner): its runs
+        in flight answer, and what it writes for them must be refused."""
+        paused = self._gateway(state)
+        store = service_of(paused).store
+        assert isinstance(store, OffLoopStore)
+        keeper = keeper_of(store.event_store)
+        self._read_log(state)
+        lost = {run for run in state.log.dispatched if run not in state.log.ended}
+        renew = keeper._renew
+        keeper._renew = lambda: None  # type: ignore[method-assign]  # paused: no renewal
+        try:
+            parts = urlsplit(state.url)
+            schema = parse_qs(parts.query)["schema"][0]
+            url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+            await asyncio.to_thread(expire, url, schema, keeper.owner)
+            incarnation = state.incarnation
+            taker = self._promote(state)
+            found = await internals(taker).takeover.check()
+            state.takeovers += 1
+            if keeper.owner not in found:
+                self._violate(state, "runs-end", f"paused gateway {keeper.owner} not taken over")
+        finally:
+            keeper._renew = renew  # type: ignore[method-assign]  # it resumes
+        # Still alive, as a process that slept is: its agents answer on its incarnation.
+        state.stale.append((paused, incarnation))
+        self._refuse_stale_writes(state, store, lost, keeper.owner)
+        await self._open_standby(state)
+        await self._settle(state)
+
+    def _refuse_stale_writes(
+        self, state: _Run, store: OffLoopStore, lost: set[UUID], owner: str
+    ) -> None:
+        """Decision 24: the taker resumes the runs the paused gateway had in flight;
+        whatever the stale owner then writes for one of them must be refused."""
+        save = store.save
+
+        async def stale_save(*aggregates: Any) -> None:
+            pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
+            late = [e for e in pending if e.originator_id in lost]
+            await save(*aggregates)
+            for event in late[:VIOLATIONS_KEPT]:
+                self._violate(
+                    state,
+                    "stale-owner",
+                    f"gateway {owner}, taken over after its lease expired, still recorded "
+                    f"{type(event).__name__} of run {event.originator_id}, which it had lost",
+                )
+
+        store.save = stale_save  # type: ignore[method-assign]
+
+    async def _close_stale(self, state: _Run) -> None:
+        """The gateways that came back stale end with the process that kills the
+        active one (their tasks were cancelled with its)."""
+        stale, state.stale = state.stale, []
+        for gateway, incarnation in stale:
+            incarnation.dead = True
+            await gateway.close()
 
     async def _kill_leaving_leases(self, state: _Run) -> str:
         """Kill the active gateway as ``kill -9`` would: it gives no lease back; then
@@ -988,13 +1071,9 @@ class Simulation:
             problems = state.log.read(store)
         for invariant, problem in problems:
             self._violate(state, invariant, problem)
-        for invariant, found in (
-            ("trace-budget", state.log.budget_problems),
-            ("steers", state.log.steer_problems),
-        ):
-            for problem in found:
-                self._violate(state, invariant, problem)
-            found.clear()
+        for problem in state.log.steer_problems:
+            self._violate(state, "steers", problem)
+        state.log.steer_problems.clear()
         for aggregate, version in state.log.recorded:
             if (aggregate, version) not in state.watched:
                 self._violate(
@@ -1122,6 +1201,7 @@ class Simulation:
         state.cancelled.clear()
 
     def _check_idle(self, state: _Run) -> None:
+        self._check_oracle(state)
         for problem in state.log.busy_problems():
             self._violate(state, "busy-decided", problem)
         for problem in state.log.yield_problems():
@@ -1165,6 +1245,19 @@ class Simulation:
                 f"delivery {key} to {record.channel} for {record.session_key} failed at "
                 f"{record.at.isoformat()} and was never delivered nor abandoned",
             )
+
+    def _check_oracle(self, state: _Run) -> None:
+        """The reference model's checks over the whole log (``oracle/``): fed the
+        script's config and what the simulator did, nothing of the product's."""
+        world = World(
+            config=state.script.config,
+            down=tuple(state.down),
+            deaths=tuple(state.deaths),
+            faults=tuple(state.faults),
+            gateways=2 if self._two_gateways(state) else 1,
+        )
+        for name, problem in oracle_check(LogModel.of(state.log.facts), world):
+            self._violate(state, name, problem)
 
     def _check_deliveries(self, state: _Run) -> None:
         """Per owner (exchange or spawn), not per key: each posts its announce or report
@@ -1269,6 +1362,23 @@ class Simulation:
                 )
             )
         return found
+
+
+def _tree_to_cancel(log: LogReader) -> UUID | None:
+    """The oldest run not ended that has a run still pending below a run that ended (a
+    cascade must go through the ended middle)."""
+    children: dict[UUID, list[UUID]] = {}
+    for child, parent in log.parents.items():
+        children.setdefault(parent, []).append(child)
+    for run in log.runs:
+        if run in log.ended:
+            continue
+        for middle in children.get(run, ()):
+            if middle in log.ended and any(
+                below not in log.ended for below in log.descendants(middle)
+            ):
+                return run
+    return None
 
 
 def _awaiting(task: asyncio.Task[Any]) -> str:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from sessionwire.adapters.testkit.simulator.oracle.facts import PLAN_MARK
+from sessionwire.adapters.testkit.simulator.oracle.facts import read_plan as oracle_read_plan
 from sessionwire.domain.errors import SessionwireError
 
 SCRIPT_VERSION = 1
@@ -128,14 +130,31 @@ class DropConnection(_Step):
     committed: bool
 
 
+class Stale(_Step):
+    """PostgreSQL with two gateways only (skipped elsewhere): the active gateway pauses
+    past its lease (it renews nothing; its heartbeat and leases expire), the standby
+    takes it over and resumes its work, then the paused one goes on where it was (a
+    stale owner): what it then writes for the runs it lost must be refused (decision 24),
+    nothing done twice."""
+
+    op: Literal["stale"] = "stale"
+    source: str
+    target: str
+    plan: dict[str, Any]
+    """A send (not waiting) from ``source`` into ``target`` is made first, so that the
+    gateway that pauses has its run in flight (a slow plan, maybe with a send of its own
+    after its delay): both the stale owner and the taker go on with it."""
+
+
 class Cancel(_Step):
     """``gw.cancel_run`` of a run the script can name without knowing its id: the
     ``index``-th run started so far (``pick="nth"``, negative from the newest, ended
-    runs included), or the newest run not ended in ``session`` (``pick="in_flight"``).
-    Skipped when there is no such run."""
+    runs included), the newest run not ended in ``session`` (``pick="in_flight"``), or
+    the oldest run not ended with a run still pending below a run that has ended
+    (``pick="tree"``: a cascade through an ended middle). Skipped when there is none."""
 
     op: Literal["cancel"] = "cancel"
-    pick: Literal["nth", "in_flight"]
+    pick: Literal["nth", "in_flight", "tree"]
     index: int = 0
     session: str | None = None
     reason: str = ""
@@ -206,6 +225,7 @@ Step = Annotated[
     | Steer
     | Route
     | StoreFault
+    | Stale
     | Read,
     Field(discriminator="op"),
 ]
@@ -285,9 +305,6 @@ def parse_steps(raw: list[dict[str, Any]]) -> list[Step]:
     return _STEPS.validate_python(raw)
 
 
-PLAN_MARK = "sim:"
-
-
 def plan_text(plan: dict[str, Any]) -> str:
     """The message text that carries ``plan`` to the agent that runs it."""
     return PLAN_MARK + json.dumps(plan, sort_keys=True, separators=(",", ":"))
@@ -295,20 +312,7 @@ def plan_text(plan: dict[str, Any]) -> str:
 
 def read_plan(*texts: str | None) -> dict[str, Any] | None:
     """The first plan written in any of ``texts`` (a message, a reply, a context)."""
-    decoder = json.JSONDecoder()
-    for text in texts:
-        if not text:
-            continue
-        at = text.find(PLAN_MARK + "{")
-        if at < 0:
-            continue
-        try:
-            plan, _ = decoder.raw_decode(text, at + len(PLAN_MARK))
-        except json.JSONDecodeError:
-            continue
-        if isinstance(plan, dict):
-            return plan
-    return None
+    return oracle_read_plan(*texts)
 
 
 __all__ = [

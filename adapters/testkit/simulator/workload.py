@@ -32,6 +32,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     SessionSeed,
     SimulationScript,
     Spawn,
+    Stale,
     Steer,
     Step,
     StoreFault,
@@ -80,13 +81,20 @@ class WorkloadOptions:
     """A subscriber that joins at a random step (the one from position 0 is always there)."""
     two_gateways: bool = False
     """Two gateways on the store (PostgreSQL; one elsewhere): a crash kills the active
-    one, the other takes over; crashes may also hit the takeover itself."""
+    one, the other takes over; crashes may also hit the takeover itself; a gateway
+    paused past its lease comes back as a stale owner (``Stale``)."""
+    stale_owners: bool = True
+    """With two gateways: one paused past its lease that comes back and writes."""
     dropped_connections: bool = False
     """Saves that lose their connection at COMMIT, committed or not (PostgreSQL)."""
-    budgets: bool = False
+    budgets: bool = True
     """A trace budget in the config (decision 31): runs, spawns, tokens, refuse or cancel."""
-    steers: bool = False
-    """``subagents`` steers into children, in flight or ended."""
+    steers: bool = True
+    """``subagents`` steers into children, in flight or ended, and sends that come back
+    to a session running their sender's ancestor (the busy policy's ``steer``)."""
+    nested_spawns: bool = True
+    """Spawned children whose tasks send and spawn (``maxSpawnDepth`` drawn 1-3), and
+    trees cancelled through a run that has ended (``Cancel(pick="tree")``)."""
     yields: bool = True
     """Turns that spawn and then yield (sessions_yield, waitFor all or any)."""
     store_faults: bool = True
@@ -110,6 +118,11 @@ class _Generator:
         self.keys = [session.key for session in WORLD]
         self.spawners: list[str] = []
         """Sessions that spawned so far: the requesters a route change matters to."""
+        self.side = random.Random(f"features:{seed}")
+        """Draws for the features added after the first workloads (nested spawns, trees,
+        bounces): a seed's other steps stay what they were."""
+        self.follow_up: Step | None = None
+        """A step that goes right after the one just made (a tree's cancel)."""
 
     def script(self) -> SimulationScript:
         rng = self.rng
@@ -136,9 +149,18 @@ class _Generator:
             config["session"]["agentToAgent"]["busy"] = rng.choices(
                 ["enqueue", "reject", "interrupt", "steer"], [45, 15, 20, 20]
             )[0]
-        if self.options.budgets:
+        if self.options.budgets and random.Random(f"budgeted:{self.seed}").random() < 0.6:
             config["session"]["agentToAgent"]["budget"] = self.budget()
-        steps = [self.step() for _ in range(self.options.steps)]
+        if self.options.nested_spawns:
+            depth = random.Random(f"spawn-depth:{self.seed}").choice([1, 2, 2, 3])
+            config["agents"]["defaults"]["subagents"]["maxSpawnDepth"] = depth
+        steps: list[Step] = []
+        while len(steps) < self.options.steps:
+            steps.append(self.step())
+            if self.follow_up is not None:
+                steps.append(self.follow_up)
+                self.follow_up = None
+        del steps[self.options.steps :]
         if self.options.subscribers and steps:
             # In place of a step: a workload keeps the length asked for.
             steps[rng.randrange(len(steps))] = Subscribe()
@@ -151,6 +173,9 @@ class _Generator:
         )
 
     def step(self) -> Step:
+        extra = self.extra_step()
+        if extra is not None:
+            return extra
         rng = self.rng
         choices: list[tuple[str, int]] = [
             ("send", 30),
@@ -174,6 +199,8 @@ class _Generator:
             choices.append(("store_fault", 4))
         if self.options.dropped_connections:
             choices.append(("drop", 5))
+        if self.options.two_gateways and self.options.stale_owners:
+            choices.append(("stale", 4))
         if self.options.steers:
             choices.append(("steer", 6))
         if self.options.scopes:
@@ -198,7 +225,7 @@ class _Generator:
                 agent=rng.choice([None, *AGENTS]),
                 cleanup=rng.choice(["keep", "keep", "delete"]),
                 timeout=rng.choice([None, None, 0, 20, 300]),
-                plan=self.plan(depth=1, calls=False),
+                plan=self.child_calls(self.plan(depth=1, calls=False)),
             )
         if kind == "advance":
             return Advance(seconds=self.jump())
@@ -234,6 +261,8 @@ class _Generator:
             return Route(session=session, channel=channel, to=f"{channel}:{rng.randrange(5)}")
         if kind == "drop":
             return DropConnection(committed=rng.random() < 0.6)
+        if kind == "stale":
+            return self.stale()
         if kind == "cancel":
             return self.cancel()
         if kind == "read":
@@ -252,6 +281,132 @@ class _Generator:
                 busy=rng.choice(["enqueue", "reject", "interrupt", "steer", None]),
             )
         return self.cycle()
+
+    def extra_step(self) -> Step | None:
+        """Now and then (from the side draws) a step the first workloads never made: a
+        tree of sends to cancel through its ended middle, or a send that comes back to
+        the session running its sender's ancestor (with a steer policy there)."""
+        side = self.side
+        roll = side.random()
+        if self.options.nested_spawns and self.options.cancels and roll < 0.06:
+            return self.tree()
+        if self.options.steers and self.options.busy and roll < 0.10:
+            return self.bounce()
+        if roll < 0.14:
+            return self.family()
+        return None
+
+    def family(self) -> Send:
+        """A send whose run spawns two children (one quick, one slow) and yields for
+        all or any of them (when yields are played): the wake's time and reports are
+        what the oracle checks."""
+        side = self.side
+        children = []
+        for kind in ("ok", "slow"):
+            self.plans += 1
+            child = {"id": self.plans, "kind": kind, "depth": 2, "pp": 0, "ann": "say"}
+            if kind == "slow":
+                child["delay"] = side.choice([5, 60])
+            children.append({"tool": "spawn", "agent": None, "cleanup": "keep", "plan": child})
+        self.plans += 1
+        plan = {"id": self.plans, "kind": "ok", "depth": 1, "pp": 0, "ann": "skip"}
+        mode = side.choice(["all", "any"])  # drawn either way: the rest stays the same
+        plan |= {"calls": children, "yield": mode} if self.options.yields else {"calls": children}
+        return Send(source=side.choice(self.keys), target=side.choice(self.keys), wait=0, plan=plan)
+
+    def child_calls(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """A spawned child's task that sends and spawns itself (half the time, from the
+        side draws; a spawn deeper than maxSpawnDepth is refused, which is played too)."""
+        if not self.options.nested_spawns or plan["depth"] >= MAX_PLAN_DEPTH:
+            return plan
+        side = self.side
+        if side.random() >= 0.6:
+            return plan
+        depth = plan["depth"]
+        calls: list[dict[str, Any]] = []
+        for _ in range(side.choice([1, 1, 2])):
+            self.plans += 1
+            kind = side.choice(["ok", "ok", "slow", "hang"])
+            child = {"id": self.plans, "kind": kind, "depth": depth + 1, "pp": side.choice([0, 1])}
+            child |= {"ann": "say", "delay": 5} if kind == "slow" else {"ann": "say"}
+            if side.random() < 0.5:
+                calls.append(
+                    {
+                        "tool": "send",
+                        "target": side.choice(self.keys),
+                        "wait": side.choice([0, 0, 5]),
+                        "plan": child,
+                    }
+                )
+            else:
+                calls.append(
+                    {
+                        "tool": "spawn",
+                        "agent": None,
+                        "cleanup": side.choice(["keep", "delete"]),
+                        "plan": child,
+                    }
+                )
+        return {**plan, "calls": calls}
+
+    def chain(self, links: list[tuple[str, str | None, float]]) -> dict[str, Any]:
+        """The plans of a chain of sends made from inside turns: link N is (its run's
+        kind, the session it sends into, how long it waits); the last sends nothing."""
+        self.plans += len(links)
+        first = self.plans - len(links) + 1
+        plan: dict[str, Any] | None = None
+        for depth in range(len(links), 0, -1):
+            kind, target, wait = links[depth - 1]
+            link: dict[str, Any] = {"id": first + depth - 1, "kind": kind, "depth": depth}
+            link |= {"pp": 0, "ann": "skip"}
+            if plan is not None:
+                link["calls"] = [{"tool": "send", "target": target, "wait": wait, "plan": plan}]
+            plan = link
+        assert plan is not None
+        return plan
+
+    def tree(self) -> Send:
+        """A run that outlives what it set going: it sends (not waiting) into a session
+        whose quick run sends on to a run that hangs, and works on (hangs) itself; the
+        cancel that follows picks the tree, whose middle has ended by then."""
+        side = self.side
+        top, middle, leaf = side.sample(self.keys, 3)
+        # An agent makes its calls before it hangs (a slow one would sleep first).
+        root = self.chain([("hang", middle, 0), ("ok", leaf, 0), ("hang", None, 0)])
+        self.follow_up = Cancel(pick="tree", reason="tree")
+        return Send(source=side.choice(self.keys), target=top, wait=0, plan=root)
+
+    def bounce(self) -> Step:
+        """A send into A whose run sends (waiting) to B, whose run sends back into A,
+        busy with the first run (its sender's ancestor): the busy policy must not steer
+        into its own chain."""
+        side = self.side
+        home, away = side.sample(self.keys, 2)
+        root = self.chain([("ok", away, 5), ("ok", home, 0), ("ok", None, 0)])
+        send = Send(source=side.choice(self.keys), target=home, wait=0, plan=root)
+        if side.random() < 0.5:
+            self.follow_up = send
+            return Busy(session=home, busy="steer")
+        return send
+
+    def stale(self) -> Stale:
+        """A slow run in flight when its gateway pauses past its lease; half the time it
+        sends on after its delay (a write the stale owner must not make)."""
+        side = self.side
+        source, target = side.sample(self.keys, 2)
+        self.plans += 2
+        plan: dict[str, Any] = {
+            "id": self.plans - 1,
+            "kind": "slow",
+            "delay": side.choice([5, 30]),
+            "depth": 1,
+            "pp": side.choice([0, 1]),
+            "ann": "say",
+        }
+        if side.random() < 0.5:
+            onward = {"id": self.plans, "kind": "ok", "depth": 2, "pp": 0, "ann": "skip"}
+            plan["calls"] = [{"tool": "send", "target": source, "wait": 0, "plan": onward}]
+        return Stale(source=source, target=target, plan=plan)
 
     def visibility(self) -> str:
         """The seed's ``tools.sessions.visibility``, from an rng of its own: the rest of
@@ -344,7 +499,7 @@ class _Generator:
             "tool": "spawn",
             "agent": rng.choice([None, *AGENTS]),
             "cleanup": rng.choice(["keep", "delete"]),
-            "plan": self.plan(depth=depth + 1, calls=False),
+            "plan": self.child_calls(self.plan(depth=depth + 1, calls=False)),
         }
 
     def cycle(self) -> Send:

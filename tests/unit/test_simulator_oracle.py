@@ -1,0 +1,452 @@
+"""The reference model's checks (``adapters/testkit/simulator/oracle``), each fed a
+hand-made log it must pass and logs that break what it checks.
+
+The logs are written from the contract, not recorded by the product: an event is its
+name and plain fields, as the oracle reads it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sessionwire.adapters.testkit.simulator.oracle import CHECKS, Fact, LogModel, World
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+A, B, C = "agent:main:main", "agent:beta:main", "agent:main:discord:group:ops"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+class Log:
+    """A log written by hand: each ``add`` is the next position."""
+
+    def __init__(self) -> None:
+        self.facts: list[Fact] = []
+
+    def add(self, type_: str, aggregate: str, seconds: float, **data: Any) -> Log:
+        self.facts.append(Fact(len(self.facts) + 1, type_, aggregate, at(seconds), data))
+        return self
+
+    def run(
+        self,
+        run: str,
+        seconds: float,
+        *,
+        session: str = A,
+        step: str = "primary",
+        timeout: float = 600,
+        parent: str | None = None,
+        trace: str | None = "t1",
+        hops: int = 1,
+        **data: Any,
+    ) -> Log:
+        return self.add(
+            "RunStarted",
+            run,
+            seconds,
+            session_key=session,
+            step=step,
+            timeout_seconds=timeout,
+            parent_run_id=parent,
+            trace_id=trace,
+            hops=hops,
+            message=data.pop("message", ""),
+            **data,
+        )
+
+    def ran(
+        self, run: str, start: float, end: float, outcome: str = "RunCompleted", **kw: Any
+    ) -> Log:
+        """A run dispatched at ``start`` and ended at ``end`` (started at ``start``)."""
+        reply = kw.pop("reply", "done")
+        self.run(run, start, **kw).add("RunDispatched", run, start, attempt=1)
+        if outcome == "RunCompleted":
+            return self.add(outcome, run, end, reply=reply)
+        return self.add(outcome, run, end)
+
+
+def problems(name: str, log: Log, world: World | None = None) -> list[str]:
+    world = world or World(config={})
+    return list(CHECKS[name].check(LogModel.of(log.facts), world))
+
+
+def config(**agent_to_agent: Any) -> dict[str, Any]:
+    return {"session": {"agentToAgent": agent_to_agent}}
+
+
+# reply-turns -------------------------------------------------------------------------
+
+
+def exchange(turns: list[tuple[str, str]], *, primary_reply: str = "done") -> Log:
+    """A send from A to B: its primary run, then reply-back turns (session, reply)."""
+    log = Log().ran("p", 0, 1, session=B, reply=primary_reply)
+    log.add("ExchangeOpened", "x", 0, requester_key=A, target_key=B, primary_run_id="p")
+    for turn, (session, reply) in enumerate(turns, start=1):
+        log.ran(
+            f"r{turn}",
+            turn,
+            turn + 0.5,
+            session=session,
+            step="reply_back",
+            turn=turn,
+            exchange_id="x",
+            parent="p",
+            reply=reply,
+        )
+    return log
+
+
+def test_reply_turns_alternate_and_stop_at_the_skip() -> None:
+    world = World(config=config(maxPingPongTurns=5))
+    assert problems("reply-turns", exchange([(A, "turn 1"), (B, "REPLY_SKIP")]), world) == []
+
+
+@pytest.mark.parametrize(
+    ("turns", "limit", "said"),
+    [
+        ([(B, "turn 1"), (A, "REPLY_SKIP")], 5, "not in agent:main:main"),  # wrong speaker
+        ([(A, "REPLY_SKIP"), (B, "turn 2")], 5, "answered REPLY_SKIP"),  # went on after skip
+        ([(A, "turn 1")], 5, "turn 2 never started"),  # stopped too soon
+        ([(A, "turn 1"), (B, "turn 2")], 1, "maxPingPongTurns 1"),  # one turn too many
+        ([], 2, "turn 1 never started"),  # no loop at all
+    ],
+)
+def test_reply_turns_see_a_wrong_loop(turns: list[tuple[str, str]], limit: int, said: str) -> None:
+    found = problems("reply-turns", exchange(turns), World(config=config(maxPingPongTurns=limit)))
+    assert any(said in problem for problem in found), found
+
+
+def test_reply_turns_a_send_into_its_own_session_has_no_loop() -> None:
+    log = Log().ran("p", 0, 1)
+    log.add("ExchangeOpened", "x", 0, requester_key=A, target_key=A, primary_run_id="p")
+    assert problems("reply-turns", log) == []
+
+
+# deadline-facts ----------------------------------------------------------------------
+
+
+def test_deadlines_a_timeout_at_the_deadline_passes() -> None:
+    log = Log().ran("r", 0, 30, "RunTimedOut", timeout=30)
+    assert problems("deadline-facts", log) == []
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        (Log().ran("r", 0, 70, timeout=30), "after its deadline"),  # ended ok 40 s late
+        (Log().ran("r", 0, 35, "RunTimedOut", timeout=30), "later than its deadline"),
+        (Log().ran("r", 0, 20, "RunTimedOut", timeout=30), "before its deadline"),
+        (
+            Log().run("r", 0, timeout=30).add("RunDispatched", "r", 30, attempt=1),
+            "at or after its deadline",
+        ),
+        (
+            Log().run("r", 0, timeout=30, deadline_at=int(at(31).timestamp() * 1000)),
+            "recorded its deadline",
+        ),
+    ],
+)
+def test_deadlines_see_a_wrong_time(log: Log, said: str) -> None:
+    found = problems("deadline-facts", log)
+    assert any(said in problem for problem in found), found
+
+
+def test_deadlines_a_timeout_due_while_down_is_recorded_when_the_next_gateway_opens() -> None:
+    log = Log().ran("r", 0, 50, "RunTimedOut", timeout=30)
+    assert problems("deadline-facts", log, World(config={}, down=((at(20), at(50)),))) == []
+    assert problems("deadline-facts", log, World(config={}, down=((at(20), at(40)),)))
+
+
+# lane-limit --------------------------------------------------------------------------
+
+
+def lane(limit: int) -> World:
+    return World(config={"agents": {"defaults": {"maxConcurrent": limit}}})
+
+
+def test_lanes_runs_in_turn_pass() -> None:
+    log = Log().ran("a", 0, 5).ran("b", 5, 9, session=B)
+    assert problems("lane-limit", log, lane(1)) == []
+
+
+def test_lanes_two_runs_at_once_with_one_slot_fail() -> None:
+    log = Log().run("a", 0).add("RunDispatched", "a", 0, attempt=1)
+    log.ran("b", 1, 2, session=B).add("RunCompleted", "a", 3, reply="x")
+    assert any("2 runs executed at once" in p for p in problems("lane-limit", log, lane(1)))
+    assert problems("lane-limit", log, lane(2)) == []
+
+
+def test_lanes_a_waiting_send_lends_its_slot_and_a_crash_frees_all() -> None:
+    log = Log().run("a", 0).add("RunDispatched", "a", 0, attempt=1)
+    log.ran("b", 1, 2, session=B, parent="a", hops=2).add("RunCompleted", "a", 3, reply="x")
+    assert problems("lane-limit", log, lane(1)) == []
+    crashed = Log().run("a", 0).add("RunDispatched", "a", 0, attempt=1)
+    crashed.ran("b", 1, 2, session=B)
+    assert problems("lane-limit", crashed, World(config=lane(1).config, deaths=(2,))) == []
+
+
+def test_lanes_two_runs_of_one_session_at_once_fail() -> None:
+    log = Log().run("a", 0).add("RunDispatched", "a", 0, attempt=1).ran("b", 1, 2)
+    assert any("while its run a" in p for p in problems("lane-limit", log, lane(4)))
+
+
+# archive-time ------------------------------------------------------------------------
+
+
+def spawned(archived_after: float | None, minutes: float = 60) -> tuple[Log, World]:
+    log = Log().ran("c", 0, 10, session="agent:main:subagent:1", step="subagent_task")
+    log.add(
+        "SubagentSpawned",
+        "s",
+        0,
+        child_key="agent:main:subagent:1",
+        run_id="c",
+        cleanup="keep",
+        archive_after_minutes=minutes,
+    )
+    log.add("SubagentAnnounced", "s", 11)
+    if archived_after is not None:
+        log.add("SubagentArchived", "s", 10 + archived_after)
+    world = World(config={"agents": {"defaults": {"subagents": {"archiveAfterMinutes": minutes}}}})
+    return log, world
+
+
+def test_archive_at_the_end_plus_the_minutes_passes() -> None:
+    assert problems("archive-time", *spawned(3600)) == []
+
+
+@pytest.mark.parametrize(
+    ("after", "said"),
+    [(3540, "before its run's end"), (3660, "later than"), (None, "never archived")],
+)
+def test_archive_at_a_wrong_time_fails(after: float | None, said: str) -> None:
+    log, world = spawned(after)
+    log.add("SessionPatched", "other", 7 * 86_400)  # the log goes on past the archive time
+    assert any(said in p for p in problems("archive-time", log, world))
+
+
+# yield-wake --------------------------------------------------------------------------
+
+
+def yielded(mode: str, wake_at: float, reports: list[str], *, wakes: int = 1) -> Log:
+    log = Log().ran("y", 0, 1, timeout=600)
+    children = []
+    for index, report_at in ((1, 5.0), (2, 8.0)):
+        log.add(
+            "SubagentSpawned",
+            f"s{index}",
+            0,
+            child_key=f"k{index}",
+            run_id=f"c{index}",
+            cleanup="delete",
+        )
+        children.append({"spawn_id": f"s{index}", "child_key": f"k{index}"})
+        if report_at < wake_at or (report_at == wake_at):
+            log.add("SubagentAnnounced", f"s{index}", report_at)
+    log.facts.sort(key=lambda fact: fact.at)
+    log.add("RunYielded", "Y", 1, session_key=A, run_id="y", wait_for=mode, children=children)
+    for _ in range(wakes):
+        log.add(
+            "YieldWoken",
+            "Y",
+            wake_at,
+            reason=mode,
+            wake_run_id="w",
+            reports=[{"spawn_id": spawn} for spawn in reports],
+        )
+    log.run("w", wake_at, step="yield_wake", parent="y")
+    for index, report_at in ((1, 5.0), (2, 8.0)):
+        if report_at > wake_at:
+            log.add("SubagentAnnounced", f"s{index}", report_at)
+    return log
+
+
+def test_yields_wake_once_on_time_with_every_report() -> None:
+    assert problems("yield-wake", yielded("all", 8, ["s1", "s2"])) == []
+    assert problems("yield-wake", yielded("any", 5, ["s1"])) == []
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        (yielded("all", 9, ["s1", "s2"]), "later than"),  # woke a second late
+        (yielded("any", 8, ["s1", "s2"]), "later than"),  # waited for all
+        (yielded("all", 8, ["s1"]), "lacks the report of spawn s2"),
+        (yielded("all", 8, ["s1", "s2"], wakes=2), "woke 2 times"),
+        (yielded("all", 5, ["s1"]), "before its children"),
+    ],
+)
+def test_yields_see_a_wrong_wake(log: Log, said: str) -> None:
+    found = problems("yield-wake", log)
+    assert any(said in problem for problem in found), found
+
+
+# cancel-closure ----------------------------------------------------------------------
+
+
+def tree(grandchild: str, ended_at: float) -> Log:
+    """R sent to M (which ended), M sent to G (still running when R is cancelled)."""
+    log = Log().run("R", 0).add("RunDispatched", "R", 0, attempt=1)
+    log.ran("M", 1, 2, session=B, parent="R", hops=2)
+    log.run("G", 1.5, session=C, parent="M", hops=3).add("RunDispatched", "G", 1.5, attempt=1)
+    log.add("RunCancelled", "R", 5)
+    return log.add(grandchild, "G", ended_at, reply="late")
+
+
+def test_cancel_reaches_through_an_ended_middle() -> None:
+    assert problems("cancel-closure", tree("RunCancelled", 5)) == []
+
+
+def test_cancel_stopping_at_an_ended_middle_fails() -> None:
+    found = problems("cancel-closure", tree("RunCompleted", 9))
+    assert any("run G" in problem and "1 run(s) between" in problem for problem in found)
+
+
+# steer-target ------------------------------------------------------------------------
+
+
+def steered(into: str) -> Log:
+    """Run P (in A) sent to B, whose run S waits; P is the sender's cause of run Q."""
+    log = Log().run("P", 0).add("RunDispatched", "P", 0, attempt=1)
+    log.run("Q", 1, session=B, parent="P", hops=2).add("RunDispatched", "Q", 1, attempt=1)
+    log.run("O", 1, session=C, trace="t2").add("RunDispatched", "O", 1, attempt=1)
+    return log.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id=into, parent_run_id="Q"
+    )
+
+
+def test_a_steer_into_another_open_run_passes() -> None:
+    assert problems("steer-target", steered("O")) == []
+
+
+def test_a_steer_into_the_senders_lineage_fails() -> None:
+    assert any("which caused it" in p for p in problems("steer-target", steered("P")))
+    assert any("itself" in p for p in problems("steer-target", steered("Q")))
+
+
+def test_a_steer_after_the_end_fails() -> None:
+    log = Log().ran("r", 0, 1).add("RunSteered", "r", 2, steered_by=A)
+    assert any("after it ended" in p for p in problems("steer-target", log))
+    ended = Log().ran("O", 0, 1)
+    ended.add("BusyDecided", "d", 2, decision="steered", steered_run_id="O", parent_run_id=None)
+    assert any("which had ended" in p for p in problems("steer-target", ended))
+
+
+# trace-budget ------------------------------------------------------------------------
+
+
+def test_budget_counts_every_start_the_wake_too() -> None:
+    world = World(config=config(budget={"maxRuns": 2}))
+    log = Log().ran("a", 0, 1).ran("b", 1, 2, step="reply_back", parent="a")
+    assert problems("trace-budget", log, world) == []
+    log.run("w", 3, step="yield_wake", parent="a")
+    assert any("yield_wake" in p and "maxRuns 2" in p for p in problems("trace-budget", log, world))
+
+
+def test_budget_counts_spawns_and_tokens_itself() -> None:
+    spawns = World(config=config(budget={"maxSpawns": 1}))
+    log = Log().ran("a", 0, 1, step="subagent_task").ran("b", 1, 2, step="reply_back")
+    assert problems("trace-budget", log, spawns) == []
+    log.run("c", 3, step="subagent_task")
+    assert any("maxSpawns 1" in p for p in problems("trace-budget", log, spawns))
+    tokens = World(config=config(budget={"maxTokens": 15}))
+    used = (
+        Log().run("a", 0).add("RunCompleted", "a", 1, reply="x", usage={"input": 10, "output": 5})
+    )
+    used.run("b", 2)
+    assert any("maxTokens 15" in p for p in problems("trace-budget", used, tokens))
+
+
+def test_budget_a_refusal_with_nothing_reached_fails() -> None:
+    world = World(config=config(budget={"maxRuns": 3}))
+    log = (
+        Log()
+        .ran("a", 0, 1)
+        .add(
+            "AccessRefused",
+            "z",
+            1,
+            check="trace_budget",
+            tool="sessions_send",
+            trace_id="t1",
+            message="exceeded",
+        )
+    )
+    assert any("none of its limits reached" in p for p in problems("trace-budget", log, world))
+    log.ran("b", 2, 3).ran("c", 4, 5).add(
+        "AccessRefused", "z2", 6, check="trace_budget", tool="sessions_send", trace_id="t1"
+    )
+    assert len(problems("trace-budget", log, world)) == 1  # the first refusal only
+
+
+def test_budget_a_steer_asks_it_and_counts_against_max_steers() -> None:
+    log = Log().ran("a", 0, 1).ran("q", 1, 5, session=B, parent="a", hops=2)
+    log.add("BusyDecided", "d1", 2, decision="steered", steered_run_id="q", trace_id="t1")
+    assert problems("trace-budget", log, World(config=config(budget={"maxRuns": 3}))) == []
+    assert any(
+        "steered into a run past its budget: maxRuns 2" in p
+        for p in problems("trace-budget", log, World(config=config(budget={"maxRuns": 2})))
+    )
+    log.add("BusyDecided", "d2", 3, decision="steered", steered_run_id="q", trace_id="t1")
+    found = problems("trace-budget", log, World(config=config(budget={"maxSteers": 1})))
+    assert len(found) == 1
+    assert "maxSteers 1 reached (1 steers)" in found[0]
+
+
+# hop-count ---------------------------------------------------------------------------
+
+
+def test_a_steered_send_is_a_hop_on_its_senders_chain() -> None:
+    log = Log().ran("a", 0, 1).ran("q", 1, 5, session=B, parent="a", hops=2)
+    log.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="a", parent_run_id="q", hops=3
+    )
+    assert problems("hop-count", log) == []
+    wrong = Log().ran("a", 0, 1).ran("q", 1, 5, session=B, parent="a", hops=2)
+    wrong.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="a", parent_run_id="q", hops=2
+    )
+    assert any("records hop 2" in p for p in problems("hop-count", wrong))
+    deep = World(config=config(maxHops=2))
+    assert any("maxHops 2" in p for p in problems("hop-count", log, deep))
+
+
+def test_hops_count_agent_sends_only() -> None:
+    log = Log().ran("a", 0, 1).ran("b", 1, 2, parent="a", hops=2, session=B)
+    log.ran("r", 2, 3, step="reply_back", parent="b", hops=2)
+    assert problems("hop-count", log) == []
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        (Log().ran("a", 0, 1).ran("b", 1, 2, parent="a", hops=1), "it is hop 2"),
+        (Log().ran("a", 0, 1).ran("r", 1, 2, step="reply_back", parent="a", hops=2), "it is hop 1"),
+        (Log().ran("a", 0, 1, hops=2), "starts a chain"),
+        (Log().ran("a", 0, 1, hops=7), "maxHops 6"),
+    ],
+)
+def test_hops_see_a_wrong_count(log: Log, said: str) -> None:
+    found = problems("hop-count", log)
+    assert any(said in problem for problem in found), found
+
+
+# plan-once ---------------------------------------------------------------------------
+
+
+def test_a_plans_call_made_twice_across_dispatches_fails() -> None:
+    call = 'sim:{"id": 7, "kind": "ok"}'
+    once = Log().ran("p", 0, 5).ran("c1", 1, 2, parent="p", hops=2, session=B, message=call)
+    assert problems("plan-once", once) == []
+    once.ran("c2", 3, 4, parent="p", hops=2, session=B, message=call)
+    assert any("plan 7's call 2 times" in p for p in problems("plan-once", once))
+
+
+def test_every_check_is_an_invariant_by_name() -> None:
+    from sessionwire.adapters.testkit.simulator import INVARIANTS
+
+    assert set(CHECKS) <= set(INVARIANTS)
