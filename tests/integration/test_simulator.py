@@ -32,8 +32,6 @@ CI_SEEDS = {"memory": range(20), "sqlite": range(100), "postgres": range(8)}
 # test (tests/integration/test_simulator_oracle_modes.py): played again once it is.
 KNOWN_FAILING = {
     ("sqlite", 58): "a store fault on a run's completion save loses it",
-    ("memory", 15): "a yield's woken turn starts past the trace budget (the budgets branch)",
-    ("sqlite", 15): "a yield's woken turn starts past the trace budget (the budgets branch)",
 }
 CHUNK = 25
 CI_CHUNKS = [

@@ -54,11 +54,10 @@ def test_the_default_workload_plays_every_feature() -> None:
     assert any(step.op == "stale" for step in stale.steps)
 
 
-@pytest.mark.xfail(strict=True, reason="fixed on the budgets branch")
 async def test_a_yield_wake_asks_the_trace_budget() -> None:
     """Found by the oracle's own budget count (seed 58 of the default run on memory,
-    shrunk to 3 steps): a sessions_yield's woken turn starts in a trace that has
-    reached maxRuns (YieldDriver._wake asks no budget)."""
+    shrunk to 3 steps): a sessions_yield's woken turn started in a trace that had
+    reached maxRuns (YieldDriver._wake asked no budget; it asks now)."""
     result = await _replayed("seed-58-yield-wake-past-the-trace-budget.json")
     assert result.ok, result.violations
 

@@ -232,7 +232,15 @@ def test_archive_at_a_wrong_time_fails(after: float | None, said: str) -> None:
 # yield-wake --------------------------------------------------------------------------
 
 
-def yielded(mode: str, wake_at: float, reports: list[str], *, wakes: int = 1) -> Log:
+def yielded(
+    mode: str,
+    wake_at: float,
+    reports: list[str],
+    *,
+    wakes: int = 1,
+    refused: str | None = None,
+    turn: bool = True,
+) -> Log:
     log = Log().ran("y", 0, 1, timeout=600)
     children = []
     for index, report_at in ((1, 5.0), (2, 8.0)):
@@ -257,8 +265,10 @@ def yielded(mode: str, wake_at: float, reports: list[str], *, wakes: int = 1) ->
             reason=mode,
             wake_run_id="w",
             reports=[{"spawn_id": spawn} for spawn in reports],
+            refused=refused,
         )
-    log.run("w", wake_at, step="yield_wake", parent="y")
+    if turn:
+        log.run("w", wake_at, step="yield_wake", parent="y")
     for index, report_at in ((1, 5.0), (2, 8.0)):
         if report_at > wake_at:
             log.add("SubagentAnnounced", f"s{index}", report_at)
@@ -268,6 +278,11 @@ def yielded(mode: str, wake_at: float, reports: list[str], *, wakes: int = 1) ->
 def test_yields_wake_once_on_time_with_every_report() -> None:
     assert problems("yield-wake", yielded("all", 8, ["s1", "s2"])) == []
     assert problems("yield-wake", yielded("any", 5, ["s1"])) == []
+    # A woken turn refused for its trace's budget starts no run (whether the refusal
+    # was due is trace-budget's count).
+    assert (
+        problems("yield-wake", yielded("all", 8, ["s1", "s2"], refused="maxRuns", turn=False)) == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -278,6 +293,8 @@ def test_yields_wake_once_on_time_with_every_report() -> None:
         (yielded("all", 8, ["s1"]), "lacks the report of spawn s2"),
         (yielded("all", 8, ["s1", "s2"], wakes=2), "woke 2 times"),
         (yielded("all", 5, ["s1"]), "before its children"),
+        (yielded("all", 8, ["s1", "s2"], turn=False), "its turn never started"),
+        (yielded("all", 8, ["s1", "s2"], refused="maxRuns"), "was refused, yet run w started"),
     ],
 )
 def test_yields_see_a_wrong_wake(log: Log, said: str) -> None:

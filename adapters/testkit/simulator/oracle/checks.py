@@ -297,7 +297,12 @@ def yield_wake(model: LogModel, world: World) -> Iterator[str]:
         if mode == "all" and wake.get("reason") == "all" and set(carried) != set(children):
             yield f"{what} woke for all its children carrying {len(carried)} of {len(children)}"
         woken = model.runs.get(str(wake.get("wake_run_id", "")))
-        if woken is None or woken.session != fact.get("session_key"):
+        if wake.get("refused"):
+            # The woken turn was refused (its trace's budget): no turn may start; whether
+            # the refusal was due is the trace-budget check's own count.
+            if woken is not None:
+                yield f"{what}'s woken turn was refused, yet run {woken.id} started"
+        elif woken is None or woken.session != fact.get("session_key"):
             yield f"{what} woke, but its turn never started in its session"
 
 

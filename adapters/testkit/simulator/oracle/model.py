@@ -72,7 +72,7 @@ READ_FIELDS: dict[str, set[str]] = {
         "trace_id",
     },
     RUN_YIELDED: {"session_key", "run_id", "wait_for", "due_at", "children", "trace_id"},
-    YIELD_WOKEN: {"reason", "wake_run_id", "reports"},
+    YIELD_WOKEN: {"reason", "wake_run_id", "reports", "refused"},
     BUSY_DECIDED: {"decision", "steered_run_id", "parent_run_id", "trace_id", "run_id", "hops"},
     ACCESS_REFUSED: {"check", "tool", "trace_id", "message", "rule"},
     SESSION_OPENED: {"key"},
