@@ -209,6 +209,9 @@ class RunEngine:
         self._cancelling: dict[UUID, asyncio.Future[None]] = {}
         # Runs executing here, with whether a cancel came before their runtime call.
         self._executing: dict[UUID, bool] = {}
+        # Outcomes in hand whose save failed (a store fault): the run's next attempt here
+        # records this one instead of asking its agent again (the agent has answered).
+        self._unsaved: dict[UUID, object] = {}
         self.turn_started: Callable[[], None] = lambda: None
         """Called as a runtime call starts (the cancellation watch starts polling)."""
         self.outcome_lock: Callable[[RunState], AbstractAsyncContextManager[None]] = lambda state: (
@@ -359,21 +362,26 @@ class RunEngine:
         while not mailbox.empty() and not self._closing:
             run_id = mailbox.get_nowait()
             self.in_flight.owns("run", str(run_id))
-            for attempt in range(MAX_RUN_CRASHES):
-                try:
-                    await self._execute_in_lane(session_key, run_id)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # one broken run must not stop the session's mailbox
-                    log.exception(
-                        "run crashed", session_key=session_key, run_id=str(run_id), attempt=attempt
-                    )
-                    await back_off(attempt + 1)
-            else:
-                # Still breaking (a database that keeps failing, say): record the failure
-                # so whoever waits for this run hears its end instead of waiting forever.
-                await self._fail_crashed(run_id)
+            try:
+                await self._execute_retrying(session_key, run_id)
+            finally:
+                self._unsaved.pop(run_id, None)
+
+    async def _execute_retrying(self, session_key: str, run_id: UUID) -> None:
+        for attempt in range(MAX_RUN_CRASHES):
+            try:
+                await self._execute_in_lane(session_key, run_id)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one broken run must not stop the session's mailbox
+                log.exception(
+                    "run crashed", session_key=session_key, run_id=str(run_id), attempt=attempt
+                )
+                await back_off(attempt + 1)
+        # Still breaking (a database that keeps failing, say): record the failure so
+        # whoever waits for this run hears its end instead of waiting forever.
+        await self._fail_crashed(run_id)
 
     async def _execute_in_lane(self, session_key: str, run_id: UUID) -> None:
         slot = LaneSlot(self._lane, run_id)
@@ -390,10 +398,11 @@ class RunEngine:
             slot.close()
 
     async def _fail_crashed(self, run_id: UUID) -> None:
+        # An answer the agent gave is still its outcome, if the store takes it now.
+        crashed = RuntimeError(f"the run crashed {MAX_RUN_CRASHES} times in the gateway")
+        outcome = self._unsaved.get(run_id, crashed)
         try:
-            run = await self._record_outcome(
-                run_id, RuntimeError(f"the run crashed {MAX_RUN_CRASHES} times in the gateway")
-            )
+            run = await self._record_outcome(run_id, outcome)
         except Exception:  # the store itself is failing: a restart will run it again
             log.exception("crashed run not recorded", run_id=str(run_id))
             return
@@ -417,11 +426,15 @@ class RunEngine:
         if run.state.ended:
             self._settle(run)
             return
-        run = await self._record_dispatch(run)
-        if run.state.ended:
-            self._settle(run)
-            return
-        bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
+        unsaved = self._unsaved.get(run_id, _NOTHING)
+        if unsaved is _NOTHING:
+            run = await self._record_dispatch(run)
+            if run.state.ended:
+                self._settle(run)
+                return
+            bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
+        else:
+            bound.info("run's outcome recorded again", step=run.state.step)
         state = run.state
         telemetry = self.store.telemetry
         with telemetry.run_span(
@@ -434,9 +447,16 @@ class RunEngine:
                 parent_run_id=state.parent_run_id,
             )
         ) as span:
-            outcome = await self._call_runtime(run)
-            async with self.outcome_lock(run.state):
-                run = await self._record_outcome(run_id, outcome)
+            outcome = await self._call_runtime(run) if unsaved is _NOTHING else unsaved
+            try:
+                async with self.outcome_lock(run.state):
+                    run = await self._record_outcome(run_id, outcome)
+            except Exception:
+                # Not saved (or not known to be: a retry that finds it saved reads it
+                # back). The mailbox tries this run again; that attempt records this
+                # outcome, never dispatching the run or asking its agent a second time.
+                self._unsaved[run_id] = outcome
+                raise
             span.status, span.error = run.state.status, run.state.error
         bound.info("run ended", status=run.state.status)
         telemetry.run_ended(run.state.status)
@@ -703,6 +723,7 @@ class RunEngine:
 
 TIMED_OUT = object()
 CANCELLED = object()
+_NOTHING = object()  # no outcome kept (a runtime may return None: that is one)
 
 
 class WorkClock(Clock):

@@ -30,9 +30,7 @@ TODAY: dict[str, bool] = {}
 CI_SEEDS = {"memory": range(20), "sqlite": range(100), "postgres": range(8)}
 # Seeds that fail for a product bug not fixed on this branch, each with its strict xfail
 # test (tests/integration/test_simulator_oracle_modes.py): played again once it is.
-KNOWN_FAILING = {
-    ("sqlite", 58): "a store fault on a run's completion save loses it",
-}
+KNOWN_FAILING: dict[tuple[str, int], str] = {}
 CHUNK = 25
 CI_CHUNKS = [
     (store, start) for store, seeds in CI_SEEDS.items() for start in range(0, len(seeds), CHUNK)

@@ -62,15 +62,12 @@ async def test_a_yield_wake_asks_the_trace_budget() -> None:
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug found by the default workload, not fixed on this branch: a "
-    "store fault on the save of a run's completion loses it; the run times out",
-)
 async def test_a_store_fault_on_a_completion_save_does_not_lose_it() -> None:
     """Seed 58 of the default run on SQLite, shrunk to 3 steps (a slow send, a spawn
-    whose child sends, a store fault): the send's run answers after 1 s, the save of
-    its completion fails once, and it ends RunTimedOut at its deadline (liveness)."""
+    whose child sends, a store fault): the send's run answers after 1 s and the save of
+    its completion fails once. The run engine dispatched the run again and asked its
+    agent a second time, and it ended RunTimedOut at its deadline (liveness); it keeps
+    the answer in hand now and records that (tests/integration/test_outcome_save_fault.py)."""
     result = await _replayed("seed-58-store-fault-loses-a-completion.json")
     assert result.ok, result.violations
 
