@@ -2,10 +2,10 @@
 
 Found by the simulator (seed 58 on SQLite, ``seed-58-store-fault-loses-a-completion``):
 the agent answered, the save of its ``RunCompleted`` failed once, and the run engine
-treated that as a crashed run, dispatching it again and asking its agent a second time;
-the simulated agent, asked again, did not answer again, and the run timed out. The
-answer is in hand once the agent gave it: the engine records that answer on its next
-attempt, and never asks the agent twice.
+treated that as a crashed run, dispatching it again and asking its agent a second time
+(here the runtime answers twice; there the run ended timed out). The answer is in hand
+once the agent gave it: the engine records that answer on its next attempt, and never
+asks the agent twice.
 
 The fault is injected where the gateway meets its store (its one awaited ``save``, as
 the simulator does), in front of a real backend: memory, SQLite and PostgreSQL. Either
