@@ -402,7 +402,11 @@ class RunEngine:
         crashed = RuntimeError(f"the run crashed {MAX_RUN_CRASHES} times in the gateway")
         outcome = self._unsaved.get(run_id, crashed)
         try:
-            run = await self._record_outcome(run_id, outcome)
+            loaded = await self.load(run_id)
+            # An answer's usage counts in its trace's budget: recorded under its lock.
+            lock = nullcontext() if loaded is None else self.outcome_lock(loaded.state)
+            async with lock:
+                run = await self._record_outcome(run_id, outcome)
         except Exception:  # the store itself is failing: a restart will run it again
             log.exception("crashed run not recorded", run_id=str(run_id))
             return
