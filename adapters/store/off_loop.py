@@ -14,6 +14,7 @@ waits in the queue (the loop turns on), never for a pooled connection on the loo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
@@ -97,7 +98,11 @@ class OffLoopStore(AsyncStore):
 
     async def save(self, *aggregates: Aggregate) -> None:
         if self._one_thread:
-            await self._off_loop(partial(self._store.save, *aggregates), a_read=False)
+            # In the caller's context: a run's save carries the fence of the lease the
+            # run holds (a context variable), and run_in_executor copies no context; without
+            # it a save by a gateway taken over since was not fenced (decision 24).
+            save = partial(contextvars.copy_context().run, self._store.save, *aggregates)
+            await self._off_loop(save, a_read=False)
             return
         try:
             await self._store.save_async(*aggregates)

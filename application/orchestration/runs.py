@@ -30,6 +30,7 @@ from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.application.ports.session_locks import LeaseLost
 from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
@@ -374,6 +375,17 @@ class RunEngine:
                 return
             except asyncio.CancelledError:
                 raise
+            except LeaseLost as error:
+                # Taken for dead and taken over (decision 24): the save was refused
+                # whole. The retry waits for the session's lease and finds the run
+                # ended by its new owner (or given back unended: runs it, fenced anew).
+                log.warning(
+                    "run's save refused: its session's lease moved on to another gateway",
+                    session_key=session_key,
+                    run_id=str(run_id),
+                    error=str(error),
+                )
+                await back_off(attempt + 1)
             except Exception:  # one broken run must not stop the session's mailbox
                 log.exception(
                     "run crashed", session_key=session_key, run_id=str(run_id), attempt=attempt

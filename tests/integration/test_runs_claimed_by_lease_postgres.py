@@ -6,6 +6,9 @@ gateway's own clock, however far off, plays no part in a lease.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.event_store import EventSourcedStore, PendingSave
+from sessionwire.adapters.store.in_order import in_submission_order
 from sessionwire.adapters.store.postgres import PostgresBackend
 from sessionwire.adapters.store.postgres_lease import PostgresSessionLease
 from sessionwire.adapters.testkit.internals import internals, store_of
@@ -273,3 +277,108 @@ async def test_a_save_queued_under_a_lease_given_back_since_is_not_refused(
     finally:
         await gateway.close()
     assert history["messages"][-1]["content"][0]["text"] == "written late"
+
+
+@pytest.mark.parametrize("in_order", [False, True], ids=["writer-threads", "in-order"])
+async def test_a_stale_owners_outcome_is_refused_by_the_fence_and_the_takers_is_the_only_one(
+    postgres_url: str,
+    clock: VirtualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    in_order: bool,
+) -> None:
+    """Gateway A claims a run; its lease expires (a pause), gateway B takes it over and
+    dispatches it; A's agent then answers while B's still works. A's save is refused by
+    the fence (logged), nothing of it is written, and the run ends with B's reply alone.
+    On a store whose calls complete in order (the simulator's) the save ran on the
+    store's thread without the run's context, so unfenced: the version conflict with B's
+    dispatch sent it round again and A recorded its reply, B's then found the run ended."""
+    stale_clock = VirtualClock(start=clock.now())
+    opened = contextlib.ExitStack()
+    if in_order:
+        opened.enter_context(in_submission_order())
+    with opened:
+        stale = await _open_replying(postgres_url, stale_clock, "from A")
+        taker = await _open_replying(postgres_url, clock, "from B")
+    target = "agent:main:group:stale"
+    try:
+        for key in (MAIN, target):
+            await stale.record_message(key, role="user", content="(opened)")
+        run_id = await _fire(stale, target)
+        await asyncio.wait_for(stale.wait_idle(), HANG_SECONDS)  # at its agent, leased
+
+        # A pauses past its lease: no renewal, heartbeat and lease expired by the database.
+        backend = _store(stale).backend
+        assert isinstance(backend, PostgresBackend)
+        monkeypatch.setattr(backend.keeper, "_renew", lambda: None)
+        owner = _owner(stale)
+        for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
+            _sql(
+                stale,
+                f"UPDATE {{s}}.{table} SET expires_at = clock_timestamp() - interval '1 second' "
+                f"WHERE {column} = %s RETURNING 1",
+                owner,
+            )
+        assert await internals(taker).takeover.check() == [owner]
+        await asyncio.wait_for(taker.wait_idle(), HANG_SECONDS)  # B's agent works on it
+        assert [row[0] for row in _sql(taker, "SELECT owner FROM {s}.sw_session_leases")] == [
+            _owner(taker)
+        ]
+
+        # A resumes: its agent answers first, while B still holds the lease.
+        monkeypatch.undo()
+        with _heard(logging.getLogger("sessionwire.runs"), "lease moved on") as refused:
+            await stale_clock.advance(RUN_SECONDS)
+            await asyncio.wait_for(refused.wait(), HANG_SECONDS)
+        assert _ends(taker, run_id) == []  # nothing of A's save was written
+
+        await clock.advance(RUN_SECONDS)
+        await asyncio.wait_for(taker.wait_idle(), HANG_SECONDS)
+        await asyncio.wait_for(stale.wait_idle(), HANG_SECONDS)  # A's retry finds it ended
+        assert _ends(taker, run_id) == [("RunCompleted", "from B")]
+    finally:
+        await taker.close()
+        await stale.close()
+
+
+async def _open_replying(url: str, clock: VirtualClock, reply: str) -> Gateway:
+    script = {
+        "rules": [
+            {"step": "primary", "reply": reply, "delaySeconds": RUN_SECONDS},
+            {"step": "announce", "reply": "ANNOUNCE_SKIP"},
+        ]
+    }
+    return await Gateway.open(
+        config=GatewayConfig.load(QUIET),
+        store=url,
+        clock=clock,
+        runtime=ScriptedRuntime.from_dict(script),
+    )
+
+
+@contextlib.contextmanager
+def _heard(logger: logging.Logger, text: str) -> Iterator[asyncio.Event]:
+    """Set once ``logger`` has logged a warning containing ``text`` (from any thread)."""
+    heard = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                loop.call_soon_threadsafe(heard.set)
+
+    handler = Heard(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield heard
+    finally:
+        logger.removeHandler(handler)
+
+
+def _ends(gateway: Gateway, run_id: str) -> list[tuple[str, str | None]]:
+    """The run's recorded ends, in the store's order, with their replies."""
+    return [
+        (type(event).__name__, getattr(event, "reply", None))
+        for _, event in _store(gateway).events()
+        if str(getattr(event, "originator_id", "")) == run_id
+        and type(event).__name__ in {"RunCompleted", "RunFailed", "RunTimedOut"}
+    ]

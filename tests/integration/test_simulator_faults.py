@@ -88,9 +88,7 @@ async def test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_st
 ) -> None:
     stores = fresh_stores(postgres_url.split("?")[0])
     simulation = Simulation(stores)
-    # Stale owners fail for a product bug (test_simulator_oracle_modes.py's strict
-    # xfail): played there, left out here until the product fences a lost run's writes.
-    options = WorkloadOptions(two_gateways=True, dropped_connections=True, stale_owners=False)
+    options = WorkloadOptions(two_gateways=True, dropped_connections=True)
     failures: list[str] = []
     takeovers = drops = 0
     for seed in TWO_GATEWAY_SEEDS:

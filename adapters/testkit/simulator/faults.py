@@ -73,17 +73,43 @@ def die_without_goodbye(keeper: LeaseKeeper) -> None:
     keeper.close = close  # type: ignore[method-assign]
 
 
-def expire(url: str, schema: str, owner: str) -> None:
+def expire(url: str, schema: str, owner: str) -> dict[str, int]:
     """The gateway ``owner``'s heartbeat and leases as expired, by the database's clock
-    (as the lease would after its time): what a takeover looks for."""
+    (as the lease would after its time): what a takeover looks for. The fence of each
+    session lease it held, by session key."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as connection:
-        for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
-            connection.execute(
-                f'UPDATE "{schema}".{table} '
-                "SET expires_at = clock_timestamp() - interval '1 second' "
-                f"WHERE {column} = %s",
-                (owner,),
-            )
+        expired = connection.execute(
+            f'UPDATE "{schema}".sw_session_leases '
+            "SET expires_at = clock_timestamp() - interval '1 second' "
+            "WHERE owner = %s RETURNING session_key, fence",
+            (owner,),
+        ).fetchall()
+        connection.execute(
+            f'UPDATE "{schema}".sw_gateways '
+            "SET expires_at = clock_timestamp() - interval '1 second' "
+            "WHERE gateway_id = %s",
+            (owner,),
+        )
+    return {str(key): int(fence) for key, fence in expired}
 
 
-__all__ = ["die_without_goodbye", "drop_next_commit", "expire", "is_postgres", "keeper_of"]
+def held_fence(url: str, schema: str, owner: str, key: str) -> int | None:
+    """The fence of session ``key``'s lease if ``owner`` holds it now (unexpired), by
+    the database."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as connection:
+        row = connection.execute(
+            f'SELECT fence FROM "{schema}".sw_session_leases WHERE session_key = %s '
+            "AND owner = %s AND expires_at > clock_timestamp()",
+            (key, owner),
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
+__all__ = [
+    "die_without_goodbye",
+    "drop_next_commit",
+    "expire",
+    "held_fence",
+    "is_postgres",
+    "keeper_of",
+]

@@ -43,6 +43,7 @@ from sessionwire.adapters.testkit.simulator.faults import (
     die_without_goodbye,
     drop_next_commit,
     expire,
+    held_fence,
     is_postgres,
     keeper_of,
 )
@@ -193,6 +194,25 @@ class _Armed:
     down_seconds: float
     at: str = "save"
     saved: int = 0
+
+
+@dataclass(frozen=True)
+class _LostLeases:
+    """The session leases a paused gateway held when they expired (their fences, read
+    from the database as they were expired): what it lost to the taker."""
+
+    url: str
+    schema: str
+    owner: str
+    fences: dict[str, int]
+
+    async def claimed_again(self, key: str | None) -> bool:
+        """The gateway holds session ``key``'s lease now, claimed since it lost it (a
+        larger fence), by the database."""
+        if key is None:
+            return False
+        fence = await asyncio.to_thread(held_fence, self.url, self.schema, self.owner, key)
+        return fence is not None and fence > self.fences.get(key, 0)
 
 
 @dataclass
@@ -931,7 +951,7 @@ class Simulation:
             parts = urlsplit(state.url)
             schema = parse_qs(parts.query)["schema"][0]
             url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-            await asyncio.to_thread(expire, url, schema, keeper.owner)
+            fences = await asyncio.to_thread(expire, url, schema, keeper.owner)
             incarnation = state.incarnation
             taker = self._promote(state)
             found = await internals(taker).takeover.check()
@@ -942,27 +962,39 @@ class Simulation:
             keeper._renew = renew  # type: ignore[method-assign]  # it resumes
         # Still alive, as a process that slept is: its agents answer on its incarnation.
         state.stale.append((paused, incarnation))
-        self._refuse_stale_writes(state, store, lost, keeper.owner)
+        lease = _LostLeases(url, schema, keeper.owner, fences)
+        self._refuse_stale_writes(state, store, lost, lease)
         await self._open_standby(state)
         await self._settle(state)
 
     def _refuse_stale_writes(
-        self, state: _Run, store: OffLoopStore, lost: set[UUID], owner: str
+        self, state: _Run, store: OffLoopStore, lost: set[UUID], leases: _LostLeases
     ) -> None:
         """Decision 24: the taker resumes the runs the paused gateway had in flight;
-        whatever the stale owner then writes for one of them must be refused."""
+        whatever the stale owner then writes for one of them under the lease it lost
+        must be refused. Under a lease of the session it claimed again since (the taker
+        gave it back, the run not ended: a crash of its own) the run is its own again."""
         save = store.save
 
         async def stale_save(*aggregates: Any) -> None:
-            pending = [e for a in aggregates for e in getattr(a, "pending_events", ())]
-            late = [e for e in pending if e.originator_id in lost]
+            late = [
+                (event, getattr(getattr(aggregate, "state", None), "session_key", None))
+                for aggregate in aggregates
+                for event in getattr(aggregate, "pending_events", ())
+                if event.originator_id in lost
+            ]
             await save(*aggregates)
-            for event in late[:VIOLATIONS_KEPT]:
+            kept = 0
+            for event, key in late:
+                if kept == VIOLATIONS_KEPT or await leases.claimed_again(key):
+                    continue
+                kept += 1
                 self._violate(
                     state,
                     "stale-owner",
-                    f"gateway {owner}, taken over after its lease expired, still recorded "
-                    f"{type(event).__name__} of run {event.originator_id}, which it had lost",
+                    f"gateway {leases.owner}, taken over after its lease expired, still "
+                    f"recorded {type(event).__name__} of run {event.originator_id}, which "
+                    "it had lost",
                 )
 
         store.save = stale_save  # type: ignore[method-assign]
