@@ -60,7 +60,8 @@ class ExchangeState(BaseModel):
     status: Literal["open", "closed"] = "open"
     round_one_done: bool = False
     round_one_reply: str | None = None
-    round_one_failure: str | None = None
+    # Written only when set (a row stored before the field equals a rebuild).
+    round_one_failure: str | None = Field(default=None, exclude_if=lambda failure: failure is None)
     """How the target's run ended when it failed (``error: …``, ``timeout``,
     ``cancelled``): why there is no reply, said as what it was."""
     turns: list[Turn] = Field(default_factory=list)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.causality import Causality, Provenance, ProvenanceKind
 from sessionwire.domain.errors import SessionwireError
@@ -80,9 +80,11 @@ class RunState(BaseModel):
     model: str | None = None
     steers: int = 0
     """Messages steered into the run while it was queued or running (``subagents``)."""
-    steers_sent: int = 0
+    # Fields added after storage v2 are written only when set: a work row stored before
+    # them still equals a rebuild (``audit rebuild --check``), and means the same state.
+    steers_sent: int = Field(default=0, exclude_if=lambda sent: sent == 0)
     """Steers the run sent into other runs in flight: counted in its trace (maxSteers)."""
-    steer_hops: int = 0
+    steer_hops: int = Field(default=0, exclude_if=lambda hops: hops == 0)
     """The deepest hop of a steer the run took in: it goes on at the deeper of that and
     ``hops`` (its hop when it started, which the runs read model keeps)."""
 

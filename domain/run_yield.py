@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.errors import SessionwireError
@@ -110,7 +110,8 @@ class RunYieldState(BaseModel):
     reports: tuple[ChildReport, ...] = ()
     still_running: tuple[ChildPending, ...] = ()
     woken_at: int | None = None
-    refused: str | None = None
+    # Written only when set (a row stored before the field equals a rebuild).
+    refused: str | None = Field(default=None, exclude_if=lambda refused: refused is None)
     """Why the woken turn was not started (its trace's budget): no run ``wake_run_id``."""
 
     @property

@@ -38,7 +38,7 @@ class ResponseTooLarge(EgressFailed):
     """The answer went past ``http.egress.maxResponseBytes``; it was not read further."""
 
 
-class NameNotResolved(httpx.ConnectError):
+class NameNotResolved(SessionwireError, httpx.ConnectError):
     """A host that resolves to no address now: a network error like a refused connection
     (retried where those are), not a refusal by the policy."""
 

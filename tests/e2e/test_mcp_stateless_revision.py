@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from egress_rig import LOOPBACK_EGRESS
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.subscriptions import ResourceUpdated
@@ -49,9 +50,12 @@ async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
     store: tuple[str, str], tmp_path: Path
 ) -> None:
     url, hidden = store
+    # The held agents' chat server is on loopback: named (decision 40).
+    config = tmp_path / "loopback.json"
+    config.write_text(json.dumps(LOOPBACK_EGRESS))
     with held_agents(tmp_path, "soon") as (agents, gate):
         async with Client(
-            server_parameters(url, "--session", "main", "--runtime", str(agents))
+            server_parameters(url, "--session", "main", "--runtime", str(agents), config=config)
         ) as client:
             version = client.protocol_version
             capabilities = client.server_capabilities

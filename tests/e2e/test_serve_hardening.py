@@ -186,8 +186,12 @@ def test_a_grant_holds_at_most_its_share_of_streams_and_connections(tmp_path: Pa
         # Two streams and a body still on its way: the grant's three connections.
         ask = {"Authorization": f"Bearer {TOKEN}", "X-Sessionwire-Session": "main"}
         with slow_upload(url, TOKEN):
-            over = httpx.post(f"{url}/v1/tools/sessions_list", json={}, headers=ask)
-        listed = httpx.post(f"{url}/v1/tools/sessions_list", json={}, headers=ask)
+            over = httpx.post(
+                f"{url}/v1/tools/sessions_list", json={}, headers=ask, timeout=HANG_SECONDS
+            )
+        listed = httpx.post(
+            f"{url}/v1/tools/sessions_list", json={}, headers=ask, timeout=HANG_SECONDS
+        )
         held.append(streams.enter_context(event_stream(url, OTHER)).status_code)
         streams.close()  # every stream ends: the grant's share is free again
         with event_stream(url, TOKEN) as again:

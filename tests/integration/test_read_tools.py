@@ -67,11 +67,12 @@ async def test_the_read_path_answers_as_the_gateway(url: str) -> None:
     # The calls cover every way a read answers: listed, read, refused by visibility, not
     # found, forbidden to a sub-agent, a malformed requester and bad parameters.
     assert {status(a) for a in answered} >= {"None", "forbidden", "error"}
-    # Each refusal is kept as evidence by either path: the history of another session
-    # and the sub-agent's listing.
+    # Each refusal is kept as evidence by either path: the history of another session,
+    # the history of an absent one (hidden is absent, decision 41: the same answer and
+    # the same record as a hidden one) and the sub-agent's listing.
     reopened = await Gateway.open(config=config, store=url, clock=clock, resume=False)
     try:
-        assert (by_gateway, refusals_recorded(reopened)) == (2, 4)
+        assert (by_gateway, refusals_recorded(reopened)) == (3, 6)
     finally:
         await reopened.close()
     # Only the read tools are served here.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from sessionwire.adapters.testkit.simulator import SimulationResult
 from sessionwire.testing import (
     Simulation,

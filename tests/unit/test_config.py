@@ -257,7 +257,7 @@ def test_unknown_keys_are_warned_with_their_path(
         pytest.param(
             {"session": {"agentToAgent": {"budget": {"maxRun": 3}}}},
             "session.agentToAgent.budget",
-            "maxRuns, maxSpawns, maxTokens, maxCost, onExceeded",
+            "maxRuns, maxSpawns, maxSteers, maxTokens, maxCost, onExceeded",
             id="budget",
         ),
         pytest.param(
