@@ -18,6 +18,9 @@ from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.loop_guard import blocking_access_allowed
 from sessionwire.adapters.store.off_loop import OffLoopStore
+from sessionwire.application.audit.checkpoint import Checkpointed
+from sessionwire.application.audit.export import export_lines
+from sessionwire.application.ports.audit_log import AuditLog
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 QUICK = [
@@ -127,6 +130,27 @@ class RawStore:
 
     def positions(self) -> list[int]:
         return [int(row[0]) for row in self.rows("SELECT {pos} FROM stored_events ORDER BY 1")]
+
+
+def signed_lines(log: AuditLog, made: Checkpointed, session_key: str | None = None) -> list[str]:
+    """The export under checkpoint ``made``: ``session_key``'s bundle, or (None) the whole
+    store's export, each line without its newline."""
+    return list(
+        export_lines(
+            log,
+            session_key=session_key,
+            checkpoint=made.checkpoint,
+            heads=made.heads,
+            members=made.members,
+        )
+    )
+
+
+def signed_records(
+    log: AuditLog, made: Checkpointed, session_key: str | None = None
+) -> list[dict[str, Any]]:
+    """``signed_lines`` parsed, each line a JSON object."""
+    return [json.loads(line) for line in signed_lines(log, made, session_key)]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

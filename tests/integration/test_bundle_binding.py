@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_rig import audit_log_of, open_populated, run_cli, sealed_now
+from audit_rig import audit_log_of, open_populated, run_cli, sealed_now, signed_records
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire.application.audit.checkpoint import (
     latest_anchor,
@@ -51,20 +51,9 @@ async def signed(store_url: str, clock: VirtualClock) -> Signed:
             sealed_now(log)
             key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
             made = make_checkpoint(log, key, now=START)
-
-            def export(session: str | None) -> list[Line]:
-                lines = export_lines(
-                    log,
-                    session_key=session,
-                    checkpoint=made.checkpoint,
-                    heads=made.heads,
-                    members=made.members,
-                )
-                return [json.loads(line) for line in lines]
-
             return Signed(
-                bundle=export(MAIN),
-                whole=export(None),
+                bundle=signed_records(log, made, MAIN),
+                whole=signed_records(log, made),
                 key=public_key_text(raw_public_key(key)),
                 head=made.checkpoint.statement.log_hash.hex(),
             )

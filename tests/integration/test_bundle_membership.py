@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_rig import populate, run_cli
+from audit_rig import populate, run_cli, signed_records
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire import GatewayConfig
 from sessionwire.adapters.store.audit import StoreAuditLog
@@ -28,7 +28,6 @@ from sessionwire.application.audit.checkpoint import (
     public_key_text,
     raw_public_key,
 )
-from sessionwire.application.audit.export import export_lines
 from sessionwire.domain.hash_chain import GENESIS, RecordContent, stream_hash
 from sessionwire.domain.session import session_uuid
 from sessionwire.testing import VirtualClock
@@ -58,20 +57,9 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Bundles:
         log = StoreAuditLog(store)
         key = Ed25519PrivateKey.generate()
         made = make_checkpoint(log, key, now=START)
-
-        def bundle(session: str) -> list[Line]:
-            lines = export_lines(
-                log,
-                session_key=session,
-                checkpoint=made.checkpoint,
-                heads=made.heads,
-                members=made.members,
-            )
-            return [json.loads(line) for line in lines]
-
         return Bundles(
-            main=bundle(MAIN),
-            dev=bundle(DEV),
+            main=signed_records(log, made, MAIN),
+            dev=signed_records(log, made, DEV),
             key=public_key_text(raw_public_key(key)),
             head=made.checkpoint.statement.log_hash.hex(),
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_rig import populate, run_cli
+from audit_rig import populate, run_cli, signed_lines
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,7 +26,6 @@ from sessionwire.application.audit.checkpoint import (
     public_key_text,
     raw_public_key,
 )
-from sessionwire.application.audit.export import export_lines
 from sessionwire.application.audit.verify_file import FileReport, verify_file
 from sessionwire.domain.hash_chain import GENESIS, RecordContent, log_hash, stream_hash
 from sessionwire.domain.session import session_uuid
@@ -61,28 +60,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
         log = StoreAuditLog(store)
         key = Ed25519PrivateKey.generate()
         made = make_checkpoint(log, key, now=START)
-        session = list(
-            export_lines(
-                log,
-                session_key=MAIN,
-                checkpoint=made.checkpoint,
-                heads=made.heads,
-                members=made.members,
-            )
-        )
-        whole = list(
-            export_lines(log, checkpoint=made.checkpoint, heads=made.heads, members=made.members)
-        )
+        session = signed_lines(log, made, MAIN)
+        whole = signed_lines(log, made)
         log.session_records = lambda key: None  # type: ignore[method-assign]
-        scanned = list(
-            export_lines(
-                log,
-                session_key=MAIN,
-                checkpoint=made.checkpoint,
-                heads=made.heads,
-                members=made.members,
-            )
-        )
+        scanned = signed_lines(log, made, MAIN)
     finally:
         store.close()
     return Files(

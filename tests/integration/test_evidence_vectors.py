@@ -23,14 +23,13 @@ from uuid import UUID
 
 import evidence_verifier as spec
 import pytest
-from audit_rig import audit_log_of, open_populated, run_cli, sealed_now
+from audit_rig import audit_log_of, open_populated, run_cli, sealed_now, signed_records
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire.application.audit.checkpoint import (
     make_checkpoint,
     public_key_text,
     raw_public_key,
 )
-from sessionwire.application.audit.export import export_lines
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import (
     OrderedEvent,
@@ -338,14 +337,7 @@ async def signed_files(store_url: str, clock: VirtualClock) -> dict[str, Any]:
             made = make_checkpoint(log, key, now=clock.now())
 
             def export(session: str | None) -> list[dict[str, Any]]:
-                lines = export_lines(
-                    log,
-                    session_key=session,
-                    checkpoint=made.checkpoint,
-                    heads=made.heads,
-                    members=made.members,
-                )
-                return [json.loads(line) for line in lines]
+                return signed_records(log, made, session)
 
             return {
                 "v3-bundle": export(forge.MAIN),
