@@ -200,17 +200,7 @@ async def test_a_dead_gateways_run_is_resumed_once_by_the_gateway_that_takes_it_
 
         # The gateway dies as far as the database can tell: no more renewals, and its
         # heartbeat and lease expire (by the database's clock).
-        backend = _store(dead).backend
-        assert isinstance(backend, PostgresBackend)
-        monkeypatch.setattr(backend.keeper, "_renew", lambda: None)
-        owner = _owner(dead)
-        for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
-            _sql(
-                dead,
-                f"UPDATE {{s}}.{table} SET expires_at = clock_timestamp() - interval '1 second' "
-                f"WHERE {column} = %s RETURNING 1",
-                owner,
-            )
+        owner = _expire(dead, monkeypatch)
 
         assert await internals(alive).takeover.check() == [owner]
         await asyncio.wait_for(alive.wait_idle(), HANG_SECONDS)
@@ -307,17 +297,7 @@ async def test_a_stale_owners_outcome_is_refused_by_the_fence_and_the_takers_is_
         await asyncio.wait_for(stale.wait_idle(), HANG_SECONDS)  # at its agent, leased
 
         # A pauses past its lease: no renewal, heartbeat and lease expired by the database.
-        backend = _store(stale).backend
-        assert isinstance(backend, PostgresBackend)
-        monkeypatch.setattr(backend.keeper, "_renew", lambda: None)
-        owner = _owner(stale)
-        for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
-            _sql(
-                stale,
-                f"UPDATE {{s}}.{table} SET expires_at = clock_timestamp() - interval '1 second' "
-                f"WHERE {column} = %s RETURNING 1",
-                owner,
-            )
+        owner = _expire(stale, monkeypatch)
         assert await internals(taker).takeover.check() == [owner]
         await asyncio.wait_for(taker.wait_idle(), HANG_SECONDS)  # B's agent works on it
         assert [row[0] for row in _sql(taker, "SELECT owner FROM {s}.sw_session_leases")] == [
@@ -382,3 +362,20 @@ def _ends(gateway: Gateway, run_id: str) -> list[tuple[str, str | None]]:
         if str(getattr(event, "originator_id", "")) == run_id
         and type(event).__name__ in {"RunCompleted", "RunFailed", "RunTimedOut"}
     ]
+
+
+def _expire(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Stop ``gateway``'s lease renewals and expire its heartbeat and leases by the
+    database's clock; its owner id."""
+    backend = _store(gateway).backend
+    assert isinstance(backend, PostgresBackend)
+    monkeypatch.setattr(backend.keeper, "_renew", lambda: None)
+    owner = _owner(gateway)
+    for table, column in (("sw_session_leases", "owner"), ("sw_gateways", "gateway_id")):
+        _sql(
+            gateway,
+            f"UPDATE {{s}}.{table} SET expires_at = clock_timestamp() - interval '1 second' "
+            f"WHERE {column} = %s RETURNING 1",
+            owner,
+        )
+    return owner
