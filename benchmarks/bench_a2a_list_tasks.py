@@ -31,7 +31,7 @@ from a2a.types import (
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.testing import ScriptedRuntime
 

@@ -9,7 +9,7 @@ from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessage
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.testkit.internals import internals
 
 

@@ -72,7 +72,7 @@ from sessionwire.adapters.a2a.task_view import (
     task_of,
     task_state,
 )
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.application.config.gateway_config import AgentEntry
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger

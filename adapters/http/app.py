@@ -42,8 +42,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
-from sessionwire.adapters.bootstrap import Gateway, service_of
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     BODY_READ_SECONDS,
     CONSOLE_PREFIX,
     MAX_BODY_BYTES,
@@ -51,7 +50,9 @@ from sessionwire.adapters.http.auth import (
     Gatekeeper,
     GrantSlots,
 )
-from sessionwire.adapters.http.errors import add_error_handlers
+from sessionwire.adapters.access.errors import add_error_handlers
+from sessionwire.adapters.access.tokens import TokenSet
+from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.routes.events import events_router
 from sessionwire.adapters.http.routes.health import health_router
@@ -59,7 +60,6 @@ from sessionwire.adapters.http.routes.methods import methods_router
 from sessionwire.adapters.http.routes.metrics import metrics_router
 from sessionwire.adapters.http.routes.runs import RUNS_PATH, runs_router
 from sessionwire.adapters.http.routes.tools import tools_router
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.gateway import GatewayService

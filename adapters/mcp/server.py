@@ -47,15 +47,15 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from sessionwire.adapters.bootstrap import Gateway, service_of
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     MAX_BODY_BYTES,
     FailedAttempts,
     Gatekeeper,
     GrantSlots,
 )
-from sessionwire.adapters.http.header_deadline import header_deadline
-from sessionwire.adapters.http.tokens import Grant, TokenSet
+from sessionwire.adapters.access.header_deadline import header_deadline
+from sessionwire.adapters.access.tokens import Grant, TokenSet
+from sessionwire.adapters.bootstrap import Gateway, service_of
 from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool
 from sessionwire.application.config.gateway_config import HttpConfig
 from sessionwire.application.gateway import GatewayService

@@ -38,7 +38,7 @@ from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.ports.runtime import RecordedDelivery

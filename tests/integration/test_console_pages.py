@@ -18,11 +18,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.off_loop import OffLoopStore
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -5,11 +5,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import ApiError, error_responses
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import ApiError, error_responses
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
-from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.event_stream.subscription import parse_cursor
 from sessionwire.application.gateway import GatewayService
 

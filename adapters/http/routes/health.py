@@ -3,7 +3,7 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
-from sessionwire.adapters.http.errors import error_response, error_responses, log
+from sessionwire.adapters.access.errors import error_response, error_responses, log
 from sessionwire.adapters.http.reference_page import reference_page
 from sessionwire.application.gateway import GatewayService
 

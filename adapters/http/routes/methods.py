@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import STATUS_CODES, ApiError, error_responses
-from sessionwire.adapters.http.request_rules import POSTED
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import STATUS_CODES, ApiError, error_responses
+from sessionwire.adapters.access.request_rules import POSTED
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.gateway_methods import (
     AgentWaitParams,

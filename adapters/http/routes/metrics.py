@@ -4,9 +4,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import ApiError
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import ApiError
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.application.gateway import GatewayService

@@ -3,10 +3,10 @@
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query
-from sessionwire.adapters.http.auth import SESSION_HEADER, authenticated, requester_for
-from sessionwire.adapters.http.errors import ApiError, error_responses
-from sessionwire.adapters.http.request_rules import AUTH, POSTED, only_query
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.auth import SESSION_HEADER, authenticated, requester_for
+from sessionwire.adapters.access.errors import ApiError, error_responses
+from sessionwire.adapters.access.request_rules import AUTH, POSTED, only_query
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RUNS_MAX_LIMIT
 from sessionwire.application.run_views import (

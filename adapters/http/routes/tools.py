@@ -7,16 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     SESSION_HEADER,
     authenticated,
     header_text,
     requester_for,
 )
-from sessionwire.adapters.http.errors import ApiError, error_responses
+from sessionwire.adapters.access.errors import ApiError, error_responses
+from sessionwire.adapters.access.request_rules import AUTH, POSTED
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.http.json_body import OrjsonResponse
-from sessionwire.adapters.http.request_rules import AUTH, POSTED
-from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
 from sessionwire.application.tools.registry import REGISTRY
 from sessionwire.application.tools.schemas import tool_parameters
