@@ -140,7 +140,8 @@ def create_console(
         return HTMLResponse(html, status_code=code, headers=SECURITY_HEADERS)
 
     def granted(request: Request) -> bool:
-        # Read as the API reads it (auth.py): a token is UTF-8, whatever the server decoded.
+        # Read as every transport reads it (adapters/access/auth.py): a token is UTF-8,
+        # whatever the server decoded.
         presented = bearer_token(dict(request.scope["headers"]))
         # A login's token is checked again on every page: one that is no longer an
         # operator's closes the console to its logins too.
