@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 # Also the read path's (read_composition.py); named here too, where the gateway's
 # callers and tests have always found it.
@@ -39,8 +40,10 @@ from sessionwire.application.ports.runtime import (
 )
 from sessionwire.application.ports.telemetry import NO_TELEMETRY, GatewayGauges, Telemetry
 from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RunQueries
+from sessionwire.application.served_gateway import ServedGateway
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def wire_service(
@@ -217,17 +220,46 @@ async def open_service(
     return service
 
 
+async def open_gateway_service(
+    config: GatewayConfig | dict[str, Any] | str | Path | None = None,
+    store: str = "memory",
+    *,
+    runtime: AgentRuntime | None = None,
+    clock: Clock | None = None,
+    delivery: ChannelDelivery | None = None,
+    ids: IdSource | None = None,
+    resume: bool = True,
+    telemetry: Telemetry | None = None,
+) -> GatewayService:
+    """``Gateway.open``'s service, its defaults filled in: for the CLI, which composes
+    its commands on the service it opens (it never reaches under a ``Gateway``)."""
+    if not isinstance(config, GatewayConfig):
+        config = GatewayConfig.load(config)
+    return await open_service(
+        config,
+        store,
+        runtime=runtime,
+        clock=clock or SystemClock(),
+        delivery=delivery,
+        ids=ids or RandomIds(),
+        resume=resume,
+        telemetry=telemetry,
+    )
+
+
 class Gateway:
     """The public gateway. Open it with ``await Gateway.open(...)``; close it when done.
 
     Every method is a coroutine but ``tool_schemas`` and ``subscribe`` (decision 23):
     the store's work runs off the event loop, which only waits for it. What the gateway
-    runs on (its store, run engine, resume) is not part of it: ``service_of`` hands the
-    adapters that serve it (HTTP, MCP, the console) the service underneath.
+    runs on (its store, run engine, resume) is not part of it: the transports that serve
+    it take it whole, and reach what serving needs besides through ``served`` (a narrow
+    port, ADR 0043).
     """
 
     def __init__(self, service: GatewayService) -> None:
         self._service = service
+        self._served = ServedGateway(service)
 
     @classmethod
     async def open(
@@ -253,19 +285,24 @@ class Gateway:
 
         ``telemetry``: metrics and spans (``sessionwire.adapters.telemetry``: Prometheus,
         OpenTelemetry); none by default."""
-        if not isinstance(config, GatewayConfig):
-            config = GatewayConfig.load(config)
-        service = await open_service(
+        service = await open_gateway_service(
             config,
             store,
             runtime=runtime,
-            clock=clock or SystemClock(),
+            clock=clock,
             delivery=delivery,
-            ids=ids or RandomIds(),
+            ids=ids,
             resume=resume,
             telemetry=telemetry,
         )
         return cls(service)
+
+    @property
+    def served(self) -> ServedGateway:
+        """What a transport serving this gateway reaches besides its coroutines (its
+        config, clock, gateway methods, a callback's tool call...): a narrow port, for
+        the adapters that serve it (HTTP, MCP, A2A, the console; ADR 0043)."""
+        return self._served
 
     async def record_message(
         self,
@@ -299,14 +336,16 @@ class Gateway:
             model=model,
         )
 
+    # ``self`` positional-only: a ``**`` parameter could otherwise be given one named
+    # "self" (mypy then refuses the method's ``SyncGateway`` twin).
     async def record_many(
-        self, session_key: str, messages: Sequence[Mapping[str, Any]], **routing: Any
+        self, /, session_key: str, messages: Sequence[Mapping[str, Any]], **routing: Any
     ) -> dict[str, Any]:
         """Append a batch of messages to one session, all or nothing (``channel``,
         ``chat_type``, ``display_name``, ``to``, ``account_id`` apply to each)."""
         return await self._service.record_many(session_key, messages, **routing)
 
-    async def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
+    async def patch_session(self, /, session_key: str, **changes: Any) -> dict[str, Any]:
         """``sessions.patch``: set or clear label, model, levels, sendPolicy, busy."""
         return await self._service.patch_session(session_key, **changes)
 
@@ -389,14 +428,26 @@ class Gateway:
         await self._service.close()
 
 
-def service_of(gateway: Gateway | GatewayService) -> GatewayService:
-    """The service under a public gateway: for the adapters that serve it (HTTP, MCP,
-    the console) and for tests. A service is its own."""
-    return gateway._service if isinstance(gateway, Gateway) else gateway
+def blocking(
+    method: Callable[Concatenate[Gateway, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncGateway, P], T]:
+    """``SyncGateway``'s twin of a ``Gateway`` coroutine: the same parameters (and
+    docstring), run to completion on the sync gateway's own loop. Its type is derived
+    from the coroutine's, so mypy checks a script's call as it checks an ``await``."""
+
+    @functools.wraps(method)
+    def run_blocking(self: SyncGateway, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(method(self._gateway, *args, **kwargs))
+
+    return run_blocking
 
 
 class SyncGateway:
-    """The same methods without ``await``, for scripts; runs its own event loop."""
+    """The same methods without ``await``, for scripts; runs its own event loop.
+
+    Each coroutine of ``Gateway`` has its twin here, built from it (``blocking``), so
+    the two cannot drift; a test checks every public method has its twin, with the
+    same parameters, both ways (tests/unit/test_sync_gateway.py)."""
 
     def __init__(self, gateway: Gateway, loop: asyncio.AbstractEventLoop) -> None:
         self._gateway = gateway
@@ -411,67 +462,35 @@ class SyncGateway:
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self._loop.run_until_complete(coroutine)
 
-    def record_message(self, session_key: str, **kwargs: Any) -> dict[str, Any]:
-        return self._run(self._gateway.record_message(session_key, **kwargs))
-
-    def record_many(
-        self, session_key: str, messages: Sequence[Mapping[str, Any]], **routing: Any
-    ) -> dict[str, Any]:
-        return self._run(self._gateway.record_many(session_key, messages, **routing))
-
-    def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
-        return self._run(self._gateway.patch_session(session_key, **changes))
-
-    def call_tool(self, requester: str, name: str, params: Any = None) -> dict[str, Any]:
-        return self._run(self._gateway.call_tool(requester, name, params))
+    record_message = blocking(Gateway.record_message)
+    record_many = blocking(Gateway.record_many)
+    patch_session = blocking(Gateway.patch_session)
+    call_tool = blocking(Gateway.call_tool)
+    run = blocking(Gateway.run)
+    runs = blocking(Gateway.runs)
+    cancel_run = blocking(Gateway.cancel_run)
+    session_as_of = blocking(Gateway.session_as_of)
+    timeline = blocking(Gateway.timeline)
+    trace = blocking(Gateway.trace)
+    wait_idle = blocking(Gateway.wait_idle)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._gateway.tool_schemas()
 
-    def run(self, run_id: str, *, requester: str | None = None) -> dict[str, Any] | None:
-        return self._run(self._gateway.run(run_id, requester=requester))
-
-    def runs(
+    def subscribe(
         self,
+        after: int | str = 0,
         *,
         session_key: str | None = None,
-        status: str | None = None,
         trace_id: str | None = None,
-        limit: int = RUNS_DEFAULT_LIMIT,
         requester: str | None = None,
-    ) -> dict[str, Any]:
-        return self._run(
-            self._gateway.runs(
-                session_key=session_key,
-                status=status,
-                trace_id=trace_id,
-                limit=limit,
-                requester=requester,
-            )
-        )
-
-    def cancel_run(
-        self, run_id: str, reason: str = "", *, requester: str | None = None
-    ) -> dict[str, Any] | None:
-        return self._run(self._gateway.cancel_run(run_id, reason, requester=requester))
-
-    def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
-        return self._run(self._gateway.session_as_of(session_key, **point))
-
-    def timeline(self, session_key: str) -> Timeline:
-        return self._run(self._gateway.timeline(session_key))
-
-    def trace(self, trace_id: str) -> Trace:
-        return self._run(self._gateway.trace(trace_id))
-
-    def wait_idle(self) -> None:
-        self._run(self._gateway.wait_idle())
-
-    def subscribe(self, after: int | str = 0, **filters: Any) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[dict[str, Any]]:
         """``Gateway.subscribe`` as a plain iterator: each ``next`` runs the loop until
         the next event is recorded (it waits for it, so a script ends it by breaking
         out or closing the gateway)."""
-        subscription = self._gateway.subscribe(after, **filters)
+        subscription = self._gateway.subscribe(
+            after, session_key=session_key, trace_id=trace_id, requester=requester
+        )
         while True:
             try:
                 yield self._run(subscription.__anext__())
@@ -479,6 +498,7 @@ class SyncGateway:
                 return
 
     def close(self) -> None:
+        """Stop every task the gateway started, close the store, then the loop."""
         try:
             self._run(self._gateway.close())
         finally:

@@ -31,8 +31,7 @@ from a2a.types import (
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
-from sessionwire.adapters.http.tokens import Grant
-from sessionwire.adapters.testkit.internals import internals
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.testing import ScriptedRuntime
 
 MAIN = Grant("main", "main#1")
@@ -49,10 +48,9 @@ async def measure(tasks: int) -> str:
         runtime=ScriptedRuntime.from_dict({"rules": [{"reply": "ok"}]}),
     )
     try:
-        service = internals(gateway)
-        entry = served_agents(service.config)["main"]
+        entry = served_agents(gateway.served.config)["main"]
         card = agent_card("main", entry, base_url="http://bench", push_notifications=False)
-        handler = GatewayRequestHandler(service, "main", card)
+        handler = GatewayRequestHandler(gateway, "main", card)
         for number in range(tasks):
             grant = MAIN if number % 2 == 0 else OTHER
             message = Message(

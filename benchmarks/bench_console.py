@@ -35,8 +35,8 @@ import structlog
 from bench_stores import drop_schema, store_url
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.console.app import create_console
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.application.config.gateway_config import GatewayConfig

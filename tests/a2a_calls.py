@@ -9,16 +9,14 @@ from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessage
 from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
-from sessionwire.adapters.http.tokens import Grant
-from sessionwire.adapters.testkit.internals import internals
+from sessionwire.adapters.access.tokens import Grant
 
 
 def handler_for(gateway: Gateway, agent_id: str = "main") -> GatewayRequestHandler:
     """The A2A handler of the gateway's agent ``agent_id``."""
-    service = internals(gateway)
-    entry = served_agents(service.config)[agent_id]
+    entry = served_agents(gateway.served.config)[agent_id]
     card = agent_card(agent_id, entry, base_url="http://test", push_notifications=False)
-    return GatewayRequestHandler(service, agent_id, card)
+    return GatewayRequestHandler(gateway, agent_id, card)
 
 
 def a2a_message(text: str, context_id: str = "c1", *, wait: bool = True) -> SendMessageRequest:

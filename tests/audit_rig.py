@@ -12,12 +12,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.bootstrap import service_of
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.loop_guard import blocking_access_allowed
 from sessionwire.adapters.store.off_loop import OffLoopStore
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.audit.checkpoint import Checkpointed
 from sessionwire.application.audit.export import export_lines
 from sessionwire.application.ports.audit_log import AuditLog
@@ -65,7 +65,7 @@ async def populate(url: str, clock: VirtualClock) -> None:
 def audit_log_of(gateway: Gateway) -> Iterator[StoreAuditLog]:
     """The audit port on the store behind a live gateway, read blocking on purpose (the
     way the CLI reads a store), between the gateway's own steps."""
-    store = service_of(gateway).store
+    store = internals(gateway).store
     assert isinstance(store, OffLoopStore)
     with blocking_access_allowed():
         yield StoreAuditLog(store.event_store)

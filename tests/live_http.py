@@ -26,10 +26,10 @@ import log_watch
 import uvicorn
 from hang_bounds import HANG_SECONDS
 from sessionwire import Gateway, SyncGateway
+from sessionwire.adapters.access.auth import MAX_BODY_BYTES, FailedAttempts
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.cli.serve import LISTENING as SERVE_LISTENING
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.auth import MAX_BODY_BYTES, FailedAttempts
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.testing import ScriptedRuntime
 

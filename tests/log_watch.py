@@ -88,7 +88,7 @@ installed: LogWatch | None = None
 def install() -> LogWatch:
     """Start watching: the handler on the root logger, the library at DEBUG, and the
     places secrets enter wrapped."""
-    from sessionwire.adapters.http import tokens
+    from sessionwire.adapters.access import tokens
     from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
 
     global installed

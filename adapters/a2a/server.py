@@ -72,16 +72,15 @@ from sessionwire.adapters.a2a.task_view import (
     task_of,
     task_state,
 )
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.application.config.gateway_config import AgentEntry
-from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.run_read_model import StoredRun
 from sessionwire.application.remote_tasks import (
     OPERATOR_CALLER,
     RemoteCaller,
     RemoteTaskRefused,
-    RemoteTasks,
     TaskCursor,
     TaskPage,
     check_context_id,
@@ -165,11 +164,12 @@ def text_of(message: Message) -> str:
 class GatewayRequestHandler(RequestHandler):
     """The A2A methods of one agent, answered from the gateway."""
 
-    def __init__(self, service: GatewayService, agent_id: str, card: AgentCard) -> None:
-        self.service = service
+    def __init__(self, gateway: Gateway, agent_id: str, card: AgentCard) -> None:
+        self.gateway = gateway
+        self.config = gateway.served.config
         self.agent_id = agent_id
         self.card = card
-        self.tasks = RemoteTasks(service)
+        self.tasks = gateway.served.remote_tasks()
 
     # Who may call -------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ class GatewayRequestHandler(RequestHandler):
         if caller.is_operator:
             return True
         try:
-            return agent_id_of(self.service.rules.canonical(caller.scope)) == self.agent_id
+            return agent_id_of(self.config.key_rules.canonical(caller.scope)) == self.agent_id
         except InvalidSessionKey:
             return False
 
@@ -317,8 +317,8 @@ class GatewayRequestHandler(RequestHandler):
         """The task as it is now, then each change of its state until it ends. The
         event stream is followed from before the task is read, so no change between the
         two is missed; a change already shown is not shown again."""
-        position = await self.service.store.sealed_position()
-        subscription = self.service.subscribe(position, session_key=state.session_key)
+        position = await self.gateway.served.sealed_position()
+        subscription = self.gateway.subscribe(position, session_key=state.session_key)
         try:
             current = await self.tasks.task(caller, self.agent_id, state.run_id) or state
             yield task_of(current)
@@ -427,16 +427,16 @@ class GatewayRequestHandler(RequestHandler):
     # Push notifications -------------------------------------------------------------
 
     def _pushes(self) -> bool:
-        return isinstance(self.service.delivery, A2APushDelivery)
+        return isinstance(self.gateway.delivery, A2APushDelivery)
 
     def _may_push(self, caller: RemoteCaller) -> bool:
         """Operator tokens, and tokens of the sessions ``http.egress.pushSessions``
         names: a push URL makes the gateway send requests, so not every caller may."""
         if caller.is_operator:
             return True
-        rules = self.service.rules
+        rules = self.config.key_rules
         try:
-            allowed = {rules.canonical(key) for key in self.service.config.http.egress.pushSessions}
+            allowed = {rules.canonical(key) for key in self.config.http.egress.pushSessions}
             return rules.canonical(caller.scope) in allowed
         except InvalidSessionKey:
             return False
@@ -458,7 +458,7 @@ class GatewayRequestHandler(RequestHandler):
         elif config.HasField("authentication"):
             raise InvalidParamsError("push authentication schemes are not supported; use token")
         else:
-            delivery = self.service.delivery
+            delivery = self.gateway.delivery
             assert isinstance(delivery, A2APushDelivery)
             try:
                 await delivery.check_url(config.url)
@@ -543,7 +543,7 @@ class GatewayRequestHandler(RequestHandler):
 
 
 def a2a_routes(
-    service: GatewayService,
+    gateway: Gateway,
     *,
     signing_key: Ed25519PrivateKey | None = None,
     public_url: str | None = None,
@@ -551,12 +551,12 @@ def a2a_routes(
     """For each served agent: its card at ``/a2a/<id>/.well-known/agent-card.json``
     (public) and its JSON-RPC endpoint at ``/a2a/<id>`` (a token needed)."""
     routes: list[BaseRoute] = []
-    pushes = isinstance(service.delivery, A2APushDelivery)
-    for agent_id, entry in served_agents(service.config).items():
+    pushes = isinstance(gateway.delivery, A2APushDelivery)
+    for agent_id, entry in served_agents(gateway.served.config).items():
         card = agent_card(
             agent_id, entry, base_url=public_url or "http://localhost", push_notifications=pushes
         )
-        handler = GatewayRequestHandler(service, agent_id, card)
+        handler = GatewayRequestHandler(gateway, agent_id, card)
         routes.extend(
             create_jsonrpc_routes(handler, agent_path(agent_id), context_builder=GrantContext())
         )

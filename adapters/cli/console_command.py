@@ -18,6 +18,8 @@ import click
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
+from sessionwire.adapters.access.auth import FailedAttempts
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.cli.context import EXIT_USAGE, CliOptions, configure_logging, fail
 from sessionwire.adapters.cli.serve import (
     DEFAULT_TOKEN_ENV,
@@ -27,8 +29,6 @@ from sessionwire.adapters.cli.serve import (
 )
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.console.logins import CODE_SECONDS, ConsoleLogins
-from sessionwire.adapters.http.auth import FailedAttempts
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.off_loop import OffLoopStore
 
 DEFAULT_CONSOLE_PORT = 8766

@@ -26,7 +26,6 @@ from rich.console import Console, RenderableType
 from sessionwire.domain.errors import SessionwireError
 
 if TYPE_CHECKING:
-    from sessionwire.adapters.bootstrap import Gateway
     from sessionwire.adapters.store.event_store import EventSourcedStore
     from sessionwire.application.config.gateway_config import GatewayConfig
     from sessionwire.application.gateway import GatewayService
@@ -292,7 +291,7 @@ class CliOptions:
             fail(self._explain(error), EXIT_USAGE)
 
     async def _run(self, work: Callable[[GatewayService], Awaitable[int]], kwargs: Any) -> int:
-        from sessionwire.adapters.bootstrap import Gateway, service_of
+        from sessionwire.adapters.bootstrap import open_gateway_service
 
         # A command may bring its own config (the demo's scenario holds one).
         config = kwargs.pop("config", None) or self.config()
@@ -300,8 +299,12 @@ class CliOptions:
         # Only a command with an agent runtime carries on the store's unfinished work;
         # without one, resuming would fail every pending run for want of an agent.
         kwargs.setdefault("resume", kwargs.get("runtime") is not None)
-        gateway = await self._opened(Gateway.open(config=config, store=self.store, **kwargs))
-        return await self._worked(work(service_of(gateway)), gateway)
+        # The CLI composes its commands on the service it opens (a transport it serves,
+        # `serve` or `mcp`, takes the public Gateway over it; ADR 0043).
+        service = await self._opened(
+            open_gateway_service(config=config, store=self.store, **kwargs)
+        )
+        return await self._worked(work(service), service)
 
     def read(self, work: Callable[[ReadTools], Awaitable[int]]) -> int:
         """Run ``work`` on the read tools over the chosen store, without a gateway: a
@@ -332,7 +335,7 @@ class CliOptions:
         except StoreInUse as error:
             fail(str(error))
 
-    async def _worked(self, working: Awaitable[int], opened: Gateway | ReadTools) -> int:
+    async def _worked(self, working: Awaitable[int], opened: GatewayService | ReadTools) -> int:
         """The command's exit code; ``opened`` is closed after, whatever happened."""
         try:
             return await working

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.context import (
     EXIT_OK,
     EXIT_USAGE,
@@ -107,7 +108,7 @@ def mcp_command(
             # Its agents get their runs' session tools, before any resumed run starts.
             runtime.use_tools(gateway.call_tool)
         # Stateless streamable HTTP has no stream to notify on: no subscriptions there.
-        server = build_server(gateway, requester, subscriptions=tokens is None)
+        server = build_server(Gateway(gateway), requester, subscriptions=tokens is None)
         if tokens is not None:
             await serve_http(
                 server, host, port, tokens, requester, same_session, gateway.config.http

@@ -23,6 +23,10 @@ from typing import Any
 
 import click
 import uvicorn
+from sessionwire.adapters.access.auth import MAX_BODY_BYTES
+from sessionwire.adapters.access.header_deadline import header_deadline
+from sessionwire.adapters.access.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.cli.checkpoint_key import (
     KEY_ENV,
     event_cursor_key,
@@ -43,9 +47,6 @@ from sessionwire.adapters.cli.runtime_option import (
     runtime_option,
 )
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.auth import MAX_BODY_BYTES
-from sessionwire.adapters.http.header_deadline import header_deadline
-from sessionwire.adapters.http.tokens import MIN_TOKEN_LENGTH, TokenFileError, TokenSet
 from sessionwire.adapters.store.damage import damaged_store_text, sqlite_file_damage
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.store.sqlite import sqlite_file
@@ -247,7 +248,7 @@ def serve(
         # resume across restarts (docs/http.md); only made where such tokens exist.
         bound = any(not grant.is_operator for _, grant in tokens.entries)
         app = create_app(
-            gateway,
+            Gateway(gateway),
             tokens,
             max_body_bytes=max_body_bytes,
             metrics=metrics,

@@ -26,16 +26,16 @@ from uuid import UUID
 import jinja2
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sessionwire.adapters.console import page_data
-from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
-from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     CONSOLE_BODY_BYTES,
     FailedAttempts,
     attempt_keys,
     bearer_token,
 )
-from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.access.tokens import TokenSet
+from sessionwire.adapters.console import page_data
+from sessionwire.adapters.console.logins import LOGIN_SECONDS, ConsoleLogins
+from sessionwire.adapters.console.sequence_diagram import exchange_sequence, sequence_svg
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.application.audit.verify import verify
 from sessionwire.application.config.gateway_config import GatewayConfig
@@ -140,7 +140,8 @@ def create_console(
         return HTMLResponse(html, status_code=code, headers=SECURITY_HEADERS)
 
     def granted(request: Request) -> bool:
-        # Read as the API reads it (auth.py): a token is UTF-8, whatever the server decoded.
+        # Read as every transport reads it (adapters/access/auth.py): a token is UTF-8,
+        # whatever the server decoded.
         presented = bearer_token(dict(request.scope["headers"]))
         # A login's token is checked again on every page: one that is no longer an
         # operator's closes the console to its logins too.

@@ -33,17 +33,16 @@ event streams at once (503 beyond); bodies are bounded in size, JSON depth and r
 time. Nothing a client sends (token, body) is ever logged. Every error is
 ``{"error": {"code", "message"}}``; see docs/adr/0007-http-gateway.md and 0014.
 
-This module composes the app; the routes live in ``routes/`` by concern, the token and
-body checks in ``auth.py`` (which MCP and the console share), the error shape in
-``errors.py`` (ADR 0037).
+This module composes the app; the routes live in ``routes/`` by concern; the token and
+body checks, the error shape and the request rules every transport shares live in
+``adapters/access/`` (ADR 0037, 0043).
 """
 
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
-from sessionwire.adapters.bootstrap import Gateway, service_of
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     BODY_READ_SECONDS,
     CONSOLE_PREFIX,
     MAX_BODY_BYTES,
@@ -51,7 +50,9 @@ from sessionwire.adapters.http.auth import (
     Gatekeeper,
     GrantSlots,
 )
-from sessionwire.adapters.http.errors import add_error_handlers
+from sessionwire.adapters.access.errors import add_error_handlers
+from sessionwire.adapters.access.tokens import TokenSet
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.routes.events import events_router
 from sessionwire.adapters.http.routes.health import health_router
@@ -59,15 +60,13 @@ from sessionwire.adapters.http.routes.methods import methods_router
 from sessionwire.adapters.http.routes.metrics import metrics_router
 from sessionwire.adapters.http.routes.runs import RUNS_PATH, runs_router
 from sessionwire.adapters.http.routes.tools import tools_router
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.http.wire_document import WireDocumentedApp
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
-from sessionwire.application.gateway import GatewayService
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def create_app(
-    served: GatewayService | Gateway,
+    gateway: Gateway,
     tokens: TokenSet | str,
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
@@ -89,7 +88,7 @@ def create_app(
     each configured agent is served over the A2A protocol under ``/a2a/<agentId>``
     (docs/a2a.md), its Agent Card signed with ``a2a_signing_key`` when given;
     ``public_url`` is the base URL the cards name."""
-    gateway = service_of(served)
+    served = gateway.served
     if isinstance(tokens, str):
         if not tokens.strip():
             raise ValueError("the HTTP gateway needs a non-empty token")
@@ -124,18 +123,18 @@ def create_app(
         from sessionwire.adapters.console.app import create_console
 
         # The console checks its own tokens (a header or its login cookie; operators only).
-        app.mount(CONSOLE_PREFIX, create_console(gateway.store, gateway.config, tokens, attempts))
+        app.mount(CONSOLE_PREFIX, create_console(served.reads, served.config, tokens, attempts))
     if metrics is not None:
         routers.append(metrics_router(gateway, metrics))
         app.include_router(routers[-1])
-    limits = gateway.config.http.limits
+    limits = served.config.http.limits
     app.add_middleware(
         Gatekeeper,
         tokens=tokens,
         limit=max_body_bytes,
         attempts=attempts,
         read_seconds=body_read_seconds,
-        trusted_proxies=gateway.config.http.trusted_networks(),
+        trusted_proxies=served.config.http.trusted_networks(),
         slots=GrantSlots(limits.connectionsPerGrant, limits.streamsPerGrant),
     )
     if metrics is not None:

@@ -28,7 +28,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
-from sessionwire.application.gateway import GatewayService
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import Owner
 from sessionwire.application.run_views import MAX_CANCEL_REASON
@@ -106,7 +106,7 @@ Notify = Callable[[], Awaitable[None]]
 class RunResources:
     """The runs resources and the cancel tool of one MCP server (one session)."""
 
-    def __init__(self, gateway: GatewayService, requester: str) -> None:
+    def __init__(self, gateway: Gateway, requester: str) -> None:
         self.gateway = gateway
         self.requester = requester
         self._watches: dict[str, asyncio.Task[None]] = {}
@@ -185,7 +185,7 @@ class RunResources:
         return str(found["runId"]), str(found["status"])
 
     def _follow(self, uri: str, run_id: str, status: str, tell: Notify) -> asyncio.Task[None]:
-        return self.gateway.in_flight.start(
+        return self.gateway.served.in_flight.start(
             self._watch(uri, run_id, status, tell), Owner("mcp-subscription", run_id)
         )
 
@@ -246,7 +246,7 @@ class RunResources:
         try:
             while status in ("queued", "running"):
                 # Parked: a subscriber's look at the clock is no work of the gateway's own.
-                await self.gateway.in_flight.sleep(WATCH_SECONDS, parked=True)
+                await self.gateway.served.in_flight.sleep(WATCH_SECONDS, parked=True)
                 found = await self.gateway.run(run_id, requester=self.requester)
                 if found is None or found["status"] == status:
                     continue

@@ -47,18 +47,17 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from sessionwire.adapters.bootstrap import Gateway, service_of
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     MAX_BODY_BYTES,
     FailedAttempts,
     Gatekeeper,
     GrantSlots,
 )
-from sessionwire.adapters.http.header_deadline import header_deadline
-from sessionwire.adapters.http.tokens import Grant, TokenSet
+from sessionwire.adapters.access.header_deadline import header_deadline
+from sessionwire.adapters.access.tokens import Grant, TokenSet
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool
 from sessionwire.application.config.gateway_config import HttpConfig
-from sessionwire.application.gateway import GatewayService
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.tools.registry import REGISTRY
 from starlette.applications import Starlette
@@ -83,7 +82,7 @@ def _version() -> str:
         return "0"
 
 
-def tool_definitions(gateway: GatewayService) -> list[types.Tool]:
+def tool_definitions(gateway: Gateway) -> list[types.Tool]:
     """The registry's MCP tools, their input schemas exactly ``tool_schemas()``'s and their
     hints the registry's (for hosts deciding what to confirm with a user)."""
     schemas = {schema["name"]: schema for schema in gateway.tool_schemas()}
@@ -122,14 +121,11 @@ def _run_token(meta: Mapping[str, Any] | None) -> str | None:
     return ""  # not a token at all: refused as naming no run, never silently unlinked
 
 
-def build_server(
-    served: GatewayService | Gateway, requester: str, *, subscriptions: bool = True
-) -> Server[Any]:
+def build_server(gateway: Gateway, requester: str, *, subscriptions: bool = True) -> Server[Any]:
     """An MCP server whose every tool call runs as the session ``requester``; with
     ``subscriptions`` (a transport that can notify: stdio, not stateless HTTP) a run's
     resource can be followed: ``resources/subscribe`` for a client of a handshake
     revision, ``subscriptions/listen`` for one of the stateless revision (2026-07-28)."""
-    gateway = service_of(served)
     tools = [*tool_definitions(gateway), cancel_tool()]
     runs = RunResources(gateway, requester)
     bound = log.bind(requester=requester)
@@ -147,8 +143,8 @@ def build_server(
             result = await runs.cancel(arguments)
         else:
             token = _run_token(params.meta)
-            result = await gateway.call_tool(
-                requester, params.name, arguments, run_token=token, callback=True
+            result = await gateway.served.call_tool(
+                requester, params.name, arguments, run_token=token
             )
         bound.debug("mcp tool call", tool=params.name, status=result.get("status"))
         return tool_result(result)

@@ -23,12 +23,13 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sessionwire.adapters.bootstrap import Gateway, service_of
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.runtimes.scripted import ScriptedRuntime
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.loop_guard import blocking_access_allowed
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.deliveries import CapturingDelivery
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.domain.base import Aggregate, DomainEvent, event_payload
@@ -149,7 +150,7 @@ class Scenario:
 
     @property
     def _store(self) -> EventSourcedStore:
-        opened = service_of(self.gateway).store
+        opened = internals(self.gateway).store
         assert isinstance(opened, OffLoopStore)
         return opened.event_store
 
@@ -168,10 +169,10 @@ class Scenario:
         a gateway restarted on that store would.
         """
         gateway = self.gateway
-        self._mark = await service_of(gateway).store.read(lambda store: store.log_position())
+        self._mark = await internals(gateway).store.read(lambda store: store.log_position())
         if not self._resumed:
             self._resumed = True
-            await service_of(gateway).resume()
+            await internals(gateway).resume()
         result = await command(gateway) if command is not None else None
         await gateway.wait_idle()
         await self.clock.advance(seconds)

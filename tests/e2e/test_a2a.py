@@ -40,9 +40,9 @@ from hang_bounds import HANG_SECONDS
 from live_http import free_port
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
+from sessionwire.adapters.access.auth import FailedAttempts
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.auth import FailedAttempts
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.runtimes.a2a_remote import A2ARemoteRuntime
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.runtime import (

@@ -17,7 +17,7 @@ import pytest
 from hang_bounds import HANG_SECONDS
 from live_http import TOKEN, cli_env, free_port, live_server, scripted_server, seed, serve_process
 from sessionwire import SyncGateway
-from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.access.tokens import TokenSet
 
 WORK_TOKEN = "work-token-0123456789abcdefghijklmnop"
 V2_STORE = Path(__file__).parents[1] / "fixtures" / "storage_v2" / "v2_demo.db"

@@ -18,7 +18,7 @@ import pytest
 from hang_bounds import HANG_SECONDS
 from live_http import SCRIPT, LiveServer, live_server
 from sessionwire import SyncGateway
-from sessionwire.adapters.http.tokens import TokenSet
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.application.run_views import RunCancelResult, RunList, RunView
 from sessionwire.testing import ScriptedRuntime
 

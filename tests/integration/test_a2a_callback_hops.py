@@ -13,7 +13,7 @@ from a2a.types import Task, TaskState
 from a2a_calls import a2a_message, called_by, handler_for
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.testing import VirtualClock
 

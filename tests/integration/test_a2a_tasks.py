@@ -38,8 +38,7 @@ from sessionwire import Gateway
 from sessionwire.adapters.a2a.agent_cards import agent_card, served_agents
 from sessionwire.adapters.a2a.push import TOKEN_HEADER, A2APushDelivery
 from sessionwire.adapters.a2a.server import GRANT, GatewayRequestHandler
-from sessionwire.adapters.http.tokens import Grant
-from sessionwire.adapters.testkit.internals import internals
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.testkit.virtual_clock import VirtualClock
 from sessionwire.application.ports.runtime import RecordedDelivery
 from sessionwire.testing import ScriptedRuntime
@@ -84,10 +83,9 @@ async def opened(
         clock=clock,
         runtime=ScriptedRuntime.from_dict(SCRIPT),
     )
-    service = internals(gateway)
-    entry = served_agents(service.config)["main"]
+    entry = served_agents(gateway.served.config)["main"]
     card = agent_card("main", entry, base_url="http://test", push_notifications=False)
-    return gateway, GatewayRequestHandler(service, "main", card)
+    return gateway, GatewayRequestHandler(gateway, "main", card)
 
 
 def as_task(answer: Task | Message) -> Task:

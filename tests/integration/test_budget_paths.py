@@ -15,7 +15,7 @@ from a2a.types import Task, TaskState
 from a2a_calls import a2a_message, called_by, handler_for
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig, RunReply, RunRequest
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.tokens import Grant
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.runtime import AgentRuntime
 from sessionwire.domain.access_refusal import AccessRefusal

@@ -276,10 +276,10 @@ def test_a_token_in_an_address_is_never_taken(client: TestClient) -> None:
 
 def test_a_login_link_carries_a_code_that_logs_in_once(tmp_path: Path) -> None:
     from fastapi import FastAPI
+    from sessionwire.adapters.access.tokens import TokenSet
     from sessionwire.adapters.bootstrap import open_event_store
     from sessionwire.adapters.console.app import create_console
     from sessionwire.adapters.console.logins import ConsoleLogins
-    from sessionwire.adapters.http.tokens import TokenSet
     from sessionwire.adapters.store.off_loop import OffLoopStore
 
     config = GatewayConfig()

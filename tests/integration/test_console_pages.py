@@ -18,11 +18,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.console.app import create_console
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.store.off_loop import OffLoopStore
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -234,7 +234,7 @@ def test_the_store_page_shows_the_last_signed_checkpoint(tmp_path: Path) -> None
 
 
 def test_the_console_reads_a_bearer_token_as_the_api_does(tmp_path: Path) -> None:
-    # One parser for both (adapters/http/auth.py): a token beyond ASCII is sent as UTF-8
+    # One parser for both (adapters/access/auth.py): a token beyond ASCII is sent as UTF-8
     # and opened the API, but the console read it as Latin-1 and sent it to the login.
     token = "opérateur-tøken-0123456789"
     config = GatewayConfig.load(before_scopes())

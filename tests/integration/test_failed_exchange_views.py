@@ -18,8 +18,8 @@ import pytest
 from command_line import run_in_process
 from fastapi.testclient import TestClient
 from sessionwire import AgentRuntime, Gateway, GatewayConfig, RunReply, RunRequest
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 
 TOKEN = "operator-token-for-the-failed-exchange"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from sessionwire import Gateway
+from sessionwire.adapters.access.tokens import TokenFileError, TokenSet
 from sessionwire.adapters.cli.context import make_parent
 from sessionwire.adapters.cli.main import main
-from sessionwire.adapters.http.tokens import TokenFileError, TokenSet
 
 
 def mode(path: Path) -> int:

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from mcp import Client
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.mcp.server import build_server
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.adapters.testkit.internals import internals

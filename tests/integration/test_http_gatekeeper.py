@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from sessionwire import Gateway
+from sessionwire.adapters.access.auth import CONSOLE_BODY_BYTES, client_address
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.auth import CONSOLE_BODY_BYTES, client_address
 from sessionwire.application.config.gateway_config import HttpConfig
 
 TOKEN = "gatekeeper-token-0123456789abcdefghijklm"

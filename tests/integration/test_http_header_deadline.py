@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from sessionwire.adapters.http.header_deadline import header_deadline
+from sessionwire.adapters.access.header_deadline import header_deadline
 
 DEADLINE = 0.2
 # Far beyond the deadline: reached only if the server never closes the connection.

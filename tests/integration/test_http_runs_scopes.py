@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 from sessionwire import Gateway
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 OPERATOR = "operator-token-0123456789abcdefghijklmnop"

@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.auth import FailedAttempts
+from sessionwire.adapters.access.tokens import TokenFileError, TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.auth import FailedAttempts
-from sessionwire.adapters.http.tokens import TokenFileError, TokenSet
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 OPERATOR = "operator-token-0123456789abcdefghijklmnop"

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.domain.policy import list_warning
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 

@@ -17,8 +17,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.http.app import create_app
-from sessionwire.adapters.http.tokens import TokenSet
 from sessionwire.adapters.telemetry.prometheus import METRIC_NAMES, PrometheusTelemetry
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.event_log import StoreConflict

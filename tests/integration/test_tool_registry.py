@@ -17,12 +17,12 @@ from typing import Annotated, Any, ClassVar, get_args
 import httpx
 import pytest
 from sessionwire import Gateway, GatewayConfig
-from sessionwire.adapters.bootstrap import service_of
 from sessionwire.adapters.cli.demo.scenario import ToolName
 from sessionwire.adapters.http.app import create_app
 from sessionwire.adapters.mcp.server import tool_definitions
 from sessionwire.adapters.read_composition import open_read_tools
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
+from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.telemetry import ToolSpan
 from sessionwire.application.tools.params import ToolParams, wire
 from sessionwire.application.tools.registry import REGISTRY, ToolRegistry, ToolSpec
@@ -209,7 +209,7 @@ async def test_http_serves_a_route_and_a_listing_for_each_registered_tool_only(
 
 
 async def test_mcp_lists_each_registered_tool_with_its_hints(memory_gateway: Gateway) -> None:
-    listed = tool_definitions(service_of(memory_gateway))
+    listed = tool_definitions(memory_gateway)
     assert [tool.name for tool in listed] == TOOLS
     hints = {
         tool.name: tool.annotations.model_dump(by_alias=True, exclude_none=True)
@@ -222,7 +222,7 @@ async def test_mcp_lists_each_registered_tool_with_its_hints(memory_gateway: Gat
 async def test_a_run_is_offered_openclaws_tools_then_each_registered_one(
     memory_gateway: Gateway,
 ) -> None:
-    service = service_of(memory_gateway)
+    service = internals(memory_gateway)
     assert list(await service.tools_of_session("agent:main:main")) == [*OPENCLAW, *TOOLS]
     assert list(await service.tools_of_session(SUBAGENT_KEY)) == SUBAGENT_DEFAULT
     assert list(service.tool_access.orchestrator_tools) == ORCHESTRATOR_DEFAULT

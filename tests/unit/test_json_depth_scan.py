@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from sessionwire.adapters.http.auth import MAX_JSON_DEPTH, json_depth_exceeds
+from sessionwire.adapters.access.auth import MAX_JSON_DEPTH, json_depth_exceeds
 
 # The adversarial families: one unit repeated, behind a prefix that opens brackets.
 FAMILIES = {

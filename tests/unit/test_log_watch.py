@@ -41,7 +41,7 @@ def test_a_secret_in_a_message_a_field_or_a_traceback_is_found() -> None:
 
 def test_every_token_the_code_digests_is_watched() -> None:
     import log_watch
-    from sessionwire.adapters.http.tokens import TokenSet
+    from sessionwire.adapters.access.tokens import TokenSet
 
     assert log_watch.installed is not None
     TokenSet.operator("operator-token-for-the-watch-0123456789").grant_for("a-wrong-guess")

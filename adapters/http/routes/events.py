@@ -5,13 +5,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import ApiError, error_responses
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import ApiError, error_responses
+from sessionwire.adapters.access.tokens import Grant
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.http.event_cursors import EventCursors
 from sessionwire.adapters.http.event_source import EVENT_STREAM, LAST_EVENT_ID, event_source
-from sessionwire.adapters.http.tokens import Grant
 from sessionwire.application.event_stream.subscription import parse_cursor
-from sessionwire.application.gateway import GatewayService
 
 # Log positions are 64-bit integers in the stores.
 MAX_POSITION = 2**63 - 1
@@ -52,7 +52,7 @@ def stream_start(
     return resumed
 
 
-def events_router(gateway: GatewayService, cursors: EventCursors) -> APIRouter:
+def events_router(gateway: Gateway, cursors: EventCursors) -> APIRouter:
     router = APIRouter()
 
     @router.get(
@@ -126,7 +126,7 @@ def events_router(gateway: GatewayService, cursors: EventCursors) -> APIRouter:
         return StreamingResponse(
             event_source(
                 subscription,
-                gateway.clock,
+                gateway.served.clock,
                 follow=follow,
                 shown=None
                 if grant.session is None

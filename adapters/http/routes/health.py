@@ -3,16 +3,16 @@
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
-from sessionwire.adapters.http.errors import error_response, error_responses, log
+from sessionwire.adapters.access.errors import error_response, error_responses, log
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.http.reference_page import reference_page
-from sessionwire.application.gateway import GatewayService
 
 
 class Health(BaseModel):
     status: str
 
 
-def health_router(gateway: GatewayService) -> APIRouter:
+def health_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
 
     @router.get("/healthz", response_model=Health, tags=["health"])
@@ -24,7 +24,7 @@ def health_router(gateway: GatewayService) -> APIRouter:
     async def readyz() -> Health | JSONResponse:
         """The store answers a query."""
         try:
-            await gateway.store.sealed_position()
+            await gateway.served.sealed_position()
         except Exception as error:
             log.warning("store not reachable", error=str(error))
             return error_response(503, "unavailable", f"store not reachable: {error}")

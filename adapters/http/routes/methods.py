@@ -7,11 +7,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import STATUS_CODES, ApiError, error_responses
-from sessionwire.adapters.http.request_rules import POSTED
-from sessionwire.adapters.http.tokens import Grant
-from sessionwire.application.gateway import GatewayService
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import STATUS_CODES, ApiError, error_responses
+from sessionwire.adapters.access.request_rules import POSTED
+from sessionwire.adapters.access.tokens import Grant
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.application.gateway_methods import (
     AgentWaitParams,
     AgentWaitResult,
@@ -40,16 +40,16 @@ def refusals() -> Iterator[None]:
         raise ApiError(status, STATUS_CODES[status], failed.message) from None
 
 
-def methods_router(gateway: GatewayService) -> APIRouter:
+def methods_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
-    operator_methods = GatewayMethods(gateway)
+    operator_methods = gateway.served.methods()
     method_errors = error_responses(400, 401, 403, 404, 413, 415, 422)
 
     def methods_for(grant: Grant) -> GatewayMethods:
         # A session-bound token: the tools' policy applies, as that session.
         if grant.session is None:
             return operator_methods
-        return GatewayMethods(gateway, requester=grant.session)
+        return gateway.served.methods(grant.session)
 
     def method(path: str, model: type[BaseModel]) -> Callable[[Callable[..., Any]], Any]:
         return router.post(

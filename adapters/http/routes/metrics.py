@@ -4,15 +4,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import ApiError
-from sessionwire.adapters.http.tokens import Grant
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import ApiError
+from sessionwire.adapters.access.tokens import Grant
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.telemetry.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
-from sessionwire.application.gateway import GatewayService
 
 
-def metrics_router(gateway: GatewayService, exposition: PrometheusTelemetry) -> APIRouter:
+def metrics_router(gateway: Gateway, exposition: PrometheusTelemetry) -> APIRouter:
     router = APIRouter()
 
     @router.get("/metrics", include_in_schema=False)
@@ -23,7 +23,7 @@ def metrics_router(gateway: GatewayService, exposition: PrometheusTelemetry) -> 
         if not grant.is_operator:
             raise ApiError(403, "forbidden", "metrics need an operator token")
         # Collecting reads the store (pending runs, outbox depth): on a reader thread.
-        text = await gateway.store.read(lambda _store: exposition.exposition())
+        text = await gateway.served.read(lambda _store: exposition.exposition())
         return Response(text, media_type=METRICS_CONTENT_TYPE)
 
     return router

@@ -3,11 +3,11 @@
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query
-from sessionwire.adapters.http.auth import SESSION_HEADER, authenticated, requester_for
-from sessionwire.adapters.http.errors import ApiError, error_responses
-from sessionwire.adapters.http.request_rules import AUTH, POSTED, only_query
-from sessionwire.adapters.http.tokens import Grant
-from sessionwire.application.gateway import GatewayService
+from sessionwire.adapters.access.auth import SESSION_HEADER, authenticated, requester_for
+from sessionwire.adapters.access.errors import ApiError, error_responses
+from sessionwire.adapters.access.request_rules import AUTH, POSTED, only_query
+from sessionwire.adapters.access.tokens import Grant
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RUNS_MAX_LIMIT
 from sessionwire.application.run_views import (
     RunCancelParams,
@@ -27,20 +27,20 @@ SESSION_HEADER_DOC = (
 RUN_NOT_FOUND = "no run with this id that this caller may see"
 
 
-def run_requester(gateway: GatewayService, grant: Grant, named: str | None) -> str | None:
+def run_requester(gateway: Gateway, grant: Grant, named: str | None) -> str | None:
     """Whose view of the runs: a session-bound token's own session always; an
     operator's, the session the header names, or none (every run)."""
     if named is None:
         return grant.session
-    requester = requester_for(grant, named, gateway.config.key_rules)
+    requester = requester_for(grant, named, gateway.served.config.key_rules)
     try:
-        gateway.config.key_rules.canonical(requester)
+        gateway.served.config.key_rules.canonical(requester)
     except InvalidSessionKey as error:
         raise ApiError(400, "bad_request", f"{SESSION_HEADER}: {error}") from None
     return requester
 
 
-def runs_router(gateway: GatewayService) -> APIRouter:
+def runs_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
     run_errors = error_responses(400, 401, 403, 404)
 

@@ -7,17 +7,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sessionwire.adapters.http.auth import (
+from sessionwire.adapters.access.auth import (
     SESSION_HEADER,
     authenticated,
     header_text,
     requester_for,
 )
-from sessionwire.adapters.http.errors import ApiError, error_responses
+from sessionwire.adapters.access.errors import ApiError, error_responses
+from sessionwire.adapters.access.request_rules import AUTH, POSTED
+from sessionwire.adapters.access.tokens import Grant
+from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.adapters.http.json_body import OrjsonResponse
-from sessionwire.adapters.http.request_rules import AUTH, POSTED
-from sessionwire.adapters.http.tokens import Grant
-from sessionwire.application.gateway import GatewayService, RunNotInFlight
 from sessionwire.application.tools.registry import REGISTRY
 from sessionwire.application.tools.schemas import tool_parameters
 from sessionwire.domain.keys import InvalidSessionKey
@@ -30,8 +30,9 @@ class ToolList(BaseModel):
     tools: list[dict[str, Any]]
 
 
-def tool_route(gateway: GatewayService, name: str) -> Callable[..., Awaitable[JSONResponse]]:
+def tool_route(gateway: Gateway, name: str) -> Callable[..., Awaitable[JSONResponse]]:
     """The handler of ``POST /v1/tools/<name>``."""
+    served = gateway.served
 
     async def call_tool(
         request: Request,
@@ -59,25 +60,29 @@ def tool_route(gateway: GatewayService, name: str) -> Callable[..., Awaitable[JS
             ),
         ] = None,
     ) -> JSONResponse:
-        requester = requester_for(grant, session, gateway.config.key_rules)
+        requester = requester_for(grant, session, served.config.key_rules)
         token = header_text(run) if run is not None else None
         if token is not None:
             try:
-                gateway.turn_for(gateway.config.key_rules.canonical(requester), token)
-            except (RunNotInFlight, InvalidSessionKey) as refused:
-                raise ApiError(403, "run_not_in_flight", str(refused)) from None
+                refusal = served.run_token_refusal(
+                    served.config.key_rules.canonical(requester), token
+                )
+            except InvalidSessionKey as refused:
+                refusal = str(refused)
+            if refusal is not None:
+                raise ApiError(403, "run_not_in_flight", refusal)
         raw = await request.body()
         try:
             params = json.loads(raw) if raw.strip() else None
         except (ValueError, RecursionError):
             raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-        result = await gateway.call_tool(requester, name, params, run_token=token, callback=True)
+        result = await served.call_tool(requester, name, params, run_token=token)
         return OrjsonResponse(result)
 
     return call_tool
 
 
-def tools_router(gateway: GatewayService) -> APIRouter:
+def tools_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
     # The registry's HTTP tools (tools/registry.py): each its route and its listing.
     served = REGISTRY.on("http")

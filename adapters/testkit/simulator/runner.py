@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 from uuid import UUID
 
-from sessionwire.adapters.bootstrap import Gateway, open_service, service_of
+from sessionwire.adapters.bootstrap import Gateway, open_service
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import in_submission_order
@@ -650,7 +650,7 @@ class Simulation:
         """The store behind the gateway, read as the simulation's observer does: blocking
         on purpose, between steps or inside a dispatch it inspects; exempt from the loop
         guard (the gateway's own store work is what the guard watches)."""
-        store = service_of(self._gateway(state)).store
+        store = internals(self._gateway(state)).store
         assert isinstance(store, OffLoopStore)
         with blocking_access_allowed():
             yield store.event_store
@@ -679,7 +679,7 @@ class Simulation:
                 if not state.incarnation.dead:
                     await self._go_stale(state)
         elif isinstance(step, DropConnection):
-            off_loop = service_of(gateway).store
+            off_loop = internals(gateway).store
             assert isinstance(off_loop, OffLoopStore)
             if is_postgres(off_loop.event_store):
                 drop_next_commit(off_loop.event_store, committed=step.committed)
@@ -916,7 +916,7 @@ class Simulation:
         if armed is not None and armed.at == "takeover":
             await self._open_standby(state)
             # The takeover statement commits; the process dies before it resumes.
-            taken_first = await service_of(taker).store.take_over_dead_gateways()
+            taken_first = await internals(taker).store.take_over_dead_gateways()
             if dead not in taken_first:
                 self._violate(state, "runs-end", f"dead gateway {dead} not taken over")
             state.takeovers += 1
@@ -940,7 +940,7 @@ class Simulation:
         over and resumes its work. Then it goes on as it was (a stale owner): its runs
         in flight answer, and what it writes for them must be refused."""
         paused = self._gateway(state)
-        store = service_of(paused).store
+        store = internals(paused).store
         assert isinstance(store, OffLoopStore)
         keeper = keeper_of(store.event_store)
         self._read_log(state)
@@ -1010,7 +1010,7 @@ class Simulation:
     async def _kill_leaving_leases(self, state: _Run) -> str:
         """Kill the active gateway as ``kill -9`` would: it gives no lease back; then
         its heartbeat and leases expire. Its gateway id."""
-        store = service_of(self._gateway(state)).store
+        store = internals(self._gateway(state)).store
         assert isinstance(store, OffLoopStore)
         keeper = keeper_of(store.event_store)
         die_without_goodbye(keeper)
@@ -1458,7 +1458,7 @@ def _max_hops(script: SimulationScript) -> int:
 
 def _lane_use(gateway: Gateway) -> tuple[int | None, int]:
     """Lane slots held now and the lane's size (None when the gateway hides its lane)."""
-    service = service_of(gateway)
+    service = internals(gateway)
     capacity = service.config.agents.defaults.maxConcurrent
     free = getattr(service.run_engine, "free_slots", None)
     value = free() if callable(free) else None

@@ -17,8 +17,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sessionwire.adapters.http.errors import ApiError, error_response
-from sessionwire.adapters.http.tokens import Grant, TokenSet
+from sessionwire.adapters.access.errors import ApiError, error_response
+from sessionwire.adapters.access.tokens import Grant, TokenSet
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.keys import InvalidSessionKey, KeyRules
 from starlette.types import ASGIApp, Message, Receive, Scope, Send

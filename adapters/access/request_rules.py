@@ -5,8 +5,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, Request
-from sessionwire.adapters.http.auth import authenticated
-from sessionwire.adapters.http.errors import ApiError
+from sessionwire.adapters.access.auth import authenticated
+from sessionwire.adapters.access.errors import ApiError
 
 
 async def json_content(request: Request) -> None:
