@@ -38,40 +38,11 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
-MAIN = "agent:main:main"
-TARGET = "agent:main:group:failover"
-QUIET = {
-    "session": {"agentToAgent": {"maxPingPongTurns": 0}},
-    "tools": {"sessions": {"visibility": "all"}},
-}
 TARGET_SECONDS = 8.0
 # Only a bound on a broken round: a takeover that never comes fails the round.
 HANG_SECONDS = 180.0
-
-# Gateway A: starts the run, reports it once its agent holds it, then waits to be killed.
-DYING = """
-import asyncio, json, sys
-from sessionwire import AgentRuntime, Gateway, GatewayConfig, RunReply
-
-class Holds(AgentRuntime):
-    async def run(self, request):
-        if request.step == "primary":
-            print("dispatched " + request.run_id, flush=True)
-            await asyncio.Event().wait()  # until the kill
-        return RunReply(text="ANNOUNCE_SKIP")
-
-async def main(url, config):
-    gateway = await Gateway.open(config=GatewayConfig.load(config), store=url, runtime=Holds())
-    for key in ("MAIN", "TARGET"):
-        await gateway.record_message(key, role="user", content="(opened)")
-    sent = await gateway.call_tool(
-        "MAIN", "sessions_send", {"sessionKey": "TARGET", "message": "go", "timeoutSeconds": 0}
-    )
-    assert sent["status"] == "accepted", sent
-    await asyncio.Event().wait()
-
-asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
-""".replace("MAIN", MAIN).replace("TARGET", TARGET)
+# Gateway A is the failover test's dying gateway (it starts the run and holds it).
+DYING = "tests.processes.failover_child"
 
 
 def _store_url(url: str, schema: str, lease_seconds: float | None) -> str:
@@ -84,6 +55,9 @@ async def _one_round(url: str, work: float, lease_seconds: float | None) -> dict
     from sessionwire import Gateway, GatewayConfig
     from sessionwire.testing import ScriptedRuntime
 
+    sys.path.insert(0, str(ROOT))
+    from tests.processes.failover_child import CONFIG
+
     schema = f"bench_takeover_{uuid.uuid4().hex[:12]}"
     store = _store_url(url, schema, lease_seconds)
     script = {
@@ -93,10 +67,10 @@ async def _one_round(url: str, work: float, lease_seconds: float | None) -> dict
         ]
     }
     standby = await Gateway.open(
-        config=GatewayConfig.load(QUIET), store=store, runtime=ScriptedRuntime.from_dict(script)
+        config=GatewayConfig.load(CONFIG), store=store, runtime=ScriptedRuntime.from_dict(script)
     )
     dying = subprocess.Popen(
-        [sys.executable, "-c", DYING, store, json.dumps(QUIET)],
+        [sys.executable, "-m", DYING, store],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
