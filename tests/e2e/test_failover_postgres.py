@@ -11,18 +11,15 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import ScriptedRuntime
+from store_holder import child_gateway
 
 from tests.processes.failover_child import CONFIG, TARGET
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = {
     "rules": [
         {"step": "primary", "reply": "finished by the live gateway"},
@@ -41,14 +38,7 @@ async def test_a_killed_gateways_run_is_finished_once_by_a_live_one_before_its_l
     live = await Gateway.open(
         config=GatewayConfig.load(CONFIG), store=store, runtime=ScriptedRuntime.from_dict(SCRIPT)
     )
-    dying = subprocess.Popen(
-        [sys.executable, "-m", "tests.processes.failover_child", store],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    dying = child_gateway("failover_child", store)
     try:
         assert dying.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(dying.stdout.readline), HANG_SECONDS)
