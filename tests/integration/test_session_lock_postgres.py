@@ -392,6 +392,32 @@ async def test_a_gateway_whose_connection_is_gone_is_taken_over_before_its_lease
         await dead.save_async(_session(dead, "late"))
 
 
+async def test_a_keeper_that_reconnected_holds_a_new_liveness_lock_and_is_not_taken(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = stores.open(), stores.open()
+    target = keeper(second)
+    old_key = target.liveness_key
+    renewed = threading.Event()
+    renew = target._renew
+
+    def spied_renew() -> None:
+        renew()
+        renewed.set()  # the first renewal after reconnecting writes the new key
+
+    monkeypatch.setattr(target, "_renew", spied_renew)
+    listener = target._conn
+    assert listener is not None
+    sql(second, "SELECT pg_terminate_backend(%s::int)", listener.info.backend_pid)
+    assert await asyncio.to_thread(renewed.wait, HANG_SECONDS)
+    assert target.liveness_key != old_key
+    rows = sql(
+        second, "SELECT liveness_key FROM {s}.sw_gateways WHERE gateway_id = %s", target.owner
+    )
+    assert rows == [(target.liveness_key,)]
+    assert await first.take_over_dead_gateways() == []
+
+
 async def test_a_heartbeat_without_a_liveness_lock_on_this_server_waits_for_its_lease(
     stores: Stores,
 ) -> None:
