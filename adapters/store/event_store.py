@@ -672,6 +672,10 @@ class EventSourcedStore(Store):
     def lease_seconds(self) -> float | None:  # type: ignore[override]
         return self.backend.lease_seconds
 
+    @property
+    def takeover_check_seconds(self) -> float | None:  # type: ignore[override]
+        return self.backend.takeover_check_seconds
+
     async def take_over_dead_gateways(self) -> list[str]:
         return await self.backend.take_over_dead_gateways()
 

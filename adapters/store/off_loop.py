@@ -203,6 +203,10 @@ class OffLoopStore(AsyncStore):
     def lease_seconds(self) -> float | None:
         return self._store.lease_seconds
 
+    @property
+    def takeover_check_seconds(self) -> float | None:
+        return self._store.takeover_check_seconds
+
     async def take_over_dead_gateways(self) -> list[str]:
         return await self._store.take_over_dead_gateways()
 

@@ -52,6 +52,7 @@ from sessionwire.adapters.store.postgres_lease import (
     DEFAULT_LEASE_SECONDS,
     MAX_LEASE_SECONDS,
     MIN_LEASE_SECONDS,
+    TAKEOVER_CHECK_SECONDS,
     LeaseKeeper,
     PostgresSessionLease,
     create_lease_tables,
@@ -629,6 +630,8 @@ class PostgresBackend(StoreBackend):
         if not schema.replace("_", "").isalnum():
             raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
         self.lease_seconds: float = _lease_seconds(parse_qs(parts.query, keep_blank_values=True))
+        # A killed gateway is found by its free liveness lock (ADR 0049), not its lease.
+        self.takeover_check_seconds: float = min(TAKEOVER_CHECK_SECONDS, self.lease_seconds / 2)
         self.env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),

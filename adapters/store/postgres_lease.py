@@ -9,6 +9,10 @@ off still claims, fences and expires correctly.
 
 Each store has one ``LeaseKeeper``: a thread with one connection of its own that
 
+- holds, for as long as that connection lives, a session-level advisory lock whose key
+  its heartbeat row names: the server lets go of it the instant the process dies, so
+  another gateway's try-lock on that key tells a dead gateway from a live one without
+  waiting for its lease (ADR 0049);
 - renews, every ``lease/3`` seconds, the store's heartbeat row in ``sw_gateways`` and
   every lease the store holds (a lease found claimed by someone else is marked lost);
 - LISTENs for releases (a release NOTIFYs its session key) and wakes the claimers
@@ -30,6 +34,7 @@ import contextlib
 import hashlib
 import heapq
 import itertools
+import secrets
 import select
 import socket
 import threading
@@ -60,6 +65,14 @@ connection, for that statement only)."""
 LEASE_LOST_STATE = "SWL01"
 """The SQLSTATE ``sw_hold_lease`` raises when a save's fence has moved on."""
 RECONNECT_SECONDS = 1.0
+TAKEOVER_CHECK_SECONDS = 1.0
+"""How often a live gateway tries the liveness locks of the others (ADR 0049): a killed
+gateway is found dead within this long, not a lease."""
+
+# The server instance a liveness lock lives on: advisory locks are that instance's alone
+# (a Citus node's, a restarted server's before the restart), and a gateway on another
+# one cannot see them. A restart, or another node, changes it (ADR 0049).
+_SERVER_INSTANCE = "extract(epoch FROM pg_postmaster_start_time())::text"
 
 log = library_logger("sessionwire.store")
 
@@ -86,7 +99,8 @@ def lease_create_statements(schema: str) -> dict[str, str]:
     return {
         f"{s}.sw_gateways": (
             f"CREATE TABLE IF NOT EXISTS {s}.sw_gateways ("
-            "gateway_id text PRIMARY KEY, expires_at timestamptz NOT NULL)"
+            "gateway_id text PRIMARY KEY, expires_at timestamptz NOT NULL, "
+            "liveness_key bigint, liveness_server text)"
         ),
         f"{s}.sw_session_leases": (
             f"CREATE TABLE IF NOT EXISTS {s}.sw_session_leases ("
@@ -117,6 +131,19 @@ def create_lease_tables(connection: psycopg.Connection[Any], schema: str) -> Non
         found = connection.execute(f"SELECT {finder}(%s)", (name,)).fetchone()
         if found is None or found[0] is None:
             connection.execute(statement)
+    # A heartbeat table made before the liveness locks (ADR 0049): its rows, and those of
+    # gateways still running that version, leave the new columns NULL, so they are found
+    # dead by their lease alone.
+    liveness = connection.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+        "AND table_name = 'sw_gateways' AND column_name = 'liveness_key'",
+        (schema,),
+    ).fetchone()
+    if liveness is None:
+        connection.execute(
+            f'ALTER TABLE "{schema}".sw_gateways ADD COLUMN IF NOT EXISTS liveness_key bigint, '
+            "ADD COLUMN IF NOT EXISTS liveness_server text"
+        )
 
 
 def hold_lease_statement(schema: str) -> str:
@@ -144,10 +171,14 @@ def _channel(schema: str) -> str:
 class _Statements:
     def __init__(self, schema: str) -> None:
         s = f'"{schema}"'
+        # The row names the liveness lock its connection holds, and the server it is on.
         self.register = (
-            f"INSERT INTO {s}.sw_gateways (gateway_id, expires_at) "
-            "VALUES (%(owner)s, clock_timestamp() + %(lease)s * interval '1 second') "
-            "ON CONFLICT (gateway_id) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+            f"INSERT INTO {s}.sw_gateways "
+            "(gateway_id, expires_at, liveness_key, liveness_server) "
+            "VALUES (%(owner)s, clock_timestamp() + %(lease)s * interval '1 second', "
+            f"%(liveness)s, {_SERVER_INSTANCE}) "
+            "ON CONFLICT (gateway_id) DO UPDATE SET expires_at = EXCLUDED.expires_at, "
+            "liveness_key = EXCLUDED.liveness_key, liveness_server = EXCLUDED.liveness_server"
         )
         # The heartbeat and every lease of the store, in one statement (one transaction):
         # a gateway whose heartbeat row was taken over comes back (it lives), and its
@@ -187,13 +218,35 @@ class _Statements:
             f"gone AS (DELETE FROM {s}.sw_gateways WHERE gateway_id = %(owner)s) "
             "SELECT pg_notify(%(channel)s, session_key) FROM released"
         )
-        # Each expired heartbeat row goes to exactly one deleter: a concurrent DELETE
-        # waits on the row, then finds it gone.
+        # Dead: its heartbeat expired (a lease without renewal: a pause, a partition), or
+        # its liveness lock is free on this server (its connection is gone: the process
+        # died). The try-lock is the transaction's, let go at this statement's commit.
+        # Each dead row goes to exactly one deleter (a concurrent DELETE waits on the
+        # row, then finds it gone), and the dead one's leases expire with it, each
+        # NOTIFYing its waiters: nothing waits for them to run out.
         self.take_over = (
-            f"DELETE FROM {s}.sw_gateways "
-            "WHERE expires_at < clock_timestamp() AND gateway_id <> %(owner)s "
-            "RETURNING gateway_id"
+            f"WITH dead AS (DELETE FROM {s}.sw_gateways "
+            "WHERE gateway_id <> %(owner)s AND (expires_at < clock_timestamp() "
+            f"OR (liveness_server = {_SERVER_INSTANCE} "
+            "AND pg_try_advisory_xact_lock(liveness_key))) "
+            "RETURNING gateway_id), "
+            f"freed AS (UPDATE {s}.sw_session_leases SET expires_at = clock_timestamp() "
+            "WHERE owner IN (SELECT gateway_id FROM dead) "
+            "AND expires_at > clock_timestamp() "
+            "RETURNING pg_notify(%(channel)s, session_key)) "
+            "SELECT gateway_id FROM dead"
         )
+
+
+def _hold_liveness_lock(conn: psycopg.Connection[Any]) -> int:
+    """A fresh key, locked at session level on ``conn`` until it closes (the heartbeat's
+    next write names it). Fresh for each connection: the key of one that dropped may be
+    tried by a taker meanwhile; a key someone holds already (a collision) is skipped."""
+    while True:
+        key = secrets.randbits(63)  # a bigint, never negative
+        locked = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if locked is not None and locked[0]:
+            return key
 
 
 # Held leases and their waiters ----------------------------------------------------------
@@ -268,6 +321,8 @@ class LeaseKeeper:
         self.lease_seconds = lease_seconds
         self.renew_every = lease_seconds / 3
         self.owner = uuid.uuid4().hex
+        self.liveness_key = 0
+        """The advisory lock the keeper's connection holds (``_listening``)."""
         self.channel = _channel(schema)
         self.sql = _Statements(schema)
         self.executor = store_executor(LEASE_THREADS, "sessionwire-lease")
@@ -284,10 +339,17 @@ class LeaseKeeper:
         self._thread.start()
 
     def _params(self, **more: Any) -> dict[str, Any]:
-        return {"owner": self.owner, "lease": self.lease_seconds, "channel": self.channel, **more}
+        return {
+            "owner": self.owner,
+            "lease": self.lease_seconds,
+            "channel": self.channel,
+            "liveness": self.liveness_key,
+            **more,
+        }
 
     def _listening(self) -> psycopg.Connection[Any]:
         conn = self.connect()
+        self.liveness_key = _hold_liveness_lock(conn)
         conn.execute(SQL("LISTEN {}").format(Identifier(self.channel)))
         return conn
 
@@ -548,6 +610,7 @@ class PostgresSessionLease(AbstractAsyncContextManager[None]):
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
+    "TAKEOVER_CHECK_SECONDS",
     "HeldLease",
     "LeaseKeeper",
     "PostgresSessionLease",

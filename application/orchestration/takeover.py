@@ -1,10 +1,12 @@
 """Taking over the work of a dead gateway (contract decision 24).
 
 Gateways sharing a store each keep a heartbeat there; one whose heartbeat expired is
-dead. Every so often a live gateway asks the store for the dead ones: the store hands
-each to exactly one asker, which then resumes the store's pending work (the dead one's
-runs among it). Resuming twice is harmless: a run executes under its session's lease and
-only while the run itself is unfinished, so each taken-over run resumes exactly once.
+dead, and so is one the store can tell has died (on PostgreSQL: its liveness lock is
+free, ADR 0049), without waiting for its heartbeat to expire. Every so often a live
+gateway asks the store for the dead ones: the store hands each to exactly one asker,
+which then resumes the store's pending work (the dead one's runs among it). Resuming
+twice is harmless: a run executes under its session's lease and only while the run
+itself is unfinished, so each taken-over run resumes exactly once.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ OnTakeover = Callable[[list[str]], Awaitable[None]]
 
 
 class Takeover:
-    """Checks for dead gateways every half lease, as parked work (``wait_idle`` on a real
-    clock does not wait for it), and calls ``on_takeover`` with those it took over."""
+    """Checks for dead gateways as often as the store says (every second on PostgreSQL,
+    which tells a killed gateway at once: ADR 0049), as parked work (``wait_idle`` on a
+    real clock does not wait for it), and calls ``on_takeover`` with those it took over."""
 
     def __init__(
         self, *, locks: AsyncStore, clock: Clock, in_flight: InFlight, on_takeover: OnTakeover
@@ -38,8 +41,7 @@ class Takeover:
     @property
     def interval(self) -> float | None:
         """Seconds between two checks; None where there is no other gateway to take over."""
-        lease = self.locks.lease_seconds
-        return None if lease is None else lease / 2
+        return self.locks.takeover_check_seconds
 
     def start(self) -> None:
         """Watch from now on (once; again after a start changes nothing). Not on a store

@@ -137,6 +137,11 @@ class AsyncStore(ABC):
     def lease_seconds(self) -> float | None:
         """How long a session's lease lasts (``SessionLocks``); None without leases."""
 
+    @property
+    @abstractmethod
+    def takeover_check_seconds(self) -> float | None:
+        """How often to look for dead gateways (``SessionLocks``); None without leases."""
+
     @abstractmethod
     async def take_over_dead_gateways(self) -> list[str]:
         """Gateways sharing this store whose lease expired, taken over by this one

@@ -32,6 +32,10 @@ class SessionLocks(ABC):  # noqa: B024
     lease_seconds: float | None = None
     """How long a lease outlives its holder's last renewal; None: no leases (a store
     that one process uses, whose lock ends with that process)."""
+    takeover_check_seconds: float | None = None
+    """How often a live gateway asks for dead ones (``take_over_dead_gateways``): a store
+    that tells a dead process at once (ADR 0049) is asked more often than its leases
+    expire; None: no other gateway to take over."""
 
     def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
         """Held while a run executes in session ``key``.

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
@@ -26,6 +27,7 @@ from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
 from sessionwire.adapters.store.postgres import PostgresBackend
 from sessionwire.adapters.store.postgres_lease import LeaseKeeper
+from sessionwire.adapters.testkit.simulator.faults import die_without_goodbye
 from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.ports.session_locks import LeaseLost
 from sessionwire.domain.session import Session, session_uuid
@@ -343,6 +345,121 @@ async def test_a_task_started_outside_any_run_saves_unfenced_while_the_run_holds
             loop = asyncio.get_running_loop()
             await loop.create_task(driver(), context=outside_any_run())
     assert stale.session("agent:main:other") is not None
+
+
+async def lose_listener(store: EventSourcedStore) -> str:
+    """The store's gateway as ``kill -9`` leaves it (ADR 0049): its keeper's connection
+    gone, so the server lets go of its liveness lock, and its heartbeat and leases left
+    as they were, an hour from expiring. Its gateway id."""
+    target = keeper(store)
+    die_without_goodbye(target)
+    target.close()
+
+    def let_go() -> None:
+        # The server lets go of the lock once the closed connection's backend has exited:
+        # taking it here returns then.
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+            connection.execute("SELECT pg_advisory_lock(%s)", (target.liveness_key,))
+            connection.execute("SELECT pg_advisory_unlock(%s)", (target.liveness_key,))
+
+    await asyncio.wait_for(asyncio.to_thread(let_go), HANG_SECONDS)
+    return target.owner
+
+
+async def test_a_gateway_whose_connection_is_gone_is_taken_over_before_its_lease(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead, alive, waiting = stores.open(), stores.open(), stores.open()
+    await dead.save_async(opened(KEY))
+    holding = dead.session_lock(KEY)
+    await holding.__aenter__()  # never given back: its process dies holding it
+    _, old_fence = lease_row(dead, KEY)
+    spy = WaitSpy(waiting, monkeypatch)
+    claiming = asyncio.create_task(_take(waiting, KEY))
+    await asyncio.wait_for(spy.waiting.wait(), HANG_SECONDS)
+
+    gone = await lose_listener(dead)
+    # Its heartbeat and lease are an hour from expiring: found dead by its free lock.
+    assert await alive.take_over_dead_gateways() == [gone]
+    assert await waiting.take_over_dead_gateways() == []
+    # Its lease was freed and the gateway waiting for it woken (NOTIFY), not at expiry.
+    await asyncio.wait_for(claiming, HANG_SECONDS)
+    assert KEY in spy.heard
+    owner, new_fence = lease_row(waiting, KEY)
+    assert (owner, new_fence > old_fence) == (None, True)
+    # Had its process gone on after all, its late save under the lease is refused.
+    with pytest.raises(LeaseLost, match="moved on"):
+        await dead.save_async(_session(dead, "late"))
+
+
+async def test_a_keeper_that_reconnected_holds_a_new_liveness_lock_and_is_not_taken(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = stores.open(), stores.open()
+    target = keeper(second)
+    old_key = target.liveness_key
+    renewed = threading.Event()
+    renew = target._renew
+
+    def spied_renew() -> None:
+        renew()
+        renewed.set()  # the first renewal after reconnecting writes the new key
+
+    monkeypatch.setattr(target, "_renew", spied_renew)
+    listener = target._conn
+    assert listener is not None
+    sql(second, "SELECT pg_terminate_backend(%s::int)", listener.info.backend_pid)
+    assert await asyncio.to_thread(renewed.wait, HANG_SECONDS)
+    assert target.liveness_key != old_key
+    rows = sql(
+        second, "SELECT liveness_key FROM {s}.sw_gateways WHERE gateway_id = %s", target.owner
+    )
+    assert rows == [(target.liveness_key,)]
+    assert await first.take_over_dead_gateways() == []
+
+
+async def test_a_heartbeat_without_a_liveness_lock_on_this_server_waits_for_its_lease(
+    stores: Stores,
+) -> None:
+    first = stores.open()
+    free_key = 4242
+    rows = {
+        # A gateway of the version before liveness locks: no key.
+        "old-version": "NULL, NULL",
+        # A free key, but on another server (another Citus node; before a restart).
+        "other-server": f"{free_key}, 'another server'",
+        # A free key on this server: its connection is gone.
+        "gone": f"{free_key}, extract(epoch FROM pg_postmaster_start_time())::text",
+    }
+    for gateway_id, liveness in rows.items():
+        sql(
+            first,
+            "INSERT INTO {s}.sw_gateways (gateway_id, expires_at, liveness_key, liveness_server) "
+            f"VALUES (%s, clock_timestamp() + interval '1 hour', {liveness})",
+            gateway_id,
+        )
+    assert await first.take_over_dead_gateways() == ["gone"]
+    sql(first, "UPDATE {s}.sw_gateways SET expires_at = clock_timestamp() - interval '1 second'")
+    assert sorted(await first.take_over_dead_gateways()) == ["old-version", "other-server"]
+
+
+def test_a_heartbeat_table_made_before_liveness_locks_gets_them(postgres_url: str) -> None:
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(f'CREATE SCHEMA "{schema}"')
+        connection.execute(
+            f'CREATE TABLE "{schema}".sw_gateways '
+            "(gateway_id text PRIMARY KEY, expires_at timestamptz NOT NULL)"
+        )
+        connection.execute(
+            f"INSERT INTO \"{schema}\".sw_gateways VALUES ('older', clock_timestamp())"
+        )
+    store = open_event_store(_with(postgres_url, QUIET), GatewayConfig())
+    try:
+        rows = sql(store, "SELECT gateway_id, liveness_key FROM {s}.sw_gateways ORDER BY 1")
+        assert rows == sorted([("older", None), (keeper(store).owner, keeper(store).liveness_key)])
+    finally:
+        store.close()
 
 
 async def test_exactly_one_of_two_gateways_takes_a_dead_gateway_over(stores: Stores) -> None:

@@ -1,6 +1,7 @@
-"""The takeover watch (contract decision 24): every half lease a gateway asks the store for
-dead gateways, as parked work, and resumes their work when it took any over; a store that
-one process uses, or a clock only a test moves, is not watched."""
+"""The takeover watch (contract decision 24): as often as the store says (every second on
+PostgreSQL, ADR 0049: far more often than a lease runs out) a gateway asks the store for
+dead gateways, as parked work, and resumes their work when it took any over; a store
+that one process uses, or a clock only a test moves, is not watched."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.testing import VirtualClock
 
 LEASE = 10.0
+CHECK = 1.0
 
 
 class SharedLocks(SessionLocks):
     """A store several gateways share, where one gateway is found dead once."""
 
     lease_seconds = LEASE
+    takeover_check_seconds = CHECK
 
     def __init__(self) -> None:
         self.asked = 0
@@ -34,7 +37,7 @@ class MovingClock(VirtualClock):
         return True
 
 
-async def test_every_half_lease_the_dead_are_taken_over_and_their_work_resumed() -> None:
+async def test_at_each_check_the_dead_are_taken_over_and_their_work_resumed() -> None:
     clock = MovingClock()
     in_flight = InFlight(clock)
     clock.attach(in_flight)
@@ -48,15 +51,15 @@ async def test_every_half_lease_the_dead_are_taken_over_and_their_work_resumed()
     takeover.start()
     takeover.start()  # once
     try:
-        await clock.advance(LEASE / 2 - 1)
+        await clock.advance(CHECK / 2)
         assert (locks.asked, resumed) == (0, [])
         # Parked: a real clock's wait_idle does not wait for the watch.
         assert in_flight.snapshot() == [
             f"takeover:gateways waiting on clock until {clock.timers[0].isoformat()} (parked)"
         ]
-        await clock.advance(1)
+        await clock.advance(CHECK / 2)
         assert (locks.asked, resumed) == (1, [["gateway-b"]])
-        await clock.advance(LEASE / 2)
+        await clock.advance(CHECK)
         assert (locks.asked, resumed) == (2, [["gateway-b"]])
     finally:
         for task in in_flight.tasks():

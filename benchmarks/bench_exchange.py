@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""One ``sessions_send`` exchange against the same number of raw commits (issue 38 items 4
+and 8; target: ≤ 4 commits an exchange, ≤ 3× the CPU of the same raw commits).
+
+An exchange here: ``cron:requester`` sends to ``cron:target`` and waits for the reply
+(``timeoutSeconds`` 30), ``maxPingPongTurns`` 0, the announce step skipped
+(``ANNOUNCE_SKIP``), an instant scripted agent, then ``wait_idle`` (the announce run has
+ended); one exchange after another, on an SQLite file (WAL, ``synchronous=FULL``).
+
+Per exchange, over ``--exchanges`` of them after a warm-up:
+
+* **events** recorded (the log grew by), **saves** (store transactions the gateway
+  asked for: ``save``/``save_async``), **commits** (the writer's transactions: a batch of
+  grouped saves is one);
+* **CPU** of the process (user + system, every thread: the writer's included) and wall;
+* **raw**: the same number of commits, each one transaction of an UPSERT and an INSERT
+  with raw ``sqlite3`` in the same durability (bench_core.RawSqlite, the peers' raw
+  adapter), CPU and wall per exchange's worth.
+
+Rounds interleave the gateway's exchanges and the raw commits; medians of the rounds.
+
+    .venv/bin/python benchmarks/bench_exchange.py [--rounds 3] [--exchanges 100] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_core import RawSqlite
+from bench_runs import INSTANT, CountingSaves, config_with
+from sessionwire import Gateway
+from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.testing import ScriptedRuntime
+
+TARGET_COMMITS = 4
+TARGET_RATIO = 3.0
+WARM_UP = 10
+FULL = "2"  # synchronous=FULL, as the gateway's SQLite store
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _events(gateway: Gateway) -> int:
+    return sum(1 for _ in store_of(gateway).events())
+
+
+async def _exchange(gateway: Gateway, index: int) -> None:
+    result = await gateway.call_tool(
+        "cron:requester",
+        "sessions_send",
+        {"sessionKey": "cron:target", "message": f"m{index}", "timeoutSeconds": 30},
+    )
+    assert result["status"] == "ok", result
+    await gateway.wait_idle()  # the announce step has ended too
+
+
+async def _ours(gateway: Gateway, exchanges: int, first: int) -> dict[str, float]:
+    store = store_of(gateway)
+    writer = store.writer
+    assert writer is not None, "a store with a writer thread"
+    assert hasattr(writer, "commits"), "an SQLite store's writer (it counts its commits)"
+    counter = CountingSaves(gateway)
+    events, commits = _events(gateway), writer.commits
+    cpu, wall = _cpu(), time.perf_counter()
+    for index in range(first, first + exchanges):
+        await _exchange(gateway, index)
+    cpu, wall = _cpu() - cpu, time.perf_counter() - wall
+    return {
+        "events": (_events(gateway) - events) / exchanges,
+        "saves": counter.count / exchanges,
+        "commits": (writer.commits - commits) / exchanges,
+        "cpu_ms": cpu / exchanges * 1000,
+        "wall_ms": wall / exchanges * 1000,
+    }
+
+
+def _raw(raw: RawSqlite, commits: int, per_exchange: float) -> dict[str, float]:
+    message = {"role": "user", "content": [{"type": "text", "text": "m0 " * 8}], "timestamp": 1}
+    cpu, wall = _cpu(), time.perf_counter()
+    for index in range(commits):
+        raw.append(f"cron:raw{index % 2}", message)
+    cpu, wall = _cpu() - cpu, time.perf_counter() - wall
+    return {
+        "cpu_ms": cpu / commits * per_exchange * 1000,
+        "wall_ms": wall / commits * per_exchange * 1000,
+    }
+
+
+async def measure(rounds: int, exchanges: int, folder: Path) -> dict[str, Any]:
+    gateway = await Gateway.open(
+        config=config_with(ping_pong_turns=0),
+        store=f"sqlite:///{folder}/exchange.db",
+        runtime=ScriptedRuntime.from_dict(INSTANT),
+    )
+    raw = RawSqlite(folder, FULL)
+    try:
+        for key in ("cron:requester", "cron:target"):
+            await gateway.record_message(key, role="user", content="hi")
+        for index in range(WARM_UP):
+            await _exchange(gateway, -1 - index)
+        ours, theirs = [], []
+        for number in range(rounds):
+            figures = await _ours(gateway, exchanges, number * exchanges)
+            ours.append(figures)
+            commits = max(1, round(figures["commits"] * exchanges))
+            theirs.append(_raw(raw, commits, figures["commits"]))
+        return {"ours": ours, "raw": theirs, "raw_settings": raw.settings()}
+    finally:
+        raw.close()
+        await gateway.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--exchanges", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        result = asyncio.run(measure(args.rounds, args.exchanges, Path(folder)))
+    medians = {
+        side: {
+            name: statistics.median(figures[name] for figures in result[side])
+            for name in result[side][0]
+        }
+        for side in ("ours", "raw")
+    }
+    ours, raw = medians["ours"], medians["raw"]
+    ratio = ours["cpu_ms"] / raw["cpu_ms"]
+    result.update(medians=medians, cpu_ratio=ratio)
+    print(f"one sessions_send exchange, {args.rounds} rounds of {args.exchanges}, medians:")
+    print(
+        f"  events {ours['events']:.1f}, saves {ours['saves']:.1f}, commits {ours['commits']:.1f} "
+        f"(target <= {TARGET_COMMITS}: {'met' if ours['commits'] <= TARGET_COMMITS else 'not met'})"
+    )
+    print(f"  CPU {ours['cpu_ms']:.2f} ms, wall {ours['wall_ms']:.2f} ms")
+    print(
+        f"  the same {ours['commits']:.1f} raw commits: CPU {raw['cpu_ms']:.2f} ms, "
+        f"wall {raw['wall_ms']:.2f} ms"
+    )
+    print(
+        f"  CPU ratio {ratio:.1f}x (target <= {TARGET_RATIO:g}x: "
+        f"{'met' if ratio <= TARGET_RATIO else 'not met'})"
+    )
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
