@@ -4,6 +4,7 @@ and back, most of what a short read costs (ADR 0036 §4)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,9 +27,7 @@ def count_trips(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> list[objec
     return trips
 
 
-def count_reads_of(
-    tool: str, monkeypatch: pytest.MonkeyPatch, gateway: Gateway
-) -> list[list[str]]:
+def count_reads_of(tool: str, monkeypatch: pytest.MonkeyPatch, gateway: Gateway) -> list[list[str]]:
     """A list that gets, for each call of ``tool`` from now on (in the order they start),
     the names of the reads it makes itself: trips off the loop from the call's own task,
     saves not counted (a memory store's saves take the same trip). The runs, drivers and
@@ -47,16 +46,32 @@ def count_reads_of(
         finally:
             del calls[task]
 
+    monkeypatch.setitem(TOOLS, tool, (parameters, counted_call))
+    _count_reads(gateway, monkeypatch, lambda: calls.get(asyncio.current_task()))  # type: ignore[arg-type]
+    return made
+
+
+def count_reads(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gets the name of each read the gateway makes from now on, whichever
+    task makes it (saves not counted)."""
+    reads: list[str] = []
+    _count_reads(gateway, monkeypatch, lambda: reads)
+    return reads
+
+
+def _count_reads(
+    gateway: Gateway,
+    monkeypatch: pytest.MonkeyPatch,
+    reads_of_caller: Callable[[], list[str] | None],
+) -> None:
     store = internals(gateway).store
     off_loop = type(store)._off_loop
 
     async def counted(self: Any, call: Any, **options: Any) -> Any:
-        reads = calls.get(asyncio.current_task())  # type: ignore[arg-type]
+        reads = reads_of_caller()
         if reads is not None and options.get("a_read", True):
             query = getattr(call, "func", call)
             reads.append(getattr(query, "__name__", repr(query)))
         return await off_loop(self, call, **options)
 
-    monkeypatch.setitem(TOOLS, tool, (parameters, counted_call))
     monkeypatch.setattr(type(store), "_off_loop", counted)
-    return made

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from reader_trips import count_reads_of
+from reader_trips import count_reads, count_reads_of
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import ScriptedRuntime, VirtualClock
@@ -78,3 +78,19 @@ async def test_a_send_from_a_turn_reads_four_times_under_a_trace_budget(
         outer, in_turn = reads
         assert outer == ["_count", "session", "_requester_and_target"]
         assert in_turn == ["_earlier_records", "_count", "session", "_requester_and_target"]
+
+
+async def test_a_send_and_what_it_sets_going_read_fourteen_times(
+    store_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Until the gateway is idle: the send's two reads; its run's load and its outcome's;
+    # the exchange's loads (each step looks afresh: exactly once across gateways), the
+    # announce run's (absent, its target's send policy, its load and its outcome's).
+    # Neither the run's turn nor a wait reads again what was just read.
+    async with gateway(store_url, clock) as gw:
+        reads = count_reads(gw, monkeypatch)
+        await gw.call_tool(REQ, "sessions_send", SEND_TO_MAIN)
+        await gw.wait_idle()
+        assert len(reads) == 14, reads
+        assert reads.count("work") == 11
+        assert reads.count("session") == 2
