@@ -149,7 +149,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
                     causality=chain,
                     sender_key=_other_side(exchange.state, step.session_key),
                 )
-                await self.runs.ensure_started(run, exchange)
+                await self.runs.ensure_started(run, exchange, absent=new)
         if exceeded is not None:
             assert chain is not None
             refusal = exceeded.refusal()

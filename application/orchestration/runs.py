@@ -35,7 +35,7 @@ from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
-from sessionwire.domain.session import SessionClosed
+from sessionwire.domain.session import SessionClosed, session_uuid
 from sessionwire.domain.transcript import TranscriptMessage, Usage
 
 log = library_logger("sessionwire.runs")
@@ -201,6 +201,9 @@ class RunEngine:
         self._mailboxes: dict[str, asyncio.Queue[UUID]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._endings: dict[UUID, asyncio.Future[RunState]] = {}
+        # Runs queued here and not settled yet: this gateway's actor settles their ending
+        # when it records (or finds) their end, so a wait for one need not read the store.
+        self._queued: set[UUID] = set()
         self._turns: dict[str, RunTurn] = {}
         # Runs whose runtime call is in flight here: done when the run is cancelled.
         self._stops: dict[UUID, asyncio.Future[None]] = {}
@@ -255,13 +258,15 @@ class RunEngine:
         if then is not None:
             then()
 
-    async def ensure_started(self, run: Run, *others: Aggregate) -> None:
+    async def ensure_started(self, run: Run, *others: Aggregate, absent: bool = False) -> None:
         """Start ``run`` (saved with ``others``) unless a run with its id exists already.
 
         Process managers derive their runs' ids from their own, so asking again after a
         restart, or from a second gateway, finds the run instead of starting it twice.
+        ``absent``: the caller has just read that no run has the id, so it is not read
+        again; the save still finds one started since (a new stream's save conflicts).
         """
-        existing = await self.load(run.id)
+        existing = None if absent else await self.load(run.id)
         if existing is None:
             try:
                 await self.save_and_enqueue(run, *others)
@@ -275,6 +280,7 @@ class RunEngine:
 
     def enqueue(self, run_id: UUID, session_key: str) -> None:
         self._ending(run_id)
+        self._queued.add(run_id)
         mailbox = self._mailboxes.setdefault(session_key, asyncio.Queue())
         mailbox.put_nowait(run_id)
         worker = self._workers.get(session_key)
@@ -332,14 +338,16 @@ class RunEngine:
 
     async def wait(self, run_id: UUID, timeout: float | None = None) -> RunState | None:
         """The run's final state, or None if ``timeout`` seconds pass on the gateway clock."""
-        run = await self.load(run_id)
-        if run is not None and run.state.ended:
-            return run.state
-        if run is not None and run_id not in self._endings:
-            # Not queued here: another gateway started it (a resume can find its exchange
-            # but not its run). Only this gateway's session actor settles the future, so
-            # queue the run: the actor runs it, or finds it ended once the owner is done.
-            self.enqueue(run_id, run.state.session_key)
+        if run_id not in self._queued:
+            # Not queued here (or ended already): the store says whether it has ended.
+            run = await self.load(run_id)
+            if run is not None and run.state.ended:
+                return run.state
+            if run is not None and run_id not in self._endings:
+                # Another gateway started it (a resume can find its exchange but not its
+                # run). Only this gateway's session actor settles the future, so queue
+                # the run: the actor runs it, or finds it ended once the owner is done.
+                self.enqueue(run_id, run.state.session_key)
         future = self._ending(run_id)
         slot = _current_slot.get()
         if slot is not None:
@@ -353,6 +361,7 @@ class RunEngine:
                 await slot.take_back()
 
     def _settle(self, run: Run) -> None:
+        self._queued.discard(run.id)
         future = self._endings.pop(run.id, None)
         if future is not None and not future.done():
             future.set_result(run.state)
@@ -523,7 +532,6 @@ class RunEngine:
         if self._executing.get(run.id) or run.id in self._cancelling:
             return CANCELLED  # cancelled since this execution began: never asked
         state = run.state
-        stored_session = await self.store.session(state.session_key)
         request = RunRequest(
             run_id=state.run_id,
             session_key=state.session_key,
@@ -532,9 +540,9 @@ class RunEngine:
             message=state.message,
             context=state.context,
             clock=self.work_clock,
-            transcript=_transcript_reader(
-                self.store, stored_session.id if stored_session else None
-            ),
+            # The dispatch just found the run's session active (a run whose session is
+            # missing or closed ends there, never reaching its agent): no read again.
+            transcript=_transcript_reader(self.store, session_uuid(state.session_key)),
             turn=state.turn,
             requester_key=state.requester_key,
             tools=await self.tools_for(run) if self.tools_for is not None else (),
@@ -778,11 +786,9 @@ def _tool_caller(
 
 
 def _transcript_reader(
-    store: AsyncStore, session: UUID | None
+    store: AsyncStore, session: UUID
 ) -> Callable[[int], Awaitable[list[dict[str, Any]]]]:
     async def read(limit: int) -> list[dict[str, Any]]:
-        if session is None:
-            return []
         texts = await store.transcript(session, limit=max(1, limit), include_tools=True)
         return [json.loads(text) for text in texts]
 

@@ -177,7 +177,7 @@ class SpawnDriver(ProcessManager[Spawn]):
                     at=now,
                     causality=chain,
                 )
-                await self.runs.ensure_started(run, spawn)
+                await self.runs.ensure_started(run, spawn, absent=new)
         if exceeded is not None:
             assert chain is not None
             # The child's own reply stands in for the announce step's (its Result).

@@ -35,33 +35,18 @@ class _Read:
 async def session_status(
     context: ToolContext, params: SessionStatusParams
 ) -> SessionStatusResult | ToolError:
+    """The card's steps: the session asked is the caller's own, one read of what the card
+    shows, the run in flight, the trace's budget (when one is set)."""
     requester = context.requester
-    if params.sessionKey is not None and params.sessionKey.lower() != CURRENT:
-        try:
-            named = context.rules.canonical(params.sessionKey)
-        except InvalidSessionKey as error:
-            raise ToolInputError(f"invalid sessionKey: {error}") from None
-        if named != requester.key:
-            raise ToolInputError(
-                "session_status reports the calling session only "
-                '(omit sessionKey, or pass "current")'
-            )
+    _refuse_another_session(context, params.sessionKey)
     read = await context.store.read(_read, requester.key, context.config)
     display = context.display_key(requester.key)
     if read.session is None:
         return ToolError(tool=TOOL, error=f"Session not found: {display}")
     state = read.session.state
     in_flight = [run for run in read.runs if not run.ended]
-    running = [run for run in in_flight if run.status == "running"]
-    current = running[0] if running else (in_flight[0] if in_flight else None)
-    caller = context.caller_run
-    trace_id = caller.trace_id if caller is not None else (current.trace_id if current else None)
-    budget = None
-    budgets = context.services.budgets if context.services is not None else None
-    if budgets is not None and budgets.configured and trace_id is not None:
-        # Steers are counted (one read per run) only when a limit bounds them.
-        usage = await budgets.usage(trace_id, steers=budgets.budget.max_steers is not None)
-        budget = {"traceId": trace_id, **budgets.budget.describe(usage)}
+    current = _current_run(in_flight)
+    budget = await _budget(context, _trace_of(context, current))
     return SessionStatusResult(
         sessionKey=display,
         key=state.key,
@@ -76,6 +61,45 @@ async def session_status(
         usage=read.usage,
         budget=budget,
     )
+
+
+def _refuse_another_session(context: ToolContext, session_key: str | None) -> None:
+    """``sessionKey`` may only name the calling session (or be ``current``)."""
+    if session_key is None or session_key.lower() == CURRENT:
+        return
+    try:
+        named = context.rules.canonical(session_key)
+    except InvalidSessionKey as error:
+        raise ToolInputError(f"invalid sessionKey: {error}") from None
+    if named != context.requester.key:
+        raise ToolInputError(
+            'session_status reports the calling session only (omit sessionKey, or pass "current")'
+        )
+
+
+def _current_run(in_flight: list[StoredRun]) -> StoredRun | None:
+    """The run in flight: the one running, else the next queued (None: idle)."""
+    running = [run for run in in_flight if run.status == "running"]
+    if running:
+        return running[0]
+    return in_flight[0] if in_flight else None
+
+
+def _trace_of(context: ToolContext, current: StoredRun | None) -> str | None:
+    """The trace the card's budget is of: the calling run's, else the run in flight's."""
+    if context.caller_run is not None:
+        return context.caller_run.trace_id
+    return current.trace_id if current is not None else None
+
+
+async def _budget(context: ToolContext, trace_id: str | None) -> dict[str, Any] | None:
+    """The trace's budget and what it spent; None without a budget or a trace."""
+    budgets = context.services.budgets if context.services is not None else None
+    if budgets is None or not budgets.configured or trace_id is None:
+        return None
+    # Steers are counted (one read per run) only when a limit bounds them.
+    usage = await budgets.usage(trace_id, steers=budgets.budget.max_steers is not None)
+    return {"traceId": trace_id, **budgets.budget.describe(usage)}
 
 
 def _current(run: StoredRun) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -52,6 +53,9 @@ THREAD_REFUSAL = (
 )
 
 log = library_logger("sessionwire.tools")
+
+# The busy decisions that started no run: an attempt after them answers as they did.
+SETTLED = ("rejected", "steered")
 
 
 class SendRefused(SessionwireError):
@@ -128,16 +132,16 @@ async def sessions_send(
         )
         return HopLimitRefused(error=hop_refusal.message)
     run_id = context.new_run_id("sessions_send", params)
-    earlier = await services.runs.load(run_id) if context.caller_turn is not None else None
-    if earlier is not None:
+    earlier = await _earlier_attempt(context, run_id)
+    if earlier.run is not None:
         # The calling run's earlier attempt (before a crash) made this very send: it goes
         # on as it was (a reopen resumes it); answer for it rather than start it again.
-        display = context.display_key(earlier.state.session_key)
-        return await _answer(context, params, run_id, display, await _recorded(context, run_id))
+        display = context.display_key(earlier.run.session_key)
+        return await _answer(context, params, run_id, display, earlier.delivery())
     chain = context.next_hop(str(run_id))
     # The trace's budget (decision 31) before anything else: a spent trace sends nowhere.
     async with services.budgets.admit(chain.trace_id) as exceeded:
-        started = None if exceeded else await _start(context, params, run_id, chain)
+        started = None if exceeded else await _start(context, params, earlier, chain)
     if isinstance(started, BudgetExceeded):
         exceeded = started  # the busy policy would steer it: a steer the trace may not send
     if exceeded is not None:
@@ -153,13 +157,14 @@ async def sessions_send(
 
 
 async def _start(
-    context: ToolContext, params: SessionsSendParams, run_id: UUID, chain: Causality
+    context: ToolContext, params: SessionsSendParams, earlier: _EarlierAttempt, chain: Causality
 ) -> SendResult | tuple[str, SendDelivery] | BudgetExceeded:
     """Resolve the target and start the run with its exchange: the target's display key
     and what became of the message (decision 29), the result of a send that started
     nothing, or the limit a steer would pass (called under the trace's admission)."""
     services = context.services
     assert services is not None
+    run_id = earlier.run_id
     try:
         target = await _target(context, params)
     except SessionRefused as refused:
@@ -187,20 +192,21 @@ async def _start(
     display = context.display_key(target.state.key)
 
     requester = context.requester
-    requester_session = await context.store.session(requester.key)
+    requester_session, in_flight = await context.store.read(
+        _requester_and_target, requester.key, target.state.key
+    )
     requester_channel = requester_session.state.last_channel if requester_session else None
     now = context.clock.now()
-    if context.caller_turn is not None:
-        # The calling run's earlier attempt (before a crash or takeover) had this very
-        # send rejected or steered: it stays so, busy or not now (one send, one decision).
-        settled = await _earlier_settled(context, run_id)
-        if settled is not None and settled.decision == "rejected":
-            return _rejected(
-                run_id, display, settled.in_flight_run_id, settled.rule, settled.runs_ahead
-            )
-        if settled is not None:
-            return display, _delivery_of(settled)
-    busy = await _busy_decision(context, target.state, run_id, chain)
+    # The calling run's earlier attempt (before a crash or takeover) had this very send
+    # rejected or steered: it stays so, busy or not now (one send, one decision).
+    settled = earlier.settled()
+    if settled is not None and settled.decision == "rejected":
+        return _rejected(
+            run_id, display, settled.in_flight_run_id, settled.rule, settled.runs_ahead
+        )
+    if settled is not None:
+        return display, _delivery_of(settled)
+    busy = await _busy_decision(context, target.state, in_flight, run_id, chain)
     if busy is not None and busy.state.decision == "steered":
         # A steer counts in the sender's trace (maxSteers; from outside there is none).
         sender_trace = chain.trace_id if context.caller_run is not None else None
@@ -267,55 +273,79 @@ async def _start(
     return display, SendDelivery.of(busy.state.decision, busy.state.runs_ahead)
 
 
-async def _decided(context: ToolContext, run_id: UUID) -> BusyDecision.BusyDecided | None:
-    """The busy decision recorded for the send of run ``run_id``, if any."""
+@dataclass(frozen=True)
+class _EarlierAttempt:
+    """What the calling run's earlier attempt (before a crash or takeover) recorded of
+    this very send: its run, its busy decision; neither from outside a turn, whose send
+    is always a new one."""
 
-    def decided(store: Store) -> list[Any]:
-        return list(store.stream(busy_decision_id(run_id)))
+    run_id: UUID
+    run: RunState | None = None
+    decided: BusyDecision.BusyDecided | None = None
 
-    for event in await context.store.read(decided):
-        if isinstance(event, BusyDecision.BusyDecided):
-            return event
-    return None
+    def delivery(self) -> SendDelivery:
+        """The delivery of the send it made: its busy decision's (none recorded: the
+        session was idle)."""
+        if self.decided is None:
+            return SendDelivery.of(None, None)
+        return _delivery_of(self.decided)
+
+    def settled(self) -> BusyDecision.BusyDecided | None:
+        """Its decision when it started no run (rejected or steered)."""
+        decided = self.decided
+        return decided if decided is not None and decided.decision in SETTLED else None
 
 
-async def _recorded(context: ToolContext, run_id: UUID) -> SendDelivery:
-    """The delivery of a send recorded by an earlier attempt of the calling run: read back
-    from its busy decision (none recorded: the session was idle)."""
-    event = await _decided(context, run_id)
-    if event is None:
-        return SendDelivery.of(None, None)
-    return _delivery_of(event)
+async def _earlier_attempt(context: ToolContext, run_id: UUID) -> _EarlierAttempt:
+    """From a turn: the send's run and busy decision if an earlier attempt recorded
+    them, in one trip to the store (a send's id is the same in every attempt)."""
+    if context.caller_turn is None:
+        return _EarlierAttempt(run_id)
+    return await context.store.read(_earlier_records, run_id)
+
+
+def _earlier_records(store: Store, run_id: UUID) -> _EarlierAttempt:
+    """On a reader thread: the run ``run_id`` and the busy decision of its send."""
+    stored = store.work(run_id)
+    run = stored.to_aggregate(Run, RunState).state if stored is not None else None
+    events = store.stream(busy_decision_id(run_id))
+    decided = next((e for e in events if isinstance(e, BusyDecision.BusyDecided)), None)
+    return _EarlierAttempt(run_id, run, decided)
+
+
+def _requester_and_target(
+    store: Store, requester_key: str, target_key: str
+) -> tuple[StoredSession | None, list[RunState]]:
+    """On a reader thread, in one trip: the requester's session (its channel goes into
+    the message's context) and the target's runs in flight (the busy decision's)."""
+    return store.session(requester_key), _runs_in_flight(store, target_key)
 
 
 def _delivery_of(event: BusyDecision.BusyDecided) -> SendDelivery:
     return SendDelivery.of(event.decision, event.runs_ahead, event.steered_run_id)
 
 
-async def _earlier_settled(context: ToolContext, run_id: UUID) -> BusyDecision.BusyDecided | None:
-    """The earlier attempt's decision when it started no run (rejected or steered)."""
-    event = await _decided(context, run_id)
-    return event if event is not None and event.decision in ("rejected", "steered") else None
-
-
 def _shown(delivery: SendDelivery) -> SendDeliveryShown:
     return SendDeliveryShown.model_validate(delivery.to_json())
 
 
-async def _in_flight(context: ToolContext, session_key: str) -> list[RunState]:
+def _runs_in_flight(store: Store, session_key: str) -> list[RunState]:
     """The session's runs not ended yet (queued or running), oldest first."""
-    pending = await context.store.pending_work("run", PENDING, session_key=session_key)
+    pending = store.pending_work("run", PENDING, session_key=session_key)
     return [work.to_aggregate(Run, RunState).state for work in pending]
 
 
 async def _busy_decision(
-    context: ToolContext, target: SessionState, run_id: UUID, chain: Causality
+    context: ToolContext,
+    target: SessionState,
+    runs: list[RunState],
+    run_id: UUID,
+    chain: Causality,
 ) -> BusyDecision | None:
-    """What the busy policy decides for a send into ``target``, when a run of it is in
+    """What the busy policy decides for a send into ``target`` whose ``runs`` are in
     flight (None when none is: nothing to decide). Read from the store, so a run another
     gateway on the same database is running counts too. ``interrupt`` cancels the runs
     in flight here, before the send's own run is queued."""
-    runs = await _in_flight(context, target.key)
     if not runs:
         return None
     # The run in flight is the one running; else the next to run.
@@ -383,7 +413,7 @@ async def _steer_fell_back(
 ) -> BusyDecision:
     """The decision for a steer that found its run ended: the send is queued behind
     whatever is still in flight (none: it is the next the session runs)."""
-    ahead = len(await _in_flight(context, target.key))
+    ahead = len(await context.store.read(_runs_in_flight, target.key))
     return _decided_again(context, busy.state, run_id, chain, decision="enqueued", ahead=ahead)
 
 

@@ -211,14 +211,15 @@ async def test_a_steer_whose_run_ended_meanwhile_is_queued_instead(
     await gw.wait_idle()
     assert status_of(gw, running) == "ok"
 
-    real = send_tool._in_flight
+    real = send_tool._runs_in_flight
     reads: list[int] = []
 
-    async def first_read_stale(context: Any, session_key: str) -> list[RunState]:
+    def first_read_stale(store: Any, session_key: str) -> list[RunState]:
+        # On a reader thread, as the send's reads of the session's runs in flight are.
         reads.append(1)
-        return [stale] if len(reads) == 1 else await real(context, session_key)
+        return [stale] if len(reads) == 1 else real(store, session_key)
 
-    monkeypatch.setattr(send_tool, "_in_flight", first_read_stale)
+    monkeypatch.setattr(send_tool, "_runs_in_flight", first_read_stale)
     sent = await send(gw, "too late to steer")
     assert sent["status"] == "accepted"
     assert sent["runId"] != running
