@@ -25,6 +25,7 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.application.orchestration.pushes import RunPushes
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.schedules import ScheduleDriver
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
@@ -156,6 +157,14 @@ def wire_service(
             pushes=pushes,
             spawns=spawns,
             yields=yields,
+            schedules=ScheduleDriver(
+                store=store,
+                in_flight=in_flight,
+                clock=clock,
+                runs=run_engine,
+                config=config,
+                budgets=budgets,
+            ),
             run_queries=RunQueries(store, config, clock),
             cancellation=cancellation,
             services=services,
@@ -210,6 +219,8 @@ async def open_service(
     )
     if resume:
         try:
+            # The config's schedules section (decision 36) first: resume then drives it.
+            await service.schedules.sync_config(config.schedules)
             await service.resume()
         except BaseException:
             await service.close()
@@ -353,6 +364,38 @@ class Gateway:
         """Cancel a queued or running run, and the runs it caused."""
         return await self._service.cancel_run(run_id, reason, requester=requester)
 
+    async def schedule(
+        self,
+        id: str,
+        *,
+        message: str,
+        cron: str | None = None,
+        every_seconds: float | None = None,
+        session_key: str | None = None,
+        tz: str = "UTC",
+    ) -> dict[str, Any]:
+        """Send ``message`` into ``cron:<id>`` (or ``session_key``) at each due time of a
+        five-field ``cron`` expression read in ``tz``, or every ``every_seconds`` from now
+        (decision 36, docs/schedules.md). Defining an id again replaces its definition;
+        the same definition again changes nothing. ValueError (InvalidSchedule) says
+        what is wrong with a bad one."""
+        return await self._service.schedule(
+            id,
+            message=message,
+            cron=cron,
+            every_seconds=every_seconds,
+            session_key=session_key,
+            tz=tz,
+        )
+
+    async def unschedule(self, id: str) -> dict[str, Any] | None:
+        """Remove a schedule: it fires no more. None when no active schedule has ``id``."""
+        return await self._service.unschedule(id)
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """The active schedules, oldest first, each with its next due time and counts."""
+        return await self._service.list_schedules()
+
     async def session_as_of(
         self, session_key: str, *, version: int | None = None, at: datetime | None = None
     ) -> SessionAsOf:
@@ -454,6 +497,15 @@ class SyncGateway:
         self, run_id: str, reason: str = "", *, requester: str | None = None
     ) -> dict[str, Any] | None:
         return self._run(self._gateway.cancel_run(run_id, reason, requester=requester))
+
+    def schedule(self, id: str, **definition: Any) -> dict[str, Any]:
+        return self._run(self._gateway.schedule(id, **definition))
+
+    def unschedule(self, id: str) -> dict[str, Any] | None:
+        return self._run(self._gateway.unschedule(id))
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return self._run(self._gateway.schedules())
 
     def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
         return self._run(self._gateway.session_as_of(session_key, **point))
