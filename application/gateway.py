@@ -41,13 +41,13 @@ from sessionwire.application.orchestration.exchanges import ExchangeDriver
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.application.orchestration.pushes import RunPushes
-from sessionwire.application.orchestration.schedules import ScheduleDriver
 from sessionwire.application.orchestration.runs import (
     RunEngine,
     RunTurn,
     current_run,
     current_turn,
 )
+from sessionwire.application.orchestration.schedules import ScheduleDriver
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets

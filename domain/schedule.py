@@ -64,6 +64,17 @@ def from_ms(ms: int) -> datetime:
 
 
 @dataclass(frozen=True)
+class Definition:
+    """What a schedule sends where, and when: checked (``check_definition``)."""
+
+    session_key: str
+    message: str
+    cron: str | None
+    every_seconds: int | None
+    tz: str
+
+
+@dataclass(frozen=True)
 class Timing:
     """When a schedule is due: a cron expression in ``tz``, or every ``every_seconds``
     from ``anchor_ms`` (when it was defined)."""
@@ -209,21 +220,14 @@ class ScheduleState(BaseModel):
             self.anchor_ms if self.last_due_ms is None else self.last_due_ms
         )
 
-    def same_definition(
-        self,
-        *,
-        session_key: str,
-        message: str,
-        cron: str | None,
-        every_seconds: int | None,
-        tz: str,
-    ) -> bool:
-        return (self.session_key, self.message, self.cron, self.every_seconds, self.tz) == (
-            session_key,
-            message,
-            cron,
-            every_seconds,
-            tz,
+    @property
+    def definition(self) -> Definition:
+        return Definition(
+            session_key=self.session_key,
+            message=self.message,
+            cron=self.cron,
+            every_seconds=self.every_seconds,
+            tz=self.tz,
         )
 
 
@@ -334,27 +338,18 @@ class Schedule(Aggregate):
 
     @classmethod
     def define(
-        cls,
-        *,
-        schedule_id: str,
-        session_key: str,
-        message: str,
-        cron: str | None,
-        every_seconds: int | None,
-        tz: str,
-        source: ScheduleSource,
-        at: datetime,
+        cls, *, schedule_id: str, definition: Definition, source: ScheduleSource, at: datetime
     ) -> Schedule:
         return cls._create(
             cls.ScheduleDefined,
             id=schedule_uuid(schedule_id),
             timestamp=at,
             schedule_id=schedule_id,
-            session_key=session_key,
-            message=message,
-            cron=cron,
-            every_seconds=every_seconds,
-            tz=tz,
+            session_key=definition.session_key,
+            message=definition.message,
+            cron=definition.cron,
+            every_seconds=definition.every_seconds,
+            tz=definition.tz,
             source=source,
         )
 
@@ -381,25 +376,15 @@ class Schedule(Aggregate):
 
     # Commands -------------------------------------------------------------------------
 
-    def redefine(
-        self,
-        *,
-        session_key: str,
-        message: str,
-        cron: str | None,
-        every_seconds: int | None,
-        tz: str,
-        source: ScheduleSource,
-        at: datetime,
-    ) -> None:
+    def redefine(self, definition: Definition, *, source: ScheduleSource, at: datetime) -> None:
         self.trigger_event(
             self.ScheduleRedefined,
             timestamp=at,
-            session_key=session_key,
-            message=message,
-            cron=cron,
-            every_seconds=every_seconds,
-            tz=tz,
+            session_key=definition.session_key,
+            message=definition.message,
+            cron=definition.cron,
+            every_seconds=definition.every_seconds,
+            tz=definition.tz,
             source=source,
         )
 
@@ -457,6 +442,7 @@ def schedule_view(state: ScheduleState) -> dict[str, object]:
 
 __all__ = [
     "AwaitDue",
+    "Definition",
     "Firing",
     "InvalidSchedule",
     "Schedule",
@@ -467,4 +453,3 @@ __all__ = [
     "schedule_uuid",
     "schedule_view",
 ]
-

@@ -23,10 +23,10 @@ from sessionwire.domain.busy_decision import BusyDecision
 from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.push_request import PushRequest
-from sessionwire.domain.schedule import Schedule, from_ms
 from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run
 from sessionwire.domain.run_yield import RunYield
+from sessionwire.domain.schedule import Schedule, from_ms
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 

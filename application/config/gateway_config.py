@@ -5,8 +5,8 @@ a warning naming its path, unless it is a near miss of a known one (the same but
 case, or an edit or two away: ``sandBox``, ``sendpolicy``): a misspelt protection must
 not silently stay off, so that is an error naming the intended key. In a section of
 sessionwire's own (``deliveries``, ``redaction``, ``session.agentToAgent.budget``, an
-agent's ``a2a``, each of ``schedules``) any unknown key is an error naming the section's keys. Agent ids that are
-the same once normalised (``ops`` and ``OPS``) are an error too. Files are read bounded
+agent's ``a2a``, each of ``schedules``) any unknown key is an error naming the section's
+keys. Agent ids that are the same once normalised (``ops`` and ``OPS``) are an error too. Files are read bounded
 (size, nesting) and every failure is a ``ConfigError``, never a traceback.
 """
 

@@ -18,8 +18,9 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire.application.config.gateway_config import GatewayConfig
-from sessionwire.application.orchestration.in_flight import InFlight
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.process_managers import ProcessManager
+from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
@@ -30,6 +31,7 @@ from sessionwire.domain.keys import agent_id_of
 from sessionwire.domain.run import Run
 from sessionwire.domain.schedule import (
     AwaitDue,
+    Definition,
     Schedule,
     ScheduleSource,
     ScheduleState,
@@ -40,6 +42,9 @@ from sessionwire.domain.schedule import (
 from sessionwire.domain.trace_budget import BudgetExceeded
 
 ACTIVE = ("active",)
+WATCH_SECONDS = 30.0
+"""How often a gateway on a shared store (PostgreSQL) looks for schedules another
+process defined (the CLI, another gateway), and starts driving them."""
 
 
 class ScheduleDriver(ProcessManager[Schedule]):
@@ -68,6 +73,26 @@ class ScheduleDriver(ProcessManager[Schedule]):
         """Opens a session unless it exists (``GatewayService.ensure_session``)."""
         # What wakes a waiting driver early: the schedule was redefined or removed here.
         self._pokes: dict[UUID, asyncio.Future[None]] = {}
+        self.driving = False
+        """Whether this gateway drives schedules (it resumed its store's work): a
+        command that only defines one (the CLI) leaves the firing to the gateways."""
+        self._watch: asyncio.Task[None] | None = None
+
+    async def resume(self) -> int:
+        self.driving = True
+        found = await super().resume()
+        if self.store.others_may_write() and (self._watch is None or self._watch.done()):
+            self._watch = self.in_flight.start(
+                self._look_for_new(), Owner("schedules", "watch"), context=outside_any_run()
+            )
+        return found
+
+    async def _look_for_new(self) -> None:
+        while True:
+            # Parked: the look is this gateway's own rhythm, not work anyone waits for.
+            await self.in_flight.sleep(WATCH_SECONDS, parked=True)
+            for stored in await self.store.pending_work(self.kind, ACTIVE):
+                self.start(stored.id)
 
     def log_context(self, aggregate: Schedule) -> dict[str, Any]:
         return {"session_key": aggregate.state.session_key, "schedule": aggregate.state.schedule_id}
@@ -91,13 +116,9 @@ class ScheduleDriver(ProcessManager[Schedule]):
             schedule_id=schedule_id, cron=cron, every_seconds=every_seconds, tz=tz, message=message
         )
         key = self.canonical(session_key if session_key is not None else f"cron:{schedule_id}")
-        definition = {
-            "session_key": key,
-            "message": message,
-            "cron": stored_cron,
-            "every_seconds": interval,
-            "tz": zone,
-        }
+        definition = Definition(
+            session_key=key, message=message, cron=stored_cron, every_seconds=interval, tz=zone
+        )
         aggregate_id = schedule_uuid(schedule_id)
         async for uow in retrying(self.store, f"schedule {schedule_id}"):
             with uow:
@@ -106,23 +127,24 @@ class ScheduleDriver(ProcessManager[Schedule]):
                 if existing is None:
                     schedule = uow.add(
                         Schedule.define(
-                            schedule_id=schedule_id, source=source, at=now, **definition
+                            schedule_id=schedule_id, definition=definition, source=source, at=now
                         )
                     )
                 elif (
                     existing.state.status == "active"
-                    and existing.state.same_definition(**definition)
+                    and existing.state.definition == definition
                     and existing.state.source == source
                 ):
                     schedule = existing
                 else:
-                    existing.redefine(source=source, at=now, **definition)
+                    existing.redefine(definition, source=source, at=now)
                     schedule = existing
                 await uow.commit()
         if self.open_session is not None:
             await self.open_session(key)
         self._poke(aggregate_id)
-        self.start(aggregate_id)
+        if self.driving:
+            self.start(aggregate_id)
         self.log.info("schedule defined", schedule=schedule_id, session_key=key)
         return schedule.state
 
@@ -209,9 +231,7 @@ class ScheduleDriver(ProcessManager[Schedule]):
                         return
                     if firing.run_id != planned.run_id:
                         return  # looked again after a conflict: another due time now
-                    schedule.fire(
-                        firing, at=now, refused=exceeded.message if exceeded else None
-                    )
+                    schedule.fire(firing, at=now, refused=exceeded.message if exceeded else None)
                     state = schedule.state
                     if exceeded is None:
                         run = uow.add(
