@@ -6,8 +6,9 @@ case, or an edit or two away: ``sandBox``, ``sendpolicy``): a misspelt protectio
 not silently stay off, so that is an error naming the intended key. In a section of
 sessionwire's own (``deliveries``, ``redaction``, ``session.agentToAgent.budget``, an
 agent's ``a2a``, each of ``schedules``) any unknown key is an error naming the section's
-keys. Agent ids that are the same once normalised (``ops`` and ``OPS``) are an error too. Files are read bounded
-(size, nesting) and every failure is a ``ConfigError``, never a traceback.
+keys. Agent ids that are the same once normalised (``ops`` and ``OPS``) are an error too.
+Files are read bounded (size, nesting) and every failure is a ``ConfigError``, never a
+traceback.
 """
 
 from __future__ import annotations
