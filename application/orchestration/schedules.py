@@ -43,8 +43,8 @@ from sessionwire.domain.trace_budget import BudgetExceeded
 
 ACTIVE = ("active",)
 WATCH_SECONDS = 30.0
-"""How often a gateway on a shared store (PostgreSQL) looks for schedules another
-process defined (the CLI, another gateway), and starts driving them."""
+"""How often a gateway on a shared store (PostgreSQL) on a real clock looks for schedules
+another process defined (the CLI, another gateway), and starts driving them."""
 
 
 class ScheduleDriver(ProcessManager[Schedule]):
@@ -81,18 +81,29 @@ class ScheduleDriver(ProcessManager[Schedule]):
     async def resume(self) -> int:
         self.driving = True
         found = await super().resume()
-        if self.store.others_may_write() and (self._watch is None or self._watch.done()):
+        # As the takeover watch (ADR 0028): not on a clock only a test moves, where a
+        # timer that re-arms itself for ever would keep a drain from ending; a test
+        # calls ``look_for_new`` when it means to.
+        watching = self._watch is not None and not self._watch.done()
+        if self.store.others_may_write() and self.clock.moves_by_itself and not watching:
             self._watch = self.in_flight.start(
-                self._look_for_new(), Owner("schedules", "watch"), context=outside_any_run()
+                self._watching(), Owner("schedules", "watch"), context=outside_any_run()
             )
         return found
 
-    async def _look_for_new(self) -> None:
+    async def look_for_new(self) -> None:
+        """Drive every active schedule not driven here yet (defined by another process)."""
+        for stored in await self.store.pending_work(self.kind, ACTIVE):
+            self.start(stored.id)
+
+    async def _watching(self) -> None:
         while True:
             # Parked: the look is this gateway's own rhythm, not work anyone waits for.
             await self.in_flight.sleep(WATCH_SECONDS, parked=True)
-            for stored in await self.store.pending_work(self.kind, ACTIVE):
-                self.start(stored.id)
+            try:
+                await self.look_for_new()
+            except Exception:  # a failing store: the next look tries again
+                self.log.exception("looking for new schedules failed")
 
     def log_context(self, aggregate: Schedule) -> dict[str, Any]:
         return {"session_key": aggregate.state.session_key, "schedule": aggregate.state.schedule_id}

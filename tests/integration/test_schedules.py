@@ -203,6 +203,9 @@ async def test_a_schedule_defined_elsewhere_is_found_by_a_serving_postgresql_gat
             await defining.schedule("tick", every_seconds=120, message="tick")
         finally:
             await defining.close()
+        # What the serving gateway's watch does every 30 s on a real clock (on a test's
+        # clock, as the takeover watch, the test looks when it means to).
+        await internals(serving).schedules.look_for_new()
         await settle(serving, clock, 120)
         assert [event.due_at for event in fired(serving)] == [ms(START + timedelta(seconds=120))]
 
