@@ -112,14 +112,17 @@ def wire_service(
         config=config,
         budgets=budgets,
     )
-    yields = YieldDriver(
-        store=store,
-        in_flight=in_flight,
-        clock=clock,
-        runs=run_engine,
-        config=config,
-        budgets=budgets,
-    )
+    # The process managers that start runs of their own when their time comes (a yield's
+    # wake, a schedule's firing, decision 36) share what they are built on.
+    timed: dict[str, Any] = {
+        "store": store,
+        "in_flight": in_flight,
+        "clock": clock,
+        "runs": run_engine,
+        "config": config,
+        "budgets": budgets,
+    }
+    yields = YieldDriver(**timed)
     spawns.on_report = yields.child_reported
     spawns.until_woken = yields.until_woken
     cancellation = RunCancellation(engine=run_engine, store=store, clock=clock, in_flight=in_flight)
@@ -157,14 +160,7 @@ def wire_service(
             pushes=pushes,
             spawns=spawns,
             yields=yields,
-            schedules=ScheduleDriver(
-                store=store,
-                in_flight=in_flight,
-                clock=clock,
-                runs=run_engine,
-                config=config,
-                budgets=budgets,
-            ),
+            schedules=ScheduleDriver(**timed),
             run_queries=RunQueries(store, config, clock),
             cancellation=cancellation,
             services=services,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -345,12 +345,8 @@ class Schedule(Aggregate):
             id=schedule_uuid(schedule_id),
             timestamp=at,
             schedule_id=schedule_id,
-            session_key=definition.session_key,
-            message=definition.message,
-            cron=definition.cron,
-            every_seconds=definition.every_seconds,
-            tz=definition.tz,
             source=source,
+            **asdict(definition),
         )
 
     # Decisions ------------------------------------------------------------------------
@@ -378,14 +374,7 @@ class Schedule(Aggregate):
 
     def redefine(self, definition: Definition, *, source: ScheduleSource, at: datetime) -> None:
         self.trigger_event(
-            self.ScheduleRedefined,
-            timestamp=at,
-            session_key=definition.session_key,
-            message=definition.message,
-            cron=definition.cron,
-            every_seconds=definition.every_seconds,
-            tz=definition.tz,
-            source=source,
+            self.ScheduleRedefined, timestamp=at, source=source, **asdict(definition)
         )
 
     def fire(self, firing: Firing, *, at: datetime, refused: str | None = None) -> None:

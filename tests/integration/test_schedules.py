@@ -352,3 +352,18 @@ async def test_two_recordings_of_one_due_time_collide_and_only_one_is_stored(
         with pytest.raises(StoreConflict):
             await store.save(copies[1])
         assert len(fired(gw)) == 1
+
+
+async def test_the_schedules_read_model_is_a_rebuild_of_its_events(store_url: str) -> None:
+    clock = VirtualClock(start=START)
+    async with opened(store_url, clock) as gw:
+        await gw.schedule("tick", every_seconds=60, message="tick")
+        await gw.schedule("gone", cron="*/5 * * * *", message="gone")
+        await settle(gw, clock, 300)
+        await gw.unschedule("gone")
+        await gw.schedule("tick", every_seconds=90, message="tock")
+        store = store_of(gw)
+        live = store.read_model_snapshot()
+        store.rebuild_read_models()
+        assert store.read_model_snapshot() == live
+        assert [s["id"] for s in await gw.schedules()] == ["tick"]

@@ -5,8 +5,6 @@ that fires each missed due time instead of once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +13,9 @@ from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.simulator.runner import Simulation
 from sessionwire.adapters.testkit.simulator.script import parse_steps
-from sessionwire.adapters.testkit.simulator.stores import FreshStores
 from sessionwire.adapters.testkit.simulator.workload import WorkloadOptions, generate
 from sessionwire.domain.schedule import Firing, Schedule, firing_run_id
+from test_simulator_yields import KeptSQLite
 
 EVERY = 600
 STEPS = [
@@ -25,20 +23,6 @@ STEPS = [
     {"op": "crash", "after_events": 0, "down_seconds": 3000, "at": "save"},  # five pass
     {"op": "advance", "seconds": 700},  # on time again
 ]
-
-
-class KeptSQLite(FreshStores):
-    """One SQLite file, kept after the run so the test can read its events."""
-
-    name = "sqlite"
-    can_reopen = True
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    @contextmanager
-    def fresh(self) -> Iterator[str]:
-        yield f"sqlite:///{self.path}"
 
 
 def _script() -> Any:
