@@ -38,6 +38,7 @@ from sessionwire.domain.schedule import (
     check_definition,
     from_ms,
     schedule_uuid,
+    to_ms,
 )
 from sessionwire.domain.trace_budget import BudgetExceeded
 
@@ -79,7 +80,14 @@ class ScheduleDriver(ProcessManager[Schedule]):
         self._watch: asyncio.Task[None] | None = None
 
     async def resume(self) -> int:
+        """Fire what came due while no gateway ran (once each, late), then drive every
+        active schedule: when a gateway has opened, a due time missed is fired."""
         self.driving = True
+        now_ms = to_ms(self.clock.now())
+        for stored in await self.store.pending_work(self.kind, ACTIVE):
+            due = ScheduleState.model_validate_json(stored.state_json).next_due_ms
+            if due is not None and due <= now_ms:
+                await self._fire(stored.id)
         found = await super().resume()
         # As the takeover watch (ADR 0028): not on a clock only a test moves, where a
         # timer that re-arms itself for ever would keep a drain from ending; a test

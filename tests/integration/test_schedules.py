@@ -367,3 +367,25 @@ async def test_the_schedules_read_model_is_a_rebuild_of_its_events(store_url: st
         store.rebuild_read_models()
         assert store.read_model_snapshot() == live
         assert [s["id"] for s in await gw.schedules()] == ["tick"]
+
+
+async def test_a_gateway_has_fired_what_came_due_while_down_by_the_time_it_opens(
+    durable_url: str,
+) -> None:
+    """Found by the simulator (seed 77): a schedule removed right after an open lost the
+    firing its downtime owed, which the open had only started a task to make."""
+    clock = VirtualClock(start=START)
+    async with opened(durable_url, clock) as gw:
+        await gw.schedule("tick", every_seconds=60, message="tick")
+    await clock.advance(200)  # 60, 120, 180 pass with no gateway
+    async with opened(durable_url, clock) as gw:
+        (firing,) = fired(gw)  # no wait: the open fired it
+        assert (firing.first_due_at, firing.due_at, firing.late) == (
+            ms(START) + 60_000,
+            ms(START) + 180_000,
+            True,
+        )
+        await gw.unschedule("tick")
+        await settle(gw, clock, 600)
+        assert len(fired(gw)) == 1
+        assert len((await gw.runs(session_key="agent:main:cron:tick"))["runs"]) == 1
