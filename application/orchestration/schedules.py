@@ -14,10 +14,11 @@ and no run.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-from sessionwire.application.config.gateway_config import GatewayConfig
+from sessionwire.application.config.gateway_config import GatewayConfig, ScheduleEntry
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.run_scope import outside_any_run
@@ -70,7 +71,7 @@ class ScheduleDriver(ProcessManager[Schedule]):
         self.config = config
         self.budgets = budgets
         self.canonical = config.key_rules.canonical
-        self.open_session: Any = None
+        self.open_session: Callable[[str], Awaitable[None]] | None = None
         """Opens a session unless it exists (``GatewayService.ensure_session``)."""
         # What wakes a waiting driver early: the schedule was redefined or removed here.
         self._pokes: dict[UUID, asyncio.Future[None]] = {}
@@ -188,7 +189,7 @@ class ScheduleDriver(ProcessManager[Schedule]):
         stored = await self.store.pending_work(self.kind, ACTIVE)
         return [ScheduleState.model_validate_json(work.state_json) for work in stored]
 
-    async def sync_config(self, entries: list[Any]) -> None:
+    async def sync_config(self, entries: list[ScheduleEntry]) -> None:
         """Make the config's ``schedules`` section true: each entry defined (unchanged
         ones keep their due times), and schedules the config defined before but no
         longer names removed."""

@@ -389,3 +389,19 @@ async def test_a_gateway_has_fired_what_came_due_while_down_by_the_time_it_opens
         await settle(gw, clock, 600)
         assert len(fired(gw)) == 1
         assert len((await gw.runs(session_key="agent:main:cron:tick"))["runs"]) == 1
+
+
+def test_the_sync_gateway_schedules_too() -> None:
+    from sessionwire import SyncGateway
+
+    clock = VirtualClock(start=START)
+    with SyncGateway.open(
+        store="memory", clock=clock, runtime=ScriptedRuntime.from_dict(SCRIPT)
+    ) as gw:
+        defined = gw.schedule("tick", every_seconds=60, message="tick")
+        assert defined["nextDueAt"] == "2026-05-01T12:01:00Z"
+        assert [s["id"] for s in gw.schedules()] == ["tick"]
+        removed = gw.unschedule("tick")
+        assert removed is not None
+        assert removed["status"] == "removed"
+        assert gw.schedules() == []
