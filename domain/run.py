@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,15 +28,7 @@ RunStep = Literal[
     "yield_wake",
     "scheduled",
 ]
-RUN_STEPS: tuple[RunStep, ...] = (
-    "primary",
-    "reply_back",
-    "announce",
-    "subagent_task",
-    "subagent_announce",
-    "yield_wake",
-    "scheduled",
-)
+RUN_STEPS: tuple[RunStep, ...] = get_args(RunStep)
 RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
 # Steps whose message is the gateway's prompt, not another agent's words.
 PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})

@@ -18,14 +18,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-from sessionwire.application.config.gateway_config import GatewayConfig, ScheduleEntry
-from sessionwire.application.orchestration.in_flight import InFlight, Owner
-from sessionwire.application.orchestration.process_managers import ProcessManager
+from sessionwire.application.config.gateway_config import ScheduleEntry
+from sessionwire.application.orchestration.budgeted_managers import BudgetedProcessManager
+from sessionwire.application.orchestration.in_flight import Owner
 from sessionwire.application.orchestration.run_scope import outside_any_run
-from sessionwire.application.orchestration.runs import RunEngine
-from sessionwire.application.orchestration.trace_budgets import TraceBudgets
-from sessionwire.application.ports.async_store import AsyncStore
-from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.causality import Causality
 from sessionwire.domain.keys import agent_id_of
@@ -49,28 +45,14 @@ WATCH_SECONDS = 30.0
 another process defined (the CLI, another gateway), and starts driving them."""
 
 
-class ScheduleDriver(ProcessManager[Schedule]):
+class ScheduleDriver(BudgetedProcessManager[Schedule]):
     kind = "schedule"
     pending_statuses = ACTIVE
     aggregate_class = Schedule
     state_class = ScheduleState
 
-    def __init__(
-        self,
-        *,
-        store: AsyncStore,
-        in_flight: InFlight,
-        clock: Clock,
-        runs: RunEngine,
-        config: GatewayConfig,
-        budgets: TraceBudgets,
-    ) -> None:
-        super().__init__(store, in_flight)
-        self.clock = clock
-        self.runs = runs
-        self.config = config
-        self.budgets = budgets
-        self.canonical = config.key_rules.canonical
+    def setup(self) -> None:
+        self.canonical = self.config.key_rules.canonical
         self.open_session: Callable[[str], Awaitable[None]] | None = None
         """Opens a session unless it exists (``GatewayService.ensure_session``)."""
         # What wakes a waiting driver early: the schedule was redefined or removed here.
