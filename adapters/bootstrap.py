@@ -26,6 +26,7 @@ from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox
 from sessionwire.application.orchestration.pushes import RunPushes
 from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.schedules import ScheduleDriver
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
@@ -114,14 +115,17 @@ def wire_service(
         config=config,
         budgets=budgets,
     )
-    yields = YieldDriver(
-        store=store,
-        in_flight=in_flight,
-        clock=clock,
-        runs=run_engine,
-        config=config,
-        budgets=budgets,
-    )
+    # The process managers that start runs of their own when their time comes (a yield's
+    # wake, a schedule's firing, decision 36) share what they are built on.
+    timed: dict[str, Any] = {
+        "store": store,
+        "in_flight": in_flight,
+        "clock": clock,
+        "runs": run_engine,
+        "config": config,
+        "budgets": budgets,
+    }
+    yields = YieldDriver(**timed)
     spawns.on_report = yields.child_reported
     spawns.until_woken = yields.until_woken
     cancellation = RunCancellation(engine=run_engine, store=store, clock=clock, in_flight=in_flight)
@@ -159,6 +163,7 @@ def wire_service(
             pushes=pushes,
             spawns=spawns,
             yields=yields,
+            schedules=ScheduleDriver(**timed),
             run_queries=RunQueries(store, config, clock),
             cancellation=cancellation,
             services=services,
@@ -213,6 +218,8 @@ async def open_service(
     )
     if resume:
         try:
+            # The config's schedules section (decision 36) first: resume then drives it.
+            await service.schedules.sync_config(config.schedules)
             await service.resume()
         except BaseException:
             await service.close()
@@ -392,6 +399,38 @@ class Gateway:
         """Cancel a queued or running run, and the runs it caused."""
         return await self._service.cancel_run(run_id, reason, requester=requester)
 
+    async def schedule(
+        self,
+        id: str,
+        *,
+        message: str,
+        cron: str | None = None,
+        every_seconds: float | None = None,
+        session_key: str | None = None,
+        tz: str = "UTC",
+    ) -> dict[str, Any]:
+        """Send ``message`` into ``cron:<id>`` (or ``session_key``) at each due time of a
+        five-field ``cron`` expression read in ``tz``, or every ``every_seconds`` from now
+        (decision 36, docs/schedules.md). Defining an id again replaces its definition;
+        the same definition again changes nothing. ValueError (InvalidSchedule) says
+        what is wrong with a bad one."""
+        return await self._service.schedule(
+            id,
+            message=message,
+            cron=cron,
+            every_seconds=every_seconds,
+            session_key=session_key,
+            tz=tz,
+        )
+
+    async def unschedule(self, id: str) -> dict[str, Any] | None:
+        """Remove a schedule: it fires no more. None when no active schedule has ``id``."""
+        return await self._service.unschedule(id)
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """The active schedules, oldest first, each with its next due time and counts."""
+        return await self._service.list_schedules()
+
     async def session_as_of(
         self, session_key: str, *, version: int | None = None, at: datetime | None = None
     ) -> SessionAsOf:
@@ -473,6 +512,9 @@ class SyncGateway:
     timeline = blocking(Gateway.timeline)
     trace = blocking(Gateway.trace)
     wait_idle = blocking(Gateway.wait_idle)
+    schedule = blocking(Gateway.schedule)
+    unschedule = blocking(Gateway.unschedule)
+    schedules = blocking(Gateway.schedules)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self._gateway.tool_schemas()

@@ -47,6 +47,7 @@ from sessionwire.application.orchestration.runs import (
     current_run,
     current_turn,
 )
+from sessionwire.application.orchestration.schedules import ScheduleDriver
 from sessionwire.application.orchestration.spawns import SpawnDriver
 from sessionwire.application.orchestration.takeover import Takeover
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
@@ -80,6 +81,7 @@ from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import agent_id_of
 from sessionwire.domain.policy import Refusal
 from sessionwire.domain.run import Run
+from sessionwire.domain.schedule import schedule_view
 from sessionwire.domain.session import (
     InvalidPatch,
     MessageOrigin,
@@ -128,6 +130,7 @@ class GatewayParts:
     pushes: RunPushes
     spawns: SpawnDriver
     yields: YieldDriver
+    schedules: ScheduleDriver
     run_queries: RunQueries
     cancellation: RunCancellation
     services: ToolServices
@@ -172,6 +175,9 @@ class GatewayService:
         self.pushes = parts.pushes
         self.spawns = parts.spawns
         self.yields = parts.yields
+        # Schedules (decision 36): each active one driven on this gateway's clock.
+        self.schedules = parts.schedules
+        self.schedules.open_session = self.ensure_session
         self.run_queries = parts.run_queries
         self.cancellation = parts.cancellation
         self.services = parts.services
@@ -193,7 +199,19 @@ class GatewayService:
         yields = await self.yields.resume()
         deliveries = await self.outbox.resume()
         pushes = await self.pushes.resume()
-        if runs or exchanges or spawns or yields or deliveries or archived or pushes or cascaded:
+        # Last: a schedule whose due times passed while no gateway ran fires now, once.
+        schedules = await self.schedules.resume()
+        if (
+            runs
+            or exchanges
+            or spawns
+            or yields
+            or deliveries
+            or archived
+            or pushes
+            or cascaded
+            or schedules
+        ):
             self.log.info(
                 "resumed pending work",
                 archived=archived,
@@ -204,6 +222,7 @@ class GatewayService:
                 yields=yields,
                 deliveries=deliveries,
                 pushes=pushes,
+                schedules=schedules,
             )
         self.takeover.start()
 
@@ -532,6 +551,40 @@ class GatewayService:
             limit=limit,
             requester=requester,
         )
+
+    # Schedules (decision 36) ----------------------------------------------------------
+
+    async def schedule(
+        self,
+        schedule_id: str,
+        *,
+        message: str,
+        cron: str | None = None,
+        every_seconds: float | None = None,
+        session_key: str | None = None,
+        tz: str = "UTC",
+    ) -> dict[str, Any]:
+        """Define a schedule (or define it again); InvalidSchedule (a ValueError) for a
+        bad id, cron expression, interval, time zone or message."""
+        with self.in_flight.entered(Owner("schedule", shorten(str(schedule_id)))):
+            state = await self.schedules.define(
+                schedule_id,
+                cron=cron,
+                every_seconds=every_seconds,
+                message=message,
+                session_key=session_key,
+                tz=tz,
+            )
+        return schedule_view(state)
+
+    async def unschedule(self, schedule_id: str) -> dict[str, Any] | None:
+        """Remove a schedule; None when there is no active schedule by that id."""
+        with self.in_flight.entered(Owner("schedule", shorten(str(schedule_id)))):
+            state = await self.schedules.remove(schedule_id)
+        return None if state is None else schedule_view(state)
+
+    async def list_schedules(self) -> list[dict[str, Any]]:
+        return [schedule_view(state) for state in await self.schedules.listing()]
 
     async def cancel_run(
         self, run_id: str, reason: str = "", *, requester: str | None = None

@@ -24,6 +24,7 @@ from sessionwire.domain.push_request import PushRequest
 from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.run_yield import RunYield
+from sessionwire.domain.schedule import Schedule
 from sessionwire.domain.session import Session, SessionState, to_millis
 from sessionwire.domain.spawn import Spawn
 
@@ -134,6 +135,8 @@ def stream_members(event: DomainEvent) -> list[StreamMember]:
         kind, keys = "yield", (event.session_key,)
     elif isinstance(event, PushRequest.PushRequested):
         kind, keys = "push", (event.session_key,)
+    elif isinstance(event, Schedule.ScheduleDefined):
+        kind, keys = "schedule", (event.session_key,)
     elif isinstance(event, RemoteCall.RemoteCallReceived):
         caller = event.caller if event.caller.startswith("agent:") else None
         kind, keys = "remote_call", (event.session_key, caller)
@@ -306,6 +309,12 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
         elif isinstance(aggregate, PushRequest):
             changes.work[aggregate.id] = work_row(
                 aggregate, "push", aggregate.state.status, aggregate.state.session_key, is_new
+            )
+        elif isinstance(aggregate, Schedule):
+            # Active schedules are pending work: every gateway resumes and drives them,
+            # and ``gw.schedules()`` lists them (decision 36).
+            changes.work[aggregate.id] = work_row(
+                aggregate, "schedule", aggregate.state.status, aggregate.state.session_key, is_new
             )
     return changes
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,22 +20,22 @@ from sessionwire.domain.session import to_millis
 from sessionwire.domain.transcript import Usage
 
 RunStep = Literal[
-    "primary", "reply_back", "announce", "subagent_task", "subagent_announce", "yield_wake"
-]
-RUN_STEPS: tuple[RunStep, ...] = (
     "primary",
     "reply_back",
     "announce",
     "subagent_task",
     "subagent_announce",
     "yield_wake",
-)
+    "scheduled",
+]
+RUN_STEPS: tuple[RunStep, ...] = get_args(RunStep)
 RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
 # Steps whose message is the gateway's prompt, not another agent's words.
 PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
 # Steps whose message the gateway writes but whose reply is the agent's own (a woken
 # turn after sessions_yield: its message carries the children's reports).
-GATEWAY_MESSAGE_STEPS: frozenset[str] = PROMPT_STEPS | {"yield_wake"}
+# A schedule's turn (decision 36) too: the gateway sends the schedule's message.
+GATEWAY_MESSAGE_STEPS: frozenset[str] = PROMPT_STEPS | {"yield_wake", "scheduled"}
 ENDED: frozenset[str] = frozenset({"ok", "error", "timeout", "cancelled"})
 
 

@@ -21,6 +21,7 @@ KIND_STYLES = {
     "yield": "bright_green",
     "remote_call": "bright_cyan",
     "push": "bright_blue",
+    "schedule": "bright_magenta",
 }
 
 

@@ -35,6 +35,7 @@ STREAM_STYLES = {
     "yield": "bright_green",
     "a2a": "bright_cyan",
     "push": "bright_blue",
+    "schedule": "bright_magenta",
 }
 # Narrower than this many columns an event takes two lines (the one-line layout needs ~110).
 WIDE = 120
@@ -51,6 +52,7 @@ OPENERS = {
     "RunYielded": ("yield", "session_key"),
     "RemoteCallReceived": ("a2a", "session_key"),
     "PushRequested": ("push", "session_key"),
+    "ScheduleDefined": ("schedule", "session_key"),
 }
 
 

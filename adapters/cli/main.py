@@ -85,6 +85,10 @@ COMMANDS = {
         "Check what a config change would do before making it.",
     ),
     "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
+    "schedules": LazyCommand(
+        f"{CLI}.schedules:schedules_group",
+        "Add, list and remove schedules: a message sent into a session at each due time.",
+    ),
     "serve": LazyCommand(
         f"{CLI}.serve:serve",
         "Serve the session tools and gateway methods over HTTP (bearer token required).",

@@ -125,6 +125,12 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="a visibility scope per seed (self|tree|agent|all) and list/history reads",
 )
 @click.option(
+    "--schedules/--no-schedules",
+    default=True,
+    show_default=True,
+    help="an interval schedule in each seed's config (decision 36), removed at the drain",
+)
+@click.option(
     "--stall-seconds",
     default=60.0,
     show_default=True,
@@ -159,6 +165,7 @@ def simulate(
     nested_spawns: bool,
     store_faults: bool,
     scopes: bool,
+    schedules: bool,
     stall_seconds: float,
     seed_budget: float,
     list_invariants: bool,
@@ -223,6 +230,7 @@ def simulate(
                     nested_spawns=nested_spawns,
                     store_faults=store_faults,
                     scopes=scopes,
+                    schedules=schedules,
                 ),
                 save_dir,
                 shrink,

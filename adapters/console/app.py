@@ -325,6 +325,11 @@ def create_console(
     async def refusals() -> Response:
         return render("refusals.html", entries=await store.read(page_data.refusals, redactor))
 
+    @app.get("/schedules", response_class=HTMLResponse)
+    async def schedules() -> Response:
+        found = await store.read(page_data.schedules, redactor)
+        return render("schedules.html", schedules=found)
+
     @app.get("/store", response_class=HTMLResponse)
     async def integrity(check: bool = False) -> Response:
         # Verifying reads the whole log: only when asked, never on a page load; on a

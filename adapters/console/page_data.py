@@ -24,6 +24,7 @@ from sessionwire.domain.exchange import Exchange
 from sessionwire.domain.reader_view import reader_messages
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.run import RunState
+from sessionwire.domain.schedule import ScheduleState, schedule_view
 
 PAGE_SIZE = 50
 TRANSCRIPT_LIMIT = 200
@@ -210,6 +211,21 @@ def refusals(store: Store, redactor: Redactor | None) -> list[TimelineEntry]:
     chains: dict[UUID, Any] = {}
     entries = [timeline_entry(p, e, "refusal", chains) for p, e in store.streams_events(ids)]
     return [masked_entry(entry, redactor) for entry in reversed(entries)][:REFUSALS_SHOWN]
+
+
+SCHEDULES_SHOWN = 500
+
+
+def schedules(store: Store, redactor: Redactor | None) -> list[dict[str, Any]]:
+    """The active schedules (decision 36), oldest first, as ``gw.schedules()`` lists
+    them: read from their work rows, their messages masked."""
+    views = []
+    for stored in store.pending_work("schedule", ("active",))[:SCHEDULES_SHOWN]:
+        view = schedule_view(ScheduleState.model_validate_json(stored.state_json))
+        if redactor is not None:
+            view["message"] = redactor.mask_text(str(view["message"]))
+        views.append(view)
+    return views
 
 
 def tree_children(trace: Trace) -> dict[str | None, list[TraceNode]]:

@@ -42,6 +42,7 @@ from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 from sessionwire.domain.run import Run, RunState
 from sessionwire.domain.run_yield import RunYield, RunYieldState
+from sessionwire.domain.schedule import Schedule, ScheduleState
 from sessionwire.domain.session import Session, session_uuid
 from sessionwire.domain.spawn import Spawn, SpawnState
 
@@ -53,6 +54,7 @@ _WORK_CLASSES: dict[str, tuple[type[Aggregate], type[BaseModel]]] = {
     "spawn": (Spawn, SpawnState),
     "exchange": (Exchange, ExchangeState),
     "yield": (RunYield, RunYieldState),
+    "schedule": (Schedule, ScheduleState),
 }
 
 

@@ -26,6 +26,7 @@ from sessionwire.domain.push_request import PushRequest
 from sessionwire.domain.remote_call import RemoteCall
 from sessionwire.domain.run import Run
 from sessionwire.domain.run_yield import RunYield
+from sessionwire.domain.schedule import Schedule, from_ms
 from sessionwire.domain.session import Session, session_uuid, single_appends
 from sessionwire.domain.spawn import Spawn
 
@@ -40,6 +41,7 @@ Kind = Literal[
     "yield",
     "remote_call",
     "push",
+    "schedule",
 ]
 SNIPPET = 60
 
@@ -356,6 +358,22 @@ def _push(event: Any) -> str:
     return type(event).__name__
 
 
+def _schedule(event: Any) -> str:
+    if isinstance(event, Schedule.ScheduleDefined | Schedule.ScheduleRedefined):
+        when = event.cron and f"cron {event.cron!r} ({event.tz})"
+        every = f"every {event.every_seconds}s"
+        verb = "defined" if isinstance(event, Schedule.ScheduleDefined) else "redefined"
+        return f"schedule {verb}: {when or every} into {event.session_key}"
+    if isinstance(event, Schedule.ScheduleFired):
+        due = from_ms(event.due_at).isoformat()
+        late = " (late)" if event.late else ""
+        outcome = f"refused: {event.refused}" if event.refused else f"run {event.run_id}"
+        return f"schedule fired for {due}{late}: {outcome}"
+    if isinstance(event, Schedule.ScheduleRemoved):
+        return "schedule removed"
+    return type(event).__name__
+
+
 # Events are classes nested in their aggregate (Session.MessageAppended, ...); the
 # aggregates share one Event base, so the enclosing class picks the describer.
 _DESCRIBERS: dict[str, Callable[[Any], str]] = {
@@ -369,6 +387,7 @@ _DESCRIBERS: dict[str, Callable[[Any], str]] = {
     "BusyDecision": _busy,
     "RemoteCall": _remote_call,
     "PushRequest": _push,
+    "Schedule": _schedule,
 }
 
 

@@ -5,9 +5,10 @@ a warning naming its path, unless it is a near miss of a known one (the same but
 case, or an edit or two away: ``sandBox``, ``sendpolicy``): a misspelt protection must
 not silently stay off, so that is an error naming the intended key. In a section of
 sessionwire's own (``deliveries``, ``redaction``, ``session.agentToAgent.budget``, an
-agent's ``a2a``) any unknown key is an error naming the section's keys. Agent ids that are
-the same once normalised (``ops`` and ``OPS``) are an error too. Files are read bounded
-(size, nesting) and every failure is a ``ConfigError``, never a traceback.
+agent's ``a2a``, each of ``schedules``) any unknown key is an error naming the section's
+keys. Agent ids that are the same once normalised (``ops`` and ``OPS``) are an error too.
+Files are read bounded (size, nesting) and every failure is a ``ConfigError``, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sessionwire.domain.policy import (
 )
 from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
 from sessionwire.domain.retry_policy import RetryPolicy
+from sessionwire.domain.schedule import InvalidSchedule, check_definition
 from sessionwire.domain.trace_budget import TraceBudget
 
 log = library_logger("sessionwire.config")
@@ -482,6 +484,32 @@ class HttpConfig(_Section):
         return tuple(ipaddress.ip_network(p.strip(), strict=False) for p in self.trustedProxies)
 
 
+class ScheduleEntry(_OwnSection):
+    """One entry of ``schedules`` (decision 36, docs/schedules.md): what
+    ``gw.schedule(id, ...)`` takes, defined when a gateway opens."""
+
+    id: str
+    message: str
+    cron: str | None = None
+    everySeconds: float | None = None
+    sessionKey: str | None = None
+    tz: str = "UTC"
+
+    @model_validator(mode="after")
+    def _valid(self) -> ScheduleEntry:
+        try:
+            check_definition(
+                schedule_id=self.id,
+                cron=self.cron,
+                every_seconds=self.everySeconds,
+                tz=self.tz,
+                message=self.message,
+            )
+        except InvalidSchedule as error:
+            raise ValueError(str(error)) from None
+        return self
+
+
 class GatewayConfig(_Section):
     session: SessionConfig = Field(default_factory=SessionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
@@ -490,6 +518,20 @@ class GatewayConfig(_Section):
     deliveries: DeliveriesConfig = Field(default_factory=DeliveriesConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    schedules: builtins.list[ScheduleEntry] = Field(default_factory=builtins.list)
+    """Schedules defined at every open (decision 36); one the config no longer names,
+    defined by it before, is removed."""
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_ids_unique(
+        cls, schedules: builtins.list[ScheduleEntry]
+    ) -> builtins.list[ScheduleEntry]:
+        ids = [entry.id for entry in schedules]
+        repeated = sorted({schedule_id for schedule_id in ids if ids.count(schedule_id) > 1})
+        if repeated:
+            raise ValueError(f"schedule ids must be unique: {', '.join(repeated)}")
+        return schedules
 
     def known_models(self) -> set[str]:
         """Every model the config names: the catalog (``provider/id`` and ``id``) and the

@@ -41,6 +41,7 @@ PRIMARY_FIELD = {
     "yield": "session_key",
     "remote_call": "session_key",
     "push": "session_key",
+    "schedule": "session_key",
 }
 
 

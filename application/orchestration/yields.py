@@ -19,14 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sessionwire.application.config.gateway_config import GatewayConfig
-from sessionwire.application.orchestration.in_flight import InFlight, Owner
-from sessionwire.application.orchestration.process_managers import ProcessManager
+from sessionwire.application.orchestration.budgeted_managers import BudgetedProcessManager
+from sessionwire.application.orchestration.in_flight import Owner
 from sessionwire.application.orchestration.run_scope import outside_any_run
-from sessionwire.application.orchestration.runs import RunEngine
-from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
-from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.run import Run
@@ -69,27 +65,13 @@ async def last_wake(store: AsyncStore, session_key: str) -> RunYieldState | None
     return RunYieldState.model_validate_json(woken[-1].state_json)
 
 
-class YieldDriver(ProcessManager[RunYield]):
+class YieldDriver(BudgetedProcessManager[RunYield]):
     kind = "yield"
     pending_statuses = ("waiting",)
     aggregate_class = RunYield
     state_class = RunYieldState
 
-    def __init__(
-        self,
-        *,
-        store: AsyncStore,
-        in_flight: InFlight,
-        clock: Clock,
-        runs: RunEngine,
-        config: GatewayConfig,
-        budgets: TraceBudgets,
-    ) -> None:
-        super().__init__(store, in_flight)
-        self.clock = clock
-        self.runs = runs
-        self.config = config
-        self.budgets = budgets
+    def setup(self) -> None:
         # The yields waiting here, each with its session and what wakes its driver.
         self._pokes: dict[UUID, tuple[str, asyncio.Future[None]]] = {}
 

@@ -21,7 +21,7 @@ from sessionwire.domain.session import to_millis
 TOOL = "sessions_yield"
 # The turns that may yield: a session's own work. A reply-back or announce step answers
 # another run's exchange or spawn, whose driver would never follow a wake.
-YIELDING_STEPS = frozenset({"primary", "subagent_task", "yield_wake"})
+YIELDING_STEPS = frozenset({"primary", "subagent_task", "yield_wake", "scheduled"})
 NO_CHILDREN = (
     "sessions_yield: no sub-agent of this session is in flight to wait for "
     "(spawn one with sessions_spawn first)"
@@ -55,7 +55,7 @@ async def sessions_yield(context: ToolContext, params: SessionsYieldParams) -> Y
     if caller is not None and caller.step not in YIELDING_STEPS:
         return _error(
             f"sessions_yield: a {caller.step} step cannot yield (only a session's own "
-            "turn: primary, subagent_task or a woken yield_wake turn)"
+            "turn: primary, subagent_task, scheduled or a woken yield_wake turn)"
         )
     yield_id = yield_id_for(caller.run_id) if caller is not None else services.ids.new_id()
     earlier = await _earlier_yield(services, caller, yield_id)

@@ -202,7 +202,7 @@ def test_every_page_docs_console_names_is_served(
     _, ids = recorded
     page = (Path(__file__).resolve().parents[2] / "docs" / "console.md").read_text()
     paths = re.findall(r"^\| [^|]+ \| `(/console/[^`]*)` \|", page, re.MULTILINE)
-    assert len(paths) == 7
+    assert len(paths) == 8
     session = client.get(f"/console/sessions/{OPS}", headers=AUTH).text
     exchange = re.search(r'href="/console/exchanges/([0-9a-f-]+)"', session)
     assert exchange is not None

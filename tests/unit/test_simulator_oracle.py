@@ -467,3 +467,87 @@ def test_every_check_is_an_invariant_by_name() -> None:
     from sessionwire.adapters.testkit.simulator import INVARIANTS
 
     assert set(CHECKS) <= set(INVARIANTS)
+
+
+# schedules-fire-once -----------------------------------------------------------------
+
+T0_MS = int(T0.timestamp() * 1000)
+SCHEDULE, CRON_SESSION = "s1", "agent:main:cron:tick"
+
+
+def schedule_log(every: float = 60) -> Log:
+    return Log().add(
+        "ScheduleDefined",
+        SCHEDULE,
+        0,
+        schedule_id="tick",
+        every_seconds=every,
+        session_key=CRON_SESSION,
+    )
+
+
+def fire(log: Log, seconds: float, due: float, first: float | None = None, **data: Any) -> Log:
+    run = f"r{len(log.facts)}"
+    log.add(
+        "ScheduleFired",
+        SCHEDULE,
+        seconds,
+        due_at=T0_MS + int(due * 1000),
+        first_due_at=T0_MS + int((due if first is None else first) * 1000),
+        run_id=run,
+        late=data.pop("late", False),
+        refused=data.pop("refused", None),
+    )
+    if not log.facts[-1].get("refused"):
+        log.run(run, seconds, session=CRON_SESSION, step="scheduled", trace=run)
+    return log
+
+
+def test_each_due_time_fired_once_in_order_passes() -> None:
+    log = fire(fire(fire(schedule_log(), 60, 60), 120, 120), 180, 180)
+    assert problems("schedules-fire-once", log.add("Message", "x", 200)) == []
+
+
+def test_a_gap_while_down_fired_once_late_passes() -> None:
+    world = World(config={}, down=((at(70), at(400)),))
+    log = fire(fire(schedule_log(), 60, 60), 400, 360, first=120, late=True)
+    assert problems("schedules-fire-once", log, world) == []
+
+
+def test_a_due_time_fired_twice_skipped_or_left_out_is_caught() -> None:
+    twice = fire(fire(schedule_log(), 60, 60), 61, 60)
+    assert any("again" in p for p in problems("schedules-fire-once", twice))
+    skipped = fire(schedule_log(), 120, 120)
+    assert any("skipping due times" in p for p in problems("schedules-fire-once", skipped))
+    unfired = fire(schedule_log(), 60, 60).add("Message", "x", 500)
+    assert any("unfired" in p for p in problems("schedules-fire-once", unfired))
+    removed = schedule_log().add("ScheduleRemoved", SCHEDULE, 90)
+    assert any("before its removal" in p for p in problems("schedules-fire-once", removed))
+
+
+def test_a_gap_not_said_late_early_or_late_firings_are_caught() -> None:
+    world = World(config={}, down=((at(70), at(400)),))
+    quiet = fire(fire(schedule_log(), 60, 60), 400, 360, first=120)
+    assert any("without saying late" in p for p in problems("schedules-fire-once", quiet, world))
+    early = fire(schedule_log(), 59, 60)
+    assert any("early" in p for p in problems("schedules-fire-once", early))
+    # Up all along, yet fired an hour after its due time.
+    slow = fire(schedule_log(3600), 7200, 3600, late=True)
+    assert any("later than allowed" in p for p in problems("schedules-fire-once", slow))
+
+
+def test_a_firings_run_must_start_with_it_unless_refused() -> None:
+    log = schedule_log().add(
+        "ScheduleFired",
+        SCHEDULE,
+        60,
+        due_at=T0_MS + 60_000,
+        first_due_at=T0_MS + 60_000,
+        run_id="lost",
+        late=False,
+    )
+    assert any("never started" in p for p in problems("schedules-fire-once", log))
+    refused = fire(schedule_log(), 60, 60, refused="maxRuns 0 reached")
+    assert problems("schedules-fire-once", refused) == []
+    refused.run("r1", 60, session=CRON_SESSION, step="scheduled")
+    assert any("was refused, yet" in p for p in problems("schedules-fire-once", refused))

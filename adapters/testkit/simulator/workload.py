@@ -102,6 +102,9 @@ class WorkloadOptions:
     scopes: bool = True
     """A visibility scope drawn per seed (self | tree | agent | all, decision 28) and
     ``sessions_list`` / ``sessions_history`` reads; off: every session sees every other."""
+    schedules: bool = True
+    """An interval schedule in the config (decision 36), defined at every open: the
+    clock jumps, crashes and downtime fire its due times on time, or once late."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -164,6 +167,8 @@ class _Generator:
         if self.options.subscribers and steps:
             # In place of a step: a workload keeps the length asked for.
             steps[rng.randrange(len(steps))] = Subscribe()
+        if self.options.schedules:
+            config["schedules"] = self.schedules(steps)
         return SimulationScript(
             seed=self.seed,
             config=config,
@@ -415,6 +420,17 @@ class _Generator:
             return "all"
         drawn = random.Random(f"visibility-{self.seed}")
         return drawn.choices(["self", "tree", "agent", "all"], [15, 25, 20, 40])[0]
+
+    def schedules(self, steps: list[Step]) -> list[dict[str, Any]]:
+        """From a generator of its own (the steps stay those of the seed without). The
+        interval is cut to the time the script moves the clock (its jumps and downtime):
+        a few to a few dozen due times a seed, never thousands."""
+        rng = random.Random(f"schedules:{self.seed}")
+        moved = sum(step.seconds for step in steps if isinstance(step, Advance))
+        moved += sum(step.down_seconds for step in steps if isinstance(step, Crash))
+        slots = rng.choice([1, 3, 8])
+        every = min(86_400, max(60, round(moved / slots))) if moved else 600
+        return [{"id": "sim-tick", "everySeconds": every, "message": "scheduled tick"}]
 
     def budget(self) -> dict[str, Any]:
         """Drawn from a generator of its own: the steps stay those of the seed without."""

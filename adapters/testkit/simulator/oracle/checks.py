@@ -468,6 +468,85 @@ def hop_count(model: LogModel, world: World) -> Iterator[str]:
             yield f"{what} records hop {run.hops}; caused by hop {parent.hops}, it is hop {want}"
 
 
+LATE_AFTER_MS = 1000
+"""docs/schedules.md: a firing more than a second after its due time is late."""
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def schedule_fires(model: LogModel, world: World) -> Iterator[str]:
+    """Decision 36 by the model's own interval arithmetic: a schedule defined at A every
+    I seconds is due at A + I, A + 2I, …; each due time is fired once, in order, none
+    skipped (a firing after a gap names the first due time it stands for and the last,
+    and is late); none before it is due, none later than the gateway allows (at once,
+    or when the next gateway serves); a firing's run starts with it in the schedule's
+    session (none when refused); and by the end of the log every due time that came
+    has been fired. Cron schedules are left to the product's tests (the oracle keeps no
+    calendar of its own)."""
+    for schedule in model.schedules.values():
+        facts = sorted(
+            [*schedule.definitions, *schedule.firings, *schedule.removals],
+            key=lambda fact: fact.position,
+        )
+        every_ms: int | None = None
+        next_due: int | None = None
+        session = ""
+        active = False
+        what = f"schedule {schedule.id}"
+        for fact in facts:
+            if fact.type in ("ScheduleDefined", "ScheduleRedefined"):
+                every = fact.get("every_seconds")
+                every_ms = int(every * 1000) if isinstance(every, int | float) else None
+                next_due = _ms(fact.at) + every_ms if every_ms else None
+                session = str(fact.get("session_key", ""))
+                active = True
+                continue
+            if fact.type == "ScheduleRemoved":
+                if active and next_due is not None and next_due < _ms(fact.at):
+                    yield f"{what}'s due time {next_due} came before its removal, unfired"
+                active = False
+                continue
+            if not active:
+                yield f"{what} fired at {fact.at.isoformat()} after its removal"
+                continue
+            if every_ms is None or next_due is None:
+                continue  # a cron schedule
+            due, first = int(fact.get("due_at", 0)), int(fact.get("first_due_at", 0))
+            late, at = bool(fact.get("late", False)), _ms(fact.at)
+            if first != next_due:
+                word = "again" if first < next_due else "skipping due times"
+                yield f"{what} fired from {first} {word}: its next due time was {next_due}"
+            if (due - next_due) % every_ms or due < first:
+                yield f"{what} fired due time {due}, not one of its own (every {every_ms} ms)"
+            if at < due:
+                yield f"{what} fired due time {due} early, at {at}"
+            if due + every_ms <= at:
+                yield f"{what} fired at {at} for {due}, leaving due time {due + every_ms} out"
+            if due > first and not late:
+                yield f"{what} fired once for due times {first}..{due} without saying late"
+            if not late and at - due > LATE_AFTER_MS:
+                yield f"{what} fired {at - due} ms after its due time {due} without saying late"
+            first_at = from_ms(first)
+            if first_at is not None and _late(world, first_at, fact.at, schedule.id):
+                yield f"{what} fired due time {first} at {fact.at.isoformat()}, later than allowed"
+            run = model.runs.get(str(fact.get("run_id", "")))
+            if fact.get("refused"):
+                if run is not None:
+                    yield f"{what}'s firing of {due} was refused, yet run {run.id} started"
+            elif run is None or run.step != "scheduled" or run.session != session:
+                yield f"{what} fired {due} but its run never started in {session}"
+            elif run.started != fact.at:
+                yield f"{what} fired {due} at {at}, its run started at {_ms(run.started)}"
+            next_due = due + every_ms
+        end = model.end
+        if active and next_due is not None and end is not None and next_due < _ms(end):
+            came = from_ms(next_due)
+            if came is not None and not world.faulted(schedule.id, came, end):
+                yield f"{what}'s due time {next_due} came (the log goes on to {end}) unfired"
+
+
 def plan_once(model: LogModel, world: World) -> Iterator[str]:
     """A run's plan makes each of its sends and spawns once, however often the run was
     dispatched (a crash, a takeover): one run per nested plan per run that made it."""
@@ -541,6 +620,12 @@ CHECKS: dict[str, OracleCheck] = {
             "hops per causal chain: +1 per agent send or spawn, same hop for the gateway's "
             "own steps, never past maxHops (decision 17)",
             hop_count,
+        ),
+        OracleCheck(
+            "schedules-fire-once",
+            "each due time of an interval schedule fires once, in order, none skipped, "
+            "none early or later than a gateway could, a gap once and late (decision 36)",
+            schedule_fires,
         ),
         OracleCheck(
             "plan-once",

@@ -38,6 +38,10 @@ RUN_YIELDED = "RunYielded"
 YIELD_WOKEN = "YieldWoken"
 BUSY_DECIDED = "BusyDecided"
 ACCESS_REFUSED = "AccessRefused"
+SCHEDULE_DEFINED = "ScheduleDefined"
+SCHEDULE_REDEFINED = "ScheduleRedefined"
+SCHEDULE_FIRED = "ScheduleFired"
+SCHEDULE_REMOVED = "ScheduleRemoved"
 SESSION_OPENED = "SessionOpened"
 SESSION_ARCHIVED = "SessionArchived"
 SESSION_DELETED = "SessionDeleted"
@@ -76,6 +80,9 @@ READ_FIELDS: dict[str, set[str]] = {
     BUSY_DECIDED: {"decision", "steered_run_id", "parent_run_id", "trace_id", "run_id", "hops"},
     ACCESS_REFUSED: {"check", "tool", "trace_id", "message", "rule"},
     SESSION_OPENED: {"key"},
+    SCHEDULE_DEFINED: {"schedule_id", "every_seconds", "cron", "session_key"},
+    SCHEDULE_REDEFINED: {"every_seconds", "cron", "session_key"},
+    SCHEDULE_FIRED: {"due_at", "first_due_at", "late", "run_id", "refused"},
 }
 # Steps an agent runs for its own work: a send or spawn from one adds a hop; the steps
 # the gateway runs itself (reply-back, announce, a yield's wake) stay on their hop.
@@ -136,6 +143,17 @@ class YieldView:
 
 
 @dataclass
+class ScheduleView:
+    """A schedule's definitions (the first and each redefinition, in order), its
+    firings and its removals, as the log holds them."""
+
+    id: str
+    definitions: list[Fact] = field(default_factory=list)
+    firings: list[Fact] = field(default_factory=list)
+    removals: list[Fact] = field(default_factory=list)
+
+
+@dataclass
 class LogModel:
     """Everything the checks need, indexed once."""
 
@@ -146,6 +164,7 @@ class LogModel:
     exchange_facts: dict[str, list[Fact]] = field(default_factory=lambda: defaultdict(list))
     spawns: dict[str, SpawnView] = field(default_factory=dict)
     yields: dict[str, YieldView] = field(default_factory=dict)
+    schedules: dict[str, ScheduleView] = field(default_factory=dict)
     sessions: dict[str, str] = field(default_factory=dict)
     """A session aggregate -> its key."""
     closed: dict[str, Fact] = field(default_factory=dict)
@@ -186,6 +205,12 @@ class LogModel:
             self.yields[aggregate] = YieldView(aggregate, fact)
         elif name == YIELD_WOKEN and aggregate in self.yields:
             self.yields[aggregate].wakes.append(fact)
+        elif name in (SCHEDULE_DEFINED, SCHEDULE_REDEFINED):
+            self.schedules.setdefault(aggregate, ScheduleView(aggregate)).definitions.append(fact)
+        elif name == SCHEDULE_FIRED and aggregate in self.schedules:
+            self.schedules[aggregate].firings.append(fact)
+        elif name == SCHEDULE_REMOVED and aggregate in self.schedules:
+            self.schedules[aggregate].removals.append(fact)
         elif name == SESSION_OPENED:
             self.sessions[aggregate] = str(fact.get("key", ""))
         elif name in (SESSION_ARCHIVED, SESSION_DELETED):
@@ -250,4 +275,4 @@ class LogModel:
         return self.facts[-1].at if self.facts else None
 
 
-__all__ = ["READ_FIELDS", "LogModel", "RunView", "SpawnView", "YieldView"]
+__all__ = ["READ_FIELDS", "LogModel", "RunView", "ScheduleView", "SpawnView", "YieldView"]
