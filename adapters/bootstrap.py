@@ -310,6 +310,21 @@ class Gateway:
         """``sessions.patch``: set or clear label, model, levels, sendPolicy, busy."""
         return await self._service.patch_session(session_key, **changes)
 
+    async def fork_session(
+        self,
+        key: str,
+        new_key: str | None = None,
+        at_version: int | None = None,
+        *,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """A new session whose history is ``key``'s up to ``at_version`` (else its latest
+        version), by reference to the source's chain (docs/fork.md). ``requester``: the
+        source must be one it may read, and the fork joins its tree."""
+        return await self._service.fork_session(
+            key, new_key=new_key, at_version=at_version, requester=requester
+        )
+
     async def call_tool(
         self, requester: str, name: str, params: Any = None, *, run_token: str | None = None
     ) -> dict[str, Any]:
@@ -421,6 +436,9 @@ class SyncGateway:
 
     def patch_session(self, session_key: str, **changes: Any) -> dict[str, Any]:
         return self._run(self._gateway.patch_session(session_key, **changes))
+
+    def fork_session(self, key: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self._run(self._gateway.fork_session(key, *args, **kwargs))
 
     def call_tool(self, requester: str, name: str, params: Any = None) -> dict[str, Any]:
         return self._run(self._gateway.call_tool(requester, name, params))

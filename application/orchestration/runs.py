@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from sessionwire.application.forks import forked_window
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
@@ -31,6 +32,7 @@ from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.ports.session_locks import LeaseLost
+from sessionwire.application.ports.session_read_model import StoredSession, TranscriptWindow
 from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
@@ -532,9 +534,7 @@ class RunEngine:
             message=state.message,
             context=state.context,
             clock=self.work_clock,
-            transcript=_transcript_reader(
-                self.store, stored_session.id if stored_session else None
-            ),
+            transcript=_transcript_reader(self.store, stored_session),
             turn=state.turn,
             requester_key=state.requester_key,
             tools=await self.tools_for(run) if self.tools_for is not None else (),
@@ -778,12 +778,16 @@ def _tool_caller(
 
 
 def _transcript_reader(
-    store: AsyncStore, session: UUID | None
+    store: AsyncStore, session: StoredSession | None
 ) -> Callable[[int], Awaitable[list[dict[str, Any]]]]:
     async def read(limit: int) -> list[dict[str, Any]]:
         if session is None:
             return []
-        texts = await store.transcript(session, limit=max(1, limit), include_tools=True)
+        window = TranscriptWindow(limit=max(1, limit), include_tools=True)
+        texts = await store.transcript(session.id, limit=window.limit, include_tools=True)
+        if session.state.forked_from is not None:
+            # A forked child's turns see what it inherited before its own lines.
+            texts = (await store.read(forked_window, session, texts, None, window)).lines
         return [json.loads(text) for text in texts]
 
     return read

@@ -1,0 +1,167 @@
+"""Forks (decision 34, ADR 0048): a session whose history starts with another's up to a
+position, by reference to the source's chain, never by copied rows.
+
+A fork's view is the lines it inherits (the source's, read from the source's own stream
+up to the fork point, and what the source inherited itself) then its own. The source's
+later lines are never read: the stream is read up to the fork's version, so no page of
+the fork can reach past it, however the source grows. The reads here are blocking: they
+run on a reader thread of the store (``AsyncStore.read``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sessionwire.application.audit.state import batch_holding
+from sessionwire.application.ports.session_read_model import StoredSession, TranscriptWindow
+from sessionwire.application.ports.store import Store
+from sessionwire.domain.base import DomainEvent
+from sessionwire.domain.errors import SessionwireError
+from sessionwire.domain.session import ForkPoint, Session
+
+TOOL_RESULT = "toolResult"
+# Forks of forks followed at most this deep: each level is one more stream to read.
+MAX_FORK_DEPTH = 64
+
+
+class ForkRefused(SessionwireError, ValueError):
+    """A fork the source cannot give: a position it never had, or a key already taken."""
+
+
+@dataclass(frozen=True)
+class InheritedLine:
+    role: str
+    line: str
+    """The transcript line as the transcript table keeps it (JSON text)."""
+
+
+@dataclass(frozen=True)
+class ForkedTranscript:
+    """A window of a fork's view: inherited lines first, then its own."""
+
+    lines: list[str]
+    inherited: int
+    """How many of ``lines`` (the first ones) are inherited."""
+    total: int | None
+    """The view's size (inherited and own), for a window with an offset."""
+
+
+def fork_json(point: ForkPoint) -> dict[str, object]:
+    """A fork point as the API and the tools show it."""
+    return {
+        "sessionKey": point.source_key,
+        "version": point.version,
+        "recordVersion": point.record_version,
+        "streamHash": point.stream_hash,
+        "messages": point.messages,
+    }
+
+
+def fork_point(store: Store, source: StoredSession, at_version: object | None) -> ForkPoint:
+    """Where a fork of ``source`` at ``at_version`` (None: its latest version) starts.
+
+    Raises ForkRefused with the reason for a position the source does not have.
+    """
+    version = source.version if at_version is None else _position(at_version, source)
+    events = _stream_up_to(store, source, version)
+    lines = _lines_up_to(events, version)
+    record_version = events[-1].originator_version if events else version
+    found = store.stream_hash(source.id, record_version)
+    above = source.state.forked_from
+    return ForkPoint(
+        source_key=source.state.key,
+        version=version,
+        record_version=record_version,
+        stream_hash=None if found is None else found.hex(),
+        messages=len(lines) + (above.messages if above is not None else 0),
+    )
+
+
+def inherited_lines(store: Store, point: ForkPoint) -> list[InheritedLine]:
+    """Every line a fork at ``point`` inherits, oldest first (tool results included)."""
+    levels: list[list[InheritedLine]] = []
+    current: ForkPoint | None = point
+    depth = 0
+    while current is not None and depth < MAX_FORK_DEPTH:
+        source = store.session(current.source_key)
+        if source is None:
+            break  # a source that is gone from the read model: it inherits nothing more
+        events = _stream_up_to(store, source, current.version)
+        levels.append(_lines_up_to(events, current.version))
+        current = source.state.forked_from
+        depth += 1
+    return [line for level in reversed(levels) for line in level]
+
+
+def forked_window(
+    store: Store,
+    stored: StoredSession,
+    own: Sequence[str],
+    own_total: int | None,
+    window: TranscriptWindow,
+) -> ForkedTranscript:
+    """The ``window`` of ``stored``'s view, given the window of its own lines read already
+    (``own``, and with an offset ``own_total``: how many own lines the view holds)."""
+    point = stored.state.forked_from
+    if point is None or (window.offset is None and len(own) >= window.limit):
+        return ForkedTranscript(list(own), 0, own_total)
+    inherited = [
+        flagged(line.line, point.source_key)
+        for line in inherited_lines(store, point)
+        if window.include_tools or line.role != TOOL_RESULT
+    ]
+    if window.offset is None:
+        wanted = max(0, window.limit - len(own))
+        taken = inherited[len(inherited) - wanted :] if wanted else []
+        return ForkedTranscript([*taken, *own], len(taken), None)
+    own_count = own_total or 0
+    total = own_count + len(inherited)
+    # The window counted back from the newest line of the view: own lines first, then
+    # the inherited ones before them.
+    end = len(inherited) - max(0, window.offset - own_count)
+    start = max(0, len(inherited) - max(0, window.offset + window.limit - own_count))
+    taken = inherited[start:end] if end > start else []
+    return ForkedTranscript([*taken, *own], len(taken), total)
+
+
+def flagged(line: str, source_key: str) -> str:
+    """The line with ``"forkedFrom"``: the session it was inherited from."""
+    return f'{line[:-1]},"forkedFrom":{json.dumps(source_key)}}}'
+
+
+def _position(at_version: object, source: StoredSession) -> int:
+    if isinstance(at_version, bool) or not isinstance(at_version, int):
+        raise ForkRefused(f"invalid fork position {at_version!r}: a stream version (integer)")
+    if at_version < 1:
+        raise ForkRefused(f"invalid fork position {at_version}: versions start at 1")
+    if at_version > source.version:
+        raise ForkRefused(
+            f"invalid fork position {at_version}: {source.state.key} is at version "
+            f"{source.version}"
+        )
+    return at_version
+
+
+def _stream_up_to(store: Store, source: StoredSession, version: int) -> list[DomainEvent]:
+    events = list(store.stream(source.id, up_to_version=version))
+    if not events or events[-1].originator_version < version:
+        # The position may be inside a batch of messages, stored at its last version.
+        events += batch_holding(store, source.id, version)
+    return events
+
+
+def _lines_up_to(events: Sequence[DomainEvent], version: int) -> list[InheritedLine]:
+    lines: list[InheritedLine] = []
+    for event in events:
+        if isinstance(event, Session.MessageAppended):
+            message = event.transcript_message()
+            lines.append(InheritedLine(message.role, message.to_json()))
+        elif isinstance(event, Session.MessagesAppended):
+            count = min(len(event.messages), version - event.first_version + 1)
+            lines.extend(
+                InheritedLine(message.role, message.to_json())
+                for message in event.transcript_messages()[:count]
+            )
+    return lines
