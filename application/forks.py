@@ -138,8 +138,7 @@ def _position(at_version: object, source: StoredSession) -> int:
         raise ForkRefused(f"invalid fork position {at_version}: versions start at 1")
     if at_version > source.version:
         raise ForkRefused(
-            f"invalid fork position {at_version}: {source.state.key} is at version "
-            f"{source.version}"
+            f"invalid fork position {at_version}: {source.state.key} is at version {source.version}"
         )
     return at_version
 
