@@ -445,8 +445,8 @@ class SessionsSpawnParams(ToolParams):
     context: Annotated[
         str,
         wire(
-            "isolated (default): the child starts empty; fork: it starts with this "
-            "session's transcript as its context (by reference, decision 34).",
+            "isolated (default): the child starts with no history; fork: it starts "
+            "with this session's transcript as its context.",
             enum=list(SPAWN_CONTEXTS),
         ),
     ] = "isolated"
