@@ -24,6 +24,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Command,
     Crash,
     DropConnection,
+    Fork,
     Message,
     Policy,
     Read,
@@ -102,6 +103,9 @@ class WorkloadOptions:
     scopes: bool = True
     """A visibility scope drawn per seed (self | tree | agent | all, decision 28) and
     ``sessions_list`` / ``sessions_history`` reads; off: every session sees every other."""
+    forks: bool = True
+    """A fork of a session (at its latest version or a few before, decision 34) in place
+    of a step, in some seeds: read at the end, it must never show later source lines."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -164,6 +168,12 @@ class _Generator:
         if self.options.subscribers and steps:
             # In place of a step: a workload keeps the length asked for.
             steps[rng.randrange(len(steps))] = Subscribe()
+        forks = random.Random(f"forks:{self.seed}")
+        if self.options.forks and steps and forks.random() < 0.5:
+            # From a generator of its own, in place of a step: the other draws stay.
+            steps[forks.randrange(len(steps))] = Fork(
+                session=forks.choice(self.keys), back=forks.choice([0, 0, 1, 2])
+            )
         return SimulationScript(
             seed=self.seed,
             config=config,

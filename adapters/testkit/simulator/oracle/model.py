@@ -41,6 +41,8 @@ ACCESS_REFUSED = "AccessRefused"
 SESSION_OPENED = "SessionOpened"
 SESSION_ARCHIVED = "SessionArchived"
 SESSION_DELETED = "SessionDeleted"
+MESSAGE_APPENDED = "MessageAppended"
+MESSAGES_APPENDED = "MessagesAppended"
 # The fields the model reads of each event (the simulator hands over only these).
 READ_FIELDS: dict[str, set[str]] = {
     RUN_STARTED: {
@@ -76,6 +78,8 @@ READ_FIELDS: dict[str, set[str]] = {
     BUSY_DECIDED: {"decision", "steered_run_id", "parent_run_id", "trace_id", "run_id", "hops"},
     ACCESS_REFUSED: {"check", "tool", "trace_id", "message", "rule"},
     SESSION_OPENED: {"key"},
+    MESSAGE_APPENDED: {"originator_version", "message"},
+    MESSAGES_APPENDED: {"originator_version", "messages"},
 }
 # Steps an agent runs for its own work: a send or spawn from one adds a hop; the steps
 # the gateway runs itself (reply-back, announce, a yield's wake) stay on their hop.
