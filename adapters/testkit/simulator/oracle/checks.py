@@ -529,8 +529,10 @@ def fork_history(model: LogModel, world: World) -> Iterator[str]:
             for version, role, timestamp in _lines(fact)
             if read.at_version is None or version <= read.at_version
         ]
-        inherited = [(role, at) for role, at, flag in read.shown if flag is not None]
-        own = read.shown[len(inherited) :]
+        # The leading flagged lines are what it shows as inherited.
+        count = next((i for i, line in enumerate(read.shown) if line[2] is None), len(read.shown))
+        inherited = [(role, at) for role, at, _ in read.shown[:count]]
+        own = read.shown[count:]
         if inherited != held:
             extra = len(inherited) - len(held)
             yield (
