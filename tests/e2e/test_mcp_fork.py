@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp import types
-from mcp_stdio import stdio_session
+from mcp_stdio import payload, stdio_session
 from sessionwire import SyncGateway
 
 SCRIPT = {
@@ -17,14 +16,6 @@ SCRIPT = {
         {"step": "subagent_announce", "reply": "ANNOUNCE_SKIP"},
     ]
 }
-
-
-def payload(result: types.CallToolResult) -> dict[str, object]:
-    (block,) = result.content
-    assert isinstance(block, types.TextContent)
-    data = json.loads(block.text)
-    assert isinstance(data, dict)
-    return data
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, types
-from mcp_stdio import stdio_session
+from mcp import ClientSession
+from mcp_stdio import payload, stdio_session
 from sessionwire import SyncGateway
 
 SCRIPT = {
@@ -44,15 +44,6 @@ async def session(
         store, "--session", "main", "--runtime", str(script), config=config
     ) as client:
         yield client
-
-
-def payload(result: types.CallToolResult) -> dict[str, Any]:
-    (block,) = result.content
-    assert isinstance(block, types.TextContent)
-    data = json.loads(block.text)
-    assert result.structured_content == data
-    assert isinstance(data, dict)
-    return data
 
 
 async def test_subagents_and_session_status_over_mcp(store: str, tmp_path: Path) -> None:

@@ -283,6 +283,7 @@ def test_the_cli_forks_at_a_position_and_refuses_a_bad_one(
     code, out, _ = run_cli(capsys, "--store", url, "sessions", "fork", "main", "--at", "2")
     bad, _, err = run_cli(capsys, "--store", url, "sessions", "fork", "main", "--at", "7")
     audited, verified, _ = run_cli(capsys, "--store", url, "audit", "verify")
+    rebuilt, differences, _ = run_cli(capsys, "--store", url, "audit", "rebuild", "--check")
     with SyncGateway.open(store=url) as gw:
         (row,) = [
             r
@@ -296,4 +297,5 @@ def test_the_cli_forks_at_a_position_and_refuses_a_bad_one(
     assert bad == 1
     assert "invalid fork position 7: agent:main:main is at version 3" in err
     assert audited == 0, verified
+    assert rebuilt == 0, differences  # the fork's row (forked_from) is what a rebuild makes
     assert texts(seen) == ["first"]
