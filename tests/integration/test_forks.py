@@ -264,12 +264,18 @@ async def test_spawn_with_context_fork_over_http(clock: VirtualClock) -> None:
                     "/v1/tools/sessions_history", json={"sessionKey": spawned["childSessionKey"]}
                 )
             ).json()
+            method = (
+                await http.post(
+                    "/v1/methods/chat.history", json={"sessionKey": spawned["childSessionKey"]}
+                )
+            ).json()
     finally:
         await gw.close()
 
     assert spawned["status"] == "accepted", spawned
     assert runtime.seen[spawned["childSessionKey"]][0] == "over http"
     assert texts(child)[0] == "over http"
+    assert texts(method)[0] == "over http"  # the chat.history method shows it too
 
 
 def test_the_cli_forks_at_a_position_and_refuses_a_bad_one(
