@@ -305,3 +305,26 @@ def test_the_cli_forks_at_a_position_and_refuses_a_bad_one(
     assert audited == 0, verified
     assert rebuilt == 0, differences  # the fork's row (forked_from) is what a rebuild makes
     assert texts(seen) == ["first"]
+
+
+async def test_inherited_lines_are_masked_as_reading_the_source_would_mask_them(
+    store_url: str, clock: VirtualClock
+) -> None:
+    config = GatewayConfig.load(before_scopes({"redaction": {"patterns": [r"ACME-\d{8}"]}}))
+    gw = await Gateway.open(config=config, store=store_url, clock=clock)
+    try:
+        await gw.record_message("main", role="user", content="badge ACME-12345678")
+        forked = await gw.fork_session("main", new_key="mine")
+        await gw.record_message("mine", role="user", content="own ACME-87654321")
+        # The fork reads its own history: its own line as written, the inherited one
+        # masked, as the fork reading main's history would see it.
+        seen = await history(gw, forked["sessionKey"], requester=forked["sessionKey"])
+        source = await history(gw, "main", requester=forked["sessionKey"])
+        by_source = await history(gw, forked["sessionKey"], requester="main")
+    finally:
+        await gw.close()
+
+    assert texts(seen) == ["badge [redacted:configured]", "own ACME-87654321"]
+    assert seen["contentRedacted"] is True
+    assert texts(source) == ["badge [redacted:configured]"]
+    assert texts(by_source)[0] == "badge ACME-12345678"  # main's own line, read by main
