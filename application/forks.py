@@ -1,11 +1,12 @@
 """Forks (decision 34, ADR 0048): a session whose history starts with another's up to a
 position, by reference to the source's chain, never by copied rows.
 
-A fork's view is the lines it inherits (the source's, read from the source's own stream
-up to the fork point, and what the source inherited itself) then its own. The source's
-later lines are never read: the stream is read up to the fork's version, so no page of
-the fork can reach past it, however the source grows. The reads here are blocking: they
-run on a reader thread of the store (``AsyncStore.read``).
+A fork's view is the lines it inherits (the source's first lines, those at or below the
+fork's version, and what the source inherited itself) then its own. The source's later
+lines are never taken: the fork point says how many lines it inherits, and a page of the
+source is kept only when its count of lines is the one the page was placed by (else it
+is read again; the source's stream up to the fork's version is the last resort). The
+reads here are blocking: they run on a reader thread of the store (``AsyncStore.read``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from sessionwire.domain.session import ForkPoint, Session
 TOOL_RESULT = "toolResult"
 # Forks of forks followed at most this deep: each level is one more stream to read.
 MAX_FORK_DEPTH = 64
+# Reads of a source's inherited lines that may meet a source growing in between.
+PAGE_RETRIES = 4
 
 
 class ForkRefused(SessionwireError, ValueError):
@@ -56,6 +59,7 @@ def fork_json(point: ForkPoint) -> dict[str, object]:
         "recordVersion": point.record_version,
         "streamHash": point.stream_hash,
         "messages": point.messages,
+        "toolResults": point.tool_results,
     }
 
 
@@ -76,23 +80,80 @@ def fork_point(store: Store, source: StoredSession, at_version: object | None) -
         record_version=record_version,
         stream_hash=None if found is None else found.hex(),
         messages=len(lines) + (above.messages if above is not None else 0),
+        tool_results=sum(line.role == TOOL_RESULT for line in lines)
+        + (above.tool_results if above is not None else 0),
     )
 
 
-def inherited_lines(store: Store, point: ForkPoint) -> list[InheritedLine]:
-    """Every line a fork at ``point`` inherits, oldest first (tool results included)."""
-    levels: list[list[InheritedLine]] = []
+@dataclass(frozen=True)
+class _Level:
+    """One source a fork inherits from: its first ``lines`` lines of the view read."""
+
+    source: StoredSession
+    version: int
+    lines: int
+
+
+def _levels(store: Store, point: ForkPoint, include_tools: bool) -> list[_Level]:
+    """The sources a fork at ``point`` inherits from, the farthest first: a source that
+    is itself a fork gives its own inheritance before its lines."""
+    levels: list[_Level] = []
     current: ForkPoint | None = point
-    depth = 0
-    while current is not None and depth < MAX_FORK_DEPTH:
+    while current is not None and len(levels) < MAX_FORK_DEPTH:
         source = store.session(current.source_key)
         if source is None:
             break  # a source that is gone from the read model: it inherits nothing more
-        events = _stream_up_to(store, source, current.version)
-        levels.append(_lines_up_to(events, current.version))
-        current = source.state.forked_from
-        depth += 1
-    return [line for level in reversed(levels) for line in level]
+        above = source.state.forked_from
+        lines = current.messages - (above.messages if above is not None else 0)
+        if not include_tools:
+            lines -= current.tool_results - (above.tool_results if above is not None else 0)
+        levels.append(_Level(source, current.version, max(0, lines)))
+        current = above
+    levels.reverse()
+    return levels
+
+
+def _inherited_range(
+    store: Store, levels: list[_Level], first: int, last: int, include_tools: bool
+) -> list[str]:
+    """Lines ``first`` to ``last`` (exclusive) of the inherited view, oldest first."""
+    taken: list[str] = []
+    start = 0
+    for level in levels:
+        low, high = max(first, start), min(last, start + level.lines)
+        if low < high:
+            taken += _source_range(store, level, low - start, high - start, include_tools)
+        start += level.lines
+    return taken
+
+
+def _source_range(
+    store: Store, level: _Level, first: int, last: int, include_tools: bool
+) -> list[str]:
+    """Lines ``first`` to ``last`` of the source's first ``level.lines`` lines of the view
+    (those at or below the fork's version).
+
+    Read from the transcript read model as a page counted back from its newest line, and
+    kept only when the page's count of lines (read in the same transaction) is the one the
+    offset was placed by: a source that grew in between is read again, so no line it
+    recorded after the fork is ever taken. After a few such races, or when the counts
+    cannot hold (a read model behind its log), the source's stream up to the version.
+    """
+    source = level.source
+    wanted = last - first
+    total = store.transcript_page(source.id, offset=0, limit=0, include_tools=include_tools).total
+    for _ in range(PAGE_RETRIES):
+        if total < level.lines:
+            break
+        page = store.transcript_page(
+            source.id, offset=total - last, limit=wanted, include_tools=include_tools
+        )
+        if page.total == total and len(page.messages) == wanted:
+            return page.messages
+        total = page.total
+    lines = _lines_up_to(_stream_up_to(store, source, level.version), level.version)
+    kept = [line.line for line in lines if include_tools or line.role != TOOL_RESULT]
+    return kept[first:last]
 
 
 def forked_window(
@@ -107,22 +168,23 @@ def forked_window(
     point = stored.state.forked_from
     if point is None or (window.offset is None and len(own) >= window.limit):
         return ForkedTranscript(list(own), 0, own_total)
-    inherited = [
-        flagged(line.line, point.source_key)
-        for line in inherited_lines(store, point)
-        if window.include_tools or line.role != TOOL_RESULT
-    ]
+    levels = _levels(store, point, window.include_tools)
+    size = sum(level.lines for level in levels)
     if window.offset is None:
-        wanted = max(0, window.limit - len(own))
-        taken = inherited[len(inherited) - wanted :] if wanted else []
-        return ForkedTranscript([*taken, *own], len(taken), None)
-    own_count = own_total or 0
-    total = own_count + len(inherited)
-    # The window counted back from the newest line of the view: own lines first, then
-    # the inherited ones before them.
-    end = len(inherited) - max(0, window.offset - own_count)
-    start = max(0, len(inherited) - max(0, window.offset + window.limit - own_count))
-    taken = inherited[start:end] if end > start else []
+        wanted = min(size, max(0, window.limit - len(own)))
+        first, last = size - wanted, size
+        total = None
+    else:
+        own_count = own_total or 0
+        total = own_count + size
+        # The window counted back from the newest line of the view: own lines first,
+        # then the inherited ones before them.
+        last = size - max(0, window.offset - own_count)
+        first = max(0, size - max(0, window.offset + window.limit - own_count))
+    taken = [
+        flagged(line, point.source_key)
+        for line in _inherited_range(store, levels, first, last, window.include_tools)
+    ]
     return ForkedTranscript([*taken, *own], len(taken), total)
 
 

@@ -83,6 +83,8 @@ class ForkPoint(Immutable):
     written before the store kept a chain."""
     messages: int
     """How many transcript lines the fork inherits (tool results included)."""
+    tool_results: int = 0
+    """How many of them are tool results (a reader without tools inherits the others)."""
 
 
 class SessionState(BaseModel):

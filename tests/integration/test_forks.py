@@ -328,3 +328,22 @@ async def test_inherited_lines_are_masked_as_reading_the_source_would_mask_them(
     assert seen["contentRedacted"] is True
     assert texts(source) == ["badge [redacted:configured]"]
     assert texts(by_source)[0] == "badge ACME-12345678"  # main's own line, read by main
+
+
+async def test_a_forks_view_without_tool_results_pages_as_the_view_with_them(
+    gateway: Gateway,
+) -> None:
+    for role, text in (("user", "ask"), ("toolResult", "tool said"), ("assistant", "answer")):
+        await gateway.record_message("main", role=role, content=text)
+    await gateway.fork_session("main", new_key="tools")
+    await gateway.record_message("main", role="toolResult", content="later tool line")
+    await gateway.record_message("tools", role="user", content="own")
+
+    plain = await history(gateway, "tools", offset=0, limit=2)
+    older = await history(gateway, "tools", offset=2, limit=2)
+    with_tools = await history(gateway, "tools", offset=0, limit=10, includeTools=True)
+
+    assert (texts(older), texts(plain)) == (["ask"], ["answer", "own"])
+    assert plain["totalMessages"] == 3
+    assert texts(with_tools) == ["ask", "tool said", "answer", "own"]
+    assert with_tools["totalMessages"] == 4
