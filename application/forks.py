@@ -68,10 +68,17 @@ def fork_point(store: Store, source: StoredSession, at_version: object | None) -
 
     Raises ForkRefused with the reason for a position the source does not have.
     """
-    version = source.version if at_version is None else _position(at_version, source)
-    events = _stream_up_to(store, source, version)
-    lines = _lines_up_to(events, version)
-    record_version = events[-1].originator_version if events else version
+    latest = _latest_counts(store, source) if at_version is None else None
+    if latest is not None:
+        # The source as it stands: its lines counted by the read model, no replay.
+        source, lines, tools = latest
+        version = record_version = source.version
+    else:
+        version = source.version if at_version is None else _position(at_version, source)
+        events = _stream_up_to(store, source, version)
+        replayed = _lines_up_to(events, version)
+        lines, tools = len(replayed), sum(line.role == TOOL_RESULT for line in replayed)
+        record_version = events[-1].originator_version if events else version
     found = store.stream_hash(source.id, record_version)
     above = source.state.forked_from
     return ForkPoint(
@@ -79,10 +86,31 @@ def fork_point(store: Store, source: StoredSession, at_version: object | None) -
         version=version,
         record_version=record_version,
         stream_hash=None if found is None else found.hex(),
-        messages=len(lines) + (above.messages if above is not None else 0),
-        tool_results=sum(line.role == TOOL_RESULT for line in lines)
-        + (above.tool_results if above is not None else 0),
+        messages=lines + (above.messages if above is not None else 0),
+        tool_results=tools + (above.tool_results if above is not None else 0),
     )
+
+
+def _latest_counts(store: Store, source: StoredSession) -> tuple[StoredSession, int, int] | None:
+    """The source's row as it stands, its own lines and how many are tool results: each
+    count read with the row in one transaction, kept when both saw the same version (a
+    source written in between is read again). None after a few such races."""
+
+    def everything(found: StoredSession) -> bool:
+        return True
+
+    for _ in range(PAGE_RETRIES):
+        counts = []
+        for include_tools in (True, False):
+            window = TranscriptWindow(limit=0, include_tools=include_tools, offset=0)
+            read = store.session_transcript(source.state.key, window, everything)
+            if read.session is None or read.total is None:
+                return None
+            counts.append((read.session, read.total))
+        (first, lines), (second, plain) = counts
+        if first.version == second.version:
+            return second, lines, lines - plain
+    return None
 
 
 @dataclass(frozen=True)

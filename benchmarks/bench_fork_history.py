@@ -8,8 +8,10 @@
 A source of N messages (``record_many``, default 1,000 and 10,000), forked at its latest
 version; the fork then holds 10 lines of its own. Timed, interleaved call by call (source,
 fork, source, …), 30 calls each, medians: the tail (limit 200) of the source and of the
-fork (the fork's window reaches its inherited lines, so it reads the source's stream up to
-the fork point), and a page at offset 0 of each. Use an empty store.
+fork (the fork's window reaches its inherited lines: one more page, of the source), and a
+page at offset 0 of each. Also the time of the ``fork_session`` call itself, once at the
+latest version (counted by the read model) and once half-way back (the source's stream
+replayed up to there). Use an empty store.
 """
 
 from __future__ import annotations
@@ -44,7 +46,16 @@ async def main(url: str, sizes: list[int]) -> None:
                     for n in range(start, min(size, start + 1000))
                 ]
                 await gw.record_many(source, batch)
+            start = time.perf_counter()
             fork = (await gw.fork_session(source, new_key=f"{source}-fork"))["sessionKey"]
+            latest = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            await gw.fork_session(source, new_key=f"{source}-rewind", at_version=size // 2)
+            rewind = (time.perf_counter() - start) * 1000
+            print(
+                f"{size:>6} messages, fork_session at the latest {latest:7.2f} ms, "
+                f"at version {size // 2} {rewind:7.2f} ms (one call each)"
+            )
             for n in range(10):
                 await gw.record_message(fork, role="user", content=f"own {n}")
             for label, extra in (("tail (limit 200)", {}), ("offset 0", {"offset": 0})):
