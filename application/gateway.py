@@ -391,6 +391,7 @@ class GatewayService:
         """
         source_key = self.rules.canonical(session_key)
         parent: StoredSession | None = None
+        owner: str | None = None
         if requester is None:
             source = await self.store.session(source_key)
             if source is None:
@@ -406,7 +407,8 @@ class GatewayService:
                 source = await resolve_session(context, session_key, access="history")
             except (SessionNotResolved, SessionRefused) as hidden:
                 raise SessionNotFound(str(hidden)) from None
-            parent = await self.store.session(context.requester.key)
+            owner = context.requester.key
+            parent = await self.store.session(owner)
         point = await self.store.read(fork_point, source, at_version)
         key = (
             self.rules.canonical(new_key)
@@ -426,7 +428,7 @@ class GatewayService:
                             agent_id=agent_id_of(key),
                             at=now,
                             # The requester's: in its tree, under its own ancestors.
-                            spawned_by=parent.state.key if parent else None,
+                            spawned_by=owner,
                             lineage=parent.state.spawn_ancestors() if parent else (),
                         )
                     )

@@ -347,3 +347,21 @@ async def test_a_forks_view_without_tool_results_pages_as_the_view_with_them(
     assert plain["totalMessages"] == 3
     assert texts(with_tools) == ["ask", "tool said", "answer", "own"]
     assert with_tools["totalMessages"] == 4
+
+
+async def test_a_fork_is_in_its_requesters_tree_before_the_requester_wrote_anything(
+    store_url: str, clock: VirtualClock
+) -> None:
+    config = GatewayConfig.load(before_scopes(visibility="agent"))
+    gw = await Gateway.open(config=config, store=store_url, clock=clock)
+    try:
+        await gw.record_message("main", role="user", content="shared")
+        carol = "agent:main:webchat:dm:carol"  # no session recorded under it
+        forked = await gw.fork_session("main", requester=carol)
+        row = (await gw.session_as_of(forked["sessionKey"])).row
+    finally:
+        await gw.close()
+
+    assert row.spawned_by == carol
+    assert row.forked_from is not None
+    assert row.forked_from.source_key == "agent:main:main"
