@@ -270,3 +270,5 @@ def test_a_forks_page_links_its_source(tmp_path: Path) -> None:
 
     assert '<a href="/console/sessions/agent%3Amain%3Amain">agent:main:main</a>' in html
     assert "Forked from agent:main:main at version 2 (1 messages inherited" in words(html)
+    assert "before the fork" in html  # the inherited line, flagged where it came from
+    assert "inherited from agent:main:main" in words(html)
