@@ -356,6 +356,21 @@ class Gateway:
         """``sessions.patch``: set or clear label, model, levels, sendPolicy, busy."""
         return await self._service.patch_session(session_key, **changes)
 
+    async def fork_session(
+        self,
+        key: str,
+        new_key: str | None = None,
+        at_version: int | None = None,
+        *,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """A new session whose history is ``key``'s up to ``at_version`` (else its latest
+        version), by reference to the source's chain (docs/fork.md). ``requester``: the
+        source must be one it may read, and the fork joins its tree."""
+        return await self._service.fork_session(
+            key, new_key=new_key, at_version=at_version, requester=requester
+        )
+
     async def call_tool(
         self, requester: str, name: str, params: Any = None, *, run_token: str | None = None
     ) -> dict[str, Any]:
@@ -504,6 +519,7 @@ class SyncGateway:
     record_message = blocking(Gateway.record_message)
     record_many = blocking(Gateway.record_many)
     patch_session = blocking(Gateway.patch_session)
+    fork_session = blocking(Gateway.fork_session)
     call_tool = blocking(Gateway.call_tool)
     run = blocking(Gateway.run)
     runs = blocking(Gateway.runs)

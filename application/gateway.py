@@ -29,6 +29,7 @@ from sessionwire.application.event_stream.subscription import (
     Subscription,
     parse_cursor,
 )
+from sessionwire.application.forks import ForkRefused, fork_json, fork_point
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.callbacks import (
     RUN_TOOLS,
@@ -58,6 +59,7 @@ from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
 )
+from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import (
     Telemetry,
@@ -75,6 +77,11 @@ from sessionwire.application.tools.params import friendly
 from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
 from sessionwire.application.tools.schemas import tool_schemas
+from sessionwire.application.tools.session_refs import (
+    SessionNotResolved,
+    SessionRefused,
+    resolve_session,
+)
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
 from sessionwire.domain.errors import SessionwireError
@@ -385,6 +392,75 @@ class GatewayService:
 
         if await self.store.session(session_key) is None:
             await self._change_session(session_key, nothing, create=True)
+
+    async def fork_session(
+        self,
+        session_key: str,
+        *,
+        new_key: str | None = None,
+        at_version: int | None = None,
+        requester: str | None = None,
+    ) -> dict[str, Any]:
+        """A new session whose history is ``session_key``'s up to ``at_version`` (its
+        latest version when None), by reference to the source's chain (decision 34).
+
+        With ``requester``, the source must be a session it may read (else SessionNotFound,
+        as for a session that does not exist: decision 41) and the fork is in its tree.
+        Raises ForkRefused for a position the source never had or a key already taken.
+        """
+        source_key = self.rules.canonical(session_key)
+        parent: StoredSession | None = None
+        owner: str | None = None
+        if requester is None:
+            source = await self.store.session(source_key)
+            if source is None:
+                raise SessionNotFound(f"Session not found: {source_key}")
+        else:
+            context = ToolContext(
+                store=self.store,
+                config=self.config,
+                clock=self.clock,
+                requester=Requester.from_key(self.rules, requester),
+            )
+            try:
+                source = await resolve_session(context, session_key, access="history")
+            except (SessionNotResolved, SessionRefused) as hidden:
+                raise SessionNotFound(str(hidden)) from None
+            owner = context.requester.key
+            parent = await self.store.session(owner)
+        point = await self.store.read(fork_point, source, at_version)
+        key = (
+            self.rules.canonical(new_key)
+            if new_key is not None
+            else f"agent:{source.state.agent_id}:fork:{self.ids.new_id()}"
+        )
+        now = self.clock.now()
+        with self.in_flight.entered(Owner("session", key)):
+            async for uow in retrying(self.store, f"session {key}"):
+                with uow:
+                    if await uow.session(key) is not None:
+                        raise ForkRefused(f"a session is already stored under {key}")
+                    fork = uow.add(
+                        Session.open(
+                            key=key,
+                            session_id=self.ids.new_id(),
+                            agent_id=agent_id_of(key),
+                            at=now,
+                            # The requester's: in its tree, under its own ancestors.
+                            spawned_by=owner,
+                            lineage=parent.state.spawn_ancestors() if parent else (),
+                        )
+                    )
+                    fork.fork_from(point, at=now)
+                    await uow.commit()
+        self.log.info(
+            "session forked", session_key=key, source=point.source_key, version=point.version
+        )
+        return {
+            "sessionKey": key,
+            "sessionId": fork.state.session_id,
+            "forkedFrom": fork_json(point),
+        }
 
     async def _check_label_free(self, key: str, label: str | None) -> None:
         if label is None:

@@ -23,11 +23,13 @@ from uuid import UUID
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 from sessionwire.application.context import Requester, ToolContext
+from sessionwire.application.forks import forked_window
 from sessionwire.application.gateway import GatewayService, SessionNotFound
 from sessionwire.application.ports.session_read_model import (
     SessionListing,
     SessionQuery,
     StoredSession,
+    TranscriptWindow,
 )
 from sessionwire.application.tools.params import MAX_ACTIVE_MINUTES
 from sessionwire.application.tools.read_result_models import SessionListRow
@@ -296,6 +298,11 @@ class GatewayMethods:
         texts = await self.gateway.store.transcript(
             stored.id, limit=params.limit, include_tools=True
         )
+        if stored.state.forked_from is not None:
+            # A fork: its inherited lines before its own, as sessions_history shows them.
+            window = TranscriptWindow(limit=params.limit, include_tools=True)
+            read = await self.gateway.store.read(forked_window, stored, texts, None, window)
+            texts = read.lines
         messages = [clean_for_reader(json.loads(t)) for t in cap_bytes(texts, MAX_HISTORY_BYTES)]
         return ChatHistoryResult(
             sessionKey=key,

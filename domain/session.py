@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import OriginatorIDError, OriginatorVersionError
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sessionwire.domain.base import Aggregate, Immutable
 from sessionwire.domain.causality import Provenance
 from sessionwire.domain.control_commands import SendCommand
@@ -67,6 +67,26 @@ class MessageOrigin(Immutable):
         )
 
 
+class ForkPoint(Immutable):
+    """Where a fork's history branches off its source (decision 34): a reference to the
+    source's chain, never a copy of its rows."""
+
+    source_key: str
+    version: int
+    """The source's stream version the fork inherits up to (its transcript lines with
+    that seq or lower)."""
+    record_version: int
+    """The version of the stored record holding ``version``: itself, or for a batch of
+    messages the batch's last version (a batch is one chain link)."""
+    stream_hash: str | None
+    """That record's stream hash in the source's chain (hex); None when the record was
+    written before the store kept a chain."""
+    messages: int
+    """How many transcript lines the fork inherits (tool results included)."""
+    tool_results: int = 0
+    """How many of them are tool results (a reader without tools inherits the others)."""
+
+
 class SessionState(BaseModel):
     """Everything a session row shows; kept current in the read model with the events."""
 
@@ -102,6 +122,9 @@ class SessionState(BaseModel):
     send_policy: str | None = None
     busy_policy: str | None = None
     """This session's override of ``session.agentToAgent.busy`` (ADR 0022); None inherits."""
+    # Written only when set, so rows stored before forks equal a rebuild (ADR 0048).
+    forked_from: ForkPoint | None = Field(default=None, exclude_if=lambda point: point is None)
+    """The source and position this session's history was forked from (ADR 0048)."""
 
     def spawn_ancestors(self) -> tuple[str, ...]:
         """Every session above this one in its spawn tree, nearest first."""
@@ -361,6 +384,17 @@ class Session(Aggregate):
             updates["updated_at"] = to_millis(self.timestamp)
             aggregate.state = aggregate.state.model_copy(update=updates)
 
+    class SessionForked(Aggregate.Event):
+        """The session's history starts with its source's up to ``point`` (decision 34):
+        recorded right after it opens, before any line of its own."""
+
+        point: ForkPoint
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.state = aggregate.state.model_copy(
+                update={"forked_from": self.point, "updated_at": to_millis(self.timestamp)}
+            )
+
     class SessionArchived(Aggregate.Event):
         reason: str
 
@@ -475,6 +509,14 @@ class Session(Aggregate):
         )
         event.mutate(self)
         self._pending_events.append(event)
+
+    def fork_from(self, point: ForkPoint, *, at: datetime) -> None:
+        """Take ``point``'s history as this session's start: only before anything else
+        happened in it (its history would otherwise not be the source's then its own)."""
+        self._require_active()
+        if self.version != 1 or self.state.forked_from is not None:
+            raise ValueError("only a session just opened can start from a fork point")
+        self.trigger_event(self.SessionForked, timestamp=at, point=point)
 
     def patch(self, changes: dict[str, Any], *, at: datetime) -> None:
         self._require_active()

@@ -3,13 +3,15 @@ official ``mcp`` client connected to it over stdio: the e2e MCP tests' set-up.""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 
@@ -46,3 +48,14 @@ async def stdio_session(
         ):
             await session.initialize()
             yield session
+
+
+def payload(result: types.CallToolResult) -> dict[str, Any]:
+    """The JSON a tool answered, read from the text content (what every client sees), which
+    the structured content equals."""
+    (block,) = result.content
+    assert isinstance(block, types.TextContent)
+    data = json.loads(block.text)
+    assert result.structured_content == data
+    assert isinstance(data, dict)
+    return data

@@ -30,11 +30,13 @@ from sessionwire.adapters.cli.context import (
     accept_global_options,
     configure_logging,
     default_store,
+    fail,
     present,
 )
 from sessionwire.adapters.cli.lazy_group import LazyCommand, LazyGroup, PipeClosed
 from sessionwire.adapters.cli.terminal_views import (
     agents_view,
+    fork_view,
     history_view,
     recorded_view,
     sessions_table,
@@ -276,6 +278,43 @@ def sessions_history(
         return options.show(result, history_view)
 
     return options.read(work)
+
+
+@sessions.command("fork")
+@click.argument("session")
+@click.option(
+    "--at", "at_version", type=int, help="fork at this stream version of SESSION (default: now)"
+)
+@click.option("--new-key", help="the fork's session key (default agent:<id>:fork:<uuid>)")
+@click.option(
+    "--as",
+    "requester",
+    default=None,
+    help="fork as this session: SESSION must be one it may read; the fork joins its tree",
+)
+@pass_options
+def sessions_fork(
+    options: CliOptions,
+    session: str,
+    at_version: int | None,
+    new_key: str | None,
+    requester: str | None,
+) -> int:
+    """A new session whose history is SESSION's up to --at (by reference, docs/fork.md)."""
+
+    async def work(gateway: GatewayService) -> int:
+        from sessionwire.application.forks import ForkRefused
+        from sessionwire.application.gateway import SessionNotFound
+
+        try:
+            forked = await gateway.fork_session(
+                session, new_key=new_key, at_version=at_version, requester=requester
+            )
+        except (SessionNotFound, ForkRefused) as refused:
+            fail(str(refused))
+        return options.show(forked, fork_view)
+
+    return options.run(work)
 
 
 @cli.group()

@@ -144,5 +144,13 @@ def agents_view(result: dict[str, Any]) -> RenderableType:
     return Group(title, table)
 
 
+def fork_view(result: dict[str, Any]) -> RenderableType:
+    point = result["forkedFrom"]
+    return Text(
+        f"forked {point['sessionKey']} at version {point['version']} "
+        f"({point['messages']} messages) into {result['sessionKey']}"
+    )
+
+
 def recorded_view(result: dict[str, Any]) -> RenderableType:
     return Text(f"recorded in {result['sessionKey']}")

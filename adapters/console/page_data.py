@@ -17,7 +17,12 @@ from uuid import UUID
 from sessionwire.application.audit.timeline import TimelineEntry, timeline_entry
 from sessionwire.application.audit.trace import Trace, TraceNode, trace_chain
 from sessionwire.application.config.gateway_config import GatewayConfig
-from sessionwire.application.ports.session_read_model import SessionPage, StoredSession
+from sessionwire.application.forks import forked_window
+from sessionwire.application.ports.session_read_model import (
+    SessionPage,
+    StoredSession,
+    TranscriptWindow,
+)
 from sessionwire.application.ports.store import Store
 from sessionwire.application.projection import REFUSALS_KEY
 from sessionwire.domain.exchange import Exchange
@@ -121,6 +126,10 @@ def session_detail(store: Store, config: GatewayConfig, key: str) -> SessionDeta
     if stored is None:
         return None
     texts = store.transcript(stored.id, limit=TRANSCRIPT_LIMIT, include_tools=True)
+    if stored.state.forked_from is not None:
+        # A fork: the lines it inherits (flagged forkedFrom) before its own.
+        window = TranscriptWindow(limit=TRANSCRIPT_LIMIT, include_tools=True)
+        texts = forked_window(store, stored, texts, None, window).lines
     redactor = config.redaction.redactor()
     messages = reader_messages(texts, redactor)
     detail = SessionDetail(session=stored, messages=messages)

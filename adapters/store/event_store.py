@@ -772,6 +772,13 @@ class EventSourcedStore(Store):
         events = self.app.events.get(aggregate_id, lte=up_to_version)
         return [cast(DomainEvent, event) for event in events]
 
+    def stream_hash(self, aggregate_id: UUID, version: int) -> bytes | None:
+        # The chain's own lookup of a stream's link (its primary key): one indexed read.
+        with self.reading() as cursor:
+            cursor.execute(self.chain.select_stream, (self.chain.t.to_db_id(aggregate_id), version))
+            found = cursor.fetchone()
+        return None if found is None else bytes(found["stream_hash"])
+
     def session_streams(self, key: str) -> dict[UUID, str] | None:
         with self.reading() as cursor:
             return self.read_model.session_streams(cursor, key)

@@ -67,7 +67,7 @@ def session_as_of(
         events = list(store.stream(session_id, up_to_version=version))
         if version is not None and (not events or events[-1].originator_version < version):
             # The version may be inside a batch of messages, stored at its last version.
-            events += _batch_holding(store, session_id, version)
+            events += batch_holding(store, session_id, version)
     else:
         events = _until(_prefix_past(store, session_id, at, current.version), at)
         if not events:
@@ -89,7 +89,7 @@ def session_as_of(
 FIRST_PREFIX = 64
 
 
-def _batch_holding(store: Store, session_id: UUID, version: int) -> list[DomainEvent]:
+def batch_holding(store: Store, session_id: UUID, version: int) -> list[DomainEvent]:
     """The batch event holding ``version`` (stored at a later version), if one does."""
     following = store.stream(session_id, up_to_version=version + MAX_BATCH_SPAN)
     for event in following:

@@ -29,9 +29,11 @@ from sessionwire.domain.hash_chain import (
     log_hash,
     stream_hash,
 )
-from sessionwire.domain.session import Session
+from sessionwire.domain.session import Session, session_uuid
 
-FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint"]
+FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint", "fork"]
+# A fork's record (decision 34), as stored: its short code or its long topic.
+FORK_TOPICS = ("Session.SessionForked", "sessionwire.domain.session:Session.SessionForked")
 Progress = Callable[[int], None]
 
 
@@ -123,6 +125,7 @@ def verify(
     stop = max(bounds.last_event, bounds.last_link)
     first_link = bounds.first_link
     report = VerifyReport()
+    forks: list[StoredRecord] = []
     for position, checked, link in _merged(
         log.checked_records(stop=stop), log.chain_links(stop=stop)
     ):
@@ -130,6 +133,8 @@ def verify(
             progress(position)
         if checked is not None:
             report.checked += 1
+            if checked.record.content.topic in FORK_TOPICS:
+                forks.append(checked.record)
         if checked is not None and link is None:
             if first_link is None or position < first_link:
                 report.unchained += 1  # written before the store kept a chain (ADR 0008)
@@ -164,6 +169,7 @@ def verify(
                 if finding.kind == "altered" and is_batch(checked.record.content.topic):
                     finding = _locate_in_batch(log, checked.record, finding)
                 report.findings.append(finding)
+    report.findings.extend(_check_fork_points(log, forks, stop))
     expected_seen = _check_sealed_log(log, bounds.sealed, report, expect_head)
     if expect_head is not None and not expected_seen:
         report.findings.append(
@@ -284,6 +290,72 @@ def _check_record(
             position,
             f"the stored event{held} differs from the one chained here",
         )
+    return None
+
+
+def _check_fork_points(log: AuditLog, forks: list[StoredRecord], stop: int) -> list[Finding]:
+    """Each fork's recorded point against its source's chain: the source holds a record
+    at that version, covering the position, with the stream hash the fork recorded."""
+    findings: list[Finding] = []
+    for record in forks:
+        try:
+            event = log.decode(record)
+        except Exception:  # an edit that broke it: the record's own check names it
+            continue
+        if not isinstance(event, Session.SessionForked):
+            continue
+        point = event.point
+        found = _source_record(log, point.source_key, point.record_version, stop)
+        problem = None
+        if found is None:
+            problem = f"version {point.record_version} of its source is not in the log"
+        else:
+            source, link = found
+            if not first_version(source.content) <= point.version <= point.record_version:
+                problem = f"its source's record at {point.record_version} does not hold it"
+            elif link is not None and point.stream_hash not in (None, link.stream_hash.hex()):
+                problem = (
+                    f"its source's chain has {link.stream_hash.hex()} there, the fork "
+                    f"recorded {point.stream_hash}"
+                )
+        if problem is not None:
+            findings.append(
+                Finding(
+                    "fork",
+                    record.content.originator_id,
+                    record.content.originator_version,
+                    record.notification_id,
+                    f"fork point {point.source_key} v{point.version}: {problem}",
+                )
+            )
+    return findings
+
+
+def _source_record(
+    log: AuditLog, source_key: str, version: int, stop: int
+) -> tuple[StoredRecord, ChainLink | None] | None:
+    """The source's record stored at ``version`` with its chain row, read through the
+    session's index (or, for a store without one, the log)."""
+    source_id = session_uuid(source_key)
+    indexed = log.session_records(source_key)
+    candidates = (
+        indexed
+        if indexed is not None
+        else ((checked.record, None) for checked in log.checked_records(stop=stop))
+    )
+    for record, link in candidates:
+        content = record.content
+        if (content.originator_id, content.originator_version) == (source_id, version):
+            if link is None and indexed is None:
+                link = next(
+                    (
+                        found
+                        for found in log.chain_links(stop=stop)
+                        if found.notification_id == record.notification_id
+                    ),
+                    None,
+                )
+            return record, link
     return None
 
 

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from sessionwire.application.forks import forked_window
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.conflicts import back_off
 from sessionwire.application.orchestration.in_flight import InFlight, Owner
@@ -31,11 +32,12 @@ from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.application.ports.session_locks import LeaseLost
+from sessionwire.application.ports.session_read_model import TranscriptWindow
 from sessionwire.application.ports.telemetry import RunSpan
 from sessionwire.application.unit_of_work import retrying
 from sessionwire.domain.base import Aggregate
 from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
-from sessionwire.domain.session import SessionClosed, session_uuid
+from sessionwire.domain.session import SessionClosed
 from sessionwire.domain.transcript import TranscriptMessage, Usage
 
 log = library_logger("sessionwire.runs")
@@ -541,8 +543,9 @@ class RunEngine:
             context=state.context,
             clock=self.work_clock,
             # The dispatch just found the run's session active (a run whose session is
-            # missing or closed ends there, never reaching its agent): no read again.
-            transcript=_transcript_reader(self.store, session_uuid(state.session_key)),
+            # missing or closed ends there, never reaching its agent): the session is
+            # read again only if the runtime asks for its transcript.
+            transcript=_transcript_reader(self.store, state.session_key),
             turn=state.turn,
             requester_key=state.requester_key,
             tools=await self.tools_for(run) if self.tools_for is not None else (),
@@ -786,10 +789,17 @@ def _tool_caller(
 
 
 def _transcript_reader(
-    store: AsyncStore, session: UUID
+    store: AsyncStore, session_key: str
 ) -> Callable[[int], Awaitable[list[dict[str, Any]]]]:
     async def read(limit: int) -> list[dict[str, Any]]:
-        texts = await store.transcript(session, limit=max(1, limit), include_tools=True)
+        session = await store.session(session_key)
+        if session is None:
+            return []
+        window = TranscriptWindow(limit=max(1, limit), include_tools=True)
+        texts = await store.transcript(session.id, limit=window.limit, include_tools=True)
+        if session.state.forked_from is not None:
+            # A forked child's turns see what it inherited before its own lines.
+            texts = (await store.read(forked_window, session, texts, None, window)).lines
         return [json.loads(text) for text in texts]
 
     return read

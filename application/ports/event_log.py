@@ -75,6 +75,12 @@ class EventLog(ABC):
         """The events of one aggregate, in order; only up to ``up_to_version`` if given."""
 
     @abstractmethod
+    def stream_hash(self, aggregate_id: UUID, version: int) -> bytes | None:
+        """The stream hash the chain recorded for the aggregate's record stored at
+        ``version`` (a batch of messages: at its last version); None when no chain row is
+        there (no such record, or one written before the store kept a chain)."""
+
+    @abstractmethod
     def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
         """Every event of these streams with its log position, in log order (read through
         the streams, not the whole log)."""

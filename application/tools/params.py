@@ -417,6 +417,9 @@ THINKING_ALIASES = {
 }
 
 
+SPAWN_CONTEXTS = ("isolated", "fork")
+
+
 class SessionsSpawnParams(ToolParams):
     tool: ClassVar[str] = "sessions_spawn"
 
@@ -439,11 +442,27 @@ class SessionsSpawnParams(ToolParams):
             enum=["keep", "delete"],
         ),
     ] = "keep"
+    context: Annotated[
+        str,
+        wire(
+            "isolated (default): the child starts with no history; fork: it starts "
+            "with this session's transcript as its context.",
+            enum=list(SPAWN_CONTEXTS),
+        ),
+    ] = "isolated"
 
     @model_validator(mode="before")
     @classmethod
     def _task_required(cls, data: Any) -> Any:
         return require(data, "task", max_length=MAX_TASK_CHARS)
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context(cls, value: Any) -> str:
+        chosen = text("context", value, max_length=64) or "isolated"
+        if chosen not in SPAWN_CONTEXTS:
+            raise ValueError(f'invalid context {chosen!r} (use "isolated"|"fork")')
+        return chosen
 
     @field_validator("task", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ what it left out; nothing is dropped silently.
 from __future__ import annotations
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.forks import forked_window
 from sessionwire.application.ports.session_read_model import TranscriptWindow
 from sessionwire.application.tools.params import SessionsHistoryParams
 from sessionwire.application.tools.results import ReadAnswer, SessionsHistoryAnswer
@@ -22,8 +23,22 @@ async def sessions_history(context: ToolContext, params: SessionsHistoryParams) 
     window = TranscriptWindow(limit=params.limit, include_tools=params.includeTools, offset=offset)
     stored, read = await read_session(context, params.sessionKey, access="history", window=window)
     texts, total = read.messages or [], read.total
+    inherited = 0
+    point = stored.state.forked_from
+    if point is not None:
+        # A fork: the lines it inherits come first, paged with its own (decision 34).
+        forked = await context.store.read(forked_window, stored, texts, total, window)
+        texts, total, inherited = forked.lines, forked.total, forked.inherited
     kept = cap_bytes(texts, MAX_HISTORY_BYTES)
-    messages, redacted, size = context.history_view(stored.state.key, kept)
+    # The byte cap drops the oldest lines: the inherited ones go first.
+    inherited = max(0, inherited - (len(texts) - len(kept)))
+    messages, redacted, size = context.history_view(stored.state.key, kept[inherited:])
+    if inherited:
+        assert point is not None
+        # Read as the source's lines are read: a fork never shows more than its source.
+        earlier, masked, earlier_size = context.history_view(point.source_key, kept[:inherited])
+        size = earlier_size + size - 1 if messages else earlier_size
+        messages, redacted = [*earlier, *messages], redacted or masked
     dropped = len(kept) < len(texts)
     answer: SessionsHistoryAnswer = {
         "sessionKey": context.display_key(stored.state.key),

@@ -7,6 +7,7 @@ from datetime import datetime
 from uuid import UUID
 
 from sessionwire.application.context import ToolContext
+from sessionwire.application.forks import fork_point
 from sessionwire.application.orchestration.spawn_depth import spawn_depth
 from sessionwire.application.orchestration.yields import MAX_CHILDREN_READ, spawns_of
 from sessionwire.application.ports.session_read_model import SessionQuery
@@ -21,7 +22,7 @@ from sessionwire.domain.causality import Causality
 from sessionwire.domain.keys import normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session, SessionState
+from sessionwire.domain.session import ForkPoint, Session, SessionState
 from sessionwire.domain.spawn import Spawn
 from sessionwire.domain.subagents import subagent_system_prompt
 
@@ -133,7 +134,17 @@ async def _spawn(
     now = context.clock.now()
     requester_session = await context.store.session(context.requester.key)
     requester_row = requester_session.state if requester_session else None
-    child = _open_child(context, params, child_key, target_agent, model, requester_row, now)
+    point = None
+    if params.context == "fork":
+        if requester_session is None:
+            return SpawnResult(
+                status="error",
+                tool="sessions_spawn",
+                error='context "fork": the requester has no recorded session to fork',
+            )
+        # The requester's transcript as it stands now, by reference (decision 34).
+        point = await context.store.read(fork_point, requester_session, None)
+    child = _open_child(context, params, child_key, target_agent, model, requester_row, now, point)
     # The child run is a send into the child session: a rule may deny it (by key prefix).
     refusal = context.access.send_refusal(child.state.policy_target(context.rules))
     if refusal:
@@ -198,9 +209,10 @@ def _open_child(
     model: str | None,
     requester_row: SessionState | None,
     now: datetime,
+    point: ForkPoint | None,
 ) -> Session:
-    """The child session, opened under the requester with the label, model and thinking
-    level the call set."""
+    """The child session, opened under the requester (from ``point``, a fork of it, for
+    ``context: "fork"``) with the label, model and thinking level the call set."""
     services = context.services
     assert services is not None
     child = Session.open(
@@ -212,6 +224,8 @@ def _open_child(
         # Who spawned the spawner, and so on up: the child is in each one's tree.
         lineage=requester_row.spawn_ancestors() if requester_row else (),
     )
+    if point is not None:
+        child.fork_from(point, at=now)  # first: its history starts with the requester's
     patch = {
         name: value
         for name, value in (

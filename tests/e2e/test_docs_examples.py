@@ -173,3 +173,11 @@ def test_the_readme_blocks_run_alone(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, f"block {number}: {done.stderr}"
     assert (tmp_path / "sessions.db").exists()
+
+
+def test_fork_examples_run_and_print_what_the_page_shows() -> None:
+    out = run_python("fork.md")
+    shown = "".join(blocks("fork.md", "text"))
+    assert out == shown
+    (spawn_call,) = blocks("fork.md", "json")
+    assert json.loads(spawn_call)["context"] == "fork"

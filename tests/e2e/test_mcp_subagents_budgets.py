@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, types
-from mcp_stdio import stdio_session
+from mcp import ClientSession
+from mcp_stdio import payload, stdio_session
 from sessionwire import SyncGateway
 
 SCRIPT = {
@@ -44,15 +44,6 @@ async def session(
         store, "--session", "main", "--runtime", str(script), config=config
     ) as client:
         yield client
-
-
-def payload(result: types.CallToolResult) -> dict[str, Any]:
-    (block,) = result.content
-    assert isinstance(block, types.TextContent)
-    data = json.loads(block.text)
-    assert result.structured_content == data
-    assert isinstance(data, dict)
-    return data
 
 
 async def test_subagents_and_session_status_over_mcp(store: str, tmp_path: Path) -> None:
@@ -88,3 +79,25 @@ async def test_a_budget_refusal_over_mcp_is_an_error_result(store: str, tmp_path
         "status": "forbidden",
         "error": "trace budget exceeded: maxRuns 0 reached (0 runs in this trace)",
     }
+
+
+async def test_a_child_spawned_with_context_fork_over_mcp_shows_the_inherited_lines(
+    store: str, tmp_path: Path
+) -> None:
+    # Decision 34: the child starts from main's transcript, by reference.
+    async with session(tmp_path) as client:
+        forked = payload(
+            await client.call_tool("sessions_spawn", {"task": "go", "context": "fork"})
+        )
+        isolated = payload(await client.call_tool("sessions_spawn", {"task": "go"}))
+        seen = payload(
+            await client.call_tool("sessions_history", {"sessionKey": forked["childSessionKey"]})
+        )
+        alone = payload(
+            await client.call_tool("sessions_history", {"sessionKey": isolated["childSessionKey"]})
+        )
+
+    assert forked["status"] == "accepted", forked
+    assert seen["messages"][0]["content"][0]["text"] == "hello"
+    assert seen["messages"][0]["forkedFrom"] == "agent:main:main"
+    assert all("forkedFrom" not in message for message in alone["messages"])

@@ -247,3 +247,28 @@ def test_the_console_reads_a_bearer_token_as_the_api_does(tmp_path: Path) -> Non
         assert page.status_code == 200
     finally:
         awaited.close_now()
+
+
+def test_a_forks_page_links_its_source(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+
+    async def forked() -> None:
+        gateway = await Gateway.open(store=url)
+        await gateway.record_message("main", role="user", content="before the fork")
+        await gateway.fork_session("main", new_key="retry")
+        await gateway.close()
+
+    asyncio.run(forked())
+    config = GatewayConfig.load(before_scopes())
+    app = FastAPI()
+    awaited = OffLoopStore(open_event_store(url, config))
+    try:
+        app.mount("/console", create_console(awaited, config, TokenSet.operator(TOKEN)))
+        html = TestClient(app).get("/console/sessions/agent:main:retry", headers=AUTH).text
+    finally:
+        awaited.close_now()
+
+    assert '<a href="/console/sessions/agent%3Amain%3Amain">agent:main:main</a>' in html
+    assert "Forked from agent:main:main at version 2 (1 messages inherited" in words(html)
+    assert "before the fork" in html  # the inherited line, flagged where it came from
+    assert "inherited from agent:main:main" in words(html)

@@ -13,9 +13,9 @@ from console_scenario import TOKEN
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.console.app import create_console
-from sessionwire.adapters.access.tokens import TokenSet
 from sessionwire.adapters.store.off_loop import OffLoopStore
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import pytest
+from sessionwire.adapters.store.audit import StoreAuditLog
+from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.application.ports.event_log import EventLog, StoreConflict
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.session import Session, session_uuid
@@ -108,3 +110,24 @@ def test_a_save_that_lost_a_race_records_nothing_of_any_aggregate(event_store: S
     row = event_store.session("agent:main:a")
     assert row is not None
     assert row.version == 2
+
+
+def test_a_streams_hash_at_a_version_is_the_chain_row_recorded_there(
+    event_store: EventSourcedStore,
+) -> None:
+    event_store.save(_opened("agent:main:a", "one", "two"))
+    event_store.save(_opened("agent:main:b", "other"))
+    audit = StoreAuditLog(event_store)
+    chained = {
+        (record.content.originator_id, record.content.originator_version): link.stream_hash
+        for record, link in audit.stored_records(audit.log_bounds())
+        if link is not None
+    }
+    stream = session_uuid("agent:main:a")
+
+    found = {version: event_store.stream_hash(stream, version) for version in (1, 2, 3)}
+
+    assert found == {version: chained[(stream, version)] for version in (1, 2, 3)}
+    assert len(set(found.values())) == 3
+    assert event_store.stream_hash(stream, 4) is None
+    assert event_store.stream_hash(uuid4(), 1) is None

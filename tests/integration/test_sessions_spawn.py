@@ -54,7 +54,7 @@ SUBAGENT_TOOLS = (
 )
 SESSION_TOOLS = {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn"}
 ACCEPTED_PARAMS = (
-    "task, label, agentId, model, thinking, runTimeoutSeconds, timeoutSeconds, cleanup"
+    "task, label, agentId, model, thinking, runTimeoutSeconds, timeoutSeconds, cleanup, context"
 )
 # A child that answers at once, and whose announce step reports in sections.
 QUICK = [

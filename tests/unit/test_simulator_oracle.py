@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from sessionwire.adapters.testkit.simulator.oracle import CHECKS, Fact, LogModel, World
+from sessionwire.adapters.testkit.simulator.oracle.facts import ForkRead
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 A, B, C = "agent:main:main", "agent:beta:main", "agent:main:discord:group:ops"
@@ -461,6 +462,51 @@ def test_a_plans_call_made_twice_across_dispatches_fails() -> None:
     assert problems("plan-once", once) == []
     once.ran("c2", 3, 4, parent="p", hops=2, session=B, message=call)
     assert any("plan 7's call 2 times" in p for p in problems("plan-once", once))
+
+
+# fork-history ------------------------------------------------------------------------
+
+
+def forked_log() -> Log:
+    """Source A ("s") with two lines, forked into F at version 3, then a third line."""
+    log = Log().add("SessionOpened", "s", 0, key=A)
+    for version, seconds in ((2, 1), (3, 2)):
+        message = {"role": "user", "timestamp": seconds * 1000}
+        log.add("MessageAppended", "s", seconds, originator_version=version, message=message)
+    log.add("SessionOpened", "f", 3, key="agent:main:fork")
+    later = {"role": "user", "timestamp": 4000}
+    return log.add("MessageAppended", "s", 4, originator_version=4, message=later)
+
+
+def fork_world(*shown: tuple[str, int, str | None], at_version: int | None = None) -> World:
+    read = ForkRead("agent:main:fork", A, at_version, shown)
+    return World(config={}, fork_reads=(read,))
+
+
+def test_a_fork_that_shows_what_its_source_held_passes() -> None:
+    world = fork_world(("user", 1000, A), ("user", 2000, A), ("assistant", 5000, None))
+    assert problems("fork-history", forked_log(), world) == []
+    back = fork_world(("user", 1000, A), at_version=2)
+    assert problems("fork-history", forked_log(), back) == []
+
+
+@pytest.mark.parametrize(
+    ("shown", "said"),
+    [
+        (
+            (("user", 1000, A), ("user", 2000, A), ("user", 4000, A)),
+            "shows 3 inherited line(s), the source held 2 then: 1 it recorded later",
+        ),
+        ((("user", 1000, A),), "shows 1 inherited line(s), the source held 2"),
+        ((("user", 1000, A), ("user", 2000, A), ("user", 5000, None), ("user", 6, A)), "after"),
+        ((("user", 1000, B), ("user", 2000, B)), "from another session"),
+    ],
+)
+def test_a_fork_that_shows_other_lines_than_its_source_held_fails(
+    shown: tuple[tuple[str, int, str | None], ...], said: str
+) -> None:
+    found = problems("fork-history", forked_log(), fork_world(*shown))
+    assert any(said in problem for problem in found), found
 
 
 def test_every_check_is_an_invariant_by_name() -> None:

@@ -57,6 +57,7 @@ from sessionwire.adapters.testkit.simulator.invariants import (
 )
 from sessionwire.adapters.testkit.simulator.oracle import LogModel, World
 from sessionwire.adapters.testkit.simulator.oracle import check as oracle_check
+from sessionwire.adapters.testkit.simulator.oracle.facts import ForkRead
 from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
@@ -66,6 +67,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Command,
     Crash,
     DropConnection,
+    Fork,
     Message,
     Policy,
     Read,
@@ -279,6 +281,10 @@ class _Run:
     """The log's head at each crash (what the dead process recorded last)."""
     on_loop: list[str] = field(default_factory=list)
     """Each SqlOnLoopThread raised since the last check (the armed loop guard's)."""
+    forks: list[tuple[str, str, int | None]] = field(default_factory=list)
+    """Each fork asked for: (its key, its source, the version asked for)."""
+    fork_reads: list[ForkRead] = field(default_factory=list)
+    """What each recorded fork's history showed at the end of the play."""
 
 
 class Simulation:
@@ -638,6 +644,7 @@ class Simulation:
         if state.runaway:
             return
         await self._check_step(state)
+        await self._read_forks(state)
         self._check_idle(state)
         self._check_deep(state)
 
@@ -735,6 +742,8 @@ class Simulation:
             if child is not None and source is not None:
                 params = {"action": "steer", "target": child, "message": step.text}
                 self._tool(state, source, "subagents", params)
+        elif isinstance(step, Fork):
+            self._fork(state, step)
         elif isinstance(step, Spawn):
             params = {"task": plan_text(step.plan), "cleanup": step.cleanup}
             if step.agent is not None:
@@ -742,6 +751,45 @@ class Simulation:
             if step.timeout is not None:
                 params["runTimeoutSeconds"] = step.timeout
             self._tool(state, step.source, "sessions_spawn", params)
+
+    def _fork(self, state: _Run, step: Fork) -> None:
+        """Fork ``step.session``, then record a line into the source the fork must never
+        show (one after the other: the line is later than the fork)."""
+        gateway = self._gateway(state)
+        at_version = None
+        if step.back:
+            with self._observing(state) as store:
+                found = store.session(step.session)
+            if found is None or found.version - step.back < 1:
+                return
+            at_version = found.version - step.back
+        key = f"{step.session}:fork:{state.step}"
+        state.forks.append((key, step.session, at_version))
+
+        async def fork_then_write() -> None:
+            await gateway.fork_session(step.session, new_key=key, at_version=at_version)
+            await gateway.record_message(step.session, role="user", content="after the fork")
+
+        state.calls.append(asyncio.ensure_future(fork_then_write()))
+
+    async def _read_forks(self, state: _Run) -> None:
+        """Each fork's whole history, paged back from the newest line, read by the fork
+        itself (its own session: every scope shows it); a fork a crash kept from being
+        recorded answers not found and is left out."""
+        gateway = self._gateway(state)
+        for key, source, at_version in state.forks:
+            shown: list[tuple[str, int, str | None]] = []
+            offset: int | None = 0
+            while offset is not None:
+                params = {"sessionKey": key, "offset": offset, "limit": 200, "includeTools": True}
+                page = await gateway.call_tool(key, "sessions_history", params)
+                if "messages" not in page:
+                    break
+                lines = [(m["role"], m["timestamp"], m.get("forkedFrom")) for m in page["messages"]]
+                shown[:0] = lines
+                offset = page.get("nextOffset")
+            else:
+                state.fork_reads.append(ForkRead(key, source, at_version, tuple(shown)))
 
     async def _advance(self, state: _Run, seconds: float) -> None:
         """Move the clock timer by timer, watching for work that never ends on the way
@@ -1295,6 +1343,7 @@ class Simulation:
             deaths=tuple(state.deaths),
             faults=tuple(state.faults),
             gateways=2 if self._two_gateways(state) else 1,
+            fork_reads=tuple(state.fork_reads),
         )
         for name, problem in oracle_check(LogModel.of(state.log.facts), world):
             self._violate(state, name, problem)

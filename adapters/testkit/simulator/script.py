@@ -209,6 +209,16 @@ class Subscribe(_Step):
     op: Literal["subscribe"] = "subscribe"
 
 
+class Fork(_Step):
+    """``gw.fork_session`` of ``session`` at its latest version, or ``back`` versions
+    before it (decision 34); the fork is read at the end of the play, and a message is
+    recorded into the source right after, which the fork must never show."""
+
+    op: Literal["fork"] = "fork"
+    session: str
+    back: int = 0
+
+
 Step = Annotated[
     Message
     | Send
@@ -226,7 +236,8 @@ Step = Annotated[
     | Route
     | StoreFault
     | Stale
-    | Read,
+    | Read
+    | Fork,
     Field(discriminator="op"),
 ]
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
@@ -323,6 +334,7 @@ __all__ = [
     "Command",
     "Crash",
     "DropConnection",
+    "Fork",
     "Message",
     "Policy",
     "Read",

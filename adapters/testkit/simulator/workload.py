@@ -24,6 +24,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Command,
     Crash,
     DropConnection,
+    Fork,
     Message,
     Policy,
     Read,
@@ -105,6 +106,9 @@ class WorkloadOptions:
     schedules: bool = True
     """An interval schedule in the config (decision 36), defined at every open: the
     clock jumps, crashes and downtime fire its due times on time, or once late."""
+    forks: bool = True
+    """A fork of a session (at its latest version or a few before, decision 34) in place
+    of a step, in some seeds: read at the end, it must never show later source lines."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -167,6 +171,12 @@ class _Generator:
         if self.options.subscribers and steps:
             # In place of a step: a workload keeps the length asked for.
             steps[rng.randrange(len(steps))] = Subscribe()
+        forks = random.Random(f"forks:{self.seed}")
+        if self.options.forks and steps and forks.random() < 0.5:
+            # From a generator of its own, in place of a step: the other draws stay.
+            steps[forks.randrange(len(steps))] = Fork(
+                session=forks.choice(self.keys), back=forks.choice([0, 0, 1, 2])
+            )
         if self.options.schedules:
             config["schedules"] = self.schedules(steps)
         return SimulationScript(

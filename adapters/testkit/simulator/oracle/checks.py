@@ -18,12 +18,15 @@ from sessionwire.adapters.testkit.simulator.oracle.model import (
     ACCESS_REFUSED,
     AGENT_STEPS,
     BUSY_DECIDED,
+    MESSAGE_APPENDED,
+    MESSAGES_APPENDED,
     OUTCOMES,
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_DISPATCHED,
     RUN_STARTED,
     RUN_TIMED_OUT,
+    SESSION_OPENED,
     TURN_BLOCKED,
     LogModel,
     RunView,
@@ -567,6 +570,61 @@ def plan_once(model: LogModel, world: World) -> Iterator[str]:
             )
 
 
+def _lines(fact: Fact) -> list[tuple[int, str, int]]:
+    """(stream version, role, timestamp) of each transcript line a message fact holds."""
+    if fact.type == MESSAGE_APPENDED:
+        message = fact.get("message", {})
+        return [
+            (int(fact.get("originator_version", 0)), message.get("role"), message.get("timestamp"))
+        ]
+    messages = fact.get("messages", [])
+    first = int(fact.get("originator_version", 0)) - len(messages) + 1
+    return [(first + i, m.get("role"), m.get("timestamp")) for i, m in enumerate(messages)]
+
+
+def fork_history(model: LogModel, world: World) -> Iterator[str]:
+    """A fork's history (decision 34, docs/fork.md) is the lines its source held at the
+    fork, each flagged ``forkedFrom`` the source, then its own, none flagged. What the
+    source held is the oracle's own count: the source's lines recorded before the fork's
+    session opened, at or below the version the simulator asked for. A line the source
+    recorded after the fork is never in it."""
+    aggregates = {key: aggregate for aggregate, key in model.sessions.items()}
+    opened = {
+        str(fact.get("key", "")): fact.position
+        for fact in model.facts
+        if fact.type == SESSION_OPENED
+    }
+    for read in world.fork_reads:
+        source = aggregates.get(read.source)
+        forked_at = opened.get(read.key)
+        if source is None or forked_at is None:
+            continue
+        held = [
+            (role, timestamp)
+            for fact in model.facts
+            if fact.aggregate == source
+            and fact.position < forked_at
+            and fact.type in (MESSAGE_APPENDED, MESSAGES_APPENDED)
+            for version, role, timestamp in _lines(fact)
+            if read.at_version is None or version <= read.at_version
+        ]
+        # The leading flagged lines are what it shows as inherited.
+        count = next((i for i, line in enumerate(read.shown) if line[2] is None), len(read.shown))
+        inherited = [(role, at) for role, at, _ in read.shown[:count]]
+        own = read.shown[count:]
+        if inherited != held:
+            extra = len(inherited) - len(held)
+            yield (
+                f"fork {read.key} of {read.source} (version {read.at_version or 'latest'}) "
+                f"shows {len(inherited)} inherited line(s), the source held {len(held)} then"
+                + (f": {extra} it recorded later" if extra > 0 else "")
+            )
+        if any(flag is not None for _, _, flag in own):
+            yield f"fork {read.key} shows an inherited line after its own lines"
+        if any(flag != read.source for _, _, flag in read.shown[: len(inherited)]):
+            yield f"fork {read.key} flags a line as inherited from another session"
+
+
 CHECKS: dict[str, OracleCheck] = {
     check.name: check
     for check in (
@@ -626,6 +684,13 @@ CHECKS: dict[str, OracleCheck] = {
             "each due time of an interval schedule fires once, in order, none skipped, "
             "none early or later than a gateway could, a gap once and late (decision 36)",
             schedule_fires,
+        ),
+        OracleCheck(
+            "fork-history",
+            "a fork shows the lines its source held at the fork (by the oracle's own count), "
+            "flagged forkedFrom, then its own: never a line the source recorded later "
+            "(decision 34)",
+            fork_history,
         ),
         OracleCheck(
             "plan-once",

@@ -42,6 +42,18 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class ForkRead:
+    """A fork the simulator made (decision 34) and what its history showed at the end."""
+
+    key: str
+    source: str
+    at_version: int | None
+    """The version asked for; None: the source's latest when the fork was made."""
+    shown: tuple[tuple[str, int, str | None], ...]
+    """Each line of the fork's history, oldest first: (role, timestamp, its forkedFrom)."""
+
+
+@dataclass(frozen=True)
 class World:
     """The simulation's inputs the contract's rules are derived from."""
 
@@ -56,6 +68,8 @@ class World:
     recorded then is recorded at a retry, later (the gateway's own work gets over it)."""
     gateways: int = 1
     """Gateways on the store (two: a lease race the budget count allows, docs/budgets.md)."""
+    fork_reads: tuple[ForkRead, ...] = ()
+    """Each fork the simulator made and recorded, read at the end of the play."""
 
     def _section(self, *path: str) -> dict[str, Any]:
         node: Any = self.config
@@ -135,4 +149,4 @@ def plus(at: datetime, seconds: float) -> datetime | None:
     return at + timedelta(milliseconds=round(seconds * 1000))
 
 
-__all__ = ["DEFAULT_MAX_HOPS", "Fact", "World", "from_ms", "plus", "read_plan"]
+__all__ = ["DEFAULT_MAX_HOPS", "Fact", "ForkRead", "World", "from_ms", "plus", "read_plan"]

@@ -45,6 +45,8 @@ SCHEDULE_REMOVED = "ScheduleRemoved"
 SESSION_OPENED = "SessionOpened"
 SESSION_ARCHIVED = "SessionArchived"
 SESSION_DELETED = "SessionDeleted"
+MESSAGE_APPENDED = "MessageAppended"
+MESSAGES_APPENDED = "MessagesAppended"
 # The fields the model reads of each event (the simulator hands over only these).
 READ_FIELDS: dict[str, set[str]] = {
     RUN_STARTED: {
@@ -83,6 +85,8 @@ READ_FIELDS: dict[str, set[str]] = {
     SCHEDULE_DEFINED: {"schedule_id", "every_seconds", "cron", "session_key"},
     SCHEDULE_REDEFINED: {"every_seconds", "cron", "session_key"},
     SCHEDULE_FIRED: {"due_at", "first_due_at", "late", "run_id", "refused"},
+    MESSAGE_APPENDED: {"originator_version", "message"},
+    MESSAGES_APPENDED: {"originator_version", "messages"},
 }
 # Steps an agent runs for its own work: a send or spawn from one adds a hop; the steps
 # the gateway runs itself (reply-back, announce, a yield's wake) stay on their hop.
