@@ -353,6 +353,14 @@ class Gateway:
         """Cancel a queued or running run, and the runs it caused."""
         return await self._service.cancel_run(run_id, reason, requester=requester)
 
+    async def provide_input(
+        self, run_id: str, text: str, *, by: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a run waiting for input (decision 33): its next turn is queued with
+        ``text`` as its message; ``by`` answers as that session (who may send there),
+        None as an operator. Refusals are ``status: "error"`` results."""
+        return await self._service.provide_input(run_id, text, by=by)
+
     async def session_as_of(
         self, session_key: str, *, version: int | None = None, at: datetime | None = None
     ) -> SessionAsOf:
@@ -454,6 +462,9 @@ class SyncGateway:
         self, run_id: str, reason: str = "", *, requester: str | None = None
     ) -> dict[str, Any] | None:
         return self._run(self._gateway.cancel_run(run_id, reason, requester=requester))
+
+    def provide_input(self, run_id: str, text: str, *, by: str | None = None) -> dict[str, Any]:
+        return self._run(self._gateway.provide_input(run_id, text, by=by))
 
     def session_as_of(self, session_key: str, **point: Any) -> SessionAsOf:
         return self._run(self._gateway.session_as_of(session_key, **point))

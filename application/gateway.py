@@ -70,9 +70,11 @@ from sessionwire.application.tool_calls import (
     shorten,
     tool_call,
 )
-from sessionwire.application.tools.params import friendly
+from sessionwire.application.tools.params import RunInputParams, ToolInputError, friendly
 from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
+from sessionwire.application.tools.run_input import TOOL as INPUT_TOOL
+from sessionwire.application.tools.run_input import provide_input
 from sessionwire.application.tools.schemas import tool_schemas
 from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.control_commands import parse_send_command
@@ -532,6 +534,26 @@ class GatewayService:
             limit=limit,
             requester=requester,
         )
+
+    async def provide_input(
+        self, run_id: str, text: str, *, by: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a run waiting for input (decision 33): ``{"status": "accepted", "runId",
+        "sessionKey"}`` with the run's next turn queued, its message ``text``; an
+        ``error`` result, nothing written, for a run that is not waiting (answered
+        already, ended, never asked), not visible to ``by``, or an answer not among its
+        options. ``by`` is the answering session (as ``call_tool``'s requester: who may
+        answer is who may send into the run's session); None answers as an operator."""
+        if by is not None:
+            return await self.call_tool(by, "run_input", {"runId": run_id, "text": text})
+        # The operator: no session's policy applies; the answer's own checks still do.
+        with self.in_flight.entered(Owner("tool", INPUT_TOOL)):
+            try:
+                params = RunInputParams.parse({"runId": run_id, "text": text})
+            except ToolInputError as error:
+                return ToolError(tool=INPUT_TOOL, error=str(error)).to_json_dict()
+            answer = await provide_input(self.services, params.runId, params.text, by=None)
+        return answer.to_json_dict()
 
     async def cancel_run(
         self, run_id: str, reason: str = "", *, requester: str | None = None

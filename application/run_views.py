@@ -10,10 +10,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sessionwire.application.ports.run_read_model import RUN_STATUSES
 
-RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
+RunStatus = Literal["queued", "running", "input_required", "ok", "error", "timeout", "cancelled"]
 assert set(RunStatus.__args__) == set(RUN_STATUSES)  # type: ignore[attr-defined]
 
 MAX_CANCEL_REASON = 1000
+
+
+class RunInputRequestView(BaseModel):
+    """What a waiting run asks: ``options`` null when any text is an answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt: str
+    options: list[str] | None
 
 
 class RunView(BaseModel):
@@ -40,6 +49,8 @@ class RunView(BaseModel):
     error: str | None
     exchangeId: str | None = None
     spawnId: str | None = None
+    inputRequest: RunInputRequestView | None = None
+    """Only while ``input_required``: what the run asks (decision 33)."""
 
 
 class RunList(BaseModel):

@@ -26,7 +26,7 @@ pass_options = click.make_pass_decorator(CliOptions)
 
 # The run statuses (application/ports/run_read_model.RUN_STATUSES; a test keeps them
 # equal), written out so that --help does not import the application.
-STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
+STATUSES = ("queued", "running", "input_required", "ok", "error", "timeout", "cancelled")
 STATUS_STYLES = {
     "queued": "yellow",
     "running": "cyan",
