@@ -71,6 +71,25 @@ class RunCancelParams(BaseModel):
     )
 
 
+class RunInputBody(BaseModel):
+    """The body of an answer to a run waiting for input (decision 33)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(description="the answer: one of the run's options when it gave some")
+
+
+class RunInputAnswer(BaseModel):
+    """What an answer gets: ``accepted`` (the run's next turn is queued), or ``error``
+    with the reason (the run does not wait, the answer is not an option...)."""
+
+    status: Literal["accepted", "error", "forbidden"]
+    runId: str | None = None
+    sessionKey: str | None = None
+    tool: str | None = None
+    error: str | None = None
+
+
 class RunCancelResult(RunView):
     """The run after the cancel. ``cancelled`` is true when this call cancelled it (then
     ``cascaded`` lists the runs it caused that were cancelled with it); false when the
