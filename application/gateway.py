@@ -70,7 +70,7 @@ from sessionwire.application.tool_calls import (
     shorten,
     tool_call,
 )
-from sessionwire.application.tools.params import RunInputParams, ToolInputError, friendly
+from sessionwire.application.tools.params import friendly
 from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
 from sessionwire.application.tools.run_input import TOOL as INPUT_TOOL
@@ -548,11 +548,7 @@ class GatewayService:
             return await self.call_tool(by, "run_input", {"runId": run_id, "text": text})
         # The operator: no session's policy applies; the answer's own checks still do.
         with self.in_flight.entered(Owner("tool", INPUT_TOOL)):
-            try:
-                params = RunInputParams.parse({"runId": run_id, "text": text})
-            except ToolInputError as error:
-                return ToolError(tool=INPUT_TOOL, error=str(error)).to_json_dict()
-            answer = await provide_input(self.services, params.runId, params.text, by=None)
+            answer = await provide_input(self.services, run_id, text, by=None)
         return answer.to_json_dict()
 
     async def cancel_run(

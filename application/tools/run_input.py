@@ -15,7 +15,7 @@ from uuid import UUID
 
 from sessionwire.application.context import ToolContext, ToolServices
 from sessionwire.application.run_queries import run_uuid
-from sessionwire.application.tools.params import RunInputParams
+from sessionwire.application.tools.params import RunInputParams, ToolInputError
 from sessionwire.application.tools.results import ToolError, ToolResult
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
@@ -49,7 +49,14 @@ async def provide_input(
     reach: ToolContext | None = None,
 ) -> RunInputResult | ToolError:
     """Record ``text`` as the answer to run ``run_id``, given by session ``by`` (None: an
-    operator); ``reach``, the answering session's context, checks it may send there."""
+    operator); ``reach``, the answering session's context, checks it may send there
+    (without it the caller's transport has checked that: A2A's task visibility). The
+    answer is bounded as a sent message is: it becomes the run's next message."""
+    try:
+        checked = RunInputParams.parse({"runId": run_id, "text": text})
+    except ToolInputError as error:
+        return ToolError(tool=TOOL, error=str(error))
+    run_id, text = checked.runId, checked.text
     key = run_uuid(run_id)
     found = None if key is None else await services.runs.load(UUID(key))
     if found is None:

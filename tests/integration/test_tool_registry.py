@@ -284,6 +284,7 @@ DOCS_HINTS = {
     "agents_list": "read-only",
     "subagents": "destructive",
     "session_status": "read-only",
+    "run_input": "open-world",
 }
 DOCS_SUBAGENTS = {
     "denied": "denied",
