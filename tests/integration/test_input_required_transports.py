@@ -137,6 +137,31 @@ async def test_http_answers_with_the_token_scopes_of_a_send(store_url: str) -> N
         await gateway.close()
 
 
+async def test_the_console_and_the_timeline_show_what_a_waiting_run_asks(store_url: str) -> None:
+    clock = VirtualClock(start=START)
+    gateway = await _open(store_url, clock)
+    try:
+        run_id = await _waiting(gateway)
+        app = create_app(gateway, "op-token-0123456789abcdef")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+            page = await http.get(
+                "/console/runs?status=input_required",
+                headers={"Authorization": "Bearer op-token-0123456789abcdef"},
+            )
+        assert page.status_code == 200
+        assert "waits for input" in page.text
+        assert "Deploy to prod? (yes / no)" in page.text
+        await gateway.provide_input(run_id, "yes", by="main")
+        await gateway.wait_idle()
+        timeline = await gateway.timeline(OPS)
+        said = [entry.summary for entry in timeline.entries if entry.aggregate_id == run_id]
+        assert "run waits for input: 'Deploy to prod?' (options: yes, no)" in said
+        assert "input provided by agent:main:main: 'yes'" in said
+    finally:
+        await gateway.close()
+
+
 # MCP --------------------------------------------------------------------------------------
 
 
