@@ -68,6 +68,13 @@ async def _ask(gateway: Gateway, message: str = "deploy prod") -> dict[str, Any]
     )
 
 
+async def _waiting(gateway: Gateway) -> str:
+    """The run of a waited send that asks, once the gateway has settled."""
+    run_id = str((await _ask(gateway))["runId"])
+    await gateway.wait_idle()
+    return run_id
+
+
 async def _history(gateway: Gateway, key: str = OPS) -> list[tuple[str, str]]:
     found = await gateway.call_tool("main", "sessions_history", {"sessionKey": key, "limit": 20})
     return [
@@ -141,8 +148,7 @@ async def test_refusals_write_nothing(store_url: str) -> None:
     clock = VirtualClock(start=START)
     gateway = await _open(store_url, clock)
     try:
-        run_id = (await _ask(gateway))["runId"]
-        await gateway.wait_idle()
+        run_id = await _waiting(gateway)
         before = names(gateway, run_id)
         not_an_option = await gateway.provide_input(run_id, "maybe", by="main")
         assert not_an_option["status"] == "error"
@@ -171,8 +177,7 @@ async def test_who_may_answer_is_who_may_send(store_url: str) -> None:
     clock = VirtualClock(start=START)
     gateway = await _open(store_url, clock)
     try:
-        run_id = (await _ask(gateway))["runId"]
-        await gateway.wait_idle()
+        run_id = await _waiting(gateway)
         await gateway.record_message("agent:other:main", role="user", content="hi")
         refused = await gateway.provide_input(run_id, "yes", by="agent:other:main")
         assert refused["status"] == "error"
@@ -190,8 +195,7 @@ async def test_the_deadline_ends_a_waiting_run_timeout(store_url: str) -> None:
     clock = VirtualClock(start=START)
     gateway = await _open(store_url, clock)
     try:
-        run_id = (await _ask(gateway))["runId"]
-        await gateway.wait_idle()
+        run_id = await _waiting(gateway)
         timeout = internals(gateway).services.run_timeout_seconds
         await clock.advance(timeout - 1)
         assert (await gateway.run(run_id) or {})["status"] == "input_required"
@@ -210,8 +214,7 @@ async def test_cancel_ends_a_waiting_run(store_url: str) -> None:
     clock = VirtualClock(start=START)
     gateway = await _open(store_url, clock)
     try:
-        run_id = (await _ask(gateway))["runId"]
-        await gateway.wait_idle()
+        run_id = await _waiting(gateway)
         cancelled = await gateway.cancel_run(run_id, "not needed")
         assert cancelled is not None
         assert cancelled["cancelled"] is True
@@ -232,8 +235,7 @@ async def test_reopened_while_waiting_then_answered_runs_one_turn(reopenable: st
     clock = VirtualClock(start=START)
     first = await _open(reopenable, clock)
     try:
-        run_id = (await _ask(first))["runId"]
-        await first.wait_idle()
+        run_id = await _waiting(first)
     finally:
         await first.close()
     second = await _open(reopenable, clock)
@@ -251,8 +253,7 @@ async def test_reopened_waiting_run_still_times_out_at_its_deadline(reopenable: 
     clock = VirtualClock(start=START)
     first = await _open(reopenable, clock)
     try:
-        run_id = (await _ask(first))["runId"]
-        await first.wait_idle()
+        run_id = await _waiting(first)
     finally:
         await first.close()
     second = await _open(reopenable, clock)
@@ -286,8 +287,7 @@ async def test_killed_after_the_answer_was_accepted_resumes_exactly_one_turn(
     runtime = _StopsAfterAnswer()
     first = await _open(reopenable, clock, runtime)
     try:
-        run_id = (await _ask(first))["runId"]
-        await first.wait_idle()
+        run_id = await _waiting(first)
         assert (await first.provide_input(run_id, "yes", by="main"))["status"] == "accepted"
         await first.wait_idle()
         assert runtime.turns == ["deploy prod", "yes"]
@@ -335,8 +335,7 @@ async def test_a_waited_send_whose_turn_says_nothing_answers_no_reply(
     gateway = await _open(store_url, clock)
     try:
         if message == "no":
-            run_id = (await _ask(gateway))["runId"]
-            await gateway.wait_idle()
+            run_id = await _waiting(gateway)
             await gateway.provide_input(run_id, "no", by="main")
             await gateway.wait_idle()
             assert (await gateway.run(run_id) or {})["status"] == "ok"
