@@ -416,8 +416,14 @@ class RunEngine:
         async for uow in retrying(self.store, f"run {run_id}"):
             with uow:
                 found = await uow.work(run_id, Run, RunState)
-                if found is None or found.state.status != "input_required":
-                    return  # answered (here or in another gateway), or ended
+                if found is None:
+                    return
+                if found.state.status != "input_required":
+                    # Answered meanwhile, maybe in another gateway: queued here too, so
+                    # whoever waits here for it (an exchange, a send) hears its end (the
+                    # actor finds it ended, or runs it, fenced by the session's lock).
+                    self.enqueue(run_id, found.state.session_key)
+                    return
                 run = found
                 run.time_out(at=self.clock.now())
                 await uow.commit()
