@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from sessionwire import Gateway, GatewayConfig, InputRequest, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import internals, store_of
+from sessionwire.application.tools.params import MAX_SEND_MESSAGE_CHARS
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -165,6 +166,10 @@ async def test_refusals_write_nothing(store_url: str) -> None:
         empty = await gateway.provide_input(run_id, "   ", by="main")
         assert empty["status"] == "error"
         assert empty["error"] == "text required"
+        # The message bound of a send applies: the answer becomes the run's next message.
+        huge = await gateway.provide_input(run_id, "y" * (MAX_SEND_MESSAGE_CHARS + 1), by="main")
+        assert huge["status"] == "error"
+        assert huge["error"].startswith("text is too long")
         assert names(gateway, run_id) == before
         assert (await gateway.run(run_id) or {})["status"] == "input_required"
     finally:
@@ -352,3 +357,22 @@ async def test_a_waited_send_whose_turn_says_nothing_answers_no_reply(
         }
     finally:
         await gateway.close()
+
+
+def test_the_sync_facade_answers_too() -> None:
+    from sessionwire import SyncGateway
+
+    with SyncGateway.open(
+        store="memory",
+        clock=VirtualClock(start=START),
+        runtime=ScriptedRuntime.from_dict(APPROVAL),
+    ) as gateway:
+        gateway.record_message("main", role="user", content="hi")
+        gateway.record_message(OPS, role="user", content="hi")
+        sent = gateway.call_tool(
+            "main", "sessions_send", {"sessionKey": OPS, "message": "deploy", "timeoutSeconds": 5}
+        )
+        assert sent["status"] == "input_required"
+        assert gateway.provide_input(sent["runId"], "yes", by="main")["status"] == "accepted"
+        gateway.wait_idle()
+        assert (gateway.run(sent["runId"]) or {})["status"] == "ok"
