@@ -380,6 +380,8 @@ class RunEngine:
             pause = self._pauses[run_id] = asyncio.get_running_loop().create_future()
 
         def ended(done: asyncio.Future[RunState]) -> None:
+            if self._pauses.get(run_id) is pause:
+                del self._pauses[run_id]  # nothing pauses an ended run
             if not pause.done() and not done.cancelled():
                 pause.set_result(done.result())
 
