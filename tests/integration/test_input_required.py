@@ -12,6 +12,8 @@ or after the answer was recorded) resumes it exactly once.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +76,24 @@ async def _waiting(gateway: Gateway) -> str:
     run_id = str((await _ask(gateway))["runId"])
     await gateway.wait_idle()
     return run_id
+
+
+@dataclass
+class Waiting:
+    gateway: Gateway
+    clock: VirtualClock
+    run_id: str
+
+
+@pytest.fixture
+async def waiting(store_url: str) -> AsyncIterator[Waiting]:
+    """A gateway on the store whose ops session's run waits for input, asked by main."""
+    clock = VirtualClock(start=START)
+    gateway = await _open(store_url, clock)
+    try:
+        yield Waiting(gateway, clock, await _waiting(gateway))
+    finally:
+        await gateway.close()
 
 
 async def _history(gateway: Gateway, key: str = OPS) -> list[tuple[str, str]]:
@@ -145,88 +165,68 @@ async def test_a_waited_send_answers_input_required_and_an_answer_resumes_one_tu
         await gateway.close()
 
 
-async def test_refusals_write_nothing(store_url: str) -> None:
-    clock = VirtualClock(start=START)
-    gateway = await _open(store_url, clock)
-    try:
-        run_id = await _waiting(gateway)
-        before = names(gateway, run_id)
-        not_an_option = await gateway.provide_input(run_id, "maybe", by="main")
-        assert not_an_option["status"] == "error"
-        assert not_an_option["error"] == (
-            "the answer must be one of the options the run asked with: 'yes', 'no'"
-        )
-        unknown = await gateway.provide_input("4b1e3c52-7c0e-4a4e-9d55-0c8a2e7d3b10", "yes")
-        assert unknown == {
-            "status": "error",
-            "tool": "run_input",
-            "error": "run 4b1e3c52-7c0e-4a4e-9d55-0c8a2e7d3b10 not found, or not visible "
-            "to this session",
-        }
-        empty = await gateway.provide_input(run_id, "   ", by="main")
-        assert empty["status"] == "error"
-        assert empty["error"] == "text required"
-        # The message bound of a send applies: the answer becomes the run's next message.
-        huge = await gateway.provide_input(run_id, "y" * (MAX_SEND_MESSAGE_CHARS + 1), by="main")
-        assert huge["status"] == "error"
-        assert huge["error"].startswith("text is too long")
-        assert names(gateway, run_id) == before
-        assert (await gateway.run(run_id) or {})["status"] == "input_required"
-    finally:
-        await gateway.close()
+async def test_refusals_write_nothing(waiting: Waiting) -> None:
+    gateway, run_id = waiting.gateway, waiting.run_id
+    before = names(gateway, run_id)
+    not_an_option = await gateway.provide_input(run_id, "maybe", by="main")
+    assert not_an_option["status"] == "error"
+    assert not_an_option["error"] == (
+        "the answer must be one of the options the run asked with: 'yes', 'no'"
+    )
+    unknown = await gateway.provide_input("4b1e3c52-7c0e-4a4e-9d55-0c8a2e7d3b10", "yes")
+    assert unknown == {
+        "status": "error",
+        "tool": "run_input",
+        "error": "run 4b1e3c52-7c0e-4a4e-9d55-0c8a2e7d3b10 not found, or not visible "
+        "to this session",
+    }
+    empty = await gateway.provide_input(run_id, "   ", by="main")
+    assert empty["status"] == "error"
+    assert empty["error"] == "text required"
+    # The message bound of a send applies: the answer becomes the run's next message.
+    huge = await gateway.provide_input(run_id, "y" * (MAX_SEND_MESSAGE_CHARS + 1), by="main")
+    assert huge["status"] == "error"
+    assert huge["error"].startswith("text is too long")
+    assert names(gateway, run_id) == before
+    assert (await gateway.run(run_id) or {})["status"] == "input_required"
 
 
-async def test_who_may_answer_is_who_may_send(store_url: str) -> None:
+async def test_who_may_answer_is_who_may_send(waiting: Waiting) -> None:
     """Another agent's session may not send into ops (agent-to-agent off): its answer
     reads as a run it cannot see, and nothing is written."""
-    clock = VirtualClock(start=START)
-    gateway = await _open(store_url, clock)
-    try:
-        run_id = await _waiting(gateway)
-        await gateway.record_message("agent:other:main", role="user", content="hi")
-        refused = await gateway.provide_input(run_id, "yes", by="agent:other:main")
-        assert refused["status"] == "error"
-        assert refused["error"] == f"run {run_id} not found, or not visible to this session"
-        assert (await gateway.run(run_id) or {})["status"] == "input_required"
-        # The operator answers any run.
-        assert (await gateway.provide_input(run_id, "yes"))["status"] == "accepted"
-        await gateway.wait_idle()
-        assert (await gateway.run(run_id) or {})["status"] == "ok"
-    finally:
-        await gateway.close()
+    gateway, run_id = waiting.gateway, waiting.run_id
+    await gateway.record_message("agent:other:main", role="user", content="hi")
+    refused = await gateway.provide_input(run_id, "yes", by="agent:other:main")
+    assert refused["status"] == "error"
+    assert refused["error"] == f"run {run_id} not found, or not visible to this session"
+    assert (await gateway.run(run_id) or {})["status"] == "input_required"
+    # The operator answers any run.
+    assert (await gateway.provide_input(run_id, "yes"))["status"] == "accepted"
+    await gateway.wait_idle()
+    assert (await gateway.run(run_id) or {})["status"] == "ok"
 
 
-async def test_the_deadline_ends_a_waiting_run_timeout(store_url: str) -> None:
-    clock = VirtualClock(start=START)
-    gateway = await _open(store_url, clock)
-    try:
-        run_id = await _waiting(gateway)
-        timeout = internals(gateway).services.run_timeout_seconds
-        await clock.advance(timeout - 1)
-        assert (await gateway.run(run_id) or {})["status"] == "input_required"
-        await clock.advance(2)
-        ended = await gateway.run(run_id)
-        assert ended is not None
-        assert ended["status"] == "timeout"
-        late = await gateway.provide_input(run_id, "yes", by="main")
-        assert late["status"] == "error"
-        assert names(gateway, run_id)[-1] == "RunTimedOut"
-    finally:
-        await gateway.close()
+async def test_the_deadline_ends_a_waiting_run_timeout(waiting: Waiting) -> None:
+    gateway, clock, run_id = waiting.gateway, waiting.clock, waiting.run_id
+    timeout = internals(gateway).services.run_timeout_seconds
+    await clock.advance(timeout - 1)
+    assert (await gateway.run(run_id) or {})["status"] == "input_required"
+    await clock.advance(2)
+    ended = await gateway.run(run_id)
+    assert ended is not None
+    assert ended["status"] == "timeout"
+    late = await gateway.provide_input(run_id, "yes", by="main")
+    assert late["status"] == "error"
+    assert names(gateway, run_id)[-1] == "RunTimedOut"
 
 
-async def test_cancel_ends_a_waiting_run(store_url: str) -> None:
-    clock = VirtualClock(start=START)
-    gateway = await _open(store_url, clock)
-    try:
-        run_id = await _waiting(gateway)
-        cancelled = await gateway.cancel_run(run_id, "not needed")
-        assert cancelled is not None
-        assert cancelled["cancelled"] is True
-        assert cancelled["status"] == "cancelled"
-        assert (await gateway.provide_input(run_id, "yes", by="main"))["status"] == "error"
-    finally:
-        await gateway.close()
+async def test_cancel_ends_a_waiting_run(waiting: Waiting) -> None:
+    gateway, run_id = waiting.gateway, waiting.run_id
+    cancelled = await gateway.cancel_run(run_id, "not needed")
+    assert cancelled is not None
+    assert cancelled["cancelled"] is True
+    assert cancelled["status"] == "cancelled"
+    assert (await gateway.provide_input(run_id, "yes", by="main"))["status"] == "error"
 
 
 @pytest.fixture
