@@ -446,6 +446,14 @@ class Gateway:
         """The active schedules, oldest first, each with its next due time and counts."""
         return await self._service.list_schedules()
 
+    async def provide_input(
+        self, run_id: str, text: str, *, by: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a run waiting for input (decision 33): its next turn is queued with
+        ``text`` as its message; ``by`` answers as that session (who may send there),
+        None as an operator. Refusals are ``status: "error"`` results."""
+        return await self._service.provide_input(run_id, text, by=by)
+
     async def session_as_of(
         self, session_key: str, *, version: int | None = None, at: datetime | None = None
     ) -> SessionAsOf:
@@ -524,6 +532,7 @@ class SyncGateway:
     run = blocking(Gateway.run)
     runs = blocking(Gateway.runs)
     cancel_run = blocking(Gateway.cancel_run)
+    provide_input = blocking(Gateway.provide_input)
     session_as_of = blocking(Gateway.session_as_of)
     timeline = blocking(Gateway.timeline)
     trace = blocking(Gateway.trace)

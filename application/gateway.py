@@ -76,6 +76,8 @@ from sessionwire.application.tool_calls import (
 from sessionwire.application.tools.params import friendly
 from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
+from sessionwire.application.tools.run_input import TOOL as INPUT_TOOL
+from sessionwire.application.tools.run_input import provide_input
 from sessionwire.application.tools.schemas import tool_schemas
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
@@ -661,6 +663,22 @@ class GatewayService:
 
     async def list_schedules(self) -> list[dict[str, Any]]:
         return [schedule_view(state) for state in await self.schedules.listing()]
+
+    async def provide_input(
+        self, run_id: str, text: str, *, by: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a run waiting for input (decision 33): ``{"status": "accepted", "runId",
+        "sessionKey"}`` with the run's next turn queued, its message ``text``; an
+        ``error`` result, nothing written, for a run that is not waiting (answered
+        already, ended, never asked), not visible to ``by``, or an answer not among its
+        options. ``by`` is the answering session (as ``call_tool``'s requester: who may
+        answer is who may send into the run's session); None answers as an operator."""
+        if by is not None:
+            return await self.call_tool(by, "run_input", {"runId": run_id, "text": text})
+        # The operator: no session's policy applies; the answer's own checks still do.
+        with self.in_flight.entered(Owner("tool", INPUT_TOOL)):
+            answer = await provide_input(self.services, run_id, text, by=None)
+        return answer.to_json_dict()
 
     async def cancel_run(
         self, run_id: str, reason: str = "", *, requester: str | None = None

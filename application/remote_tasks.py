@@ -250,9 +250,13 @@ class RemoteTasks:
         await self.service.cancel_run(found.run_id, f"cancelled by {self.protocol} caller")
         return await self.task(caller, agent_id, task_id)
 
-    async def wait(self, run_id: str, timeout: float | None = None) -> RunState | None:
-        """The task's final state, or None if ``timeout`` seconds pass on the clock."""
-        return await self.service.run_engine.wait(UUID(run_id), timeout)
+    async def wait(
+        self, run_id: str, timeout: float | None = None, *, until_input: bool = False
+    ) -> RunState | None:
+        """The task's final state, or None if ``timeout`` seconds pass on the clock;
+        ``until_input``: its state once it asks for input, too (A2A's input-required
+        ends a blocking send: the answer is the caller's next message)."""
+        return await self.service.run_engine.wait(UUID(run_id), timeout, until_input=until_input)
 
     # Push requests ------------------------------------------------------------------
 

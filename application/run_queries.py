@@ -8,6 +8,7 @@ answer is read and filtered whole on a reader thread of the store (decision 23).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +19,7 @@ from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.run_read_model import RUN_STATUSES, RunQuery, StoredRun
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.policy import AccessPolicy
+from sessionwire.domain.run import RunState
 
 RUNS_DEFAULT_LIMIT = 50
 RUNS_MAX_LIMIT = 1000
@@ -79,7 +81,7 @@ class RunQueries:
             key = self.config.key_rules.canonical(session_key)
         query = RunQuery(limit=limit, session_key=key, status=status, trace_id=trace_id)
         if requester is None:
-            found = await self.store.list_runs(query)
+            found = await self.store.read(_listed, query)
         else:
             found = await self.store.read(_visible_runs, query, _Visibility(self, requester))
         return {"runs": [run.to_json_dict() for run in found]}
@@ -87,9 +89,27 @@ class RunQueries:
 
 def _find(store: Store, key: str, visibility: _Visibility | None) -> StoredRun | None:
     found = store.run(key)
-    if found is None or visibility is None:
-        return found
-    return found if visibility.sees(store, found) else None
+    if found is None or (visibility is not None and not visibility.sees(store, found)):
+        return None
+    return _with_question(store, found)
+
+
+def _listed(store: Store, query: RunQuery) -> list[StoredRun]:
+    return [_with_question(store, run) for run in store.list_runs(query)]
+
+
+def _with_question(store: Store, run: StoredRun) -> StoredRun:
+    """A waiting run with what it asks, from its own row (the read model keeps only its
+    status): one more read for a run that waits, none for any other."""
+    if run.status != "input_required":
+        return run
+    stored = store.work(UUID(run.run_id))
+    if stored is None:
+        return run
+    asked = RunState.model_validate_json(stored.state_json).input_request
+    if asked is None:
+        return run
+    return dataclasses.replace(run, input_request=asked.to_json())
 
 
 def _visible_runs(store: Store, query: RunQuery, visibility: _Visibility) -> list[StoredRun]:
@@ -104,7 +124,7 @@ def _visible_runs(store: Store, query: RunQuery, visibility: _Visibility) -> lis
     )
     while len(found) < query.limit:
         rows = store.list_runs(page)
-        found.extend(run for run in rows if visibility.sees(store, run))
+        found.extend(_with_question(store, run) for run in rows if visibility.sees(store, run))
         if len(rows) < page.limit:
             break
         last = rows[-1]

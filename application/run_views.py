@@ -10,10 +10,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sessionwire.application.ports.run_read_model import RUN_STATUSES
 
-RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
+RunStatus = Literal["queued", "running", "input_required", "ok", "error", "timeout", "cancelled"]
 assert set(RunStatus.__args__) == set(RUN_STATUSES)  # type: ignore[attr-defined]
 
 MAX_CANCEL_REASON = 1000
+
+
+class RunInputRequestView(BaseModel):
+    """What a waiting run asks: ``options`` null when any text is an answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt: str
+    options: list[str] | None
 
 
 class RunView(BaseModel):
@@ -40,6 +49,8 @@ class RunView(BaseModel):
     error: str | None
     exchangeId: str | None = None
     spawnId: str | None = None
+    inputRequest: RunInputRequestView | None = None
+    """Only while ``input_required``: what the run asks (decision 33)."""
 
 
 class RunList(BaseModel):
@@ -58,6 +69,25 @@ class RunCancelParams(BaseModel):
         max_length=MAX_CANCEL_REASON,
         description="why the run is cancelled (recorded with RunCancelled)",
     )
+
+
+class RunInputBody(BaseModel):
+    """The body of an answer to a run waiting for input (decision 33)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(description="the answer: one of the run's options when it gave some")
+
+
+class RunInputAnswer(BaseModel):
+    """What an answer gets: ``accepted`` (the run's next turn is queued), or ``error``
+    with the reason (the run does not wait, the answer is not an option...)."""
+
+    status: Literal["accepted", "error", "forbidden"]
+    runId: str | None = None
+    sessionKey: str | None = None
+    tool: str | None = None
+    error: str | None = None
 
 
 class RunCancelResult(RunView):

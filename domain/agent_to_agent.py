@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 REPLY_SKIP = "REPLY_SKIP"
 ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
+NO_REPLY = "NO_REPLY"
 ANNOUNCE_MESSAGE = "Agent-to-agent announce step."
 
 
@@ -20,6 +21,12 @@ def is_reply_skip(text: str | None) -> bool:
 
 def is_announce_skip(text: str | None) -> bool:
     return (text or "").strip() == ANNOUNCE_SKIP
+
+
+def is_silent(reply: str | None) -> bool:
+    """A reply that says nothing: none, or only ``REPLY_SKIP`` or OpenClaw's silent token
+    ``NO_REPLY`` (decision 37: a waited send answers ``no_reply`` for it)."""
+    return reply is None or reply.strip() in (REPLY_SKIP, NO_REPLY) or not reply.strip()
 
 
 def _lines(*lines: tuple[str, str | None] | str) -> str:

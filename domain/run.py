@@ -2,7 +2,9 @@
 
 A run is started (accepted, queued in its session), dispatched to the agent runtime
 (possibly again after a crash), and ends exactly once: completed, failed, timed out or
-cancelled.
+cancelled. A turn may instead stop to ask a person (decision 33): the run then waits,
+``input_required``, holding nothing but its deadline, until an answer queues its next
+turn.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ RunStep = Literal[
     "scheduled",
 ]
 RUN_STEPS: tuple[RunStep, ...] = get_args(RunStep)
-RunStatus = Literal["queued", "running", "ok", "error", "timeout", "cancelled"]
+RunStatus = Literal["queued", "running", "input_required", "ok", "error", "timeout", "cancelled"]
 # Steps whose message is the gateway's prompt, not another agent's words.
 PROMPT_STEPS: frozenset[str] = frozenset({"announce", "subagent_announce"})
 # Steps whose message the gateway writes but whose reply is the agent's own (a woken
@@ -45,6 +47,41 @@ class RunAlreadyEnded(SessionwireError):
 
 class RunOverdue(SessionwireError):
     """A run past its deadline is never dispatched; it is timed out instead."""
+
+
+class RunNotWaiting(SessionwireError):
+    """Input for a run that is not waiting for any (never asked, answered already, or
+    ended): refused, nothing recorded."""
+
+
+class AnswerNotAnOption(SessionwireError):
+    """An answer that is not one of the options the run asked with."""
+
+
+MAX_INPUT_OPTIONS = 50
+MAX_OPTION_CHARS = 200
+MAX_PROMPT_CHARS = 4000
+
+
+class InputRequest(BaseModel):
+    """What a turn asks a person (decision 33): a prompt, and the answers it takes when
+    it names them (None: any text)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    options: list[str] | None = Field(default=None, min_length=1, max_length=MAX_INPUT_OPTIONS)
+
+    def refusal(self, answer: str) -> str | None:
+        """Why ``answer`` is not taken (None: it is)."""
+        if self.options is not None and answer not in self.options:
+            listed = ", ".join(repr(option) for option in self.options)
+            return f"the answer must be one of the options the run asked with: {listed}"
+        return None
+
+    def to_json(self) -> dict[str, object]:
+        """``{"prompt", "options"}`` as ``gw.run`` shows it (options null for free text)."""
+        return {"prompt": self.prompt, "options": self.options}
 
 
 class RunState(BaseModel):
@@ -87,10 +124,25 @@ class RunState(BaseModel):
     steer_hops: int = Field(default=0, exclude_if=lambda hops: hops == 0)
     """The deepest hop of a steer the run took in: it goes on at the deeper of that and
     ``hops`` (its hop when it started, which the runs read model keeps)."""
+    input_request: InputRequest | None = Field(default=None, exclude_if=lambda asked: asked is None)
+    """What the run waits for while ``input_required`` (decision 33); None otherwise."""
+    answers: int = Field(default=0, exclude_if=lambda answers: answers == 0)
+    """Answers the run took: each queued one more turn, whose message is the answer."""
+    answered_by: str | None = Field(default=None, exclude_if=lambda by: by is None)
+    """Who gave the last answer (a session key; None: an operator, or no answer yet)."""
+    turn_dispatches: int = Field(default=0, exclude_if=lambda base: base == 0)
+    """``attempts`` when the run's last answer came: the dispatch after it is that
+    turn's first, which appends the answer to the transcript (once, however many
+    attempts a crash costs)."""
 
     @property
     def ended(self) -> bool:
         return self.status in ENDED
+
+    @property
+    def first_dispatch_of_turn(self) -> bool:
+        """The dispatch just recorded is its turn's first (not one after a crash)."""
+        return self.attempts == self.turn_dispatches + 1
 
     @property
     def causality(self) -> Causality:
@@ -112,7 +164,10 @@ class RunState(BaseModel):
         )
 
     def message_provenance(self) -> Provenance:
-        """The line the run's first dispatch appends: another agent's words, or a prompt."""
+        """The line the run's first dispatch appends: another agent's words, or a prompt;
+        after an answer, the answer (a person's, or the answering session's)."""
+        if self.answers:
+            return self._provenance("user", self.answered_by)
         if self.step in GATEWAY_MESSAGE_STEPS:
             return self._provenance("system", None)
         if self.remote_caller is not None:
@@ -178,12 +233,15 @@ class Run(Aggregate):
         model: str | None = None
 
         def apply(self, aggregate: Run) -> None:
-            aggregate.state = aggregate.state.model_copy(
+            state = aggregate.state
+            aggregate.state = state.model_copy(
                 update={
                     "status": "ok",
                     "reply": self.reply,
-                    "usage": self.usage,
-                    "model": self.model,
+                    # A run that asked for input counts every turn's tokens (the asking
+                    # turns' are in its state already); any other run has none before.
+                    "usage": added_usage(state.usage, self.usage),
+                    "model": self.model if state.answers == 0 else self.model or state.model,
                     "ended_at": to_millis(self.timestamp),
                 }
             )
@@ -223,6 +281,46 @@ class Run(Aggregate):
                     "status": "cancelled",
                     "error": cancelled_error(self.reason),
                     "ended_at": to_millis(self.timestamp),
+                }
+            )
+
+    class RunInputRequested(Aggregate.Event):
+        """The turn ended asking a person (decision 33): the run waits, holding no lane
+        slot, lease or connection, until an answer or its deadline."""
+
+        prompt: str
+        options: list[str] | None = None
+        usage: Usage | None = None
+        model: str | None = None
+
+        def apply(self, aggregate: Run) -> None:
+            state = aggregate.state
+            aggregate.state = state.model_copy(
+                update={
+                    "status": "input_required",
+                    "input_request": InputRequest(prompt=self.prompt, options=self.options),
+                    "usage": added_usage(state.usage, self.usage),
+                    "model": self.model or state.model,
+                }
+            )
+
+    class RunInputProvided(Aggregate.Event):
+        """The answer came: the run is queued for its next turn, whose message it is."""
+
+        text: str
+        by: str | None = None
+        """Who answered: the session key it answered as, None for an operator."""
+
+        def apply(self, aggregate: Run) -> None:
+            state = aggregate.state
+            aggregate.state = state.model_copy(
+                update={
+                    "status": "queued",
+                    "message": self.text,
+                    "input_request": None,
+                    "answers": state.answers + 1,
+                    "answered_by": self.by,
+                    "turn_dispatches": state.attempts,
                 }
             )
 
@@ -350,6 +448,8 @@ class Run(Aggregate):
 
     def dispatch(self, *, at: datetime) -> None:
         self._require_open()
+        if self.state.status == "input_required":
+            raise RunNotWaiting(f"run {self.state.run_id} waits for input: no turn to dispatch")
         if self.overdue(at):
             raise RunOverdue(f"run {self.state.run_id} is past its deadline")
         self.trigger_event(self.RunDispatched, timestamp=at, attempt=self.state.attempts + 1)
@@ -359,6 +459,33 @@ class Run(Aggregate):
     ) -> None:
         self._require_open()
         self.trigger_event(self.RunCompleted, timestamp=at, reply=reply, usage=usage, model=model)
+
+    def request_input(
+        self, *, request: InputRequest, usage: Usage | None, model: str | None, at: datetime
+    ) -> None:
+        """End the turn waiting for ``request``'s answer (its tokens counted)."""
+        self._require_open()
+        self.trigger_event(
+            self.RunInputRequested,
+            timestamp=at,
+            prompt=request.prompt,
+            options=request.options,
+            usage=usage,
+            model=model,
+        )
+
+    def provide_input(self, *, text: str, by: str | None, at: datetime) -> None:
+        """Take the answer: RunNotWaiting unless the run waits for one (a second answer,
+        or one after the deadline ended it), AnswerNotAnOption for one it does not take."""
+        asked = self.state.input_request
+        if self.state.status != "input_required" or asked is None:
+            raise RunNotWaiting(
+                f"run {self.state.run_id} is not waiting for input (it is {self.state.status})"
+            )
+        refusal = asked.refusal(text)
+        if refusal is not None:
+            raise AnswerNotAnOption(refusal)
+        self.trigger_event(self.RunInputProvided, timestamp=at, text=text, by=by)
 
     def fail(self, *, error: str, at: datetime) -> None:
         self._require_open()
@@ -428,6 +555,24 @@ class Run(Aggregate):
         self.trigger_event(
             self.RunTimedOut, timestamp=at, timeout_seconds=self.state.timeout_seconds
         )
+
+
+def added_usage(before: Usage | None, turn: Usage | None) -> Usage | None:
+    """The tokens of a run's turns so far: ``turn``'s added to those ``before`` it."""
+    if before is None or turn is None:
+        return turn if before is None else before
+
+    def total(field: str) -> int | None:
+        ours, theirs = getattr(before, field), getattr(turn, field)
+        return None if ours is None and theirs is None else (ours or 0) + (theirs or 0)
+
+    return Usage(
+        input=before.input + turn.input,
+        output=before.output + turn.output,
+        cacheRead=total("cacheRead"),
+        cacheWrite=total("cacheWrite"),
+        totalTokens=total("totalTokens"),
+    )
 
 
 def cancelled_error(reason: str) -> str:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ChannelDelivery,
         Delivery,
         DeliveryRejected,
+        InputRequest,
         RunReply,
         RunRequest,
     )
@@ -43,6 +44,7 @@ _HOMES = {
     "AgentRuntime": "sessionwire.application.ports.runtime",
     "RunRequest": "sessionwire.application.ports.runtime",
     "RunReply": "sessionwire.application.ports.runtime",
+    "InputRequest": "sessionwire.application.ports.runtime",
     "ChannelDelivery": "sessionwire.application.ports.runtime",
     "Delivery": "sessionwire.application.ports.runtime",
     "DeliveryRejected": "sessionwire.application.ports.runtime",
@@ -86,6 +88,7 @@ __all__ = [
     "DeliveryRejected",
     "Gateway",
     "GatewayConfig",
+    "InputRequest",
     "InvalidSessionKey",
     "OpenAIRuntime",
     "RunReply",

@@ -85,6 +85,7 @@ from sessionwire.application.remote_tasks import (
     TaskPage,
     check_context_id,
 )
+from sessionwire.application.tools.results import ToolError
 from sessionwire.domain.egress import EgressRefused
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of
 from sessionwire.domain.push_request import PushRequestState
@@ -225,11 +226,14 @@ class GatewayRequestHandler(RequestHandler):
                 else InvalidParamsError("this token may not call this agent")
             )
         if message.task_id:
-            # Our tasks take one message each; a follow-up names the context instead.
+            # Our tasks take one message each, but the answer to a task that asks for
+            # input (decision 33); any other follow-up names the context instead.
             state = await self._visible(caller, message.task_id, method)
-            raise UnsupportedOperationError(
-                f"task {state.run_id} takes no further message; send in its context"
-            )
+            if state.status != "input_required":
+                raise UnsupportedOperationError(
+                    f"task {state.run_id} takes no further message; send in its context"
+                )
+            return await self._answer(caller, state, text_of(message), method)
         context_id = message.context_id or str(uuid.uuid4())
         text = text_of(message)
         config = params.configuration
@@ -270,6 +274,21 @@ class GatewayRequestHandler(RequestHandler):
             await self._add_push(caller, state, config.task_push_notification_config)
         return state
 
+    async def _answer(
+        self, caller: RemoteCaller, state: RunState, text: str, method: str
+    ) -> RunState:
+        """The message is the answer of the waiting task: the caller may see the task
+        (``_visible``), so it may answer it; refused (not an option, answered already)
+        as an invalid parameter, nothing written."""
+        answer = await self.gateway.served.answer_task(state.run_id, text, by=caller.requester_key)
+        if isinstance(answer, ToolError):
+            await self.tasks.record_call(
+                caller, self.agent_id, method, "invalid", task_id=state.run_id, detail=answer.error
+            )
+            raise InvalidParamsError(answer.error)
+        await self._record(caller, method, state, detail="input")
+        return await self.tasks.task(caller, self.agent_id, state.run_id) or state
+
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
@@ -279,7 +298,7 @@ class GatewayRequestHandler(RequestHandler):
         config = params.configuration
         history = config.history_length if config.HasField("history_length") else None
         if not config.return_immediately:
-            ended = await self.tasks.wait(started.run_id)
+            ended = await self.tasks.wait(started.run_id, until_input=True)
             started = ended or started
         fresh = await self.tasks.task(caller_of(context), self.agent_id, started.run_id)
         return task_of(fresh or started, history_length=history)

@@ -25,6 +25,8 @@ from sessionwire.domain.run import RunState
 TASK_STATES: dict[str, TaskState] = {
     "queued": TaskState.TASK_STATE_SUBMITTED,
     "running": TaskState.TASK_STATE_WORKING,
+    # A run waiting for a person (decision 33): a message on the task is its answer.
+    "input_required": TaskState.TASK_STATE_INPUT_REQUIRED,
     "ok": TaskState.TASK_STATE_COMPLETED,
     "error": TaskState.TASK_STATE_FAILED,
     "timeout": TaskState.TASK_STATE_FAILED,
@@ -74,7 +76,12 @@ def task_status(state: RunState) -> TaskStatus:
         timestamp=_timestamp(state.ended_at or state.started_at),
     )
     words = state.reply if state.status == "ok" else state.error
-    if state.ended and words:
+    asked = state.input_request
+    if state.status == "input_required" and asked is not None:
+        # What the run asks is the status's message, as A2A's input-required carries it.
+        options = f"\n(answer one of: {', '.join(asked.options)})" if asked.options else ""
+        words = asked.prompt + options
+    if (state.ended or asked is not None) and words:
         status.message.CopyFrom(
             text_message(
                 words,

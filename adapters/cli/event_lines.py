@@ -231,6 +231,11 @@ def gist(event: DomainEvent, display: Callable[[str], str]) -> str:
             return f"steered by {data.steered_by}: {data.message}"
         case "RunSteerSent":
             return f"steered run {data.steered_run_id} (hop {data.hops})"
+        case "RunInputRequested":
+            options = f" [{' / '.join(data.options)}]" if data.options else ""
+            return f"asks: {data.prompt}{options}"
+        case "RunInputProvided":
+            return f"answered by {display(data.by) if data.by else 'an operator'}: {data.text}"
         case "ExchangeOpened":
             return (
                 f"{data.requester_display} → {data.target_display}: {data.original_message} "

@@ -1,14 +1,17 @@
-"""``sessionwire runs list|show|cancel``: runs as the read model holds them (ADR 0017).
+"""``sessionwire runs list|show|cancel|input``: runs as the read model holds them (ADR 0017).
 
 Listing and showing only read, so they work beside a gateway serving the same store.
 Cancelling records ``RunCancelled``: on PostgreSQL the process running the run stops it
 (its cancellation watch); an SQLite file has one writer (decision 20), so while a gateway
 serves it a cancel from here is refused, naming that gateway: cancel through it instead
-(``POST /v1/runs/{id}/cancel``).
+(``POST /v1/runs/{id}/cancel``). Answering a run that waits for input (``runs input``,
+decision 33) runs its next turn, so it takes ``--runtime`` as ``sessions send`` does, and
+waits for that turn to settle.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -17,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from sessionwire.adapters.cli.context import CliOptions, accept_global_options, console, fail
 from sessionwire.adapters.cli.lazy_group import LazyGroup
+from sessionwire.adapters.cli.runtime_option import runtime_option
 from sessionwire.adapters.cli.terminal_views import FittedToWidth
 
 if TYPE_CHECKING:
@@ -26,10 +30,11 @@ pass_options = click.make_pass_decorator(CliOptions)
 
 # The run statuses (application/ports/run_read_model.RUN_STATUSES; a test keeps them
 # equal), written out so that --help does not import the application.
-STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
+STATUSES = ("queued", "running", "input_required", "ok", "error", "timeout", "cancelled")
 STATUS_STYLES = {
     "queued": "yellow",
     "running": "cyan",
+    "input_required": "bold yellow",
     "ok": "green",
     "error": "red",
     "timeout": "red",
@@ -112,6 +117,16 @@ SHOWN = (
 )
 
 
+def _asked(run: dict[str, Any]) -> str | None:
+    """What a waiting run asks, on one line: its prompt, and its options if it has any."""
+    asked = run.get("inputRequest")
+    if not asked:
+        return None
+    options = asked.get("options")
+    prompt = str(asked["prompt"])
+    return prompt + (f"  [{' / '.join(options)}]" if options else "")
+
+
 def run_view(run: dict[str, Any]) -> RenderableType:
     table = Table(show_header=False, box=None, title_justify="left")
     table.add_column(style="bold")
@@ -124,7 +139,16 @@ def run_view(run: dict[str, Any]) -> RenderableType:
         if isinstance(value, dict):
             value = " ".join(f"{key}={item}" for key, item in value.items())
         table.add_row(label, str(value))
+    asked = _asked(run)
+    if asked is not None:
+        table.add_row("asks", asked)
     return table
+
+
+def input_view(answer: dict[str, Any]) -> RenderableType:
+    if answer["status"] == "accepted":
+        return Text(f"answered run {answer['runId']}: its next turn has run", style="bold")
+    return Text(f"not answered: {answer['error']}", style="yellow")
 
 
 def cancel_view(run: dict[str, Any]) -> RenderableType:
@@ -157,7 +181,7 @@ def _not_found(run_id: str) -> str:
 # The global options (--json, --store, ...) are accepted after a subcommand's name too.
 @click.group("runs", cls=LazyGroup, prepare=accept_global_options)
 def runs_group() -> None:
-    """List, show and cancel agent runs."""
+    """List, show, cancel and answer agent runs."""
 
 
 @runs_group.command("list")
@@ -226,3 +250,33 @@ def runs_cancel(options: CliOptions, run_id: str, reason: str) -> int:
         return 0
 
     return options.run(work)
+
+
+@runs_group.command("input")
+@click.argument("run_id")
+@click.argument("text")
+@click.option("--as", "by", default=None, help="answer as this session (default: the operator)")
+@runtime_option
+@pass_options
+def runs_input(
+    options: CliOptions, run_id: str, text: str, by: str | None, runtime_file: Path | None
+) -> int:
+    """Answer a run waiting for input (status input_required) with TEXT.
+
+    The run's next turn runs here, with TEXT as its message, so this takes --runtime like
+    sessions send. An answer the run does not take (not one of its options, or the run
+    is not waiting) is refused (exit 1), nothing written. On an SQLite store another
+    gateway is serving, answer through it (POST /v1/runs/RUN_ID/input)."""
+    from sessionwire.adapters.cli.session_tools import runtime_or_refusal
+    from sessionwire.application.ports.store import StoreInUse
+
+    async def work(gateway: GatewayService) -> int:
+        try:
+            answer = await gateway.provide_input(run_id, text, by=by)
+        except StoreInUse as refused:
+            fail(f"{refused} (answer the run through that gateway: POST /v1/runs/{{id}}/input)")
+        await gateway.wait_idle()
+        _print(options, answer, input_view)
+        return 0 if answer["status"] == "accepted" else 1
+
+    return options.run(work, **runtime_or_refusal(options, "runs input", runtime_file))

@@ -40,7 +40,9 @@ def result_view(result: dict[str, Any]) -> RenderableType:
     return Text(call_summary(result), style="bold")
 
 
-def _runtime(options: CliOptions, command: str, runtime_file: Path | None) -> dict[str, Any]:
+def runtime_or_refusal(
+    options: CliOptions, command: str, runtime_file: Path | None
+) -> dict[str, Any]:
     """How to open the gateway: its config, and the runtime fenced by its ``http.egress``."""
     config = options.config()
     runtime = chosen_runtime(runtime_file, config.http.egress)
@@ -113,7 +115,7 @@ def send(
 ) -> int:
     """Send MESSAGE into SESSION (sessions_send) and run the agent-to-agent exchange."""
     params = present(sessionKey=session, message=message, timeoutSeconds=timeout_seconds)
-    opening = _runtime(options, "sessions send", runtime_file)
+    opening = runtime_or_refusal(options, "sessions send", runtime_file)
     return options.run(_call(options, requester, "sessions_send", params), **opening)
 
 
@@ -151,5 +153,5 @@ def spawn(
         runTimeoutSeconds=run_timeout_seconds,
         cleanup=cleanup,
     )
-    opening = _runtime(options, "sessions spawn", runtime_file)
+    opening = runtime_or_refusal(options, "sessions spawn", runtime_file)
     return options.run(_call(options, requester, "sessions_spawn", params), **opening)

@@ -48,7 +48,7 @@ LOGIN_BODY_BYTES = CONSOLE_BODY_BYTES
 STATUSES = ("active", "archived", "deleted")
 # Log positions and times are 64-bit integers in the stores.
 MAX_POSITION = 2**63 - 1
-RUN_STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
+RUN_STATUSES = ("queued", "running", "input_required", "ok", "error", "timeout", "cancelled")
 # The console's pages hold no script; styles and images come from the console itself.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from sessionwire.adapters.bootstrap import Gateway
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.in_flight import Owner
+from sessionwire.application.ports.run_read_model import NOT_ENDED
 from sessionwire.application.run_views import MAX_CANCEL_REASON
 
 log = library_logger("sessionwire.mcp")
@@ -244,7 +245,8 @@ class RunResources:
 
     async def _watch(self, uri: str, run_id: str, status: str, tell: Notify) -> None:
         try:
-            while status in ("queued", "running"):
+            # A run waiting for input has not ended: its answer's turn is followed too.
+            while status in NOT_ENDED:
                 # Parked: a subscriber's look at the clock is no work of the gateway's own.
                 await self.gateway.served.in_flight.sleep(WATCH_SECONDS, parked=True)
                 found = await self.gateway.run(run_id, requester=self.requester)

@@ -17,6 +17,10 @@ run records the error (status, and the server's own message when it gave one).
 With ``use_tools(gateway.call_tool)`` the model is offered the run's session tools
 (``RunRequest.tools``) as function tools; it calls them as the run's session, and the
 turn goes on until it answers without a tool call (at most ``maxToolRounds`` rounds).
+
+With ``askTool: true`` the model is also offered ``request_input`` (``{prompt, options?}``):
+calling it ends the turn asking a person (decision 33); the run waits, and the answer is
+the message of its next turn, which the model reads after its question in the transcript.
 """
 
 from __future__ import annotations
@@ -34,7 +38,12 @@ from sessionwire.adapters.egress.fence import Resolver, system_resolver
 from sessionwire.application.config.gateway_config import EgressConfig, describe_errors
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.clock_and_ids import Clock
-from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
+from sessionwire.application.ports.runtime import (
+    AgentRuntime,
+    InputRequest,
+    RunReply,
+    RunRequest,
+)
 from sessionwire.application.tools.schemas import tool_schemas
 from sessionwire.domain.errors import SessionwireError
 
@@ -76,6 +85,8 @@ class OpenAIRuntimeConfig(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     max_tool_rounds: int = Field(default=8, ge=0, le=100)
     """With tools (``use_tools``): how many rounds of tool calls one turn may make."""
+    ask_tool: bool = False
+    """Offer the model ``request_input``: its turn may stop to ask a person (decision 33)."""
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> OpenAIRuntimeConfig:
@@ -132,6 +143,8 @@ class OpenAIRuntime(AgentRuntime):
         bound = log.bind(session_key=request.session_key, run_id=request.run_id)
         messages = await chat_messages(request, self.config)
         tools = self.offered_tools(request)
+        if self.config.ask_tool:
+            tools.append(ASK_TOOL)
         usage: dict[str, int] = {}
         async with egress_client(
             self.egress,
@@ -151,8 +164,22 @@ class OpenAIRuntime(AgentRuntime):
                 messages.append(
                     {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
                 )
+                question = _question(calls) if self.config.ask_tool else None
+                if isinstance(question, InputRequest):
+                    # The turn ends asking a person; the other calls of this round wait
+                    # for the answer's turn (the model may make them again then).
+                    bound.info("the model asks for input")
+                    model = answer.get("model")
+                    return RunReply(
+                        input_request=question,
+                        usage=usage or None,
+                        model=model if isinstance(model, str) and model else self.config.model,
+                    )
                 yielded = False
                 for call in calls:
+                    if question is not None and _name_of(call) == ASK_TOOL_NAME:
+                        messages.append(_tool_answer(call, {"status": "error", "error": question}))
+                        continue
                     answered = await self._run_tool(request, call, bound)
                     messages.append(answered)
                     yielded = yielded or _yielded(call, answered)
@@ -299,6 +326,55 @@ def _text_of(entry: dict[str, Any]) -> str:
         and isinstance(block.get("text"), str)
     ]
     return "\n".join(texts)
+
+
+ASK_TOOL_NAME = "request_input"
+ASK_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": ASK_TOOL_NAME,
+        "description": (
+            "Stop and ask a person (an approval, a missing detail, a choice). Your turn "
+            "ends; their answer comes as the next message."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "The question to ask."},
+                "options": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "The answers to choose from (leave out for free text).",
+                },
+            },
+            "required": ["prompt"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _name_of(call: Any) -> object:
+    function = call.get("function") if isinstance(call, dict) else None
+    return function.get("name") if isinstance(function, dict) else None
+
+
+def _question(calls: list[Any]) -> InputRequest | str | None:
+    """What the model's ``request_input`` call asks; why it cannot be asked (its
+    arguments are wrong), for the model to read; None when it made no such call."""
+    call = next((call for call in calls if _name_of(call) == ASK_TOOL_NAME), None)
+    if call is None:
+        return None
+    try:
+        arguments = json.loads(call["function"].get("arguments") or "{}")
+        return InputRequest.model_validate(arguments)
+    except (TypeError, ValueError) as error:
+        return f"request_input needs {{prompt, options?}}: {error}"
+
+
+def _tool_answer(call: Any, result: dict[str, Any]) -> dict[str, Any]:
+    call_id = call.get("id") if isinstance(call, dict) else None
+    return {"role": "tool", "tool_call_id": str(call_id), "content": json.dumps(result)}
 
 
 def _first_message(answer: dict[str, Any]) -> dict[str, Any]:

@@ -6,8 +6,10 @@ incoming message). ``reply`` may use ``{message}``, ``{session}`` and ``{turn}``
 ``delaySeconds`` waits on the gateway clock; ``fail`` makes the run fail with that error.
 ``tools`` calls the gateway's tools from inside the turn, in order, before the reply
 (``{"tool": "sessions_spawn", "params": {"task": "…"}}``, then
-``{"tool": "sessions_yield"}``): a call that yields ends the calls. No rule matching
-gives an empty reply.
+``{"tool": "sessions_yield"}``): a call that yields ends the calls. ``ask`` ends the turn
+asking a person instead of replying (``{"prompt": "Deploy?", "options": ["yes", "no"]}``,
+decision 33): the run waits, and the answer is the message of its next turn, matched
+against the rules like any. No rule matching gives an empty reply.
 
 ``match`` runs on what agents send, so it is bounded (Python's engine backtracks: ``a*a*x``
 took 6 s on 2,000 characters): at most one unbounded repeat, none nested inside another,
@@ -28,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sessionwire.application.config.gateway_config import describe_errors
 from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunRequest
 from sessionwire.domain.errors import SessionwireError
-from sessionwire.domain.run import RUN_STEPS
+from sessionwire.domain.run import RUN_STEPS, InputRequest
 
 MAX_MATCH_PATTERN = 256
 MATCH_WINDOW = 4096
@@ -112,6 +114,7 @@ class ScriptRule(BaseModel):
     model: str | None = None
     fail: str | None = None
     tools: list[ScriptedToolCall] = Field(default_factory=list)
+    ask: InputRequest | None = None
 
     @field_validator("step")
     @classmethod
@@ -216,4 +219,6 @@ class ScriptedRuntime(AgentRuntime):
                 break  # the turn ends here (sessions_yield)
         if rule.fail is not None:
             raise RuntimeError(rule.fail)
+        if rule.ask is not None:
+            return RunReply(input_request=rule.ask, usage=rule.usage, model=rule.model)
         return RunReply(text=rule.render(request), usage=rule.usage, model=rule.model)

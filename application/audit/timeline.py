@@ -214,7 +214,16 @@ def _run(event: Any) -> str:
         return f"run steered by {event.steered_by}: {_snip(event.message)}"
     if isinstance(event, Run.RunSteerSent):
         return f"run steered run {event.steered_run_id} (hop {event.hops})"
+    if isinstance(event, Run.RunInputRequested):
+        return f"run waits for input: {_snip(event.prompt)}{_options(event.options)}"
+    if isinstance(event, Run.RunInputProvided):
+        by = event.by or "an operator"
+        return f"input provided by {by}: {_snip(event.text)}"
     return type(event).__name__
+
+
+def _options(options: list[str] | None) -> str:
+    return f" (options: {', '.join(options)})" if options else ""
 
 
 def _exchange(event: Any) -> str:

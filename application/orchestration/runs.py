@@ -34,15 +34,18 @@ from sessionwire.application.ports.runtime import AgentRuntime, RunReply, RunReq
 from sessionwire.application.ports.session_locks import LeaseLost
 from sessionwire.application.ports.session_read_model import TranscriptWindow
 from sessionwire.application.ports.telemetry import RunSpan
-from sessionwire.application.unit_of_work import retrying
+from sessionwire.application.unit_of_work import UnitOfWork, retrying
 from sessionwire.domain.base import Aggregate
-from sessionwire.domain.run import Run, RunAlreadyEnded, RunState
+from sessionwire.domain.run import InputRequest, Run, RunAlreadyEnded, RunState
 from sessionwire.domain.session import SessionClosed
 from sessionwire.domain.transcript import TranscriptMessage, Usage
 
 log = library_logger("sessionwire.runs")
 
 PENDING = ("queued", "running")
+# Runs not ended: pending, or waiting for input (decision 33), which hold no lane slot,
+# lease or connection, only a deadline timer.
+OPEN = (*PENDING, "input_required")
 # Times a run is retried in this process when executing it raises (not the agent
 # failing, which is an outcome, but the gateway: a lost connection, say).
 MAX_RUN_CRASHES = 3
@@ -206,6 +209,11 @@ class RunEngine:
         # Runs queued here and not settled yet: this gateway's actor settles their ending
         # when it records (or finds) their end, so a wait for one need not read the store.
         self._queued: set[UUID] = set()
+        # Waits that end when the run asks for input as well as when it ends (a waited
+        # sessions_send answers input_required at once, decision 33).
+        self._pauses: dict[UUID, asyncio.Future[RunState]] = {}
+        # Waiting runs whose deadline this process watches (one timer a run).
+        self._deadlines: dict[UUID, asyncio.Task[None]] = {}
         self._turns: dict[str, RunTurn] = {}
         # Runs whose runtime call is in flight here: done when the run is cancelled.
         self._stops: dict[UUID, asyncio.Future[None]] = {}
@@ -304,11 +312,15 @@ class RunEngine:
                 del self._mailboxes[session_key]
 
     async def resume(self) -> int:
-        """Queue every run the store still has pending, in the order they arrived."""
-        pending = await self.store.pending_work("run", PENDING)
+        """Queue every run the store still has pending, in the order they arrived, and
+        watch the deadline of every run waiting for input."""
+        pending = await self.store.pending_work("run", OPEN)
         now = self.clock.now()
         for stored in pending:
             run = stored.to_aggregate(Run, RunState)
+            if run.state.status == "input_required" and not run.overdue(now):
+                self.watch_deadline(run.state)
+                continue
             if run.overdue(now):
                 # Decision 16: recorded as timed out now, whatever else is queued before
                 # it; its actor then only settles it (never dispatches it).
@@ -338,12 +350,18 @@ class RunEngine:
         stored = await self.store.work(run_id)
         return None if stored is None else stored.to_aggregate(Run, RunState)
 
-    async def wait(self, run_id: UUID, timeout: float | None = None) -> RunState | None:
-        """The run's final state, or None if ``timeout`` seconds pass on the gateway clock."""
+    async def wait(
+        self, run_id: UUID, timeout: float | None = None, *, until_input: bool = False
+    ) -> RunState | None:
+        """The run's final state, or None if ``timeout`` seconds pass on the gateway clock;
+        ``until_input``: its state as soon as it waits for input, too."""
         if run_id not in self._queued:
-            # Not queued here (or ended already): the store says whether it has ended.
+            # Not queued here (or ended already, or waiting for input: its next turn may
+            # run on any gateway): the store says whether it has ended or waits.
             run = await self.load(run_id)
-            if run is not None and run.state.ended:
+            if run is not None and (
+                run.state.ended or (until_input and run.state.status == "input_required")
+            ):
                 return run.state
             if run is not None and run_id not in self._endings:
                 # Another gateway started it (a resume can find its exchange but not its
@@ -351,6 +369,8 @@ class RunEngine:
                 # the run: the actor runs it, or finds it ended once the owner is done.
                 self.enqueue(run_id, run.state.session_key)
         future = self._ending(run_id)
+        if until_input:
+            future = self._either_end_or_pause(run_id, future)
         slot = _current_slot.get()
         if slot is not None:
             slot.lend()
@@ -361,6 +381,92 @@ class RunEngine:
         finally:
             if slot is not None:
                 await slot.take_back()
+
+    def _either_end_or_pause(
+        self, run_id: UUID, ending: asyncio.Future[RunState]
+    ) -> asyncio.Future[RunState]:
+        """What is done as the run ends or asks for input, whichever comes first."""
+        pause = self._pauses.get(run_id)
+        if pause is None or pause.done():
+            pause = self._pauses[run_id] = asyncio.get_running_loop().create_future()
+
+        def ended(done: asyncio.Future[RunState]) -> None:
+            if self._pauses.get(run_id) is pause:
+                del self._pauses[run_id]  # nothing pauses an ended run
+            if not pause.done() and not done.cancelled():
+                pause.set_result(done.result())
+
+        ending.add_done_callback(ended)
+        return pause
+
+    def _paused(self, run: Run) -> None:
+        """The run waits for input: waits that end there hear it; its deadline is watched.
+        It is no longer this gateway's to settle: the answer may start its next turn on
+        any gateway, so a later wait reads the store."""
+        self._queued.discard(run.id)
+        pause = self._pauses.pop(run.id, None)
+        if pause is not None and not pause.done():
+            pause.set_result(run.state)
+        self.watch_deadline(run.state)
+
+    # Waiting for input (decision 33) -------------------------------------------------
+
+    def watch_deadline(self, state: RunState) -> None:
+        """Time the waiting run out at its deadline unless an answer comes first: a timer
+        on the gateway clock, armed again by every gateway that opens (``resume``), so
+        the deadline holds across crashes; whichever fires first records the end."""
+        run_id = UUID(state.run_id)
+        if state.deadline_at is None or run_id in self._deadlines:
+            return
+        timer = self.in_flight.start(
+            self._time_out_waiting(run_id, state.seconds_left(self.clock.now())),
+            Owner("input-deadline", state.run_id),
+            context=outside_any_run(),
+        )
+        self._deadlines[run_id] = timer
+        timer.add_done_callback(lambda _: self._deadlines.pop(run_id, None))
+
+    async def _time_out_waiting(self, run_id: UUID, seconds: float) -> None:
+        # Parked: a real clock's wait_idle does not wait for a person's deadline.
+        await self.in_flight.sleep(seconds, parked=True)
+        async for uow in retrying(self.store, f"run {run_id}"):
+            with uow:
+                found = await uow.work(run_id, Run, RunState)
+                if found is None:
+                    return
+                if found.state.status != "input_required":
+                    # Answered meanwhile, maybe in another gateway: queued here too, so
+                    # whoever waits here for it (an exchange, a send) hears its end (the
+                    # actor finds it ended, or runs it, fenced by the session's lock).
+                    self.enqueue(run_id, found.state.session_key)
+                    return
+                run = found
+                run.time_out(at=self.clock.now())
+                await uow.commit()
+        log.info(
+            "run waiting for input timed out", session_key=run.state.session_key, run_id=str(run_id)
+        )
+        self.store.telemetry.run_ended(run.state.status)
+        self._settle(run)
+        self.run_ended(run.state)
+
+    async def provide_input(self, run_id: UUID, text: str, *, by: str | None) -> RunState:
+        """Record the answer and queue the run's next turn: RunNotWaiting for a run not
+        waiting (a second answer meets the first's record: one wins), AnswerNotAnOption
+        for one its options do not hold; nothing is recorded then."""
+        async for uow in retrying(self.store, f"run {run_id}"):
+            with uow:
+                found = await uow.work(run_id, Run, RunState)
+                assert found is not None
+                run = found
+                run.provide_input(text=text, by=by, at=self.clock.now())
+                await uow.commit()
+        timer = self._deadlines.pop(run_id, None)
+        if timer is not None:
+            self.in_flight.cancel(timer)
+        log.info("run's input provided", session_key=run.state.session_key, run_id=str(run_id))
+        self.enqueue(run_id, run.state.session_key)
+        return run.state
 
     def _settle(self, run: Run) -> None:
         self._queued.discard(run.id)
@@ -453,11 +559,19 @@ class RunEngine:
         if run.state.ended:
             self._settle(run)
             return
+        if run.state.status == "input_required":
+            # Queued for a waiter (a send waiting from another gateway), not to run: the
+            # run has no turn until its answer comes.
+            self._paused(run)
+            return
         unsaved = self._unsaved.get(run_id, _NOTHING)
         if unsaved is _NOTHING:
             run = await self._record_dispatch(run)
             if run.state.ended:
                 self._settle(run)
+                return
+            if run.state.status == "input_required":
+                self._paused(run)
                 return
             bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
         else:
@@ -485,6 +599,10 @@ class RunEngine:
                 self._unsaved[run_id] = outcome
                 raise
             span.status, span.error = run.state.status, run.state.error
+        if run.state.status == "input_required":
+            bound.info("run waits for input")
+            self._paused(run)
+            return
         bound.info("run ended", status=run.state.status)
         telemetry.run_ended(run.state.status)
         self._settle(run)
@@ -498,7 +616,7 @@ class RunEngine:
                 reloaded = await uow.work(run.id, Run, RunState) if uow.attempt else uow.add(run)
                 assert reloaded is not None
                 run = reloaded
-                if run.state.ended:
+                if run.state.ended or run.state.status == "input_required":
                     return run
                 now = self.clock.now()
                 if run.overdue(now):
@@ -520,7 +638,7 @@ class RunEngine:
                     )
                 else:
                     run.dispatch(at=now)
-                    if run.state.attempts == 1:
+                    if run.state.first_dispatch_of_turn:
                         session.append_message(
                             _user_message(run, now),
                             at=now,
@@ -701,8 +819,8 @@ class RunEngine:
                 found = await uow.work(run_id, Run, RunState)
                 assert found is not None
                 run = found
-                if run.state.ended:
-                    return run
+                if run.state.ended or run.state.status == "input_required":
+                    return run  # recorded already (a retry after its save conflicted)
                 now = self.clock.now()
                 try:
                     if outcome is CANCELLED:
@@ -712,6 +830,10 @@ class RunEngine:
                         run.time_out(at=now)
                     elif isinstance(outcome, BaseException):
                         run.fail(error=_describe(outcome), at=now)
+                    elif isinstance(outcome, RunReply) and isinstance(
+                        outcome.input_request, InputRequest
+                    ):
+                        await self._record_question(uow, run, outcome, outcome.input_request)
                     elif not isinstance(outcome, RunReply) or not _is_text(outcome.text):
                         run.fail(
                             error=f"the agent runtime returned {_kind(outcome)}, not a reply",
@@ -732,6 +854,23 @@ class RunEngine:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
                 await uow.commit()
         return run
+
+    async def _record_question(
+        self, uow: UnitOfWork, run: Run, reply: RunReply, question: InputRequest
+    ) -> None:
+        """The turn asks a person: the run waits, and the prompt is the agent's line in
+        its session (what the person answers, in the transcript as said)."""
+        now = self.clock.now()
+        usage = _usage(reply.usage)
+        model = reply.model if isinstance(reply.model, str) else None
+        run.request_input(request=question, usage=usage, model=model, at=now)
+        session = await uow.session(run.state.session_key)
+        if session is not None:
+            session.append_message(
+                _assistant_message(question.prompt, usage, model, now),
+                at=now,
+                provenance=run.state.reply_provenance(),
+            )
 
     # Idle and shutdown ----------------------------------------------------------------
 

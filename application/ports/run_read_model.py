@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-RUN_STATUSES = ("queued", "running", "ok", "error", "timeout", "cancelled")
+RUN_STATUSES = ("queued", "running", "input_required", "ok", "error", "timeout", "cancelled")
+NOT_ENDED = frozenset({"queued", "running", "input_required"})
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,13 @@ class StoredRun:
     error: str | None
     exchange_id: str | None
     spawn_id: str | None
+    input_request: dict[str, Any] | None = None
+    """What the run asks while ``input_required`` (``{"prompt", "options"}``, decision
+    33): read from the run's own row, not the read model, when it waits."""
 
     @property
     def ended(self) -> bool:
-        return self.status not in ("queued", "running")
+        return self.status not in NOT_ENDED
 
     def to_json_dict(self) -> dict[str, Any]:
         """The run as the gateway answers it: camelCase, times as ISO strings."""
@@ -76,6 +80,8 @@ class StoredRun:
             found["exchangeId"] = self.exchange_id
         if self.spawn_id is not None:
             found["spawnId"] = self.spawn_id
+        if self.input_request is not None:
+            found["inputRequest"] = self.input_request
         return found
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.domain.errors import SessionwireError
+from sessionwire.domain.run import InputRequest as InputRequest  # a runtime's question
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,14 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class RunReply:
-    text: str | None
+    """A turn's answer: its text, or (``input_request``) a question for a person, which
+    makes the run wait for the answer (decision 33); the answer is the message of the
+    run's next turn. ``text`` beside a question is ignored: the prompt is what is said."""
+
+    text: str | None = None
     usage: dict[str, Any] | None = None
     model: str | None = None
+    input_request: InputRequest | None = None
 
 
 class AgentRuntime(ABC):

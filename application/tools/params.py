@@ -353,6 +353,32 @@ class SessionsSendParams(ToolParams):
         return clamped_int("timeoutSeconds", value, low=0, high=MAX_SEND_TIMEOUT_SECONDS)
 
 
+class RunInputParams(ToolParams):
+    """The answer to a run waiting for input (decision 33)."""
+
+    tool: ClassVar[str] = "run_input"
+
+    runId: Annotated[str, wire("The run waiting for input (its runId).")]
+    text: Annotated[str, wire("The answer: one of the run's options when it gave some.")]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required(cls, data: Any) -> Any:
+        require(data, "runId", max_length=64)
+        return require(data, "text", max_length=MAX_SEND_MESSAGE_CHARS)
+
+    @field_validator("runId", mode="before")
+    @classmethod
+    def _run_id(cls, value: Any) -> str | None:
+        return text("runId", value, max_length=64)
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str | None:
+        # The message bound: an answer becomes the run's next message.
+        return within_message_cap("text", text("text", value, max_length=MAX_SEND_MESSAGE_CHARS))
+
+
 class SessionsYieldParams(ToolParams):
     tool: ClassVar[str] = "sessions_yield"
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from sessionwire.application.context import ToolContext
 from sessionwire.application.tools.params import (
     AgentsListParams,
+    RunInputParams,
     SessionsHistoryParams,
     SessionsListParams,
     SessionsSendParams,
@@ -253,6 +254,19 @@ REGISTRY = ToolRegistry(
             results=(f"{RUN_RESULTS}:SessionStatusResult",),
             hints=READS,
             subagents="denied",
+        ),
+        ToolSpec(
+            name="run_input",
+            description=(
+                "Answer a run that waits for input (its turn asked a question): the run "
+                "resumes with your answer as its next message."
+            ),
+            params=RunInputParams,
+            results=(f"{TOOLS_PACKAGE}.run_input:RunInputResult",),
+            hints=ACTS,
+            subagents="denied",
+            # For people and their clients (the Python API, HTTP, MCP), not offered to runs.
+            surfaces=frozenset({"http", "mcp"}),
         ),
     )
 )

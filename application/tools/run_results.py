@@ -43,10 +43,23 @@ class SendResult(ToolResult):
     """``sessions_send``: every early return carries a fresh runId too (OpenClaw)."""
 
     runId: str
-    status: Literal["accepted", "ok", "timeout", "error", "forbidden", "cancelled"]
+    status: Literal[
+        "accepted",
+        "ok",
+        "no_reply",
+        "input_required",
+        "timeout",
+        "error",
+        "forbidden",
+        "cancelled",
+    ]
     tool: str | None = None
     reply: str | None = None
     error: str | None = None
+    prompt: str | None = None
+    """Only when ``input_required``: what the target's run asks (decision 33)."""
+    options: list[str] | None = None
+    """Only when ``input_required`` with options: the answers the run takes."""
     sessionKey: str | None = None
     delivery: SendDeliveryShown | None = None
 

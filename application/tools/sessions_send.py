@@ -27,6 +27,7 @@ from sessionwire.application.tools.session_refs import (
 )
 from sessionwire.application.tools.steering import steer_run
 from sessionwire.domain.agent_to_agent import (
+    is_silent,
     message_context,
     reply_text,
     resolve_announce_target,
@@ -520,7 +521,19 @@ async def _answer(
         return SendResult(
             runId=str(run_id), status="accepted", sessionKey=display, delivery=delivery
         )
-    state = await services.runs.wait(run_id, timeout=params.timeoutSeconds)
+    state = await services.runs.wait(run_id, timeout=params.timeoutSeconds, until_input=True)
+    if state is not None and state.status == "input_required" and state.input_request:
+        # The target's turn asks a person (decision 33): said at once; the run's outcome
+        # comes with the answer (gw.run, sessions_history).
+        asked = state.input_request
+        return SendResult(
+            runId=str(run_id),
+            status="input_required",
+            prompt=asked.prompt,
+            options=asked.options,
+            sessionKey=display,
+            delivery=delivery,
+        )
     if state is None:
         after = (
             "the run the message joined goes on, and its reply is recorded when it "
@@ -554,6 +567,12 @@ async def _answer(
             sessionKey=display,
         )
     reply: Any = reply_text(state.reply)
+    if is_silent(reply):
+        # Decision 37: a turn that said nothing (or only a skip token) is OpenClaw's
+        # terminal no_reply, not an ok with an empty reply.
+        return SendResult(
+            runId=str(run_id), status="no_reply", sessionKey=display, delivery=delivery
+        )
     return SendResult(
         runId=str(run_id),
         status="ok",

@@ -91,6 +91,7 @@ async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store:
         "agents_list",
         "subagents",
         "session_status",
+        "run_input",
         "runs_cancel",
     ]
     read_only = {t.name for t in listed.tools if t.annotations and t.annotations.read_only_hint}
@@ -220,9 +221,10 @@ async def test_an_openai_compatible_runtime_answers_through_mcp(store: str, tmp_
     assert sent["status"] == "ok"
     assert sent["reply"] == "the deploy is green"
     assert chat.received[0].body["messages"][-1] == {"role": "user", "content": "status?"}
-    # The agent behind the runtime is offered its run's session tools.
+    # The agent behind the runtime is offered its run's session tools (all but
+    # run_input, which answers a run for a person: docs/input.md).
     offered = {tool["function"]["name"] for tool in chat.received[0].body["tools"]}
-    assert offered == {t["name"] for t in tool_schemas()}
+    assert offered == {t["name"] for t in tool_schemas()} - {"run_input"}
 
 
 async def test_an_openai_server_on_loopback_not_named_in_the_config_gets_nothing(

@@ -473,3 +473,41 @@ async def test_an_agent_reads_another_session_through_the_gateway(
     history = json.loads(server.received[1].body["messages"][-1]["content"])
     assert history["sessionKey"] == "main"
     assert "how is the deploy?" in [m["content"][0]["text"] for m in history["messages"]]
+
+
+# Asking a person (decision 33) -------------------------------------------------------------
+
+
+async def test_the_model_asks_a_person_through_request_input(server: ChatServer) -> None:
+    server.answer(body=tool_call("request_input", '{"prompt": "Deploy?", "options": ["yes"]}'))
+    agent = runtime(server, askTool=True)
+
+    reply = await agent.run(tool_request(()))
+
+    assert reply.input_request is not None
+    assert (reply.input_request.prompt, reply.input_request.options) == ("Deploy?", ["yes"])
+    assert reply.usage == {"input": 10, "output": 3, "totalTokens": 13}
+    (sent,) = (r.body for r in server.received)
+    assert [t["function"]["name"] for t in sent["tools"]] == ["request_input"]
+
+
+async def test_a_request_input_without_a_prompt_is_answered_and_the_model_goes_on(
+    server: ChatServer,
+) -> None:
+    server.answer(body=tool_call("request_input", '{"options": ["yes"]}'))
+    server.answer(body=completion("fine, I will not ask"))
+    agent = runtime(server, askTool=True)
+
+    reply = await agent.run(tool_request(()))
+
+    assert reply.text == "fine, I will not ask"
+    assert reply.input_request is None
+    answered = json.loads(server.received[1].body["messages"][-1]["content"])
+    assert answered["status"] == "error"
+    assert answered["error"].startswith("request_input needs {prompt, options?}")
+
+
+async def test_without_ask_tool_the_model_is_not_offered_request_input(server: ChatServer) -> None:
+    server.answer(body=completion("hello"))
+    await runtime(server).run(tool_request(()))
+    assert "tools" not in server.received[0].body

@@ -620,12 +620,11 @@ class SilentAgent(QuietAgent):
         return RunReply(text=None)
 
 
-async def test_a_reply_without_text_is_ok_without_a_reply(
-    store_url: str, clock: VirtualClock
-) -> None:
+async def test_a_reply_without_text_is_no_reply(store_url: str, clock: VirtualClock) -> None:
+    # Decision 37: OpenClaw's terminal no_reply, not ok without a reply.
     async with open_gateway(store_url, clock, SilentAgent()) as gw:
         result = await answer_now(gw, send(gw, T, "hello", 30))
-        assert result["status"] == "ok"
+        assert result["status"] == "no_reply"
         assert "reply" not in result
         assert history_of(gw, result["runId"])[-1] == "RunCompleted"
         assert events(gw, "RunCompleted")[0].reply is None
@@ -1036,9 +1035,9 @@ async def test_no_matching_rule_gives_an_empty_reply(store_url: str, clock: Virt
         result = await answer_now(gw, send(gw, T, "hello", 30))
         await gw.wait_idle()
 
-        # The run succeeds with an empty reply: no "reply" in the result, no assistant
-        # message, and (nothing to answer) no ping-pong and no announce.
-        assert result["status"] == "ok"
+        # The run succeeds with an empty reply: the send answers no_reply (decision 37),
+        # no assistant message, and (nothing to answer) no ping-pong and no announce.
+        assert result["status"] == "no_reply"
         assert "reply" not in result
         assert [e.reply for e in events(gw, "RunCompleted")] == [""]
         assert await transcript(gw, T) == [("user", "hello")]

@@ -45,7 +45,10 @@ TOOLS = [
     "agents_list",
     "subagents",
     "session_status",
+    "run_input",
 ]
+# The tools a run is offered: all but run_input, which answers a run for a person.
+RUN_OFFERED = [name for name in TOOLS if name != "run_input"]
 # OpenClaw's tools that are not the gateway's, offered to a run before the gateway's own:
 # those a sub-agent keeps, then those it is denied.
 OPENCLAW = [*SUBAGENT_TOOLS, "gateway", "cron", "memory_search", "memory_get", "whatsapp_login"]
@@ -171,7 +174,7 @@ def test_a_new_tool_is_one_entry_the_derived_tables_take_up() -> None:
     assert grown.entries()["sessions_probe"] == (ProbeToolParams, sessions_probe)
     assert [s.name for s in grown.on("http")] == [*TOOLS, "sessions_probe"]
     assert [s.name for s in grown.on("reader")] == READERS
-    assert grown.catalogue.known == (*OPENCLAW, *TOOLS, "sessions_probe")
+    assert grown.catalogue.known == (*OPENCLAW, *RUN_OFFERED, "sessions_probe")
     assert "sessions_probe" in grown.catalogue.denied
     assert parameters_schema(spec.params)["properties"] == {
         "query": {"type": "string", "maxLength": 64, "description": "What to look for."}
@@ -223,7 +226,7 @@ async def test_a_run_is_offered_openclaws_tools_then_each_registered_one(
     memory_gateway: Gateway,
 ) -> None:
     service = internals(memory_gateway)
-    assert list(await service.tools_of_session("agent:main:main")) == [*OPENCLAW, *TOOLS]
+    assert list(await service.tools_of_session("agent:main:main")) == [*OPENCLAW, *RUN_OFFERED]
     assert list(await service.tools_of_session(SUBAGENT_KEY)) == SUBAGENT_DEFAULT
     assert list(service.tool_access.orchestrator_tools) == ORCHESTRATOR_DEFAULT
 
@@ -281,6 +284,7 @@ DOCS_HINTS = {
     "agents_list": "read-only",
     "subagents": "destructive",
     "session_status": "read-only",
+    "run_input": "open-world",
 }
 DOCS_SUBAGENTS = {
     "denied": "denied",

@@ -12,10 +12,13 @@ from sessionwire.application.run_queries import RUNS_DEFAULT_LIMIT, RUNS_MAX_LIM
 from sessionwire.application.run_views import (
     RunCancelParams,
     RunCancelResult,
+    RunInputAnswer,
+    RunInputBody,
     RunList,
     RunStatus,
     RunView,
 )
+from sessionwire.application.tools.run_input import not_found
 from sessionwire.domain.keys import InvalidSessionKey
 
 RUNS_PATH = "/v1/runs"
@@ -140,5 +143,32 @@ def runs_router(gateway: Gateway) -> APIRouter:
         if found is None:
             raise ApiError(404, "not_found", RUN_NOT_FOUND)
         return found
+
+    @router.post(
+        "/v1/runs/{run_id}/input",
+        response_model=RunInputAnswer,
+        response_model_exclude_none=True,
+        dependencies=[*POSTED, Depends(only_query())],
+        responses=error_responses(400, 401, 403, 404, 413, 415, 422),
+        tags=["runs"],
+        name="runs.input",
+    )
+    async def provide_input(
+        run_id: str,
+        grant: Annotated[Grant, Depends(authenticated)],
+        params: Annotated[RunInputBody, Body()],
+        session: Annotated[
+            str | None, Header(alias=SESSION_HEADER, description=SESSION_HEADER_DOC)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Answer a run waiting for input (decision 33): ``accepted``, its next turn
+        queued with the answer as its message. A run that does not wait, or an answer
+        that is not one of its options: 200, ``status: "error"`` with the reason, nothing
+        written. Who may answer is who may send into the run's session; 404 as for GET."""
+        by = run_requester(gateway, grant, session)
+        answer = await gateway.provide_input(run_id, params.text, by=by)
+        if answer.get("error") == not_found(run_id):
+            raise ApiError(404, "not_found", RUN_NOT_FOUND)
+        return answer
 
     return router
