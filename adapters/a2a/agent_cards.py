@@ -1,6 +1,13 @@
 """Agent Cards (A2A v1.0): one per configured agent, its skills from the agent's config
 (``agents.list[].a2a``), signed with the audit checkpoint key (Ed25519, ADR 0016) as a
-JWS over the card's canonical JSON (RFC 8785), as the spec's ``signatures`` provide."""
+JWS over the card's canonical JSON (RFC 8785), as the spec's ``signatures`` provide.
+
+A card declares every binding and version the agent's endpoint answers (decision 38,
+ADR 0046): JSON-RPC and HTTP+JSON (REST), each at 1.0 and at 0.3, all at one URL (the
+JSON-RPC methods and the REST paths of the two versions do not overlap). Served through
+the SDK's ``agent_card_to_dict``, the card also carries the 0.3 fields (``url``,
+``preferredTransport``, ``additionalInterfaces``) from its 0.3 interfaces, so a 0.3
+client reads it too."""
 
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ from a2a.types import (
     SecurityScheme,
     StringList,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
@@ -33,6 +40,15 @@ A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
 BEARER = "bearer"
 TEXT = "text/plain"
+# What the endpoint answers, in the order a client should prefer: the current version
+# first; JSON-RPC (what every client speaks) before REST within each. A 0.3 client
+# takes the first 0.3 interface as the card's ``url``/``preferredTransport``.
+INTERFACES = (
+    (TransportProtocol.JSONRPC, PROTOCOL_VERSION_1_0),
+    (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_1_0),
+    (TransportProtocol.JSONRPC, PROTOCOL_VERSION_0_3),
+    (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_0_3),
+)
 
 
 def served_agents(config: GatewayConfig) -> dict[str, AgentEntry]:
@@ -97,9 +113,10 @@ def agent_card(
         supported_interfaces=[
             AgentInterface(
                 url=f"{base_url.rstrip('/')}{agent_path(agent_id)}",
-                protocol_binding=TransportProtocol.JSONRPC,
-                protocol_version=PROTOCOL_VERSION_1_0,
+                protocol_binding=binding,
+                protocol_version=protocol_version,
             )
+            for binding, protocol_version in INTERFACES
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=push_notifications),
         security_schemes={

@@ -1,7 +1,10 @@
-"""The A2A v1.0 server over the gateway (contract decision 32, ADR 0035).
+"""The A2A server over the gateway (contract decisions 32 and 38, ADRs 0035 and 0046).
 
-The official SDK (``a2a-sdk``) speaks the protocol (JSON-RPC over HTTP, SSE streams);
-``GatewayRequestHandler`` answers each method from the gateway, one handler per agent:
+The official SDK (``a2a-sdk``) speaks the protocol: JSON-RPC and HTTP+JSON (REST), SSE
+streams, at version 1.0 and, through its own compatibility layer, at 0.3 (a request
+without an ``A2A-Version`` header is a 0.3 one, as the spec says). Every binding and
+version reaches the same ``GatewayRequestHandler``, which answers each method from the
+gateway, one handler per agent:
 
 - SendMessage: a run in ``agent:<id>:a2a:<contextId>`` (``application/remote_tasks.py``),
   provenance ``a2a-remote``; waits for its end unless ``returnImmediately``;
@@ -30,7 +33,11 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -92,7 +99,7 @@ from sessionwire.domain.push_request import PushRequestState
 from sessionwire.domain.run import RunState
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 GRANT = "sessionwire.grant"
 MAX_PAGE = 100
@@ -549,7 +556,8 @@ def a2a_routes(
     public_url: str | None = None,
 ) -> list[BaseRoute]:
     """For each served agent: its card at ``/a2a/<id>/.well-known/agent-card.json``
-    (public) and its JSON-RPC endpoint at ``/a2a/<id>`` (a token needed)."""
+    (public), and (a token needed) its JSON-RPC endpoint at ``/a2a/<id>`` and its REST
+    paths under it (``/a2a/<id>/message:send``…, and the 0.3 ones ``/a2a/<id>/v1/…``)."""
     routes: list[BaseRoute] = []
     pushes = isinstance(service.delivery, A2APushDelivery)
     for agent_id, entry in served_agents(service.config).items():
@@ -557,9 +565,19 @@ def a2a_routes(
             agent_id, entry, base_url=public_url or "http://localhost", push_notifications=pushes
         )
         handler = GatewayRequestHandler(service, agent_id, card)
+        path = agent_path(agent_id)
         routes.extend(
-            create_jsonrpc_routes(handler, agent_path(agent_id), context_builder=GrantContext())
+            create_jsonrpc_routes(
+                handler, path, context_builder=GrantContext(), enable_v0_3_compat=True
+            )
         )
+        rest = create_rest_routes(
+            handler, context_builder=GrantContext(), enable_v0_3_compat=True, path_prefix=path
+        )
+        # Not the SDK's tenant mount (``/{tenant}`` + the paths): it sits at the app's
+        # root, where it would match every two-segment path (the console's among them),
+        # and no agent here has tenants.
+        routes.extend(route for route in rest if not isinstance(route, Mount))
         routes.append(
             Route(
                 agent_path(agent_id) + CARD_PATH,
