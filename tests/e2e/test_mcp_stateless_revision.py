@@ -10,6 +10,7 @@ stateless HTTP alike: there the listen's own response is the stream.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +41,46 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
+def loopback_config(tmp_path: Path) -> Path:
+    """A config naming loopback for outbound calls: the held agents' chat server is
+    there (decision 40)."""
+    config = tmp_path / "loopback.json"
+    config.write_text(json.dumps(LOOPBACK_EGRESS))
+    return config
+
+
+async def follow_to_its_end(
+    client: Client, run_id: str, gate: threading.Event
+) -> tuple[list[str], list[Any], str]:
+    """A listen on the held run, opened before the run may end: what it honoured, the
+    events it carried (each a change of status; the run's end the last), the end."""
+    uri = f"sessionwire://runs/{run_id}"
+    events: list[Any] = []
+    async with client.listen(resource_subscriptions=[uri]) as followed:
+        honored = list(followed.honored.resource_subscriptions or [])
+        status = (await read_json(client.session, uri))["status"]
+        assert status in {"queued", "running"}
+        gate.set()  # followed: the run may end now
+        with anyio.fail_after(WAIT_SECONDS):
+            while status in {"queued", "running"}:
+                events.append(await followed.__anext__())
+                status = (await read_json(client.session, uri))["status"]
+    return honored, events, status
+
+
+async def listen_refusal(client: Client, run_id: str) -> int:
+    """The error code of a listen naming a run: it must be refused."""
+    with pytest.raises(MCPError) as refused:
+        async with client.listen(resource_subscriptions=[f"sessionwire://runs/{run_id}"]):
+            pass
+    return refused.value.code
+
+
 async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
     store: tuple[str, str], tmp_path: Path
 ) -> None:
     url, hidden = store
-    # The held agents' chat server is on loopback: named (decision 40).
-    config = tmp_path / "loopback.json"
-    config.write_text(json.dumps(LOOPBACK_EGRESS))
+    config = loopback_config(tmp_path)
     with held_agents(tmp_path, "soon") as (agents, gate):
         async with Client(
             server_parameters(url, "--session", "main", "--runtime", str(agents), config=config)
@@ -56,20 +90,8 @@ async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
             listed = await client.list_tools()
             run_id = await send(client.session, "brief job", 0)
             uri = f"sessionwire://runs/{run_id}"
-            events: list[Any] = []
-            async with client.listen(resource_subscriptions=[uri]) as followed:
-                honored = followed.honored.resource_subscriptions
-                status = (await read_json(client.session, uri))["status"]
-                assert status in {"queued", "running"}
-                gate.set()  # followed: the run may end now
-                with anyio.fail_after(WAIT_SECONDS):
-                    # Each event is a change of status; the run's end is the last.
-                    while status in {"queued", "running"}:
-                        events.append(await followed.__anext__())
-                        status = (await read_json(client.session, uri))["status"]
-            with pytest.raises(MCPError) as refused:
-                async with client.listen(resource_subscriptions=[f"sessionwire://runs/{hidden}"]):
-                    pass
+            honored, events, status = await follow_to_its_end(client, run_id, gate)
+            refused = await listen_refusal(client, hidden)
             cancelled = structured(await client.call_tool("runs_cancel", {"runId": run_id}))
     assert version == STATELESS_REVISION
     assert capabilities.resources is not None
@@ -80,7 +102,7 @@ async def test_stdio_speaks_the_stateless_revision_and_a_listen_follows_a_run(
     assert events
     assert set(events) == {ResourceUpdated(uri=uri)}
     # A hidden run refuses the listen exactly as a read of it is refused.
-    assert refused.value.code == RESOURCE_NOT_FOUND
+    assert refused == RESOURCE_NOT_FOUND
     assert cancelled["run"]["cancelled"] is False  # it had already ended
 
 
@@ -91,8 +113,7 @@ async def test_stateless_http_serves_the_revision_and_a_listen_follows_a_run(
     transport streams that one method even with JSON answers): a run is followed there
     as over stdio, and a hidden run refuses the listen as a read of it is refused."""
     url, hidden = store
-    config = tmp_path / "loopback.json"
-    config.write_text(json.dumps(LOOPBACK_EGRESS))
+    config = loopback_config(tmp_path)
     with held_agents(tmp_path, "soon") as (agents, gate):
         async with (
             http_server(
@@ -105,30 +126,17 @@ async def test_stateless_http_serves_the_revision_and_a_listen_follows_a_run(
             capabilities = client.server_capabilities
             run_id = await send(client.session, "brief job", 0)
             uri = f"sessionwire://runs/{run_id}"
-            events: list[Any] = []
-            async with client.listen(resource_subscriptions=[uri]) as followed:
-                honored = followed.honored.resource_subscriptions
-                status = (await read_json(client.session, uri))["status"]
-                assert status in {"queued", "running"}
-                gate.set()  # followed: the run may end now
-                with anyio.fail_after(WAIT_SECONDS):
-                    while status in {"queued", "running"}:
-                        events.append(await followed.__anext__())
-                        status = (await read_json(client.session, uri))["status"]
-            run = await read_json(client.session, uri)
+            honored, events, status = await follow_to_its_end(client, run_id, gate)
             with pytest.raises(MCPError) as missing:
                 await client.read_resource(f"sessionwire://runs/{hidden}")
-            with pytest.raises(MCPError) as refused:
-                async with client.listen(resource_subscriptions=[f"sessionwire://runs/{hidden}"]):
-                    pass
+            refused = await listen_refusal(client, hidden)
     assert version == STATELESS_REVISION
     assert capabilities.resources is not None
     assert capabilities.resources.subscribe is True  # served by subscriptions/listen
     assert honored == [uri]
     assert set(events) == {ResourceUpdated(uri=uri)}
-    assert run["status"] == "ok"
-    assert missing.value.code == RESOURCE_NOT_FOUND
-    assert refused.value.code == RESOURCE_NOT_FOUND
+    assert status == "ok"
+    assert missing.value.code == refused == RESOURCE_NOT_FOUND
 
 
 async def test_a_listen_open_over_http_does_not_hold_the_server_from_stopping(
@@ -137,8 +145,7 @@ async def test_a_listen_open_over_http_does_not_hold_the_server_from_stopping(
     """SIGTERM with a listen open: the listen ends (its stream closes) and the server
     exits 0, instead of uvicorn waiting on a response that only the client would end."""
     url, _ = store
-    config = tmp_path / "loopback.json"
-    config.write_text(json.dumps(LOOPBACK_EGRESS))
+    config = loopback_config(tmp_path)
     with held_agents(tmp_path, "late") as (agents, _gate):
         async with (
             http_server_process(
