@@ -3,7 +3,8 @@
 Run by the interpreter of a virtual environment of its own (tests/e2e/test_a2a_clients.py
 builds it: the suite's own a2a-sdk is 1.x), never by pytest. Its one argument is JSON:
 ``{"agent": URL, "token": T, "other": T2, "binding": "JSONRPC" | "HTTP+JSON", "push":
-URL}``. It prints what it saw as one JSON object; the test asserts on that.
+URL, "jwk": KEY}`` (``jwk``, optional: the card's signature must verify with it). It
+prints what it saw as one JSON object; the test asserts on that.
 
 Every call goes through the SDK's client as an application would make it: the card read
 from ``/.well-known/agent-card.json`` and the transport chosen from it; a send that waits,
@@ -68,7 +69,17 @@ async def client_for(
         push_notification_configs=[push] if push else [],
         polling=push is not None,
     )
-    return await ClientFactory.connect(args["agent"], client_config=config), http
+    verifier = None
+    if "jwk" in args:
+        # Imported here: only a signed card's check needs the signing extra.
+        from a2a.utils.signing import create_signature_verifier
+        from jwt import PyJWK
+
+        verifier = create_signature_verifier(lambda kid, jku: PyJWK(args["jwk"]), ["EdDSA"])
+    client = await ClientFactory.connect(
+        args["agent"], client_config=config, signature_verifier=verifier
+    )
+    return client, http
 
 
 async def first_of(events: Any) -> Any:
@@ -88,6 +99,8 @@ async def main(args: dict[str, Any]) -> dict[str, Any]:
         "url": card.url,
         "transports": sorted(i.transport for i in card.additional_interfaces or []),
         "skills": [skill.id for skill in card.skills],
+        # Connecting raised unless a signature verified, when a key was given.
+        "verified": "jwk" in args and bool(card.signatures),
     }
 
     # A send that waits for its task to end, then the task read back.

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+from typing import Any
 
+import jwt
+from a2a.compat.v0_3 import types as types_v03
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -151,3 +156,45 @@ def agent_card(
         )
         card = sign(card)
     return card
+
+
+def card_document(card: AgentCard, signing_key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
+    """The card as served: the SDK's JSON of it, which adds the 0.3 fields. Signed (the
+    card carries the 1.0 signature then), it also carries one over the card as a 0.3
+    client reads it: a 0.3 verifier canonicalizes its own model of the card (the 0.3
+    fields only), which the 1.0 signature does not cover. A verifier accepts a card when
+    any one signature verifies, so each version finds its own."""
+    document = agent_card_to_dict(card)
+    if signing_key is not None:
+        document.setdefault("signatures", []).append(_v03_signature(document, signing_key))
+    return document
+
+
+def _v03_signature(document: dict[str, Any], signing_key: Ed25519PrivateKey) -> dict[str, str]:
+    """A JWS (EdDSA, detached payload) over the 0.3 canonical form of ``document``: what
+    a2a-sdk 0.3's ``canonicalize_agent_card`` makes of the card it parses from it."""
+    unsigned = {name: value for name, value in document.items() if name != "signatures"}
+    seen = types_v03.AgentCard.model_validate(unsigned).model_dump(
+        exclude={"signatures"}, exclude_defaults=True, exclude_none=True, by_alias=True
+    )
+    payload = json.dumps(_without_empty(seen), separators=(",", ":"), sort_keys=True)
+    token = jwt.PyJWS().encode(
+        payload.encode(),
+        signing_key,
+        algorithm="EdDSA",
+        headers={"kid": key_id(signing_key), "typ": "JOSE"},
+    )
+    protected, _, signature = token.split(".")
+    return {"protected": protected, "signature": signature}
+
+
+def _without_empty(value: Any) -> Any:
+    """``value`` without empty strings, lists and objects, at any depth (as 0.3's
+    canonical form drops them); None when nothing is left."""
+    if isinstance(value, dict):
+        kept = {k: v for k, item in value.items() if (v := _without_empty(item)) is not None}
+        return kept or None
+    if isinstance(value, list):
+        items = [v for item in value if (v := _without_empty(item)) is not None]
+        return items or None
+    return None if value == "" else value

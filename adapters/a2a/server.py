@@ -32,7 +32,6 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import (
     DefaultServerCallContextBuilder,
     create_jsonrpc_routes,
@@ -67,6 +66,7 @@ from sessionwire.adapters.a2a.agent_cards import (
     CARD_PATH,
     agent_card,
     agent_path,
+    card_document,
     served_agents,
 )
 from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
@@ -598,14 +598,15 @@ def _card_endpoint(
     if public_url is not None:
         # The configured URL's card, signed once: the request (its Host, its
         # X-Forwarded-*) has no say in what is signed (contract decision 38).
-        signed = agent_card_to_dict(
+        signed = card_document(
             agent_card(
                 agent_id,
                 entry,
                 base_url=public_url,
                 push_notifications=pushes,
                 signing_key=signing_key,
-            )
+            ),
+            signing_key,
         )
 
         async def configured(request: Request) -> Response:
@@ -620,6 +621,6 @@ def _card_endpoint(
         served = agent_card(
             agent_id, entry, base_url=str(request.base_url), push_notifications=pushes
         )
-        return JSONResponse(agent_card_to_dict(served))
+        return JSONResponse(card_document(served))
 
     return card

@@ -1,6 +1,7 @@
 """The A2A server and client (ADR 0035), driven by the official SDK's own client: send,
-stream, resubscribe, cancel (on JSON-RPC and on HTTP+JSON, ADR 0046), push to a receiver that fails twice, the caller scopes, and
-two gateways talking A2A to each other. Each gateway is uvicorn on a loopback port in a
+stream, resubscribe, cancel (on JSON-RPC and on HTTP+JSON, ADR 0046), push to a
+receiver that fails twice, the caller scopes, and two gateways talking A2A to each
+other. Each gateway is uvicorn on a loopback port in a
 thread of its own (as tests/live_http.py); runs that must stay in flight wait on a gate
 the test opens, never on time."""
 
@@ -36,6 +37,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from egress_rig import LOOPBACK_EGRESS
 from hang_bounds import HANG_SECONDS
 from live_http import free_port
@@ -148,9 +150,16 @@ class _GatewayServer(uvicorn.Server):
 
 @contextmanager
 def a2a_server(
-    store: str, runtime: AgentRuntime, config: Any = CONFIG, tokens: TokenSet = TOKENS
+    store: str,
+    runtime: AgentRuntime,
+    config: Any = CONFIG,
+    tokens: TokenSet = TOKENS,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Iterator[Served]:
+    """The gateway serving A2A on a free loopback port; with ``signing_key`` its cards
+    are signed, for its own URL as the public one (``--public-url``)."""
     port = free_port()
+    public_url = f"http://127.0.0.1:{port}" if signing_key is not None else None
     ready = threading.Event()
     servers: list[uvicorn.Server] = []
     failures: list[BaseException] = []
@@ -163,7 +172,14 @@ def a2a_server(
             delivery=A2APushDelivery(RecordedDelivery(), GatewayConfig.load(config).http.egress),
         )
         try:
-            app = create_app(gateway, tokens, a2a=True, attempts=FailedAttempts(limit=1_000_000))
+            app = create_app(
+                gateway,
+                tokens,
+                a2a=True,
+                attempts=FailedAttempts(limit=1_000_000),
+                a2a_signing_key=signing_key,
+                public_url=public_url,
+            )
             server = _GatewayServer(
                 uvicorn.Config(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
@@ -202,8 +218,9 @@ def a2a_server(
 
 
 @contextmanager
-def server_on(tmp_path: Path) -> Iterator[Served]:
-    with a2a_server(f"sqlite:///{tmp_path / 'a2a.db'}", GatedRuntime()) as served:
+def server_on(tmp_path: Path, signing_key: Ed25519PrivateKey | None = None) -> Iterator[Served]:
+    store = f"sqlite:///{tmp_path / 'a2a.db'}"
+    with a2a_server(store, GatedRuntime(), signing_key=signing_key) as served:
         yield served
 
 

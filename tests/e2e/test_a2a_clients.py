@@ -33,7 +33,9 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.constants import TransportProtocol
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hang_bounds import HANG_SECONDS
+from sessionwire.adapters.a2a.agent_cards import public_jwk
 from test_a2a import (
     OPERATOR,
     OTHER,
@@ -45,7 +47,9 @@ from test_a2a import (
     state_name,
 )
 
-A2A_V03 = "a2a-sdk==0.3.26"
+# With its signing extra: the 0.3 client checks the card's signature too.
+A2A_V03 = "a2a-sdk[signing]==0.3.26"
+V03_ENVIRONMENT = "a2a-sdk-0.3.26-signing"
 V03_CLIENT = Path(__file__).parent.parent / "a2a_v03_client.py"
 # Installing a2a-sdk and its dependencies: a minute on this machine, more on a slow link.
 INSTALL_SECONDS = 600
@@ -70,9 +74,7 @@ def v03_python() -> Path:
     """The interpreter of a virtual environment holding a2a-sdk 0.3.26 (the suite's own
     is 1.x): built from nothing at the first run, then reused. Built beside its place
     and moved there whole, so test processes building it at once never see half of one."""
-    venv = (
-        _cache_root() / f"{A2A_V03.replace('==', '-')}-py{sys.version_info[0]}{sys.version_info[1]}"
-    )
+    venv = _cache_root() / f"{V03_ENVIRONMENT}-py{sys.version_info[0]}{sys.version_info[1]}"
     if _ready(venv):
         return venv / "bin" / "python"
     building = venv.with_name(f"{venv.name}.{os.getpid()}.building")
@@ -184,13 +186,15 @@ async def test_the_1_3_client_over_rest_keeps_reads_withdraws_and_sends_push_con
 def test_the_0_3_client_reads_the_card_and_does_every_call_it_has(
     tmp_path: Path, v03_python: Path, binding: str
 ) -> None:
-    with push_receiver(fail_first=0) as receiver, server_on(tmp_path) as served:
+    key = Ed25519PrivateKey.generate()
+    with push_receiver(fail_first=0) as receiver, server_on(tmp_path, key) as served:
         args = {
             "agent": served.agent(),
             "token": OPERATOR,
             "other": OTHER,
             "binding": binding,
             "push": receiver.url,
+            "jwk": public_jwk(key),
         }
         ran = subprocess.run(
             [str(v03_python), str(V03_CLIENT), json.dumps(args)],
@@ -207,6 +211,7 @@ def test_the_0_3_client_reads_the_card_and_does_every_call_it_has(
         "url": served.agent(),
         "transports": ["HTTP+JSON"],
         "skills": ["pong"],
+        "verified": True,  # the signature over the card as 0.3 reads it
     }
     context_id = f"ctx-03-{binding.replace('+', '-').lower()}"
     assert seen["sent"] == {"state": "completed", "contextId": context_id, "artifact": "pong: hi"}
