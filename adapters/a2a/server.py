@@ -29,6 +29,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -54,6 +55,7 @@ from a2a.types import (
     Task,
     TaskPushNotificationConfig,
 )
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, VERSION_HEADER
 from a2a.utils.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -69,7 +71,7 @@ from sessionwire.adapters.a2a.agent_cards import (
     card_document,
     served_agents,
 )
-from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
+from sessionwire.adapters.a2a.push import PUSH_CHANNEL, PUSH_CHANNEL_V03, A2APushDelivery
 from sessionwire.adapters.a2a.task_view import (
     TASK_STATES,
     TERMINAL,
@@ -138,6 +140,13 @@ class GrantContext(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state[GRANT] = request.scope.get("state", {}).get("grant")
         return context
+
+
+def is_legacy_call(context: ServerCallContext) -> bool:
+    """Whether the call is a 0.3 one. The routes checked its ``A2A-Version`` against the
+    version they serve (none is 0.3), so the header says which version is calling."""
+    headers = context.state.get("headers", {})
+    return is_legacy_version(headers.get(VERSION_HEADER.lower()) or PROTOCOL_VERSION_0_3)
 
 
 def caller_of(context: ServerCallContext) -> RemoteCaller:
@@ -274,7 +283,7 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(str(error)) from None
         await self._record(caller, method, state, detail=f"context {context_id}")
         if config.HasField("task_push_notification_config"):
-            await self._add_push(caller, state, config.task_push_notification_config)
+            await self._add_push(caller, state, config.task_push_notification_config, context)
         return state
 
     async def on_message_send(
@@ -484,7 +493,11 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(refusal)
 
     async def _add_push(
-        self, caller: RemoteCaller, state: RunState, config: TaskPushNotificationConfig
+        self,
+        caller: RemoteCaller,
+        state: RunState,
+        config: TaskPushNotificationConfig,
+        context: ServerCallContext,
     ) -> TaskPushNotificationConfig:
         await self._check_push(caller, config, state)
         push = await self.tasks.request_push(
@@ -492,7 +505,8 @@ class GatewayRequestHandler(RequestHandler):
             config_id=config.id or str(uuid.uuid4()),
             url=config.url,
             token=config.token or None,
-            channel=PUSH_CHANNEL,
+            # The notification goes out in the version of the call that set it.
+            channel=PUSH_CHANNEL_V03 if is_legacy_call(context) else PUSH_CHANNEL,
         )
         await self._record(
             caller,
@@ -507,7 +521,7 @@ class GatewayRequestHandler(RequestHandler):
     ) -> TaskPushNotificationConfig:
         caller = caller_of(context)
         state = await self._visible(caller, params.task_id, "CreateTaskPushNotificationConfig")
-        return await self._add_push(caller, state, params)
+        return await self._add_push(caller, state, params, context)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext

@@ -223,7 +223,11 @@ def test_the_0_3_client_reads_the_card_and_does_every_call_it_has(
         "last": "canceled",
     }
     assert seen["push"]["url"] == receiver.url
-    assert receiver.bodies[-1][1]["task"]["id"] == seen["push"]["taskId"]
+    # Set by a 0.3 call, the notification is 0.3's: the bare task, as 0.3 shows it.
+    pushed = receiver.bodies[-1][1]
+    assert (pushed["kind"], pushed["id"]) == ("task", seen["push"]["taskId"])
+    assert pushed["status"]["state"] == "completed"
+    assert pushed["artifacts"][0]["parts"][0] == {"kind": "text", "text": "pong: push me"}
     assert receiver.bodies[-1][2] == "receiver-03"
     # Another session's caller: the task it may not see is answered as a missing one.
     assert seen["hidden"] == seen["missing"]
