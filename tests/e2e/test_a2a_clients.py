@@ -16,9 +16,12 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +36,11 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.utils.constants import TransportProtocol
+from chat_server import ChatServer, completion
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from egress_rig import LOOPBACK_EGRESS
 from hang_bounds import HANG_SECONDS
+from live_http import cli_env, free_port, serve_process
 from sessionwire.adapters.a2a.agent_cards import public_jwk
 from test_a2a import (
     OPERATOR,
@@ -308,3 +314,73 @@ def test_a_json_rpc_request_without_a2a_version_is_taken_as_0_3(tmp_path: Path) 
     assert unversioned["error"]["code"] == -32009
     assert "A2A version '0.3' is not supported" in unversioned["error"]["message"]
     assert "A2A version '1.0' is not supported" in mislabelled["error"]["message"]
+
+
+# A 0.3 client's task survives kill -9 ---------------------------------------------------
+
+
+def _events(http: httpx.Client, url: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC results a streaming call's Server-Sent Events carry, as they come."""
+    with http.stream("POST", url, json=body, headers=authorized()) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data:"):
+                yield json.loads(line[len("data:") :])["result"]
+
+
+def test_a_task_a_0_3_client_started_survives_kill_9_and_ends_once(tmp_path: Path) -> None:
+    """``serve --a2a`` killed with SIGKILL while a 0.3 client's task is with its agent:
+    the next ``serve`` on the store resumes the run, a 0.3 resubscribe follows it to its
+    end, and the task has one reply."""
+    store = f"sqlite:///{tmp_path / 'a2a.db'}"
+    (tmp_path / "config.json").write_text(json.dumps(LOOPBACK_EGRESS))
+    gate = threading.Event()
+    legacy = {
+        "messageId": str(uuid.uuid4()),
+        "role": "user",
+        "parts": [{"kind": "text", "text": "survive"}],
+        "contextId": "ctx-kill",
+    }
+    with ChatServer().running() as chat, httpx.Client(timeout=HANG_SECONDS) as http:
+        for _ in range(2):  # the killed gateway's request, then the resumed run's
+            chat.answer(body=completion("survived"), gate=gate)
+        (tmp_path / "agents.yaml").write_text(
+            f"openai:\n  baseUrl: {chat.base_url}\n  model: fake-1\n"
+        )
+
+        def serving() -> Any:
+            port = free_port()
+            command = (
+                f"sessionwire --store {store} --config {tmp_path / 'config.json'} serve "
+                f"--a2a --runtime {tmp_path / 'agents.yaml'} --port {port}"
+            )
+            env = cli_env(SESSIONWIRE_TOKEN=OPERATOR)
+            return serve_process(command, port=port, env=env, cwd=str(tmp_path)), port
+
+        first, port = serving()
+        with first as process:
+            agent = f"http://127.0.0.1:{port}/a2a/main"
+            call = {"jsonrpc": "2.0", "id": 1, "method": "message/stream"}
+            for event in _events(http, agent, {**call, "params": {"message": legacy}}):
+                if event.get("status", {}).get("state") == "working":
+                    task_id = event.get("taskId") or event["id"]
+                    break
+            os.killpg(process.pid, signal.SIGKILL)
+            assert process.wait(HANG_SECONDS) == -signal.SIGKILL
+        second, port = serving()
+        with second:
+            agent = f"http://127.0.0.1:{port}/a2a/main"
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tasks/resubscribe"}
+            states = []
+            for event in _events(http, agent, {**call, "params": {"id": task_id}}):
+                if "status" in event:
+                    states.append(event["status"]["state"])
+                    gate.set()  # subscribed: the agent may answer now
+            got = http.post(
+                agent,
+                json={"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": task_id}},
+                headers=authorized(),
+            ).json()["result"]
+    assert states[-1] == "completed"
+    assert got["status"]["state"] == "completed"
+    replies = [m for m in got["history"] if m["role"] == "agent"]
+    assert [m["parts"][0]["text"] for m in replies] == ["survived"]
