@@ -144,8 +144,11 @@ class GrantContext(DefaultServerCallContextBuilder):
 
 def is_legacy_call(context: ServerCallContext) -> bool:
     """Whether the call is a 0.3 one. The routes checked its ``A2A-Version`` against the
-    version they serve (none is 0.3), so the header says which version is calling."""
-    headers = context.state.get("headers", {})
+    version they serve (none is 0.3), so the header says which version is calling; a
+    call with no HTTP request behind it (no headers at all: in process) is current."""
+    headers = context.state.get("headers")
+    if headers is None:
+        return False
     return is_legacy_version(headers.get(VERSION_HEADER.lower()) or PROTOCOL_VERSION_0_3)
 
 
