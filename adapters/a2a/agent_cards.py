@@ -1,12 +1,24 @@
 """Agent Cards (A2A v1.0): one per configured agent, its skills from the agent's config
 (``agents.list[].a2a``), signed with the audit checkpoint key (Ed25519, ADR 0016) as a
-JWS over the card's canonical JSON (RFC 8785), as the spec's ``signatures`` provide."""
+JWS over the card's canonical JSON (RFC 8785), as the spec's ``signatures`` provide.
+
+A card declares every binding and version the agent's endpoint answers (decision 38,
+ADR 0046): JSON-RPC and HTTP+JSON (REST), each at 1.0 and at 0.3, all at one URL (the
+JSON-RPC methods and the REST paths of the two versions do not overlap). Served through
+the SDK's ``agent_card_to_dict``, the card also carries the 0.3 fields (``url``,
+``preferredTransport``, ``additionalInterfaces``) from its 0.3 interfaces, so a 0.3
+client reads it too."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
+from typing import Any
 
+import jwt
+from a2a.compat.v0_3 import types as types_v03
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -17,7 +29,7 @@ from a2a.types import (
     SecurityScheme,
     StringList,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from a2a.utils.signing import ProtectedHeader, create_agent_card_signer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
@@ -33,6 +45,15 @@ A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
 BEARER = "bearer"
 TEXT = "text/plain"
+# What the endpoint answers, in the order a client should prefer: the current version
+# first; JSON-RPC (what every client speaks) before REST within each. A 0.3 client
+# takes the first 0.3 interface as the card's ``url``/``preferredTransport``.
+INTERFACES = (
+    (TransportProtocol.JSONRPC, PROTOCOL_VERSION_1_0),
+    (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_1_0),
+    (TransportProtocol.JSONRPC, PROTOCOL_VERSION_0_3),
+    (TransportProtocol.HTTP_JSON, PROTOCOL_VERSION_0_3),
+)
 
 
 def served_agents(config: GatewayConfig) -> dict[str, AgentEntry]:
@@ -97,9 +118,10 @@ def agent_card(
         supported_interfaces=[
             AgentInterface(
                 url=f"{base_url.rstrip('/')}{agent_path(agent_id)}",
-                protocol_binding=TransportProtocol.JSONRPC,
-                protocol_version=PROTOCOL_VERSION_1_0,
+                protocol_binding=binding,
+                protocol_version=protocol_version,
             )
+            for binding, protocol_version in INTERFACES
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=push_notifications),
         security_schemes={
@@ -134,3 +156,45 @@ def agent_card(
         )
         card = sign(card)
     return card
+
+
+def card_document(card: AgentCard, signing_key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
+    """The card as served: the SDK's JSON of it, which adds the 0.3 fields. Signed (the
+    card carries the 1.0 signature then), it also carries one over the card as a 0.3
+    client reads it: a 0.3 verifier canonicalizes its own model of the card (the 0.3
+    fields only), which the 1.0 signature does not cover. A verifier accepts a card when
+    any one signature verifies, so each version finds its own."""
+    document = agent_card_to_dict(card)
+    if signing_key is not None:
+        document.setdefault("signatures", []).append(_v03_signature(document, signing_key))
+    return document
+
+
+def _v03_signature(document: dict[str, Any], signing_key: Ed25519PrivateKey) -> dict[str, str]:
+    """A JWS (EdDSA, detached payload) over the 0.3 canonical form of ``document``: what
+    a2a-sdk 0.3's ``canonicalize_agent_card`` makes of the card it parses from it."""
+    unsigned = {name: value for name, value in document.items() if name != "signatures"}
+    seen = types_v03.AgentCard.model_validate(unsigned).model_dump(
+        exclude={"signatures"}, exclude_defaults=True, exclude_none=True, by_alias=True
+    )
+    payload = json.dumps(_without_empty(seen), separators=(",", ":"), sort_keys=True)
+    token = jwt.PyJWS().encode(
+        payload.encode(),
+        signing_key,
+        algorithm="EdDSA",
+        headers={"kid": key_id(signing_key), "typ": "JOSE"},
+    )
+    protected, _, signature = token.split(".")
+    return {"protected": protected, "signature": signature}
+
+
+def _without_empty(value: Any) -> Any:
+    """``value`` without empty strings, lists and objects, at any depth (as 0.3's
+    canonical form drops them); None when nothing is left."""
+    if isinstance(value, dict):
+        kept = {k: v for k, item in value.items() if (v := _without_empty(item)) is not None}
+        return kept or None
+    if isinstance(value, list):
+        items = [v for item in value if (v := _without_empty(item)) is not None]
+        return items or None
+    return None if value == "" else value

@@ -3,7 +3,8 @@
 A push is an outbox delivery on the ``a2a-push`` channel, queued by the push requests'
 process manager (application/orchestration/pushes.py) when the task's run ends: ``to`` is
 the client's URL, the message the run's final state and the client's token, rendered here
-as the task (a ``StreamResponse``). The outbox attempts it, records each attempt, and
+as the task: a 1.0 ``StreamResponse``, or the bare 0.3 task on ``a2a-push-0.3`` (a push
+set by a 0.3 call). The outbox attempts it, records each attempt, and
 retries a failure with back-off on the gateway clock (decision 13). ``A2APushDelivery``
 wraps the gateway's own channel delivery: other channels go to it unchanged.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 
 import httpx
+from a2a.compat.v0_3.conversions import to_compat_task
 from a2a.types import StreamResponse
 from google.protobuf.json_format import MessageToDict
 from sessionwire.adapters.a2a.task_view import task_of
@@ -35,6 +37,8 @@ from sessionwire.application.ports.runtime import ChannelDelivery, Delivery, Del
 from sessionwire.domain.egress import EgressRefused, Origin
 
 PUSH_CHANNEL = "a2a-push"
+# A push set by a 0.3 call: its body is the 0.3 task, as a 0.3 receiver reads it.
+PUSH_CHANNEL_V03 = "a2a-push-0.3"
 TOKEN_HEADER = "X-A2A-Notification-Token"
 PUSH_TIMEOUT_SECONDS = 10.0
 
@@ -74,11 +78,16 @@ class A2APushDelivery(ChannelDelivery):
             raise EgressRefused(f"the push URL cannot be used: {failed}") from None
 
     async def deliver(self, delivery: Delivery) -> None:
-        if delivery.channel != PUSH_CHANNEL:
+        if delivery.channel not in (PUSH_CHANNEL, PUSH_CHANNEL_V03):
             await self.inner.deliver(delivery)
             return
         state, token = run_of_push(delivery.message)
-        body = MessageToDict(StreamResponse(task=task_of(state)))
+        task = task_of(state)
+        body = (
+            to_compat_task(task).model_dump(mode="json", by_alias=True, exclude_none=True)
+            if delivery.channel == PUSH_CHANNEL_V03
+            else MessageToDict(StreamResponse(task=task))
+        )
         headers = {"Content-Type": "application/json", "Idempotency-Key": delivery.idempotency_key}
         if token:
             headers[TOKEN_HEADER] = token

@@ -1,7 +1,10 @@
-"""The A2A v1.0 server over the gateway (contract decision 32, ADR 0035).
+"""The A2A server over the gateway (contract decisions 32 and 38, ADRs 0035 and 0046).
 
-The official SDK (``a2a-sdk``) speaks the protocol (JSON-RPC over HTTP, SSE streams);
-``GatewayRequestHandler`` answers each method from the gateway, one handler per agent:
+The official SDK (``a2a-sdk``) speaks the protocol: JSON-RPC and HTTP+JSON (REST), SSE
+streams, at version 1.0 and, through its own compatibility layer, at 0.3 (a request
+without an ``A2A-Version`` header is a 0.3 one, as the spec says). Every binding and
+version reaches the same ``GatewayRequestHandler``, which answers each method from the
+gateway, one handler per agent:
 
 - SendMessage: a run in ``agent:<id>:a2a:<contextId>`` (``application/remote_tasks.py``),
   provenance ``a2a-remote``; waits for its end unless ``returnImmediately``;
@@ -26,11 +29,15 @@ import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -48,6 +55,7 @@ from a2a.types import (
     Task,
     TaskPushNotificationConfig,
 )
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, VERSION_HEADER
 from a2a.utils.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -60,9 +68,10 @@ from sessionwire.adapters.a2a.agent_cards import (
     CARD_PATH,
     agent_card,
     agent_path,
+    card_document,
     served_agents,
 )
-from sessionwire.adapters.a2a.push import PUSH_CHANNEL, A2APushDelivery
+from sessionwire.adapters.a2a.push import PUSH_CHANNEL, PUSH_CHANNEL_V03, A2APushDelivery
 from sessionwire.adapters.a2a.task_view import (
     TASK_STATES,
     TERMINAL,
@@ -92,7 +101,7 @@ from sessionwire.domain.push_request import PushRequestState
 from sessionwire.domain.run import RunState
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 GRANT = "sessionwire.grant"
 MAX_PAGE = 100
@@ -131,6 +140,16 @@ class GrantContext(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state[GRANT] = request.scope.get("state", {}).get("grant")
         return context
+
+
+def is_legacy_call(context: ServerCallContext) -> bool:
+    """Whether the call is a 0.3 one. The routes checked its ``A2A-Version`` against the
+    version they serve (none is 0.3), so the header says which version is calling; a
+    call with no HTTP request behind it (no headers at all: in process) is current."""
+    headers = context.state.get("headers")
+    if headers is None:
+        return False
+    return is_legacy_version(headers.get(VERSION_HEADER.lower()) or PROTOCOL_VERSION_0_3)
 
 
 def caller_of(context: ServerCallContext) -> RemoteCaller:
@@ -271,7 +290,7 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(str(error)) from None
         await self._record(caller, method, state, detail=f"context {context_id}")
         if config.HasField("task_push_notification_config"):
-            await self._add_push(caller, state, config.task_push_notification_config)
+            await self._add_push(caller, state, config.task_push_notification_config, context)
         return state
 
     async def _answer(
@@ -496,7 +515,11 @@ class GatewayRequestHandler(RequestHandler):
             raise InvalidParamsError(refusal)
 
     async def _add_push(
-        self, caller: RemoteCaller, state: RunState, config: TaskPushNotificationConfig
+        self,
+        caller: RemoteCaller,
+        state: RunState,
+        config: TaskPushNotificationConfig,
+        context: ServerCallContext,
     ) -> TaskPushNotificationConfig:
         await self._check_push(caller, config, state)
         push = await self.tasks.request_push(
@@ -504,7 +527,8 @@ class GatewayRequestHandler(RequestHandler):
             config_id=config.id or str(uuid.uuid4()),
             url=config.url,
             token=config.token or None,
-            channel=PUSH_CHANNEL,
+            # The notification goes out in the version of the call that set it.
+            channel=PUSH_CHANNEL_V03 if is_legacy_call(context) else PUSH_CHANNEL,
         )
         await self._record(
             caller,
@@ -519,7 +543,7 @@ class GatewayRequestHandler(RequestHandler):
     ) -> TaskPushNotificationConfig:
         caller = caller_of(context)
         state = await self._visible(caller, params.task_id, "CreateTaskPushNotificationConfig")
-        return await self._add_push(caller, state, params)
+        return await self._add_push(caller, state, params, context)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
@@ -568,7 +592,8 @@ def a2a_routes(
     public_url: str | None = None,
 ) -> list[BaseRoute]:
     """For each served agent: its card at ``/a2a/<id>/.well-known/agent-card.json``
-    (public) and its JSON-RPC endpoint at ``/a2a/<id>`` (a token needed)."""
+    (public), and (a token needed) its JSON-RPC endpoint at ``/a2a/<id>`` and its REST
+    paths under it (``/a2a/<id>/message:send``…, and the 0.3 ones ``/a2a/<id>/v1/…``)."""
     routes: list[BaseRoute] = []
     pushes = isinstance(gateway.delivery, A2APushDelivery)
     for agent_id, entry in served_agents(gateway.served.config).items():
@@ -576,9 +601,19 @@ def a2a_routes(
             agent_id, entry, base_url=public_url or "http://localhost", push_notifications=pushes
         )
         handler = GatewayRequestHandler(gateway, agent_id, card)
+        path = agent_path(agent_id)
         routes.extend(
-            create_jsonrpc_routes(handler, agent_path(agent_id), context_builder=GrantContext())
+            create_jsonrpc_routes(
+                handler, path, context_builder=GrantContext(), enable_v0_3_compat=True
+            )
         )
+        rest = create_rest_routes(
+            handler, context_builder=GrantContext(), enable_v0_3_compat=True, path_prefix=path
+        )
+        # Not the SDK's tenant mount (``/{tenant}`` + the paths): it sits at the app's
+        # root, where it would match every two-segment path (the console's among them),
+        # and no agent here has tenants.
+        routes.extend(route for route in rest if not isinstance(route, Mount))
         routes.append(
             Route(
                 agent_path(agent_id) + CARD_PATH,
@@ -599,14 +634,15 @@ def _card_endpoint(
     if public_url is not None:
         # The configured URL's card, signed once: the request (its Host, its
         # X-Forwarded-*) has no say in what is signed (contract decision 38).
-        signed = agent_card_to_dict(
+        signed = card_document(
             agent_card(
                 agent_id,
                 entry,
                 base_url=public_url,
                 push_notifications=pushes,
                 signing_key=signing_key,
-            )
+            ),
+            signing_key,
         )
 
         async def configured(request: Request) -> Response:
@@ -621,6 +657,6 @@ def _card_endpoint(
         served = agent_card(
             agent_id, entry, base_url=str(request.base_url), push_notifications=pushes
         )
-        return JSONResponse(agent_card_to_dict(served))
+        return JSONResponse(card_document(served))
 
     return card

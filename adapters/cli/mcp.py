@@ -19,6 +19,7 @@ from sessionwire.adapters.cli.context import (
     fail,
 )
 from sessionwire.adapters.cli.serve import DEFAULT_TOKEN_ENV, log_format_option, read_tokens
+from sessionwire.adapters.mcp.runs import RunResources
 from sessionwire.adapters.mcp.server import build_server, serve_http, serve_stdio
 from sessionwire.adapters.runtimes.files import load_runtime
 from sessionwire.adapters.runtimes.openai_compatible import OpenAIRuntime
@@ -107,11 +108,21 @@ def mcp_command(
         if isinstance(runtime, OpenAIRuntime):
             # Its agents get their runs' session tools, before any resumed run starts.
             runtime.use_tools(gateway.call_tool)
-        # Stateless streamable HTTP has no stream to notify on: no subscriptions there.
-        server = build_server(Gateway(gateway), requester, subscriptions=tokens is None)
+        # Stateless streamable HTTP keeps no connection open to notify on: no
+        # resources/subscribe there (a listen is its own stream, served on both).
+        served = Gateway(gateway)
+        runs = RunResources(served, requester)
+        server = build_server(served, requester, subscriptions=tokens is None, runs=runs)
         if tokens is not None:
             await serve_http(
-                server, host, port, tokens, requester, same_session, gateway.config.http
+                server,
+                host,
+                port,
+                tokens,
+                requester,
+                same_session,
+                gateway.config.http,
+                stopping=runs.close,
             )
         else:
             await serve_stdio(server)

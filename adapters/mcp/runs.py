@@ -112,6 +112,7 @@ class RunResources:
         self.requester = requester
         self._watches: dict[str, asyncio.Task[None]] = {}
         self._listens: set[asyncio.Task[None]] = set()
+        self._listeners: set[ListenHandler] = set()
 
     # Listing and reading ----------------------------------------------------------------
 
@@ -234,11 +235,14 @@ class RunResources:
 
             watches.append(self._follow(uri, run_id, status, tell))
         self._listens.update(watches)
+        listener = ListenHandler(bus)
+        self._listeners.add(listener)
         try:
             # The handler subscribes to the bus before its first await, and every watch
             # first waits a tick: no update is published before it can be delivered.
-            return await ListenHandler(bus)(ctx, params)
+            return await listener(ctx, params)
         finally:
+            self._listeners.discard(listener)
             for watch in watches:
                 watch.cancel()
                 self._listens.discard(watch)
@@ -260,6 +264,11 @@ class RunResources:
             log.debug("mcp run watch ended", uri=uri, error=type(error).__name__)
 
     def close(self) -> None:
+        """Stop following: every watch ends, and every open listen ends gracefully
+        (its result sent, its stream closed), so a server stopping need not wait for
+        clients that would never end their listens."""
+        for listener in self._listeners:
+            listener.close()
         for watch in [*self._watches.values(), *self._listens]:
             watch.cancel()
         self._watches.clear()

@@ -17,10 +17,12 @@ call's ``_meta`` under ``sessionwire/run``: the call joins its run's chain and h
 a token of no run in flight for the server's session is refused (``forbidden``).
 
 Runs are resources: ``sessionwire://runs`` and ``sessionwire://runs/{runId}`` (JSON),
-a run followed by ``notifications/resources/updated`` on each change of its status
-(stdio: ``resources/subscribe`` at a handshake revision, ``subscriptions/listen`` at the
-stateless one; the HTTP transport answers JSON and leaves no stream open, so it offers
-neither); the ``runs_cancel`` tool cancels one. Not MCP tasks: the SDK implements no
+a run followed by ``notifications/resources/updated`` on each change of its status:
+``subscriptions/listen`` at the stateless revision, over stdio and HTTP alike (the SDK's
+HTTP transport answers a listen, and only a listen, with an event stream of its own
+while it answers everything else as JSON); ``resources/subscribe`` at a handshake
+revision over stdio only (stateless HTTP keeps no connection open to notify on); the
+``runs_cancel`` tool cancels one. Not MCP tasks: the SDK implements no
 ``io.modelcontextprotocol/tasks`` extension (ADR 0026).
 
 A result travels as JSON text content and as structured content; a refusal (status
@@ -121,13 +123,22 @@ def _run_token(meta: Mapping[str, Any] | None) -> str | None:
     return ""  # not a token at all: refused as naming no run, never silently unlinked
 
 
-def build_server(gateway: Gateway, requester: str, *, subscriptions: bool = True) -> Server[Any]:
-    """An MCP server whose every tool call runs as the session ``requester``; with
-    ``subscriptions`` (a transport that can notify: stdio, not stateless HTTP) a run's
-    resource can be followed: ``resources/subscribe`` for a client of a handshake
-    revision, ``subscriptions/listen`` for one of the stateless revision (2026-07-28)."""
+def build_server(
+    gateway: Gateway,
+    requester: str,
+    *,
+    subscriptions: bool = True,
+    runs: RunResources | None = None,
+) -> Server[Any]:
+    """An MCP server whose every tool call runs as the session ``requester``. A run's
+    resource can be followed by ``subscriptions/listen`` at the stateless revision
+    (2026-07-28) on every transport (the listen's own response is its stream); with
+    ``subscriptions`` (a connection that stays open to notify on: stdio, not stateless
+    HTTP) by ``resources/subscribe`` at a handshake revision too. ``runs``: the run
+    resources to serve (the caller keeps them to ``close()`` when it stops serving);
+    new ones for ``requester`` by default."""
     tools = [*tool_definitions(gateway), cancel_tool()]
-    runs = RunResources(gateway, requester)
+    runs = runs if runs is not None else RunResources(gateway, requester)
     bound = log.bind(requester=requester)
 
     async def list_tools(
@@ -174,13 +185,9 @@ def build_server(gateway: Gateway, requester: str, *, subscriptions: bool = True
         await runs.unsubscribe(params.uri)
         return types.EmptyResult()
 
-    following: dict[str, Any] = {}
+    following: dict[str, Any] = {"on_subscriptions_listen": runs.listen}
     if subscriptions:
-        following = {
-            "on_subscribe_resource": subscribe,
-            "on_unsubscribe_resource": unsubscribe,
-            "on_subscriptions_listen": runs.listen,
-        }
+        following |= {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
     return Server(
         "sessionwire",
         version=_version(),
@@ -271,8 +278,11 @@ async def serve_http(
     requester: str,
     same_session: Callable[[str], bool],
     http: HttpConfig | None = None,
+    stopping: Callable[[], None] = lambda: None,
 ) -> None:
-    """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM."""
+    """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM;
+    ``stopping`` is called first thing then (it ends the open listens: uvicorn waits
+    for every response to end before it stops)."""
     config = uvicorn.Config(
         http_app(server, host, port, tokens, requester, same_session, http),
         host=host,
@@ -286,7 +296,9 @@ async def serve_http(
         # (the Gatekeeper reads them); uvicorn's own reading trusts loopback.
         proxy_headers=False,
     )
-    await _StoppableServer(config, url=f"http://{host}:{port}{HTTP_PATH}").serve()
+    await _StoppableServer(
+        config, url=f"http://{host}:{port}{HTTP_PATH}", stopping=stopping
+    ).serve()
 
 
 # The line on stderr that says the HTTP transport accepts connections.
@@ -298,9 +310,15 @@ class _StoppableServer(uvicorn.Server):
     signal afterwards: the gateway still closes its store, and exits 0. Once its port
     is open it says so on stderr (what a supervisor or a test waits for)."""
 
-    def __init__(self, config: uvicorn.Config, *, url: str) -> None:
+    def __init__(self, config: uvicorn.Config, *, url: str, stopping: Callable[[], None]) -> None:
         super().__init__(config)
         self.url = url
+        self.stopping = stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn waits for every response to end; a listen's ends only when it does.
+        self.stopping()
+        await super().shutdown(sockets=sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)

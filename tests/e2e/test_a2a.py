@@ -1,6 +1,7 @@
 """The A2A server and client (ADR 0035), driven by the official SDK's own client: send,
-stream, resubscribe, cancel, push to a receiver that fails twice, the caller scopes, and
-two gateways talking A2A to each other. Each gateway is uvicorn on a loopback port in a
+stream, resubscribe, cancel (on JSON-RPC and on HTTP+JSON, ADR 0046), push to a
+receiver that fails twice, the caller scopes, and two gateways talking A2A to each
+other. Each gateway is uvicorn on a loopback port in a
 thread of its own (as tests/live_http.py); runs that must stay in flight wait on a gate
 the test opens, never on time."""
 
@@ -34,7 +35,9 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from egress_rig import LOOPBACK_EGRESS
 from hang_bounds import HANG_SECONDS
 from live_http import free_port
@@ -147,9 +150,16 @@ class _GatewayServer(uvicorn.Server):
 
 @contextmanager
 def a2a_server(
-    store: str, runtime: AgentRuntime, config: Any = CONFIG, tokens: TokenSet = TOKENS
+    store: str,
+    runtime: AgentRuntime,
+    config: Any = CONFIG,
+    tokens: TokenSet = TOKENS,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Iterator[Served]:
+    """The gateway serving A2A on a free loopback port; with ``signing_key`` its cards
+    are signed, for its own URL as the public one (``--public-url``)."""
     port = free_port()
+    public_url = f"http://127.0.0.1:{port}" if signing_key is not None else None
     ready = threading.Event()
     servers: list[uvicorn.Server] = []
     failures: list[BaseException] = []
@@ -162,7 +172,14 @@ def a2a_server(
             delivery=A2APushDelivery(RecordedDelivery(), GatewayConfig.load(config).http.egress),
         )
         try:
-            app = create_app(gateway, tokens, a2a=True, attempts=FailedAttempts(limit=1_000_000))
+            app = create_app(
+                gateway,
+                tokens,
+                a2a=True,
+                attempts=FailedAttempts(limit=1_000_000),
+                a2a_signing_key=signing_key,
+                public_url=public_url,
+            )
             server = _GatewayServer(
                 uvicorn.Config(
                     app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
@@ -201,18 +218,30 @@ def a2a_server(
 
 
 @contextmanager
-def server_on(tmp_path: Path) -> Iterator[Served]:
-    with a2a_server(f"sqlite:///{tmp_path / 'a2a.db'}", GatedRuntime()) as served:
+def server_on(tmp_path: Path, signing_key: Ed25519PrivateKey | None = None) -> Iterator[Served]:
+    store = f"sqlite:///{tmp_path / 'a2a.db'}"
+    with a2a_server(store, GatedRuntime(), signing_key=signing_key) as served:
         yield served
 
 
+# The SDK's bindings, both served on every agent's URL (ADR 0046).
+BINDINGS = [TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON]
+
+
 async def sdk_client(
-    served: Served, token: str = OPERATOR, *, streaming: bool = True, agent: str = "main"
+    served: Served,
+    token: str = OPERATOR,
+    *,
+    streaming: bool = True,
+    agent: str = "main",
+    binding: str = TransportProtocol.JSONRPC,
 ) -> Any:
+    """The 1.x SDK's client of ``agent``, on ``binding`` (the card offers both)."""
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    return await create_client(
-        served.agent(agent), ClientConfig(httpx_client=http, streaming=streaming)
+    config = ClientConfig(
+        httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding]
     )
+    return await create_client(served.agent(agent), config)
 
 
 def message(text: str, context_id: str | None = None) -> Message:
@@ -280,9 +309,10 @@ def test_a_card_is_signed_with_the_checkpoint_key_and_verifies() -> None:
 # Send, get, list -----------------------------------------------------------------------
 
 
-async def test_send_waits_for_the_run_and_the_task_is_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_send_waits_for_the_run_and_the_task_is_the_run(tmp_path: Path, binding: str) -> None:
     with server_on(tmp_path) as served:
-        client = await sdk_client(served, streaming=False)
+        client = await sdk_client(served, streaming=False, binding=binding)
         answers = await collect(
             client.send_message(SendMessageRequest(message=message("hi", "ctx-1")))
         )
@@ -329,17 +359,18 @@ async def test_a_retried_message_id_finds_the_same_task(tmp_path: Path) -> None:
 # Stream, resubscribe, cancel ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("binding", BINDINGS)
 async def test_stream_then_resubscribe_after_the_connection_is_dropped_then_cancel(
-    tmp_path: Path,
+    tmp_path: Path, binding: str
 ) -> None:
     with server_on(tmp_path) as served:
-        client = await sdk_client(served)
+        client = await sdk_client(served, binding=binding)
         stream = client.send_message(SendMessageRequest(message=message("wait for me")))
         first = await stream.__anext__()
         await stream.aclose()  # the client goes away mid-task
         task_id = first.task.id
         assert state_name(first.task.status.state) in {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
-        other = await sdk_client(served)
+        other = await sdk_client(served, binding=binding)
         resubscribed = other.subscribe(SubscribeToTaskRequest(id=task_id))
         snapshot = await resubscribed.__anext__()
         assert snapshot.task.id == task_id

@@ -85,6 +85,7 @@ def test_mcp_examples_run() -> None:
     assert "['sessions_list', 'sessions_history', 'sessions_send', 'sessions_spawn', " in out
     assert "False hello" in out
     assert "True Session not found: cron:nope" in out
+    assert "followed over HTTP: ok" in out  # a listen over --http
 
 
 def test_openai_runtime_examples_run(chat_server: ChatServer) -> None:

@@ -291,6 +291,17 @@ def authorized(token: str = MCP_TOKEN) -> httpx2.AsyncClient:
 
 @asynccontextmanager
 async def http_server(store: str, *args: str) -> AsyncIterator[str]:
+    async with http_server_process(store, *args) as (url, _):
+        yield url
+
+
+@asynccontextmanager
+async def http_server_process(
+    store: str, *args: str
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``sessionwire mcp --http`` on a free port, once it listens: its URL and process
+    (stopped at the end, if the test has not; it must have exited 0, saying nothing on
+    stdout)."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, *server_command(store, *args, "--http", "--port", str(port))],
@@ -310,7 +321,7 @@ async def http_server(store: str, *args: str) -> AsyncIterator[str]:
                 process.wait()
                 raise AssertionError(b"".join(said).decode())
             said.append(line)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         stdout, _ = process.communicate(timeout=30)

@@ -232,7 +232,10 @@ async def test_a_card_is_signed_for_the_public_url_whatever_host_the_request_nam
     finally:
         await gateway.close()
     configured, unconfigured = cards["https://gw.example"], cards["None"]
-    assert [i["url"] for i in configured["supportedInterfaces"]] == ["https://gw.example/a2a/main"]
+    # Every interface, and the URL a 0.3 client reads, is the configured one.
+    urls = {i["url"] for i in configured["supportedInterfaces"]} | {configured["url"]}
+    assert urls == {"https://gw.example/a2a/main"}
+    assert len(configured["supportedInterfaces"]) == 4
     verify = create_signature_verifier(lambda kid, jku: PyJWK(public_jwk(key)), ["EdDSA"])
     verify(parse_agent_card(json.loads(json.dumps(configured))))
     # No public URL: the card names where the request says it went, and is not signed.
