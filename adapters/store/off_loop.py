@@ -15,27 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any, TypeVar
-from uuid import UUID
 
 from sessionwire.adapters.store.damage import store_damage
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import calls_in_order, store_executor
 from sessionwire.application.ports.async_store import AsyncStore
-from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
-from sessionwire.application.ports.session_read_model import (
-    SessionPage,
-    SessionQuery,
-    StoredSession,
-    TranscriptPage,
-)
+from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import Store, StoreDamaged
 from sessionwire.application.ports.telemetry import Telemetry
-from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.base import Aggregate
 from sessionwire.domain.errors import SessionwireError
 
 T = TypeVar("T")
@@ -123,8 +115,8 @@ class OffLoopStore(AsyncStore):
     async def read(self, query: Callable[..., T], /, *args: Any) -> T:
         return await self._off_loop(partial(query, self._store, *args))
 
-    async def session(self, key: str) -> StoredSession | None:
-        return await self._off_loop(partial(self._store.session, key))
+    async def answer(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        return await self._off_loop(partial(getattr(self._store, name), *args, **kwargs))
 
     async def session_for_update(self, key: str) -> StoredSession | None:
         # This process's own last write, when it has one, without leaving the loop.
@@ -132,61 +124,6 @@ class OffLoopStore(AsyncStore):
         if cached is not None:
             return cached
         return await self.session(key)
-
-    async def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.sessions_by_session_id, session_id))
-
-    async def sessions_by_label(self, label: str) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.sessions_by_label, label))
-
-    async def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.list_sessions, query))
-
-    async def session_page(self, page: SessionPage) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.session_page, page))
-
-    async def agent_ids(self) -> list[str]:
-        return await self._off_loop(self._store.agent_ids)
-
-    async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
-        return await self._off_loop(
-            partial(self._store.transcript, session, limit=limit, include_tools=include_tools)
-        )
-
-    async def transcript_page(
-        self, session: UUID, *, offset: int, limit: int, include_tools: bool
-    ) -> TranscriptPage:
-        return await self._off_loop(
-            partial(
-                self._store.transcript_page,
-                session,
-                offset=offset,
-                limit=limit,
-                include_tools=include_tools,
-            )
-        )
-
-    async def run(self, run_id: str) -> StoredRun | None:
-        return await self._off_loop(partial(self._store.run, run_id))
-
-    async def list_runs(self, query: RunQuery) -> list[StoredRun]:
-        return await self._off_loop(partial(self._store.list_runs, query))
-
-    async def work(self, aggregate_id: UUID) -> StoredWork | None:
-        return await self._off_loop(partial(self._store.work, aggregate_id))
-
-    async def pending_work(
-        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
-    ) -> list[StoredWork]:
-        return await self._off_loop(
-            partial(self._store.pending_work, kind, statuses, session_key=session_key)
-        )
-
-    async def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
-        return await self._off_loop(partial(self._store.records_after, position, limit))
-
-    async def sealed_position(self) -> int:
-        return await self._off_loop(self._store.sealed_position)
 
     # Not I/O ----------------------------------------------------------------------------
 

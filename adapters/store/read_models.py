@@ -23,11 +23,13 @@ from sessionwire.application.ports.session_read_model import (
     SessionListing,
     SessionPage,
     SessionQuery,
+    SessionTranscript,
     StoredSession,
     TranscriptPage,
+    TranscriptWindow,
 )
 from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.domain.session import SessionState, to_millis
+from sessionwire.domain.session import SessionState, session_uuid, to_millis
 
 if TYPE_CHECKING:
     # The projection and the run aggregate load with the first write or rebuild: a
@@ -535,7 +537,10 @@ class SqlReadModel:
         cursor.execute(f"SELECT 1 AS found FROM {self.work_table} LIMIT 1")
         return None if cursor.fetchone() is not None else found
 
-    def session(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
+    def session(self, cursor: Cursor, key: str) -> StoredSession | None:
+        return self.session_row(cursor, session_uuid(key))
+
+    def session_row(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
         cursor.execute(
             f"SELECT {self.session_select} FROM {self.sessions} WHERE id = {self.m}",
             (aggregate_id.hex,),
@@ -543,13 +548,19 @@ class SqlReadModel:
         found = cursor.fetchone()
         return None if found is None else self.stored_session(found)
 
+    def sessions_by_session_id(self, cursor: Cursor, session_id: str) -> list[StoredSession]:
+        return self.sessions_where(cursor, "session_id", session_id)
+
+    def sessions_by_label(self, cursor: Cursor, label: str) -> list[StoredSession]:
+        return self.sessions_where(cursor, "label", label)
+
+    def listings_by_label(self, cursor: Cursor, label: str) -> list[SessionListing]:
+        cursor.execute(self._where_statement(self.listing_select, "label"), (label,))
+        return self._listings(cursor.fetchall())
+
     def sessions_where(self, cursor: Cursor, column: str, value: str) -> list[StoredSession]:
         cursor.execute(self._where_statement(self.session_select, column), (value,))
         return [self.stored_session(found) for found in cursor.fetchall()]
-
-    def listings_where(self, cursor: Cursor, column: str, value: str) -> list[SessionListing]:
-        cursor.execute(self._where_statement(self.listing_select, column), (value,))
-        return self._listings(cursor.fetchall())
 
     def _where_statement(self, columns: str, column: str) -> str:
         assert column in {"session_id", "label"}
@@ -654,7 +665,13 @@ class SqlReadModel:
         return listings
 
     def recent_work(
-        self, cursor: Cursor, kind: str, limit: int, status: str | None, before: int | None
+        self,
+        cursor: Cursor,
+        kind: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        before: int | None = None,
     ) -> list[tuple[int, StoredWork]]:
         m = self.m
         where, params = [f"kind = {m}"], list[Any]([kind])
@@ -684,6 +701,7 @@ class SqlReadModel:
         cursor: Cursor,
         kind: str,
         statuses: Sequence[str],
+        *,
         session_key: str | None = None,
     ) -> list[StoredWork]:
         if not statuses:
@@ -707,24 +725,48 @@ class SqlReadModel:
         return [found["agent_id"] for found in cursor.fetchall()]
 
     def transcript_tail(
-        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+        self, cursor: Cursor, session: UUID, *, limit: int, include_tools: bool
     ) -> list[str]:
         if self.transcript_in_log:
-            return self._log_tail(cursor, aggregate_id, limit=limit, include_tools=include_tools)
+            return self._log_tail(cursor, session, limit=limit, include_tools=include_tools)
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
             f"ORDER BY seq DESC LIMIT {self.m}",
-            (aggregate_id.hex, limit),
+            (session.hex, limit),
         )
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()
         return messages
 
+    def session_transcript(
+        self,
+        cursor: Cursor,
+        key: str,
+        window: TranscriptWindow,
+        wanted: Callable[[StoredSession], bool],
+    ) -> SessionTranscript:
+        found = self.session(cursor, key)
+        if found is None or not wanted(found):
+            return SessionTranscript(found)
+        if window.offset is None:
+            tail = self.transcript_tail(
+                cursor, found.id, limit=window.limit, include_tools=window.include_tools
+            )
+            return SessionTranscript(found, tail)
+        page = self.transcript_page(
+            cursor,
+            found.id,
+            offset=window.offset,
+            limit=window.limit,
+            include_tools=window.include_tools,
+        )
+        return SessionTranscript(found, page.messages, page.total)
+
     def transcript_page(
         self,
         cursor: Cursor,
-        aggregate_id: UUID,
+        session: UUID,
         *,
         offset: int,
         limit: int,
@@ -732,13 +774,13 @@ class SqlReadModel:
     ) -> TranscriptPage:
         if self.transcript_in_log:
             return self._log_page(
-                cursor, aggregate_id, offset=offset, limit=limit, include_tools=include_tools
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools
             )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
-        session = aggregate_id.hex
+        stream = session.hex
         cursor.execute(
             f"SELECT COUNT(*) AS n FROM {self.transcript} WHERE session = {self.m} {role_filter}",
-            (session,),
+            (stream,),
         )
         total = int(cursor.fetchone()["n"])
         if offset >= total or limit <= 0:
@@ -747,7 +789,7 @@ class SqlReadModel:
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
             f"ORDER BY seq DESC LIMIT {self.m} OFFSET {self.m}",
-            (session, limit, offset),
+            (stream, limit, offset),
         )
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()
