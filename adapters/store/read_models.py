@@ -18,6 +18,7 @@ from uuid import UUID
 
 from orjson import loads
 from sessionwire.adapters.store.serialisation import transcript_lines
+from sessionwire.adapters.store.sql_dialect import SqlDialect
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
     SessionListing,
@@ -99,22 +100,8 @@ def _json_only_fields(fields: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-# A v3 message's transcript line, sliced from its stored bytes in SQL (ADR 0036): the
-# message's JSON at offset 11 (1-based 12) of ``body`` bytes, with its provenance (stored
-# after it, in the reader's shape) appended as the line's last field when it has one.
 ALL_LINES = 2**62
 """A limit no session reaches: every line of a session's view."""
-_LINE = (
-    "CASE WHEN provenance IS NULL THEN CAST(substr(state, 12, body) AS TEXT) "
-    "ELSE CAST(substr(state, 12, body - 1) AS TEXT) || ',\"provenance\":' "
-    "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
-)
-# The same on PostgreSQL, where ``state`` is bytea (ADR 0036 §6).
-_PG_LINE = (
-    "CASE WHEN provenance IS NULL THEN convert_from(substr(state, 12, body), 'UTF8') "
-    "ELSE convert_from(substr(state, 12, body - 1), 'UTF8') || ',\"provenance\":' "
-    "|| convert_from(substr(state, 26 + body, provenance), 'UTF8') || '}' END AS line"
-)
 
 
 class Cursor(Protocol):
@@ -127,28 +114,25 @@ class Cursor(Protocol):
 class SqlReadModel:
     def __init__(
         self,
+        dialect: SqlDialect,
         *,
-        marker: str,
-        prefix: str = "",
         kind_of: Any,
-        write_options: dict[str, Any],
         name_prefix: str = "",
         transcript_in_log: bool = False,
         session_columns: bool = False,
-        events_table: str = "stored_events",
-        log_id: Any = None,
     ) -> None:
-        self.m = marker
+        self.dialect = dialect
+        self.m = marker = dialect.marker
+        prefix = dialect.prefix
         # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
         # no table of its own is written, and history reads the events.
         self.transcript_in_log = transcript_in_log
         # The events table the history reads, its stream id as a parameter, and its
         # line expression (SQLite: hex text and CAST; PostgreSQL: uuid and convert_from).
-        self.events = events_table
-        self.log_id: Any = log_id or (lambda aggregate_id: aggregate_id.hex)
-        self.line = _LINE if marker == "?" else _PG_LINE
-        # Options for every write (psycopg: prepare, see PostgresSessionRecorder).
-        self.write_options = write_options
+        self.events = dialect.events
+        self.log_id = dialect.to_db_id
+        self.line = dialect.line
+        self.write_options = dialect.write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
         # projects into those, then compares them with the live ones).
         self.n = name_prefix
