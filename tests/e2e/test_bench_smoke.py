@@ -143,6 +143,22 @@ def test_lean_path_times_whole_tool_calls(workload: str, size: list[str], tmp_pa
 
 
 @pytest.mark.slow
+def test_lean_path_times_the_awaited_store_queries(tmp_path: Path) -> None:
+    """bench_lean_path.py query at a small count, with a profile of the timed queries."""
+    profile = tmp_path / "queries.txt"
+    done = subprocess.run(
+        [sys.executable, str(LEAN), "query", "--calls", "5", "--profile", str(profile)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "us CPU per awaited store query" in done.stdout
+    assert "query_cpu" in profile.read_text()  # the timed loop, on the loop thread
+
+
+@pytest.mark.slow
 def test_list_and_read_benchmark_runs_at_a_small_count() -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH.parent / "bench_list_read.py"),
