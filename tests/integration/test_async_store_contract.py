@@ -13,7 +13,6 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
@@ -34,10 +33,10 @@ from sessionwire.application.ports.session_read_model import (
 )
 from sessionwire.application.ports.work_queue import WorkQueue
 from sessionwire.domain.run import Run
-from sessionwire.domain.session import Session, session_uuid
-from sessionwire.domain.transcript import TranscriptMessage
+from sessionwire.domain.session import session_uuid
+from store_sessions import AT as NOW
+from store_sessions import opened, with_message
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = "agent:main:a"
 QUERY_PORTS = (SessionReadModel, RunReadModel, WorkQueue, EventLog, ReadModelMaintenance)
 
@@ -123,13 +122,10 @@ async def stores(
 
 
 def _filled(store: EventSourcedStore) -> None:
-    session = Session.open(key=KEY, session_id=uuid4(), agent_id="main", at=NOW)
+    session = opened(KEY)
     session.patch({"label": "team"}, at=NOW)
-    for second, text in enumerate(("one", "two", "three")):
-        message = TranscriptMessage(
-            role="user", content=[{"type": "text", "text": text}], timestamp=0
-        )
-        session.append_message(message, at=NOW + timedelta(seconds=second))
+    for text in ("one", "two", "three"):
+        with_message(session, text)
     store.save(session)
     run = Run.start(
         run_id=RUN_ID,
