@@ -19,7 +19,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import (
-    AbstractAsyncContextManager,
     AbstractContextManager,
     contextmanager,
     nullcontext,
@@ -46,6 +45,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from sessionwire.adapters.store.backends import backend_entry
 from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
@@ -597,8 +597,7 @@ class EventSourcedStore(Store):
 
         return remove
 
-    def others_may_write(self) -> bool:
-        return self.backend.others_may_write()
+    others_may_write = delegated(StoreBackend.others_may_write, to="backend")
 
     def _log_grew(self) -> None:
         for listener in list(self._log_listeners):
@@ -689,15 +688,14 @@ class EventSourcedStore(Store):
     recent_work = read_model_query(SqlReadModel.recent_work)
     read_model_snapshot = read_model_query(SqlReadModel.snapshot)
 
-    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        return self.backend.session_lock(key)
+    # The session locks are the backend's (none for a store one process writes).
+    session_lock = delegated(SessionLocks.session_lock, to="backend")
+    take_over_dead_gateways = delegated(SessionLocks.take_over_dead_gateways, to="backend")
+    recovered_from = delegated(StoreBackend.recovered_from, to="backend")
 
     @property
     def lease_seconds(self) -> float | None:  # type: ignore[override]
         return self.backend.lease_seconds
-
-    async def take_over_dead_gateways(self) -> list[str]:
-        return await self.backend.take_over_dead_gateways()
 
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0
@@ -768,10 +766,6 @@ class EventSourcedStore(Store):
     def _write(self, changes: ReadModelChanges) -> None:
         with self.writing() as cursor:
             self.read_model.write(cursor, changes)
-
-    def recovered_from(self, error: BaseException) -> bool:
-        """See ``StoreBackend.recovered_from``."""
-        return self.backend.recovered_from(error)
 
     def close(self) -> None:
         try:

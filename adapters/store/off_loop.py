@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any, TypeVar
 
 from sessionwire.adapters.store.damage import store_damage
+from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import calls_in_order, store_executor
 from sessionwire.application.ports.async_store import AsyncStore
+from sessionwire.application.ports.event_log import EventLog
+from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import Store, StoreDamaged
 from sessionwire.application.ports.telemetry import Telemetry
@@ -104,11 +106,8 @@ class OffLoopStore(AsyncStore):
                 raise StoreDamaged(str(damage)) from error
             raise
 
-    def writes_in_flight(self) -> int:
-        return self._store.writes_in_flight()
-
-    async def writes_settled(self) -> None:
-        await self._store.writes_settled()
+    writes_in_flight = delegated(EventLog.writes_in_flight, to="_store")
+    writes_settled = delegated(EventLog.writes_settled, to="_store")
 
     # Reading ----------------------------------------------------------------------------
 
@@ -127,21 +126,15 @@ class OffLoopStore(AsyncStore):
 
     # Not I/O ----------------------------------------------------------------------------
 
-    def on_log_grew(self, listener: Callable[[], None]) -> Callable[[], None]:
-        return self._store.on_log_grew(listener)
-
-    def others_may_write(self) -> bool:
-        return self._store.others_may_write()
-
-    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        return self._store.session_lock(key)
+    # Answered as the blocking store answers them (its own threads, or no I/O at all).
+    on_log_grew = delegated(EventLog.on_log_grew, to="_store")
+    others_may_write = delegated(EventLog.others_may_write, to="_store")
+    session_lock = delegated(SessionLocks.session_lock, to="_store")
+    take_over_dead_gateways = delegated(SessionLocks.take_over_dead_gateways, to="_store")
 
     @property
     def lease_seconds(self) -> float | None:
         return self._store.lease_seconds
-
-    async def take_over_dead_gateways(self) -> list[str]:
-        return await self._store.take_over_dead_gateways()
 
     async def close(self) -> None:
         # Closing twice is closing once (a test's, a server's and a finally's close).
