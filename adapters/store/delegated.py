@@ -10,36 +10,24 @@ type the checker reads from the port's declaration (ADR 0044).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from sessionwire.application.ports.generated_methods import GeneratedMethod
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class Delegated(Generic[P, T]):
+class Delegated(GeneratedMethod[P, T]):
     """``instance.<to>.<name>``, for the method ``name`` declared as ``method``."""
 
     def __init__(self, method: Callable[Concatenate[Any, P], T], *, to: str) -> None:
-        self.name = method.__name__
+        self.method = method.__name__
+        super().__init__(self.method)
         self.to = to
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        # Served under another name, it would call the wrong method below.
-        if name != self.name:
-            raise TypeError(f"{owner.__name__}.{name} delegates {self.name}")
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> Delegated[P, T]: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> Callable[P, T]: ...
-
-    def __get__(
-        self, instance: object | None, owner: type | None = None
-    ) -> Delegated[P, T] | Callable[P, T]:
-        if instance is None:
-            return self
-        answered: Callable[P, T] = getattr(getattr(instance, self.to), self.name)
+    def bind(self, instance: Any) -> Callable[P, T]:
+        answered: Callable[P, T] = getattr(getattr(instance, self.to), self.method)
         return answered
 
 

@@ -31,12 +31,10 @@ from typing import (
     Any,
     ClassVar,
     Concatenate,
-    Generic,
     ParamSpec,
     Protocol,
     TypeVar,
     cast,
-    overload,
 )
 from uuid import UUID, uuid4
 
@@ -53,6 +51,7 @@ from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, Pydant
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.generated_methods import GeneratedMethod
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import (
     StoredSession,
@@ -313,26 +312,17 @@ def backend_for(url: str) -> StoreBackend:
     return open_backend(url)
 
 
-class ReadModelQuery(Generic[P, T]):
+class ReadModelQuery(GeneratedMethod[P, T]):
     """A port's query on the store: the read model's method (its SQL) run on the cursor
     of one read transaction, with the caller's arguments. The store's method is this,
     not a forward written out per query (ADR 0044)."""
 
     def __init__(self, query: Callable[Concatenate[SqlReadModel, Cursor, P], T]) -> None:
+        super().__init__(None)  # served under the port's name (``transcript``: ``_tail``)
         self.query = query
 
-    @overload
-    def __get__(self, store: None, owner: type | None = None) -> ReadModelQuery[P, T]: ...
-
-    @overload
-    def __get__(self, store: EventSourcedStore, owner: type | None = None) -> Callable[P, T]: ...
-
-    def __get__(
-        self, store: EventSourcedStore | None, owner: type | None = None
-    ) -> ReadModelQuery[P, T] | Callable[P, T]:
-        if store is None:
-            return self
-        return partial(_in_read_transaction, store, self.query)
+    def bind(self, instance: Any) -> Callable[P, T]:
+        return partial(_in_read_transaction, instance, self.query)
 
 
 def _in_read_transaction(

@@ -23,9 +23,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sessionwire.application.ports.event_log import EventLog
+from sessionwire.application.ports.generated_methods import GeneratedMethod
 from sessionwire.application.ports.read_model_maintenance import ReadModelMaintenance
 from sessionwire.application.ports.run_read_model import RunReadModel
 from sessionwire.application.ports.session_read_model import SessionReadModel, StoredSession
@@ -38,33 +39,17 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class Awaited(Generic[P, T]):
+class Awaited(GeneratedMethod[P, Coroutine[Any, Any, T]]):
     """A blocking port's query, awaited on an ``AsyncStore``: the port's method of the
     same name, run by the store off the loop (``AsyncStore.answer``)."""
 
     def __init__(self, query: Callable[Concatenate[Any, P], T]) -> None:
-        self.name = query.__name__
-        self.port = query.__qualname__.split(".")[0]
+        self.query = query.__name__
+        super().__init__(self.query)
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        # A query served under another name than its port's would run the wrong one.
-        if name != self.name:
-            raise TypeError(f"{owner.__name__}.{name} awaits {self.port}.{self.name}")
-
-    @overload
-    def __get__(self, store: None, owner: type | None = None) -> Awaited[P, T]: ...
-
-    @overload
-    def __get__(
-        self, store: AsyncStore, owner: type | None = None
-    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
-
-    def __get__(
-        self, store: AsyncStore | None, owner: type | None = None
-    ) -> Awaited[P, T] | Callable[P, Coroutine[Any, Any, T]]:
-        if store is None:
-            return self
-        return partial(store.answer, self.name)
+    def bind(self, instance: Any) -> Callable[P, Coroutine[Any, Any, T]]:
+        store: AsyncStore = instance
+        return partial(store.answer, self.query)
 
 
 def awaited(query: Callable[Concatenate[Any, P], T]) -> Awaited[P, T]:

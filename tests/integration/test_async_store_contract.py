@@ -32,10 +32,9 @@ from sessionwire.application.ports.session_read_model import (
     TranscriptWindow,
 )
 from sessionwire.application.ports.work_queue import WorkQueue
-from sessionwire.domain.run import Run
 from sessionwire.domain.session import session_uuid
 from store_sessions import AT as NOW
-from store_sessions import opened, with_message
+from store_sessions import opened, started_run, with_message
 
 KEY = "agent:main:a"
 QUERY_PORTS = (SessionReadModel, RunReadModel, WorkQueue, EventLog, ReadModelMaintenance)
@@ -127,15 +126,7 @@ def _filled(store: EventSourcedStore) -> None:
     for text in ("one", "two", "three"):
         with_message(session, text)
     store.save(session)
-    run = Run.start(
-        run_id=RUN_ID,
-        session_key=KEY,
-        agent_id="main",
-        step="primary",
-        message="hello",
-        timeout_seconds=30,
-        at=NOW,
-    )
+    run = started_run(KEY, run_id=RUN_ID)
     store.save(run)
     store.seal()  # so an awaited and a blocking seal both find nothing left to seal
 
