@@ -10,6 +10,7 @@ them (interleave the runs):
     .venv/bin/python benchmarks/bench_lean_path.py read --against ../main-checkout
     .venv/bin/python benchmarks/bench_lean_path.py history   # ms of CPU per tool call
     .venv/bin/python benchmarks/bench_lean_path.py list      # ms of CPU per tool call
+    .venv/bin/python benchmarks/bench_lean_path.py query     # us of CPU per store query
 
 ``read``: what ``sessions_history`` does to 200 stored lines after its query (parse,
 clean the envelope, provenance, mask another session's secrets), 50 rounds, median;
@@ -23,6 +24,10 @@ peers' W2 makes, on a 20,000-message session prefilled with ``record_many``, rea
 another session (so its secrets are masked); ``list``: the whole ``sessions_list`` call
 (limit 50) of W3 on 2,000 one-message sessions. Both print the median process CPU of
 ``--calls`` calls (after 20 warm-up ones); the store's query is inside it.
+``query``: the awaited store queries alone (``await store.session(key)`` and
+``await store.pending_work(...)``, each a trip to a reader thread and back) on an SQLite
+file, ``--calls`` of each after 100 warm-up ones: the cost of the store's awaited layer
+(ADR 0044), which every tool's reads pay.
 ``--profile FILE`` writes a cProfile of the run on the main thread's CPU clock (the
 loop's Python; the writer thread is not in it).
 """
@@ -39,9 +44,11 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from uuid import uuid4
 
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.domain.causality import with_provenance
@@ -49,6 +56,7 @@ from sessionwire.domain.redaction import DEFAULT_PATTERNS, Redactor
 from sessionwire.domain.transcript import clean_for_reader
 
 PREFIX = "agent:main:bench:group:"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TEXT = "the deploy finished but the cache warm-up is still running on two hosts " * 3
 
 
@@ -189,12 +197,43 @@ async def list_cpu(calls: int, sessions: int) -> float:
             await gateway.close()
 
 
+async def query_cpu(calls: int) -> float:
+    from sessionwire.adapters.bootstrap import open_event_store
+    from sessionwire.adapters.store.off_loop import open_off_loop
+    from sessionwire.domain.session import Session
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'queries.db'}"
+        store = await open_off_loop(lambda: open_event_store(url, GatewayConfig()))
+        try:
+            opened = Session.open(key=REQUESTER, session_id=uuid4(), agent_id="main", at=NOW)
+            await store.save(opened)
+
+            async def both() -> None:
+                await store.session(REQUESTER)
+                await store.pending_work("run", ("queued", "running"), session_key=REQUESTER)
+
+            for _ in range(100):
+                await both()
+            if PROFILE is not None:
+                PROFILE.enable()
+            started = time.process_time()
+            for _ in range(calls):
+                await both()
+            took = time.process_time() - started
+            if PROFILE is not None:
+                PROFILE.disable()
+            return took / (2 * calls) * 1e6
+        finally:
+            await store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workload", choices=["read", "append", "history", "list"])
+    parser.add_argument("workload", choices=["read", "append", "history", "list", "query"])
     parser.add_argument("--rounds", type=int, default=50, help="read: rounds of 200 lines")
     parser.add_argument("--appends", type=int, default=2000)
-    parser.add_argument("--calls", type=int, default=200, help="history, list: calls timed")
+    parser.add_argument("--calls", type=int, default=200, help="history, list, query: calls timed")
     parser.add_argument("--messages", type=int, default=20_000, help="history: session size")
     parser.add_argument("--sessions", type=int, default=2_000, help="list: sessions")
     parser.add_argument("--against", type=Path, help="read: another checkout to compare")
@@ -228,6 +267,9 @@ def run(args: argparse.Namespace) -> None:
     elif args.workload == "list":
         took = asyncio.run(list_cpu(args.calls, args.sessions))
         print(f"list: {took:.3f} ms CPU per sessions_list call (limit 50)")
+    elif args.workload == "query":
+        took = asyncio.run(query_cpu(args.calls))
+        print(f"query: {took:.1f} us CPU per awaited store query")
     else:
         print(f"append: {asyncio.run(append_cpu(args.appends)):.0f} us CPU per append")
 

@@ -348,7 +348,7 @@ class StoreAuditLog(AuditLog):
 
     def _restore(self, model: SqlReadModel, aggregate_id: UUID) -> Aggregate | None:
         with self._reading() as cursor:
-            session = model.session(cursor, aggregate_id)
+            session = model.session_row(cursor, aggregate_id)
             if session is not None:
                 return session.to_aggregate()
             work = model.work(cursor, aggregate_id)

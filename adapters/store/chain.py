@@ -14,12 +14,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
+from sessionwire.adapters.store.sql_dialect import SqlDialect
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
@@ -37,31 +38,6 @@ PAGE = 1_000
 STREAM_HEADS = 10_000
 
 
-@dataclass(frozen=True)
-class LogTables:
-    """How one engine names the events table and its position column."""
-
-    marker: str
-    events: str
-    position: str  # SQLite: the implicit rowid; PostgreSQL: the notification_id column
-    chain: str
-    checkpoints: str
-    serial_key: str  # an id column numbered by the database
-    id_type: str  # the chain's originator id column type (the events table's own)
-    blob_type: str
-    key_type: str
-    to_db_id: Callable[[UUID], Any]
-    from_db_id: Callable[[Any], UUID]
-    # PostgreSQL: the writing transaction's id on every chain row, and the query for the
-    # bound below which unsealed rows are final (no transaction that could still commit
-    # one before them is in flight).
-    xact_column: str | None = None
-    final: str | None = None
-    # Storage v3 on SQLite (ADR 0036): an inserted record's (role, body) history columns,
-    # from its topic and bytes.
-    history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
-
-
 # Columns of the checkpoints table added after it was first made, for older tables.
 CHECKPOINT_COLUMNS_ADDED = ("sessions_root BLOB", "heads_count BIGINT", "sessions_count BIGINT")
 
@@ -70,68 +46,10 @@ def _count(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _uuid(value: Any) -> UUID:
-    return value if isinstance(value, UUID) else UUID(str(value))
-
-
-def sqlite_tables() -> LogTables:
-    return LogTables(
-        marker="?",
-        events="stored_events",
-        position="rowid",
-        chain="sw_chain",
-        checkpoints="sw_checkpoints",
-        serial_key="INTEGER PRIMARY KEY",
-        id_type="TEXT",
-        blob_type="BLOB",
-        key_type="INTEGER",
-        to_db_id=lambda value: value.hex,
-        from_db_id=_uuid,
-    )
-
-
-def _pg_final_bound(events: str) -> str:
-    # The lowest transaction id that may still write events here: the lowest of this
-    # table's writers in flight (a writer's first write is its events, so it holds a lock
-    # on the table from before it has an id), else the snapshot's next id. Only this
-    # table's writers count: the snapshot's xmin would wait on any transaction of the
-    # server. The writers are read after the snapshot is taken: one that ended in
-    # between is visible to the next statement's snapshot; one that began since has an
-    # id above the bound.
-    return (
-        "WITH s AS (SELECT pg_current_snapshot() AS snap), "
-        "w AS (SELECT x.transactionid::text::bigint AS xid FROM pg_locks r "
-        "JOIN pg_locks x ON x.virtualtransaction = r.virtualtransaction "
-        "AND x.locktype = 'transactionid' AND x.mode = 'ExclusiveLock' "
-        f"WHERE r.locktype = 'relation' AND r.relation = '{events}'::regclass) "
-        "SELECT LEAST(pg_snapshot_xmax(s.snap), (SELECT MIN(i) FROM pg_snapshot_xip(s.snap) "
-        "AS i WHERE i::text::bigint % 4294967296 IN (SELECT xid FROM w)))::text AS bound "
-        "FROM s"
-    )
-
-
-def postgres_tables(schema: str, events_table: str) -> LogTables:
-    return LogTables(
-        marker="%s",
-        events=f'"{schema}"."{events_table}"',
-        position="notification_id",
-        chain=f'"{schema}".sw_chain',
-        checkpoints=f'"{schema}".sw_checkpoints',
-        serial_key="BIGSERIAL PRIMARY KEY",
-        id_type="uuid",
-        blob_type="bytea",
-        key_type="BIGINT",
-        to_db_id=lambda value: value,
-        from_db_id=_uuid,
-        xact_column="xact_id xid8 DEFAULT pg_current_xact_id()",
-        final=_pg_final_bound(f'"{schema}"."{events_table}"'),
-    )
-
-
 class SqlChain:
-    def __init__(self, tables: LogTables, *, write_options: dict[str, Any]) -> None:
+    def __init__(self, tables: SqlDialect) -> None:
         self.t = tables
-        self.write_options = write_options
+        self.write_options = tables.write_options
         m = tables.marker
         self.insert_link = (
             f"INSERT INTO {tables.chain} (notification_id, originator_id, originator_version, "

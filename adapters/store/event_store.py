@@ -19,14 +19,23 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import (
-    AbstractAsyncContextManager,
     AbstractContextManager,
     contextmanager,
     nullcontext,
     suppress,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+from functools import partial
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Concatenate,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    cast,
+)
 from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
@@ -34,6 +43,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from sessionwire.adapters.store.backends import backend_entry
 from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
@@ -41,23 +51,16 @@ from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, Pydant
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
+from sessionwire.application.ports.generated_methods import GeneratedMethod
 from sessionwire.application.ports.session_locks import SessionLocks
 from sessionwire.application.ports.session_read_model import (
-    SessionListing,
-    SessionPage,
-    SessionQuery,
-    SessionTranscript,
     StoredSession,
-    TranscriptPage,
-    TranscriptWindow,
 )
 from sessionwire.application.ports.store import Store
-from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
-from sessionwire.domain.session import Session, SessionState, session_uuid
+from sessionwire.domain.session import Session, SessionState
 
 if TYPE_CHECKING:
     # The projection imports every aggregate; a store opened only to read (the CLI's
@@ -65,6 +68,9 @@ if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
 
 log = library_logger("sessionwire.store")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 KindOf = Callable[[SessionState], str]
 # The keyword the store passes its read-model changes to the recorder under.
@@ -304,6 +310,41 @@ def backend_for(url: str) -> StoreBackend:
         )
     open_backend: Callable[[str], StoreBackend] = resolve_topic(entry.topic)
     return open_backend(url)
+
+
+class ReadModelQuery(GeneratedMethod[P, T]):
+    """A port's query on the store: the read model's method (its SQL) run on the cursor
+    of one read transaction, with the caller's arguments. The store's method is this,
+    not a forward written out per query (ADR 0044)."""
+
+    def __init__(self, query: Callable[Concatenate[SqlReadModel, Cursor, P], T]) -> None:
+        super().__init__(None)  # served under the port's name (``transcript``: ``_tail``)
+        self.query = query
+
+    def bind(self, instance: Any) -> Callable[P, T]:
+        bound = partial(_in_read_transaction, instance, self.query)
+        # Named as the port's query it answers (a trace, a log line, a read count).
+        bound.__name__ = self.attribute  # type: ignore[attr-defined]
+        return bound
+
+
+def _in_read_transaction(
+    store: EventSourcedStore,
+    query: Callable[Concatenate[SqlReadModel, Cursor, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    with store.reading() as cursor:
+        return query(store.read_model, cursor, *args, **kwargs)
+
+
+def read_model_query(
+    query: Callable[Concatenate[SqlReadModel, Cursor, P], T],
+) -> ReadModelQuery[P, T]:
+    """The store's method that answers ``query`` (a ``SqlReadModel`` method) in one read
+    transaction."""
+    return ReadModelQuery(query)
 
 
 class EventSourcedStore(Store):
@@ -549,8 +590,7 @@ class EventSourcedStore(Store):
 
         return remove
 
-    def others_may_write(self) -> bool:
-        return self.backend.others_may_write()
+    others_may_write = delegated(StoreBackend.others_may_write, to="backend")
 
     def _log_grew(self) -> None:
         for listener in list(self._log_listeners):
@@ -619,54 +659,32 @@ class EventSourcedStore(Store):
         """The session as this process last wrote it, if it is in the write cache."""
         return self._written.get(key)
 
-    def session(self, key: str) -> StoredSession | None:
-        with self.reading() as cursor:
-            return self.read_model.session(cursor, session_uuid(key))
+    # The read models' queries: each the SqlReadModel method (its SQL) in one read
+    # transaction; their signatures and meaning are on the ports (ADR 0044).
+    session = read_model_query(SqlReadModel.session)
+    sessions_by_session_id = read_model_query(SqlReadModel.sessions_by_session_id)
+    sessions_by_label = read_model_query(SqlReadModel.sessions_by_label)
+    list_sessions = read_model_query(SqlReadModel.list_sessions)
+    session_page = read_model_query(SqlReadModel.session_page)
+    list_listings = read_model_query(SqlReadModel.list_listings)
+    listing_page = read_model_query(SqlReadModel.listing_page)
+    listings_by_label = read_model_query(SqlReadModel.listings_by_label)
+    agent_ids = read_model_query(SqlReadModel.agent_ids)
+    transcript = read_model_query(SqlReadModel.transcript_tail)
+    transcript_page = read_model_query(SqlReadModel.transcript_page)
+    session_transcript = read_model_query(SqlReadModel.session_transcript)
+    session_streams = read_model_query(SqlReadModel.session_streams)
+    run = read_model_query(SqlReadModel.run)
+    list_runs = read_model_query(SqlReadModel.list_runs)
+    work = read_model_query(SqlReadModel.work)
+    pending_work = read_model_query(SqlReadModel.pending_work)
+    recent_work = read_model_query(SqlReadModel.recent_work)
+    read_model_snapshot = read_model_query(SqlReadModel.snapshot)
 
-    def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
-        with self.reading() as cursor:
-            return self.read_model.sessions_where(cursor, "session_id", session_id)
-
-    def sessions_by_label(self, label: str) -> list[StoredSession]:
-        with self.reading() as cursor:
-            return self.read_model.sessions_where(cursor, "label", label)
-
-    def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
-        with self.reading() as cursor:
-            return self.read_model.list_sessions(cursor, query)
-
-    def session_page(self, page: SessionPage) -> list[StoredSession]:
-        with self.reading() as cursor:
-            return self.read_model.session_page(cursor, page)
-
-    def list_listings(self, query: SessionQuery) -> list[SessionListing]:
-        with self.reading() as cursor:
-            return self.read_model.list_listings(cursor, query)
-
-    def listing_page(self, page: SessionPage) -> list[SessionListing]:
-        with self.reading() as cursor:
-            return self.read_model.listing_page(cursor, page)
-
-    def listings_by_label(self, label: str) -> list[SessionListing]:
-        with self.reading() as cursor:
-            return self.read_model.listings_where(cursor, "label", label)
-
-    def recent_work(
-        self, kind: str, *, limit: int, status: str | None = None, before: int | None = None
-    ) -> list[tuple[int, StoredWork]]:
-        with self.reading() as cursor:
-            return self.read_model.recent_work(cursor, kind, limit, status, before)
-
-    def run(self, run_id: str) -> StoredRun | None:
-        with self.reading() as cursor:
-            return self.read_model.run(cursor, run_id)
-
-    def list_runs(self, query: RunQuery) -> list[StoredRun]:
-        with self.reading() as cursor:
-            return self.read_model.list_runs(cursor, query)
-
-    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        return self.backend.session_lock(key)
+    # The session locks are the backend's (none for a store one process writes).
+    session_lock = delegated(SessionLocks.session_lock, to="backend")
+    take_over_dead_gateways = delegated(SessionLocks.take_over_dead_gateways, to="backend")
+    recovered_from = delegated(StoreBackend.recovered_from, to="backend")
 
     @property
     def lease_seconds(self) -> float | None:  # type: ignore[override]
@@ -675,58 +693,6 @@ class EventSourcedStore(Store):
     @property
     def takeover_check_seconds(self) -> float | None:  # type: ignore[override]
         return self.backend.takeover_check_seconds
-
-    async def take_over_dead_gateways(self) -> list[str]:
-        return await self.backend.take_over_dead_gateways()
-
-    def work(self, aggregate_id: UUID) -> StoredWork | None:
-        with self.reading() as cursor:
-            return self.read_model.work(cursor, aggregate_id)
-
-    def pending_work(
-        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
-    ) -> list[StoredWork]:
-        with self.reading() as cursor:
-            return self.read_model.pending_work(cursor, kind, statuses, session_key)
-
-    def agent_ids(self) -> list[str]:
-        with self.reading() as cursor:
-            return self.read_model.agent_ids(cursor)
-
-    def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
-        with self.reading() as cursor:
-            return self.read_model.transcript_tail(
-                cursor, session, limit=limit, include_tools=include_tools
-            )
-
-    def transcript_page(
-        self, session: UUID, *, offset: int, limit: int, include_tools: bool
-    ) -> TranscriptPage:
-        with self.reading() as cursor:
-            return self.read_model.transcript_page(
-                cursor, session, offset=offset, limit=limit, include_tools=include_tools
-            )
-
-    def session_transcript(
-        self, key: str, window: TranscriptWindow, wanted: Callable[[StoredSession], bool]
-    ) -> SessionTranscript:
-        with self.reading() as cursor:
-            found = self.read_model.session(cursor, session_uuid(key))
-            if found is None or not wanted(found):
-                return SessionTranscript(found)
-            if window.offset is None:
-                tail = self.read_model.transcript_tail(
-                    cursor, found.id, limit=window.limit, include_tools=window.include_tools
-                )
-                return SessionTranscript(found, tail)
-            page = self.read_model.transcript_page(
-                cursor,
-                found.id,
-                offset=window.offset,
-                limit=window.limit,
-                include_tools=window.include_tools,
-            )
-            return SessionTranscript(found, page.messages, page.total)
 
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0
@@ -779,10 +745,6 @@ class EventSourcedStore(Store):
             found = cursor.fetchone()
         return None if found is None else bytes(found["stream_hash"])
 
-    def session_streams(self, key: str) -> dict[UUID, str] | None:
-        with self.reading() as cursor:
-            return self.read_model.session_streams(cursor, key)
-
     def streams_events(self, ids: Sequence[UUID]) -> list[tuple[int, DomainEvent]]:
         with self.reading() as cursor:
             records = self.chain.stream_records(cursor, ids)
@@ -808,14 +770,6 @@ class EventSourcedStore(Store):
     def _write(self, changes: ReadModelChanges) -> None:
         with self.writing() as cursor:
             self.read_model.write(cursor, changes)
-
-    def read_model_snapshot(self) -> dict[str, list[tuple[object, ...]]]:
-        with self.reading() as cursor:
-            return self.read_model.snapshot(cursor)
-
-    def recovered_from(self, error: BaseException) -> bool:
-        """See ``StoreBackend.recovered_from``."""
-        return self.backend.recovered_from(error)
 
     def close(self) -> None:
         try:

@@ -15,27 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
-from uuid import UUID
 
 from sessionwire.adapters.store.damage import store_damage
+from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.in_order import calls_in_order, store_executor
 from sessionwire.application.ports.async_store import AsyncStore
-from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
-from sessionwire.application.ports.session_read_model import (
-    SessionPage,
-    SessionQuery,
-    StoredSession,
-    TranscriptPage,
-)
+from sessionwire.application.ports.event_log import EventLog
+from sessionwire.application.ports.session_locks import SessionLocks
+from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import Store, StoreDamaged
 from sessionwire.application.ports.telemetry import Telemetry
-from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.domain.base import Aggregate
 from sessionwire.domain.errors import SessionwireError
 
 T = TypeVar("T")
@@ -112,19 +106,16 @@ class OffLoopStore(AsyncStore):
                 raise StoreDamaged(str(damage)) from error
             raise
 
-    def writes_in_flight(self) -> int:
-        return self._store.writes_in_flight()
-
-    async def writes_settled(self) -> None:
-        await self._store.writes_settled()
+    writes_in_flight = delegated(EventLog.writes_in_flight, to="_store")
+    writes_settled = delegated(EventLog.writes_settled, to="_store")
 
     # Reading ----------------------------------------------------------------------------
 
     async def read(self, query: Callable[..., T], /, *args: Any) -> T:
         return await self._off_loop(partial(query, self._store, *args))
 
-    async def session(self, key: str) -> StoredSession | None:
-        return await self._off_loop(partial(self._store.session, key))
+    async def answer(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        return await self._off_loop(partial(getattr(self._store, name), *args, **kwargs))
 
     async def session_for_update(self, key: str) -> StoredSession | None:
         # This process's own last write, when it has one, without leaving the loop.
@@ -133,71 +124,13 @@ class OffLoopStore(AsyncStore):
             return cached
         return await self.session(key)
 
-    async def sessions_by_session_id(self, session_id: str) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.sessions_by_session_id, session_id))
-
-    async def sessions_by_label(self, label: str) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.sessions_by_label, label))
-
-    async def list_sessions(self, query: SessionQuery) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.list_sessions, query))
-
-    async def session_page(self, page: SessionPage) -> list[StoredSession]:
-        return await self._off_loop(partial(self._store.session_page, page))
-
-    async def agent_ids(self) -> list[str]:
-        return await self._off_loop(self._store.agent_ids)
-
-    async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
-        return await self._off_loop(
-            partial(self._store.transcript, session, limit=limit, include_tools=include_tools)
-        )
-
-    async def transcript_page(
-        self, session: UUID, *, offset: int, limit: int, include_tools: bool
-    ) -> TranscriptPage:
-        return await self._off_loop(
-            partial(
-                self._store.transcript_page,
-                session,
-                offset=offset,
-                limit=limit,
-                include_tools=include_tools,
-            )
-        )
-
-    async def run(self, run_id: str) -> StoredRun | None:
-        return await self._off_loop(partial(self._store.run, run_id))
-
-    async def list_runs(self, query: RunQuery) -> list[StoredRun]:
-        return await self._off_loop(partial(self._store.list_runs, query))
-
-    async def work(self, aggregate_id: UUID) -> StoredWork | None:
-        return await self._off_loop(partial(self._store.work, aggregate_id))
-
-    async def pending_work(
-        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
-    ) -> list[StoredWork]:
-        return await self._off_loop(
-            partial(self._store.pending_work, kind, statuses, session_key=session_key)
-        )
-
-    async def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
-        return await self._off_loop(partial(self._store.records_after, position, limit))
-
-    async def sealed_position(self) -> int:
-        return await self._off_loop(self._store.sealed_position)
-
     # Not I/O ----------------------------------------------------------------------------
 
-    def on_log_grew(self, listener: Callable[[], None]) -> Callable[[], None]:
-        return self._store.on_log_grew(listener)
-
-    def others_may_write(self) -> bool:
-        return self._store.others_may_write()
-
-    def session_lock(self, key: str) -> AbstractAsyncContextManager[None]:
-        return self._store.session_lock(key)
+    # Answered as the blocking store answers them (its own threads, or no I/O at all).
+    on_log_grew = delegated(EventLog.on_log_grew, to="_store")
+    others_may_write = delegated(EventLog.others_may_write, to="_store")
+    session_lock = delegated(SessionLocks.session_lock, to="_store")
+    take_over_dead_gateways = delegated(SessionLocks.take_over_dead_gateways, to="_store")
 
     @property
     def lease_seconds(self) -> float | None:
@@ -206,9 +139,6 @@ class OffLoopStore(AsyncStore):
     @property
     def takeover_check_seconds(self) -> float | None:
         return self._store.takeover_check_seconds
-
-    async def take_over_dead_gateways(self) -> list[str]:
-        return await self._store.take_over_dead_gateways()
 
     async def close(self) -> None:
         # Closing twice is closing once (a test's, a server's and a finally's close).

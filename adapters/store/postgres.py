@@ -33,7 +33,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
 from sessionwire.adapters.store import postgres_format
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
-from sessionwire.adapters.store.chain import SqlChain, postgres_tables
+from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import (
     FENCE_KEY,
     READ_MODEL_KEY,
@@ -58,10 +58,12 @@ from sessionwire.adapters.store.postgres_lease import (
     create_lease_tables,
     hold_lease_statement,
     lease_lost,
+    live_gateways,
 )
 from sessionwire.adapters.store.postgres_save_ids import SaveIds, save_ids_table_statement
 from sessionwire.adapters.store.postgres_writer import PostgresWriter, save_threads
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
+from sessionwire.adapters.store.sql_dialect import SqlDialect, as_uuid
 from sessionwire.adapters.store.sqlite_format import Progress, stderr_progress
 from sessionwire.adapters.store.sqlite_rows import history_columns, history_columns_of
 from sessionwire.application.library_logging import library_logger
@@ -98,6 +100,55 @@ def dropped_on_failure(conn: psycopg.Connection[Any], *, alone: bool) -> Iterato
         raise
 
 
+def _pg_final_bound(events: str) -> str:
+    # The lowest transaction id that may still write events here: the lowest of this
+    # table's writers in flight (a writer's first write is its events, so it holds a lock
+    # on the table from before it has an id), else the snapshot's next id. Only this
+    # table's writers count: the snapshot's xmin would wait on any transaction of the
+    # server. The writers are read after the snapshot is taken: one that ended in
+    # between is visible to the next statement's snapshot; one that began since has an
+    # id above the bound.
+    return (
+        "WITH s AS (SELECT pg_current_snapshot() AS snap), "
+        "w AS (SELECT x.transactionid::text::bigint AS xid FROM pg_locks r "
+        "JOIN pg_locks x ON x.virtualtransaction = r.virtualtransaction "
+        "AND x.locktype = 'transactionid' AND x.mode = 'ExclusiveLock' "
+        f"WHERE r.locktype = 'relation' AND r.relation = '{events}'::regclass) "
+        "SELECT LEAST(pg_snapshot_xmax(s.snap), (SELECT MIN(i) FROM pg_snapshot_xip(s.snap) "
+        "AS i WHERE i::text::bigint % 4294967296 IN (SELECT xid FROM w)))::text AS bound "
+        "FROM s"
+    )
+
+
+def postgres_dialect(schema: str, events_table: str) -> SqlDialect:
+    """How PostgreSQL spells the store's statements in ``schema`` (every backend
+    difference of the SQL)."""
+    return SqlDialect(
+        marker="%s",
+        prefix=f'"{schema}".',
+        events=f'"{schema}"."{events_table}"',
+        position="notification_id",
+        chain=f'"{schema}".sw_chain',
+        checkpoints=f'"{schema}".sw_checkpoints',
+        serial_key="BIGSERIAL PRIMARY KEY",
+        id_type="uuid",
+        blob_type="bytea",
+        key_type="BIGINT",
+        to_db_id=lambda value: value,
+        from_db_id=as_uuid,
+        # SQLite's line (sqlite.py), where ``state`` is bytea (ADR 0036 §6).
+        line=(
+            "CASE WHEN provenance IS NULL THEN convert_from(substr(state, 12, body), 'UTF8') "
+            "ELSE convert_from(substr(state, 12, body - 1), 'UTF8') || ',\"provenance\":' "
+            "|| convert_from(substr(state, 26 + body, provenance), 'UTF8') || '}' END AS line"
+        ),
+        # Server-side prepared statements for every write (see PostgresSessionRecorder).
+        write_options={"prepare": True},
+        xact_column="xact_id xid8 DEFAULT pg_current_xact_id()",
+        final=_pg_final_bound(f'"{schema}"."{events_table}"'),
+    )
+
+
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
@@ -113,23 +164,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         self.events_table = events
         # Storage v3 (ADR 0036 §6): the message rows of the log are the transcript, the
         # session row's hot fields are columns (a narrow UPDATE per message).
+        dialect = postgres_dialect(self.datastore.schema, self.events_table_name)
         self.read_model = SqlReadModel(
-            marker="%s",
-            prefix=f'"{self.datastore.schema}".',
-            kind_of=no_kind,
-            write_options={"prepare": True},
-            transcript_in_log=True,
-            session_columns=True,
-            events_table=events,
-            log_id=lambda aggregate_id: aggregate_id,
+            dialect, kind_of=no_kind, transcript_in_log=True, session_columns=True
         )
-        self.chain = SqlChain(
-            replace(
-                postgres_tables(self.datastore.schema, self.events_table_name),
-                history_columns=history_columns_of,
-            ),
-            write_options={"prepare": True},
-        )
+        self.chain = SqlChain(replace(dialect, history_columns=history_columns_of))
         self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
         # One statement a save: its id, and each event with its history columns and its
         # stream link (positions and seals come from the sealer, behind the writers).
@@ -350,7 +389,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                     with self.datastore.transaction(commit=False) as cursor:
                         if not postgres_format.needs_upgrade(cursor, schema):
                             return False  # another gateway upgraded it while we waited
-                        holders = postgres_format.live_gateways(cursor, schema)
+                        holders = live_gateways(cursor, schema)
                     if holders and not allow_beside_live:
                         raise postgres_format.refuse_beside_live(schema, holders)
                     return postgres_format.upgrade(
@@ -500,9 +539,7 @@ class BackgroundSealer:
             self.counted_at = now
             try:
                 with self.recorder.datastore.transaction(commit=False) as cursor:
-                    self._gateways = len(
-                        postgres_format.live_gateways(cursor, self.recorder.datastore.schema)
-                    )
+                    self._gateways = len(live_gateways(cursor, self.recorder.datastore.schema))
             except Exception as error:  # the pace alone: sealing goes on at one gateway's
                 self._gateways = 1
                 self._log.warning("counting the live gateways failed", error=str(error))
@@ -580,8 +617,8 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 env["CREATE_TABLE"] = "n"
                 # A table added since this schema was made (ADR 0016): created here, under
                 # the setup lock, as the others were when the schema was new.
-                tables = postgres_tables(schema, "")
-                for statement in SqlChain(tables, write_options={}).checkpoint_statements():
+                dialect = postgres_dialect(schema, "")
+                for statement in SqlChain(dialect).checkpoint_statements():
                     connection.execute(statement)
                 connection.execute(save_ids_table_statement(schema))
                 runs = connection.execute(
@@ -589,9 +626,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 ).fetchone()
                 if runs is None or runs[0] is None:
                     # The runs read model (ADR 0017); filled from the work rows on open.
-                    model = SqlReadModel(
-                        marker="%s", prefix=f'"{schema}".', kind_of=no_kind, write_options={}
-                    )
+                    model = SqlReadModel(dialect, kind_of=no_kind)
                     for statement in model.runs_create_statements():
                         connection.execute(statement)
             yield

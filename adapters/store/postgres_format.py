@@ -146,15 +146,6 @@ def storage_locked(connection: Any, schema: str) -> Iterator[None]:
         connection.execute("SELECT pg_advisory_unlock(hashtext(%s))", (storage_lock_key(schema),))
 
 
-def live_gateways(cursor: Any, schema: str) -> list[str]:
-    """The gateways whose heartbeat (ADR 0028) has not expired."""
-    cursor.execute(
-        f'SELECT gateway_id FROM "{schema}".sw_gateways WHERE expires_at > now() '
-        "ORDER BY gateway_id"
-    )
-    return [str(_first(row)) for row in cursor.fetchall()]
-
-
 def refuse_beside_live(schema: str, holders: list[str]) -> StoreNeedsUpgrade:
     return StoreNeedsUpgrade(
         f"the PostgreSQL schema {schema!r} is storage v2 and is in use by gateway(s) "

@@ -151,6 +151,17 @@ def hold_lease_statement(schema: str) -> str:
     return f'SELECT "{schema}".sw_hold_lease(%s, %s, %s)'
 
 
+def live_gateways(cursor: Any, schema: str) -> list[str]:
+    """The gateways whose heartbeat (ADR 0028) has not expired."""
+    cursor.execute(
+        f'SELECT gateway_id FROM "{schema}".sw_gateways WHERE expires_at > now() '
+        "ORDER BY gateway_id"
+    )
+    return [
+        str(row["gateway_id"] if isinstance(row, dict) else row[0]) for row in cursor.fetchall()
+    ]
+
+
 def lease_lost(error: BaseException) -> LeaseLost | None:
     """``error`` (a save's, as eventsourcing wraps it) as LeaseLost, if that is what it is."""
     cause = error.__cause__ if isinstance(error, PersistenceError) else error

@@ -33,10 +33,8 @@ _TABLES: dict[str, tuple[str, list[str], list[str]]] = {
 
 def shadow_model(live: SqlReadModel) -> SqlReadModel:
     return SqlReadModel(
-        marker=live.m,
-        prefix=live.prefix,
+        live.dialect,
         kind_of=live.kind_of,
-        write_options=live.write_options,
         name_prefix=SHADOW,
         transcript_in_log=live.transcript_in_log,
         session_columns=live.session_columns,

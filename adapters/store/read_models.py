@@ -18,16 +18,19 @@ from uuid import UUID
 
 from orjson import loads
 from sessionwire.adapters.store.serialisation import transcript_lines
+from sessionwire.adapters.store.sql_dialect import SqlDialect
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
     SessionListing,
     SessionPage,
     SessionQuery,
+    SessionTranscript,
     StoredSession,
     TranscriptPage,
+    TranscriptWindow,
 )
 from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.domain.session import SessionState, to_millis
+from sessionwire.domain.session import SessionState, session_uuid, to_millis
 
 if TYPE_CHECKING:
     # The projection and the run aggregate load with the first write or rebuild: a
@@ -97,22 +100,8 @@ def _json_only_fields(fields: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-# A v3 message's transcript line, sliced from its stored bytes in SQL (ADR 0036): the
-# message's JSON at offset 11 (1-based 12) of ``body`` bytes, with its provenance (stored
-# after it, in the reader's shape) appended as the line's last field when it has one.
 ALL_LINES = 2**62
 """A limit no session reaches: every line of a session's view."""
-_LINE = (
-    "CASE WHEN provenance IS NULL THEN CAST(substr(state, 12, body) AS TEXT) "
-    "ELSE CAST(substr(state, 12, body - 1) AS TEXT) || ',\"provenance\":' "
-    "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
-)
-# The same on PostgreSQL, where ``state`` is bytea (ADR 0036 §6).
-_PG_LINE = (
-    "CASE WHEN provenance IS NULL THEN convert_from(substr(state, 12, body), 'UTF8') "
-    "ELSE convert_from(substr(state, 12, body - 1), 'UTF8') || ',\"provenance\":' "
-    "|| convert_from(substr(state, 26 + body, provenance), 'UTF8') || '}' END AS line"
-)
 
 
 class Cursor(Protocol):
@@ -125,28 +114,25 @@ class Cursor(Protocol):
 class SqlReadModel:
     def __init__(
         self,
+        dialect: SqlDialect,
         *,
-        marker: str,
-        prefix: str = "",
         kind_of: Any,
-        write_options: dict[str, Any],
         name_prefix: str = "",
         transcript_in_log: bool = False,
         session_columns: bool = False,
-        events_table: str = "stored_events",
-        log_id: Any = None,
     ) -> None:
-        self.m = marker
+        self.dialect = dialect
+        self.m = marker = dialect.marker
+        prefix = dialect.prefix
         # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
         # no table of its own is written, and history reads the events.
         self.transcript_in_log = transcript_in_log
         # The events table the history reads, its stream id as a parameter, and its
         # line expression (SQLite: hex text and CAST; PostgreSQL: uuid and convert_from).
-        self.events = events_table
-        self.log_id: Any = log_id or (lambda aggregate_id: aggregate_id.hex)
-        self.line = _LINE if marker == "?" else _PG_LINE
-        # Options for every write (psycopg: prepare, see PostgresSessionRecorder).
-        self.write_options = write_options
+        self.events = dialect.events
+        self.log_id = dialect.to_db_id
+        self.line = dialect.line
+        self.write_options = dialect.write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
         # projects into those, then compares them with the live ones).
         self.n = name_prefix
@@ -535,7 +521,10 @@ class SqlReadModel:
         cursor.execute(f"SELECT 1 AS found FROM {self.work_table} LIMIT 1")
         return None if cursor.fetchone() is not None else found
 
-    def session(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
+    def session(self, cursor: Cursor, key: str) -> StoredSession | None:
+        return self.session_row(cursor, session_uuid(key))
+
+    def session_row(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
         cursor.execute(
             f"SELECT {self.session_select} FROM {self.sessions} WHERE id = {self.m}",
             (aggregate_id.hex,),
@@ -543,13 +532,19 @@ class SqlReadModel:
         found = cursor.fetchone()
         return None if found is None else self.stored_session(found)
 
+    def sessions_by_session_id(self, cursor: Cursor, session_id: str) -> list[StoredSession]:
+        return self.sessions_where(cursor, "session_id", session_id)
+
+    def sessions_by_label(self, cursor: Cursor, label: str) -> list[StoredSession]:
+        return self.sessions_where(cursor, "label", label)
+
+    def listings_by_label(self, cursor: Cursor, label: str) -> list[SessionListing]:
+        cursor.execute(self._where_statement(self.listing_select, "label"), (label,))
+        return self._listings(cursor.fetchall())
+
     def sessions_where(self, cursor: Cursor, column: str, value: str) -> list[StoredSession]:
         cursor.execute(self._where_statement(self.session_select, column), (value,))
         return [self.stored_session(found) for found in cursor.fetchall()]
-
-    def listings_where(self, cursor: Cursor, column: str, value: str) -> list[SessionListing]:
-        cursor.execute(self._where_statement(self.listing_select, column), (value,))
-        return self._listings(cursor.fetchall())
 
     def _where_statement(self, columns: str, column: str) -> str:
         assert column in {"session_id", "label"}
@@ -654,7 +649,13 @@ class SqlReadModel:
         return listings
 
     def recent_work(
-        self, cursor: Cursor, kind: str, limit: int, status: str | None, before: int | None
+        self,
+        cursor: Cursor,
+        kind: str,
+        *,
+        limit: int,
+        status: str | None = None,
+        before: int | None = None,
     ) -> list[tuple[int, StoredWork]]:
         m = self.m
         where, params = [f"kind = {m}"], list[Any]([kind])
@@ -684,6 +685,7 @@ class SqlReadModel:
         cursor: Cursor,
         kind: str,
         statuses: Sequence[str],
+        *,
         session_key: str | None = None,
     ) -> list[StoredWork]:
         if not statuses:
@@ -707,24 +709,48 @@ class SqlReadModel:
         return [found["agent_id"] for found in cursor.fetchall()]
 
     def transcript_tail(
-        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+        self, cursor: Cursor, session: UUID, *, limit: int, include_tools: bool
     ) -> list[str]:
         if self.transcript_in_log:
-            return self._log_tail(cursor, aggregate_id, limit=limit, include_tools=include_tools)
+            return self._log_tail(cursor, session, limit=limit, include_tools=include_tools)
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
             f"ORDER BY seq DESC LIMIT {self.m}",
-            (aggregate_id.hex, limit),
+            (session.hex, limit),
         )
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()
         return messages
 
+    def session_transcript(
+        self,
+        cursor: Cursor,
+        key: str,
+        window: TranscriptWindow,
+        wanted: Callable[[StoredSession], bool],
+    ) -> SessionTranscript:
+        found = self.session(cursor, key)
+        if found is None or not wanted(found):
+            return SessionTranscript(found)
+        if window.offset is None:
+            tail = self.transcript_tail(
+                cursor, found.id, limit=window.limit, include_tools=window.include_tools
+            )
+            return SessionTranscript(found, tail)
+        page = self.transcript_page(
+            cursor,
+            found.id,
+            offset=window.offset,
+            limit=window.limit,
+            include_tools=window.include_tools,
+        )
+        return SessionTranscript(found, page.messages, page.total)
+
     def transcript_page(
         self,
         cursor: Cursor,
-        aggregate_id: UUID,
+        session: UUID,
         *,
         offset: int,
         limit: int,
@@ -732,13 +758,13 @@ class SqlReadModel:
     ) -> TranscriptPage:
         if self.transcript_in_log:
             return self._log_page(
-                cursor, aggregate_id, offset=offset, limit=limit, include_tools=include_tools
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools
             )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
-        session = aggregate_id.hex
+        stream = session.hex
         cursor.execute(
             f"SELECT COUNT(*) AS n FROM {self.transcript} WHERE session = {self.m} {role_filter}",
-            (session,),
+            (stream,),
         )
         total = int(cursor.fetchone()["n"])
         if offset >= total or limit <= 0:
@@ -747,7 +773,7 @@ class SqlReadModel:
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
             f"ORDER BY seq DESC LIMIT {self.m} OFFSET {self.m}",
-            (session, limit, offset),
+            (stream, limit, offset),
         )
         messages = [found["message"] for found in cursor.fetchall()]
         messages.reverse()

@@ -17,7 +17,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
 from sessionwire.adapters.store import sqlite_format
-from sessionwire.adapters.store.chain import CHECKPOINT_COLUMNS_ADDED, SqlChain, sqlite_tables
+from sessionwire.adapters.store.chain import CHECKPOINT_COLUMNS_ADDED, SqlChain
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
     EventSourcedStore,
@@ -29,6 +29,7 @@ from sessionwire.adapters.store.event_store import (
     record_contents,
 )
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.sql_dialect import SqlDialect, as_uuid
 from sessionwire.adapters.store.sqlite_rows import history_columns_of, insert_rows
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
 from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
@@ -38,21 +39,43 @@ if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
 
 
+def sqlite_dialect() -> SqlDialect:
+    """How SQLite spells the store's statements (every backend difference of the SQL)."""
+    return SqlDialect(
+        marker="?",
+        prefix="",
+        events="stored_events",
+        position="rowid",
+        chain="sw_chain",
+        checkpoints="sw_checkpoints",
+        serial_key="INTEGER PRIMARY KEY",
+        id_type="TEXT",
+        blob_type="BLOB",
+        key_type="INTEGER",
+        to_db_id=lambda value: value.hex,
+        from_db_id=as_uuid,
+        # The message's JSON at offset 11 (1-based 12) of ``body`` bytes, with its
+        # provenance (stored after it, in the reader's shape) appended as the line's
+        # last field when it has one.
+        line=(
+            "CASE WHEN provenance IS NULL THEN CAST(substr(state, 12, body) AS TEXT) "
+            "ELSE CAST(substr(state, 12, body - 1) AS TEXT) || ',\"provenance\":' "
+            "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
+        ),
+        write_options={},
+    )
+
+
 class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
     """Storage v3 (ADR 0036): one row per event, with its chain link and, for a message,
     its history columns; a v2 file is upgraded in place when opened."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        dialect = sqlite_dialect()
         self.read_model = SqlReadModel(
-            marker="?",
-            kind_of=no_kind,
-            write_options={},
-            transcript_in_log=True,
-            session_columns=True,
+            dialect, kind_of=no_kind, transcript_in_log=True, session_columns=True
         )
-        self.chain = SqlChain(
-            replace(sqlite_tables(), history_columns=history_columns_of), write_options={}
-        )
+        self.chain = SqlChain(replace(dialect, history_columns=history_columns_of))
         super().__init__(*args, **kwargs)
         # eventsourcing's positional INSERT would not fit the v3 row.
         self.insert_events_statement = sqlite_format.INSERT_EVENT

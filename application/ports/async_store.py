@@ -8,29 +8,53 @@ thread through ``read``, so neither its queries nor its CPU hold the loop.
 
 The blocking ports (``Store`` and its roles) stay what the store's own threads and the
 offline commands (audit, import) use; application code on the loop goes through this.
+
+Each query is declared once, on its blocking port (its signature and meaning there):
+here it is only named, ``name = awaited(Port.name)``, and awaiting it runs the blocking
+store's method of that name off the loop (``AsyncStore.answer``). The type checker reads
+the awaited signature from the port's (ADR 0044); tests/integration/
+test_async_store_contract.py checks that every query of the ports is served so, on every
+store.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
-from uuid import UUID
+from functools import partial
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
-from sessionwire.application.ports.session_read_model import (
-    SessionPage,
-    SessionQuery,
-    StoredSession,
-    TranscriptPage,
-)
+from sessionwire.application.ports.event_log import EventLog
+from sessionwire.application.ports.generated_methods import GeneratedMethod
+from sessionwire.application.ports.read_model_maintenance import ReadModelMaintenance
+from sessionwire.application.ports.run_read_model import RunReadModel
+from sessionwire.application.ports.session_read_model import SessionReadModel, StoredSession
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.telemetry import NO_TELEMETRY, Telemetry
-from sessionwire.application.ports.work_queue import StoredWork
-from sessionwire.domain.base import Aggregate, DomainEvent
+from sessionwire.application.ports.work_queue import WorkQueue
+from sessionwire.domain.base import Aggregate
 
+P = ParamSpec("P")
 T = TypeVar("T")
+
+
+class Awaited(GeneratedMethod[P, Coroutine[Any, Any, T]]):
+    """A blocking port's query, awaited on an ``AsyncStore``: the port's method of the
+    same name, run by the store off the loop (``AsyncStore.answer``)."""
+
+    def __init__(self, query: Callable[Concatenate[Any, P], T]) -> None:
+        self.query = query.__name__
+        super().__init__(self.query)
+
+    def bind(self, instance: Any) -> Callable[P, Coroutine[Any, Any, T]]:
+        store: AsyncStore = instance
+        return partial(store.answer, self.query)
+
+
+def awaited(query: Callable[Concatenate[Any, P], T]) -> Awaited[P, T]:
+    """``query`` (a blocking port's method) served awaited under its own name."""
+    return Awaited(query)
 
 
 class AsyncStore(ABC):
@@ -66,58 +90,43 @@ class AsyncStore(ABC):
         that reads several times and computes on what it read."""
 
     @abstractmethod
-    async def session(self, key: str) -> StoredSession | None: ...
+    async def answer(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """The blocking store's query ``name`` with these arguments, on a reader thread
+        (what every ``awaited`` query below runs)."""
 
     @abstractmethod
     async def session_for_update(self, key: str) -> StoredSession | None:
         """The session to change next; may come from this process's own last write (a
         stale one conflicts on save, and the retry reads the store)."""
 
-    @abstractmethod
-    async def sessions_by_session_id(self, session_id: str) -> list[StoredSession]: ...
-
-    @abstractmethod
-    async def sessions_by_label(self, label: str) -> list[StoredSession]: ...
-
-    @abstractmethod
-    async def list_sessions(self, query: SessionQuery) -> list[StoredSession]: ...
-
-    @abstractmethod
-    async def session_page(self, page: SessionPage) -> list[StoredSession]: ...
-
-    @abstractmethod
-    async def agent_ids(self) -> list[str]: ...
-
-    @abstractmethod
-    async def transcript(self, session: UUID, *, limit: int, include_tools: bool) -> list[str]:
-        """The last ``limit`` messages of a session as JSON texts, oldest first."""
-
-    @abstractmethod
-    async def transcript_page(
-        self, session: UUID, *, offset: int, limit: int, include_tools: bool
-    ) -> TranscriptPage:
-        """``SessionReadModel.transcript_page``: a window counted back from the newest."""
-
-    @abstractmethod
-    async def run(self, run_id: str) -> StoredRun | None: ...
-
-    @abstractmethod
-    async def list_runs(self, query: RunQuery) -> list[StoredRun]: ...
-
-    @abstractmethod
-    async def work(self, aggregate_id: UUID) -> StoredWork | None: ...
-
-    @abstractmethod
-    async def pending_work(
-        self, kind: str, statuses: Sequence[str], *, session_key: str | None = None
-    ) -> list[StoredWork]: ...
-
-    @abstractmethod
-    async def records_after(self, position: int, limit: int) -> list[tuple[int, DomainEvent]]:
-        """Sealed-log records after ``position`` (``EventLog.records_after``)."""
-
-    @abstractmethod
-    async def sealed_position(self) -> int: ...
+    # The ports' queries, each awaited (their signatures and meaning: on the ports).
+    session = awaited(SessionReadModel.session)
+    sessions_by_session_id = awaited(SessionReadModel.sessions_by_session_id)
+    sessions_by_label = awaited(SessionReadModel.sessions_by_label)
+    list_sessions = awaited(SessionReadModel.list_sessions)
+    session_page = awaited(SessionReadModel.session_page)
+    list_listings = awaited(SessionReadModel.list_listings)
+    listing_page = awaited(SessionReadModel.listing_page)
+    listings_by_label = awaited(SessionReadModel.listings_by_label)
+    agent_ids = awaited(SessionReadModel.agent_ids)
+    transcript = awaited(SessionReadModel.transcript)
+    transcript_page = awaited(SessionReadModel.transcript_page)
+    session_transcript = awaited(SessionReadModel.session_transcript)
+    session_streams = awaited(SessionReadModel.session_streams)
+    run = awaited(RunReadModel.run)
+    list_runs = awaited(RunReadModel.list_runs)
+    work = awaited(WorkQueue.work)
+    pending_work = awaited(WorkQueue.pending_work)
+    recent_work = awaited(WorkQueue.recent_work)
+    log_position = awaited(EventLog.log_position)
+    seal = awaited(EventLog.seal)
+    sealed_position = awaited(EventLog.sealed_position)
+    records_after = awaited(EventLog.records_after)
+    stream = awaited(EventLog.stream)
+    stream_hash = awaited(EventLog.stream_hash)
+    streams_events = awaited(EventLog.streams_events)
+    rebuild_read_models = awaited(ReadModelMaintenance.rebuild_read_models)
+    read_model_snapshot = awaited(ReadModelMaintenance.read_model_snapshot)
 
     # Not I/O: answered on the loop ------------------------------------------------------
 

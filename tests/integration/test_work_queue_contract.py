@@ -9,21 +9,14 @@ from uuid import UUID, uuid4
 from sessionwire.application.ports.store import Store
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.run import Run, RunState
+from store_sessions import started_run
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PENDING = ("queued", "running")
 
 
 def _run(store: Store, *, minute: int = 0, session_key: str = "agent:main:main") -> Run:
-    run = Run.start(
-        run_id=uuid4(),
-        session_key=session_key,
-        agent_id="main",
-        step="primary",
-        message="hello",
-        timeout_seconds=30,
-        at=NOW + timedelta(minutes=minute),
-    )
+    run = started_run(session_key, at=NOW + timedelta(minutes=minute))
     store.save(run)
     return run
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sessionwire.adapters.store.event_store import no_kind
+from sessionwire.adapters.store.postgres import postgres_dialect
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.application.projection import ReadModelChanges, SessionRow, StreamMember
 from store_sessions import opened
 
-MODEL = SqlReadModel(
-    marker="%s", kind_of=no_kind, write_options={}, transcript_in_log=True, session_columns=True
-)
+POSTGRES = postgres_dialect("public", "stored_events")
+MODEL = SqlReadModel(POSTGRES, kind_of=no_kind, transcript_in_log=True, session_columns=True)
 SESSION = opened("agent:main:a")
 ROW = SessionRow(
     id=SESSION.id,
@@ -30,7 +30,7 @@ def test_a_lone_narrow_update_is_given_as_write_sends_it() -> None:
     found = MODEL.narrow_only(ReadModelChanges(rows={ROW.id: ROW}))
     assert found is not None
     statement, values = found
-    assert statement.startswith("UPDATE sw_sessions SET version=%s, modified_on=%s, ")
+    assert statement.startswith('UPDATE "public".sw_sessions SET version=%s, modified_on=%s, ')
     assert statement.count("%s") == len(values)
     assert values[:2] == (2, ROW.modified_on_iso)
     assert values[-1] == ROW.id.hex
@@ -50,7 +50,7 @@ def test_anything_beside_it_or_another_row_shape_keeps_the_statements_apart() ->
 
 
 def test_a_store_with_a_transcript_table_keeps_its_message_rows_apart() -> None:
-    v2 = SqlReadModel(marker="%s", kind_of=no_kind, write_options={}, session_columns=True)
+    v2 = SqlReadModel(POSTGRES, kind_of=no_kind, session_columns=True)
     assert v2.narrow_only(ReadModelChanges(rows={ROW.id: ROW})) is not None
     rows = [("a", 1, "user", "{}")]
     assert v2.narrow_only(ReadModelChanges(rows={ROW.id: ROW}, transcript_rows=rows)) is None
