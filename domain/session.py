@@ -87,6 +87,26 @@ class ForkPoint(Immutable):
     """How many of them are tool results (a reader without tools inherits the others)."""
 
 
+def fork_point_mismatch(
+    version: int, recorded_hash: str | None, first: int, record_version: int, held: bytes | None
+) -> str | None:
+    """Why the source's record at a fork point's ``record_version`` (holding versions
+    ``first`` to ``record_version``, chained with stream hash ``held``, None when it is
+    unchained) does not bear out the point's ``version`` and ``recorded_hash``; None when
+    it does. One rule for the store's ``audit verify`` and a file's (decision 34,
+    docs/evidence-format.md §5.2 step 7): a stream hash commits to its whole prefix, so an
+    equal hash fixes exactly the lines the fork inherits."""
+    if not first <= version <= record_version:
+        return f"its source's record at version {record_version} does not hold version {version}"
+    chained = None if held is None else held.hex()
+    if chained != recorded_hash:
+        return (
+            f"its source's chain has {chained or 'no stream hash'} there, the fork recorded "
+            f"{recorded_hash or 'none'}"
+        )
+    return None
+
+
 class SessionState(BaseModel):
     """Everything a session row shows; kept current in the read model with the events."""
 

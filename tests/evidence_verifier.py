@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 GENESIS = bytes(32)
 MAX_JUMP = 1_000_000
 BATCH_TOPICS = ("Session.MessagesAppended", "sessionwire.domain.session:Session.MessagesAppended")
+FORK_TOPICS = ("Session.SessionForked", "sessionwire.domain.session:Session.SessionForked")
 SESSIONS = uuid.uuid5(uuid.NAMESPACE_URL, "https://sessionwire.dev/sessions")
 _HASH = re.compile(r"[0-9a-f]{64}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -386,6 +387,7 @@ def verify(
     late: list[Event] = []
     log: list[Event] = []  # whole-store: the sealed events, by ordinal
     previous_log, expect_seen = GENESIS, False
+    forks: list[Event] = []
     chain_began, unchained, unsealed = False, 0, 0
 
     def check_link(event: Event) -> None:
@@ -460,6 +462,8 @@ def verify(
                             found("reordered")
                 for v in range(event.first, event.version + 1):
                     stream.at[v] = event
+                if event.topic in FORK_TOPICS:
+                    forks.append(event)
                 stream.highest = max(stream.highest, event.version)
                 if event.own is not None:
                     if event.first == 1 or (event.first - 1) in stream.at:
@@ -586,9 +590,58 @@ def verify(
                 last is None or last.log_seq is None or named[2] > last.log_seq
             )
             found("truncated" if beyond else "altered")
+    # 7 the fork points, in a whole-store file
+    if scope == "all":
+        for fork in forks:
+            check_fork(fork, streams, found)
+    # 8 anchored
     if require_anchored and out.unanchored:
         found("unanchored")
     return out
+
+
+def fork_point(state: bytes) -> tuple[str, int, int, bytes | None] | None:
+    """§2.7: a fork event's (source_key, version, record_version, stream_hash) from its
+    state, or None when the state holds no such point."""
+    try:
+        data = json.loads(state.decode(), object_pairs_hook=_unique)
+    except (ValueError, RecursionError, Malformed):
+        return None
+    point = data.get("point") if isinstance(data, dict) else None
+    if not isinstance(point, dict):
+        return None
+    source, version, record, recorded = (
+        point.get(name) for name in ("source_key", "version", "record_version", "stream_hash")
+    )
+    for number in (version, record):
+        if type(number) is not int or not 1 <= number < 2**63:
+            return None
+    if not isinstance(source, str):
+        return None
+    if recorded is None:
+        return source, version, record, None
+    try:
+        return source, version, record, _hash(recorded)
+    except Malformed:
+        return None
+
+
+def check_fork(fork: Event, streams: dict[bytes, _Stream], found: Any) -> None:
+    """§5.2 step 7: the source's event at record_version holds version and has the
+    recorded stream hash; a source whose stream the file lacks is unresolved."""
+    point = fork_point(fork.state)
+    if point is None:
+        found("fork")
+        return
+    source, version, record, recorded = point
+    held = streams.get(session_stream(source))
+    if held is None:
+        found("unresolved")
+        return
+    event = held.at.get(record)
+    holds = event is not None and event.version == record and event.first <= version <= record
+    if not holds or event.own != recorded:  # type: ignore[union-attr]
+        found("fork")
 
 
 def _anchor(

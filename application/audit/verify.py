@@ -29,7 +29,7 @@ from sessionwire.domain.hash_chain import (
     log_hash,
     stream_hash,
 )
-from sessionwire.domain.session import Session, session_uuid
+from sessionwire.domain.session import Session, fork_point_mismatch, session_uuid
 
 FindingKind = Literal["altered", "deleted", "inserted", "reordered", "checkpoint", "fork"]
 # A fork's record (decision 34), as stored: its short code or its long topic.
@@ -306,18 +306,17 @@ def _check_fork_points(log: AuditLog, forks: list[StoredRecord], stop: int) -> l
             continue
         point = event.point
         found = _source_record(log, point.source_key, point.record_version, stop)
-        problem = None
         if found is None:
-            problem = f"version {point.record_version} of its source is not in the log"
+            problem: str | None = f"version {point.record_version} of its source is not in the log"
         else:
             source, link = found
-            if not first_version(source.content) <= point.version <= point.record_version:
-                problem = f"its source's record at {point.record_version} does not hold it"
-            elif link is not None and point.stream_hash not in (None, link.stream_hash.hex()):
-                problem = (
-                    f"its source's chain has {link.stream_hash.hex()} there, the fork "
-                    f"recorded {point.stream_hash}"
-                )
+            problem = fork_point_mismatch(
+                point.version,
+                point.stream_hash,
+                first_version(source.content),
+                point.record_version,
+                None if link is None else link.stream_hash,
+            )
         if problem is not None:
             findings.append(
                 Finding(

@@ -29,6 +29,7 @@ all: docs/benchmarks.md), and one entry per stream.
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,7 @@ from sessionwire.application.audit.export import (
     proof_path,
     sealed_seq,
 )
+from sessionwire.application.audit.verify import FORK_TOPICS
 from sessionwire.domain import merkle
 from sessionwire.domain.checkpoint import (
     Checkpoint,
@@ -69,7 +71,7 @@ from sessionwire.domain.hash_chain import (
     log_hash,
     stream_hash,
 )
-from sessionwire.domain.session import session_uuid
+from sessionwire.domain.session import fork_point_mismatch, session_uuid
 
 FileFindingKind = Literal[
     "altered",
@@ -80,6 +82,8 @@ FileFindingKind = Literal[
     "malformed",
     "checkpoint",
     "unanchored",
+    "fork",
+    "unresolved",
 ]
 
 
@@ -288,6 +292,8 @@ class _Verifier:
         self.proofs: list[tuple[int, ExportProof]] = []
         self.header: ExportHeader | None = None
         self.end: tuple[int, ExportEnd] | None = None
+        # Each fork event (decision 34) with its stored bytes: few, so kept until the end.
+        self.forks: list[tuple[int, bytes]] = []
 
     def seen(self, event: int) -> _Seen:
         events, at = self.events, event - 1
@@ -459,6 +465,8 @@ class _Verifier:
         )
         for taken in range(lowest, version + 1):
             stream.put(taken, index)
+        if content.topic in FORK_TOPICS:
+            self.forks.append((index, content.state))
         if own is not None:
             if lowest == 1 or stream.event(lowest - 1):
                 self.check_link(stream, version, content)
@@ -520,6 +528,8 @@ class _Verifier:
         # Checked last, like the order: a finding above already explains a difference.
         if self.end is not None and not self.report.findings:
             self.end_head(*self.end)
+        if self.header.scope == "all":
+            self.fork_points()
         if self.require_anchored and self.report.unanchored:
             self.found(
                 "unanchored",
@@ -552,6 +562,41 @@ class _Verifier:
             f"{_head_text(actual)}",
             line=number,
         )
+
+    def fork_points(self) -> None:
+        """Each fork's recorded point against its source's stream as this whole-store file
+        holds it (docs/evidence-format.md §5.2 step 7). A bundle holds one session's
+        streams, so there the reference is checked across two files (§2.7)."""
+        for event, state in self.forks:
+            where = self.seen(event).where()
+            point = _fork_point(state)
+            if point is None:
+                self.found("fork", "a fork event whose state holds no readable fork point", **where)
+                continue
+            source_key, version, record_version, recorded = point
+            stream = self.streams.get(session_uuid(source_key))
+            if stream is None:
+                self.found(
+                    "unresolved",
+                    f"forked from {source_key!r}, whose stream the file does not hold: its "
+                    "fork point cannot be checked",
+                    **where,
+                )
+                continue
+            held = stream.event(record_version)
+            if not held or self.events.version[held - 1] != record_version:
+                problem: str | None = (
+                    f"its source's stream holds no event at version {record_version}"
+                )
+            else:
+                first = record_version  # the lowest version the event holds (a batch: several)
+                while first > 1 and stream.event(first - 1) == held:
+                    first -= 1
+                problem = fork_point_mismatch(
+                    version, recorded, first, record_version, self.events.stream_hash(held)
+                )
+            if problem is not None:
+                self.found("fork", f"fork point {source_key} v{version}: {problem}", **where)
 
     def out_of_order(self) -> None:
         """Name the events out of log order: those outside the longest run of increasing
@@ -973,6 +1018,36 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 # One decoder for every line (json.loads with a hook makes one per call).
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_members)
+_HASH_TEXT = re.compile(r"[0-9a-f]{64}")
+
+
+def _fork_point(state: bytes) -> tuple[str, int, int, str | None] | None:
+    """A fork event's point as docs/evidence-format.md §2.7 reads it: ``source_key``,
+    ``version``, ``record_version``, ``stream_hash`` (None: unchained); None when the
+    state holds no such point. Read from the bytes, not through the event classes, so
+    it accepts exactly what the specification does."""
+    try:
+        data = _DECODER.decode(state.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    point = data.get("point") if isinstance(data, dict) else None
+    if not isinstance(point, dict):
+        return None
+    key, recorded = point.get("source_key"), point.get("stream_hash")
+    version, record_version = (
+        _position(point.get("version")),
+        _position(point.get("record_version")),
+    )
+    if not isinstance(key, str) or version is None or record_version is None:
+        return None
+    if recorded is not None and not (isinstance(recorded, str) and _HASH_TEXT.fullmatch(recorded)):
+        return None
+    return key, version, record_version, recorded
+
+
+def _position(value: object) -> int | None:
+    """A JSON integer 1 ... 2^63-1 (not a float, string or boolean), else None."""
+    return value if type(value) is int and 1 <= value < 2**63 else None
 
 
 def _head_text(head: tuple[int | None, str | None, int | None]) -> str:

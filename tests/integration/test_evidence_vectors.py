@@ -169,10 +169,18 @@ def _mutations(lines: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, An
     return found
 
 
-@pytest.mark.parametrize("name", ["v3rows-statement-v3-bundle", "v2batches-statement-v2-bundle"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "v3rows-statement-v3-bundle",
+        "v2batches-statement-v2-bundle",
+        "v3forks-statement-v3-export",
+    ],
+)
 def test_both_verifiers_agree_on_single_changes_to_a_genuine_bundle(name: str) -> None:
-    """Every sixth of a bundle's single edits, removals and swaps (70 and 174, so
-    the suite stays quick): both verifiers decide each alike. Run once over all of them,
+    """Every sixth of a file's single edits, removals and swaps (70 and 174 of the
+    bundles, so the suite stays quick; the export with forks: its fork events' states
+    edited too, §5.2 step 7): both verifiers decide each alike. Run once over all of them,
     on four genuine files with and without the options, 4,858 agreed; before, 32 did not
     (a malformed header made the product verify the rest as a bundle)."""
     from sessionwire.application.audit.verify_file import verify_file
