@@ -25,6 +25,11 @@ revision over stdio only (stateless HTTP keeps no connection open to notify on);
 ``runs_cancel`` tool cancels one. Not MCP tasks: the SDK implements no
 ``io.modelcontextprotocol/tasks`` extension (ADR 0026).
 
+A waited ``sessions_send`` whose run asks for input asks the client by elicitation when
+it declared the capability (adapters/mcp/elicitation.py): the call answers an
+``InputRequiredResult`` at the stateless revision, and sends ``elicitation/create`` at a
+handshake revision over stdio; the accepted answer is ``run_input``'s.
+
 A result travels as JSON text content and as structured content; a refusal (status
 ``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
 """
