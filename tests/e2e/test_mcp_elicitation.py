@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, ClientSession, types
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_stdio import payload, server_parameters
-from sessionwire import Gateway, SyncGateway
+from sessionwire import Gateway
 from sessionwire.testing import ScriptedRuntime
 from test_mcp_server import authorized, http_server
 
@@ -40,16 +41,21 @@ SCRIPT = {
 }
 DEPLOY = {"sessionKey": OPS, "message": "deploy build 42", "timeoutSeconds": 30}
 
-Elicit = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+
+async def seeded(url: str) -> str:
+    """``url``'s store holding main and the ops session it sends to."""
+    gateway = await Gateway.open(store=url)
+    try:
+        await gateway.record_message("main", role="user", content="ship it")
+        await gateway.record_message(OPS, role="user", content="ready")
+    finally:
+        await gateway.close()
+    return url
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path}/sessions.db"
-    with SyncGateway.open(store=url) as gateway:
-        gateway.record_message("main", role="user", content="ship it")
-        gateway.record_message(OPS, role="user", content="ready")
-    return url
+async def store(tmp_path: Path) -> str:
+    return await seeded(f"sqlite:///{tmp_path}/sessions.db")
 
 
 @pytest.fixture
@@ -59,7 +65,26 @@ def agents(tmp_path: Path) -> Path:
     return path
 
 
-def answering(answer: types.ElicitResult, asked: list[types.ElicitRequestParams]) -> Elicit:
+@asynccontextmanager
+async def connected(
+    transport: str, store: str, agents: Path, **options: Any
+) -> AsyncIterator[Client]:
+    """The SDK's ``Client`` (``options`` its settings) to ``sessionwire mcp`` as main,
+    over stdio or ``--http``."""
+    args = ("--session", "main", "--runtime", str(agents))
+    if transport == "stdio":
+        async with Client(server_parameters(store, *args), **options) as client:
+            yield client
+        return
+    async with (
+        http_server(store, *args) as endpoint,
+        authorized() as http,
+        Client(streamable_http_client(endpoint, http_client=http), **options) as client,
+    ):
+        yield client
+
+
+def answering(answer: types.ElicitResult, asked: list[types.ElicitRequestParams]) -> ElicitationFnT:
     async def elicit(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
@@ -108,14 +133,17 @@ def assert_asked_with_the_options(asked: list[types.ElicitRequestParams]) -> Non
     assert params.requested_schema["required"] == ["answer"]
 
 
-async def test_stdio_stateless_revision_asks_and_an_accept_is_the_runs_input(
-    store: str, agents: Path
+@pytest.mark.parametrize(
+    ("transport", "kind"), [("stdio", "sqlite"), ("http", "sqlite"), ("stdio", "postgresql")]
+)
+async def test_the_stateless_revision_asks_and_an_accept_is_the_runs_input(
+    store: str, agents: Path, transport: str, kind: str, request: pytest.FixtureRequest
 ) -> None:
+    if kind == "postgresql":
+        store = await seeded(request.getfixturevalue("postgres_url"))
     asked: list[types.ElicitRequestParams] = []
-    async with Client(
-        server_parameters(store, "--session", "main", "--runtime", str(agents)),
-        elicitation_callback=answering(accept("yes"), asked),
-    ) as client:
+    elicit = answering(accept("yes"), asked)
+    async with connected(transport, store, agents, elicitation_callback=elicit) as client:
         version = client.protocol_version
         answered = payload(await client.call_tool("sessions_send", DEPLOY))
     assert version == "2026-07-28"
@@ -127,33 +155,10 @@ async def test_stdio_stateless_revision_asks_and_an_accept_is_the_runs_input(
     assert lines == ["deploy build 42", PROMPT, "yes", "deployed"]
 
 
-async def test_http_stateless_revision_asks_and_an_accept_is_the_runs_input(
-    store: str, agents: Path
-) -> None:
-    asked: list[types.ElicitRequestParams] = []
-    async with (
-        http_server(store, "--session", "main", "--runtime", str(agents)) as endpoint,
-        authorized() as http,
-        Client(
-            streamable_http_client(endpoint, http_client=http),
-            elicitation_callback=answering(accept("yes"), asked),
-        ) as client,
-    ):
-        version = client.protocol_version
-        answered = payload(await client.call_tool("sessions_send", DEPLOY))
-    assert version == "2026-07-28"
-    assert_asked_with_the_options(asked)
-    assert answered["status"] == "accepted"
-    status, lines = await settled(store, answered["runId"])
-    assert status == "ok"
-    assert lines == ["deploy build 42", PROMPT, "yes", "deployed"]
-
-
 async def test_a_free_text_ask_is_a_string_field(store: str, agents: Path) -> None:
     asked: list[types.ElicitRequestParams] = []
-    async with Client(
-        server_parameters(store, "--session", "main", "--runtime", str(agents)),
-        elicitation_callback=answering(accept("the blue one"), asked),
+    async with connected(
+        "stdio", store, agents, elicitation_callback=answering(accept("the blue one"), asked)
     ) as client:
         arguments = {"sessionKey": OPS, "message": "note it", "timeoutSeconds": 30}
         answered = payload(await client.call_tool("sessions_send", arguments))
@@ -166,15 +171,14 @@ async def test_a_free_text_ask_is_a_string_field(store: str, agents: Path) -> No
     assert lines == ["note it", "Which note?", "the blue one", "noted the blue one"]
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
+@pytest.mark.parametrize(("action", "transport"), [("decline", "stdio"), ("cancel", "http")])
 async def test_a_declined_elicitation_leaves_the_run_waiting(
-    store: str, agents: Path, action: str
+    store: str, agents: Path, action: str, transport: str
 ) -> None:
     asked: list[types.ElicitRequestParams] = []
-    answer = types.ElicitResult(action=action)  # type: ignore[arg-type]
-    async with Client(
-        server_parameters(store, "--session", "main", "--runtime", str(agents)),
-        elicitation_callback=answering(answer, asked),
+    answer = types.ElicitResult(action=action)
+    async with connected(
+        transport, store, agents, elicitation_callback=answering(answer, asked)
     ) as client:
         result = await client.call_tool("sessions_send", DEPLOY)
         sent = payload(result)
@@ -190,37 +194,28 @@ async def test_a_declined_elicitation_leaves_the_run_waiting(
     assert lines == ["deploy build 42", PROMPT]
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_without_the_capability_the_run_is_a_resource_with_its_prompt(
-    store: str, agents: Path
+    store: str, agents: Path, transport: str
 ) -> None:
-    for connect in ("stdio", "http"):
-        if connect == "stdio":
-            async with Client(
-                server_parameters(store, "--session", "main", "--runtime", str(agents))
-            ) as client:
-                sent = payload(await client.call_tool("sessions_send", DEPLOY))
-                shown = await resource(client, sent["runId"])
-        else:
-            async with (
-                http_server(store, "--session", "main", "--runtime", str(agents)) as endpoint,
-                authorized() as http,
-                Client(streamable_http_client(endpoint, http_client=http)) as client,
-            ):
-                sent = payload(await client.call_tool("sessions_send", DEPLOY))
-                shown = await resource(client, sent["runId"])
-        assert sent["status"] == "input_required", connect
-        assert sent["options"] == ["yes", "no"]
-        assert shown["status"] == "input_required", connect
-        assert shown["inputRequest"] == {"prompt": PROMPT, "options": ["yes", "no"]}
+    async with connected(transport, store, agents) as client:
+        sent = payload(await client.call_tool("sessions_send", DEPLOY))
+        shown = await resource(client, sent["runId"])
+    assert sent["status"] == "input_required"
+    assert sent["options"] == ["yes", "no"]
+    assert shown["status"] == "input_required"
+    assert shown["inputRequest"] == {"prompt": PROMPT, "options": ["yes", "no"]}
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_an_accept_after_another_answer_is_refused_and_the_client_told(
-    store: str, agents: Path
+    store: str, agents: Path, transport: str
 ) -> None:
     """Someone else answers while the client's user is asked: the retry's answer meets
     the first one's record, nothing more is written, and the call says why."""
     asked: list[types.ElicitRequestParams] = []
     holder: dict[str, Client] = {}
+    waiting: list[str] = []
 
     async def elicit(
         context: ClientRequestContext, params: types.ElicitRequestParams
@@ -230,15 +225,12 @@ async def test_an_accept_after_another_answer_is_refused_and_the_client_told(
         listed = (await client.read_resource("sessionwire://runs")).contents[0]
         assert isinstance(listed, types.TextResourceContents)
         runs = json.loads(listed.text)["runs"]
-        (run,) = [run for run in runs if run["status"] == "input_required"]
-        first = payload(await client.call_tool("run_input", {"runId": run["runId"], "text": "no"}))
+        waiting.extend(run["runId"] for run in runs if run["status"] == "input_required")
+        first = payload(await client.call_tool("run_input", {"runId": waiting[0], "text": "no"}))
         assert first["status"] == "accepted"
         return accept("yes")
 
-    async with Client(
-        server_parameters(store, "--session", "main", "--runtime", str(agents)),
-        elicitation_callback=elicit,
-    ) as client:
+    async with connected(transport, store, agents, elicitation_callback=elicit) as client:
         holder["client"] = client
         result = await client.call_tool("sessions_send", DEPLOY)
         refused = payload(result)
@@ -246,8 +238,8 @@ async def test_an_accept_after_another_answer_is_refused_and_the_client_told(
     assert result.is_error is True
     assert refused["status"] == "error"
     assert refused["tool"] == "run_input"
-    assert "is not waiting for input" in refused["error"]
-    run_id = refused["error"].split()[1]
+    (run_id,) = waiting
+    assert refused["error"].startswith(f"run {run_id} is not waiting for input")
     status, lines = await settled(store, run_id)
     assert status == "ok"
     # Exactly one next turn: the first answer's.
@@ -258,15 +250,10 @@ async def test_http_handshake_revision_has_no_channel_to_ask_on(store: str, agen
     """Stateless HTTP at a handshake revision cannot carry a server request: the call
     answers input_required as without the capability, and the run is a resource."""
     asked: list[types.ElicitRequestParams] = []
-    async with (
-        http_server(store, "--session", "main", "--runtime", str(agents)) as endpoint,
-        authorized() as http,
-        Client(
-            streamable_http_client(endpoint, http_client=http),
-            mode="legacy",
-            elicitation_callback=answering(accept("yes"), asked),
-        ) as client,
-    ):
+    elicit = answering(accept("yes"), asked)
+    async with connected(
+        "http", store, agents, mode="legacy", elicitation_callback=elicit
+    ) as client:
         version = client.protocol_version
         sent = payload(await client.call_tool("sessions_send", DEPLOY))
         shown = await resource(client, sent["runId"])
