@@ -54,9 +54,8 @@ def asks(result: dict[str, Any]) -> bool:
     return result.get("status") == "input_required" and isinstance(result.get("runId"), str)
 
 
-def can_elicit(ctx: Context) -> bool:
+def can_elicit(declared: types.ClientCapabilities | None) -> bool:
     """The client declared form elicitation (an empty capability object means form)."""
-    declared = ctx.session.client_capabilities
     capability = declared.elicitation if declared is not None else None
     return capability is not None and (capability.form is not None or capability.url is None)
 
@@ -95,7 +94,7 @@ class RunElicitation:
         """What the call answers for ``result``, a run waiting for input: the result as it
         is when the client cannot be asked, else the elicitation (stateless revision) or
         the outcome of one (handshake revision)."""
-        if not asks(result) or not can_elicit(ctx):
+        if not asks(result) or not can_elicit(ctx.session.client_capabilities):
             return result
         if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # The waited call's own answer travels in the state: a decline gives it back.

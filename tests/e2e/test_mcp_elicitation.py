@@ -115,11 +115,14 @@ async def settled(store: str, run_id: str) -> tuple[str, list[str]]:
     return str(run["status"]), lines
 
 
-async def resource(client: Client, run_id: str) -> dict[str, Any]:
-    read = await client.read_resource(f"sessionwire://runs/{run_id}")
-    block = read.contents[0]
+async def resource_text(client: Client, uri: str) -> str:
+    block = (await client.read_resource(uri)).contents[0]
     assert isinstance(block, types.TextResourceContents)
-    data: dict[str, Any] = json.loads(block.text)
+    return block.text
+
+
+async def resource(client: Client, run_id: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(await resource_text(client, f"sessionwire://runs/{run_id}"))
     return data
 
 
@@ -222,9 +225,7 @@ async def test_an_accept_after_another_answer_is_refused_and_the_client_told(
     ) -> types.ElicitResult:
         asked.append(params)
         client = holder["client"]
-        listed = (await client.read_resource("sessionwire://runs")).contents[0]
-        assert isinstance(listed, types.TextResourceContents)
-        runs = json.loads(listed.text)["runs"]
+        runs = json.loads(await resource_text(client, "sessionwire://runs"))["runs"]
         waiting.extend(run["runId"] for run in runs if run["status"] == "input_required")
         first = payload(await client.call_tool("run_input", {"runId": waiting[0], "text": "no"}))
         assert first["status"] == "accepted"
@@ -283,3 +284,32 @@ async def test_stdio_handshake_revision_sends_elicitation_create_during_the_call
     status, lines = await settled(store, answered["runId"])
     assert status == "ok"
     assert lines == ["deploy build 42", PROMPT, "yes", "deployed"]
+
+
+async def test_a_forged_request_state_answers_nothing_the_check_refuses(
+    store: str, agents: Path
+) -> None:
+    """The requestState is the client's to echo, so it is checked like any answer: one
+    that is not this server's JSON is refused, one naming a run nobody may answer meets
+    run_input's refusal; neither sends anything."""
+    accepted = {"runInput": accept("yes")}
+    named = json.dumps({"status": "input_required", "runId": "run_nope", "prompt": "?"})
+    async with connected("stdio", store, agents) as client:
+        garbled = await client.call_tool(
+            "sessions_send",
+            DEPLOY,
+            request_state="sessionwire-run-input:{",
+            input_responses=dict(accepted),
+        )
+        unknown = await client.call_tool(
+            "sessions_send",
+            DEPLOY,
+            request_state=f"sessionwire-run-input:{named}",
+            input_responses=dict(accepted),
+        )
+        runs = json.loads(await resource_text(client, "sessionwire://runs"))["runs"]
+    assert garbled.is_error is True
+    assert payload(garbled)["error"] == "invalid requestState"
+    assert unknown.is_error is True
+    assert payload(unknown)["error"] == "run run_nope not found, or not visible to this session"
+    assert runs == []  # no send was made
