@@ -25,6 +25,11 @@ revision over stdio only (stateless HTTP keeps no connection open to notify on);
 ``runs_cancel`` tool cancels one. Not MCP tasks: the SDK implements no
 ``io.modelcontextprotocol/tasks`` extension (ADR 0026).
 
+A waited ``sessions_send`` whose run asks for input asks the client by elicitation when
+it declared the capability (adapters/mcp/elicitation.py): the call answers an
+``InputRequiredResult`` at the stateless revision, and sends ``elicitation/create`` at a
+handshake revision over stdio; the accepted answer is ``run_input``'s.
+
 A result travels as JSON text content and as structured content; a refusal (status
 ``error`` or ``forbidden``) is flagged ``isError`` and still carries the JSON.
 """
@@ -58,6 +63,7 @@ from sessionwire.adapters.access.auth import (
 from sessionwire.adapters.access.header_deadline import header_deadline
 from sessionwire.adapters.access.tokens import Grant, TokenSet
 from sessionwire.adapters.bootstrap import Gateway
+from sessionwire.adapters.mcp.elicitation import RunElicitation
 from sessionwire.adapters.mcp.runs import CANCEL_TOOL, RunResources, cancel_tool
 from sessionwire.application.config.gateway_config import HttpConfig
 from sessionwire.application.library_logging import library_logger
@@ -139,6 +145,7 @@ def build_server(
     new ones for ``requester`` by default."""
     tools = [*tool_definitions(gateway), cancel_tool()]
     runs = runs if runs is not None else RunResources(gateway, requester)
+    elicitation = RunElicitation(gateway, requester)
     bound = log.bind(requester=requester)
 
     async def list_tools(
@@ -146,19 +153,29 @@ def build_server(
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         # The SDK's low-level server validates no arguments: a bad one gets the gateway's
         # own message, as through the CLI or Python.
         arguments = params.arguments if params.arguments is not None else {}
-        if params.name == CANCEL_TOOL:
-            result = await runs.cancel(arguments)
+        if RunElicitation.is_answer(params):
+            # A call retried with the client's answer to a waiting run (elicitation.py);
+            # a declined one is not asked again.
+            asked: dict[str, Any] | types.InputRequiredResult = await elicitation.answer(params)
+        elif params.name == CANCEL_TOOL:
+            asked = await runs.cancel(arguments)
         else:
             token = _run_token(params.meta)
             result = await gateway.served.call_tool(
                 requester, params.name, arguments, run_token=token
             )
-        bound.debug("mcp tool call", tool=params.name, status=result.get("status"))
-        return tool_result(result)
+            asked = await elicitation.ask(ctx, result)
+        if isinstance(asked, types.InputRequiredResult):
+            bound.debug("mcp tool call asks by elicitation", tool=params.name)
+            return asked
+        bound.debug("mcp tool call", tool=params.name, status=asked.get("status"))
+        return tool_result(asked)
 
     async def list_resources(
         ctx: Context, params: types.PaginatedRequestParams | None

@@ -86,6 +86,8 @@ def test_mcp_examples_run() -> None:
     assert "False hello" in out
     assert "True Session not found: cron:nope" in out
     assert "followed over HTTP: ok" in out  # a listen over --http
+    assert "asked: Deploy build 42? ['yes', 'no']" in out  # a run that asks elicits
+    assert "answered: accepted" in out
 
 
 def test_openai_runtime_examples_run(chat_server: ChatServer) -> None:
