@@ -31,7 +31,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
-from sessionwire.adapters.store import postgres_format
+from sessionwire.adapters.store import postgres_format, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain, postgres_tables
 from sessionwire.adapters.store.event_store import (
@@ -64,6 +64,7 @@ from sessionwire.adapters.store.postgres_writer import PostgresWriter, save_thre
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.sqlite_format import Progress, stderr_progress
 from sessionwire.adapters.store.sqlite_rows import history_columns, history_columns_of
+from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.hash_chain import ChainLink, stream_links
 
@@ -131,6 +132,9 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             write_options={"prepare": True},
         )
         self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
+        self.transcript_search = SqlTranscriptSearch(
+            self.read_model, postgres_search.search_sql(self.datastore.schema, events)
+        )
         # One statement a save: its id, and each event with its history columns and its
         # stream link (positions and seals come from the sealer, behind the writers).
         columns = (
@@ -158,6 +162,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             save_ids_table_statement(self.datastore.schema),
             *self.read_model.create_statements(),
             *self.chain.checkpoint_statements(),
+            *postgres_search.create_statements(self.datastore.schema, events),
             *postgres_format.finish_statements(self.datastore.schema, events),
         ]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
@@ -584,6 +589,8 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 for statement in SqlChain(tables, write_options={}).checkpoint_statements():
                     connection.execute(statement)
                 connection.execute(save_ids_table_statement(schema))
+                # The transcript search's index (ADR 0050), built once over the log.
+                postgres_search.ensure_index(connection, schema, f'"{schema}"."stored_events"')
                 runs = connection.execute(
                     "SELECT to_regclass(%s)", (f'"{schema}".sw_runs',)
                 ).fetchone()

@@ -1,0 +1,74 @@
+"""The transcript search's index on SQLite (ADR 0050): an FTS5 table the database keeps.
+
+``sw_search`` is a contentless FTS5 table (the text is in the events already): one row
+per message row of the log, under the event's rowid, holding its text blocks. An AFTER
+INSERT trigger on ``stored_events`` writes it, in the statement's own transaction, from
+the row's JSON (``json_each``), so no append path of sessionwire's computes it and an
+import's rows are indexed as a gateway's are. A store made before the index gets it
+filled once, when it is opened (``ensure_index``).
+
+The tokenizer is ``unicode61`` without diacritics removal: words are runs of letters and
+digits, case folded, as ``domain.transcript_search.words_of`` reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sessionwire.adapters.store.transcript_search import SearchSql
+
+
+def _text_of(state: str) -> str:
+    """The text blocks of a message row (one message, or a batch of them) as SQL."""
+    doc = f"CAST({state} AS TEXT)"
+    return (
+        "coalesce((SELECT group_concat(json_extract(b.value, '$.text'), ' ') "
+        f"FROM json_each({doc}, '$.message.content') AS b), "
+        "(SELECT group_concat(json_extract(b.value, '$.text'), ' ') "
+        f"FROM json_each({doc}, '$.messages') AS m, json_each(m.value, '$.content') AS b), '')"
+    )
+
+
+def create_statements() -> list[str]:
+    """The index and its trigger (idempotent)."""
+    return [
+        "CREATE VIRTUAL TABLE IF NOT EXISTS sw_search USING fts5(text, content='', "
+        "tokenize='unicode61 remove_diacritics 0')",
+        "CREATE TRIGGER IF NOT EXISTS sw_search_index AFTER INSERT ON stored_events "
+        "WHEN NEW.role IS NOT NULL BEGIN "
+        f"INSERT INTO sw_search (rowid, text) VALUES (NEW.rowid, {_text_of('NEW.state')}); END",
+    ]
+
+
+def ensure_index(cursor: Any) -> bool:
+    """Create the index and fill it from the log's message rows unless that was done
+    (``sw_format.search``), in the caller's transaction; True if it filled it."""
+    cursor.execute("SELECT value FROM sw_format WHERE name = 'search'")
+    if cursor.fetchone() is not None:
+        return False
+    for statement in create_statements():
+        cursor.execute(statement)
+    # Rows the trigger indexed before the marker (none in a store made before it).
+    cursor.execute("INSERT INTO sw_search (sw_search) VALUES ('delete-all')")
+    cursor.execute(
+        f"INSERT INTO sw_search (rowid, text) SELECT rowid, {_text_of('state')} "
+        "FROM stored_events WHERE role IS NOT NULL"
+    )
+    cursor.execute("INSERT INTO sw_format (name, value) VALUES ('search', 1)")
+    return True
+
+
+def _terms(words: Sequence[str]) -> str:
+    # Each word a quoted string (letters and digits only): every one must be there.
+    return " ".join(f'"{word}"' for word in words)
+
+
+SEARCH_SQL = SearchSql(
+    rows="sw_search JOIN stored_events e ON e.rowid = sw_search.rowid "
+    "JOIN sw_sessions s ON s.id = e.originator_id",
+    position="sw_search.rowid",
+    match="sw_search MATCH ?",
+    count="json_extract(CAST(state AS TEXT), '$.count')",
+    terms=_terms,
+)
