@@ -317,6 +317,12 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         one statement (a message's, with no fence) has no BEGIN: a Sync sent from here
         commits it, and a COMMIT sent from here does too (with the server's warning)."""
 
+    def ensure_search_index(self) -> None:
+        """The transcript search's index (ADR 0050) on a schema made before it, built
+        once over the log (under the setup lock)."""
+        with self.datastore.transaction(commit=True) as cursor:
+            postgres_search.ensure_index(cursor, self.datastore.schema, self.events_table_name)
+
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
         with self.datastore.transaction(commit=True) as cursor:
@@ -589,8 +595,6 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                 for statement in SqlChain(tables, write_options={}).checkpoint_statements():
                     connection.execute(statement)
                 connection.execute(save_ids_table_statement(schema))
-                # The transcript search's index (ADR 0050), built once over the log.
-                postgres_search.ensure_index(connection, schema, f'"{schema}"."stored_events"')
                 runs = connection.execute(
                     "SELECT to_regclass(%s)", (f'"{schema}".sw_runs',)
                 ).fetchone()
@@ -672,6 +676,7 @@ class PostgresBackend(StoreBackend):
             app = SessionwireApplication(env=self.env)
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
+            app.recorder.ensure_search_index()
         try:
             app.recorder.upgrade_storage(allow_beside_live=self.upgrade_beside_live)
         except BaseException:

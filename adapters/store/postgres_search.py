@@ -49,19 +49,20 @@ def create_statements(schema: str, events: str) -> list[str]:
     ]
 
 
-def ensure_index(connection: Any, schema: str, events: str) -> None:
-    """Create the index on a schema made before it (its events table v3: with ``role``);
-    no DDL at all when it is there. Run under the setup lock."""
-    found = connection.execute(
+def ensure_index(cursor: Any, schema: str, table: str) -> None:
+    """Create the index on a schema made before it (its events table ``table`` v3: with
+    ``role``); no DDL at all when it is there. Run under the setup lock."""
+    cursor.execute(
         "SELECT to_regclass(%s) IS NOT NULL AS present, EXISTS (SELECT 1 FROM "
         "information_schema.columns WHERE table_schema = %s AND table_name = %s "
         "AND column_name = 'role') AS v3",
-        (f'"{schema}".{INDEX_NAME}', schema, events.split(".")[-1].strip('"')),
-    ).fetchone()
-    if found is None or found[0] or not found[1]:
+        (f'"{schema}".{INDEX_NAME}', schema, table),
+    )
+    found = cursor.fetchone()
+    if found["present"] or not found["v3"]:
         return
-    for statement in create_statements(schema, events):
-        connection.execute(statement)
+    for statement in create_statements(schema, f'"{schema}"."{table}"'):
+        cursor.execute(statement)
 
 
 def search_sql(schema: str, events: str) -> SearchSql:
