@@ -90,7 +90,8 @@ async def test_a_long_message_shows_a_snippet_around_the_word(gateway: Gateway) 
     await gateway.record_message("main", role="user", content=text)
     (hit,) = (await search(gateway, query="needle"))["results"]
     assert "the needle is here" in hit["snippet"]
-    assert hit["snippet"].startswith("…") and hit["snippet"].endswith("…")
+    assert hit["snippet"].startswith("…")
+    assert hit["snippet"].endswith("…")
     assert len(hit["snippet"]) <= 170
 
 
@@ -129,9 +130,7 @@ async def test_another_sessions_secrets_are_masked_and_not_findable(gateway: Gat
     assert snippets["agent:main:discord:group:ops"] == "deploy key [redacted:aws-access-key]"
     assert snippets["main"] == f"my deploy key {AWS}"  # its own, as stored
     # The secret itself finds only the caller's own message.
-    assert [hit["sessionKey"] for hit in (await search(gateway, query=AWS))["results"]] == [
-        "main"
-    ]
+    assert [hit["sessionKey"] for hit in (await search(gateway, query=AWS))["results"]] == ["main"]
 
 
 @pytest.mark.parametrize(
@@ -241,8 +240,10 @@ async def test_under_self_the_hidden_never_show_nor_count(store_url: str) -> Non
             gw, "discord:group:ops", query="needle", sessionKey="webchat:dm:nobody"
         )
         assert hidden["status"] == missing["status"] == "forbidden"
-        assert hidden["error"] == missing["error"] == (
-            "Session not found, or not visible under tools.sessions.visibility=self."
+        assert (
+            hidden["error"]
+            == missing["error"]
+            == ("Session not found, or not visible under tools.sessions.visibility=self.")
         )
     finally:
         await gw.close()
