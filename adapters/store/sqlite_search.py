@@ -8,7 +8,10 @@ import's rows are indexed as a gateway's are. A store made before the index gets
 filled once, when it is opened (``ensure_index``).
 
 The tokenizer is ``unicode61`` without diacritics removal: words are runs of letters and
-digits, case folded, as ``domain.transcript_search.words_of`` reads them.
+digits, case folded, as ``domain.transcript_search.words_of`` reads them. The table keeps
+neither positions nor column sizes (``detail=none``, ``columnsize=0``): a query is words
+that must all be there, never a phrase, and results are not ranked; each append's
+commit writes fewer pages for it (benchmarks/results/search.md).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def _text_of(state: str) -> str:
 def create_statements() -> list[str]:
     """The index and its trigger (idempotent)."""
     return [
-        "CREATE VIRTUAL TABLE IF NOT EXISTS sw_search USING fts5(text, content='', "
+        "CREATE VIRTUAL TABLE IF NOT EXISTS sw_search USING fts5(text, content='', columnsize=0, detail=none, "
         "tokenize='unicode61 remove_diacritics 0')",
         "CREATE TRIGGER IF NOT EXISTS sw_search_index AFTER INSERT ON stored_events "
         "WHEN NEW.role IS NOT NULL BEGIN "
