@@ -33,17 +33,22 @@ def _texts(doc: str, path: str) -> str:
 
 def create_statements(schema: str, events: str) -> list[str]:
     """The function and the index (idempotent)."""
-    doc = "convert_from(state, 'UTF8')::jsonb"
     text = (
-        f"{_texts(doc, '$.message.content[*].text')} || ' ' || "
-        f"{_texts(doc, '$.messages[*].content[*].text')}"
+        f"{_texts('doc', '$.message.content[*].text')} || ' ' || "
+        f"{_texts('doc', '$.messages[*].content[*].text')}"
     )
     return [
         # IMMUTABLE so that it may be indexed: its answer depends on its argument alone
-        # (convert_from reads UTF-8, the encoding the store writes, whatever the server's).
+        # (convert_from reads UTF-8, the encoding the store writes, whatever the
+        # server's). jsonb refuses the escape \u0000 that JSON allows (a message may hold
+        # one), so it is read as a space; and whatever else a row's bytes hold, the
+        # index never fails an append: a row it cannot read is indexed without words.
         f'CREATE OR REPLACE FUNCTION "{schema}".sw_search_text(state bytea) RETURNS tsvector '
-        "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT to_tsvector('simple', "
-        f"regexp_replace(left({text}, {MAX_INDEXED_CHARS}), '[[:punct:][:space:]]+', ' ', 'g')) $$",
+        "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$ DECLARE doc jsonb; BEGIN "
+        "doc := replace(convert_from(state, 'UTF8'), '\\u0000', '\\u0020')::jsonb; "
+        "RETURN to_tsvector('simple', "
+        f"regexp_replace(left({text}, {MAX_INDEXED_CHARS}), '[[:punct:][:space:]]+', ' ', 'g')); "
+        "EXCEPTION WHEN others THEN RETURN ''::tsvector; END $$",
         f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON {events} USING gin "
         f'("{schema}".sw_search_text(state)) WHERE role IS NOT NULL',
     ]

@@ -23,21 +23,25 @@ from sessionwire.adapters.store.transcript_search import SearchSql
 
 
 def _text_of(state: str) -> str:
-    """The text blocks of a message row (one message, or a batch of them) as SQL."""
-    doc = f"CAST({state} AS TEXT)"
+    """The text blocks of a message row (one message, or a batch of them) as SQL. The
+    escape \\u0000 is read as a space (SQLite's text would end at the NUL), and a row
+    that is not JSON is indexed without words: the index never fails an append."""
+    doc = f"replace(CAST({state} AS TEXT), '\\u0000', '\\u0020')"
     return (
-        "coalesce((SELECT group_concat(json_extract(b.value, '$.text'), ' ') "
-        f"FROM json_each({doc}, '$.message.content') AS b), "
+        "(SELECT CASE WHEN json_valid(d) THEN coalesce("
         "(SELECT group_concat(json_extract(b.value, '$.text'), ' ') "
-        f"FROM json_each({doc}, '$.messages') AS m, json_each(m.value, '$.content') AS b), '')"
+        "FROM json_each(d, '$.message.content') AS b), "
+        "(SELECT group_concat(json_extract(b.value, '$.text'), ' ') "
+        "FROM json_each(d, '$.messages') AS m, json_each(m.value, '$.content') AS b), '') "
+        f"ELSE '' END FROM (SELECT {doc} AS d))"
     )
 
 
 def create_statements() -> list[str]:
     """The index and its trigger (idempotent)."""
     return [
-        "CREATE VIRTUAL TABLE IF NOT EXISTS sw_search USING fts5(text, content='', columnsize=0, detail=none, "
-        "tokenize='unicode61 remove_diacritics 0')",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS sw_search USING fts5(text, content='', "
+        "columnsize=0, detail=none, tokenize='unicode61 remove_diacritics 0')",
         "CREATE TRIGGER IF NOT EXISTS sw_search_index AFTER INSERT ON stored_events "
         "WHEN NEW.role IS NOT NULL BEGIN "
         f"INSERT INTO sw_search (rowid, text) VALUES (NEW.rowid, {_text_of('NEW.state')}); END",

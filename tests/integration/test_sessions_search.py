@@ -295,3 +295,12 @@ async def test_a_store_made_before_the_index_is_indexed_when_opened(store_url: s
         assert [hit["snippet"] for hit in answer["results"]] == ["a new needle", "an old needle"]
     finally:
         await gw.close()
+
+
+async def test_a_message_holding_a_nul_is_recorded_and_found(gateway: Gateway) -> None:
+    # JSON's \u0000: PostgreSQL's jsonb refuses it and SQLite's text ends at it; the
+    # index reads it as a space, and never fails the append (it failed on PostgreSQL).
+    await gateway.record_message("main", role="user", content="alpha\x00beta gamma")
+    for word in ("alpha", "beta", "gamma"):
+        answer = await search(gateway, query=word)
+        assert [hit["snippet"] for hit in answer["results"]] == ["alpha\x00beta gamma"], word
