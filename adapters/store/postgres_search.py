@@ -44,7 +44,9 @@ def create_statements(schema: str, events: str) -> list[str]:
         # one), so it is read as a space; and whatever else a row's bytes hold, the
         # index never fails an append: a row it cannot read is indexed without words.
         f'CREATE OR REPLACE FUNCTION "{schema}".sw_search_text(state bytea) RETURNS tsvector '
-        "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$ DECLARE doc jsonb; BEGIN "
+        # Costly to the planner (it is, per row): a search reads the index, never walks
+        # the events computing it.
+        "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $$ DECLARE doc jsonb; BEGIN "
         "doc := replace(convert_from(state, 'UTF8'), '\\u0000', '\\u0020')::jsonb; "
         "RETURN to_tsvector('simple', "
         f"regexp_replace(left({text}, {MAX_INDEXED_CHARS}), '[[:punct:][:space:]]+', ' ', 'g')); "

@@ -2,9 +2,12 @@
 
 ``sw_search`` is a contentless FTS5 table (the text is in the events already): one row
 per message row of the log, under the event's rowid, holding its text blocks. An AFTER
-INSERT trigger on ``stored_events`` writes it, in the statement's own transaction, from
-the row's JSON (``json_each``), so no append path of sessionwire's computes it and an
-import's rows are indexed as a gateway's are. A store made before the index gets it
+INSERT trigger on ``stored_events`` writes the row's text (read from its JSON with
+``json_each``) in the statement's own transaction, so no append path of sessionwire's
+computes it and an import's rows are indexed as a gateway's are. It writes it to
+``sw_search_pending``, a plain table the FTS5 table takes in ``FLUSH_ROWS`` rows at a
+time (a trigger on it, in the append's transaction that fills it): a search reads those
+few rows as candidates beside the FTS5 matches. A store made before the index gets it
 filled once, when it is opened (``ensure_index``).
 
 The tokenizer is ``unicode61`` without diacritics removal: words are runs of letters and
@@ -37,14 +40,27 @@ def _text_of(state: str) -> str:
     )
 
 
+FLUSH_ROWS = 64
+"""Message rows held back before the index takes them in, together."""
+
+
 def create_statements() -> list[str]:
-    """The index and its trigger (idempotent)."""
+    """The index, the rows it holds back, and their triggers (idempotent)."""
     return [
         "CREATE VIRTUAL TABLE IF NOT EXISTS sw_search USING fts5(text, content='', "
         "columnsize=0, detail=none, tokenize='unicode61 remove_diacritics 0')",
+        "CREATE TABLE IF NOT EXISTS sw_search_pending (rowid INTEGER PRIMARY KEY, "
+        "text TEXT NOT NULL)",
         "CREATE TRIGGER IF NOT EXISTS sw_search_index AFTER INSERT ON stored_events "
-        "WHEN NEW.role IS NOT NULL BEGIN "
-        f"INSERT INTO sw_search (rowid, text) VALUES (NEW.rowid, {_text_of('NEW.state')}); END",
+        "WHEN NEW.role IS NOT NULL BEGIN INSERT INTO sw_search_pending (rowid, text) "
+        f"VALUES (NEW.rowid, {_text_of('NEW.state')}); END",
+        # FTS5 writes a segment per transaction that adds to it (most of an indexed
+        # append's cost, ADR 0050): rows are taken in FLUSH_ROWS at a time, in the
+        # transaction of the append that makes them that many.
+        "CREATE TRIGGER IF NOT EXISTS sw_search_flush AFTER INSERT ON sw_search_pending "
+        f"WHEN (SELECT count(*) FROM sw_search_pending) >= {FLUSH_ROWS} BEGIN "
+        "INSERT INTO sw_search (rowid, text) SELECT rowid, text FROM sw_search_pending; "
+        "DELETE FROM sw_search_pending; END",
     ]
 
 
@@ -58,6 +74,7 @@ def ensure_index(cursor: Any) -> bool:
         cursor.execute(statement)
     # Rows the trigger indexed before the marker (none in a store made before it).
     cursor.execute("INSERT INTO sw_search (sw_search) VALUES ('delete-all')")
+    cursor.execute("DELETE FROM sw_search_pending")
     cursor.execute(
         f"INSERT INTO sw_search (rowid, text) SELECT rowid, {_text_of('state')} "
         "FROM stored_events WHERE role IS NOT NULL"
@@ -76,6 +93,11 @@ SEARCH_SQL = SearchSql(
     "JOIN sw_sessions s ON s.id = e.originator_id",
     position="sw_search.rowid",
     match="sw_search MATCH ?",
+    pending=(
+        "sw_search_pending p JOIN stored_events e ON e.rowid = p.rowid "
+        "JOIN sw_sessions s ON s.id = e.originator_id",
+        "p.rowid",
+    ),
     count="json_extract(CAST(state AS TEXT), '$.count')",
     terms=_terms,
 )

@@ -11,7 +11,7 @@ newest first. The rows' lines are decoded as history decodes them (``transcript_
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -37,6 +37,9 @@ class SearchSql:
 
     terms: Callable[[Sequence[str]], str]
     """The ``match`` parameter for the query's words."""
+    pending: tuple[str, str] | None = None
+    """FROM clause (``e``, ``s`` as in ``rows``) and position of the message rows the
+    index holds back until it takes them in a batch, newer than every indexed row."""
 
 
 class SqlTranscriptSearch:
@@ -47,29 +50,65 @@ class SqlTranscriptSearch:
         self.sql = sql
 
     def search(self, cursor: Cursor, query: TranscriptSearchQuery) -> list[TranscriptMatch]:
-        m = self.model.m
         scopes: list[str] = []
-        params: list[Any] = [self.sql.terms(query.words)]
+        scope_params: list[Any] = []
         for scope in query.scopes:
             condition = self.model.session_conditions(scope, "s")
             if condition is not None:
                 scopes.append(f"({condition[0]})")
-                params.extend(condition[1])
+                scope_params.extend(condition[1])
         if not scopes or not query.words or query.limit <= 0:
             return []
-        where = [self.sql.match, "e.role IS NOT NULL", f"({' OR '.join(scopes)})"]
+        where = ["e.role IS NOT NULL", f"({' OR '.join(scopes)})"]
         if not query.include_tools:
             where.append("e.role <> 'toolResult'")
+        found: list[TranscriptMatch] = []
+        pending = self.sql.pending
+        if pending is not None:
+            # Rows not yet in the index (the newest): every one a candidate, for the
+            # tool to decide on; they are newer than every indexed row.
+            found = self._rows(cursor, pending, [], where, scope_params, query, query.limit)
+        if len(found) < query.limit:
+            before = query.before if not found else found[-1].position
+            match = [self.sql.match]
+            terms = [self.sql.terms(query.words)]
+            found += self._rows(
+                cursor,
+                (self.sql.rows, self.sql.position),
+                [*match, *where],
+                [],
+                [*terms, *scope_params],
+                replace(query, before=before),
+                query.limit - len(found),
+            )
+        return found
+
+    def _rows(
+        self,
+        cursor: Cursor,
+        source: tuple[str, str],
+        conditions: list[str],
+        where: list[str],
+        params: list[Any],
+        query: TranscriptSearchQuery,
+        limit: int,
+    ) -> list[TranscriptMatch]:
+        """Up to ``limit`` rows of ``source`` (its FROM clause and position) meeting the
+        conditions, below ``query.before``, newest first."""
+        m = self.model.m
+        rows, position = source
+        every = [*conditions, *where]
+        values = list(params)
         if query.before is not None:
-            where.append(f"{self.sql.position} < {m}")
-            params.append(query.before)
-        params.append(query.limit)
+            every.append(f"{position} < {m}")
+            values.append(query.before)
+        values.append(limit)
         cursor.execute(
-            f"SELECT {self.sql.position} AS position, e.originator_id AS stream, "
+            f"SELECT {position} AS position, e.originator_id AS stream, "
             "e.originator_version AS version, e.topic AS topic, e.state AS state, "
-            f"e.body AS body, e.role AS role, s.key AS key FROM {self.sql.rows} "
-            f"WHERE {' AND '.join(where)} ORDER BY {self.sql.position} DESC LIMIT {m}",
-            params,
+            f"e.body AS body, e.role AS role, s.key AS key FROM {rows} "
+            f"WHERE {' AND '.join(every)} ORDER BY {position} DESC LIMIT {m}",
+            values,
         )
         found: list[TranscriptMatch] = []
         for row in cursor.fetchall():

@@ -304,3 +304,21 @@ async def test_a_message_holding_a_nul_is_recorded_and_found(gateway: Gateway) -
     for word in ("alpha", "beta", "gamma"):
         answer = await search(gateway, query=word)
         assert [hit["snippet"] for hit in answer["results"]] == ["alpha\x00beta gamma"], word
+
+
+async def test_rows_held_back_and_indexed_rows_answer_as_one(gateway: Gateway) -> None:
+    # SQLite's index takes message rows in 64 at a time; the newest wait beside it. A
+    # search spans both, in order, and pages across them (150 rows: two flushes, 22 held).
+    for n in range(150):
+        word = "needle" if n % 3 == 0 else "hay"
+        await gateway.record_message(f"webchat:dm:u{n % 7}", role="user", content=f"{word} {n}")
+    wanted = [f"needle {n}" for n in reversed(range(0, 150, 3))]
+    answer = await search(gateway, query="needle", limit=100)
+    assert [hit["snippet"] for hit in answer["results"]] == wanted
+    assert answer["truncated"] is False
+    first = await search(gateway, query="needle", limit=30)
+    assert [hit["snippet"] for hit in first["results"]] == wanted[:30]
+    assert first["truncated"] is True
+    assert found(await search(gateway, query="needle 3")) == [
+        ("agent:main:webchat:dm:u3", 0, "user", "needle 3")
+    ]
