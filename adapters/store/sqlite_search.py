@@ -89,13 +89,16 @@ def _terms(words: Sequence[str]) -> str:
 
 
 SEARCH_SQL = SearchSql(
-    rows="sw_search JOIN stored_events e ON e.rowid = sw_search.rowid "
-    "JOIN sw_sessions s ON s.id = e.originator_id",
+    # CROSS JOIN: SQLite keeps this order (the index's rows drive; a scope's conditions
+    # on the sessions could otherwise make it walk every session's events).
+    rows="sw_search CROSS JOIN stored_events e ON e.rowid = sw_search.rowid "
+    "CROSS JOIN sw_sessions s ON s.id = e.originator_id",
     position="sw_search.rowid",
     match="sw_search MATCH ?",
+    # The rows held back, their text (``text``) checked for the words before decoding.
     pending=(
-        "sw_search_pending p JOIN stored_events e ON e.rowid = p.rowid "
-        "JOIN sw_sessions s ON s.id = e.originator_id",
+        "sw_search_pending p CROSS JOIN stored_events e ON e.rowid = p.rowid "
+        "CROSS JOIN sw_sessions s ON s.id = e.originator_id",
         "p.rowid",
     ),
     count="json_extract(CAST(state AS TEXT), '$.count')",

@@ -19,6 +19,7 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import transcript_lines
 from sessionwire.adapters.store.sqlite_format import BATCH_ROLE
 from sessionwire.application.ports.transcript_search import TranscriptMatch, TranscriptSearchQuery
+from sessionwire.domain.transcript_search import words_of
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class SearchSql:
     pending: tuple[str, str] | None = None
     """FROM clause (``e``, ``s`` as in ``rows``) and position of the message rows the
     index holds back until it takes them in a batch, newer than every indexed row."""
+
+
+PENDING_AT_MOST = 1_000
+"""More rows than the index ever holds back (``sqlite_search.FLUSH_ROWS``)."""
 
 
 class SqlTranscriptSearch:
@@ -67,7 +72,9 @@ class SqlTranscriptSearch:
         if pending is not None:
             # Rows not yet in the index (the newest): every one a candidate, for the
             # tool to decide on; they are newer than every indexed row.
-            found = self._rows(cursor, pending, [], where, scope_params, query, query.limit)
+            found = self._rows(
+                cursor, pending, [], where, scope_params, query, PENDING_AT_MOST, query.words
+            )[: query.limit]
         if len(found) < query.limit:
             before = query.before if not found else found[-1].position
             match = [self.sql.match]
@@ -92,9 +99,12 @@ class SqlTranscriptSearch:
         params: list[Any],
         query: TranscriptSearchQuery,
         limit: int,
+        words: tuple[str, ...] | None = None,
     ) -> list[TranscriptMatch]:
         """Up to ``limit`` rows of ``source`` (its FROM clause and position) meeting the
-        conditions, below ``query.before``, newest first."""
+        conditions, below ``query.before``, newest first. With ``words``, ``source`` gives
+        each row's indexed text as ``text``, and rows whose text lacks one are dropped
+        before they are decoded."""
         m = self.model.m
         rows, position = source
         every = [*conditions, *where]
@@ -106,12 +116,15 @@ class SqlTranscriptSearch:
         cursor.execute(
             f"SELECT {position} AS position, e.originator_id AS stream, "
             "e.originator_version AS version, e.topic AS topic, e.state AS state, "
-            f"e.body AS body, e.role AS role, s.key AS key FROM {rows} "
+            f"e.body AS body, e.role AS role, s.key AS key{', text' if words else ''} "
+            f"FROM {rows} "
             f"WHERE {' AND '.join(every)} ORDER BY {position} DESC LIMIT {m}",
             values,
         )
         found: list[TranscriptMatch] = []
         for row in cursor.fetchall():
+            if words and not set(words) <= set(words_of(row["text"])):
+                continue
             stream = UUID(str(row["stream"]))
             version = int(row["version"])
             lines = transcript_lines(
