@@ -48,6 +48,7 @@ from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
+from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
@@ -57,6 +58,7 @@ from sessionwire.application.ports.session_read_model import (
     StoredSession,
 )
 from sessionwire.application.ports.store import Store
+from sessionwire.application.ports.transcript_search import TranscriptMatch, TranscriptSearchQuery
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
@@ -152,6 +154,7 @@ class RecordsReadModels:
     read_model: SqlReadModel
     chain: SqlChain
     datastore: Any
+    transcript_search: SqlTranscriptSearch
 
     def seal_log(self, *, wait: bool = True) -> int:
         """Seal the records that are final and not sealed yet; how many. A store whose one
@@ -693,6 +696,15 @@ class EventSourcedStore(Store):
     @property
     def takeover_check_seconds(self) -> float | None:  # type: ignore[override]
         return self.backend.takeover_check_seconds
+
+    # Full-text search (ADR 0050): the recorder's index, not a read-model query.
+    def search_transcripts(self, query: TranscriptSearchQuery) -> list[TranscriptMatch]:
+        with self.reading() as cursor:
+            return self.recorder.transcript_search.search(cursor, query)
+
+    def messages_before(self, stream: UUID, version: int) -> int:
+        with self.reading() as cursor:
+            return self.recorder.transcript_search.messages_before(cursor, stream, version)
 
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0

@@ -31,7 +31,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
-from sessionwire.adapters.store import postgres_format
+from sessionwire.adapters.store import postgres_format, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import (
@@ -66,6 +66,7 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.sql_dialect import SqlDialect, as_uuid
 from sessionwire.adapters.store.sqlite_format import Progress, stderr_progress
 from sessionwire.adapters.store.sqlite_rows import history_columns, history_columns_of
+from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.library_logging import library_logger
 from sessionwire.domain.hash_chain import ChainLink, stream_links
 
@@ -170,6 +171,9 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         )
         self.chain = SqlChain(replace(dialect, history_columns=history_columns_of))
         self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
+        self.transcript_search = SqlTranscriptSearch(
+            self.read_model, postgres_search.search_sql(self.datastore.schema, events)
+        )
         # One statement a save: its id, and each event with its history columns and its
         # stream link (positions and seals come from the sealer, behind the writers).
         columns = (
@@ -197,6 +201,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
             save_ids_table_statement(self.datastore.schema),
             *self.read_model.create_statements(),
             *self.chain.checkpoint_statements(),
+            *postgres_search.create_statements(self.datastore.schema, events),
             *postgres_format.finish_statements(self.datastore.schema, events),
         ]:
             self.sql_create_statements.append(SQL(statement))  # type: ignore[arg-type]
@@ -350,6 +355,12 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         stop or break a save here (``adapters/testkit/simulator/faults.py``). A save of
         one statement (a message's, with no fence) has no BEGIN: a Sync sent from here
         commits it, and a COMMIT sent from here does too (with the server's warning)."""
+
+    def ensure_search_index(self) -> None:
+        """The transcript search's index (ADR 0050) on a schema made before it, built
+        once over the log (under the setup lock)."""
+        with self.datastore.transaction(commit=True) as cursor:
+            postgres_search.ensure_index(cursor, self.datastore.schema, self.events_table_name)
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
@@ -700,6 +711,7 @@ class PostgresBackend(StoreBackend):
             app = SessionwireApplication(env=self.env)
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
+            app.recorder.ensure_search_index()
         try:
             app.recorder.upgrade_storage(allow_beside_live=self.upgrade_beside_live)
         except BaseException:

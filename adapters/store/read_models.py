@@ -561,11 +561,30 @@ class SqlReadModel:
         return self._listings(self._list_rows(cursor, self.listing_select, query))
 
     def _list_rows(self, cursor: Cursor, columns: str, query: SessionQuery) -> list[Any]:
+        condition = self.session_conditions(query)
+        if condition is None:
+            return []
+        where, params = condition
+        cursor.execute(
+            f"SELECT {columns} FROM {self.sessions} WHERE {where} "
+            f"ORDER BY updated_at DESC, key LIMIT {self.m}",
+            [*params, query.limit],
+        )
+        return cursor.fetchall()
+
+    def session_conditions(
+        self, query: SessionQuery, table: str = ""
+    ) -> tuple[str, list[Any]] | None:
+        """``query``'s filters (not its limit) as a condition on the sessions table (its
+        columns qualified by ``table``, an alias, when given) and its parameters; None
+        when no session can match. ``list_sessions`` and the transcript search's scopes
+        both filter with it."""
         m = self.m
-        where = ["status = 'active'"]
+        t = f"{table}." if table else ""
+        where = [f"{t}status = 'active'"]
         params: list[Any] = []
         if query.updated_since_ms is not None:
-            where.append(f"updated_at >= {m}")
+            where.append(f"{t}updated_at >= {m}")
             params.append(query.updated_since_ms)
         for column, values in (
             ("kind", query.kinds),
@@ -575,22 +594,16 @@ class SqlReadModel:
         ):
             if values is not None:
                 if not values:
-                    return []
-                where.append(f"{column} IN ({', '.join([m] * len(values))})")
+                    return None
+                where.append(f"{t}{column} IN ({', '.join([m] * len(values))})")
                 params.extend(sorted(values))
         if query.spawned_by is not None:
-            where.append(f"spawned_by = {m}")
+            where.append(f"{t}spawned_by = {m}")
             params.append(query.spawned_by)
         if query.exclude_keys:
-            where.append(f"key NOT IN ({', '.join([m] * len(query.exclude_keys))})")
+            where.append(f"{t}key NOT IN ({', '.join([m] * len(query.exclude_keys))})")
             params.extend(sorted(query.exclude_keys))
-        params.append(query.limit)
-        cursor.execute(
-            f"SELECT {columns} FROM {self.sessions} WHERE {' AND '.join(where)} "
-            f"ORDER BY updated_at DESC, key LIMIT {m}",
-            params,
-        )
-        return cursor.fetchall()
+        return " AND ".join(where), params
 
     def session_page(self, cursor: Cursor, page: SessionPage) -> list[StoredSession]:
         found = self._page_rows(cursor, self.session_select, page)

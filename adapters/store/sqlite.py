@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import get_topic
-from sessionwire.adapters.store import sqlite_format
+from sessionwire.adapters.store import sqlite_format, sqlite_search
 from sessionwire.adapters.store.chain import CHECKPOINT_COLUMNS_ADDED, SqlChain
 from sessionwire.adapters.store.event_store import (
     READ_MODEL_KEY,
@@ -32,6 +32,7 @@ from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.sql_dialect import SqlDialect, as_uuid
 from sessionwire.adapters.store.sqlite_rows import history_columns_of, insert_rows
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
+from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.adapters.store.writer_lock import SQLiteWriterLock
 from sessionwire.domain.hash_chain import chain
 
@@ -76,6 +77,7 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
             dialect, kind_of=no_kind, transcript_in_log=True, session_columns=True
         )
         self.chain = SqlChain(replace(dialect, history_columns=history_columns_of))
+        self.transcript_search = SqlTranscriptSearch(self.read_model, sqlite_search.SEARCH_SQL)
         super().__init__(*args, **kwargs)
         # eventsourcing's positional INSERT would not fit the v3 row.
         self.insert_events_statement = sqlite_format.INSERT_EVENT
@@ -118,6 +120,14 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
             with self.datastore.transaction(commit=True) as c:
                 for column in missing:
                     c.execute(f"ALTER TABLE sw_checkpoints ADD COLUMN {column}")
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT 1 FROM sw_format WHERE name = 'search'")
+            indexed = c.fetchone() is not None or sqlite_format.needs_upgrade(c)
+        if not indexed:
+            # The transcript search's index (ADR 0050), filled once for a store made
+            # before it; an upgrade from v2 that stopped midway fills it when it ends.
+            with self.datastore.transaction(commit=True) as c:
+                sqlite_search.ensure_index(c)
 
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any

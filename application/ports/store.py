@@ -1,8 +1,9 @@
 """The store: every role one backend plays, as the composition root opens and closes it.
 
 Application code depends on the narrowest role it needs (``EventLog``,
-``SessionReadModel``, ``WorkQueue``, ``SessionLocks``, ``ReadModelMaintenance``); only
-what hands the roles out (the gateway, the unit of work) holds the whole store.
+``SessionReadModel``, ``WorkQueue``, ``SessionLocks``, ``ReadModelMaintenance``,
+``TranscriptSearch``); only what hands the roles out (the gateway, the unit of work)
+holds the whole store.
 """
 
 from __future__ import annotations
@@ -20,12 +21,19 @@ from sessionwire.application.ports.session_read_model import (
     StoredSession,
 )
 from sessionwire.application.ports.telemetry import NO_TELEMETRY, Telemetry
+from sessionwire.application.ports.transcript_search import TranscriptSearch
 from sessionwire.application.ports.work_queue import StoredWork, WorkQueue
 from sessionwire.domain.errors import SessionwireError
 
 
 class Store(
-    EventLog, SessionReadModel, RunReadModel, WorkQueue, SessionLocks, ReadModelMaintenance
+    EventLog,
+    SessionReadModel,
+    RunReadModel,
+    WorkQueue,
+    SessionLocks,
+    ReadModelMaintenance,
+    TranscriptSearch,
 ):
     """The event log plus the read models projected from it, written atomically."""
 

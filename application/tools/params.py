@@ -21,6 +21,7 @@ from pydantic import (
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import SESSION_KINDS, has_control_characters
 from sessionwire.domain.transcript import MAX_TEXT_BYTES, text_json_bytes
+from sessionwire.domain.transcript_search import words_of
 
 MAX_STRING_PARAM = 1024
 # A window longer than any session has existed lists everything, like +inf; larger values
@@ -99,6 +100,15 @@ def require(data: Any, name: str, *, max_length: int = MAX_STRING_PARAM) -> Any:
     return data
 
 
+def flag(name: str, value: Any) -> bool:
+    """A true-or-false parameter, false when missing."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false")
+    return value
+
+
 def quoted_name(name: object) -> str:
     text = str(name)
     if len(text) <= MAX_QUOTED_NAME:
@@ -140,6 +150,20 @@ def friendly(error: ValidationError) -> str:
     return f"{where}: {first['msg']}" if where else str(first["msg"])
 
 
+def session_kinds(value: Any) -> frozenset[str] | None:
+    """A ``kinds`` filter: the known kinds named (one, or a list)."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise ValueError("kinds must be a list of strings")
+    if any(not isinstance(item, str) for item in items):
+        raise ValueError("kinds must be a list of strings")
+    # OpenClaw drops unknown kinds; no valid kind left means no filter.
+    kinds = {item.strip().lower() for item in items} & set(SESSION_KINDS)
+    return frozenset(kinds) or None
+
+
 class SessionsListParams(ToolParams):
     tool: ClassVar[str] = "sessions_list"
 
@@ -175,16 +199,7 @@ class SessionsListParams(ToolParams):
     @field_validator("kinds", mode="before")
     @classmethod
     def _kinds(cls, value: Any) -> frozenset[str] | None:
-        if value is None:
-            return None
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list):
-            raise ValueError("kinds must be a list of strings")
-        if any(not isinstance(item, str) for item in items):
-            raise ValueError("kinds must be a list of strings")
-        # OpenClaw drops unknown kinds; no valid kind left means no filter.
-        kinds = {item.strip().lower() for item in items} & set(SESSION_KINDS)
-        return frozenset(kinds) or None
+        return session_kinds(value)
 
     @field_validator("limit", mode="before")
     @classmethod
@@ -224,11 +239,7 @@ class SessionsListParams(ToolParams):
     @field_validator("archived", mode="before")
     @classmethod
     def _archived(cls, value: Any) -> bool:
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise ValueError("archived must be true or false")
-        return value
+        return flag("archived", value)
 
 
 # Any offset at or past a session's first message reads an empty page; an infinite one
@@ -280,11 +291,75 @@ class SessionsHistoryParams(ToolParams):
     @field_validator("includeTools", mode="before")
     @classmethod
     def _include_tools(cls, value: Any) -> bool:
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise ValueError("includeTools must be true or false")
-        return value
+        return flag("includeTools", value)
+
+
+MAX_SEARCH_QUERY_CHARS = 512
+MAX_SEARCH_WORDS = 16
+MAX_SEARCH_RESULTS = 100
+
+
+class SessionsSearchParams(ToolParams):
+    tool: ClassVar[str] = "sessions_search"
+
+    query: Annotated[
+        str,
+        wire(
+            "Words to find in the transcripts you may see (every word must be in a "
+            "message; any case).",
+            maxLength=MAX_SEARCH_QUERY_CHARS,
+        ),
+    ]
+    limit: Annotated[
+        int, wire(f"Max results (default 20, clamped to {MAX_SEARCH_RESULTS}).", minimum=1)
+    ] = 20
+    sessionKey: Annotated[str | None, wire("Search only this session (a key or a sessionId).")] = (
+        None
+    )
+    kinds: Annotated[
+        frozenset[str] | None,
+        wire(
+            "Only sessions of these kinds.",
+            items={"type": "string", "enum": list(SESSION_KINDS)},
+        ),
+    ] = None
+    includeTools: Annotated[bool, wire("Search toolResult messages too (default false).")] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required(cls, data: Any) -> Any:
+        return require(data, "query", max_length=MAX_SEARCH_QUERY_CHARS)
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query(cls, value: Any) -> str | None:
+        query = text("query", value, max_length=MAX_SEARCH_QUERY_CHARS)
+        found = words_of(query or "")
+        if not found:
+            raise ValueError("query has no words to search for (letters or digits)")
+        if len(found) > MAX_SEARCH_WORDS:
+            raise ValueError(f"query has too many words ({len(found)}, max {MAX_SEARCH_WORDS})")
+        return query
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> int:
+        return 20 if value is None else clamped_int("limit", value, low=1, high=MAX_SEARCH_RESULTS)
+
+    @field_validator("sessionKey", mode="before")
+    @classmethod
+    def _key(cls, value: Any) -> str | None:
+        return text("sessionKey", value)
+
+    @field_validator("kinds", mode="before")
+    @classmethod
+    def _kinds(cls, value: Any) -> frozenset[str] | None:
+        return session_kinds(value)
+
+    @field_validator("includeTools", mode="before")
+    @classmethod
+    def _include_tools(cls, value: Any) -> bool:
+        return flag("includeTools", value)
 
 
 class AgentsListParams(ToolParams):

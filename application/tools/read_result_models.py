@@ -80,3 +80,28 @@ class SessionsHistoryResult(ToolResult):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class SearchHit(BaseModel):
+    """One message ``sessions_search`` found."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    sessionKey: str
+    messageIndex: int
+    """Its index in the session's transcript (0: the first message; tool results
+    counted)."""
+    role: str
+    snippet: str
+    """The message's text around the first word found, as ``sessions_history`` shows it
+    to this caller (redacted)."""
+    timestamp: int | None
+    """When it was written (milliseconds since the epoch)."""
+
+
+class SessionsSearchResult(ToolResult):
+    """``sessions_search``'s answer (decision 35): the newest matches first; ``truncated``
+    when more matched than ``limit``."""
+
+    results: list[SearchHit]
+    truncated: bool

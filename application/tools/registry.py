@@ -28,6 +28,7 @@ from sessionwire.application.tools.params import (
     RunInputParams,
     SessionsHistoryParams,
     SessionsListParams,
+    SessionsSearchParams,
     SessionsSendParams,
     SessionsSpawnParams,
     SessionStatusParams,
@@ -181,6 +182,18 @@ REGISTRY = ToolRegistry(
             description="Fetch message history for a session.",
             params=SessionsHistoryParams,
             results=(f"{READ_MODELS}:SessionsHistoryResult",),
+            hints=READS,
+            subagents="denied",
+            surfaces=SERVED | {"reader"},
+        ),
+        ToolSpec(
+            name="sessions_search",
+            description=(
+                "Search the transcripts of the sessions you may see for messages holding "
+                "every word of a query; newest first, with a snippet of each."
+            ),
+            params=SessionsSearchParams,
+            results=(f"{READ_MODELS}:SessionsSearchResult",),
             hints=READS,
             subagents="denied",
             surfaces=SERVED | {"reader"},

@@ -39,57 +39,13 @@ SCAN_PAGE = 200
 
 async def sessions_list(context: ToolContext, params: SessionsListParams) -> ReadAnswer:
     rules = context.rules
-    excluded = {"unknown"} if rules.is_global else {"global", "unknown"}
     since = None
     if params.activeMinutes is not None:
         since = to_millis(context.clock.now()) - params.activeMinutes * 60_000
     access = context.access
-    if access.sandboxed:
-        # A sandboxed session lists only what it spawned (§9), never global or unknown.
-        excluded = {"global", "unknown"}
-    scope = access.list_scope()
-    own = context.requester.agent_id
-    requester = context.requester.key
-    present = agents_present(context)
-    asked = normalize_agent_id(params.agentId) if params.agentId is not None else None
-
-    def only_asked(ids: frozenset[str] | None) -> frozenset[str] | None:
-        # `agentId`: one agent, if the requester may see it at all (else nothing).
-        if asked is None:
-            return ids
-        return frozenset({asked} if ids is None or asked in ids else ())
-
-    def query(*, agent_ids: frozenset[str] | None, keys: frozenset[str] | None) -> SessionQuery:
-        return SessionQuery(
-            limit=params.limit,
-            updated_since_ms=since,
-            kinds=params.kinds,
-            agent_ids=only_asked(agent_ids),
-            exclude_keys=frozenset(excluded),
-            keys=keys,
-        )
-
-    def queries(store: Store) -> list[SessionQuery]:
-        # The scope as queries whose rows together are what the policy lets the requester
-        # see (domain/policy.py ``sees``): each newest first, merged, then limited.
-        agents = present(store)
-        found: list[SessionQuery] = []
-        if scope.every:
-            found.append(query(agent_ids=agents, keys=None))
-        if scope.agent:
-            found.append(query(agent_ids=frozenset({own}), keys=None))
-        if not scope.every:
-            wanted = {requester} if scope.requester else set()
-            # With its whole agent in scope, only the tree's other agents' sessions add
-            # anything: no walk when no other agent's session may be listed.
-            if scope.tree and not (scope.agent and agents == frozenset({own})):
-                wanted |= spawn_tree(store, requester)
-            if scope.agent:
-                wanted = {key for key in wanted if agent_id_of(key) != own}
-            if wanted:
-                found.append(query(agent_ids=agents, keys=frozenset(wanted)))
-        return found
-
+    queries = visible_queries(
+        context, limit=params.limit, kinds=params.kinds, since=since, agent_id=params.agentId
+    )
     message_limit = params.messageLimit
 
     def listed(store: Store) -> list[tuple[SessionListing, list[str] | None]]:
@@ -127,6 +83,68 @@ async def sessions_list(context: ToolContext, params: SessionsListParams) -> Rea
         # (OpenClaw PR #86944).
         answer["visibility"] = {"mode": mode, "restricted": True, "warning": list_warning(mode)}
     return ReadAnswer(answer)
+
+
+def visible_queries(
+    context: ToolContext,
+    *,
+    limit: int,
+    kinds: frozenset[str] | None = None,
+    since: int | None = None,
+    agent_id: str | None = None,
+) -> Callable[[Store], list[SessionQuery]]:
+    """The requester's visibility scope as read-model queries (run on a reader thread):
+    the sessions their rows together hold are those the policy lets the requester list
+    (domain/policy.py ``sees``), each newest first. ``sessions_list`` merges and limits
+    them; ``sessions_search`` searches only the transcripts of their sessions."""
+    rules = context.rules
+    excluded = {"unknown"} if rules.is_global else {"global", "unknown"}
+    access = context.access
+    if access.sandboxed:
+        # A sandboxed session lists only what it spawned (§9), never global or unknown.
+        excluded = {"global", "unknown"}
+    scope = access.list_scope()
+    own = context.requester.agent_id
+    requester = context.requester.key
+    present = agents_present(context)
+    asked = normalize_agent_id(agent_id) if agent_id is not None else None
+
+    def only_asked(ids: frozenset[str] | None) -> frozenset[str] | None:
+        # `agentId`: one agent, if the requester may see it at all (else nothing).
+        if asked is None:
+            return ids
+        return frozenset({asked} if ids is None or asked in ids else ())
+
+    def query(*, agent_ids: frozenset[str] | None, keys: frozenset[str] | None) -> SessionQuery:
+        return SessionQuery(
+            limit=limit,
+            updated_since_ms=since,
+            kinds=kinds,
+            agent_ids=only_asked(agent_ids),
+            exclude_keys=frozenset(excluded),
+            keys=keys,
+        )
+
+    def queries(store: Store) -> list[SessionQuery]:
+        agents = present(store)
+        found: list[SessionQuery] = []
+        if scope.every:
+            found.append(query(agent_ids=agents, keys=None))
+        if scope.agent:
+            found.append(query(agent_ids=frozenset({own}), keys=None))
+        if not scope.every:
+            wanted = {requester} if scope.requester else set()
+            # With its whole agent in scope, only the tree's other agents' sessions add
+            # anything: no walk when no other agent's session may be listed.
+            if scope.tree and not (scope.agent and agents == frozenset({own})):
+                wanted |= spawn_tree(store, requester)
+            if scope.agent:
+                wanted = {key for key in wanted if agent_id_of(key) != own}
+            if wanted:
+                found.append(query(agent_ids=agents, keys=frozenset(wanted)))
+        return found
+
+    return queries
 
 
 # Spawns nest at most five deep (agents.defaults.subagents.maxSpawnDepth); a bound anyway.

@@ -82,7 +82,7 @@ def test_events_examples_run_and_print_what_the_page_shows() -> None:
 def test_mcp_examples_run() -> None:
     out = run_python("mcp.md")
     assert "revision 2026-07-28" in out  # the SDK's Client takes the stateless revision
-    assert "['sessions_list', 'sessions_history', 'sessions_send', 'sessions_spawn', " in out
+    assert "['sessions_list', 'sessions_history', 'sessions_search', 'sessions_send', " in out
     assert "False hello" in out
     assert "True Session not found: cron:nope" in out
     assert "followed over HTTP: ok" in out  # a listen over --http

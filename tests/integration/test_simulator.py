@@ -310,3 +310,17 @@ async def test_a_delivery_whose_outcome_save_failed_is_not_posted_again() -> Non
     )
     result = await Simulation(fresh_stores("memory")).run(script)
     assert result.ok, result.violations
+
+
+async def test_the_default_workload_searches_and_each_hit_is_checked() -> None:
+    # Decision 35: searches beside the workload's lists find messages (every plan carries
+    # the word searched), and the visibility invariant judges each one.
+    stores = fresh_stores("memory")
+    simulation = Simulation(stores, skip=PENDING)
+    hits = 0
+    for seed in range(5):
+        result = await simulation.run(generate(seed, WorkloadOptions(crashes=False)))
+        assert result.violations == []
+        hits += result.search_hits
+    stores.close()
+    assert hits > 0

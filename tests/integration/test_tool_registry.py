@@ -39,6 +39,7 @@ HAND_WRITTEN: list[dict[str, Any]] = json.loads(
 TOOLS = [
     "sessions_list",
     "sessions_history",
+    "sessions_search",
     "sessions_send",
     "sessions_spawn",
     "sessions_yield",
@@ -56,7 +57,7 @@ OPENCLAW = [*SUBAGENT_TOOLS, "gateway", "cron", "memory_search", "memory_get", "
 # gateway's sessions_yield only; one that may nest sessions_spawn too (decision 30).
 SUBAGENT_DEFAULT = [*SUBAGENT_TOOLS, "sessions_yield"]
 ORCHESTRATOR_DEFAULT = [*SUBAGENT_TOOLS, "sessions_spawn", "sessions_yield"]
-READERS = ["sessions_list", "sessions_history", "agents_list"]
+READERS = ["sessions_list", "sessions_history", "sessions_search", "agents_list"]
 SUBAGENT_KEY = "agent:main:subagent:0f0e3c52-7c0e-4a4e-9d55-0c8a2e7d3b10"
 
 
@@ -204,10 +205,10 @@ async def test_http_serves_a_route_and_a_listing_for_each_registered_tool_only(
             assert answer.status_code == 200, name
             body = answer.json()
             assert "error" not in body or body["tool"] == name, (name, body)
-        unknown = await http.post("/v1/tools/sessions_search", content=b"")
+        unknown = await http.post("/v1/tools/sessions_rewind", content=b"")
     assert unknown.status_code == 404
     assert unknown.json()["error"]["message"] == (
-        f"unknown tool 'sessions_search' (tools: {', '.join(TOOLS)})"
+        f"unknown tool 'sessions_rewind' (tools: {', '.join(TOOLS)})"
     )
 
 
@@ -257,7 +258,7 @@ async def test_the_read_path_answers_the_reader_tools_only() -> None:
 
 def test_metrics_label_each_registered_tool_and_no_other() -> None:
     telemetry = PrometheusTelemetry()
-    for name in [*TOOLS, "sessions_search", "exec"]:
+    for name in [*TOOLS, "sessions_rewind", "exec"]:
         with telemetry.tool_span(ToolSpan(tool=name, requester="main", run_id=None, trace_id=None)):
             pass
     labels = re.findall(
@@ -278,6 +279,7 @@ DOCS_ROW = re.compile(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \| ([^|]+) \|", re.MULTI
 DOCS_HINTS = {
     "sessions_list": "read-only",
     "sessions_history": "read-only",
+    "sessions_search": "read-only",
     "sessions_send": "open-world",
     "sessions_spawn": "open-world",
     "sessions_yield": "open-world",

@@ -116,3 +116,32 @@ def test_a_session_inside_the_scope_refused_for_visibility_fires(
 
 def test_a_sub_agent_refused_the_session_tools_keeps_it() -> None:
     assert sent("agent", CHILD, OPS, REFUSED) == []
+
+
+def searched(mode: str, requester: str, *keys: str) -> list[str]:
+    hits = [
+        {"sessionKey": key, "messageIndex": 0, "role": "user", "snippet": "sim", "timestamp": 1}
+        for key in keys
+    ]
+    call = ScopedCall(requester, "sessions_search", {"query": "sim"}, {"results": hits})
+    return check(mode).problems(call, SPAWNED_BY)
+
+
+@pytest.mark.parametrize(
+    ("mode", "requester", "inside", "outside"),
+    [
+        ("self", OPS, OPS, DEV),
+        ("tree", OPS, GRANDCHILD, DEV),
+        ("agent", OPS, MAIN, BETA),
+    ],
+)
+def test_a_search_showing_a_message_outside_the_scope_breaks_it(
+    mode: str, requester: str, inside: str, outside: str
+) -> None:
+    # Decision 35: a search never shows what the caller cannot list.
+    assert searched(mode, requester, inside) == []
+    (problem,) = searched(mode, requester, inside, outside)
+    assert problem == (
+        f"sessions_search by {requester} (visibility {mode}) found a message of {outside}, "
+        "outside its scope"
+    )

@@ -136,10 +136,10 @@ INVARIANTS: dict[str, Invariant] = {
         ),
         Invariant(
             "visibility",
-            "every sessions_list, sessions_history and sessions_send answer obeys the "
-            "configured tools.sessions.visibility (self | tree | agent | all): no session "
-            "outside the scope listed, read or sent into, and none inside it refused for "
-            "visibility (decision 28)",
+            "every sessions_list, sessions_history, sessions_send and sessions_search "
+            "answer obeys the configured tools.sessions.visibility (self | tree | agent | "
+            "all): no session outside the scope listed, read, sent into or found by a "
+            "search, and none inside it refused for visibility (decisions 28, 35)",
         ),
         Invariant(
             "yields-wake-once",

@@ -57,7 +57,7 @@ from sessionwire.adapters.testkit.simulator.invariants import (
 )
 from sessionwire.adapters.testkit.simulator.oracle import LogModel, World
 from sessionwire.adapters.testkit.simulator.oracle import check as oracle_check
-from sessionwire.adapters.testkit.simulator.oracle.facts import ForkRead
+from sessionwire.adapters.testkit.simulator.oracle.facts import PLAN_MARK, ForkRead
 from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
@@ -91,6 +91,7 @@ from sessionwire.application.event_stream.subscription import Subscription
 from sessionwire.application.ports.clock_and_ids import IdSource
 from sessionwire.application.ports.runtime import AgentRuntime, ChannelDelivery, RunRequest
 from sessionwire.domain.errors import SessionwireError
+from sessionwire.domain.keys import is_subagent_key
 from sessionwire.domain.session import single_appends
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -98,6 +99,8 @@ START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 ANNOUNCE_TAG = re.compile(r"\(announce ([0-9a-f-]{36})\)")
 # Work one step may record before it counts as never ending (a loop with no hop limit).
 EVENT_BUDGET = 600
+# The word every plan-carrying message holds ("sim:{...}"): what the searches look for.
+SEARCHED_WORD = PLAN_MARK.rstrip(":")
 MAX_DRAIN_WAKEUPS = 2_000
 KILL_ROUNDS = 20
 DRAIN_BUDGETS = 10
@@ -157,6 +160,8 @@ class SimulationResult:
     store: str
     takeovers: int = 0
     """Takeovers of a dead gateway by another (two gateways on PostgreSQL)."""
+    search_hits: int = 0
+    """Messages the searches showed, each checked against the scope (decision 35)."""
     stuck: str | None = None
     """Where the play stopped making progress (a ``liveness`` violation says it too)."""
 
@@ -265,6 +270,7 @@ class _Run:
     opened: int = 0
     """Gateway processes opened so far (each its incarnation's number)."""
     takeovers: int = 0
+    search_hits: int = 0
     stuck: str | None = None
     """Set by the watchdog: the play made no progress (a hang) and was stopped."""
     opening: bool = False
@@ -357,6 +363,7 @@ class Simulation:
             store=self.stores.name,
             takeovers=state.takeovers,
             stuck=state.stuck,
+            search_hits=state.search_hits,
         )
 
     def run_sync(self, script: SimulationScript) -> SimulationResult:
@@ -731,6 +738,12 @@ class Simulation:
         elif isinstance(step, Read):
             if step.target is None:
                 self._tool(state, step.source, "sessions_list", {})
+                if not is_subagent_key(step.source):
+                    # Searched beside each list (decision 35): every send's message
+                    # holds the plan mark's word; none may come from outside the scope.
+                    # (A sub-agent's call would be refused and recorded: not made.)
+                    search = {"query": SEARCHED_WORD, "limit": 100, "includeTools": True}
+                    self._tool(state, step.source, "sessions_search", search)
             else:
                 target = self._target(state, step.target)
                 if target is not None:
@@ -1204,6 +1217,8 @@ class Simulation:
         state.agents.tool_results.clear()
         scope = ScopeCheck(state.config)
         for call in state.agents.scoped_calls:
+            if call.tool == "sessions_search":
+                state.search_hits += len(call.result.get("results") or [])
             for problem in scope.problems(call, state.log.spawned_by):
                 self._violate(state, "visibility", problem)
         state.agents.scoped_calls.clear()

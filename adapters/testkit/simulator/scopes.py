@@ -1,6 +1,7 @@
 """The visibility scope a workload configures (contract decision 28), as the simulator
-checks each ``sessions_list``, ``sessions_history`` and ``sessions_send`` answer against
-it. Written from the contract's words, not from the gateway's policy module, so that a
+checks each ``sessions_list``, ``sessions_history``, ``sessions_send`` and
+``sessions_search`` answer against it (a search shows nothing the caller cannot list,
+decision 35). Written from the contract's words, not from the gateway's policy module, so that a
 bug there shows here:
 
 - ``self``: the requester's own session only;
@@ -25,7 +26,7 @@ from typing import Any
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.domain.keys import InvalidSessionKey, agent_id_of, is_subagent_key
 
-SCOPED_TOOLS = frozenset({"sessions_list", "sessions_history", "sessions_send"})
+SCOPED_TOOLS = frozenset({"sessions_list", "sessions_history", "sessions_send", "sessions_search"})
 # Another agent's session ("… visibility is restricted. Set …"), or the requester's own
 # agent's (decision 41: "Session not found, or not visible under …").
 VISIBILITY_REFUSED = ("visibility is restricted", "not visible under tools.sessions.visibility=")
@@ -79,6 +80,15 @@ class ScopeCheck:
                 f"sessions_list by {requester} (visibility {mode}) listed {key}, outside its scope"
                 for row in listed
                 if (key := self._canonical(str(row.get("key")), requester)) is not None
+                and not self.visible(requester, key, spawned_by)
+            ]
+        if call.tool == "sessions_search":
+            found = call.result.get("results") or []
+            return [
+                f"sessions_search by {requester} (visibility {mode}) found a message of "
+                f"{key}, outside its scope"
+                for hit in found
+                if (key := self._canonical(str(hit.get("sessionKey")), requester)) is not None
                 and not self.visible(requester, key, spawned_by)
             ]
         target = self._canonical(str(call.params.get("sessionKey") or ""), requester)
