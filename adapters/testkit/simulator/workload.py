@@ -182,10 +182,11 @@ class _Generator:
             steps[forks.randrange(len(steps))] = Fork(
                 session=forks.choice(self.keys), back=forks.choice([0, 0, 1, 2])
             )
-        if self.options.inputs:
-            self.inputs(steps, float(config["agents"]["defaults"]["timeoutSeconds"]))
         if self.options.schedules:
             config["schedules"] = self.schedules(steps)
+        if self.options.inputs:
+            # After the schedule's interval is cut: the config stays that without inputs.
+            self.inputs(steps, float(config["agents"]["defaults"]["timeoutSeconds"]))
         return SimulationScript(
             seed=self.seed,
             config=config,

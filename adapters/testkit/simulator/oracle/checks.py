@@ -663,13 +663,19 @@ def input_waits(model: LogModel, world: World) -> Iterator[str]:
             continue
         what = f"run {run.id} ({run.step} in {run.session})"
         deadline = run.deadline
+        outcome = run.outcome
         facts = sorted([*run.dispatches, *run.waits], key=lambda fact: fact.position)
-        if run.outcome is not None:
-            facts = [fact for fact in facts if fact.position < run.outcome.position]
         waiting: Fact | None = None
         answered: Fact | None = None
         turn: list[Fact] = []
         for fact in facts:
+            if outcome is not None and fact.position > outcome.position:
+                if fact.type == RUN_INPUT_PROVIDED:
+                    yield (
+                        f"{what} accepted an answer at {fact.at.isoformat()}, after its "
+                        f"outcome {outcome.type}"
+                    )
+                continue  # a dispatch after the outcome: deadline-facts', runs-end's
             if fact.type == RUN_DISPATCHED:
                 if waiting is not None:
                     yield (
@@ -702,7 +708,6 @@ def input_waits(model: LogModel, world: World) -> Iterator[str]:
                         f"deadline {deadline.isoformat()}"
                     )
                 waiting, answered, turn = None, fact, []
-        outcome = run.outcome
         if waiting is not None:
             if outcome is None:
                 end = model.end
