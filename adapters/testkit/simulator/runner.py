@@ -61,13 +61,13 @@ from sessionwire.adapters.testkit.simulator.oracle.facts import ForkRead
 from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
+    Answer,
     Busy,
     Cancel,
     ChannelDown,
     Command,
     Crash,
     DropConnection,
-    Answer,
     Fork,
     Message,
     Policy,

@@ -188,9 +188,11 @@ def lanes(model: LogModel, world: World) -> Iterator[str]:
             back.clear()
             deaths.pop(0)
         run = model.runs.get(fact.aggregate)
-        back.discard(fact.aggregate)
+        seen_at_work = {fact.aggregate}
         if fact.type == RUN_STARTED and run is not None and run.parent is not None:
-            back.discard(run.parent)
+            seen_at_work.add(run.parent)
+        back -= seen_at_work
+        lent -= seen_at_work
         if run is None:
             continue
         if fact.type in OUTCOMES or fact.type == RUN_INPUT_REQUESTED:
@@ -715,11 +717,18 @@ def input_waits(model: LogModel, world: World) -> Iterator[str]:
                     yield f"{what} still waits for input past its deadline {deadline.isoformat()}"
             elif outcome.type not in (RUN_TIMED_OUT, RUN_CANCELLED):
                 yield f"{what} ended {outcome.type} while it waited for input, unanswered"
-        elif answered is not None and not turn and outcome is not None:
-            if outcome.type not in (RUN_TIMED_OUT, RUN_CANCELLED):
-                yield f"{what} ended {outcome.type} with no turn run for its answer"
+        elif (
+            answered is not None
+            and not turn
+            and outcome is not None
+            and outcome.type not in (RUN_TIMED_OUT, RUN_CANCELLED)
+        ):
+            yield f"{what} ended {outcome.type} with no turn run for its answer"
     provided = Counter(
-        run.id for run in model.runs.values() for fact in run.waits if fact.type == RUN_INPUT_PROVIDED
+        run.id
+        for run in model.runs.values()
+        for fact in run.waits
+        if fact.type == RUN_INPUT_PROVIDED
     )
     accepted = Counter(run for run, _, taken in world.answers if taken)
     for run_id in set(provided) | set(accepted):
