@@ -168,3 +168,15 @@ async def test_a_waiting_run_never_timed_out_is_caught(monkeypatch: pytest.Monke
     result = await Simulation(MemoryStores()).run(_script(late))
     found = [v for v in result.violations if v.invariant == "input-waits"]
     assert any("at or after its deadline" in v.detail for v in found), result.violations
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_finding_a_waiting_runs_timeout_whose_save_failed_is_made_again(
+    kind: str, tmp_path: Path
+) -> None:
+    # Seed 200145 on memory, shrunk: the deadline timer's save met the store fault and
+    # the timer died; the run waited on past its deadline (and took a late answer).
+    steps = [STEPS[0], {"op": "store_fault"}, {"op": "advance", "seconds": TIMEOUT + 60}]
+    stores = MemoryStores() if kind == "memory" else KeptSQLite(tmp_path / "sim.db")
+    result = await Simulation(stores).run(_script(steps))
+    assert result.ok, result.violations
