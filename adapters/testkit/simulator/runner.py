@@ -1377,6 +1377,7 @@ class Simulation:
                 (str(run), text, result.get("status") == "accepted")
                 for run, text, result in state.answers
             ),
+            until=state.clock.now(),
         )
         for name, problem in oracle_check(LogModel.of(state.log.facts), world):
             self._violate(state, name, problem)

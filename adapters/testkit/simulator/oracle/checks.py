@@ -712,7 +712,7 @@ def input_waits(model: LogModel, world: World) -> Iterator[str]:
                 waiting, answered, turn = None, fact, []
         if waiting is not None:
             if outcome is None:
-                end = model.end
+                end = max((at for at in (model.end, world.until) if at is not None), default=None)
                 if deadline is not None and end is not None and end > deadline:
                     yield f"{what} still waits for input past its deadline {deadline.isoformat()}"
             elif outcome.type not in (RUN_TIMED_OUT, RUN_CANCELLED):

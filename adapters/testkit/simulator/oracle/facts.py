@@ -72,6 +72,9 @@ class World:
     """Each fork the simulator made and recorded, read at the end of the play."""
     answers: tuple[tuple[str, str, bool], ...] = ()
     """(run, text, accepted) of each answer the simulator gave a run (decision 33)."""
+    until: datetime | None = None
+    """The clock when the play ended (after the drain): later than the log's last event
+    when nothing was recorded at the end."""
 
     def _section(self, *path: str) -> dict[str, Any]:
         node: Any = self.config
