@@ -433,6 +433,20 @@ def test_a_steered_send_is_a_hop_on_its_senders_chain() -> None:
     assert any("maxHops 2" in p for p in problems("hop-count", log, deep))
 
 
+def test_a_sender_steered_before_it_sends_goes_on_from_its_steers_hop() -> None:
+    # q (hop 1) was steered at hop 2 by a send from p; its own send steered on is hop 3.
+    log = Log().run("q", 0, session=B).add("RunSteered", "q", 1, steered_by=A)
+    log.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="x", parent_run_id="q", hops=3
+    )
+    assert problems("hop-count", log) == []
+    unsteered = Log().run("q", 0, session=B)
+    unsteered.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="x", parent_run_id="q", hops=3
+    )
+    assert any("records hop 3" in p for p in problems("hop-count", unsteered))
+
+
 def test_hops_count_agent_sends_only() -> None:
     log = Log().ran("a", 0, 1).ran("b", 1, 2, parent="a", hops=2, session=B)
     log.ran("r", 2, 3, step="reply_back", parent="b", hops=2)

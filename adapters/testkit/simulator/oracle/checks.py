@@ -468,7 +468,17 @@ def hop_count(model: LogModel, world: World) -> Iterator[str]:
             hops = fact.get("hops")
             if isinstance(hops, int) and hops > limit:
                 yield f"a send steered at hop {hops} of its chain (maxHops {limit})"
-            if sender is not None and isinstance(hops, int) and hops != sender.hops + 1:
+            # A sender steered before it sent goes on from its steer's hop, as its own
+            # runs may (below): its send is then deeper than its start says.
+            resteered = sender is not None and any(
+                steer.position < fact.position for steer in sender.steers
+            )
+            if (
+                sender is not None
+                and isinstance(hops, int)
+                and hops != sender.hops + 1
+                and not (resteered and hops > sender.hops + 1)
+            ):
                 yield f"a send steered from hop {sender.hops} records hop {hops}"
     for run in model.runs.values():
         what = f"run {run.id} ({run.step} in {run.session})"
