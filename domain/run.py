@@ -482,6 +482,11 @@ class Run(Aggregate):
             raise RunNotWaiting(
                 f"run {self.state.run_id} is not waiting for input (it is {self.state.status})"
             )
+        if self.overdue(at):
+            # Its deadline has passed, its timeout not recorded yet: the answer is too late.
+            raise RunNotWaiting(
+                f"run {self.state.run_id} is not waiting for input (its deadline has passed)"
+            )
         refusal = asked.refusal(text)
         if refusal is not None:
             raise AnswerNotAnOption(refusal)

@@ -131,6 +131,13 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="an interval schedule in each seed's config (decision 36), removed at the drain",
 )
 @click.option(
+    "--inputs/--no-inputs",
+    default=True,
+    show_default=True,
+    help="turns that ask for input and answers: late, early, twice, around crashes, "
+    "after the deadline (decision 33)",
+)
+@click.option(
     "--stall-seconds",
     default=60.0,
     show_default=True,
@@ -166,6 +173,7 @@ def simulate(
     store_faults: bool,
     scopes: bool,
     schedules: bool,
+    inputs: bool,
     stall_seconds: float,
     seed_budget: float,
     list_invariants: bool,
@@ -231,6 +239,7 @@ def simulate(
                     store_faults=store_faults,
                     scopes=scopes,
                     schedules=schedules,
+                    inputs=inputs,
                 ),
                 save_dir,
                 shrink,

@@ -429,6 +429,17 @@ class RunEngine:
     async def _time_out_waiting(self, run_id: UUID, seconds: float) -> None:
         # Parked: a real clock's wait_idle does not wait for a person's deadline.
         await self.in_flight.sleep(seconds, parked=True)
+        for attempt in range(MAX_RUN_CRASHES):
+            try:
+                await self._record_waiting_timeout(run_id)
+                return
+            except Exception:
+                # A failing save must not leave the run waiting past its deadline until
+                # a restart arms the timer again (the simulator's store fault found it).
+                log.exception("waiting run's timeout not recorded", run_id=str(run_id))
+                await back_off(attempt + 1)
+
+    async def _record_waiting_timeout(self, run_id: UUID) -> None:
         async for uow in retrying(self.store, f"run {run_id}"):
             with uow:
                 found = await uow.work(run_id, Run, RunState)

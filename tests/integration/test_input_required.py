@@ -220,6 +220,32 @@ async def test_the_deadline_ends_a_waiting_run_timeout(waiting: Waiting) -> None
     assert names(gateway, run_id)[-1] == "RunTimedOut"
 
 
+async def test_a_failed_save_of_the_timeout_is_made_again(
+    waiting: Waiting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the simulator (seed 200145 on memory): the deadline's timer died with
+    # its failed save, and the run waited past its deadline until a restart.
+    gateway, clock, run_id = waiting.gateway, waiting.clock, waiting.run_id
+    store = internals(gateway).store
+    save = store.save
+    failed: list[str] = []
+
+    async def failing_once(*aggregates: Any) -> None:
+        pending = [type(e).__name__ for a in aggregates for e in getattr(a, "pending_events", ())]
+        if "RunTimedOut" in pending and not failed:
+            failed.append(run_id)
+            raise ConnectionError("the store failed the save (a transient error)")
+        await save(*aggregates)
+
+    monkeypatch.setattr(store, "save", failing_once)
+    await clock.advance(internals(gateway).services.run_timeout_seconds + 1)
+    assert failed == [run_id]
+    ended = await gateway.run(run_id)
+    assert ended is not None
+    assert ended["status"] == "timeout"
+    assert (await gateway.provide_input(run_id, "yes", by="main"))["status"] == "error"
+
+
 async def test_cancel_ends_a_waiting_run(waiting: Waiting) -> None:
     gateway, run_id = waiting.gateway, waiting.run_id
     cancelled = await gateway.cancel_run(run_id, "not needed")

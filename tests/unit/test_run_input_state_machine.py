@@ -115,3 +115,15 @@ def test_the_new_fields_are_written_only_when_set() -> None:
     for name in ("input_request", "answers", "answered_by", "turn_dispatches"):
         assert name not in written
     assert "input_request" in asking().state.model_dump_json()
+
+
+def test_an_answer_past_the_deadline_is_refused_before_the_timeout_is_recorded() -> None:
+    # The timeout's save may fail and be made again later (the simulator found the
+    # answer in between accepted): the deadline alone refuses it.
+    run = asking()
+    before = event_names(run.collect_events())
+    with pytest.raises(RunNotWaiting, match="deadline has passed"):
+        run.provide_input(text="yes", by=None, at=at(60))
+    assert run.state.status == "input_required"
+    assert before[-1] == "RunInputRequested"
+    assert run.collect_events() == []

@@ -433,6 +433,20 @@ def test_a_steered_send_is_a_hop_on_its_senders_chain() -> None:
     assert any("maxHops 2" in p for p in problems("hop-count", log, deep))
 
 
+def test_a_sender_steered_before_it_sends_goes_on_from_its_steers_hop() -> None:
+    # q (hop 1) was steered at hop 2 by a send from p; its own send steered on is hop 3.
+    log = Log().run("q", 0, session=B).add("RunSteered", "q", 1, steered_by=A)
+    log.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="x", parent_run_id="q", hops=3
+    )
+    assert problems("hop-count", log) == []
+    unsteered = Log().run("q", 0, session=B)
+    unsteered.add(
+        "BusyDecided", "d", 2, decision="steered", steered_run_id="x", parent_run_id="q", hops=3
+    )
+    assert any("records hop 3" in p for p in problems("hop-count", unsteered))
+
+
 def test_hops_count_agent_sends_only() -> None:
     log = Log().ran("a", 0, 1).ran("b", 1, 2, parent="a", hops=2, session=B)
     log.ran("r", 2, 3, step="reply_back", parent="b", hops=2)
@@ -597,3 +611,100 @@ def test_a_firings_run_must_start_with_it_unless_refused() -> None:
     assert problems("schedules-fire-once", refused) == []
     refused.run("r1", 60, session=CRON_SESSION, step="scheduled")
     assert any("was refused, yet" in p for p in problems("schedules-fire-once", refused))
+
+
+def asked_log(timeout: float = 600) -> Log:
+    """A run that asks in its first turn (waiting from 10 s on)."""
+    log = Log().run("r1", 0, timeout=timeout).add("RunDispatched", "r1", 0, attempt=1)
+    return log.add("RunInputRequested", "r1", 10, prompt="go on?", options=["yes", "no"])
+
+
+def test_one_answer_one_turn_and_a_wait_that_times_out_pass() -> None:
+    answered = asked_log().add("RunInputProvided", "r1", 20, text="yes")
+    answered.add("RunDispatched", "r1", 20, attempt=2).add("RunCompleted", "r1", 21, reply="x")
+    world = World(config={}, answers=(("r1", "yes", True), ("r1", "yes", False)))
+    assert problems("input-waits", answered, world) == []
+    timed_out = asked_log(timeout=60).add("RunTimedOut", "r1", 60)
+    assert problems("input-waits", timed_out) == []
+    # Answered, then a crash: its turn is handed to its agent again in the next process.
+    crashed = asked_log().add("RunInputProvided", "r1", 20, text="no")
+    crashed.add("RunDispatched", "r1", 20, attempt=2).add("RunDispatched", "r1", 30, attempt=3)
+    crashed.add("RunCompleted", "r1", 31, reply="x")
+    world = World(config={}, deaths=(5,), answers=(("r1", "no", True),))
+    assert problems("input-waits", crashed, world) == []
+
+
+@pytest.mark.parametrize(
+    ("tail", "said"),
+    [
+        # Resumed without an answer.
+        ([("RunDispatched", 30, {"attempt": 2})], "with no answer"),
+        # A second answer taken; one that is none of the options.
+        (
+            [
+                ("RunInputProvided", 20, {"text": "yes"}),
+                ("RunDispatched", 20, {"attempt": 2}),
+                ("RunCompleted", 21, {"reply": "x"}),
+                ("RunInputProvided", 30, {"text": "yes"}),
+            ],
+            "after its outcome",
+        ),
+        ([("RunInputProvided", 20, {"text": "maybe"})], "none of its options"),
+        # One answer, its turn handed to the agent twice in one process.
+        (
+            [
+                ("RunInputProvided", 20, {"text": "yes"}),
+                ("RunDispatched", 20, {"attempt": 2}),
+                ("RunDispatched", 20, {"attempt": 3}),
+                ("RunCompleted", 21, {"reply": "x"}),
+            ],
+            "2 times in one gateway process",
+        ),
+        # Answered after the deadline; ended ok with no turn for its answer.
+        ([("RunInputProvided", 700, {"text": "yes"})], "at or after its deadline"),
+        (
+            [("RunInputProvided", 20, {"text": "yes"}), ("RunCompleted", 21, {"reply": "x"})],
+            "no turn run for its answer",
+        ),
+        # Still waiting past its deadline, or ended otherwise than timed out.
+        ([("RunSteered", 900, {})], "still waits for input past its deadline"),
+        ([("RunFailed", 30, {"error": "x"})], "while it waited for input, unanswered"),
+    ],
+)
+def test_input_waits_see_what_breaks_them(
+    tail: list[tuple[str, float, dict[str, Any]]], said: str
+) -> None:
+    log = asked_log()
+    for type_, seconds, data in tail:
+        log.add(type_, "r1", seconds, **data)
+    assert any(said in problem for problem in problems("input-waits", log)), said
+
+
+def test_input_waits_compare_what_the_answers_were_told() -> None:
+    log = asked_log()
+    world = World(config={}, answers=(("r1", "yes", True),))
+    found = problems("input-waits", log, world)
+    assert any("1 answer(s) were told" in problem for problem in found)
+
+
+def test_a_run_waiting_for_input_holds_no_lane_place() -> None:
+    log = asked_log()
+    log.ran("r2", 20, 25, session=B)  # maxConcurrent 1: r1 waits, r2 runs
+    world = World(config={"agents": {"defaults": {"maxConcurrent": 1}}})
+    assert problems("lane-limit", log, world) == []
+    busy = Log().run("r1", 0).add("RunDispatched", "r1", 0, attempt=1)
+    busy.ran("r2", 20, 25, session=B)
+    assert problems("lane-limit", busy, world)
+
+
+def test_lanes_a_lender_whose_wait_is_over_queues_for_its_place() -> None:
+    # a lends its place to b; once b ends, a queues for a place again: c, dispatched
+    # before a is seen at work, may have it. a's next own event shows it at work again.
+    log = Log().run("a", 0).add("RunDispatched", "a", 0, attempt=1)
+    log.ran("b", 1, 2, session=B, parent="a", hops=2)
+    log.ran("c", 2, 3, session=C).add("RunCompleted", "a", 4, reply="x")
+    assert problems("lane-limit", log, lane(1)) == []
+    at_work = Log().run("a", 0).add("RunDispatched", "a", 0, attempt=1)
+    at_work.ran("b", 1, 2, session=B, parent="a", hops=2).add("RunSteered", "a", 2)
+    at_work.ran("c", 2, 3, session=C).add("RunCompleted", "a", 4, reply="x")
+    assert problems("lane-limit", at_work, lane(1))

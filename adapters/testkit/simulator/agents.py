@@ -27,6 +27,7 @@ from sessionwire.application.ports.runtime import (
     AgentRuntime,
     ChannelDelivery,
     Delivery,
+    InputRequest,
     RunReply,
     RunRequest,
 )
@@ -144,6 +145,14 @@ class SimulatedAgents(AgentRuntime):
             return RunReply(text=f"yielded {plan_text(plan)}")
         if "cycle" in plan:
             await self._forward(request, plan, incarnation)
+        ask = plan.get("ask")
+        if isinstance(ask, dict):
+            # The turn stops to ask (decision 33); the answer is the next turn's message,
+            # itself a plan (the script writes it), so the resumed turn is read like any.
+            return RunReply(
+                input_request=InputRequest(prompt=str(ask["prompt"]), options=ask.get("options")),
+                usage={"input": 3, "output": 2},
+            )
         kind = plan.get("kind", "ok")
         if kind == "fail":
             raise RuntimeError(f"simulated failure (plan {plan.get('id')})")

@@ -159,8 +159,10 @@ ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-anno
 # Plans whose agent answers with a reply (``empty``: an empty one): the run completes ok.
 ANSWERS_OK = frozenset({"ok", "slow", "empty"})
 # Transcript lines a run writes itself: the words it was given and its agent's reply
-# (a sub-agent's report in its requester's transcript is the spawn's line, not a run's).
-RUN_LINE_KINDS = frozenset({"a2a", "system", "agent", "announce"})
+# (a sub-agent's report in its requester's transcript is the spawn's line, not a run's);
+# an answer to a run that asked (``user``: a person's or the answering session's words,
+# on the run) is the next turn's words.
+RUN_LINE_KINDS = frozenset({"a2a", "system", "agent", "announce", "user"})
 # Runs whose first dispatch appends the words they were given to the transcript.
 LINE_STEPS = frozenset({"primary", "subagent_task", "reply_back", "announce", "subagent_announce"})
 
@@ -279,6 +281,13 @@ class LogReader:
     """Run -> its RunSteered events so far."""
     spawned_by: dict[str, str] = field(default_factory=dict)
     """A child session's key -> the session that spawned it (the visibility tree)."""
+    asked: Counter[UUID] = field(default_factory=Counter)
+    """Run -> its RunInputRequested: each ask's prompt is one more line of its agent's."""
+    turns_dispatched: Counter[UUID] = field(default_factory=Counter)
+    """Run -> its turns handed to an agent (the first, then one per answer that was):
+    each appends the words it was given once (the answer is the next turn's)."""
+    fresh_turn: set[UUID] = field(default_factory=set)
+    """Runs whose next dispatch starts a turn (started, or answered since)."""
 
     def read(self, store: EventLog) -> list[tuple[str, str]]:
         """Read the events recorded since the last call; the problems they show, each
@@ -315,8 +324,15 @@ class LogReader:
                     f"run {aggregate} ({step} in {session}) was steered at log position "
                     f"{position}, after its outcome {self.ended[aggregate][0]}"
                 )
+        elif name == "RunInputRequested":
+            self.asked[aggregate] += 1
+        elif name == "RunInputProvided":
+            self.fresh_turn.add(aggregate)
         elif name == "RunDispatched":
             self.dispatched[aggregate].append(event.timestamp)
+            if aggregate in self.fresh_turn:
+                self.fresh_turn.discard(aggregate)
+                self.turns_dispatched[aggregate] += 1
             record = self.records.get(aggregate)
             deadline = record.deadline if record is not None else None
             if record is not None and deadline is not None and event.timestamp >= deadline:
@@ -435,6 +451,7 @@ class LogReader:
             hops=int(getattr(event, "hops", 0) or 0),
         )
         self.records[run] = record
+        self.fresh_turn.add(run)
         self.runs[run] = (record.session, record.step)
         self.started_at[run] = position
         parent = getattr(event, "parent_run_id", None)
@@ -519,7 +536,9 @@ class LogReader:
                 continue
             lines = self.user_lines if message.role == "user" else self.reply_lines
             lines[run] += 1
-            if lines[run] > 1:
+            # A run that asked for input says each prompt and hears each answer too.
+            owed = self.asked[run] if message.role != "user" else self.turns_dispatched[run] - 1
+            if lines[run] > 1 + max(0, owed):
                 session, step = self.runs.get(run, ("?", "?"))
                 problems.append(
                     (
@@ -642,17 +661,20 @@ class LogReader:
         for run, record in self.records.items():
             if record.step not in LINE_STEPS:
                 continue
-            want = 1 if self.dispatched.get(run) else 0
+            want = self.turns_dispatched[run]
             got = self.user_lines[run]
             if got != want:
                 problems.append(
                     f"run {run} ({record.step} in {record.session}), dispatched "
-                    f"{len(self.dispatched.get(run, ()))} time(s), appended {got} user line(s)"
+                    f"{len(self.dispatched.get(run, ()))} time(s) in {want} turn(s), appended "
+                    f"{got} user line(s)"
                 )
-            if self.reply_lines[run] and self.ended.get(run, ("",))[0] != "RunCompleted":
+            completed = self.ended.get(run, ("",))[0] == "RunCompleted"
+            if self.reply_lines[run] > self.asked[run] + completed:
                 problems.append(
-                    f"run {run} ({record.step} in {record.session}) appended a reply line "
-                    f"but its outcome is {self.ended.get(run, ('none',))[0]}"
+                    f"run {run} ({record.step} in {record.session}) appended "
+                    f"{self.reply_lines[run]} reply line(s) for {self.asked[run]} ask(s) "
+                    f"and its outcome {self.ended.get(run, ('none',))[0]}"
                 )
         return problems
 
@@ -728,8 +750,8 @@ def seconds_to_answer(record: RunRecord) -> float | None:
     if step == "reply_back":
         return 0.0
     if step in ("primary", "subagent_task"):
-        if plan.get("kind", "ok") not in ANSWERS_OK:
-            return None
+        if plan.get("kind", "ok") not in ANSWERS_OK or "ask" in plan:
+            return None  # an ask waits for a person: its outcome is the answer's turn's
         calls = list(plan.get("calls", []))
         if "cycle" in plan:
             calls.append({"tool": "send", "wait": plan.get("wait", 0)})

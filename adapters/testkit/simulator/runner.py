@@ -61,6 +61,7 @@ from sessionwire.adapters.testkit.simulator.oracle.facts import PLAN_MARK, ForkR
 from sessionwire.adapters.testkit.simulator.scopes import ScopeCheck, ScopedCall
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
+    Answer,
     Busy,
     Cancel,
     ChannelDown,
@@ -291,6 +292,8 @@ class _Run:
     """Each fork asked for: (its key, its source, the version asked for)."""
     fork_reads: list[ForkRead] = field(default_factory=list)
     """What each recorded fork's history showed at the end of the play."""
+    answers: list[tuple[UUID, str, dict[str, Any]]] = field(default_factory=list)
+    """(run, text, what ``provide_input`` answered) of each answer the script gave."""
 
 
 class Simulation:
@@ -757,6 +760,8 @@ class Simulation:
                 self._tool(state, source, "subagents", params)
         elif isinstance(step, Fork):
             self._fork(state, step)
+        elif isinstance(step, Answer):
+            self._answer(state, step)
         elif isinstance(step, Spawn):
             params = {"task": plan_text(step.plan), "cleanup": step.cleanup}
             if step.agent is not None:
@@ -784,6 +789,30 @@ class Simulation:
             await gateway.record_message(step.session, role="user", content="after the fork")
 
         state.calls.append(asyncio.ensure_future(fork_then_write()))
+
+    def _answer(self, state: _Run, step: Answer) -> None:
+        """Answer, as the operator, the run whose first turn's plan is ``step.plan``
+        (``copies`` answers at once); each answer is kept to be checked against the
+        log at idle (``input-answers``)."""
+        run = next(
+            (
+                run
+                for run, record in state.log.records.items()
+                if record.step == "primary"
+                and (read_plan(record.message) or {}).get("id") == step.plan
+            ),
+            None,
+        )
+        if run is None:
+            return
+        gateway = self._gateway(state)
+
+        async def answer() -> None:
+            result = await gateway.provide_input(str(run), step.text)
+            state.answers.append((run, step.text, result))
+
+        for _ in range(step.copies):
+            state.calls.append(asyncio.ensure_future(answer()))
 
     async def _read_forks(self, state: _Run) -> None:
         """Each fork's whole history, paged back from the newest line, read by the fork
@@ -1359,6 +1388,11 @@ class Simulation:
             faults=tuple(state.faults),
             gateways=2 if self._two_gateways(state) else 1,
             fork_reads=tuple(state.fork_reads),
+            answers=tuple(
+                (str(run), text, result.get("status") == "accepted")
+                for run, text, result in state.answers
+            ),
+            until=state.clock.now(),
         )
         for name, problem in oracle_check(LogModel.of(state.log.facts), world):
             self._violate(state, name, problem)

@@ -219,6 +219,18 @@ class Fork(_Step):
     back: int = 0
 
 
+class Answer(_Step):
+    """``gw.provide_input`` (as the operator) of the run whose plan is ``plan`` (its
+    first turn's plan id; skipped when no such run started), ``copies`` times at once:
+    the run may wait for it (``ask`` in its plan), not have asked yet, have been answered
+    already or have timed out: one answer at most is accepted (decision 33)."""
+
+    op: Literal["answer"] = "answer"
+    plan: int
+    text: str
+    copies: int = Field(default=1, ge=1)
+
+
 Step = Annotated[
     Message
     | Send
@@ -236,6 +248,7 @@ Step = Annotated[
     | Route
     | StoreFault
     | Stale
+    | Answer
     | Read
     | Fork,
     Field(discriminator="op"),
@@ -328,6 +341,7 @@ def read_plan(*texts: str | None) -> dict[str, Any] | None:
 
 __all__ = [
     "Advance",
+    "Answer",
     "Busy",
     "Cancel",
     "ChannelDown",

@@ -18,6 +18,7 @@ from typing import Any
 
 from sessionwire.adapters.testkit.simulator.script import (
     Advance,
+    Answer,
     Busy,
     Cancel,
     ChannelDown,
@@ -38,6 +39,7 @@ from sessionwire.adapters.testkit.simulator.script import (
     Step,
     StoreFault,
     Subscribe,
+    plan_text,
 )
 
 WORLD: tuple[SessionSeed, ...] = (
@@ -109,6 +111,9 @@ class WorkloadOptions:
     forks: bool = True
     """A fork of a session (at its latest version or a few before, decision 34) in place
     of a step, in some seeds: read at the end, it must never show later source lines."""
+    inputs: bool = True
+    """Turns that ask for input (decision 33) and answers to them: late, early (before
+    the ask), twice, around a crash, after the deadline (in place of steps, some seeds)."""
 
 
 def generate(seed: int, options: WorkloadOptions | None = None) -> SimulationScript:
@@ -179,6 +184,9 @@ class _Generator:
             )
         if self.options.schedules:
             config["schedules"] = self.schedules(steps)
+        if self.options.inputs:
+            # After the schedule's interval is cut: the config stays that without inputs.
+            self.inputs(steps, float(config["agents"]["defaults"]["timeoutSeconds"]))
         return SimulationScript(
             seed=self.seed,
             config=config,
@@ -430,6 +438,75 @@ class _Generator:
             return "all"
         drawn = random.Random(f"visibility-{self.seed}")
         return drawn.choices(["self", "tree", "agent", "all"], [15, 25, 20, 40])[0]
+
+    def inputs(self, steps: list[Step], timeout: float) -> None:
+        """Sends whose first turn asks (``ask`` in the plan: the agent answers with an
+        input request) and the answers to them, each in place of a later step. From a
+        generator of its own: a seed's other steps stay what they were. Each ask's
+        answers play one way: late (a few steps on), early (its turn is still slow,
+        the answer refused) then late, twice at once, accepted right before a crash, a
+        crash while it waits, or after its deadline (refused: the run timed out)."""
+        rng = random.Random(f"inputs:{self.seed}")
+        cases = ["late", "early", "twice", "twice-after"]
+        if self.options.crashes:
+            cases += ["answered-crash", "waiting-crash"]
+        cases.append("deadline")
+        taken: set[int] = set()
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            free = [
+                index
+                for index, step in enumerate(steps[:-3])
+                if isinstance(step, Send)
+                and index not in taken
+                and not ({"cycle", "yield"} & set(step.plan))
+                and not step.target.startswith("@")
+            ]
+            if not free:
+                return
+            at = rng.choice(free)
+            case = rng.choice(cases)
+            send = steps[at]
+            assert isinstance(send, Send)
+            plan = dict(send.plan)
+            plan["kind"] = "slow" if case == "early" else "ok"
+            plan["delay"] = rng.choice([5, 30]) if case == "early" else 0
+            self.plans += 1
+            resumed = {
+                "id": self.plans,
+                "kind": rng.choice(["ok", "ok", "ok", "fail", "empty"]),
+                "depth": plan["depth"],
+                "pp": 0,
+                "ann": plan.get("ann", "say"),
+            }
+            answer = plan_text(resumed)
+            options = [answer, "no"] if rng.random() < 0.4 else None
+            plan["ask"] = {"prompt": f"go on with plan {plan['id']}?", "options": options}
+            steps[at] = send.model_copy(update={"plan": plan})
+            taken.add(at)
+            later: list[Step] = []
+            if case == "early":
+                later.append(Answer(plan=plan["id"], text=answer))
+            if case == "deadline":
+                later.append(Advance(seconds=timeout + rng.choice([1, 60, 3600])))
+            if case == "waiting-crash":
+                later.append(Crash(after_events=0, down_seconds=rng.choice([0, 5, 60])))
+            if options is not None and rng.random() < 0.5:
+                later.append(Answer(plan=plan["id"], text="maybe"))  # not an option: refused
+            if case == "answered-crash":
+                # Armed before the answer: the process dies once the answer is recorded
+                # (1), or its next turn was dispatched (2) or ended (3).
+                later.append(Crash(after_events=rng.choice([1, 2, 3]), down_seconds=5))
+            copies = 2 if case == "twice" else 1
+            later.append(Answer(plan=plan["id"], text=answer, copies=copies))
+            if case == "twice-after":
+                later.append(Answer(plan=plan["id"], text=answer))
+            first = at + 1 if case in ("early", "waiting-crash") else at + rng.choice([1, 2, 3])
+            for offset, step in enumerate(later):
+                place = first + offset
+                if place >= len(steps):
+                    break
+                steps[place] = step
+                taken.add(place)
 
     def schedules(self, steps: list[Step]) -> list[dict[str, Any]]:
         """From a generator of its own (the steps stay those of the seed without). The

@@ -24,6 +24,8 @@ from sessionwire.adapters.testkit.simulator.oracle.model import (
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_DISPATCHED,
+    RUN_INPUT_PROVIDED,
+    RUN_INPUT_REQUESTED,
     RUN_STARTED,
     RUN_TIMED_OUT,
     SESSION_OPENED,
@@ -166,21 +168,35 @@ def deadlines(model: LogModel, world: World) -> Iterator[str]:
 def lanes(model: LogModel, world: World) -> Iterator[str]:
     """At every instant (every point of the log): at most maxConcurrent runs execute,
     a run waiting for a nested send lending its place to the runs it caused (docs:
-    embedding, openai-runtime); one run at a time per session (decision 6). A crash
-    ends whatever executed in the process that died."""
+    embedding, openai-runtime), and queueing for a place again when its wait is over;
+    one run at a time per session (decision 6). A run waiting for input holds no place
+    (decision 33). A crash ends whatever executed in the process that died."""
     limit = world.max_concurrent
     deaths = sorted(world.deaths)
 
     executing: dict[str, RunView] = {}
+    lent: set[str] = set()
+    back: set[str] = set()
+    """Runs that lent their place and whose wait is over: each queues for a place again
+    (it may not have one) until the log shows it at work (an event of its own or a run it
+    caused starting)."""
     said = 0
     for fact in model.facts:
         while deaths and fact.position > deaths[0]:
             executing.clear()
+            lent.clear()
+            back.clear()
             deaths.pop(0)
         run = model.runs.get(fact.aggregate)
+        seen_at_work = {fact.aggregate}
+        if fact.type == RUN_STARTED and run is not None and run.parent is not None:
+            seen_at_work.add(run.parent)
+        back -= seen_at_work
+        lent -= seen_at_work
         if run is None:
             continue
-        if fact.type in OUTCOMES:
+        if fact.type in OUTCOMES or fact.type == RUN_INPUT_REQUESTED:
+            # A run waiting for input holds no slot (decision 33): its turn has ended.
             executing.pop(run.id, None)
             continue
         if fact.type != RUN_DISPATCHED:
@@ -205,7 +221,9 @@ def lanes(model: LogModel, world: World) -> Iterator[str]:
                 for child in model.children.get(other, ())
             )
         }
-        count = len(executing) - len(lending)
+        back |= {other for other in lent if other in executing and other not in lending}
+        lent = lending
+        count = len(executing) - len(lending) - len(back & set(executing) - lending)
         if count > limit and said < KEPT:
             said += 1
             yield (
@@ -450,7 +468,17 @@ def hop_count(model: LogModel, world: World) -> Iterator[str]:
             hops = fact.get("hops")
             if isinstance(hops, int) and hops > limit:
                 yield f"a send steered at hop {hops} of its chain (maxHops {limit})"
-            if sender is not None and isinstance(hops, int) and hops != sender.hops + 1:
+            # A sender steered before it sent goes on from its steer's hop, as its own
+            # runs may (below): its send is then deeper than its start says.
+            resteered = sender is not None and any(
+                steer.position < fact.position for steer in sender.steers
+            )
+            if (
+                sender is not None
+                and isinstance(hops, int)
+                and hops != sender.hops + 1
+                and not (resteered and hops > sender.hops + 1)
+            ):
                 yield f"a send steered from hop {sender.hops} records hop {hops}"
     for run in model.runs.values():
         what = f"run {run.id} ({run.step} in {run.session})"
@@ -625,6 +653,102 @@ def fork_history(model: LogModel, world: World) -> Iterator[str]:
             yield f"fork {read.key} flags a line as inherited from another session"
 
 
+def _dies_between(world: World, first: Fact, then: Fact) -> bool:
+    """Did a gateway die (or a store fault fail a save of the run) between the two
+    facts? Only then may one turn be handed to its agent again."""
+    if any(first.position <= death < then.position for death in world.deaths):
+        return True
+    return world.faulted(first.aggregate, first.at, then.at)
+
+
+def input_waits(model: LogModel, world: World) -> Iterator[str]:
+    """Decision 33 (docs/input.md), by the model's own walk of each run's turns: a turn
+    that asks ends with the ask; a waiting run is handed to no agent until an answer is
+    accepted; an answer is accepted only while the run waits, before its deadline, and
+    (when the ask named options) only one of them, so never a second one; each accepted
+    answer starts exactly one next turn (handed to its agent again only across a crash)
+    unless a cancel or the deadline ends the run first; a run still waiting at its
+    deadline ends timeout. What the simulator's answers were told matches the log: as
+    many accepted as recorded, per run."""
+    for run in model.runs.values():
+        if not run.waits:
+            continue
+        what = f"run {run.id} ({run.step} in {run.session})"
+        deadline = run.deadline
+        outcome = run.outcome
+        facts = sorted([*run.dispatches, *run.waits], key=lambda fact: fact.position)
+        waiting: Fact | None = None
+        answered: Fact | None = None
+        turn: list[Fact] = []
+        for fact in facts:
+            if outcome is not None and fact.position > outcome.position:
+                if fact.type == RUN_INPUT_PROVIDED:
+                    yield (
+                        f"{what} accepted an answer at {fact.at.isoformat()}, after its "
+                        f"outcome {outcome.type}"
+                    )
+                continue  # a dispatch after the outcome: deadline-facts', runs-end's
+            if fact.type == RUN_DISPATCHED:
+                if waiting is not None:
+                    yield (
+                        f"{what} was handed to its agent at {fact.at.isoformat()} while it "
+                        f"waited for input, with no answer"
+                    )
+                if turn and answered is not None and not _dies_between(world, turn[-1], fact):
+                    yield (
+                        f"{what} was handed to its agent {len(turn) + 1} times in one gateway "
+                        f"process for the answer at {answered.at.isoformat()}"
+                    )
+                turn.append(fact)
+            elif fact.type == RUN_INPUT_REQUESTED:
+                if not turn:
+                    yield f"{what} asked for input at {fact.at.isoformat()} with no turn run"
+                waiting, answered, turn = fact, None, []
+            else:
+                if waiting is None:
+                    yield (
+                        f"{what} accepted an answer at {fact.at.isoformat()} while it did "
+                        "not wait for one (a second answer, or one before its ask)"
+                    )
+                else:
+                    options = waiting.get("options")
+                    if isinstance(options, list) and fact.get("text") not in options:
+                        yield f"{what} accepted an answer that is none of its options"
+                if deadline is not None and fact.at >= deadline:
+                    yield (
+                        f"{what} accepted an answer at {fact.at.isoformat()}, at or after its "
+                        f"deadline {deadline.isoformat()}"
+                    )
+                waiting, answered, turn = None, fact, []
+        if waiting is not None:
+            if outcome is None:
+                end = max((at for at in (model.end, world.until) if at is not None), default=None)
+                if deadline is not None and end is not None and end > deadline:
+                    yield f"{what} still waits for input past its deadline {deadline.isoformat()}"
+            elif outcome.type not in (RUN_TIMED_OUT, RUN_CANCELLED):
+                yield f"{what} ended {outcome.type} while it waited for input, unanswered"
+        elif (
+            answered is not None
+            and not turn
+            and outcome is not None
+            and outcome.type not in (RUN_TIMED_OUT, RUN_CANCELLED)
+        ):
+            yield f"{what} ended {outcome.type} with no turn run for its answer"
+    provided = Counter(
+        run.id
+        for run in model.runs.values()
+        for fact in run.waits
+        if fact.type == RUN_INPUT_PROVIDED
+    )
+    accepted = Counter(run for run, _, taken in world.answers if taken)
+    for run_id in set(provided) | set(accepted):
+        if provided[run_id] != accepted[run_id]:
+            yield (
+                f"run {run_id}: {accepted[run_id]} answer(s) were told they were accepted, "
+                f"{provided[run_id]} recorded"
+            )
+
+
 CHECKS: dict[str, OracleCheck] = {
     check.name: check
     for check in (
@@ -691,6 +815,13 @@ CHECKS: dict[str, OracleCheck] = {
             "flagged forkedFrom, then its own: never a line the source recorded later "
             "(decision 34)",
             fork_history,
+        ),
+        OracleCheck(
+            "input-waits",
+            "a waiting run is resumed only by an accepted answer, exactly one turn per "
+            "answer, never a second answer, none at or after its deadline, which ends it "
+            "timeout (decision 33)",
+            input_waits,
         ),
         OracleCheck(
             "plan-once",

@@ -70,6 +70,11 @@ class World:
     """Gateways on the store (two: a lease race the budget count allows, docs/budgets.md)."""
     fork_reads: tuple[ForkRead, ...] = ()
     """Each fork the simulator made and recorded, read at the end of the play."""
+    answers: tuple[tuple[str, str, bool], ...] = ()
+    """(run, text, accepted) of each answer the simulator gave a run (decision 33)."""
+    until: datetime | None = None
+    """The clock when the play ended (after the drain): later than the log's last event
+    when nothing was recorded at the end."""
 
     def _section(self, *path: str) -> dict[str, Any]:
         node: Any = self.config

@@ -24,6 +24,8 @@ RUN_FAILED = "RunFailed"
 RUN_TIMED_OUT = "RunTimedOut"
 RUN_CANCELLED = "RunCancelled"
 RUN_STEERED = "RunSteered"
+RUN_INPUT_REQUESTED = "RunInputRequested"
+RUN_INPUT_PROVIDED = "RunInputProvided"
 OUTCOMES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_TIMED_OUT, RUN_CANCELLED})
 EXCHANGE_OPENED = "ExchangeOpened"
 TURN_BLOCKED = "TurnBlocked"
@@ -68,6 +70,8 @@ READ_FIELDS: dict[str, set[str]] = {
     RUN_TIMED_OUT: {"timeout_seconds"},
     RUN_CANCELLED: {"reason"},
     RUN_STEERED: {"steered_by"},
+    RUN_INPUT_REQUESTED: {"prompt", "options"},
+    RUN_INPUT_PROVIDED: {"text", "by"},
     EXCHANGE_OPENED: {"requester_key", "target_key", "primary_run_id", "trace_id"},
     SUBAGENT_SPAWNED: {
         "child_key",
@@ -113,6 +117,8 @@ class RunView:
     outcome: Fact | None = None
     outcomes: int = 0
     steers: list[Fact] = field(default_factory=list)
+    waits: list[Fact] = field(default_factory=list)
+    """Its asks (RunInputRequested) and answers (RunInputProvided), in log order."""
 
     @property
     def deadline(self) -> datetime | None:
@@ -194,6 +200,8 @@ class LogModel:
                 run.outcome = fact
         elif name == RUN_STEERED and run is not None:
             run.steers.append(fact)
+        elif name in (RUN_INPUT_REQUESTED, RUN_INPUT_PROVIDED) and run is not None:
+            run.waits.append(fact)
         elif name == EXCHANGE_OPENED:
             self.exchanges[aggregate] = fact
         elif name == SUBAGENT_SPAWNED:
