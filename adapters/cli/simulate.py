@@ -131,6 +131,12 @@ pass_options = click.make_pass_decorator(CliOptions)
     help="an interval schedule in each seed's config (decision 36), removed at the drain",
 )
 @click.option(
+    "--forks/--no-forks",
+    default=True,
+    show_default=True,
+    help="a fork of a session in place of a step, in some seeds (decision 34)",
+)
+@click.option(
     "--inputs/--no-inputs",
     default=True,
     show_default=True,
@@ -173,6 +179,7 @@ def simulate(
     store_faults: bool,
     scopes: bool,
     schedules: bool,
+    forks: bool,
     inputs: bool,
     stall_seconds: float,
     seed_budget: float,
@@ -239,6 +246,7 @@ def simulate(
                     store_faults=store_faults,
                     scopes=scopes,
                     schedules=schedules,
+                    forks=forks,
                     inputs=inputs,
                 ),
                 save_dir,
