@@ -203,21 +203,31 @@ async def test_timing_out_a_run_another_gateway_ended_first_is_not_an_error(
         await gw.close()
 
 
-async def test_a_permit_freed_after_a_lenders_wait_ended_goes_back_to_the_lender() -> None:
-    # maxConcurrent 1: a run lends its permit to the run it waits for; another run asks
-    # for a permit meanwhile. The waited run ends and frees the permit before the
-    # lender's task has woken: the permit is the lender's, the other run still waits.
+async def _a_lender(
+    *, taken: bool
+) -> tuple[runs.Lane, runs.LaneSlot, asyncio.Future[None], asyncio.Task[None]]:
+    """maxConcurrent 1: a run that lent its permit, waiting for a run (which took the
+    permit, if ``taken``), and another run asking for a permit meanwhile."""
     from sessionwire.application.orchestration.in_flight import InFlight
-    from sessionwire.application.orchestration.runs import Lane, LaneSlot
 
-    lane = Lane(1, InFlight(VirtualClock()))
-    lender = LaneSlot(lane, uuid4())
+    lane = runs.Lane(1, InFlight(VirtualClock()))
+    lender = runs.LaneSlot(lane, uuid4())
     await lender.acquire()
     waited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     lender.lend(waited)
-    await lane.acquire()  # the waited run takes the permit
+    if taken:
+        await lane.acquire()
+    else:
+        waited.set_result(None)  # ended without taking the permit (cancelled while queued)
     other = asyncio.ensure_future(lane.acquire())
     await asyncio.sleep(0)
+    return lane, lender, waited, other
+
+
+async def test_a_permit_freed_after_a_lenders_wait_ended_goes_back_to_the_lender() -> None:
+    # The waited run ends and frees the permit before the lender's task has woken: the
+    # permit is the lender's, the other run still waits.
+    lane, lender, waited, other = await _a_lender(taken=True)
     waited.set_result(None)  # the waited run ends ...
     lane.release()  # ... and frees its permit, all before the lender wakes
     await asyncio.sleep(0)
@@ -230,17 +240,7 @@ async def test_a_permit_freed_after_a_lenders_wait_ended_goes_back_to_the_lender
 
 
 async def test_a_lender_whose_wait_timed_out_takes_the_next_permit_first() -> None:
-    from sessionwire.application.orchestration.in_flight import InFlight
-    from sessionwire.application.orchestration.runs import Lane, LaneSlot
-
-    lane = Lane(1, InFlight(VirtualClock()))
-    lender = LaneSlot(lane, uuid4())
-    await lender.acquire()
-    waited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    lender.lend(waited)
-    await lane.acquire()  # the waited run takes the permit
-    other = asyncio.ensure_future(lane.acquire())
-    await asyncio.sleep(0)
+    lane, lender, waited, other = await _a_lender(taken=True)
     back = asyncio.ensure_future(lender.take_back(waited))  # its wait timed out
     await asyncio.sleep(0)
     lane.release()  # the waited run ends later
@@ -250,19 +250,8 @@ async def test_a_lender_whose_wait_timed_out_takes_the_next_permit_first() -> No
 
 
 async def test_a_free_permit_goes_to_an_owed_lender_before_a_new_run() -> None:
-    # The run waited for ended without taking the lent permit (cancelled while queued):
-    # the permit is free, and a run asking for one before the lender wakes waits.
-    from sessionwire.application.orchestration.in_flight import InFlight
-    from sessionwire.application.orchestration.runs import Lane, LaneSlot
-
-    lane = Lane(1, InFlight(VirtualClock()))
-    lender = LaneSlot(lane, uuid4())
-    await lender.acquire()
-    waited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    lender.lend(waited)
-    waited.set_result(None)
-    other = asyncio.ensure_future(lane.acquire())
-    await asyncio.sleep(0)
+    # The permit is free, and the run asking for one before the lender wakes waits.
+    lane, lender, waited, other = await _a_lender(taken=False)
     assert (lender.held, other.done(), lane.free) == (True, False, 0)
     await lender.take_back(waited)
     lender.close()
