@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -13,6 +13,7 @@ from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.domain.causality import Causality, hop_limit_reached
 from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from sessionwire.domain.trace_budget import BudgetExceeded
 
 log = library_logger("sessionwire.tools")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,26 @@ class ToolContext:
             return self.caller_turn.call_id(tool, params.model_dump_json())
         assert self.services is not None, "runs are started through the gateway's ids"
         return self.services.ids.new_id()
+
+    async def once_more_on_conflict(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call`` (a send or spawn that first looks for what an earlier attempt of the
+        calling run recorded of it), and once more if its save conflicts.
+
+        From a turn, the records a call starts have ids derived from the call's, the same
+        in every attempt of the calling run: a conflict saving them is another attempt
+        (the gateway that took the run over from this one, paused past its lease) making
+        this very call meanwhile. The second call finds what that one recorded and
+        answers for it, as for an attempt before a crash. From outside a turn the ids
+        are new, and a conflict is the caller's to see."""
+        try:
+            return await call()
+        except StoreConflict:
+            if self.caller_turn is None:
+                raise
+            log.info(
+                "call made meanwhile by another attempt of its run", requester=self.requester.raw
+            )
+            return await call()
 
     @cached_property
     def rules(self) -> KeyRules:

@@ -52,7 +52,8 @@ MAX_RUN_CRASHES = 3
 
 
 class Lane:
-    """The ``maxConcurrent`` permits, handed to waiting runs in arrival order.
+    """The ``maxConcurrent`` permits, handed to waiting runs in arrival order, but first
+    back to a run that lent its permit and whose wait is over (``LaneSlot``).
 
     A wait for a permit is a lock wait of the registry: its grant is a future, done the
     moment a permit is handed over, so the wait counts as runnable from then on.
@@ -62,13 +63,22 @@ class Lane:
         self.free = permits
         self._in_flight = in_flight
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._lent: list[LaneSlot] = []
+        """Slots that lent their permit: owed one back, ahead of the waiters, the moment
+        every run they wait for has ended."""
 
-    async def acquire(self) -> None:
+    async def acquire(self, *, first: bool = False) -> None:
+        """A permit; ``first``: ahead of the runs waiting for one (a lender's take-back
+        whose wait ended otherwise: its timeout, say)."""
+        self._repay_free()
         if self.free > 0 and not self._waiters:
             self.free -= 1
             return
         grant: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(grant)
+        if first:
+            self._waiters.appendleft(grant)
+        else:
+            self._waiters.append(grant)
         try:
             await self._in_flight.wait_for(grant, kind="lock")
         except asyncio.CancelledError:
@@ -79,6 +89,16 @@ class Lane:
             raise
 
     def release(self) -> None:
+        # A lender whose runs have ended first. Decided here, as the permit comes free
+        # (the ended run's own, as a rule): the lender's task, woken by that end, runs
+        # only later, and by then a waiter would have the permit and the lender, its
+        # answer in hand and its session locked, would wait behind it (simulator seed
+        # 129: tests/integration/test_simulator.py).
+        for slot in self._lent:
+            if slot.owed:
+                self._lent.remove(slot)
+                slot.held = True
+                return
         while self._waiters:
             grant = self._waiters.popleft()
             if not grant.done():
@@ -86,36 +106,80 @@ class Lane:
                 return
         self.free += 1
 
+    def _repay_free(self) -> None:
+        """Free permits to the lenders owed one first (a run they waited for ended
+        without taking theirs: cancelled while queued, say, or run by another gateway)."""
+        for slot in list(self._lent):
+            if self.free == 0:
+                return
+            if slot.owed:
+                self._lent.remove(slot)
+                slot.held = True
+                self.free -= 1
+
+    def lent(self, slot: LaneSlot) -> None:
+        if slot not in self._lent:
+            self._lent.append(slot)
+
+    def repaid(self, slot: LaneSlot) -> None:
+        if slot in self._lent:
+            self._lent.remove(slot)
+
 
 class LaneSlot:
     """The lane slot of one executing run: it holds at most one of the ``maxConcurrent``
-    permits, lends it while the run waits for another run, and takes it back."""
+    permits, lends it while the run waits for another run, and takes it back: the
+    permit next freed once the runs it waits for have ended, before any run that
+    waits for one (a lent place is the lender's: docs/openai-runtime.md)."""
 
     def __init__(self, lane: Lane, run_id: UUID) -> None:
         self._lane = lane
         self.run_id = run_id
         self.held = False
         self._lenders = 0
+        self._awaited: list[tuple[asyncio.Future[Any], ...]] = []
+        """Each wait lending the permit: the futures any one of which done ends it."""
         self._closed = False
 
     async def acquire(self) -> None:
         await self._lane.acquire()
         self.held = True
 
-    def lend(self) -> None:
-        """The run waits: free its permit for the run it waits on (nested sends)."""
+    @property
+    def owed(self) -> bool:
+        """Lent, and every run it waits for has ended: the next permit freed is its."""
+        return (
+            not self.held
+            and not self._closed
+            and bool(self._awaited)
+            and len(self._awaited) == self._lenders
+            and all(any(f.done() for f in awaited) for awaited in self._awaited)
+        )
+
+    def lend(self, *awaited: asyncio.Future[Any]) -> None:
+        """The run waits (until one of ``awaited`` is done: the end of the run it waits
+        on, say): free its permit for the run it waits on (nested sends)."""
         self._lenders += 1
+        if awaited:
+            self._awaited.append(awaited)
         if self.held:
             self.held = False
             self._lane.release()
+        self._lane.lent(self)
 
-    async def take_back(self) -> None:
+    async def take_back(self, *awaited: asyncio.Future[Any]) -> None:
         """The wait is over: the run gets a permit again (unless it has ended meanwhile or
-        another of its waits still lends it)."""
+        another of its waits still lends it); handed back already if freed since its
+        wait ended, else the first one freed."""
         self._lenders -= 1
+        if awaited in self._awaited:
+            self._awaited.remove(awaited)
         if self._lenders > 0 or self._closed or self.held:
+            if self.held or self._closed:
+                self._lane.repaid(self)
             return
-        await self._lane.acquire()
+        self._lane.repaid(self)
+        await self._lane.acquire(first=True)
         if self._closed or self._lenders > 0:
             # Ended, or lent again, while this wait queued for the permit.
             self._lane.release()
@@ -125,6 +189,7 @@ class LaneSlot:
     def close(self) -> None:
         """The run is done with the lane: its permit, if it holds one, goes back."""
         self._closed = True
+        self._lane.repaid(self)
         if self.held:
             self.held = False
             self._lane.release()
@@ -368,19 +433,23 @@ class RunEngine:
                 # run). Only this gateway's session actor settles the future, so queue
                 # the run: the actor runs it, or finds it ended once the owner is done.
                 self.enqueue(run_id, run.state.session_key)
-        future = self._ending(run_id)
+        ending = future = self._ending(run_id)
         if until_input:
             future = self._either_end_or_pause(run_id, future)
+        # Over the moment the run ends: the end's own future, done as it is recorded
+        # (the pause's is done a loop step later), so the lane gives this run the permit
+        # the ended run frees.
+        waits = (future,) if future is ending else (future, ending)
         slot = _current_slot.get()
         if slot is not None:
-            slot.lend()
+            slot.lend(*waits)
         try:
             due = None if timeout is None else self.clock.now() + timedelta(seconds=timeout)
             ended = await self.in_flight.wait_for(future, due=due)
             return future.result() if ended else None
         finally:
             if slot is not None:
-                await slot.take_back()
+                await slot.take_back(*waits)
 
     def _either_end_or_pause(
         self, run_id: UUID, ending: asyncio.Future[RunState]

@@ -133,6 +133,16 @@ async def sessions_send(
         )
         return HopLimitRefused(error=hop_refusal.message)
     run_id = context.new_run_id("sessions_send", params)
+    # Its run, exchange and busy decision saved by another attempt meanwhile: answered for.
+    return await context.once_more_on_conflict(lambda: _send(context, params, run_id))
+
+
+async def _send(
+    context: ToolContext, params: SessionsSendParams, run_id: UUID
+) -> SendResult | TraceBudgetRefused:
+    """The send with id ``run_id``: answered for an earlier attempt's, or started."""
+    services = context.services
+    assert services is not None
     earlier = await _earlier_attempt(context, run_id)
     if earlier.run is not None:
         # The calling run's earlier attempt (before a crash) made this very send: it goes

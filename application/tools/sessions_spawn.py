@@ -55,6 +55,17 @@ async def sessions_spawn(
         )
         return HopLimitRefused(error=hop_refusal.message)
     run_id = context.new_run_id("sessions_spawn", params)
+    # Its run saved by another attempt meanwhile (a taker's): answered for, as below.
+    return await context.once_more_on_conflict(lambda: _spawn_once(context, params, run_id, depth))
+
+
+async def _spawn_once(
+    context: ToolContext, params: SessionsSpawnParams, run_id: UUID, depth: int
+) -> SpawnResult | TraceBudgetRefused:
+    """The spawn with id ``run_id``: answered for an earlier attempt's, or made."""
+    services = context.services
+    assert services is not None
+    limits = context.config.agents.defaults.subagents
     earlier = await services.runs.load(run_id) if context.caller_turn is not None else None
     if earlier is not None:
         # The calling run's earlier attempt (before a crash) spawned this very child: it

@@ -324,3 +324,17 @@ async def test_the_default_workload_searches_and_each_hit_is_checked() -> None:
         hits += result.search_hits
     stores.close()
     assert hits > 0
+
+
+# Found by the SQLite seed run (seed 129, shrunk to 3 steps; the same on every store):
+# with maxConcurrent 1, a turn whose waited send had been answered queued for its permit
+# behind a sub-agent's announce that had asked for one meanwhile (and hung), so two runs
+# executed at once by the oracle's count and the turn, its answer in hand and its
+# session locked, timed out. A lent permit now goes back to its lender first.
+async def test_a_lane_permit_lent_to_a_waited_send_goes_back_to_its_lender_first(
+    stores: FreshStores,
+) -> None:
+    script = SimulationScript.load(FINDINGS / "seed-129-lender-queued-behind-a-hanging-run.json")
+    result = await Simulation(stores).run(script)
+    assert "lane-limit" not in result.counts, result.violations
+    assert result.ok, result.violations

@@ -115,3 +115,19 @@ async def test_a_rejected_send_stays_rejected_when_its_run_is_taken_over(
     script = SimulationScript.load(findings / "seed-230-rejected-send-started-after-takeover.json")
     result = await Simulation(fresh_stores(postgres_url.split("?")[0])).run(script)
     assert result.ok, result.violations
+
+
+# Found by the PostgreSQL run with two gateways and stale owners (seed 8, shrunk to one
+# stale step): the paused gateway's turn made a send that the taker's attempt of the same
+# run had just made (the send's run id is the same in every attempt); the stale turn had
+# read no earlier send, its save conflicted on the run's stream and the tool answered
+# "internal error: StoreConflict". It answers for the send the other attempt made now.
+async def test_a_send_made_meanwhile_by_the_takers_attempt_is_answered_for(
+    postgres_url: str,
+) -> None:
+    findings = Path(__file__).parent / "simulator_findings"
+    script = SimulationScript.load(
+        findings / "seed-8-stale-owner-send-conflicts-with-the-takers.json"
+    )
+    result = await Simulation(fresh_stores(postgres_url.split("?")[0])).run(script)
+    assert result.ok, result.violations

@@ -201,3 +201,58 @@ async def test_timing_out_a_run_another_gateway_ended_first_is_not_an_error(
         monkeypatch.undo()
         agents.release.set()
         await gw.close()
+
+
+async def _a_lender(
+    *, taken: bool
+) -> tuple[runs.Lane, runs.LaneSlot, asyncio.Future[None], asyncio.Task[None]]:
+    """maxConcurrent 1: a run that lent its permit, waiting for a run (which took the
+    permit, if ``taken``), and another run asking for a permit meanwhile."""
+    from sessionwire.application.orchestration.in_flight import InFlight
+
+    lane = runs.Lane(1, InFlight(VirtualClock()))
+    lender = runs.LaneSlot(lane, uuid4())
+    await lender.acquire()
+    waited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    lender.lend(waited)
+    if taken:
+        await lane.acquire()
+    else:
+        waited.set_result(None)  # ended without taking the permit (cancelled while queued)
+    other = asyncio.ensure_future(lane.acquire())
+    await asyncio.sleep(0)
+    return lane, lender, waited, other
+
+
+async def test_a_permit_freed_after_a_lenders_wait_ended_goes_back_to_the_lender() -> None:
+    # The waited run ends and frees the permit before the lender's task has woken: the
+    # permit is the lender's, the other run still waits.
+    lane, lender, waited, other = await _a_lender(taken=True)
+    waited.set_result(None)  # the waited run ends ...
+    lane.release()  # ... and frees its permit, all before the lender wakes
+    await asyncio.sleep(0)
+    assert (lender.held, other.done()) == (True, False)
+    await lender.take_back(waited)
+    assert lender.held
+    lender.close()  # the lender ends: now the permit is the other run's
+    await other
+    assert lane.free == 0
+
+
+async def test_a_lender_whose_wait_timed_out_takes_the_next_permit_first() -> None:
+    lane, lender, waited, other = await _a_lender(taken=True)
+    back = asyncio.ensure_future(lender.take_back(waited))  # its wait timed out
+    await asyncio.sleep(0)
+    lane.release()  # the waited run ends later
+    await back
+    assert (lender.held, other.done()) == (True, False)
+    other.cancel()
+
+
+async def test_a_free_permit_goes_to_an_owed_lender_before_a_new_run() -> None:
+    # The permit is free, and the run asking for one before the lender wakes waits.
+    lane, lender, waited, other = await _a_lender(taken=False)
+    assert (lender.held, other.done(), lane.free) == (True, False, 0)
+    await lender.take_back(waited)
+    lender.close()
+    await other
