@@ -86,7 +86,7 @@ COMMANDS = {
         f"{CLI}.policy:policy_group",
         "Check what a config change would do before making it.",
     ),
-    "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show and cancel agent runs."),
+    "runs": LazyCommand(f"{CLI}.runs:runs_group", "List, show, cancel and answer agent runs."),
     "schedules": LazyCommand(
         f"{CLI}.schedules:schedules_group",
         "Add, list and remove schedules: a message sent into a session at each due time.",

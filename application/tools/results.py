@@ -72,6 +72,22 @@ class SessionsListAnswer(TypedDict):
     visibility: NotRequired[ListVisibility]
 
 
+class SearchHitRow(TypedDict):
+    """One ``sessions_search`` hit as the tool answers it: ``SearchHit``'s fields, in its
+    order (a plain row, as the other read tools answer, so a read builds no model)."""
+
+    sessionKey: str
+    messageIndex: int
+    role: str
+    snippet: str
+    timestamp: int | None
+
+
+class SessionsSearchAnswer(TypedDict):
+    results: list[SearchHitRow]
+    truncated: bool
+
+
 class SessionsHistoryAnswer(TypedDict):
     sessionKey: str
     messages: list[dict[str, Any]]
@@ -90,7 +106,7 @@ class SessionsHistoryAnswer(TypedDict):
 class ReadAnswer:
     """A read tool's answer, already the JSON data the caller gets."""
 
-    data: SessionsListAnswer | SessionsHistoryAnswer
+    data: SessionsListAnswer | SessionsHistoryAnswer | SessionsSearchAnswer
 
     def to_json_dict(self) -> dict[str, Any]:
         return dict(self.data)

@@ -20,7 +20,7 @@ from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.ports.store import Store
 from sessionwire.application.ports.transcript_search import TranscriptMatch, TranscriptSearchQuery
 from sessionwire.application.tools.params import SessionsSearchParams
-from sessionwire.application.tools.read_result_models import SearchHit, SessionsSearchResult
+from sessionwire.application.tools.results import ReadAnswer, SearchHitRow, SessionsSearchAnswer
 from sessionwire.application.tools.session_refs import resolve_session
 from sessionwire.application.tools.sessions_list import visible_queries
 from sessionwire.domain.transcript_search import message_text, snippet, words_of
@@ -29,9 +29,7 @@ from sessionwire.domain.transcript_search import message_text, snippet, words_of
 MIN_PAGE = 50
 
 
-async def sessions_search(
-    context: ToolContext, params: SessionsSearchParams
-) -> SessionsSearchResult:
+async def sessions_search(context: ToolContext, params: SessionsSearchParams) -> ReadAnswer:
     words = words_of(params.query)
     only: frozenset[str] | None = None
     if params.sessionKey is not None:
@@ -43,14 +41,14 @@ async def sessions_search(
     # Computed here, not on the reader thread: the context's cached properties.
     _ = context.redactor
 
-    def found(store: Store) -> tuple[list[SearchHit], bool]:
+    def found(store: Store) -> tuple[list[SearchHitRow], bool]:
         query = TranscriptSearchQuery(
             words=words,
             scopes=tuple(_within(scope, only) for scope in scopes(store)),
             include_tools=params.includeTools,
             limit=page,
         )
-        hits: list[SearchHit] = []
+        hits: list[SearchHitRow] = []
         while True:
             matches = store.search_transcripts(query)
             for match in matches:
@@ -62,7 +60,7 @@ async def sessions_search(
             query = replace(query, before=matches[-1].position)
 
     hits, truncated = await context.store.read(found)
-    return SessionsSearchResult(results=hits, truncated=truncated)
+    return ReadAnswer(SessionsSearchAnswer(results=hits, truncated=truncated))
 
 
 def _within(scope: SessionQuery, only: frozenset[str] | None) -> SessionQuery:
@@ -78,7 +76,7 @@ def _hits(
     match: TranscriptMatch,
     words: tuple[str, ...],
     include_tools: bool,
-) -> list[SearchHit]:
+) -> list[SearchHitRow]:
     """The messages of ``match`` (newest first) that hold the words as the caller reads
     them."""
     key = match.session_key
@@ -96,7 +94,7 @@ def _hits(
     first = store.messages_before(match.stream, match.version)
     display = context.display_key(key)
     return [
-        SearchHit(
+        SearchHitRow(
             sessionKey=display,
             messageIndex=first + index,
             role=str(message.get("role", "")),

@@ -127,12 +127,14 @@ OPERATIONS = (
     "GET /v1/tools",
     "POST /v1/tools/sessions_list",
     "POST /v1/tools/sessions_history",
+    "POST /v1/tools/sessions_search",
     "POST /v1/tools/sessions_send",
     "POST /v1/tools/sessions_spawn",
     "POST /v1/tools/sessions_yield",
     "POST /v1/tools/agents_list",
     "POST /v1/tools/subagents",
     "POST /v1/tools/session_status",
+    "POST /v1/tools/run_input",
     "POST /v1/methods/sessions.list",
     "POST /v1/methods/sessions.resolve",
     "POST /v1/methods/sessions.patch",
@@ -141,6 +143,7 @@ OPERATIONS = (
     "GET /v1/runs/{run_id}",
     "GET /v1/runs",
     "POST /v1/runs/{run_id}/cancel",
+    "POST /v1/runs/{run_id}/input",
 )
 # They take nothing, so negative mode has nothing to get wrong (hypothesis: Unsatisfiable).
 NOTHING_TO_BREAK = {"GET /healthz", "GET /readyz"}

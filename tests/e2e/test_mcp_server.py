@@ -85,6 +85,7 @@ async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store:
     assert [t.name for t in listed.tools] == [
         "sessions_list",
         "sessions_history",
+        "sessions_search",
         "sessions_send",
         "sessions_spawn",
         "sessions_yield",
@@ -95,7 +96,13 @@ async def test_lists_the_tools_with_the_gateways_schemas_then_runs_cancel(store:
         "runs_cancel",
     ]
     read_only = {t.name for t in listed.tools if t.annotations and t.annotations.read_only_hint}
-    assert read_only == {"sessions_list", "sessions_history", "agents_list", "session_status"}
+    assert read_only == {
+        "sessions_list",
+        "sessions_history",
+        "sessions_search",
+        "agents_list",
+        "session_status",
+    }
     destructive = {t.name for t in listed.tools if t.annotations and t.annotations.destructive_hint}
     assert destructive == {"subagents", "runs_cancel"}
 

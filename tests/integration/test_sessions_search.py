@@ -76,6 +76,19 @@ async def test_finds_every_word_in_any_case_newest_first(gateway: Gateway) -> No
     ]
 
 
+async def test_the_answer_is_the_documented_model_field_for_field(gateway: Gateway) -> None:
+    # The tool answers plain rows (a read builds no model, as list and history do); the
+    # documented model, which the JSON Schema comes from, reads them back unchanged.
+    from sessionwire.application.tools.read_result_models import SessionsSearchResult
+
+    await gateway.record_message("main", role="user", content="the harbour is blue")
+    answer = await search(gateway, query="harbour")
+    assert SessionsSearchResult.model_validate(answer).to_json_dict() == answer
+    assert list(answer["results"][0]) == list(
+        SessionsSearchResult.model_fields["results"].annotation.__args__[0].model_fields  # type: ignore[union-attr]
+    )
+
+
 async def test_limit_and_truncated(gateway: Gateway) -> None:
     for n in range(5):
         await gateway.record_message(f"webchat:dm:u{n}", role="user", content=f"needle {n}")
