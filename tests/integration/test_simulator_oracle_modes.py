@@ -39,7 +39,9 @@ def test_the_default_workload_plays_every_feature() -> None:
         depths += script.config["agents"]["defaults"]["subagents"]["maxSpawnDepth"] > 1
         for step in script.steps:
             ops.add(step.op + (f":{step.pick}" if step.op == "cancel" else ""))
-            plan = getattr(step, "plan", None) or {}
+            plan = getattr(step, "plan", None)
+            if not isinstance(plan, dict):
+                plan = {}  # an answer names its plan by id
             for call in plan.get("calls", []):
                 yields.add(str(call.get("plan", {}).get("yield", "")))
             yields.add(str(plan.get("yield", "")))

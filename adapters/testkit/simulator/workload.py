@@ -501,12 +501,17 @@ class _Generator:
             if case == "twice-after":
                 later.append(Answer(plan=plan["id"], text=answer))
             first = at + 1 if case in ("early", "waiting-crash") else at + rng.choice([1, 2, 3])
-            for offset, step in enumerate(later):
-                place = first + offset
+            place = first
+            for step in later:
+                # Never in place of the seed's one subscriber or its fork: the features
+                # each seed plays stay played.
+                while place < len(steps) and isinstance(steps[place], (Subscribe, Fork)):
+                    place += 1
                 if place >= len(steps):
                     break
                 steps[place] = step
                 taken.add(place)
+                place += 1
 
     def schedules(self, steps: list[Step]) -> list[dict[str, Any]]:
         """From a generator of its own (the steps stay those of the seed without). The
