@@ -210,6 +210,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # gives the log its order instead, with no reader ever passing over a gap.
         self.lock_table_statements = []
         self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
+        # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
+        self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
         self.sealer = BackgroundSealer(self)
 
     def _notify_channel(self, curs: Any) -> None:
@@ -296,6 +298,12 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                             (fence.session_key, fence.owner, fence.token),
                             prepare=True,
                         )
+                    if changes and any(row.is_new for row in changes.work.values()):
+                        # A new work row takes the next position (MAX + 1) in its
+                        # transaction: saves that make one go one at a time, so their
+                        # positions follow their events' order in the log, as a rebuild
+                        # numbers them (two announces saved at once had swapped).
+                        cursor.execute(self.work_order_lock, (self.datastore.schema,), prepare=True)
                     insert_cursor.execute(statement, rows, prepare=True)
                     if changes and model is None:
                         self.read_model.write(cursor, changes)
