@@ -77,7 +77,7 @@ from sessionwire.application.tools.params import friendly
 from sessionwire.application.tools.registry import REGISTRY, ToolEntry
 from sessionwire.application.tools.results import ToolError
 from sessionwire.application.tools.run_input import TOOL as INPUT_TOOL
-from sessionwire.application.tools.run_input import provide_input
+from sessionwire.application.tools.run_input import RunInputResult, provide_input
 from sessionwire.application.tools.schemas import tool_schemas
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
@@ -676,9 +676,16 @@ class GatewayService:
         if by is not None:
             return await self.call_tool(by, "run_input", {"runId": run_id, "text": text})
         # The operator: no session's policy applies; the answer's own checks still do.
+        return (await self.answer_unchecked(run_id, text, by=None)).to_json_dict()
+
+    async def answer_unchecked(
+        self, run_id: str, text: str, *, by: str | None
+    ) -> RunInputResult | ToolError:
+        """The answer recorded without asking whether ``by`` may send into the run's
+        session (an operator, or a transport that checked the caller may see the run:
+        A2A's task visibility); the answer's own checks apply."""
         with self.in_flight.entered(Owner("tool", INPUT_TOOL)):
-            answer = await provide_input(self.services, run_id, text, by=None)
-        return answer.to_json_dict()
+            return await provide_input(self.services, run_id, text, by=by)
 
     async def cancel_run(
         self, run_id: str, reason: str = "", *, requester: str | None = None

@@ -17,13 +17,12 @@ from typing import Any, TypeVar
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.gateway import GatewayService, RunNotInFlight
 from sessionwire.application.gateway_methods import GatewayMethods
-from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.remote_tasks import RemoteTasks
 from sessionwire.application.tools.results import ToolError
-from sessionwire.application.tools.run_input import TOOL as INPUT_TOOL
-from sessionwire.application.tools.run_input import RunInputResult, provide_input
+from sessionwire.application.tools.run_input import RunInputResult
 
 T = TypeVar("T")
 
@@ -87,8 +86,7 @@ class ServedGateway:
     ) -> RunInputResult | ToolError:
         """The answer to a waiting run over a transport that has checked the caller may
         see the run's task itself (A2A, decision 33): the answer's own checks apply."""
-        with self._service.in_flight.entered(Owner("tool", INPUT_TOOL)):
-            return await provide_input(self._service.services, run_id, text, by=by)
+        return await self._service.answer_unchecked(run_id, text, by=by)
 
     def methods(self, requester: str | None = None) -> GatewayMethods:
         """The gateway methods, an operator's (``requester`` None) or a session's."""
