@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID, uuid4
 
+import orjson
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
@@ -31,7 +32,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
-from sessionwire.adapters.store import postgres_format, postgres_search
+from sessionwire.adapters.store import postgres_format, postgres_functions, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import (
@@ -56,7 +57,6 @@ from sessionwire.adapters.store.postgres_lease import (
     LeaseKeeper,
     PostgresSessionLease,
     create_lease_tables,
-    hold_lease_statement,
     lease_lost,
     live_gateways,
 )
@@ -174,26 +174,24 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         self.transcript_search = SqlTranscriptSearch(
             self.read_model, postgres_search.search_sql(self.datastore.schema, events)
         )
-        # One statement a save: its id, and each event with its history columns and its
-        # stream link (positions and seals come from the sealer, behind the writers).
-        columns = (
-            f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
-            "role, body, provenance, stream_hash) "
-        )
-        self.insert_many_statement = (
-            f"{columns}SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
-            "%s::bytea[], %s::text[], %s::integer[], %s::integer[], %s::bytea[]) "
-            "RETURNING notification_id"
-        )
-        # A save of one event (a message: most saves) with plain values: psycopg adapts
-        # eight lists element by element on every save, a quarter of its CPU.
-        self.insert_one_statement = (
-            f"{columns}VALUES (%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, "
-            "%s::integer, %s::integer, %s::bytea) RETURNING notification_id"
-        )
-        # The save's statement (encoded), by its number of events and the read-model
-        # statement it carries (a session row's narrow UPDATE, one per changed fields).
-        self._insert_statements: dict[tuple[bool, str | None], bytes] = {}
+        # One call a save (ADR 0058): the server-side function takes the save's id, its
+        # fence, whether it makes a work row, its events with their history columns and
+        # stream links, and a message's narrow session row (positions and seals come
+        # from the sealer, behind the writers). Encoded once: psycopg encodes a ``str``
+        # on every execute.
+        s = f'"{self.datastore.schema}"'
+        head = "%s::uuid, %s::text, %s::text, %s::bigint, %s::boolean, %s::jsonb"
+        self.append_one_statement = (
+            f"SELECT {s}.sw_append_one({head}, %s::uuid, %s::bigint, %s::text, %s::bytea, "
+            "%s::text, %s::integer, %s::integer, %s::bytea) AS notification_id"
+        ).encode()
+        self.append_many_statement = (
+            f"SELECT n AS notification_id FROM {s}.sw_append_many({head}, %s::uuid[], "
+            "%s::bigint[], %s::text[], %s::bytea[], %s::text[], %s::integer[], "
+            "%s::integer[], %s::bytea[]) AS n"
+        ).encode()
+        # One sealing pass's batch, one call (ADR 0058).
+        self.seal_statement = f"SELECT {s}.sw_seal(%s, %s) AS sealed".encode()
         # The v3 views last: _postgres_setup takes the chain's presence to mean "all
         # created".
         for statement in [
@@ -209,9 +207,6 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # for chain v1's log hash, and serialised every writer of the schema. The sealer
         # gives the log its order instead, with no reader ever passing over a gap.
         self.lock_table_statements = []
-        self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
-        # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
-        self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
         self.sealer = BackgroundSealer(self)
 
     def _notify_channel(self, curs: Any) -> None:
@@ -269,18 +264,22 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         fence: Fence | None,
         save_id: UUID,
     ) -> list[int]:
-        # A message's read-model change (its session row's narrow UPDATE) goes within
-        # the insert: with no fence to check first, the save is that one statement,
-        # atomic without BEGIN and COMMIT (the server commits it at the Sync).
-        model = self.read_model.narrow_only(changes) if changes else None
-        alone = model is not None and fence is None
+        # The save function does the fixed part (ADR 0058); a message's read-model change
+        # (its session row's narrow update) goes within it, and the save is that one call,
+        # atomic without BEGIN and COMMIT (the server commits it at the Sync), fenced or
+        # not. Other read-model rows follow it in the call's transaction.
+        row = self.read_model.narrow_row(changes) if changes else None
+        alone = not changes or row is not None
+        work_lock = changes is not None and any(work.is_new for work in changes.work.values())
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             # Before the transaction: the previous links are committed and immutable
             # (a stale one only feeds a save that fails on the primary key anyway).
             links = stream_links(
                 records, previous_streams=self.chain.previous_streams(cursor, records)
             )
-            statement, rows = self._insert_rows(save_id, stored_events, links, model)
+            statement, values = self._append_call(
+                save_id, fence, work_lock, row, stored_events, links
+            )
             with conn.cursor() as insert_cursor:
                 # BEGIN and COMMIT queued with the statements: one sync, one round
                 # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
@@ -292,50 +291,40 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 ):
                     if not alone:
                         cursor.execute("BEGIN", prepare=False)
-                    if fence is not None:
-                        cursor.execute(
-                            self.hold_lease_statement,
-                            (fence.session_key, fence.owner, fence.token),
-                            prepare=True,
-                        )
-                    if changes and any(row.is_new for row in changes.work.values()):
-                        # A new work row takes the next position (MAX + 1) in its
-                        # transaction: saves that make one go one at a time, so their
-                        # positions follow their events' order in the log, as a rebuild
-                        # numbers them (two announces saved at once had swapped).
-                        cursor.execute(self.work_order_lock, (self.datastore.schema,), prepare=True)
-                    insert_cursor.execute(statement, rows, prepare=True)
-                    if changes and model is None:
+                    insert_cursor.execute(statement, values, prepare=True)
+                    if changes and not alone:
                         self.read_model.write(cursor, changes)
                     self.before_commit(cursor, links)
                     if not alone:
                         cursor.execute("COMMIT", prepare=False)
-                ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
+                ids = [int(found["notification_id"]) for found in insert_cursor.fetchall()]
         self.chain.committed(links)
         return ids
 
-    def _insert_rows(
+    def _append_call(
         self,
         save_id: UUID,
+        fence: Fence | None,
+        work_lock: bool,
+        row: dict[str, Any] | None,
         stored_events: Any,
         links: Sequence[ChainLink],
-        model: tuple[str, tuple[Any, ...]] | None,
     ) -> tuple[bytes, tuple[Any, ...]]:
-        """The insert of a save's events (with ``model``, a read-model statement and its
-        parameters, if given) and its parameters: one row's values, or a column of
-        values each (``unnest``) for several."""
-        single = len(stored_events) == 1
-        beside, model_values = (None, ()) if model is None else model
-        statement = self._insert_statements.get((single, beside))
-        if statement is None:
-            insert = self.insert_one_statement if single else self.insert_many_statement
-            statement = self.save_ids.recording(insert, beside=beside)
-            self._insert_statements[(single, beside)] = statement
-        if single:
+        """The call of the save function and its parameters: one event's values, or a
+        column of values each (``unnest``) for several."""
+        lease: tuple[Any, ...] = (None, None, None)
+        if fence is not None:
+            lease = (fence.session_key, fence.owner, fence.token)
+        head = (
+            save_id,
+            *lease,
+            work_lock,
+            None if row is None else orjson.dumps(row).decode(),
+        )
+        if len(stored_events) == 1:
             (stored,) = stored_events
-            return statement, (
-                save_id,
-                *model_values,
+            return self.append_one_statement, (
+                *head,
                 stored.originator_id,
                 stored.originator_version,
                 stored.topic,
@@ -344,9 +333,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 links[0].stream_hash,
             )
         columns = [history_columns(stored) for stored in stored_events]
-        return statement, (
-            save_id,
-            *model_values,
+        return self.append_many_statement, (
+            *head,
             [stored.originator_id for stored in stored_events],
             [stored.originator_version for stored in stored_events],
             [stored.topic for stored in stored_events],
@@ -437,48 +425,29 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 return sealed
 
     def _seal_batch(self, *, wait: bool) -> int | None:
-        """One batch (``SqlChain.seal_final``) in three round trips: the lock, the head and
-        the bound; the final records below the bound; their seals and the commit. Without
-        ``wait``, the lock is a round trip of its own: a pass that finds another sealer
-        holding it reads nothing more (the holder seals every gateway's final rows)."""
-        key = (_SEALER_LOCK_SPACE, self.datastore.schema)
-        with (
-            self.datastore.get_connection() as conn,
-            conn.cursor() as cursor,
-            conn.cursor() as locked,
-            conn.cursor() as head,
-            conn.cursor() as bound,
-            rolled_back_on_failure(conn),
-            conn.pipeline(),
-        ):
-            cursor.execute("BEGIN", prepare=False)
-            # Seals need not wait for the disk: one lost in a crash is given again,
-            # identically, by the next pass (the sealed log is always a prefix of
-            # the same order), and WAL order keeps a later seal from outliving it.
-            cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
-            if wait:
-                locked.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", key, prepare=True)
-            else:
-                locked.execute(
-                    "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
-                    key,
-                    prepare=True,
-                )
-                # With N gateways, most tries met a pass in progress, and the head and
-                # the bound (a scan of ``pg_locks``) they read for nothing cost the
-                # server as much as a pass.
-                if not locked.fetchone()["locked"]:
-                    cursor.execute("COMMIT", prepare=False)
-                    return None
-            # Statements after the lock's: read under it.
-            head.execute(self.chain.select_head, prepare=True)
-            assert self.chain.t.final is not None
-            bound.execute(self.chain.t.final, prepare=True)
-            count = self.chain.seal_below(
-                cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
+        """One batch (``SqlChain.seal_final``'s rule) in one call of the schema's
+        ``sw_seal`` (ADR 0058): its lock (``wait``: waited for; otherwise tried, and a
+        pass that finds another sealer holding it reads nothing more: the holder seals
+        every gateway's final rows), the head, the bound, the final rows below it, their
+        seals and, at the Sync, the commit (which does not wait for the disk: a seal
+        lost in a crash is given again, identically, by the next pass, and WAL order
+        keeps a later seal from outliving it). None: another sealer holds the lock."""
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(self.seal_statement, (wait, SEAL_BATCH), prepare=True)
+            found = cursor.fetchone()
+        sealed = None if found is None else found["sealed"]
+        return None if sealed is None else int(sealed)
+
+    def ensure_functions(self) -> None:
+        """The save and sealing functions (ADR 0058), created or replaced when the
+        schema's recorded version differs (under the setup lock)."""
+        with self.datastore.transaction(commit=True) as cursor:
+            postgres_functions.ensure_functions(
+                cursor,
+                self.datastore.schema,
+                self.events_table,
+                _pg_final_bound(self.events_table),
             )
-            cursor.execute("COMMIT", prepare=False)
-        return count
 
     def stop_sealing(self) -> None:
         self.sealer.stop()
@@ -576,10 +545,6 @@ class BackgroundSealer:
             # then in the sealed log when it exits, unless another writer is in flight.
             with contextlib.suppress(psycopg.Error, PersistenceError):
                 self.recorder.seal_log(wait=False)
-
-
-# The advisory lock of the schema's one sealer (any fixed number).
-_SEALER_LOCK_SPACE = 7252
 
 
 # Any fixed number: the advisory lock that serialises creating sessionwire's tables.
@@ -720,6 +685,7 @@ class PostgresBackend(StoreBackend):
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
             app.recorder.ensure_search_index()
+            app.recorder.ensure_functions()
         try:
             app.recorder.upgrade_storage(allow_beside_live=self.upgrade_beside_live)
         except BaseException:
