@@ -454,40 +454,39 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
 
 
 class BackgroundSealer:
-    """Seals the log behind this process's writers, in a thread of its own: woken after
-    a save ends, it seals whatever is final then, in batches, and no save ever waits for
-    it. It starts a pass at most once every ``PACE`` seconds times the schema's live
-    gateways: saves that end in between are covered by the next pass, its own or
-    another gateway's.
+    """Seals the log behind this process's writers, in a thread of its own, paced by
+    this process's saves (ADR 0058): a pass once every ``SAVES_PER_PASS`` saves, and no
+    save waits longer than ``MAX_LAG`` for one; the first save after a spell of that
+    long with no pass is sealed at once. No save ever waits for it.
 
-    The pace: a pass costs the server and this process about as much CPU as a save
-    (a lock, the head, the bound over ``pg_locks``, the pending rows, their update), and
-    woken by every save it ran once per save. Any gateway's pass seals every gateway's
-    final rows, so the schema needs one pass per ``PACE``, not one per gateway: N
-    gateways each passing every ``PACE`` cost N times the passes for the same seals
-    (docs/benchmarks.md, "PostgreSQL scale-out: where 4 gateways wait"). The first save
-    after a quiet spell is sealed at once; under load the sealed log lags the commits by
-    about ``PACE``, and at most ``MAX_PACE`` plus one pass when this gateway alone
-    writes. Readers that need it current (the audit commands, the event feed) seal
+    Why by count: a pass (one call of the schema's ``sw_seal``) costs about what a
+    save's statement does, so what matters is passes per save. A pass every fixed
+    interval of wall time ran once per 1–3 saves when the saves slowed under load (the
+    slower they went, the more each paid), and once per interval per gateway however
+    few saves came. By count, each gateway pays one pass per ``SAVES_PER_PASS`` of its
+    own saves whatever the load; any gateway's pass seals every gateway's final rows,
+    so the schema's passes per save do not grow with its gateways either, and nothing
+    needs counting them. A save costs the pacing one counter increment (the lock it
+    takes is uncontended: the sealer holds it only to read and reset the count).
+    Readers that need the sealed log current (the audit commands, the event feed) seal
     first."""
 
-    PACE = 0.02  # seconds between the starts of two passes in the schema
-    MAX_PACE = 0.2  # seconds between the starts of two passes of one gateway, at most
-    COUNT_EVERY = 5.0  # seconds between two counts of the schema's live gateways
+    SAVES_PER_PASS = 16
+    MAX_LAG = 0.2  # seconds a save waits for a pass, at most (plus the pass)
 
     def __init__(self, recorder: PostgresSessionRecorder) -> None:
         self.recorder = recorder
-        self._wanted = threading.Event()
-        self._stopped = threading.Event()
-        self._last_pass = -self.MAX_PACE
-        self._gateways = 1
-        self.counted_at: float | None = None
+        self._pending = threading.Condition()
+        self._saves = 0  # this process's saves since the sealer's last pass began
+        self._last_pass = -self.MAX_LAG
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
         self._log = library_logger("sessionwire.store").bind(schema=recorder.datastore.schema)
 
     def wanted(self) -> None:
+        """A save ended (committed or not: one that ended lets the sealer pass what it
+        held back)."""
         if self._thread is None:
             with self._starting:
                 if self._thread is None and not self._stopping:
@@ -495,19 +494,36 @@ class BackgroundSealer:
                         target=self._run, name="sessionwire-sealer", daemon=True
                     )
                     self._thread.start()
-        self._wanted.set()
+        with self._pending:
+            self._saves += 1
+            # The first: the sealer starts its wait for the lag; the count's: at once.
+            if self._saves == 1 or self._saves >= self.SAVES_PER_PASS:
+                self._pending.notify()
+
+    def due_in(self, now: float) -> float:
+        """Seconds until a pass is due for the saves pending (≤ 0: due now)."""
+        if self._saves >= self.SAVES_PER_PASS:
+            return 0.0
+        return self._last_pass + self.MAX_LAG - now
 
     def _run(self) -> None:
         while True:
-            self._wanted.wait()
-            # At most the pace, whatever the clock did (frozen or set back in tests);
-            # returns at once when the store stops (its last pass is stop()'s).
-            pace = self.PACE if self._stopping else self.pace()
-            self._stopped.wait(min(pace, self._last_pass + pace - time.monotonic()))
-            self._wanted.clear()
-            if self._stopping:
-                return
-            self._last_pass = time.monotonic()
+            with self._pending:
+                timed_out = False
+                while not self._stopping:
+                    if not self._saves:
+                        self._pending.wait()
+                        continue
+                    # One wait of at most the lag, whatever the clock did (frozen or
+                    # set back in tests): a save that waited it is due.
+                    wait = self.due_in(time.monotonic())
+                    if timed_out or wait <= 0:
+                        break
+                    timed_out = not self._pending.wait(min(self.MAX_LAG, wait))
+                if self._stopping:
+                    return  # the store stops: its last pass is stop()'s
+                self._saves = 0
+                self._last_pass = time.monotonic()
             try:
                 self.recorder.seal_log(wait=False)
                 self.recorder.save_ids.prune_if_due(self.recorder.datastore)
@@ -518,25 +534,10 @@ class BackgroundSealer:
             except Exception as error:
                 self._log.warning("sealing failed", error=str(error))
 
-    def pace(self) -> float:
-        """``PACE`` times the live gateways (their heartbeats, ADR 0028), counted again
-        every ``COUNT_EVERY`` seconds; at most ``MAX_PACE``."""
-        now = time.monotonic()
-        counted = self.counted_at
-        if counted is None or not counted <= now < counted + self.COUNT_EVERY:
-            self.counted_at = now
-            try:
-                with self.recorder.datastore.transaction(commit=False) as cursor:
-                    self._gateways = len(live_gateways(cursor, self.recorder.datastore.schema))
-            except Exception as error:  # the pace alone: sealing goes on at one gateway's
-                self._gateways = 1
-                self._log.warning("counting the live gateways failed", error=str(error))
-        return min(self.MAX_PACE, self.PACE * max(1, self._gateways))
-
     def stop(self) -> None:
-        self._stopping = True
-        self._stopped.set()
-        self._wanted.set()
+        with self._pending:
+            self._stopping = True
+            self._pending.notify()
         with self._starting:
             thread = self._thread
         if thread is not None:
