@@ -19,7 +19,7 @@ trips did. The pass's commit does not wait for the disk (a lost seal is given ag
 identically, by the next pass).
 
 The definitions carry ``VERSION``: a store records it in ``sw_format`` (``functions``)
-and replaces them, under the setup lock, when it opens a schema whose version differs.
+and replaces them, under the setup lock, when it opens a schema of an older version.
 """
 
 from __future__ import annotations
@@ -128,16 +128,18 @@ def function_statements(schema: str, events: str, final_bound: str) -> list[str]
 
 
 def ensure_functions(cursor: Any, schema: str, events: str, final_bound: str) -> bool:
-    """Create or replace the functions when the schema's recorded version is not
-    ``VERSION`` (a new schema, or one made by an older gateway); True if it did. The
-    caller holds the setup lock and commits."""
+    """Create or replace the functions when the schema records none or an older
+    version (a new schema, or one made by an older gateway); True if it did. A newer
+    version is left alone: an older gateway opening it would otherwise take its
+    definitions back (signatures are kept across versions, so its calls still work).
+    The caller holds the setup lock and commits."""
     s = f'"{schema}"'
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {s}.sw_format (name text PRIMARY KEY, value bigint NOT NULL)"
     )
     cursor.execute(f"SELECT value FROM {s}.sw_format WHERE name = 'functions'")
     found = cursor.fetchone()
-    if found is not None and int(found["value"]) == VERSION:
+    if found is not None and int(found["value"]) >= VERSION:
         return False
     for statement in function_statements(schema, events, final_bound):
         cursor.execute(statement)
