@@ -84,8 +84,8 @@ def require_citus(connection: psycopg.Connection[Any], where: str) -> str:
     version = citus_version(connection)
     if version is None:
         raise StoreURLError(
-            f"distribution=citus, but {where} has no Citus extension "
-            "(CREATE EXTENSION citus on a Citus coordinator); without the option the "
+            f"distribution=citus, but {where} has no Citus extension in this database "
+            "(CREATE EXTENSION citus, on a Citus coordinator); without the option the "
             "store's tables stay local"
         )
     found = connection.execute("SELECT citus_is_coordinator()").fetchone()

@@ -723,6 +723,11 @@ class PostgresBackend(StoreBackend):
             return _holds_store(connection, self.env["POSTGRES_SCHEMA"])
 
     def open_application(self) -> SessionwireApplication:
+        if self.shards_by_session:
+            # Before anything is made: a server without Citus is refused with no schema
+            # left behind.
+            with _reach(self.env) as connection:
+                citus_schema.require_citus(connection, self._server())
         with _postgres_setup(self.env) as setup:
             existing = self.env.get("CREATE_TABLE") == "n"
             if existing:
@@ -755,6 +760,9 @@ class PostgresBackend(StoreBackend):
             raise
         return app
 
+    def _server(self) -> str:
+        return f"the server at {self.env['POSTGRES_HOST']}:{self.env['POSTGRES_PORT']}"
+
     def _refuse_unmatched_distribution(self, connection: psycopg.Connection[Any]) -> None:
         """An existing schema distributed on Citus, opened without the option, is
         refused: it would write rows with no shard key."""
@@ -771,8 +779,6 @@ class PostgresBackend(StoreBackend):
         """Distribute a new schema's tables (ADR 0051); an existing schema not fully
         distributed is refused, with the command that finishes it, unless the URL says
         ``upgrade=yes``."""
-        where = f"{self.env['POSTGRES_HOST']}:{self.env['POSTGRES_PORT']}"
-        citus_schema.require_citus(connection, where)
         recorder: Any = app.recorder
         steps = citus_schema.steps(
             self.env["POSTGRES_SCHEMA"],
