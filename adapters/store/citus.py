@@ -18,7 +18,7 @@ final when its worker has no lower writer in flight; final rows are sealed in th
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -57,6 +57,37 @@ _PENDING_READ = 4 * SEAL_BATCH
 class CitusSaveIds(SaveIds):
     """``sw_saves`` with the save's shard key: its row lives in the save's shard."""
 
+    def __init__(
+        self, schema: str, events_table: str, shard_keys: Callable[[], dict[UUID, str]]
+    ) -> None:
+        super().__init__(schema, events_table)
+        self.shard_keys = shard_keys
+        """The shard keys of the save being written (on this thread)."""
+
+    def own_commit(
+        self, cursor: Any, save_id: UUID, stored_events: Sequence[StoredEvent]
+    ) -> list[int] | None:
+        # Each read within one shard: the id by its save's key, the events by theirs.
+        keys = self.shard_keys()
+        cursor.execute(
+            f"SELECT 1 FROM {self.table} WHERE shard_key = %s AND save_id = %s",
+            (keys[stored_events[0].originator_id], save_id),
+        )
+        if cursor.fetchone() is None:
+            return None
+        found = []
+        for stored in stored_events:
+            cursor.execute(
+                f"SELECT notification_id FROM {self.events} WHERE shard_key = %s "
+                "AND originator_id = %s AND originator_version = %s",
+                (keys[stored.originator_id], stored.originator_id, stored.originator_version),
+            )
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            found.append(int(row["notification_id"]))
+        return found
+
     def recording(self, insert_events: str, *, beside: str | None = None) -> bytes:
         also = "" if beside is None else f", model AS ({beside})"
         return (
@@ -69,7 +100,10 @@ class CitusSessionRecorder(PostgresSessionRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         events = self.events_table
-        self.save_ids = CitusSaveIds(self.datastore.schema, self.events_table_name)
+        self._save = threading.local()
+        self.save_ids = CitusSaveIds(
+            self.datastore.schema, self.events_table_name, lambda: self._save.keys
+        )
         # Joins of one stream's rows within its shard (Citus joins distributed tables
         # only on their distribution column).
         self.chain = SqlChain(replace(self.chain.t, shard_join=SHARD_JOIN))
@@ -87,7 +121,20 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             "%s::integer, %s::integer, %s::bytea, %s::text) RETURNING notification_id"
         )
         self._insert_statements = {}
-        self._save = threading.local()
+        # A new work row's position: Citus takes no subquery in an INSERT, so the next
+        # number comes from a sequence on the coordinator (``citus_schema``), drawn under
+        # the work-order lock as MAX + 1 was.
+        model, m = self.read_model, self.read_model.m
+        model.insert_work = (
+            f"INSERT INTO {model.work_table} (id, kind, status, session_key, position, "
+            f"version, created_on, modified_on, state) VALUES ({m}, {m}, {m}, {m}, "
+            f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
+            f"{m}, {m}, {m}, {m})"
+        )
+        # The runs' primary key takes their session's key first (the distribution column).
+        model.insert_run = model.insert_run.replace(
+            "ON CONFLICT (run_id)", "ON CONFLICT (session_key, run_id)"
+        )
         schema = self.datastore.schema
         self.worker_bound = (
             "SELECT nodename, nodeport, success, result FROM run_command_on_workers(%s)"

@@ -61,7 +61,9 @@ class NotDistributed(StoreURLError):
 
 def distribution_of(query: dict[str, list[str]]) -> str:
     """``?distribution=``: ``citus`` or ``none`` (the default)."""
-    given = query.get("distribution", ["none"])[0]
+    given = query.get(
+        "distribution", [__import__("os").environ.get("SW_TEST_DISTRIBUTION", "none")]
+    )[0]
     if given not in DISTRIBUTIONS:
         raise StoreURLError(
             f"distribution {given!r} is not one this store knows; use "
@@ -276,6 +278,11 @@ def steps(
             ),
         ),
         Step(
+            "sw_work: positions from a sequence",
+            _exists("SELECT to_regclass(%s) IS NOT NULL", work_positions(schema)),
+            lambda connection: _work_positions(connection, schema),
+        ),
+        Step(
             "sw_saves: shard_key column",
             _column(schema, "sw_saves", "shard_key"),
             # Ids recorded before are of saves long settled (a retry comes within
@@ -306,6 +313,21 @@ def steps(
             )
         )
     return found
+
+
+def work_positions(schema: str) -> str:
+    """The sequence new work rows take their positions from (Citus takes no subquery in
+    an INSERT, so not MAX + 1)."""
+    return f'"{schema}".sw_work_positions'
+
+
+def _work_positions(connection: psycopg.Connection[Any], schema: str) -> None:
+    with connection.transaction():
+        found = connection.execute(
+            f'SELECT COALESCE(MAX(position), 0) + 1 FROM "{schema}".sw_work'
+        ).fetchone()
+        start = 1 if found is None else int(found[0])
+        connection.execute(f"CREATE SEQUENCE {work_positions(schema)} START {start}")
 
 
 def _fill_then_require(
