@@ -49,6 +49,8 @@ class SqlDialect:
     final: str | None = None
     """PostgreSQL: the query for the bound below which unsealed rows are final (no
     transaction that could still commit one before them is in flight)."""
+    text_of: Callable[[str], str] = lambda blob: f"CAST({blob} AS TEXT)"
+    """An expression reading the UTF-8 bytes ``blob`` (an SQL expression) as text."""
     history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
     """Storage v3 (ADR 0036): an inserted record's (role, body, provenance) history
     columns, from its topic and bytes."""
