@@ -196,7 +196,7 @@ class SqlReadModel:
         )
         # Per set of changed fields: its UPDATE, and a getter of their values in its order.
         self._narrow: dict[
-            tuple[frozenset[str], bool], tuple[str, Callable[[Any], tuple[Any, ...]]]
+            tuple[frozenset[str], str], tuple[str, Callable[[Any], tuple[Any, ...]]]
         ] = {}
         self.insert_message = (
             f"INSERT INTO {self.transcript} (session, seq, role, message) "
@@ -237,17 +237,26 @@ class SqlReadModel:
             f"INSERT INTO {self.views_table} (originator_id, originator_version, own, other, "
             f"exact) VALUES ({m}, {m}, {m}, {m}, {m})"
         )
-        # Which of a session's views are rendered under which stamp: every message from
-        # ``view_since`` on was written under ``view_stamp``; a writer under another
-        # stamp starts the span again at its first message (the old one's value is read
-        # before the row changes, as SQL assigns).
+        # Which of a session's messages have their views, rendered under which stamp:
+        # every message from version ``view_since`` to the row's version ``view_upto``
+        # was written with its views under ``view_stamp``. A message's save keeps the
+        # span when it was whole up to the row's version before this save (SQL reads
+        # the old values on the right) and its stamp is this writer's, and starts it
+        # again at its first message otherwise; any other save of the row carries a
+        # whole span to its new version. A writer that keeps no views (an older
+        # sessionwire) moves the version and not ``view_upto``: the span is broken, and
+        # readers render on read until a message's save starts it again.
         self.views_covered = (
-            f", view_since = CASE WHEN view_stamp = {m} THEN view_since ELSE {m} END, "
-            f"view_stamp = {m}"
+            f", view_since = CASE WHEN view_stamp = {m} AND view_upto = version "
+            f"THEN view_since ELSE {m} END, view_stamp = {m}, view_upto = {m}"
         )
-        self.update_views_covered = (
-            f"UPDATE {self.sessions} SET {self.views_covered[2:]} WHERE id = {m}"
+        self.views_kept = f", view_upto = CASE WHEN view_upto = version THEN {m} ELSE view_upto END"
+        self.start_views = (
+            f"UPDATE {self.sessions} SET view_since = {m}, view_stamp = {m}, view_upto = {m} "
+            f"WHERE id = {m}"
         )
+        self.break_views = f"UPDATE {self.sessions} SET view_upto = NULL WHERE id = {m}"
+        self._full_updates: dict[str, str] = {}
 
     def use_redactor(self, redactor: Redactor | None) -> None:
         """Render the views of the messages this store writes as ``redactor`` masks."""
@@ -297,7 +306,9 @@ class SqlReadModel:
         ]
 
     def view_column_definitions(self) -> str:
-        return ", view_stamp TEXT, view_since BIGINT" if self.history_views else ""
+        return (
+            ", view_stamp TEXT, view_since BIGINT, view_upto BIGINT" if self.history_views else ""
+        )
 
     def missing_view_columns(self, present: set[str]) -> list[str]:
         """``ALTER TABLE`` statements giving a session table made before history views
@@ -306,7 +317,11 @@ class SqlReadModel:
             return []
         return [
             f"ALTER TABLE {self.sessions} ADD COLUMN {name} {kind}"
-            for name, kind in (("view_stamp", "TEXT"), ("view_since", "BIGINT"))
+            for name, kind in (
+                ("view_stamp", "TEXT"),
+                ("view_since", "BIGINT"),
+                ("view_upto", "BIGINT"),
+            )
             if name not in present
         ]
 
@@ -353,41 +368,49 @@ class SqlReadModel:
     def _narrow_write(
         self, row: SessionRow, views_since: int | None = None
     ) -> tuple[str, tuple[Any, ...]]:
-        changed = cast(frozenset[str], row.changed)
-        if views_since is None:
-            statement, values = self._narrow_update(changed, viewed=False)
-            return statement, (row.version, row.modified_on_iso, *values(row.state), row.id.hex)
-        # A message's save: the span of rendered views carried along (ADR 0054).
-        statement, values = self._narrow_update(changed, viewed=True)
-        stamp = self.stamp
+        views, view_values = self._views_set(row, views_since)
+        statement, values = self._narrow_update(cast(frozenset[str], row.changed), views)
         return statement, (
             row.version,
             row.modified_on_iso,
             *values(row.state),
-            stamp,
-            views_since,
-            stamp,
+            *view_values,
             row.id.hex,
         )
 
+    def _views_set(self, row: SessionRow, since: int | None) -> tuple[str, tuple[Any, ...]]:
+        """What a write of ``row`` assigns to its span of views (ADR 0054): a message's
+        save (``since``: its first message's version) or any other save's."""
+        if not self.history_views:
+            return "", ()
+        if since is None:
+            return self.views_kept, (row.version,)
+        return self.views_covered, (self.stamp, since, self.stamp, row.version)
+
     def _narrow_update(
-        self, changed: frozenset[str], *, viewed: bool
+        self, changed: frozenset[str], views: str = ""
     ) -> tuple[str, Callable[[Any], tuple[Any, ...]]]:
         """``UPDATE`` of the version, the modification time and the ``changed`` columns
-        (and, ``viewed``, the span of rendered views), and a getter of those columns'
-        values from a state (cached: one per append)."""
-        narrow = self._narrow.get((changed, viewed))
+        (and the span of views, ``views``), and a getter of those columns' values from a
+        state (cached: one per append)."""
+        narrow = self._narrow.get((changed, views))
         if narrow is None:
             m = self.m
             ordered = [name for name in ("label", "status", *HOT_FIELDS) if name in changed]
             assigned = "".join(f", {name}={m}" for name in ordered)
-            views = self.views_covered if viewed else ""
             statement = (
                 f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned}{views} "
                 f"WHERE id={m}"
             )
-            narrow = self._narrow[changed, viewed] = (statement, _getter(ordered))
+            narrow = self._narrow[changed, views] = (statement, _getter(ordered))
         return narrow
+
+    def _full_update(self, views: str) -> str:
+        found = self._full_updates.get(views)
+        if found is None:
+            head, _, tail = self.update_session.rpartition(" WHERE id=")
+            found = self._full_updates[views] = f"{head}{views} WHERE id={tail}"
+        return found
 
     def transcript_create_statements(self) -> list[str]:
         if self.transcript_in_log:
@@ -436,13 +459,10 @@ class SqlReadModel:
     ) -> None:
         """Write ``changes`` (of the save whose rows are ``stored``, just inserted)."""
         execute: Any = partial(cursor.execute, **self.write_options)
-        views = self._write_views(cursor, stored) if self.history_views and stored else None
+        views = self._write_views(cursor, stored) if self.history_views and stored else {}
         for row in changes.rows.values():
             state = row.state
-            if views and not row.is_new and self._is_narrow(row):
-                since = views.pop(row.id, None)
-                execute(*self._narrow_write(row, since))
-                continue
+            since = views.pop(row.id, None) if views else None
             if row.is_new:
                 execute(
                     self.insert_session,
@@ -463,12 +483,16 @@ class SqlReadModel:
                         *self._hot_values(state),
                     ),
                 )
+                if since is not None:
+                    # A new row: its views start with its first message.
+                    execute(self.start_views, (since, self.stamp, row.version, row.id.hex))
             elif self._is_narrow(row):
                 # A message (or a label or status change): its own columns only.
-                execute(*self._narrow_write(row))
+                execute(*self._narrow_write(row, since))
             else:
+                views_set, view_values = self._views_set(row, since)
                 execute(
-                    self.update_session,
+                    self._full_update(views_set),
                     (
                         state.label,
                         state.status,
@@ -477,12 +501,14 @@ class SqlReadModel:
                         row.modified_on_iso,
                         self._state_json(state),
                         *self._hot_values(state),
+                        *view_values,
                         row.id.hex,
                     ),
                 )
-        for session, since in (views or {}).items():
-            stamp = self.stamp
-            execute(self.update_views_covered, (stamp, since, stamp, session.hex))
+        for session in views:
+            # Messages of a session whose row this save does not write (none is known):
+            # its span is broken rather than claimed.
+            execute(self.break_views, (session.hex,))
         if self.transcript_in_log:
             pass  # the events just inserted are the transcript (storage v3)
         elif len(changes.transcript) > 1:
@@ -949,27 +975,29 @@ class SqlReadModel:
         cursor.execute(
             "SELECT group_concat(v, ',') AS messages, COUNT(*) AS n, COUNT(body) AS lines, "
             "MIN(ver) AS first, MAX(exact) AS exact, MAX(red) AS redacted, "
-            "SUM(length(CAST(v AS BLOB))) AS size, "
-            f"(SELECT view_stamp FROM {self.sessions} WHERE id = {m}) AS stamp, "
-            f"(SELECT view_since FROM {self.sessions} WHERE id = {m}) AS since "
-            "FROM (SELECT * FROM ("
+            "SUM(length(CAST(v AS BLOB))) AS size, MAX(s.view_stamp) AS stamp, "
+            "MAX(s.view_since) AS since, MAX(s.view_upto) AS upto, MAX(s.version) AS version "
+            f"FROM (SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
+            f"WHERE id = {m}) s, (SELECT * FROM ("
             f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
             f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
             f"FROM {self.events} e LEFT JOIN {self.views_table} h "
             "ON h.originator_id = e.originator_id AND h.originator_version = e.originator_version "
             f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
             f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) "
-            "ORDER BY ver)",
-            (found.id.hex, found.id.hex, stream, window.limit, offset),
+            "ORDER BY ver) w",
+            (found.id.hex, stream, window.limit, offset),
         )
         got = cursor.fetchone()
         count = int(got["n"])
-        stamp, since = got["stamp"], got["since"]
+        stamp, since, upto = got["stamp"], got["since"], got["upto"]
         if (
             not count
             or got["lines"] != count
             or stamp is None
             or since is None
+            or upto is None
+            or int(upto) != int(got["version"])
             or int(got["first"]) < int(since)
             or int(got["exact"]) >= UNRENDERED
         ):

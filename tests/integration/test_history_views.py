@@ -174,3 +174,40 @@ async def test_messages_written_before_the_views_are_rendered_on_read(
         assert newest["messages"] == tail["messages"][-1:]
     finally:
         await gateway.close()
+
+
+async def test_a_message_written_without_views_breaks_the_span(
+    tmp_path: Any, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An older sessionwire on the same file (a rolled-back deploy) writes its messages
+    # and moves the session row's version, but keeps no views: none may be trusted then.
+    from sessionwire.adapters.store.read_models import SqlReadModel
+
+    store = f"sqlite:///{tmp_path}/mixed.db"
+    config = GatewayConfig.load(before_scopes())
+    gateway = await Gateway.open(config=config, store=store, clock=clock)
+    try:
+        await gateway.record_message(OTHER, role="user", content="nothing to hide")
+        with monkeypatch.context() as older:
+            older.setattr(SqlReadModel, "_write_views", lambda self, cursor, stored: {})
+            older.setattr(SqlReadModel, "_views_set", lambda self, row, since: ("", ()))
+            await gateway.record_message(OTHER, role="user", content="AKIAIOSFODNN7EXAMPLE")
+        answer = await gateway.call_tool("main", "sessions_history", {"sessionKey": OTHER})
+        assert answer["messages"][1]["content"][0]["text"] == "[redacted:aws-access-key]"
+        assert answer["contentRedacted"] is True
+        # The next message written with its views starts the span again at itself.
+        await gateway.record_message(OTHER, role="assistant", content="ok")
+        rendered = []
+        original = tool_context.history_view
+        monkeypatch.setattr(
+            tool_context, "history_view", lambda *args: rendered.append(1) or original(*args)
+        )
+        params = {"sessionKey": OTHER, "limit": 1}
+        newest = await gateway.call_tool("main", "sessions_history", params)
+        assert newest["messages"][0]["content"][0]["text"] == "ok"
+        assert rendered == []
+        again = await gateway.call_tool("main", "sessions_history", {"sessionKey": OTHER})
+        assert again["messages"] == [*answer["messages"], *newest["messages"]]
+        assert rendered == [1]
+    finally:
+        await gateway.close()
