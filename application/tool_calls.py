@@ -30,8 +30,10 @@ from sessionwire.domain.keys import InvalidSessionKey, KeyRules, is_subagent_key
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.subagents import subagent_tools
 
-# The tools answered without a gateway (the registry's ``reader`` ones).
-READ_TOOLS: dict[str, ToolEntry] = REGISTRY.entries("reader")
+# The tools answered without a gateway (the registry's ``reader`` ones), each handler
+# imported by its first call: ``sessions list`` loads neither the history's fork reads
+# (and the audit state under them) nor the search.
+READ_TOOLS: Mapping[str, ToolEntry] = REGISTRY.entries_on_use("reader")
 
 # What a tool call answers while another gateway is the store's one writer: no path,
 # host or pid of the operator's machine (issue 27 finding 8).

@@ -85,8 +85,9 @@ class CountingSaves:
         store.save_async = save_async  # type: ignore[method-assign]
 
 
-async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
-    """Seconds per store transaction of one small event: record_message's own save."""
+async def bare_save_cost(gateway: Gateway, rounds: int) -> tuple[float, float]:
+    """Wall and CPU seconds (this process's, every thread) per store transaction of one
+    small event: record_message's own save."""
     await gateway.record_message("cron:bare", role="user", content="x")
     stored = store_of(gateway).session("agent:main:cron:bare")
     assert stored is not None
@@ -94,11 +95,12 @@ async def bare_save_cost(gateway: Gateway, rounds: int) -> float:
     from sessionwire.domain.transcript import TranscriptMessage
 
     message = TranscriptMessage(role="user", content=[{"type": "text", "text": "x"}], timestamp=1)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for _ in range(rounds):
         session.append_message(message, at=internals(gateway).clock.now())
         store_of(gateway).save(session)
-    return (time.perf_counter() - started) / rounds
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return wall / rounds, cpu / rounds
 
 
 async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
@@ -118,7 +120,7 @@ async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
             await gateway.wait_idle()
         counter = CountingSaves(gateway)
         latencies = []
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for index in range(sends):
             t0 = time.perf_counter()
             result = await gateway.call_tool(
@@ -129,10 +131,10 @@ async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
             latencies.append(time.perf_counter() - t0)
             assert result["status"] == "ok", result
             await gateway.wait_idle()  # the announce step finishes before the next send
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         saves_per_send = counter.count / sends
-        bare = await bare_save_cost(gateway, 500)
-        per_send = elapsed / sends
+        bare, bare_cpu = await bare_save_cost(gateway, 500)
+        per_send, cpu_per_send = elapsed / sends, cpu / sends
         runs_per_send = 2  # the primary run and the announce step
         return {
             "sends": sends,
@@ -145,6 +147,12 @@ async def send_latency(kind: str, workdir: Path, sends: int) -> dict[str, Any]:
             "appends_per_run_ms": saves_per_send * bare / runs_per_send * 1000,
             "overhead_per_run_ms": (per_send - saves_per_send * bare) / runs_per_send * 1000,
             "overhead_to_appends": (per_send - saves_per_send * bare) / (saves_per_send * bare),
+            # The same in this process's CPU time, steadier than wall time on a loaded
+            # machine (a PostgreSQL server's own CPU is not in it).
+            "bare_save_cpu_ms": bare_cpu * 1000,
+            "cpu_per_run_ms": cpu_per_send / runs_per_send * 1000,
+            "cpu_overhead_to_appends": (cpu_per_send - saves_per_send * bare_cpu)
+            / (saves_per_send * bare_cpu),
         }
     finally:
         await gateway.close()

@@ -8,8 +8,9 @@ server): ``SyncGateway.record_message`` round-robin over 10 sessions of a fresh 
 ``--appends`` after 30 warm-up ones, as that benchmark does. Prints CPU per append for
 the process, the calling thread (the event loop's), the saves (``PostgresWriter._save``)
 and the sealer's passes (``seal_log``), and how many seal batches ran per append: a pass
-starts at most every ``BackgroundSealer.PACE``, so the slower the appends, the more
-passes each one pays for.
+comes once every ``BackgroundSealer.SAVES_PER_PASS`` saves, or ``MAX_LAG`` after a save
+(ADR 0058; before it, at most every 20 ms of wall time, so the slower the appends, the
+more passes each one paid for).
 
     .venv/bin/python benchmarks/diag_append_postgres_threads.py [--appends 500]
         [--url postgresql://postgres@127.0.0.1:5432/test]

@@ -48,9 +48,10 @@ import json, os, sys, time
 from sessionwire import SyncGateway
 from sessionwire.adapters.store import postgres
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if os.environ.get("DIAG_SEALER_PACE"):
-    postgres.BackgroundSealer.PACE = float(os.environ["DIAG_SEALER_PACE"])
-    postgres.BackgroundSealer.MAX_PACE = float(os.environ["DIAG_SEALER_PACE"])
+if os.environ.get("DIAG_SEALER_SAVES"):  # saves per sealing pass (ADR 0058)
+    postgres.BackgroundSealer.SAVES_PER_PASS = int(os.environ["DIAG_SEALER_SAVES"])
+if os.environ.get("DIAG_SEALER_LAG"):  # seconds a save waits for a pass, at most
+    postgres.BackgroundSealer.MAX_LAG = float(os.environ["DIAG_SEALER_LAG"])
 passes = {"taken": 0, "skipped": 0, "rows": 0, "seconds": 0.0, "cpu": 0.0}
 batch = postgres.PostgresSessionRecorder._seal_batch
 def counted(self, *, wait):

@@ -22,6 +22,8 @@ HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
 _STREAM = b"sessionwire/stream/v1\x00"
 _LOG = b"sessionwire/log/v1\x00"
+LOG_DOMAIN = _LOG
+"""What a log hash's input starts with (PostgreSQL's sealer computes it in the server)."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID, uuid4
 
+import orjson
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
@@ -31,7 +32,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
-from sessionwire.adapters.store import postgres_format, postgres_search
+from sessionwire.adapters.store import postgres_format, postgres_functions, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import (
@@ -56,7 +57,6 @@ from sessionwire.adapters.store.postgres_lease import (
     LeaseKeeper,
     PostgresSessionLease,
     create_lease_tables,
-    hold_lease_statement,
     lease_lost,
     live_gateways,
 )
@@ -174,26 +174,24 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         self.transcript_search = SqlTranscriptSearch(
             self.read_model, postgres_search.search_sql(self.datastore.schema, events)
         )
-        # One statement a save: its id, and each event with its history columns and its
-        # stream link (positions and seals come from the sealer, behind the writers).
-        columns = (
-            f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
-            "role, body, provenance, stream_hash) "
-        )
-        self.insert_many_statement = (
-            f"{columns}SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
-            "%s::bytea[], %s::text[], %s::integer[], %s::integer[], %s::bytea[]) "
-            "RETURNING notification_id"
-        )
-        # A save of one event (a message: most saves) with plain values: psycopg adapts
-        # eight lists element by element on every save, a quarter of its CPU.
-        self.insert_one_statement = (
-            f"{columns}VALUES (%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, "
-            "%s::integer, %s::integer, %s::bytea) RETURNING notification_id"
-        )
-        # The save's statement (encoded), by its number of events and the read-model
-        # statement it carries (a session row's narrow UPDATE, one per changed fields).
-        self._insert_statements: dict[tuple[bool, str | None], bytes] = {}
+        # One call a save (ADR 0058): the server-side function takes the save's id, its
+        # fence, whether it makes a work row, its events with their history columns and
+        # stream links, and a message's narrow session row (positions and seals come
+        # from the sealer, behind the writers). Encoded once: psycopg encodes a ``str``
+        # on every execute.
+        s = f'"{self.datastore.schema}"'
+        head = "%s::uuid, %s::text, %s::text, %s::bigint, %s::boolean, %s::jsonb"
+        self.append_one_statement = (
+            f"SELECT {s}.sw_append_one({head}, %s::uuid, %s::bigint, %s::text, %s::bytea, "
+            "%s::text, %s::integer, %s::integer, %s::bytea) AS notification_id"
+        ).encode()
+        self.append_many_statement = (
+            f"SELECT n AS notification_id FROM {s}.sw_append_many({head}, %s::uuid[], "
+            "%s::bigint[], %s::text[], %s::bytea[], %s::text[], %s::integer[], "
+            "%s::integer[], %s::bytea[]) AS n"
+        ).encode()
+        # One sealing pass's batch, one call (ADR 0058).
+        self.seal_statement = f"SELECT {s}.sw_seal(%s, %s) AS sealed".encode()
         # The v3 views last: _postgres_setup takes the chain's presence to mean "all
         # created".
         for statement in [
@@ -209,9 +207,6 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # for chain v1's log hash, and serialised every writer of the schema. The sealer
         # gives the log its order instead, with no reader ever passing over a gap.
         self.lock_table_statements = []
-        self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
-        # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
-        self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
         self.sealer = BackgroundSealer(self)
 
     def _notify_channel(self, curs: Any) -> None:
@@ -269,18 +264,22 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         fence: Fence | None,
         save_id: UUID,
     ) -> list[int]:
-        # A message's read-model change (its session row's narrow UPDATE) goes within
-        # the insert: with no fence to check first, the save is that one statement,
-        # atomic without BEGIN and COMMIT (the server commits it at the Sync).
-        model = self.read_model.narrow_only(changes) if changes else None
-        alone = model is not None and fence is None
+        # The save function does the fixed part (ADR 0058); a message's read-model change
+        # (its session row's narrow update) goes within it, and the save is that one call,
+        # atomic without BEGIN and COMMIT (the server commits it at the Sync), fenced or
+        # not. Other read-model rows follow it in the call's transaction.
+        row = self.read_model.narrow_row(changes) if changes else None
+        alone = not changes or row is not None
+        work_lock = changes is not None and any(work.is_new for work in changes.work.values())
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             # Before the transaction: the previous links are committed and immutable
             # (a stale one only feeds a save that fails on the primary key anyway).
             links = stream_links(
                 records, previous_streams=self.chain.previous_streams(cursor, records)
             )
-            statement, rows = self._insert_rows(save_id, stored_events, links, model)
+            statement, values = self._append_call(
+                save_id, fence, work_lock, row, stored_events, links
+            )
             with conn.cursor() as insert_cursor:
                 # BEGIN and COMMIT queued with the statements: one sync, one round
                 # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
@@ -292,50 +291,40 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 ):
                     if not alone:
                         cursor.execute("BEGIN", prepare=False)
-                    if fence is not None:
-                        cursor.execute(
-                            self.hold_lease_statement,
-                            (fence.session_key, fence.owner, fence.token),
-                            prepare=True,
-                        )
-                    if changes and any(row.is_new for row in changes.work.values()):
-                        # A new work row takes the next position (MAX + 1) in its
-                        # transaction: saves that make one go one at a time, so their
-                        # positions follow their events' order in the log, as a rebuild
-                        # numbers them (two announces saved at once had swapped).
-                        cursor.execute(self.work_order_lock, (self.datastore.schema,), prepare=True)
-                    insert_cursor.execute(statement, rows, prepare=True)
-                    if changes and model is None:
+                    insert_cursor.execute(statement, values, prepare=True)
+                    if changes and not alone:
                         self.read_model.write(cursor, changes)
                     self.before_commit(cursor, links)
                     if not alone:
                         cursor.execute("COMMIT", prepare=False)
-                ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
+                ids = [int(found["notification_id"]) for found in insert_cursor.fetchall()]
         self.chain.committed(links)
         return ids
 
-    def _insert_rows(
+    def _append_call(
         self,
         save_id: UUID,
+        fence: Fence | None,
+        work_lock: bool,
+        row: dict[str, Any] | None,
         stored_events: Any,
         links: Sequence[ChainLink],
-        model: tuple[str, tuple[Any, ...]] | None,
     ) -> tuple[bytes, tuple[Any, ...]]:
-        """The insert of a save's events (with ``model``, a read-model statement and its
-        parameters, if given) and its parameters: one row's values, or a column of
-        values each (``unnest``) for several."""
-        single = len(stored_events) == 1
-        beside, model_values = (None, ()) if model is None else model
-        statement = self._insert_statements.get((single, beside))
-        if statement is None:
-            insert = self.insert_one_statement if single else self.insert_many_statement
-            statement = self.save_ids.recording(insert, beside=beside)
-            self._insert_statements[(single, beside)] = statement
-        if single:
+        """The call of the save function and its parameters: one event's values, or a
+        column of values each (``unnest``) for several."""
+        lease: tuple[Any, ...] = (None, None, None)
+        if fence is not None:
+            lease = (fence.session_key, fence.owner, fence.token)
+        head = (
+            save_id,
+            *lease,
+            work_lock,
+            None if row is None else orjson.dumps(row).decode(),
+        )
+        if len(stored_events) == 1:
             (stored,) = stored_events
-            return statement, (
-                save_id,
-                *model_values,
+            return self.append_one_statement, (
+                *head,
                 stored.originator_id,
                 stored.originator_version,
                 stored.topic,
@@ -344,9 +333,8 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 links[0].stream_hash,
             )
         columns = [history_columns(stored) for stored in stored_events]
-        return statement, (
-            save_id,
-            *model_values,
+        return self.append_many_statement, (
+            *head,
             [stored.originator_id for stored in stored_events],
             [stored.originator_version for stored in stored_events],
             [stored.topic for stored in stored_events],
@@ -437,88 +425,68 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 return sealed
 
     def _seal_batch(self, *, wait: bool) -> int | None:
-        """One batch (``SqlChain.seal_final``) in three round trips: the lock, the head and
-        the bound; the final records below the bound; their seals and the commit. Without
-        ``wait``, the lock is a round trip of its own: a pass that finds another sealer
-        holding it reads nothing more (the holder seals every gateway's final rows)."""
-        key = (_SEALER_LOCK_SPACE, self.datastore.schema)
-        with (
-            self.datastore.get_connection() as conn,
-            conn.cursor() as cursor,
-            conn.cursor() as locked,
-            conn.cursor() as head,
-            conn.cursor() as bound,
-            rolled_back_on_failure(conn),
-            conn.pipeline(),
-        ):
-            cursor.execute("BEGIN", prepare=False)
-            # Seals need not wait for the disk: one lost in a crash is given again,
-            # identically, by the next pass (the sealed log is always a prefix of
-            # the same order), and WAL order keeps a later seal from outliving it.
-            cursor.execute("SET LOCAL synchronous_commit = off", prepare=False)
-            if wait:
-                locked.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", key, prepare=True)
-            else:
-                locked.execute(
-                    "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
-                    key,
-                    prepare=True,
-                )
-                # With N gateways, most tries met a pass in progress, and the head and
-                # the bound (a scan of ``pg_locks``) they read for nothing cost the
-                # server as much as a pass.
-                if not locked.fetchone()["locked"]:
-                    cursor.execute("COMMIT", prepare=False)
-                    return None
-            # Statements after the lock's: read under it.
-            head.execute(self.chain.select_head, prepare=True)
-            assert self.chain.t.final is not None
-            bound.execute(self.chain.t.final, prepare=True)
-            count = self.chain.seal_below(
-                cursor, self.chain.head_of(head.fetchone()), bound.fetchone()["bound"]
+        """One batch (``SqlChain.seal_final``'s rule) in one call of the schema's
+        ``sw_seal`` (ADR 0058): its lock (``wait``: waited for; otherwise tried, and a
+        pass that finds another sealer holding it reads nothing more: the holder seals
+        every gateway's final rows), the head, the bound, the final rows below it, their
+        seals and, at the Sync, the commit (which does not wait for the disk: a seal
+        lost in a crash is given again, identically, by the next pass, and WAL order
+        keeps a later seal from outliving it). None: another sealer holds the lock."""
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(self.seal_statement, (wait, SEAL_BATCH), prepare=True)
+            found = cursor.fetchone()
+        sealed = None if found is None else found["sealed"]
+        return None if sealed is None else int(sealed)
+
+    def ensure_functions(self) -> None:
+        """The save and sealing functions (ADR 0058), created or replaced when the
+        schema's recorded version differs (under the setup lock)."""
+        with self.datastore.transaction(commit=True) as cursor:
+            postgres_functions.ensure_functions(
+                cursor,
+                self.datastore.schema,
+                self.events_table,
+                _pg_final_bound(self.events_table),
             )
-            cursor.execute("COMMIT", prepare=False)
-        return count
 
     def stop_sealing(self) -> None:
         self.sealer.stop()
 
 
 class BackgroundSealer:
-    """Seals the log behind this process's writers, in a thread of its own: woken after
-    a save ends, it seals whatever is final then, in batches, and no save ever waits for
-    it. It starts a pass at most once every ``PACE`` seconds times the schema's live
-    gateways: saves that end in between are covered by the next pass, its own or
-    another gateway's.
+    """Seals the log behind this process's writers, in a thread of its own, paced by
+    this process's saves (ADR 0058): a pass once every ``SAVES_PER_PASS`` saves, and no
+    save waits longer than ``MAX_LAG`` for one; the first save after a spell of that
+    long with no pass is sealed at once. No save ever waits for it.
 
-    The pace: a pass costs the server and this process about as much CPU as a save
-    (a lock, the head, the bound over ``pg_locks``, the pending rows, their update), and
-    woken by every save it ran once per save. Any gateway's pass seals every gateway's
-    final rows, so the schema needs one pass per ``PACE``, not one per gateway: N
-    gateways each passing every ``PACE`` cost N times the passes for the same seals
-    (docs/benchmarks.md, "PostgreSQL scale-out: where 4 gateways wait"). The first save
-    after a quiet spell is sealed at once; under load the sealed log lags the commits by
-    about ``PACE``, and at most ``MAX_PACE`` plus one pass when this gateway alone
-    writes. Readers that need it current (the audit commands, the event feed) seal
+    Why by count: a pass (one call of the schema's ``sw_seal``) costs about what a
+    save's statement does, so what matters is passes per save. A pass every fixed
+    interval of wall time ran once per 1–3 saves when the saves slowed under load (the
+    slower they went, the more each paid), and once per interval per gateway however
+    few saves came. By count, each gateway pays one pass per ``SAVES_PER_PASS`` of its
+    own saves whatever the load; any gateway's pass seals every gateway's final rows,
+    so the schema's passes per save do not grow with its gateways either, and nothing
+    needs counting them. A save costs the pacing one counter increment (the lock it
+    takes is uncontended: the sealer holds it only to read and reset the count).
+    Readers that need the sealed log current (the audit commands, the event feed) seal
     first."""
 
-    PACE = 0.02  # seconds between the starts of two passes in the schema
-    MAX_PACE = 0.2  # seconds between the starts of two passes of one gateway, at most
-    COUNT_EVERY = 5.0  # seconds between two counts of the schema's live gateways
+    SAVES_PER_PASS = 16
+    MAX_LAG = 0.2  # seconds a save waits for a pass, at most (plus the pass)
 
     def __init__(self, recorder: PostgresSessionRecorder) -> None:
         self.recorder = recorder
-        self._wanted = threading.Event()
-        self._stopped = threading.Event()
-        self._last_pass = -self.MAX_PACE
-        self._gateways = 1
-        self.counted_at: float | None = None
+        self._pending = threading.Condition()
+        self._saves = 0  # this process's saves since the sealer's last pass began
+        self._last_pass = -self.MAX_LAG
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
         self._log = library_logger("sessionwire.store").bind(schema=recorder.datastore.schema)
 
     def wanted(self) -> None:
+        """A save ended (committed or not: one that ended lets the sealer pass what it
+        held back)."""
         if self._thread is None:
             with self._starting:
                 if self._thread is None and not self._stopping:
@@ -526,19 +494,36 @@ class BackgroundSealer:
                         target=self._run, name="sessionwire-sealer", daemon=True
                     )
                     self._thread.start()
-        self._wanted.set()
+        with self._pending:
+            self._saves += 1
+            # The first: the sealer starts its wait for the lag; the count's: at once.
+            if self._saves == 1 or self._saves >= self.SAVES_PER_PASS:
+                self._pending.notify()
+
+    def due_in(self, now: float) -> float:
+        """Seconds until a pass is due for the saves pending (≤ 0: due now)."""
+        if self._saves >= self.SAVES_PER_PASS:
+            return 0.0
+        return self._last_pass + self.MAX_LAG - now
 
     def _run(self) -> None:
         while True:
-            self._wanted.wait()
-            # At most the pace, whatever the clock did (frozen or set back in tests);
-            # returns at once when the store stops (its last pass is stop()'s).
-            pace = self.PACE if self._stopping else self.pace()
-            self._stopped.wait(min(pace, self._last_pass + pace - time.monotonic()))
-            self._wanted.clear()
-            if self._stopping:
-                return
-            self._last_pass = time.monotonic()
+            with self._pending:
+                timed_out = False
+                while not self._stopping:
+                    if not self._saves:
+                        self._pending.wait()
+                        continue
+                    # One wait of at most the lag, whatever the clock did (frozen or
+                    # set back in tests): a save that waited it is due.
+                    wait = self.due_in(time.monotonic())
+                    if timed_out or wait <= 0:
+                        break
+                    timed_out = not self._pending.wait(min(self.MAX_LAG, wait))
+                if self._stopping:
+                    return  # the store stops: its last pass is stop()'s
+                self._saves = 0
+                self._last_pass = time.monotonic()
             try:
                 self.recorder.seal_log(wait=False)
                 self.recorder.save_ids.prune_if_due(self.recorder.datastore)
@@ -549,25 +534,10 @@ class BackgroundSealer:
             except Exception as error:
                 self._log.warning("sealing failed", error=str(error))
 
-    def pace(self) -> float:
-        """``PACE`` times the live gateways (their heartbeats, ADR 0028), counted again
-        every ``COUNT_EVERY`` seconds; at most ``MAX_PACE``."""
-        now = time.monotonic()
-        counted = self.counted_at
-        if counted is None or not counted <= now < counted + self.COUNT_EVERY:
-            self.counted_at = now
-            try:
-                with self.recorder.datastore.transaction(commit=False) as cursor:
-                    self._gateways = len(live_gateways(cursor, self.recorder.datastore.schema))
-            except Exception as error:  # the pace alone: sealing goes on at one gateway's
-                self._gateways = 1
-                self._log.warning("counting the live gateways failed", error=str(error))
-        return min(self.MAX_PACE, self.PACE * max(1, self._gateways))
-
     def stop(self) -> None:
-        self._stopping = True
-        self._stopped.set()
-        self._wanted.set()
+        with self._pending:
+            self._stopping = True
+            self._pending.notify()
         with self._starting:
             thread = self._thread
         if thread is not None:
@@ -576,10 +546,6 @@ class BackgroundSealer:
             # then in the sealed log when it exits, unless another writer is in flight.
             with contextlib.suppress(psycopg.Error, PersistenceError):
                 self.recorder.seal_log(wait=False)
-
-
-# The advisory lock of the schema's one sealer (any fixed number).
-_SEALER_LOCK_SPACE = 7252
 
 
 # Any fixed number: the advisory lock that serialises creating sessionwire's tables.
@@ -720,6 +686,7 @@ class PostgresBackend(StoreBackend):
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
             app.recorder.ensure_search_index()
+            app.recorder.ensure_functions()
         try:
             app.recorder.upgrade_storage(allow_beside_live=self.upgrade_beside_live)
         except BaseException:

@@ -4,8 +4,9 @@ its first run had committed (issue 22, ADR 0021's amendment "Saves are idempoten
 eventsourcing retries a write on a connection error. When the connection dropped after
 the server committed the save but before its answer came back, the retry meets the
 save's own events at their primary key. Each save carries an id made where it was
-prepared (``EventSourcedStore._prepare``); the insert of its events records that id in
-``sw_saves``, in the same statement and so in the same transaction. On the conflict path
+prepared (``EventSourcedStore._prepare``); the save's function (``sw_append_one`` or
+``sw_append_many``, ADR 0058) records that id in ``sw_saves`` with its events, in the
+same transaction. On the conflict path
 only, the save looks for its id: found, the save had committed (the retry is its own
 echo); not found, another writer took the version (a real conflict).
 
@@ -45,16 +46,6 @@ class SaveIds:
         self.events = f'"{schema}".{events_table}'
         self._pruned_at = -PRUNE_EVERY
         self._pruning = threading.Lock()
-
-    def recording(self, insert_events: str, *, beside: str | None = None) -> bytes:
-        """``insert_events`` that also records the save's id (its first parameter): one
-        statement, no extra round trip or parse on the hot path; ``beside``, a statement
-        of the same save that runs within it (its parameters next). Encoded once:
-        psycopg encodes a ``str`` or composes a ``Composed`` on every execute."""
-        also = "" if beside is None else f", model AS ({beside})"
-        return (
-            f"WITH saved AS (INSERT INTO {self.table} (save_id) VALUES (%s)){also} {insert_events}"
-        ).encode()
 
     def own_commit(
         self, cursor: Any, save_id: UUID, stored_events: Sequence[StoredEvent]

@@ -198,6 +198,9 @@ class SqlReadModel:
         self._narrow: dict[
             tuple[frozenset[str], str], tuple[str, Callable[[Any], tuple[Any, ...]]]
         ] = {}
+        self._narrow_named: dict[
+            frozenset[str], tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]
+        ] = {}
         self.insert_message = (
             f"INSERT INTO {self.transcript} (session, seq, role, message) "
             f"VALUES ({m}, {m}, {m}, {m})"
@@ -344,6 +347,27 @@ class SqlReadModel:
         """The one statement ``write`` sends for ``changes`` and its parameters, when that
         is all it sends: one session row's narrow UPDATE (a message's save). A store may
         then send it within its insert of the events (PostgreSQL: one statement a save)."""
+        row = self._only_narrow_row(changes)
+        return None if row is None else self._narrow_write(row)
+
+    def narrow_row(self, changes: ReadModelChanges) -> dict[str, Any] | None:
+        """``narrow_only``'s update as the values it sets, by column: the row's ``id``,
+        ``version``, ``modified_on`` and its changed columns (PostgreSQL's save function
+        takes them as one JSON object, ADR 0058)."""
+        row = self._only_narrow_row(changes)
+        if row is None:
+            return None
+        changed = cast(frozenset[str], row.changed)
+        named = self._narrow_named.get(changed)
+        if named is None:
+            names = tuple(name for name in ("label", "status", *HOT_FIELDS) if name in changed)
+            named = self._narrow_named[changed] = (names, _getter(names))
+        names, values = named
+        found = {"id": row.id.hex, "version": row.version, "modified_on": row.modified_on_iso}
+        found.update(zip(names, values(row.state), strict=True))
+        return found
+
+    def _only_narrow_row(self, changes: ReadModelChanges) -> SessionRow | None:
         if len(changes.rows) != 1:
             return None
         (row,) = changes.rows.values()
@@ -355,7 +379,7 @@ class SqlReadModel:
             if self.transcript_in_log
             else replace(changes, rows={})
         )
-        return None if rest else self._narrow_write(row)
+        return None if rest else row
 
     def _is_narrow(self, row: SessionRow) -> bool:
         return (

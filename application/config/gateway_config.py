@@ -41,7 +41,7 @@ from sessionwire.domain.policy import (
 )
 from sessionwire.domain.redaction import InvalidPattern, Redactor, check_pattern, redactor_for
 from sessionwire.domain.retry_policy import RetryPolicy
-from sessionwire.domain.schedule import InvalidSchedule, check_definition
+from sessionwire.domain.schedule_timing import InvalidSchedule, check_definition
 from sessionwire.domain.trace_budget import TraceBudget
 
 log = library_logger("sessionwire.config")

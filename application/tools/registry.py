@@ -16,7 +16,7 @@ neither the tools that start runs nor their result models (ADR 0036).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
 from operator import or_
@@ -146,6 +146,12 @@ class ToolRegistry:
         specs = self.specs if surface is None else self.on(surface)
         return {spec.name: spec.entry() for spec in specs}
 
+    def entries_on_use(self, surface: Surface) -> Mapping[str, ToolEntry]:
+        """``entries(surface)`` with each handler's module imported at its tool's first
+        lookup: the read path's (ADR 0036), where a listing need not load the history's
+        fork reads, the search or the agents' list (issue 38 item 7)."""
+        return EntriesOnUse({spec.name: spec for spec in self.on(surface)})
+
     @cached_property
     def catalogue(self) -> ToolCatalogue:
         """The tools a run is offered (OpenClaw's others, then the gateway's) and a
@@ -159,6 +165,27 @@ class ToolRegistry:
             ),
             orchestrator=tuple(spec.name for spec in offered if spec.subagents == "orchestrator"),
         )
+
+
+class EntriesOnUse(Mapping[str, ToolEntry]):
+    """Tool entries by name, each resolved (its handler's module imported) when first
+    looked up, then kept."""
+
+    def __init__(self, specs: dict[str, ToolSpec]) -> None:
+        self.specs = specs
+        self.resolved: dict[str, ToolEntry] = {}
+
+    def __getitem__(self, name: str) -> ToolEntry:
+        entry = self.resolved.get(name)
+        if entry is None:
+            entry = self.resolved[name] = self.specs[name].entry()
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.specs)
+
+    def __len__(self) -> int:
+        return len(self.specs)
 
 
 READ_MODELS = f"{TOOLS_PACKAGE}.read_result_models"

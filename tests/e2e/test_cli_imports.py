@@ -16,8 +16,21 @@ import pytest
 
 HEAVY = {"fastapi", "starlette", "uvicorn", "mcp", "httpx", "psycopg"}
 
-# Runs the CLI's entry point in a fresh interpreter, then writes the top-level packages
-# it imported to the file named by the first argument.
+# What `sessions list` needs none of (issue 38 item 7): the schedule aggregate and
+# croniter's calendar (a config checks its schedules without them), and the other read
+# tools' handlers (the history's fork reads, the audit state under them, the search).
+NOT_FOR_A_LISTING = {
+    "croniter",
+    "dateutil",
+    "sessionwire.domain.schedule",
+    "sessionwire.application.forks",
+    "sessionwire.application.audit.state",
+    "sessionwire.application.tools.sessions_history",
+    "sessionwire.application.tools.sessions_search",
+}
+
+# Runs the CLI's entry point in a fresh interpreter, then writes the modules it imported
+# to the file named by the first argument.
 PROBE = """
 import json, sys
 out, args = sys.argv[1], sys.argv[2:]
@@ -28,11 +41,17 @@ if args != ["--import-only"]:
 else:
     import sessionwire
 with open(out, "w") as file:
-    json.dump({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}, file)
+    json.dump({"code": code, "modules": sorted(sys.modules)}, file)
 """
 
 
 def loaded(tmp_path: Path, *args: str) -> set[str]:
+    """The top-level packages a process running the CLI with ``args`` imported."""
+    return {module.split(".")[0] for module in modules_loaded(tmp_path, *args)}
+
+
+def modules_loaded(tmp_path: Path, *args: str) -> set[str]:
+    """Every module a process running the CLI with ``args`` imported."""
     out = tmp_path / "modules.json"
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), *args],
@@ -80,6 +99,51 @@ def test_light_commands_load_no_server_client_or_driver(
 ) -> None:
     argv = [part for arg in args for part in (["--store", store] if arg == "STORE" else [arg])]
     assert loaded(tmp_path, *argv) & HEAVY == set()
+
+
+def test_a_listing_loads_no_schedule_calendar_or_other_read_tool(
+    tmp_path: Path, store: str
+) -> None:
+    modules = modules_loaded(tmp_path, "--store", store, "sessions", "list")
+    assert modules & NOT_FOR_A_LISTING == set()
+    # Still the same path as before: the listing's own handler and the config are there.
+    assert {
+        "sessionwire.application.tools.sessions_list",
+        "sessionwire.application.config.gateway_config",
+    } <= modules
+
+
+def test_a_config_with_a_cron_schedule_still_checks_it(tmp_path: Path, store: str) -> None:
+    # The calendar loads when a config has a schedule to check, and refuses a bad one.
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "schedules": [
+                    {"id": "nightly", "sessionKey": "main", "message": "go", "cron": "0 0 31 2 *"}
+                ]
+            }
+        )
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessionwire.adapters.cli.main",
+            "--store",
+            store,
+            "--config",
+            str(config),
+            "sessions",
+            "list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "0 0 31 2 *" in result.stderr
 
 
 def test_help_loads_no_domain(tmp_path: Path) -> None:

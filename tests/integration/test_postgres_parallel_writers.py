@@ -11,6 +11,7 @@ once instead of waiting, so the test fails rather than hangs.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -187,21 +188,28 @@ def schema(url: str) -> str:
     return url.split("schema=")[1]
 
 
-def test_the_gateways_of_a_schema_share_one_sealing_pace(
+def test_the_sealer_is_paced_by_saves_not_by_the_schemas_gateways(
     stores: tuple[EventSourcedStore, EventSourcedStore], postgres_url: str
 ) -> None:
-    # Any gateway's pass seals every gateway's final rows: with two gateways live (their
-    # heartbeats), each passes half as often, so the schema still sees one pass a PACE.
+    # A pass once every SAVES_PER_PASS saves, at most MAX_LAG after a save; the first
+    # save after a quiet spell at once. Any gateway's pass seals every gateway's rows,
+    # so the schema's passes per save do not depend on how many gateways are live.
     a, _ = stores
-    sealer: Any = a.recorder.sealer
-    assert sealer.pace() == pytest.approx(2 * BackgroundSealer.PACE)
     with a.writing() as cursor:
         cursor.execute(
             f'INSERT INTO "{schema(postgres_url)}".sw_gateways (gateway_id, expires_at) '
             "SELECT 'g' || n, now() + interval '1 hour' FROM generate_series(1, 100) n"
         )
-    sealer.counted_at = None  # count again now
-    assert sealer.pace() == BackgroundSealer.MAX_PACE  # a bound on the lag, however many
+    sealer = BackgroundSealer(a.recorder)  # type: ignore[arg-type]
+    now = time.monotonic()
+    assert sealer.due_in(now) <= 0  # nothing passed for longer than the lag
+    sealer._last_pass = now  # a pass just began
+    for _ in range(BackgroundSealer.SAVES_PER_PASS - 1):
+        sealer._saves += 1
+        assert sealer.due_in(now) == pytest.approx(BackgroundSealer.MAX_LAG)
+    assert sealer.due_in(now + BackgroundSealer.MAX_LAG) <= 0  # the lag, at most
+    sealer._saves += 1
+    assert sealer.due_in(now) == 0  # the count's save: at once, 100 gateways or one
 
 
 def test_a_pass_that_meets_another_sealer_leaves_the_rows_to_it(

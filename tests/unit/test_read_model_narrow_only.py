@@ -54,3 +54,17 @@ def test_a_store_with_a_transcript_table_keeps_its_message_rows_apart() -> None:
     assert v2.narrow_only(ReadModelChanges(rows={ROW.id: ROW})) is not None
     rows = [("a", 1, "user", "{}")]
     assert v2.narrow_only(ReadModelChanges(rows={ROW.id: ROW}, transcript_rows=rows)) is None
+
+
+def test_the_same_update_by_column_names_only_the_changed_columns() -> None:
+    # PostgreSQL's save function takes it as one JSON object (ADR 0058): a column it
+    # names is set, one it does not name keeps its value.
+    assert MODEL.narrow_row(ReadModelChanges(rows={ROW.id: ROW})) == {
+        "id": ROW.id.hex,
+        "version": 2,
+        "modified_on": ROW.modified_on_iso,
+        "updated_at": SESSION.state.updated_at,
+        "message_count": SESSION.state.message_count,
+    }
+    other = replace(ROW, id=opened("agent:main:b").id)
+    assert MODEL.narrow_row(ReadModelChanges(rows={ROW.id: ROW, other.id: other})) is None
