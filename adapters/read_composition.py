@@ -24,12 +24,15 @@ def open_event_store(
     other such caller (StoreInUse names the live one). ``existing``: only a store that
     is there (NoStore otherwise); nothing is created."""
     rules = config.key_rules
-    return EventSourcedStore(
+    opened = EventSourcedStore(
         store,
         kind_of=lambda state: rules.kind(state.key, state.chat_type),
         writer=writer,
         existing=existing,
     )
+    # The views of the messages it writes are masked as this config masks (ADR 0054).
+    opened.read_model.use_redactor(config.redaction.redactor())
+    return opened
 
 
 async def open_read_tools(

@@ -14,16 +14,17 @@ from sessionwire.application.library_logging import library_logger
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock, IdSource
 from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.session_read_model import ViewWanted
 from sessionwire.application.ports.store import StoreInUse
 from sessionwire.domain.causality import Causality, hop_limit_reached
-from sessionwire.domain.keys import KeyRules, agent_id_of, is_subagent_key
+from sessionwire.domain.keys import InvalidSessionKey, KeyRules, agent_id_of, is_subagent_key
 from sessionwire.domain.policy import (
     AccessPolicy,
     AgentToAgentPolicy,
     Refusal,
     hop_limit_refusal,
 )
-from sessionwire.domain.reader_view import history_view, reader_messages
+from sessionwire.domain.reader_view import history_view, reader_messages, view_stamp
 from sessionwire.domain.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -230,6 +231,21 @@ class ToolContext:
         """``reader_messages``, whether any was masked, and their JSON's length in bytes."""
         own = target_key == self.requester.key
         return history_view(lines, None if own else self.redactor)
+
+    def view_wanted(self, raw_key: str, max_bytes: int) -> ViewWanted | None:
+        """How this requester reads the session ``raw_key`` names from stored views (ADR
+        0054): masked unless it is its own (``history_view``'s choice, made on the key the
+        caller gave; the store reads it for the session the key resolves to, and a key
+        that is not canonical resolves through the slower path, which decides again)."""
+        try:
+            key = self.rules.canonical(raw_key, agent_id=self.requester.agent_id)
+        except InvalidSessionKey:
+            return None  # refused as before, by the resolution
+        own = key == self.requester.key
+        redactor = None if own else self.redactor
+        return ViewWanted(
+            masked=redactor is not None, stamp=view_stamp(redactor), max_bytes=max_bytes
+        )
 
     def display_key(self, key: str) -> str:
         return "main" if key == self._own_main_key else key

@@ -22,10 +22,15 @@ _DIGITS_ONLY = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 _LONG_NUMBER = b"0" * 19
 
 
+def has_long_number(text: str) -> bool:
+    """Whether ``text`` holds a run of 19 or more digits (orjson may read it inexactly)."""
+    return _LONG_NUMBER in text.encode("utf-8", "surrogatepass").translate(_DIGITS_ONLY)
+
+
 def decode(text: str) -> tuple[Any, bool]:
     """``json.loads(text)``, and whether orjson decoded it (``encoded_size`` may then
     encode it with orjson too)."""
-    if _LONG_NUMBER in text.encode("utf-8", "surrogatepass").translate(_DIGITS_ONLY):
+    if has_long_number(text):
         return json.loads(text), False
     try:
         return orjson.loads(text), True

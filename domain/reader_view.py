@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import orjson
+from pydantic_core import to_json
 from sessionwire.domain.causality import default_provenance_shown
-from sessionwire.domain.json_text import decode, encoded_size
+from sessionwire.domain.json_text import decode, encoded_size, has_long_number
 from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.transcript import strip_envelope
 
@@ -110,3 +112,51 @@ def _nothing_to_mask(text: str, redactor: Redactor) -> bool:
 def _keeps_default_provenance(redactor: Redactor) -> bool:
     # Once per redactor (there is one per configured set of patterns).
     return all(redactor.mask(kind) == kind for kind in _DEFAULT_PROVENANCE)
+
+
+# History views rendered at write time (ADR 0054) ----------------------------------------
+
+VIEW_RENDERING = 1
+"""The version of what ``rendered_view`` does (the cleaning, the provenance, the masking
+walk): a change to any of them bumps it, and every view rendered before is rendered again
+on read, as views rendered under other patterns are."""
+
+
+def view_stamp(redactor: Redactor | None) -> str:
+    """What a view rendered for readers of other sessions depends on: the rendering's
+    version and the patterns that masked it (``-``: masking off)."""
+    return f"{VIEW_RENDERING}:{redactor.fingerprint if redactor is not None else '-'}"
+
+
+def rendered_view(line: str, redactor: Redactor | None) -> tuple[str | None, str | None, bool]:
+    """What ``history_view`` would answer for the stored ``line`` (the text the store
+    reads for a message, default provenance included), rendered once, when it is written:
+    (the session's own view when it is not ``line`` itself, the view of another session's
+    reader when masking changed it, whether only the standard library decodes it exactly).
+
+    Most lines give (None, None, False): the store then answers the line as stored."""
+    decoded: Any = None
+    exact = has_long_number(line)
+    own: str | None = None
+    shown_text = line
+    if exact or ('"role":"user"' in line and ('"text":"[' in line or "[message_id:" in line)):
+        # A text ``_shown`` may change (an envelope, a message_id line) or a number only
+        # ``json.loads`` reads: rendered as a read renders it.
+        decoded, from_orjson = decode(line)
+        exact = not from_orjson
+        shown_text = _encoded(_shown(decoded), exact)
+        own = None if shown_text == line else shown_text
+    if redactor is None or _nothing_to_mask(shown_text, redactor):
+        return own, None, exact
+    if decoded is None:
+        decoded, from_orjson = decode(line)
+        exact = not from_orjson
+        decoded = _shown(decoded)
+    masked = redactor.mask(decoded)
+    other = None if masked == decoded else _encoded(masked, exact)
+    return own, other, exact
+
+
+def _encoded(value: Any, exact: bool) -> str:
+    """``value``'s compact JSON as ``encoded_size`` measures it."""
+    return (to_json(value) if exact else orjson.dumps(value)).decode()

@@ -12,6 +12,7 @@ value after ``Bearer`` or ``password=``); otherwise the whole match is masked.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,6 +76,12 @@ class Redactor:
 
     def __init__(self, patterns: Iterable[tuple[str, str]]) -> None:
         self._patterns = [_compile(name, text) for name, text in patterns]
+        # What this redactor masks, as one text: two redactors with the same patterns (in
+        # the same order, under the same names) mask alike. History views rendered at
+        # write time carry it, so a reader under other patterns renders them again.
+        self.fingerprint = hashlib.sha256(
+            "\0".join(f"{p.name}\1{p.regex.pattern}" for p in self._patterns).encode()
+        ).hexdigest()[:32]
         # One pass over the text finds which patterns match at all: most texts hold no
         # secret, and searching each pattern in turn cost ~1.7 ms per message.
         self._any = re2.Set.SearchSet(_options())

@@ -16,11 +16,18 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from uuid import UUID
 
-from orjson import loads
-from sessionwire.adapters.store.serialisation import transcript_lines
+from eventsourcing.persistence import StoredEvent
+from orjson import dumps, loads
+from sessionwire.adapters.store.serialisation import (
+    MESSAGE_BODY_OFFSET,
+    PROVENANCE_MARKER,
+    StoredMessage,
+    transcript_lines,
+)
 from sessionwire.adapters.store.sql_dialect import SqlDialect
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import (
+    RenderedWindow,
     SessionListing,
     SessionPage,
     SessionQuery,
@@ -30,6 +37,9 @@ from sessionwire.application.ports.session_read_model import (
     TranscriptWindow,
 )
 from sessionwire.application.ports.work_queue import StoredWork
+from sessionwire.domain.causality import default_provenance_shown
+from sessionwire.domain.reader_view import rendered_view, view_stamp
+from sessionwire.domain.redaction import Redactor
 from sessionwire.domain.session import SessionState, session_uuid, to_millis
 
 if TYPE_CHECKING:
@@ -103,6 +113,15 @@ def _json_only_fields(fields: dict[str, Any]) -> tuple[Any, ...]:
 ALL_LINES = 2**62
 """A limit no session reaches: every line of a session's view."""
 
+# History views (ADR 0054): what a line read without provenance ends with in the view.
+_DEFAULT_ENDS = {
+    role: ',"provenance":' + dumps(default_provenance_shown(role)).decode() + "}"
+    for role in ("user", "assistant")
+}
+UNRENDERED = 2
+"""A view row's ``exact`` when rendering the message failed: read as before (rendered
+on read), never from the views."""
+
 
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ..., /, **options: Any) -> Any: ...
@@ -120,8 +139,14 @@ class SqlReadModel:
         name_prefix: str = "",
         transcript_in_log: bool = False,
         session_columns: bool = False,
+        history_views: bool = False,
     ) -> None:
         self.dialect = dialect
+        # History views (ADR 0054): each message's view rendered when it is written, so a
+        # history read concatenates stored JSON. ``redactor`` is the writer's masking.
+        self.history_views = history_views and transcript_in_log
+        self.redactor: Redactor | None = None
+        self.stamp = view_stamp(None)
         self.m = marker = dialect.marker
         prefix = dialect.prefix
         # Storage v3 (ADR 0036, SQLite): the message rows of the log are the transcript;
@@ -132,6 +157,16 @@ class SqlReadModel:
         self.events = dialect.events
         self.log_id = dialect.to_db_id
         self.line = dialect.line
+        # The line a reader is shown, read from the row (prefix ``e.``): the ``line``
+        # expression with the provenance a line stored without one is shown with.
+        user_end, agent_end = (_sql_text(_DEFAULT_ENDS[r]) for r in ("user", "assistant"))
+        self.dialect_view_line = (
+            "CASE WHEN e.provenance IS NULL THEN "
+            f"{dialect.text_of('substr(e.state, 12, e.body - 1)')} || "
+            f"CASE WHEN e.role = 'user' THEN {user_end} ELSE {agent_end} END "
+            f"ELSE {dialect.text_of('substr(e.state, 12, e.body - 1)')} || ',\"provenance\":' "
+            f"|| {dialect.text_of('substr(e.state, 26 + e.body, e.provenance)')} || '}}' END"
+        )
         self.write_options = dialect.write_options
         # ``name_prefix`` names a second set of tables and indexes (``audit rebuild``
         # projects into those, then compares them with the live ones).
@@ -141,6 +176,7 @@ class SqlReadModel:
         self.work_table = f"{prefix}{name_prefix}sw_work"
         self.streams_table = f"{prefix}{name_prefix}sw_session_streams"
         self.runs_table = f"{prefix}{name_prefix}sw_runs"
+        self.views_table = f"{prefix}{name_prefix}sw_history_views"
         self.prefix = prefix
         self.session_columns = session_columns
         m = marker
@@ -159,7 +195,9 @@ class SqlReadModel:
             f"modified_on={m}, state={m}{hot_set} WHERE id={m}"
         )
         # Per set of changed fields: its UPDATE, and a getter of their values in its order.
-        self._narrow: dict[frozenset[str], tuple[str, Callable[[Any], tuple[Any, ...]]]] = {}
+        self._narrow: dict[
+            tuple[frozenset[str], str], tuple[str, Callable[[Any], tuple[Any, ...]]]
+        ] = {}
         self._narrow_named: dict[
             frozenset[str], tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]
         ] = {}
@@ -201,6 +239,35 @@ class SqlReadModel:
         self.route_by_key = False
         """Updates of a session's and a work row name their session's key too (a store
         distributed by it, ADR 0051: Citus then sends each to one shard); ``route_by_key``."""
+        self.insert_views = (
+            f"INSERT INTO {self.views_table} (originator_id, originator_version, own, other, "
+            f"exact) VALUES ({m}, {m}, {m}, {m}, {m})"
+        )
+        # Which of a session's messages have their views, rendered under which stamp:
+        # every message from version ``view_since`` to the row's version ``view_upto``
+        # was written with its views under ``view_stamp``. A message's save keeps the
+        # span when it was whole up to the row's version before this save (SQL reads
+        # the old values on the right) and its stamp is this writer's, and starts it
+        # again at its first message otherwise; any other save of the row carries a
+        # whole span to its new version. A writer that keeps no views (an older
+        # sessionwire) moves the version and not ``view_upto``: the span is broken, and
+        # readers render on read until a message's save starts it again.
+        self.views_covered = (
+            f", view_since = CASE WHEN view_stamp = {m} AND view_upto = version "
+            f"THEN view_since ELSE {m} END, view_stamp = {m}, view_upto = {m}"
+        )
+        self.views_kept = f", view_upto = CASE WHEN view_upto = version THEN {m} ELSE view_upto END"
+        self.start_views = (
+            f"UPDATE {self.sessions} SET view_since = {m}, view_stamp = {m}, view_upto = {m} "
+            f"WHERE id = {m}"
+        )
+        self.break_views = f"UPDATE {self.sessions} SET view_upto = NULL WHERE id = {m}"
+        self._full_updates: dict[str, str] = {}
+
+    def use_redactor(self, redactor: Redactor | None) -> None:
+        """Render the views of the messages this store writes as ``redactor`` masks."""
+        self.redactor = redactor
+        self.stamp = view_stamp(redactor)
 
     def create_statements(self) -> list[str]:
         return [
@@ -209,7 +276,7 @@ class SqlReadModel:
             "agent_id TEXT NOT NULL, kind TEXT NOT NULL, label TEXT, spawned_by TEXT, "
             "status TEXT NOT NULL, updated_at BIGINT NOT NULL, version BIGINT NOT NULL, "
             "created_on TEXT NOT NULL, modified_on TEXT NOT NULL, state TEXT NOT NULL"
-            f"{self.hot_column_definitions()})",
+            f"{self.hot_column_definitions()}{self.view_column_definitions()})",
             # The label rides along so the console's search filters on the index entry
             # before reading the row (stores made before keep the narrower index).
             f"CREATE INDEX IF NOT EXISTS {self.n}sw_sessions_recent ON {self.sessions} "
@@ -230,6 +297,38 @@ class SqlReadModel:
             "session_key TEXT NOT NULL, stream_id TEXT NOT NULL, kind TEXT NOT NULL, "
             "PRIMARY KEY (session_key, stream_id))",
             *self.runs_create_statements(),
+            *self.views_create_statements(),
+        ]
+
+    def views_create_statements(self) -> list[str]:
+        if not self.history_views:
+            return []
+        # Only the messages whose view is not their stored line have a row (ADR 0054).
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.views_table} ("
+            "originator_id TEXT NOT NULL, originator_version BIGINT NOT NULL, own TEXT, "
+            "other TEXT, exact INTEGER NOT NULL, "
+            "PRIMARY KEY (originator_id, originator_version)) WITHOUT ROWID"
+        ]
+
+    def view_column_definitions(self) -> str:
+        return (
+            ", view_stamp TEXT, view_since BIGINT, view_upto BIGINT" if self.history_views else ""
+        )
+
+    def missing_view_columns(self, present: set[str]) -> list[str]:
+        """``ALTER TABLE`` statements giving a session table made before history views
+        (ADR 0054) their columns; its rows' views then read as before until written."""
+        if not self.history_views:
+            return []
+        return [
+            f"ALTER TABLE {self.sessions} ADD COLUMN {name} {kind}"
+            for name, kind in (
+                ("view_stamp", "TEXT"),
+                ("view_since", "BIGINT"),
+                ("view_upto", "BIGINT"),
+            )
+            if name not in present
         ]
 
     def hot_column_definitions(self) -> str:
@@ -302,34 +401,55 @@ class SqlReadModel:
         self.update_work += f" AND session_key={m}"
         self._narrow.clear()
 
-    def _narrow_write(self, row: SessionRow) -> tuple[str, tuple[Any, ...]]:
-        statement, values = self._narrow_update(cast(frozenset[str], row.changed))
+    def _narrow_write(
+        self, row: SessionRow, views_since: int | None = None
+    ) -> tuple[str, tuple[Any, ...]]:
+        views, view_values = self._views_set(row, views_since)
+        statement, values = self._narrow_update(cast(frozenset[str], row.changed), views)
         routed = (row.state.key,) if self.route_by_key else ()
         return statement, (
             row.version,
             row.modified_on_iso,
             *values(row.state),
+            *view_values,
             row.id.hex,
             *routed,
         )
 
+    def _views_set(self, row: SessionRow, since: int | None) -> tuple[str, tuple[Any, ...]]:
+        """What a write of ``row`` assigns to its span of views (ADR 0054): a message's
+        save (``since``: its first message's version) or any other save's."""
+        if not self.history_views:
+            return "", ()
+        if since is None:
+            return self.views_kept, (row.version,)
+        return self.views_covered, (self.stamp, since, self.stamp, row.version)
+
     def _narrow_update(
-        self, changed: frozenset[str]
+        self, changed: frozenset[str], views: str = ""
     ) -> tuple[str, Callable[[Any], tuple[Any, ...]]]:
-        """``UPDATE`` of the version, the modification time and the ``changed`` columns,
-        and a getter of those columns' values from a state (cached: one per append)."""
-        narrow = self._narrow.get(changed)
+        """``UPDATE`` of the version, the modification time and the ``changed`` columns
+        (and the span of views, ``views``), and a getter of those columns' values from a
+        state (cached: one per append)."""
+        narrow = self._narrow.get((changed, views))
         if narrow is None:
             m = self.m
             ordered = [name for name in ("label", "status", *HOT_FIELDS) if name in changed]
             assigned = "".join(f", {name}={m}" for name in ordered)
             routed = f" AND key={m}" if self.route_by_key else ""
             statement = (
-                f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned} "
+                f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned}{views} "
                 f"WHERE id={m}{routed}"
             )
-            narrow = self._narrow[changed] = (statement, _getter(ordered))
+            narrow = self._narrow[changed, views] = (statement, _getter(ordered))
         return narrow
+
+    def _full_update(self, views: str) -> str:
+        found = self._full_updates.get(views)
+        if found is None:
+            head, _, tail = self.update_session.rpartition(" WHERE id=")
+            found = self._full_updates[views] = f"{head}{views} WHERE id={tail}"
+        return found
 
     def transcript_create_statements(self) -> list[str]:
         if self.transcript_in_log:
@@ -368,14 +488,20 @@ class SqlReadModel:
             f"DELETE FROM {self.work_table}",
             f"DELETE FROM {self.streams_table}",
             f"DELETE FROM {self.runs_table}",
+            *([f"DELETE FROM {self.views_table}"] if self.history_views else []),
         ]
 
     # Writes ---------------------------------------------------------------------------
 
-    def write(self, cursor: Cursor, changes: ReadModelChanges) -> None:
+    def write(
+        self, cursor: Cursor, changes: ReadModelChanges, stored: Sequence[StoredEvent] = ()
+    ) -> None:
+        """Write ``changes`` (of the save whose rows are ``stored``, just inserted)."""
         execute: Any = partial(cursor.execute, **self.write_options)
+        views = self._write_views(cursor, stored) if self.history_views and stored else {}
         for row in changes.rows.values():
             state = row.state
+            since = views.pop(row.id, None) if views else None
             if row.is_new:
                 execute(
                     self.insert_session,
@@ -396,12 +522,16 @@ class SqlReadModel:
                         *self._hot_values(state),
                     ),
                 )
+                if since is not None:
+                    # A new row: its views start with its first message.
+                    execute(self.start_views, (since, self.stamp, row.version, row.id.hex))
             elif self._is_narrow(row):
                 # A message (or a label or status change): its own columns only.
-                execute(*self._narrow_write(row))
+                execute(*self._narrow_write(row, since))
             else:
+                views_set, view_values = self._views_set(row, since)
                 execute(
-                    self.update_session,
+                    self._full_update(views_set),
                     (
                         state.label,
                         state.status,
@@ -410,10 +540,15 @@ class SqlReadModel:
                         row.modified_on_iso,
                         self._state_json(state),
                         *self._hot_values(state),
+                        *view_values,
                         row.id.hex,
                         *((state.key,) if self.route_by_key else ()),
                     ),
                 )
+        for session in views:
+            # Messages of a session whose row this save does not write (none is known):
+            # its span is broken rather than claimed.
+            execute(self.break_views, (session.hex,))
         if self.transcript_in_log:
             pass  # the events just inserted are the transcript (storage v3)
         elif len(changes.transcript) > 1:
@@ -467,6 +602,41 @@ class SqlReadModel:
                 execute(self.link_exchange, (link.exchange_id, link.run_id))
             if link.spawn_id is not None:
                 execute(self.link_spawn, (link.spawn_id, link.run_id))
+
+    def _write_views(self, cursor: Cursor, stored: Sequence[StoredEvent]) -> dict[UUID, int]:
+        """The views of the messages among ``stored`` that are not their stored line (ADR
+        0054), and each session's first message version in them."""
+        firsts: dict[UUID, int] = {}
+        rows: list[tuple[Any, ...]] = []
+        redactor = self.redactor
+        for record in stored:
+            if not isinstance(record, StoredMessage) or not record.body:
+                continue
+            found = record.originator_id
+            session = found if isinstance(found, UUID) else UUID(str(found))
+            version = record.originator_version
+            if session not in firsts:
+                firsts[session] = version
+            state = record.state
+            end = MESSAGE_BODY_OFFSET + record.body
+            # The line as the store reads it (the ``line`` expression), provenance added.
+            head = state[MESSAGE_BODY_OFFSET : end - 1].decode()
+            if record.provenance is None:
+                line = head + _DEFAULT_ENDS.get(record.role, _DEFAULT_ENDS["assistant"])
+            else:
+                start = end + len(PROVENANCE_MARKER)
+                provenance = state[start : start + record.provenance].decode()
+                line = f'{head},"provenance":{provenance}}}'
+            try:
+                own, other, exact = rendered_view(line, redactor)
+            except Exception:
+                rows.append((session.hex, version, None, None, UNRENDERED))
+                continue
+            if own is not None or other is not None or exact:
+                rows.append((session.hex, version, own, other, int(exact)))
+        if rows:
+            cursor.executemany(self.insert_views, rows)
+        return firsts
 
     def write_runs(self, execute: Any, rows: Iterable[RunRow]) -> None:
         for row in rows:
@@ -799,6 +969,10 @@ class SqlReadModel:
         found = self.session(cursor, key)
         if found is None or not wanted(found):
             return SessionTranscript(found)
+        if window.view is not None and self.history_views:
+            rendered = self.rendered_window(cursor, found, window)
+            if rendered is not None:
+                return SessionTranscript(found, None, rendered.total, rendered)
         if window.offset is None:
             tail = self.transcript_tail(
                 cursor, found.id, limit=window.limit, include_tools=window.include_tools
@@ -812,6 +986,86 @@ class SqlReadModel:
             include_tools=window.include_tools,
         )
         return SessionTranscript(found, page.messages, page.total)
+
+    def rendered_window(
+        self, cursor: Cursor, found: StoredSession, window: TranscriptWindow
+    ) -> RenderedWindow | None:
+        """``window`` of ``found``'s transcript as its reader reads it, concatenated from
+        the stored views in one query (ADR 0054); None when a message of it has no view
+        rendered for this reader (written before the views, or under other patterns, a
+        v2 row, a failed rendering), when it is empty or over the byte cap, or for a fork
+        (whose window holds its source's lines): the reader then renders the lines."""
+        view = window.view
+        if view is None or found.state.forked_from is not None or window.limit <= 0:
+            return None
+        m = self.m
+        stream = self.log_id(found.id)
+        role_filter = "" if window.include_tools else "AND e.role <> 'toolResult' "
+        total: int | None = None
+        offset = 0
+        if window.offset is not None:
+            cursor.execute(
+                f"SELECT COUNT(*) AS n FROM {self.events} e "
+                f"WHERE originator_id = {m} AND role IS NOT NULL {role_filter}",
+                (stream,),
+            )
+            total = int(cursor.fetchone()["n"])
+            offset = window.offset
+            if offset >= total:
+                return None
+        # The session's own view is its line unless cleaning changed it; another
+        # session's, the masked one unless masking changed nothing.
+        text = (
+            "COALESCE(h.other, h.own, {line})" if view.masked else "COALESCE(h.own, {line})"
+        ).format(line=self.dialect_view_line)
+        redacted = "h.other IS NOT NULL" if view.masked else "0"
+        cursor.execute(
+            "SELECT group_concat(v, ',') AS messages, COUNT(*) AS n, COUNT(body) AS lines, "
+            "MIN(ver) AS first, MAX(exact) AS exact, MAX(red) AS redacted, "
+            "SUM(length(CAST(v AS BLOB))) AS size, MAX(s.view_stamp) AS stamp, "
+            "MAX(s.view_since) AS since, MAX(s.view_upto) AS upto, MAX(s.version) AS version "
+            f"FROM (SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
+            f"WHERE id = {m}) s, (SELECT * FROM ("
+            f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
+            f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
+            f"FROM {self.events} e LEFT JOIN {self.views_table} h "
+            "ON h.originator_id = e.originator_id AND h.originator_version = e.originator_version "
+            f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
+            f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) "
+            "ORDER BY ver) w",
+            (found.id.hex, stream, window.limit, offset),
+        )
+        got = cursor.fetchone()
+        count = int(got["n"])
+        stamp, since, upto = got["stamp"], got["since"], got["upto"]
+        if (
+            not count
+            or got["lines"] != count
+            or stamp is None
+            or since is None
+            or upto is None
+            or int(upto) != int(got["version"])
+            or int(got["first"]) < int(since)
+            or int(got["exact"]) >= UNRENDERED
+        ):
+            return None
+        if view.masked:
+            if stamp != view.stamp:
+                return None
+        elif stamp.partition(":")[0] != view.stamp.partition(":")[0]:
+            # The own view depends on the rendering only, not on the patterns.
+            return None
+        size = int(got["size"]) + count + 1
+        if size > view.max_bytes:
+            return None
+        return RenderedWindow(
+            messages=f"[{got['messages']}]",
+            count=count,
+            size=size,
+            redacted=bool(got["redacted"]),
+            exact=bool(got["exact"]),
+            total=total,
+        )
 
     def transcript_page(
         self,
@@ -1033,6 +1287,11 @@ class SqlReadModel:
             "session_streams": members,
             "runs": runs,
         }
+
+
+def _sql_text(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def escape_like(text: str) -> str:

@@ -74,6 +74,8 @@ _MESSAGE_HEAD = b'{"message":'
 MESSAGE_BODY_OFFSET = len(_MESSAGE_HEAD)
 """Where the transcript line starts in a v3 message's stored bytes (0-based)."""
 _PROVENANCE = b',"provenance":'
+PROVENANCE_MARKER = _PROVENANCE
+"""What stands between a v3 message's line and its provenance in its stored bytes."""
 _DECODER = json.JSONDecoder()
 
 

@@ -53,6 +53,8 @@ class SqlDialect:
     """A store distributed by session (Citus, ADR 0051): what a join of two event or chain
     rows of one stream adds (``{a}`` and ``{b}``, the two sides' names), so that it joins
     on the distribution column and stays within a shard."""
+    text_of: Callable[[str], str] = lambda blob: f"CAST({blob} AS TEXT)"
+    """An expression reading the UTF-8 bytes ``blob`` (an SQL expression) as text."""
     history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
     """Storage v3 (ADR 0036): an inserted record's (role, body, provenance) history
     columns, from its topic and bytes."""

@@ -74,7 +74,11 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         dialect = sqlite_dialect()
         self.read_model = SqlReadModel(
-            dialect, kind_of=no_kind, transcript_in_log=True, session_columns=True
+            dialect,
+            kind_of=no_kind,
+            transcript_in_log=True,
+            session_columns=True,
+            history_views=True,
         )
         self.chain = SqlChain(replace(dialect, history_columns=history_columns_of))
         self.transcript_search = SqlTranscriptSearch(self.read_model, sqlite_search.SEARCH_SQL)
@@ -107,6 +111,15 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
         elif chain_kind is None:
             with self.datastore.transaction(commit=True) as c:
                 for statement in sqlite_format.finish_statements():
+                    c.execute(statement)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT name FROM pragma_table_info('sw_sessions')")
+            altered = self.read_model.missing_view_columns({row[0] for row in c.fetchall()})
+        if altered:
+            # A file made before history views (ADR 0054): its messages' views are
+            # rendered on read until they are written again.
+            with self.datastore.transaction(commit=True) as c:
+                for statement in altered:
                     c.execute(statement)
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT name FROM pragma_table_info('sw_checkpoints')")
@@ -145,7 +158,7 @@ class SQLiteSessionRecorder(RecordsReadModels, SQLiteApplicationRecorder):
         insert_rows(c, stored_events, links)
         changes: ReadModelChanges | None = kwargs.get(READ_MODEL_KEY)
         if changes:
-            self.read_model.write(c, changes)
+            self.read_model.write(c, changes, stored_events)
         return [link.notification_id for link in links]
 
 

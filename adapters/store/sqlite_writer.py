@@ -209,7 +209,7 @@ class SQLiteWriter:
         links = chain(records, head=self._head(cursor), previous_streams=previous_streams)
         insert_rows(cursor, save.stored, links)
         if save.changes:
-            self.read_model.write(cursor, save.changes)
+            self.read_model.write(cursor, save.changes, save.stored)
         return links
 
     def _position(self, cursor: Any) -> int:

@@ -117,6 +117,37 @@ class TranscriptPage:
 
 
 @dataclass(frozen=True)
+class ViewWanted:
+    """How the reader of a window reads it, for a store that keeps history views rendered
+    when messages are written (ADR 0054)."""
+
+    masked: bool
+    """Another session reads it: the masked view (the session's own view otherwise)."""
+    stamp: str
+    """``view_stamp`` of the reader's redactor: a view rendered under another is not used."""
+    max_bytes: int
+    """A window whose JSON array is larger is not rendered: the reader drops its oldest
+    messages (``sessions_history``'s byte cap)."""
+
+
+@dataclass(frozen=True)
+class RenderedWindow:
+    """A window as its reader reads it, from the stored views: one JSON array."""
+
+    messages: str
+    """The window's messages as one JSON array text, oldest first."""
+    count: int
+    size: int
+    """The array's length in bytes (UTF-8)."""
+    redacted: bool
+    """Masking changed a message of it."""
+    exact: bool
+    """Only the standard library's ``json.loads`` reads it exactly (a long number)."""
+    total: int | None = None
+    """The view's size, for a window with an ``offset``."""
+
+
+@dataclass(frozen=True)
 class TranscriptWindow:
     """Which of a session's messages to read: ``transcript``'s newest ``limit`` when
     ``offset`` is None, else ``transcript_page``'s window."""
@@ -124,6 +155,9 @@ class TranscriptWindow:
     limit: int
     include_tools: bool
     offset: int | None = None
+    view: ViewWanted | None = None
+    """Set: the window rendered from the stored views when every message of it has one
+    rendered for this reader (``SessionTranscript.rendered``)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +169,9 @@ class SessionTranscript:
     """None when the session was not found or its messages were not wanted."""
     total: int | None = None
     """The view's size, for a window with an ``offset``."""
+    rendered: RenderedWindow | None = None
+    """The window as the reader reads it, when the window asked for it (``view``) and the
+    store had it; ``messages`` is then None."""
 
 
 class SessionReadModel(ABC):

@@ -89,7 +89,7 @@ async def read_session(
         )
 
     read = await context.store.read(_session_transcript, key, window, reachable)
-    if read.session is not None and read.messages is not None:
+    if read.session is not None and (read.messages is not None or read.rendered is not None):
         return read.session, read
     stored = await _resolved(context, raw, key, read.session, access)
     return stored, await context.store.read(_transcript_of, stored, window)

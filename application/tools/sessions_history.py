@@ -8,9 +8,16 @@ what it left out; nothing is dropped silently.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import orjson
 from sessionwire.application.context import ToolContext
 from sessionwire.application.forks import forked_window
-from sessionwire.application.ports.session_read_model import TranscriptWindow
+from sessionwire.application.ports.session_read_model import (
+    RenderedWindow,
+    TranscriptWindow,
+)
 from sessionwire.application.tools.params import SessionsHistoryParams
 from sessionwire.application.tools.results import ReadAnswer, SessionsHistoryAnswer
 from sessionwire.application.tools.session_refs import read_session
@@ -20,8 +27,15 @@ MAX_HISTORY_BYTES = 6 * 1024 * 1024
 
 async def sessions_history(context: ToolContext, params: SessionsHistoryParams) -> ReadAnswer:
     offset = params.offset
-    window = TranscriptWindow(limit=params.limit, include_tools=params.includeTools, offset=offset)
+    window = TranscriptWindow(
+        limit=params.limit,
+        include_tools=params.includeTools,
+        offset=offset,
+        view=context.view_wanted(params.sessionKey, MAX_HISTORY_BYTES),
+    )
     stored, read = await read_session(context, params.sessionKey, access="history", window=window)
+    if read.rendered is not None:
+        return rendered_answer(context, stored.state.key, read.rendered, offset)
     texts, total = read.messages or [], read.total
     inherited = 0
     point = stored.state.forked_from
@@ -51,16 +65,47 @@ async def sessions_history(context: ToolContext, params: SessionsHistoryParams) 
         "bytes": size,
     }
     if offset is not None and total is not None:
-        # The next page starts right before the oldest message returned, so the messages
-        # the byte cap left out of this page open the next one.
-        next_offset = offset + len(kept)
-        has_more = next_offset < total
-        answer["offset"] = offset
-        answer["totalMessages"] = total
-        answer["hasMore"] = has_more
-        if has_more:
-            answer["nextOffset"] = next_offset
+        paged(answer, offset, len(kept), total)
     return ReadAnswer(answer)
+
+
+def rendered_answer(
+    context: ToolContext, key: str, rendered: RenderedWindow, offset: int | None
+) -> ReadAnswer:
+    """The answer from a window the store read as this reader reads it (ADR 0054): the
+    stored views' one JSON array, decoded once; within the byte cap, so nothing dropped."""
+    messages: list[dict[str, Any]]
+    if rendered.exact:
+        messages = json.loads(rendered.messages)
+    else:
+        try:
+            messages = orjson.loads(rendered.messages)
+        except orjson.JSONDecodeError:  # a number orjson refuses (NaN, 1e400)
+            messages = json.loads(rendered.messages)
+    answer: SessionsHistoryAnswer = {
+        "sessionKey": context.display_key(key),
+        "messages": messages,
+        "truncated": False,
+        "droppedMessages": False,
+        "contentTruncated": False,
+        "contentRedacted": rendered.redacted,
+        "bytes": rendered.size,
+    }
+    if offset is not None and rendered.total is not None:
+        paged(answer, offset, rendered.count, rendered.total)
+    return ReadAnswer(answer)
+
+
+def paged(answer: SessionsHistoryAnswer, offset: int, returned: int, total: int) -> None:
+    """A page's fields: the next page starts right before the oldest message returned, so
+    the messages the byte cap left out of this page open the next one."""
+    next_offset = offset + returned
+    has_more = next_offset < total
+    answer["offset"] = offset
+    answer["totalMessages"] = total
+    answer["hasMore"] = has_more
+    if has_more:
+        answer["nextOffset"] = next_offset
 
 
 def cap_bytes(texts: list[str], limit: int) -> list[str]:
