@@ -100,6 +100,8 @@ def wire_service(
         rules=config.key_rules,
         budgets=budgets,
     )
+    # An exchange's step on a run's end commits with that end (ADR 0057).
+    run_engine.outcome_reactions.append(exchanges.record_with_outcome)
     # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
     # when their run ends.
     pushes = RunPushes(

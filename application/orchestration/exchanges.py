@@ -21,6 +21,7 @@ from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
+from sessionwire.application.unit_of_work import UnitOfWork
 from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
 from sessionwire.domain.exchange import (
     AwaitPrimary,
@@ -31,6 +32,7 @@ from sessionwire.domain.exchange import (
     ExchangeState,
     SkipAnnounce,
     StartRun,
+    exchange_id_for,
 )
 from sessionwire.domain.keys import KeyRules, agent_id_of
 from sessionwire.domain.outbox import OutboundDelivery
@@ -73,6 +75,39 @@ class ExchangeDriver(ProcessManager[Exchange]):
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
 
+    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> None:
+        """The run's end as its exchange's step, in the unit of work recording that end
+        (ADR 0057): the reply (or failure) and the decisions that need no I/O after it
+        (the loop's end, a skipped announce, the close) commit with the run's outcome.
+
+        Only when the exchange waits for exactly this run; anything else (no exchange,
+        a step recorded already, a read that fails) leaves the step to the driver, which
+        records it after ``runs.wait`` as before: the reaction is a shortcut, never the
+        only way a step is taken."""
+        exchange_id = _exchange_of(run.state)
+        if exchange_id is None:
+            return
+        try:
+            stored = await self.store.work(exchange_id)
+        except Exception:  # the driver records the step: it reads the store again
+            self.log.warning("exchange not read with its run's outcome", run_id=str(run.id))
+            return
+        if stored is None:
+            return
+        exchange = stored.to_aggregate(Exchange, ExchangeState)
+        step = exchange.next_step()
+        now = self.clock.now()
+        if isinstance(step, AwaitPrimary) and step.run_id == run.state.run_id:
+            exchange.record_round_one(
+                run_state_reply(run.state), at=now, failure=run_state_failure(run.state)
+            )
+        elif isinstance(step, StartRun) and step.run_id == run.id:
+            record_step_outcome(exchange, step, run.state, at=now)
+        else:
+            return
+        take_decisions(exchange, at=now)
+        uow.add(exchange)
+
     async def take(
         self,
         exchange: Exchange,
@@ -80,18 +115,25 @@ class ExchangeDriver(ProcessManager[Exchange]):
     ) -> None:
         if isinstance(step, AwaitPrimary):
             state = await self.runs.wait(UUID(step.run_id))
+            fresh = await self.load(exchange.id)
+            if fresh is None or fresh.next_step() != step:
+                return  # recorded with the run's outcome (or by another gateway)
+            exchange = fresh
             exchange.record_round_one(
                 run_state_reply(state), at=self.clock.now(), failure=run_state_failure(state)
             )
-        elif isinstance(step, EndLoop):
-            exchange.end_loop(step.reason, at=self.clock.now())
+            take_decisions(exchange, at=self.clock.now())
         elif isinstance(step, StartRun):
             await self._run_step(exchange, step)
             return
-        elif isinstance(step, SkipAnnounce):
-            now = self.clock.now()
-            exchange.skip_announce(step.reason, at=now)
-            exchange.close(f"announce skipped: {step.reason}", at=now)
+        elif isinstance(step, EndLoop | SkipAnnounce | Close):
+            take_decisions(exchange, at=self.clock.now())
+            following = exchange.next_step()
+            if isinstance(following, StartRun):
+                # The decisions go with the next run's start (one commit): a crash
+                # before it leaves them undecided, and the restart decides them again.
+                await self._run_step(exchange, following)
+                return
         elif isinstance(step, Deliver):
             retry = await self._deliver(exchange, step)
             if retry is not None:
@@ -99,8 +141,6 @@ class ExchangeDriver(ProcessManager[Exchange]):
                 await self.store.save(exchange, retry)
                 self.outbox.start(retry.id)
                 return
-        else:
-            exchange.close(step.reason, at=self.clock.now())
         await self.store.save(exchange)
 
     async def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
@@ -150,6 +190,10 @@ class ExchangeDriver(ProcessManager[Exchange]):
                     sender_key=_other_side(exchange.state, step.session_key),
                 )
                 await self.runs.ensure_started(run, exchange, absent=new)
+                if exchange.pending_events:
+                    # The run existed (started before a crash, or by another gateway),
+                    # so nothing was saved with it: the decisions carried here are.
+                    await self.store.save(exchange)
         if exceeded is not None:
             assert chain is not None
             refusal = exceeded.refusal()
@@ -171,12 +215,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
         if exchange.next_step() != step:
             return  # recorded meanwhile (another gateway)
         now = self.clock.now()
-        reply = run_state_reply(state)
-        if step.step == "announce":
-            exchange.record_announce_reply(reply, at=now)
-        else:
-            failed = None if state.status == "ok" else (state.error or state.status)
-            exchange.record_turn(step, reply=reply, failed=failed, at=now)
+        record_step_outcome(exchange, step, state, at=now)
+        take_decisions(exchange, at=now)
         await self.store.save(exchange)
 
     @staticmethod
@@ -238,6 +278,45 @@ class ExchangeDriver(ProcessManager[Exchange]):
         )
         exchange.close("announce delivered", at=now)
         return None
+
+
+def record_step_outcome(
+    exchange: Exchange, step: StartRun, state: RunState, *, at: datetime
+) -> None:
+    """A turn's or the announce run's end, on the exchange."""
+    reply = run_state_reply(state)
+    if step.step == "announce":
+        exchange.record_announce_reply(reply, at=at)
+    else:
+        failed = None if state.status == "ok" else (state.error or state.status)
+        exchange.record_turn(step, reply=reply, failed=failed, at=at)
+
+
+def take_decisions(exchange: Exchange, *, at: datetime) -> None:
+    """Take the exchange's next steps while they need nothing but its state (the loop's
+    end, a skipped announce, the close): they are recorded with whatever is saved next,
+    not each in a commit of its own (ADR 0057)."""
+    while True:
+        step = exchange.next_step()
+        if isinstance(step, EndLoop):
+            exchange.end_loop(step.reason, at=at)
+        elif isinstance(step, SkipAnnounce):
+            exchange.skip_announce(step.reason, at=at)
+            exchange.close(f"announce skipped: {step.reason}", at=at)
+        elif isinstance(step, Close):
+            exchange.close(step.reason, at=at)
+        else:
+            return
+
+
+def _exchange_of(state: RunState) -> UUID | None:
+    """The exchange a run is a step of: its turns and announce name it; a primary run's
+    is derived from its id (a primary run of no exchange has none stored)."""
+    if state.exchange_id is not None:
+        return UUID(state.exchange_id)
+    if state.step == "primary":
+        return exchange_id_for(UUID(state.run_id))
+    return None
 
 
 def _other_side(state: ExchangeState, session_key: str) -> str:

@@ -300,6 +300,10 @@ class RunEngine:
         (ADR 0034), so no run is admitted into its trace on a count missing that usage."""
         self.run_ended: Callable[[RunState], None] = lambda state: None
         """Called once a run's outcome is recorded here (the trace budget's cancel)."""
+        self.outcome_reactions: list[OutcomeReaction] = []
+        """The process managers' share of a run's end (ADR 0057): each may add to the
+        unit of work that records the outcome what its aggregate decides on it (the
+        exchange's next steps, say), so the end and the reaction are one commit."""
         # Runtime calls of this engine's runs cancelled at their timeout (or cancel), kept
         # until they stop (one may ignore cancellation): this gateway's close waits for
         # its own only.
@@ -932,6 +936,9 @@ class RunEngine:
                             )
                 except (RunAlreadyEnded, SessionClosed) as error:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
+                if run.state.ended:
+                    for react in self.outcome_reactions:
+                        await react(uow, run)
                 await uow.commit()
         return run
 
@@ -991,6 +998,10 @@ class WorkClock(Clock):
 
 
 ToolCall = Callable[..., Awaitable[dict[str, Any]]]
+
+OutcomeReaction = Callable[[UnitOfWork, Run], Awaitable[None]]
+"""Adds to the outcome's unit of work what follows from the ended run; it raises
+nothing (a reaction that cannot decide leaves the step to its driver)."""
 
 
 def _tool_caller(
