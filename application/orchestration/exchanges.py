@@ -9,6 +9,7 @@ already started is awaited, not started twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -75,7 +76,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
 
-    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> None:
+    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> Callable[[], None] | None:
         """The run's end as its exchange's step, in the unit of work recording that end
         (ADR 0057): the reply (or failure) and the decisions that need no I/O after it
         (the loop's end, a skipped announce, the close) commit with the run's outcome.
@@ -86,27 +87,29 @@ class ExchangeDriver(ProcessManager[Exchange]):
         only way a step is taken."""
         exchange_id = _exchange_of(run.state)
         if exchange_id is None:
-            return
+            return None
         try:
             stored = await self.store.work(exchange_id)
+            if stored is None:
+                return None
+            exchange = stored.to_aggregate(Exchange, ExchangeState)
+            step = exchange.next_step()
+            now = self.clock.now()
+            if isinstance(step, AwaitPrimary) and step.run_id == run.state.run_id:
+                exchange.record_round_one(
+                    run_state_reply(run.state), at=now, failure=run_state_failure(run.state)
+                )
+            elif isinstance(step, StartRun) and step.run_id == run.id:
+                record_step_outcome(exchange, step, run.state, at=now)
+            else:
+                return None
+            take_decisions(exchange, at=now)
+            queue = await self._start_with_outcome(uow, exchange, at=now)
         except Exception:  # the driver records the step: it reads the store again
             self.log.warning("exchange not read with its run's outcome", run_id=str(run.id))
-            return
-        if stored is None:
-            return
-        exchange = stored.to_aggregate(Exchange, ExchangeState)
-        step = exchange.next_step()
-        now = self.clock.now()
-        if isinstance(step, AwaitPrimary) and step.run_id == run.state.run_id:
-            exchange.record_round_one(
-                run_state_reply(run.state), at=now, failure=run_state_failure(run.state)
-            )
-        elif isinstance(step, StartRun) and step.run_id == run.id:
-            record_step_outcome(exchange, step, run.state, at=now)
-        else:
-            return
-        take_decisions(exchange, at=now)
+            return None
         uow.add(exchange)
+        return queue
 
     async def take(
         self,
@@ -172,23 +175,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         # The trace's budget (decision 31) bounds the loop's turns and its announce too.
         async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
             if exceeded is None:
-                if step.step == "announce":
-                    exchange.request_announce(step.run_id, at=now)
-                run = Run.start(
-                    run_id=step.run_id,
-                    session_key=step.session_key,
-                    agent_id=agent_id_of(step.session_key),
-                    step=step.step,
-                    message=step.message,
-                    context=step.context,
-                    timeout_seconds=self.run_timeout_seconds,
-                    requester_key=exchange.state.requester_key,
-                    exchange_id=str(exchange.id),
-                    turn=step.turn,
-                    at=now,
-                    causality=chain,
-                    sender_key=_other_side(exchange.state, step.session_key),
-                )
+                run = self._start_step_run(exchange, step, at=now)
                 await self.runs.ensure_started(run, exchange, absent=new)
                 if exchange.pending_events:
                     # The run existed (started before a crash, or by another gateway),
@@ -218,6 +205,48 @@ class ExchangeDriver(ProcessManager[Exchange]):
         record_step_outcome(exchange, step, state, at=now)
         take_decisions(exchange, at=now)
         await self.store.save(exchange)
+
+    def _start_step_run(self, exchange: Exchange, step: StartRun, *, at: datetime) -> Run:
+        """The run of a turn or of the announce (and, for the announce, its request)."""
+        if step.step == "announce":
+            exchange.request_announce(step.run_id, at=at)
+        return Run.start(
+            run_id=step.run_id,
+            session_key=step.session_key,
+            agent_id=agent_id_of(step.session_key),
+            step=step.step,
+            message=step.message,
+            context=step.context,
+            timeout_seconds=self.run_timeout_seconds,
+            requester_key=exchange.state.requester_key,
+            exchange_id=str(exchange.id),
+            turn=step.turn,
+            at=at,
+            causality=step.causality,
+            sender_key=_other_side(exchange.state, step.session_key),
+        )
+
+    async def _start_with_outcome(
+        self, uow: UnitOfWork, exchange: Exchange, *, at: datetime
+    ) -> Callable[[], None] | None:
+        """The next turn or the announce, started in the outcome's commit when nothing
+        but the store decides it: no trace budget to ask (its count must hold the usage
+        this very commit records, so with one configured the driver starts it after),
+        the send policy read here. The run is queued once the commit is in."""
+        step = exchange.next_step()
+        if not isinstance(step, StartRun):
+            return None
+        if step.causality is not None and self.budgets.configured:
+            return None
+        if await self.store.work(step.run_id) is not None:
+            return None  # started already: the driver awaits it
+        denied_by = await self._send_denied(step.session_key)
+        if denied_by is not None:
+            self._block(exchange, step, denied_by, at=at)
+            take_decisions(exchange, at=at)
+            return None
+        run = uow.add(self._start_step_run(exchange, step, at=at))
+        return lambda: self.runs.enqueue(run.id, run.state.session_key)
 
     @staticmethod
     def _block(exchange: Exchange, step: StartRun, rule: str, *, at: datetime) -> None:

@@ -354,7 +354,9 @@ class RunEngine:
                 existing = await self.load(run.id)
                 if existing is None:
                     raise
-        if not existing.state.ended:
+        if not existing.state.ended and existing.id not in self._queued:
+            # Not queued here (started before a restart, or by another gateway): queued,
+            # so it runs and whoever waits here hears its end.
             self.enqueue(existing.id, existing.state.session_key)
 
     def enqueue(self, run_id: UUID, session_key: str) -> None:
@@ -936,10 +938,15 @@ class RunEngine:
                             )
                 except (RunAlreadyEnded, SessionClosed) as error:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
+                then: list[Callable[[], None]] = []
                 if run.state.ended:
                     for react in self.outcome_reactions:
-                        await react(uow, run)
+                        after = await react(uow, run)
+                        if after is not None:
+                            then.append(after)
                 await uow.commit()
+                for after in then:
+                    after()  # what the reactions started is queued once it is recorded
         return run
 
     async def _record_question(
@@ -999,9 +1006,10 @@ class WorkClock(Clock):
 
 ToolCall = Callable[..., Awaitable[dict[str, Any]]]
 
-OutcomeReaction = Callable[[UnitOfWork, Run], Awaitable[None]]
-"""Adds to the outcome's unit of work what follows from the ended run; it raises
-nothing (a reaction that cannot decide leaves the step to its driver)."""
+OutcomeReaction = Callable[[UnitOfWork, Run], Awaitable[Callable[[], None] | None]]
+"""Adds to the outcome's unit of work what follows from the ended run, and returns what
+to do once that is committed (queue a run it started), if anything; it raises nothing (a
+reaction that cannot decide leaves the step to its driver)."""
 
 
 def _tool_caller(
