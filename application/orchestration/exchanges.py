@@ -121,30 +121,22 @@ class ExchangeDriver(ProcessManager[Exchange]):
             fresh = await self.load(exchange.id)
             if fresh is None or fresh.next_step() != step:
                 return  # recorded with the run's outcome (or by another gateway)
-            exchange = fresh
-            exchange.record_round_one(
+            fresh.record_round_one(
                 run_state_reply(state), at=self.clock.now(), failure=run_state_failure(state)
             )
-            take_decisions(exchange, at=self.clock.now())
+            await self._save_with_next_run(fresh)
         elif isinstance(step, StartRun):
             await self._run_step(exchange, step)
-            return
         elif isinstance(step, EndLoop | SkipAnnounce | Close):
-            take_decisions(exchange, at=self.clock.now())
-            following = exchange.next_step()
-            if isinstance(following, StartRun):
-                # The decisions go with the next run's start (one commit): a crash
-                # before it leaves them undecided, and the restart decides them again.
-                await self._run_step(exchange, following)
-                return
-        elif isinstance(step, Deliver):
+            await self._save_with_next_run(exchange)
+        else:
             retry = await self._deliver(exchange, step)
-            if retry is not None:
+            if retry is None:
+                await self.store.save(exchange)
+            else:
                 # The failure and the outbox entry that retries it are recorded together.
                 await self.store.save(exchange, retry)
                 self.outbox.start(retry.id)
-                return
-        await self.store.save(exchange)
 
     async def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
         """The rule that denies sends into ``session_key`` now, or None (decision 10)."""
@@ -201,10 +193,19 @@ class ExchangeDriver(ProcessManager[Exchange]):
         exchange = await self.load(exchange.id) or exchange
         if exchange.next_step() != step:
             return  # recorded meanwhile (another gateway)
-        now = self.clock.now()
-        record_step_outcome(exchange, step, state, at=now)
-        take_decisions(exchange, at=now)
-        await self.store.save(exchange)
+        record_step_outcome(exchange, step, state, at=self.clock.now())
+        await self._save_with_next_run(exchange)
+
+    async def _save_with_next_run(self, exchange: Exchange) -> None:
+        """Take the decisions due and save them, with the next run's start if one is
+        next (one commit): a crash before it leaves them undecided, and the restart
+        decides them again from the same state."""
+        take_decisions(exchange, at=self.clock.now())
+        following = exchange.next_step()
+        if isinstance(following, StartRun):
+            await self._run_step(exchange, following)
+        else:
+            await self.store.save(exchange)
 
     def _start_step_run(self, exchange: Exchange, step: StartRun, *, at: datetime) -> Run:
         """The run of a turn or of the announce (and, for the announce, its request)."""
