@@ -9,7 +9,9 @@ already started is awaited, not started twice.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -72,6 +74,14 @@ class ExchangeDriver(ProcessManager[Exchange]):
         self.send_policy = send_policy
         self.rules = rules
         self.budgets = budgets
+        self._shortcuts: dict[UUID, Shortcut] = {}
+        """Per exchange driven here, what its last reaction committed: the driver that
+        waited for that run need not read the store to learn it (ADR 0057)."""
+
+    def _forget(self, aggregate_id: UUID, task: Any) -> None:
+        super()._forget(aggregate_id, task)
+        if aggregate_id not in self._tasks:
+            self._shortcuts.pop(aggregate_id, None)
 
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
@@ -104,12 +114,23 @@ class ExchangeDriver(ProcessManager[Exchange]):
             else:
                 return None
             take_decisions(exchange, at=now)
-            queue = await self._start_with_outcome(uow, exchange, at=now)
+            started = await self._start_with_outcome(exchange, at=now)
         except Exception:  # the driver records the step: it reads the store again
             self.log.warning("exchange not read with its run's outcome", run_id=str(run.id))
             return None
+        if started is not None:
+            uow.add(started)  # before the exchange, as a driver saves them (the run first)
         uow.add(exchange)
-        return queue
+
+        def committed() -> None:
+            if started is not None:
+                self.runs.enqueue(started.id, started.state.session_key)
+            if exchange.id in self._tasks:
+                self._shortcuts[exchange.id] = Shortcut(
+                    recorded=run.id, started=started.id if started else None
+                )
+
+        return committed
 
     async def take(
         self,
@@ -118,6 +139,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
     ) -> None:
         if isinstance(step, AwaitPrimary):
             state = await self.runs.wait(UUID(step.run_id))
+            if self._recorded_here(exchange.id, UUID(step.run_id)):
+                return
             fresh = await self.load(exchange.id)
             if fresh is None or fresh.next_step() != step:
                 return  # recorded with the run's outcome (or by another gateway)
@@ -146,7 +169,32 @@ class ExchangeDriver(ProcessManager[Exchange]):
         decision = self.send_policy.decide(stored.state.policy_target(self.rules), channel=channel)
         return None if decision.allowed else decision.rule
 
+    def _recorded_here(self, exchange_id: UUID, run_id: UUID) -> bool:
+        """Whether the run's end, with the exchange's step on it, was committed here."""
+        shortcut = self._shortcuts.get(exchange_id)
+        return shortcut is not None and shortcut.recorded == run_id
+
     async def _run_step(self, exchange: Exchange, step: StartRun) -> None:
+        shortcut = self._shortcuts.get(exchange.id)
+        if shortcut is not None and shortcut.started == step.run_id and not exchange.pending_events:
+            # Started (and queued here) with the previous run's end: it is awaited.
+            self._shortcuts[exchange.id] = dataclasses.replace(shortcut, started=None)
+        else:
+            started = await self._start_run_step(exchange, step)
+            if not started:
+                return
+        state = await self.runs.wait(step.run_id)
+        assert state is not None
+        if self._recorded_here(exchange.id, step.run_id):
+            return
+        exchange = await self.load(exchange.id) or exchange
+        if exchange.next_step() != step:
+            return  # recorded meanwhile (another gateway)
+        record_step_outcome(exchange, step, state, at=self.clock.now())
+        await self._save_with_next_run(exchange)
+
+    async def _start_run_step(self, exchange: Exchange, step: StartRun) -> bool:
+        """Start (or find) the step's run, or record why it may not start (False)."""
         now = self.clock.now()
         # Each turn and the announce run are sends into a session: decided when the step
         # is first taken (a run already started is awaited, whatever the policy says now).
@@ -162,7 +210,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
                 rule=denied_by,
             )
             await self.store.save(exchange)
-            return
+            return False
         chain = step.causality
         # The trace's budget (decision 31) bounds the loop's turns and its announce too.
         async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
@@ -187,14 +235,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
                 target_key=step.session_key,
                 caller_run_id=None,
             )
-            return
-        state = await self.runs.wait(step.run_id)
-        assert state is not None
-        exchange = await self.load(exchange.id) or exchange
-        if exchange.next_step() != step:
-            return  # recorded meanwhile (another gateway)
-        record_step_outcome(exchange, step, state, at=self.clock.now())
-        await self._save_with_next_run(exchange)
+            return False
+        return True
 
     async def _save_with_next_run(self, exchange: Exchange) -> None:
         """Take the decisions due and save them, with the next run's start if one is
@@ -227,9 +269,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
             sender_key=_other_side(exchange.state, step.session_key),
         )
 
-    async def _start_with_outcome(
-        self, uow: UnitOfWork, exchange: Exchange, *, at: datetime
-    ) -> Callable[[], None] | None:
+    async def _start_with_outcome(self, exchange: Exchange, *, at: datetime) -> Run | None:
         """The next turn or the announce, started in the outcome's commit when nothing
         but the store decides it: no trace budget to ask (its count must hold the usage
         this very commit records, so with one configured the driver starts it after),
@@ -246,8 +286,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
             self._block(exchange, step, denied_by, at=at)
             take_decisions(exchange, at=at)
             return None
-        run = uow.add(self._start_step_run(exchange, step, at=at))
-        return lambda: self.runs.enqueue(run.id, run.state.session_key)
+        return self._start_step_run(exchange, step, at=at)
 
     @staticmethod
     def _block(exchange: Exchange, step: StartRun, rule: str, *, at: datetime) -> None:
@@ -308,6 +347,15 @@ class ExchangeDriver(ProcessManager[Exchange]):
         )
         exchange.close("announce delivered", at=now)
         return None
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """What an outcome reaction committed for an exchange driven here: the run whose
+    end it recorded the step of, and the run it started (queued here), if any."""
+
+    recorded: UUID
+    started: UUID | None
 
 
 def record_step_outcome(
