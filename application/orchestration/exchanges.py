@@ -10,7 +10,6 @@ already started is awaited, not started twice.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +18,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.runs import Reacted, RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
@@ -86,7 +85,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
 
-    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> Callable[[], None] | None:
+    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> Reacted | None:
         """The run's end as its exchange's step, in the unit of work recording that end
         (ADR 0057): the reply (or failure) and the decisions that need no I/O after it
         (the loop's end, a skipped announce, the close) commit with the run's outcome.
@@ -123,14 +122,12 @@ class ExchangeDriver(ProcessManager[Exchange]):
         uow.add(exchange)
 
         def committed() -> None:
-            if started is not None:
-                self.runs.enqueue(started.id, started.state.session_key)
             if exchange.id in self._tasks:
                 self._shortcuts[exchange.id] = Shortcut(
                     recorded=run.id, started=started.id if started else None
                 )
 
-        return committed
+        return Reacted(started=started, committed=committed)
 
     async def take(
         self,
@@ -273,7 +270,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
         """The next turn or the announce, started in the outcome's commit when nothing
         but the store decides it: no trace budget to ask (its count must hold the usage
         this very commit records, so with one configured the driver starts it after),
-        the send policy read here. The run is queued once the commit is in."""
+        the send policy read here. The engine queues it once the commit is in."""
         step = exchange.next_step()
         if not isinstance(step, StartRun):
             return None

@@ -2,12 +2,13 @@
 
 An exchange's run steps, turn records and messages are saved together: a process
 manager's step on a run's end (the exchange's reply, its loop's end, the start of its
-announce run; a spawn's child outcome) commits with that end, not in saves of its own.
+announce run, and its dispatch when it runs in the same session; a spawn's child
+outcome) commits with that end, not in saves of its own.
 Counted here per store transaction the gateway asks for (each one commit: one step's
 saves come one after another, so nothing groups them), on every store.
 
 Before ADR 0057 one ``sessions_send`` exchange (no ping-pong, announce skipped) was 10
-commits, one spawn 9; now 5 and 7.
+commits, one spawn 9; now 4 and 7.
 """
 
 from __future__ import annotations
@@ -113,15 +114,18 @@ async def send(gateway: Gateway) -> None:
     assert result["status"] == "ok", result
 
 
-async def test_an_exchange_is_five_commits_its_steps_with_the_runs_ends(store_url: str) -> None:
+async def test_an_exchange_is_four_commits_its_steps_with_the_runs_ends(store_url: str) -> None:
     async with opened(store_url, turns(0)) as gateway:
         commits = await counted(gateway, lambda: send(gateway))
-    assert len(commits.saves) == 5, commits.saves
-    # The target's reply, the loop's end and the announce run's start: one commit.
+    assert len(commits.saves) == 4, commits.saves
+    # The target's reply, the loop's end and the announce run's start and dispatch (in
+    # the same session: its actor runs it next, in the same lock hold): one commit.
     assert commits.with_event("RoundOneReplied") == [
         "RunCompleted",
         "MessageAppended",
+        "MessageAppended",
         "RunStarted",
+        "RunDispatched",
         "RoundOneReplied",
         "LoopEnded",
         "AnnounceRequested",
@@ -142,8 +146,9 @@ async def test_each_ping_pong_turn_starts_in_the_commit_that_ends_the_one_before
     async with opened(store_url, turns(2)) as gateway:
         commits = await counted(gateway, lambda: send(gateway))
     # Start, then per run (primary, two turns, announce) a dispatch and an end that
-    # records the exchange's step and starts the next run: 1 + 4 * 2.
-    assert len(commits.saves) == 9, commits.saves
+    # records the exchange's step and starts the next run: 1 + 4 * 2, less the announce's
+    # dispatch (in the target's session, as the second turn: dispatched with its end).
+    assert len(commits.saves) == 8, commits.saves
     assert sum(saved.count("RunStarted") for saved in commits.saves) == 4
     assert [saved.count("PingPongTurn") for saved in commits.saves if "PingPongTurn" in saved] == [
         1,
