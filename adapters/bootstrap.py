@@ -100,6 +100,8 @@ def wire_service(
         rules=config.key_rules,
         budgets=budgets,
     )
+    # An exchange's (a spawn's) step on a run's end commits with that end (ADR 0057).
+    run_engine.outcome_reactions.append(exchanges.record_with_outcome)
     # Push requests (A2A push-notification configs, ADR 0035): queued in the outbox
     # when their run ends.
     pushes = RunPushes(
@@ -115,6 +117,7 @@ def wire_service(
         config=config,
         budgets=budgets,
     )
+    run_engine.outcome_reactions.append(spawns.record_with_outcome)
     # The process managers that start runs of their own when their time comes (a yield's
     # wake, a schedule's firing, decision 36) share what they are built on.
     timed: dict[str, Any] = {

@@ -50,6 +50,14 @@ class UnitOfWork:
             return None
         return self.add(stored.to_aggregate())
 
+    def loaded_session(self, key: str) -> Session | None:
+        """The session under canonical ``key`` this attempt loaded already (to change it
+        further: loading it again would drop what is pending on it), or None."""
+        for aggregate in self._seen.values():
+            if isinstance(aggregate, Session) and aggregate.state.key == key:
+                return aggregate
+        return None
+
     async def work(
         self, aggregate_id: UUID, cls: type[A], state_class: type[BaseModel]
     ) -> A | None:

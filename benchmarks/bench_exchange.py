@@ -17,7 +17,11 @@ Per exchange, over ``--exchanges`` of them after a warm-up:
   with raw ``sqlite3`` in the same durability (bench_core.RawSqlite, the peers' raw
   adapter), CPU and wall per exchange's worth.
 
-Rounds interleave the gateway's exchanges and the raw commits; medians of the rounds.
+The same for one ``sessions_spawn`` (``cron:requester`` spawns a sub-agent: its task run,
+its announce run, the report into the requester's transcript), then ``wait_idle``.
+
+Rounds interleave the gateway's exchanges, the raw commits, the spawns and theirs;
+medians of the rounds.
 
     .venv/bin/python benchmarks/bench_exchange.py [--rounds 3] [--exchanges 100] [--out FILE]
 """
@@ -32,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,11 @@ from sessionwire import Gateway
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.testing import ScriptedRuntime
 
+# The sub-agent's steps (bench_spawns.py's script): its task, and an announce that reports.
+SUBAGENT = [
+    {"step": "subagent_task", "reply": "done: {message}"},
+    {"step": "subagent_announce", "reply": "Result: done\nNotes: none"},
+]
 TARGET_COMMITS = 4
 TARGET_RATIO = 3.0
 WARM_UP = 10
@@ -66,7 +76,15 @@ async def _exchange(gateway: Gateway, index: int) -> None:
     await gateway.wait_idle()  # the announce step has ended too
 
 
-async def _ours(gateway: Gateway, exchanges: int, first: int) -> dict[str, float]:
+async def _spawn(gateway: Gateway, index: int) -> None:
+    result = await gateway.call_tool("cron:requester", "sessions_spawn", {"task": f"t{index}"})
+    assert result["status"] == "accepted", result
+    await gateway.wait_idle()  # the child has reported
+
+
+async def _ours(
+    gateway: Gateway, exchanges: int, first: int, step: Callable[[Gateway, int], Awaitable[None]]
+) -> dict[str, float]:
     store = store_of(gateway)
     writer = store.writer
     assert writer is not None, "a store with a writer thread"
@@ -75,7 +93,7 @@ async def _ours(gateway: Gateway, exchanges: int, first: int) -> dict[str, float
     events, commits = _events(gateway), writer.commits
     cpu, wall = _cpu(), time.perf_counter()
     for index in range(first, first + exchanges):
-        await _exchange(gateway, index)
+        await step(gateway, index)
     cpu, wall = _cpu() - cpu, time.perf_counter() - wall
     return {
         "events": (_events(gateway) - events) / exchanges,
@@ -102,7 +120,7 @@ async def measure(rounds: int, exchanges: int, folder: Path) -> dict[str, Any]:
     gateway = await Gateway.open(
         config=config_with(ping_pong_turns=0),
         store=f"sqlite:///{folder}/exchange.db",
-        runtime=ScriptedRuntime.from_dict(INSTANT),
+        runtime=ScriptedRuntime.from_dict({"rules": [*SUBAGENT, *INSTANT["rules"]]}),
     )
     raw = RawSqlite(folder, FULL)
     try:
@@ -110,13 +128,17 @@ async def measure(rounds: int, exchanges: int, folder: Path) -> dict[str, Any]:
             await gateway.record_message(key, role="user", content="hi")
         for index in range(WARM_UP):
             await _exchange(gateway, -1 - index)
-        ours, theirs = [], []
+            await _spawn(gateway, -1 - index)
+        result: dict[str, Any] = {"raw_settings": raw.settings()}
+        for side in ("ours", "raw", "spawn_ours", "spawn_raw"):
+            result[side] = []
         for number in range(rounds):
-            figures = await _ours(gateway, exchanges, number * exchanges)
-            ours.append(figures)
-            commits = max(1, round(figures["commits"] * exchanges))
-            theirs.append(_raw(raw, commits, figures["commits"]))
-        return {"ours": ours, "raw": theirs, "raw_settings": raw.settings()}
+            for kind, step in (("", _exchange), ("spawn_", _spawn)):
+                figures = await _ours(gateway, exchanges, number * exchanges, step)
+                result[f"{kind}ours"].append(figures)
+                commits = max(1, round(figures["commits"] * exchanges))
+                result[f"{kind}raw"].append(_raw(raw, commits, figures["commits"]))
+        return result
     finally:
         raw.close()
         await gateway.close()
@@ -135,7 +157,7 @@ def main() -> int:
             name: statistics.median(figures[name] for figures in result[side])
             for name in result[side][0]
         }
-        for side in ("ours", "raw")
+        for side in ("ours", "raw", "spawn_ours", "spawn_raw")
     }
     ours, raw = medians["ours"], medians["raw"]
     ratio = ours["cpu_ms"] / raw["cpu_ms"]
@@ -153,6 +175,13 @@ def main() -> int:
     print(
         f"  CPU ratio {ratio:.1f}x (target <= {TARGET_RATIO:g}x: "
         f"{'met' if ratio <= TARGET_RATIO else 'not met'})"
+    )
+    spawn, spawn_raw = medians["spawn_ours"], medians["spawn_raw"]
+    result.update(spawn_cpu_ratio=spawn["cpu_ms"] / spawn_raw["cpu_ms"])
+    print(
+        f"one sessions_spawn (child run, announce run, report): events {spawn['events']:.1f}, "
+        f"saves {spawn['saves']:.1f}, commits {spawn['commits']:.1f}, CPU {spawn['cpu_ms']:.2f} ms "
+        f"(the same raw commits {spawn_raw['cpu_ms']:.2f} ms: {result['spawn_cpu_ratio']:.1f}x)"
     )
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -9,6 +9,8 @@ already started is awaited, not started twice.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -16,11 +18,12 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.runs import Reacted, RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
+from sessionwire.application.unit_of_work import UnitOfWork
 from sessionwire.domain.agent_to_agent import reply_text, resolve_announce_target
 from sessionwire.domain.exchange import (
     AwaitPrimary,
@@ -31,6 +34,7 @@ from sessionwire.domain.exchange import (
     ExchangeState,
     SkipAnnounce,
     StartRun,
+    exchange_id_for,
 )
 from sessionwire.domain.keys import KeyRules, agent_id_of
 from sessionwire.domain.outbox import OutboundDelivery
@@ -69,9 +73,61 @@ class ExchangeDriver(ProcessManager[Exchange]):
         self.send_policy = send_policy
         self.rules = rules
         self.budgets = budgets
+        self._shortcuts: dict[UUID, Shortcut] = {}
+        """Per exchange driven here, what its last reaction committed: the driver that
+        waited for that run need not read the store to learn it (ADR 0057)."""
+
+    def _forget(self, aggregate_id: UUID, task: Any) -> None:
+        super()._forget(aggregate_id, task)
+        if aggregate_id not in self._tasks:
+            self._shortcuts.pop(aggregate_id, None)
 
     def log_context(self, aggregate: Exchange) -> dict[str, Any]:
         return {"session_key": aggregate.state.target_key}
+
+    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> Reacted | None:
+        """The run's end as its exchange's step, in the unit of work recording that end
+        (ADR 0057): the reply (or failure) and the decisions that need no I/O after it
+        (the loop's end, a skipped announce, the close) commit with the run's outcome.
+
+        Only when the exchange waits for exactly this run; anything else (no exchange,
+        a step recorded already, a read that fails) leaves the step to the driver, which
+        records it after ``runs.wait`` as before: the reaction is a shortcut, never the
+        only way a step is taken."""
+        exchange_id = _exchange_of(run.state)
+        if exchange_id is None:
+            return None
+        try:
+            stored = await self.store.work(exchange_id)
+            if stored is None:
+                return None
+            exchange = stored.to_aggregate(Exchange, ExchangeState)
+            step = exchange.next_step()
+            now = self.clock.now()
+            if isinstance(step, AwaitPrimary) and step.run_id == run.state.run_id:
+                exchange.record_round_one(
+                    run_state_reply(run.state), at=now, failure=run_state_failure(run.state)
+                )
+            elif isinstance(step, StartRun) and step.run_id == run.id:
+                record_step_outcome(exchange, step, run.state, at=now)
+            else:
+                return None
+            take_decisions(exchange, at=now)
+            started = await self._start_with_outcome(exchange, at=now)
+        except Exception:  # the driver records the step: it reads the store again
+            self.log.warning("exchange not read with its run's outcome", run_id=str(run.id))
+            return None
+        if started is not None:
+            uow.add(started)  # before the exchange, as a driver saves them (the run first)
+        uow.add(exchange)
+
+        def committed() -> None:
+            if exchange.id in self._tasks:
+                self._shortcuts[exchange.id] = Shortcut(
+                    recorded=run.id, started=started.id if started else None
+                )
+
+        return Reacted(started=started, committed=committed)
 
     async def take(
         self,
@@ -80,28 +136,27 @@ class ExchangeDriver(ProcessManager[Exchange]):
     ) -> None:
         if isinstance(step, AwaitPrimary):
             state = await self.runs.wait(UUID(step.run_id))
-            exchange.record_round_one(
+            if self._recorded_here(exchange.id, UUID(step.run_id)):
+                return
+            fresh = await self.load(exchange.id)
+            if fresh is None or fresh.next_step() != step:
+                return  # recorded with the run's outcome (or by another gateway)
+            fresh.record_round_one(
                 run_state_reply(state), at=self.clock.now(), failure=run_state_failure(state)
             )
-        elif isinstance(step, EndLoop):
-            exchange.end_loop(step.reason, at=self.clock.now())
+            await self._save_with_next_run(fresh)
         elif isinstance(step, StartRun):
             await self._run_step(exchange, step)
-            return
-        elif isinstance(step, SkipAnnounce):
-            now = self.clock.now()
-            exchange.skip_announce(step.reason, at=now)
-            exchange.close(f"announce skipped: {step.reason}", at=now)
-        elif isinstance(step, Deliver):
+        elif isinstance(step, EndLoop | SkipAnnounce | Close):
+            await self._save_with_next_run(exchange)
+        else:
             retry = await self._deliver(exchange, step)
-            if retry is not None:
+            if retry is None:
+                await self.store.save(exchange)
+            else:
                 # The failure and the outbox entry that retries it are recorded together.
                 await self.store.save(exchange, retry)
                 self.outbox.start(retry.id)
-                return
-        else:
-            exchange.close(step.reason, at=self.clock.now())
-        await self.store.save(exchange)
 
     async def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
         """The rule that denies sends into ``session_key`` now, or None (decision 10)."""
@@ -111,7 +166,32 @@ class ExchangeDriver(ProcessManager[Exchange]):
         decision = self.send_policy.decide(stored.state.policy_target(self.rules), channel=channel)
         return None if decision.allowed else decision.rule
 
+    def _recorded_here(self, exchange_id: UUID, run_id: UUID) -> bool:
+        """Whether the run's end, with the exchange's step on it, was committed here."""
+        shortcut = self._shortcuts.get(exchange_id)
+        return shortcut is not None and shortcut.recorded == run_id
+
     async def _run_step(self, exchange: Exchange, step: StartRun) -> None:
+        shortcut = self._shortcuts.get(exchange.id)
+        if shortcut is not None and shortcut.started == step.run_id and not exchange.pending_events:
+            # Started (and queued here) with the previous run's end: it is awaited.
+            self._shortcuts[exchange.id] = dataclasses.replace(shortcut, started=None)
+        else:
+            started = await self._start_run_step(exchange, step)
+            if not started:
+                return
+        state = await self.runs.wait(step.run_id)
+        assert state is not None
+        if self._recorded_here(exchange.id, step.run_id):
+            return
+        exchange = await self.load(exchange.id) or exchange
+        if exchange.next_step() != step:
+            return  # recorded meanwhile (another gateway)
+        record_step_outcome(exchange, step, state, at=self.clock.now())
+        await self._save_with_next_run(exchange)
+
+    async def _start_run_step(self, exchange: Exchange, step: StartRun) -> bool:
+        """Start (or find) the step's run, or record why it may not start (False)."""
         now = self.clock.now()
         # Each turn and the announce run are sends into a session: decided when the step
         # is first taken (a run already started is awaited, whatever the policy says now).
@@ -127,29 +207,17 @@ class ExchangeDriver(ProcessManager[Exchange]):
                 rule=denied_by,
             )
             await self.store.save(exchange)
-            return
+            return False
         chain = step.causality
         # The trace's budget (decision 31) bounds the loop's turns and its announce too.
         async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
             if exceeded is None:
-                if step.step == "announce":
-                    exchange.request_announce(step.run_id, at=now)
-                run = Run.start(
-                    run_id=step.run_id,
-                    session_key=step.session_key,
-                    agent_id=agent_id_of(step.session_key),
-                    step=step.step,
-                    message=step.message,
-                    context=step.context,
-                    timeout_seconds=self.run_timeout_seconds,
-                    requester_key=exchange.state.requester_key,
-                    exchange_id=str(exchange.id),
-                    turn=step.turn,
-                    at=now,
-                    causality=chain,
-                    sender_key=_other_side(exchange.state, step.session_key),
-                )
+                run = self._start_step_run(exchange, step, at=now)
                 await self.runs.ensure_started(run, exchange, absent=new)
+                if exchange.pending_events:
+                    # The run existed (started before a crash, or by another gateway),
+                    # so nothing was saved with it: the decisions carried here are.
+                    await self.store.save(exchange)
         if exceeded is not None:
             assert chain is not None
             refusal = exceeded.refusal()
@@ -164,20 +232,58 @@ class ExchangeDriver(ProcessManager[Exchange]):
                 target_key=step.session_key,
                 caller_run_id=None,
             )
-            return
-        state = await self.runs.wait(step.run_id)
-        assert state is not None
-        exchange = await self.load(exchange.id) or exchange
-        if exchange.next_step() != step:
-            return  # recorded meanwhile (another gateway)
-        now = self.clock.now()
-        reply = run_state_reply(state)
-        if step.step == "announce":
-            exchange.record_announce_reply(reply, at=now)
+            return False
+        return True
+
+    async def _save_with_next_run(self, exchange: Exchange) -> None:
+        """Take the decisions due and save them, with the next run's start if one is
+        next (one commit): a crash before it leaves them undecided, and the restart
+        decides them again from the same state."""
+        take_decisions(exchange, at=self.clock.now())
+        following = exchange.next_step()
+        if isinstance(following, StartRun):
+            await self._run_step(exchange, following)
         else:
-            failed = None if state.status == "ok" else (state.error or state.status)
-            exchange.record_turn(step, reply=reply, failed=failed, at=now)
-        await self.store.save(exchange)
+            await self.store.save(exchange)
+
+    def _start_step_run(self, exchange: Exchange, step: StartRun, *, at: datetime) -> Run:
+        """The run of a turn or of the announce (and, for the announce, its request)."""
+        if step.step == "announce":
+            exchange.request_announce(step.run_id, at=at)
+        return Run.start(
+            run_id=step.run_id,
+            session_key=step.session_key,
+            agent_id=agent_id_of(step.session_key),
+            step=step.step,
+            message=step.message,
+            context=step.context,
+            timeout_seconds=self.run_timeout_seconds,
+            requester_key=exchange.state.requester_key,
+            exchange_id=str(exchange.id),
+            turn=step.turn,
+            at=at,
+            causality=step.causality,
+            sender_key=_other_side(exchange.state, step.session_key),
+        )
+
+    async def _start_with_outcome(self, exchange: Exchange, *, at: datetime) -> Run | None:
+        """The next turn or the announce, started in the outcome's commit when nothing
+        but the store decides it: no trace budget to ask (its count must hold the usage
+        this very commit records, so with one configured the driver starts it after),
+        the send policy read here. The engine queues it once the commit is in."""
+        step = exchange.next_step()
+        if not isinstance(step, StartRun):
+            return None
+        if step.causality is not None and self.budgets.configured:
+            return None
+        if await self.store.work(step.run_id) is not None:
+            return None  # started already: the driver awaits it
+        denied_by = await self._send_denied(step.session_key)
+        if denied_by is not None:
+            self._block(exchange, step, denied_by, at=at)
+            take_decisions(exchange, at=at)
+            return None
+        return self._start_step_run(exchange, step, at=at)
 
     @staticmethod
     def _block(exchange: Exchange, step: StartRun, rule: str, *, at: datetime) -> None:
@@ -238,6 +344,54 @@ class ExchangeDriver(ProcessManager[Exchange]):
         )
         exchange.close("announce delivered", at=now)
         return None
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """What an outcome reaction committed for an exchange driven here: the run whose
+    end it recorded the step of, and the run it started (queued here), if any."""
+
+    recorded: UUID
+    started: UUID | None
+
+
+def record_step_outcome(
+    exchange: Exchange, step: StartRun, state: RunState, *, at: datetime
+) -> None:
+    """A turn's or the announce run's end, on the exchange."""
+    reply = run_state_reply(state)
+    if step.step == "announce":
+        exchange.record_announce_reply(reply, at=at)
+    else:
+        failed = None if state.status == "ok" else (state.error or state.status)
+        exchange.record_turn(step, reply=reply, failed=failed, at=at)
+
+
+def take_decisions(exchange: Exchange, *, at: datetime) -> None:
+    """Take the exchange's next steps while they need nothing but its state (the loop's
+    end, a skipped announce, the close): they are recorded with whatever is saved next,
+    not each in a commit of its own (ADR 0057)."""
+    while True:
+        step = exchange.next_step()
+        if isinstance(step, EndLoop):
+            exchange.end_loop(step.reason, at=at)
+        elif isinstance(step, SkipAnnounce):
+            exchange.skip_announce(step.reason, at=at)
+            exchange.close(f"announce skipped: {step.reason}", at=at)
+        elif isinstance(step, Close):
+            exchange.close(step.reason, at=at)
+        else:
+            return
+
+
+def _exchange_of(state: RunState) -> UUID | None:
+    """The exchange a run is a step of: its turns and announce name it; a primary run's
+    is derived from its id (a primary run of no exchange has none stored)."""
+    if state.exchange_id is not None:
+        return UUID(state.exchange_id)
+    if state.step == "primary":
+        return exchange_id_for(UUID(state.run_id))
+    return None
 
 
 def _other_side(state: ExchangeState, session_key: str) -> str:

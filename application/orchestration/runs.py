@@ -291,6 +291,9 @@ class RunEngine:
         # Outcomes in hand whose save failed (a store fault): the run's next attempt here
         # records this one instead of asking its agent again (the agent has answered).
         self._unsaved: dict[UUID, object] = {}
+        # Runs dispatched with the end of the run before them in their session, by that
+        # ended run's id: its actor runs them next, in the same lock hold (ADR 0057).
+        self._chained: dict[UUID, Run] = {}
         self.turn_started: Callable[[], None] = lambda: None
         """Called as a runtime call starts (the cancellation watch starts polling)."""
         self.outcome_lock: Callable[[RunState], AbstractAsyncContextManager[None]] = lambda state: (
@@ -300,6 +303,10 @@ class RunEngine:
         (ADR 0034), so no run is admitted into its trace on a count missing that usage."""
         self.run_ended: Callable[[RunState], None] = lambda state: None
         """Called once a run's outcome is recorded here (the trace budget's cancel)."""
+        self.outcome_reactions: list[OutcomeReaction] = []
+        """The process managers' share of a run's end (ADR 0057): each may add to the
+        unit of work that records the outcome what its aggregate decides on it (the
+        exchange's next steps, say), so the end and the reaction are one commit."""
         # Runtime calls of this engine's runs cancelled at their timeout (or cancel), kept
         # until they stop (one may ignore cancellation): this gateway's close waits for
         # its own only.
@@ -350,7 +357,9 @@ class RunEngine:
                 existing = await self.load(run.id)
                 if existing is None:
                     raise
-        if not existing.state.ended:
+        if not existing.state.ended and existing.id not in self._queued:
+            # Not queued here (started before a restart, or by another gateway): queued,
+            # so it runs and whoever waits here hears its end.
             self.enqueue(existing.id, existing.state.session_key)
 
     def enqueue(self, run_id: UUID, session_key: str) -> None:
@@ -602,6 +611,7 @@ class RunEngine:
             await slot.acquire()
             async with self.in_flight.session_lock(self.store, self.store.location, session_key):
                 await self._execute(run_id)
+                await self._execute_chained(session_key, run_id)
         finally:
             _current_slot.reset(token)
             slot.close()
@@ -622,16 +632,34 @@ class RunEngine:
         self.store.telemetry.run_ended(run.state.status)
         self._settle(run)
 
-    async def _execute(self, run_id: UUID) -> None:
+    async def _execute_chained(self, session_key: str, run_id: UUID) -> None:
+        """Run the runs dispatched with the end of the one before, in the same lock hold
+        and lane slot. One that breaks is queued as any run is: its retry records the
+        outcome in hand, or finds it dispatched and dispatches it again."""
+        while (chained := self._chained.pop(run_id, None)) is not None:
+            self.in_flight.owns("run", str(chained.id))
+            try:
+                await self._execute(chained.id, dispatched=chained)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "chained run crashed", session_key=session_key, run_id=str(chained.id)
+                )
+                self.enqueue(chained.id, session_key)
+                return
+            run_id = chained.id
+
+    async def _execute(self, run_id: UUID, *, dispatched: Run | None = None) -> None:
         # Executing here from now: a cancel recorded before its runtime call starts
         # (while the dispatch is saved, say) still stops that call as it starts.
         self._executing[run_id] = False
         try:
-            await self._execute_run(run_id)
+            await self._execute_run(run_id, dispatched)
         finally:
             self._executing.pop(run_id, None)
 
-    async def _execute_run(self, run_id: UUID) -> None:
+    async def _execute_run(self, run_id: UUID, dispatched: Run | None = None) -> None:
         run = await self.load(run_id)
         if run is None:
             return
@@ -645,7 +673,15 @@ class RunEngine:
             self._paused(run)
             return
         unsaved = self._unsaved.get(run_id, _NOTHING)
-        if unsaved is _NOTHING:
+        if (
+            unsaved is _NOTHING
+            and dispatched is not None
+            and run.state.status == "running"
+            and run.version == dispatched.version
+        ):
+            # Dispatched with the end of the run before it (ADR 0057), nothing since.
+            bound.info("run dispatched", step=run.state.step, attempt=run.state.attempts)
+        elif unsaved is _NOTHING:
             run = await self._record_dispatch(run)
             if run.state.ended:
                 self._settle(run)
@@ -671,7 +707,7 @@ class RunEngine:
             outcome = await self._call_runtime(run) if unsaved is _NOTHING else unsaved
             try:
                 async with self.outcome_lock(run.state):
-                    run = await self._record_outcome(run_id, outcome)
+                    run = await self._record_outcome(run_id, outcome, locked=True)
             except Exception:
                 # Not saved (or not known to be: a retry that finds it saved reads it
                 # back). The mailbox tries this run again; that attempt records this
@@ -889,7 +925,9 @@ class RunEngine:
             answer = await answer
         return answer
 
-    async def _record_outcome(self, run_id: UUID, outcome: object) -> Run:
+    async def _record_outcome(self, run_id: UUID, outcome: object, *, locked: bool = False) -> Run:
+        """Record the run's end (and its reactions); ``locked``: the caller holds the
+        session's lock and lane slot, and runs next a run chained to this end."""
         cancelling = self._cancelling.get(run_id)
         if outcome is CANCELLED and cancelling is not None:
             # Its canceller records the outcome (with its reason): wait for that.
@@ -932,8 +970,55 @@ class RunEngine:
                             )
                 except (RunAlreadyEnded, SessionClosed) as error:
                     log.warning("outcome not recorded", run_id=str(run_id), error=str(error))
+                reacted: list[Reacted] = []
+                if run.state.ended:
+                    for react in self.outcome_reactions:
+                        answer = await react(uow, run)
+                        if answer is not None:
+                            reacted.append(answer)
+                chained = await self._chain(uow, run, reacted) if locked else None
                 await uow.commit()
+                self._reacted(run, reacted, chained)
         return run
+
+    async def _chain(self, uow: UnitOfWork, ended: Run, reacted: list[Reacted]) -> Run | None:
+        """The run a reaction started in the ended run's own session, dispatched in the
+        same commit (ADR 0057), when nothing is queued here before it: its actor, which
+        holds the session's lock and a lane slot, runs it next without letting go of
+        either (a dispatched run whose session lock is free is a crashed one to every
+        other gateway). Not if its session is gone or closed, or it is overdue: then it
+        is queued, and its own dispatch decides."""
+        key = ended.state.session_key
+        started = [r.started for r in reacted if r.started is not None]
+        if len(started) != 1 or started[0].state.session_key != key or self._closing:
+            return None
+        mailbox = self._mailboxes.get(key)
+        if mailbox is not None and not mailbox.empty():
+            return None
+        run = started[0]
+        now = self.clock.now()
+        session = uow.loaded_session(key) or await uow.session(key)
+        if session is None or not session.is_active or run.overdue(now):
+            return None
+        run.dispatch(at=now)
+        if run.state.first_dispatch_of_turn:
+            session.append_message(
+                _user_message(run, now), at=now, provenance=run.state.message_provenance()
+            )
+        return run
+
+    def _reacted(self, ended: Run, reacted: list[Reacted], chained: Run | None) -> None:
+        """The reactions' commit is in: their runs are queued (a chained one is its
+        ended run's actor's next), and told."""
+        for answer in reacted:
+            started = answer.started
+            if started is chained and started is not None:
+                self._ending(started.id)
+                self._queued.add(started.id)
+                self._chained[ended.id] = started
+            elif started is not None:
+                self.enqueue(started.id, started.state.session_key)
+            answer.committed()
 
     async def _record_question(
         self, uow: UnitOfWork, run: Run, reply: RunReply, question: InputRequest
@@ -991,6 +1076,20 @@ class WorkClock(Clock):
 
 
 ToolCall = Callable[..., Awaitable[dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reacted:
+    """What a reaction added to an outcome's unit of work: the run it started there (the
+    engine queues it once the commit is in), and what to do then."""
+
+    started: Run | None
+    committed: Callable[[], None]
+
+
+OutcomeReaction = Callable[[UnitOfWork, Run], Awaitable[Reacted | None]]
+"""Adds to the outcome's unit of work what follows from the ended run (None: nothing);
+it raises nothing (a reaction that cannot decide leaves the step to its driver)."""
 
 
 def _tool_caller(

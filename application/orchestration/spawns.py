@@ -39,6 +39,7 @@ from sessionwire.domain.spawn import (
     Spawn,
     SpawnState,
     StartAnnounceRun,
+    spawn_id_for,
 )
 from sessionwire.domain.subagent_announce import AnnounceStats, format_announce
 from sessionwire.domain.transcript import TranscriptMessage
@@ -46,6 +47,10 @@ from sessionwire.domain.transcript import TranscriptMessage
 log = library_logger("sessionwire.spawns")
 
 ANNOUNCE_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/subagent-announces")
+
+# The runs a spawn waits for: its child's turns (the first, or one a yield woke) and the
+# child's announce step; all in the child's session, whose key names the spawn.
+SPAWN_STEPS = frozenset({"subagent_task", "yield_wake", "subagent_announce"})
 
 
 class SpawnDriver(ProcessManager[Spawn]):
@@ -83,6 +88,42 @@ class SpawnDriver(ProcessManager[Spawn]):
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
 
+    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> None:
+        """The child's run, or its announce run, ended: the spawn's step on it commits with
+        that end (ADR 0057), when the spawn waits for exactly this run. Anything else,
+        or a read that fails, leaves the step to the driver (after ``runs.wait``)."""
+        if run.state.step not in SPAWN_STEPS:
+            return
+        try:
+            stored = await self.store.work(spawn_id_for(run.state.session_key))
+            if stored is None:
+                return
+            spawn = stored.to_aggregate(Spawn, SpawnState)
+            step = spawn.next_step()
+            if isinstance(step, AwaitChildRun) and step.run_id == run.state.run_id:
+                await self._record_child_end(spawn, run.state)
+            elif isinstance(step, StartAnnounceRun) and step.run_id == run.id:
+                spawn.record_announce_reply(run_state_reply(run.state), at=self.clock.now())
+            else:
+                return
+        except Exception:  # the driver records the step: it reads the store again
+            log.warning("spawn not read with its run's outcome", run_id=str(run.id))
+            return
+        uow.add(spawn)
+
+    async def _record_child_end(self, spawn: Spawn, state: RunState) -> None:
+        """The awaited turn ended: a yield pauses the child (its task goes on in the turn
+        the yield wakes), any other end is the child's outcome."""
+        yielded = await self.store.work(yield_id_for(state.run_id))
+        if yielded is not None and state.status == "ok":
+            spawn.run_yielded(
+                yielded_run_id=state.run_id,
+                wake_run_id=str(wake_run_id_for(yielded.id)),
+                at=self.clock.now(),
+            )
+        else:
+            self._record_run_end(spawn, state)
+
     async def take(
         self,
         spawn: Spawn,
@@ -98,18 +139,13 @@ class SpawnDriver(ProcessManager[Spawn]):
                     return
             state = await self.runs.wait(UUID(step.run_id))
             assert state is not None
-            yielded = await self.store.work(yield_id_for(state.run_id))
-            if yielded is not None and state.status == "ok":
-                # The child yielded (sessions_yield): it pauses, and its task goes on
-                # in the turn its yield wakes; it reports once that turn ends.
-                spawn.run_yielded(
-                    yielded_run_id=state.run_id,
-                    wake_run_id=str(wake_run_id_for(yielded.id)),
-                    at=self.clock.now(),
-                )
-            else:
-                self._record_run_end(spawn, state)
-            await self.store.save(spawn)
+            fresh = await self.load(spawn.id)
+            if fresh is None or fresh.next_step() != step:
+                return  # recorded with the run's outcome (or by another gateway)
+            # The child yielded (sessions_yield): it pauses, and its task goes on in the
+            # turn its yield wakes; it reports once that turn ends.
+            await self._record_child_end(fresh, state)
+            await self.store.save(fresh)
         elif isinstance(step, StartAnnounceRun):
             await self._announce_run(spawn, step)
         elif isinstance(step, Announce):
@@ -196,6 +232,8 @@ class SpawnDriver(ProcessManager[Spawn]):
             return
         state = await self.runs.wait(step.run_id)
         spawn = await self.load(spawn.id) or spawn
+        if spawn.next_step() != step:
+            return  # recorded with the run's outcome (or by another gateway)
         spawn.record_announce_reply(run_state_reply(state), at=self.clock.now())
         await self.store.save(spawn)
 

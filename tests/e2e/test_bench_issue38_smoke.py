@@ -41,6 +41,11 @@ def test_the_exchange_benchmark_runs(tmp_path: Path) -> None:
     assert ours["cpu_ms"] > 0
     assert raw["cpu_ms"] > 0
     assert result["raw_settings"] == {"journal_mode": "wal", "synchronous": "2"}
+    # A spawn: its child's run and its announce run, each started and ended, the report.
+    spawn = result["medians"]["spawn_ours"]
+    assert spawn["saves"] >= 5
+    assert 1 <= spawn["commits"] <= spawn["saves"]
+    assert result["medians"]["spawn_raw"]["cpu_ms"] > 0
 
 
 @pytest.mark.slow

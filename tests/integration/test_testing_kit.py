@@ -164,15 +164,17 @@ async def test_given_an_answered_primary_run_the_exchange_skips_both_steps() -> 
         run = answered_primary("pong")
         s.given(*sessions(), run, exchange_after(run))
         await s.when()
+        # A step and the run it starts are one commit: the run's events first (ADR 0057).
         s.then(
-            e("RoundOneReplied", reply="pong"),
             e("RunStarted", step="reply_back", session_key=A, turn=1, message="pong"),
+            e("RoundOneReplied", reply="pong"),
             e("RunDispatched", attempt=1),
             e("MessageAppended"),
+            # The turn's end, its step on the exchange and the announce run's start.
             e("RunCompleted", reply="REPLY_SKIP"),
             e("MessageAppended"),
-            e("ReplySkipped", turn=1, speaker="requester", reason="REPLY_SKIP"),
             e("RunStarted", step="announce", session_key=B),
+            e("ReplySkipped", turn=1, speaker="requester", reason="REPLY_SKIP"),
             e("AnnounceRequested"),
             e("RunDispatched"),
             e("MessageAppended"),
@@ -209,8 +211,8 @@ async def test_given_events_continue_a_recorded_stream() -> None:
         s.given(replied)
         await s.when()
         s.then(
-            e("LoopEnded", reason="maxPingPongTurns is 0"),
             e("RunStarted", step="announce", session_key=B),
+            e("LoopEnded", reason="maxPingPongTurns is 0"),
             e("AnnounceRequested"),
             e("RunDispatched"),
             e("MessageAppended"),
