@@ -18,6 +18,7 @@ from sessionwire.application.orchestration.outbox import DeliveryOutbox, describ
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.unrecorded_posts import UnrecordedPosts
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
@@ -63,7 +64,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
         super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
-        self.delivery = delivery
+        # A retried step replays the announce's post until its record is saved.
+        self.delivery = UnrecordedPosts(delivery)
         self.outbox = outbox
         self.run_timeout_seconds = run_timeout_seconds
         self.send_policy = send_policy
@@ -97,8 +99,12 @@ class ExchangeDriver(ProcessManager[Exchange]):
             if retry is not None:
                 # The failure and the outbox entry that retries it are recorded together.
                 await self.store.save(exchange, retry)
+                self.delivery.recorded(delivery_key(exchange.state))
                 self.outbox.start(retry.id)
                 return
+            await self.store.save(exchange)
+            self.delivery.recorded(delivery_key(exchange.state))
+            return
         else:
             exchange.close(step.reason, at=self.clock.now())
         await self.store.save(exchange)
@@ -215,7 +221,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
             thread_id=target.thread_id,
             message=step.reply,
             session_key=state.target_key,
-            idempotency_key=str(uuid5(DELIVERY_NAMESPACE, state.exchange_id)),
+            idempotency_key=delivery_key(state),
         )
         try:
             await self.delivery.deliver(delivery)
@@ -238,6 +244,11 @@ class ExchangeDriver(ProcessManager[Exchange]):
         )
         exchange.close("announce delivered", at=now)
         return None
+
+
+def delivery_key(state: ExchangeState) -> str:
+    """The idempotency key of the exchange's announce: the same on every attempt."""
+    return str(uuid5(DELIVERY_NAMESPACE, state.exchange_id))
 
 
 def _other_side(state: ExchangeState, session_key: str) -> str:

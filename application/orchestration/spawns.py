@@ -20,6 +20,7 @@ from sessionwire.application.orchestration.outbox import DeliveryOutbox, describ
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.unrecorded_posts import UnrecordedPosts
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -69,7 +70,8 @@ class SpawnDriver(ProcessManager[Spawn]):
         super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
-        self.delivery = delivery
+        # A retried step replays the report's post until its record is saved.
+        self.delivery = UnrecordedPosts(delivery)
         self.outbox = outbox
         self.config = config
         self.budgets = budgets
@@ -262,7 +264,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             thread_id=route.thread_id,
             message=message,
             session_key=spawn.state.requester_key,
-            idempotency_key=str(uuid5(ANNOUNCE_NAMESPACE, str(spawn.id))),
+            idempotency_key=report_key(spawn.id),
         )
         try:
             await self.delivery.deliver(delivery)
@@ -280,10 +282,12 @@ class SpawnDriver(ProcessManager[Spawn]):
                 )
 
             entry_id = await self._save_announce(spawn, message, None, None, retry)
+            self.delivery.recorded(delivery.idempotency_key)
             if entry_id is not None:
                 self.outbox.start(entry_id)
             return
         await self._save_announce(spawn, message, route, None, None)
+        self.delivery.recorded(delivery.idempotency_key)
 
     async def _save_announce(
         self,
@@ -372,6 +376,11 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
+
+
+def report_key(spawn_id: UUID) -> str:
+    """The idempotency key of the spawn's report: the same on every attempt."""
+    return str(uuid5(ANNOUNCE_NAMESPACE, str(spawn_id)))
 
 
 def report_provenance(state: SpawnState) -> Provenance:
