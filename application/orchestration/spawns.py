@@ -9,6 +9,7 @@ after it archives at once.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -81,6 +82,10 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.on_report: Callable[[str], None] = lambda requester_key: None
         """Called with the requester's key once a child has reported (or closed): the
         yields of that session look again (``YieldDriver.child_reported``)."""
+        self.reports_of: Callable[[str], AbstractAsyncContextManager[None]] = _unlocked
+        """Held while a report is saved (``YieldDriver.reports_of``): a yield of the
+        requester records its wake before the report or after it, never over a read of
+        its children taken before it (ADR 0060)."""
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
@@ -238,8 +243,9 @@ class SpawnDriver(ProcessManager[Spawn]):
 
     async def _announce(self, spawn: Spawn, step: Announce) -> None:
         if step.skip:
-            spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
-            await self.store.save(spawn)
+            async with self.reports_of(spawn.state.requester_key):
+                spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
+                await self.store.save(spawn)
             return
         message = await self._report(spawn, step.reply)
         stored = await self.store.session(spawn.state.requester_key)
@@ -301,36 +307,37 @@ class SpawnDriver(ProcessManager[Spawn]):
         with the outbox entry (made by ``retry``) retrying a failed delivery: its id."""
         async for uow in retrying(self.store, f"spawn {spawn.id} announce"):
             with uow:
-                now = self.clock.now()
-                fresh = await uow.work(spawn.id, Spawn, SpawnState)
-                if fresh is None or fresh.state.announced:
-                    return None
-                entry = uow.add(retry()) if retry is not None else None
-                if denied_by is not None:
-                    fresh.suppress_delivery(rule=denied_by, at=now)
-                fresh.announced(
-                    message=message,
-                    channel=route.channel if route else None,
-                    to=route.to if route else None,
-                    account_id=route.account_id if route else None,
-                    thread_id=route.thread_id if route else None,
-                    delivery_error=entry.state.last_error if entry else None,
-                    retry_delivery_id=str(entry.id) if entry else None,
-                    at=now,
-                )
-                requester = await uow.session(spawn.state.requester_key)
-                if requester is not None and requester.state.status == "active":
-                    requester.append_message(
-                        TranscriptMessage(
-                            role="assistant",
-                            content=[{"type": "text", "text": message}],
-                            timestamp=int(now.timestamp() * 1000),
-                        ),
+                async with self.reports_of(spawn.state.requester_key):
+                    now = self.clock.now()
+                    fresh = await uow.work(spawn.id, Spawn, SpawnState)
+                    if fresh is None or fresh.state.announced:
+                        return None
+                    entry = uow.add(retry()) if retry is not None else None
+                    if denied_by is not None:
+                        fresh.suppress_delivery(rule=denied_by, at=now)
+                    fresh.announced(
+                        message=message,
+                        channel=route.channel if route else None,
+                        to=route.to if route else None,
+                        account_id=route.account_id if route else None,
+                        thread_id=route.thread_id if route else None,
+                        delivery_error=entry.state.last_error if entry else None,
+                        retry_delivery_id=str(entry.id) if entry else None,
                         at=now,
-                        provenance=report_provenance(fresh.state),
                     )
-                await uow.commit()
-                return entry.id if entry else None
+                    requester = await uow.session(spawn.state.requester_key)
+                    if requester is not None and requester.state.status == "active":
+                        requester.append_message(
+                            TranscriptMessage(
+                                role="assistant",
+                                content=[{"type": "text", "text": message}],
+                                timestamp=int(now.timestamp() * 1000),
+                            ),
+                            at=now,
+                            provenance=report_provenance(fresh.state),
+                        )
+                    await uow.commit()
+                    return entry.id if entry else None
         return None
 
     async def archive_overdue(self) -> int:
@@ -376,6 +383,10 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
+
+
+def _unlocked(requester_key: str) -> AbstractAsyncContextManager[None]:
+    return nullcontext()
 
 
 def report_key(spawn_id: UUID) -> str:

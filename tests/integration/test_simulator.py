@@ -28,7 +28,7 @@ TODAY: dict[str, bool] = {}
 # CI plays at least 100 seeds with crashes (SQLite), in chunks the test workers share;
 # memory fewer (it plays no crash), PostgreSQL fewer (a schema per seed); and the seeds
 # of sweeps past that range that found a bug (FOUND_SEEDS), played again on their store.
-FOUND_SEEDS = {"sqlite": [100087]}
+FOUND_SEEDS = {"sqlite": [100039, 100087]}
 CI_SEEDS: dict[str, Sequence[int]] = {
     "memory": range(20),
     "sqlite": [*range(100), *FOUND_SEEDS["sqlite"]],
@@ -330,6 +330,20 @@ async def test_a_report_whose_record_failed_to_save_is_not_posted_again(
     script = SimulationScript.load(
         FINDINGS / "seed-100087-report-posted-twice-after-a-store-error.json"
     )
+    result = await Simulation(stores).run(script)
+    assert result.ok, result.violations
+
+
+# Found by the same sweep (seed 100039, shrunk to a send whose turn spawns two children
+# and yields for any, and a crash): the second child's report was saved while the yield's
+# driver recorded the wake from a read of the children taken before it, so the wake
+# listed that child as still reporting (yield-wake). The wake's attempt now reads the
+# children under a lock of the session that its children's reports take while they are
+# saved (ADR 0060; tests/integration/test_yield_wake_reports.py on every store).
+async def test_a_yield_wake_carries_a_report_saved_while_it_was_recorded(
+    stores: FreshStores,
+) -> None:
+    script = SimulationScript.load(FINDINGS / "seed-100039-yield-wake-misses-a-report.json")
     result = await Simulation(stores).run(script)
     assert result.ok, result.violations
 
