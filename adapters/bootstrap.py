@@ -130,6 +130,7 @@ def wire_service(
     }
     yields = YieldDriver(**timed)
     spawns.on_report = yields.child_reported
+    spawns.reports_of = yields.reports_of
     spawns.until_woken = yields.until_woken
     cancellation = RunCancellation(engine=run_engine, store=store, clock=clock, in_flight=in_flight)
     budgets.cancellation = cancellation

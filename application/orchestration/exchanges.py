@@ -20,6 +20,7 @@ from sessionwire.application.orchestration.outbox import DeliveryOutbox, describ
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import Reacted, RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.unrecorded_posts import UnrecordedPosts
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.runtime import ChannelDelivery, Delivery
@@ -67,7 +68,8 @@ class ExchangeDriver(ProcessManager[Exchange]):
         super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
-        self.delivery = delivery
+        # A retried step replays the announce's post until its record is saved.
+        self.delivery = UnrecordedPosts(delivery)
         self.outbox = outbox
         self.run_timeout_seconds = run_timeout_seconds
         self.send_policy = send_policy
@@ -153,9 +155,11 @@ class ExchangeDriver(ProcessManager[Exchange]):
             retry = await self._deliver(exchange, step)
             if retry is None:
                 await self.store.save(exchange)
+                self.delivery.recorded(delivery_key(exchange.state))
             else:
                 # The failure and the outbox entry that retries it are recorded together.
                 await self.store.save(exchange, retry)
+                self.delivery.recorded(delivery_key(exchange.state))
                 self.outbox.start(retry.id)
 
     async def _send_denied(self, session_key: str, *, channel: str | None = None) -> str | None:
@@ -321,7 +325,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
             thread_id=target.thread_id,
             message=step.reply,
             session_key=state.target_key,
-            idempotency_key=str(uuid5(DELIVERY_NAMESPACE, state.exchange_id)),
+            idempotency_key=delivery_key(state),
         )
         try:
             await self.delivery.deliver(delivery)
@@ -392,6 +396,11 @@ def _exchange_of(state: RunState) -> UUID | None:
     if state.step == "primary":
         return exchange_id_for(UUID(state.run_id))
     return None
+
+
+def delivery_key(state: ExchangeState) -> str:
+    """The idempotency key of the exchange's announce: the same on every attempt."""
+    return str(uuid5(DELIVERY_NAMESPACE, state.exchange_id))
 
 
 def _other_side(state: ExchangeState, session_key: str) -> str:

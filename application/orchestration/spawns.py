@@ -9,6 +9,7 @@ after it archives at once.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -20,6 +21,7 @@ from sessionwire.application.orchestration.outbox import DeliveryOutbox, describ
 from sessionwire.application.orchestration.process_managers import ProcessManager
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
+from sessionwire.application.orchestration.unrecorded_posts import UnrecordedPosts
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.clock_and_ids import Clock
 from sessionwire.application.ports.event_log import StoreConflict
@@ -74,7 +76,8 @@ class SpawnDriver(ProcessManager[Spawn]):
         super().__init__(store, in_flight)
         self.clock = clock
         self.runs = runs
-        self.delivery = delivery
+        # A retried step replays the report's post until its record is saved.
+        self.delivery = UnrecordedPosts(delivery)
         self.outbox = outbox
         self.config = config
         self.budgets = budgets
@@ -84,6 +87,10 @@ class SpawnDriver(ProcessManager[Spawn]):
         self.on_report: Callable[[str], None] = lambda requester_key: None
         """Called with the requester's key once a child has reported (or closed): the
         yields of that session look again (``YieldDriver.child_reported``)."""
+        self.reports_of: Callable[[str], AbstractAsyncContextManager[None]] = _unlocked
+        """Held while a report is saved (``YieldDriver.reports_of``): a yield of the
+        requester records its wake before the report or after it, never over a read of
+        its children taken before it (ADR 0060)."""
 
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
@@ -274,8 +281,9 @@ class SpawnDriver(ProcessManager[Spawn]):
 
     async def _announce(self, spawn: Spawn, step: Announce) -> None:
         if step.skip:
-            spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
-            await self.store.save(spawn)
+            async with self.reports_of(spawn.state.requester_key):
+                spawn.skip_announce("ANNOUNCE_SKIP", at=self.clock.now())
+                await self.store.save(spawn)
             return
         message = await self._report(spawn, step.reply)
         stored = await self.store.session(spawn.state.requester_key)
@@ -300,7 +308,7 @@ class SpawnDriver(ProcessManager[Spawn]):
             thread_id=route.thread_id,
             message=message,
             session_key=spawn.state.requester_key,
-            idempotency_key=str(uuid5(ANNOUNCE_NAMESPACE, str(spawn.id))),
+            idempotency_key=report_key(spawn.id),
         )
         try:
             await self.delivery.deliver(delivery)
@@ -318,10 +326,12 @@ class SpawnDriver(ProcessManager[Spawn]):
                 )
 
             entry_id = await self._save_announce(spawn, message, None, None, retry)
+            self.delivery.recorded(delivery.idempotency_key)
             if entry_id is not None:
                 self.outbox.start(entry_id)
             return
         await self._save_announce(spawn, message, route, None, None)
+        self.delivery.recorded(delivery.idempotency_key)
 
     async def _save_announce(
         self,
@@ -335,36 +345,37 @@ class SpawnDriver(ProcessManager[Spawn]):
         with the outbox entry (made by ``retry``) retrying a failed delivery: its id."""
         async for uow in retrying(self.store, f"spawn {spawn.id} announce"):
             with uow:
-                now = self.clock.now()
-                fresh = await uow.work(spawn.id, Spawn, SpawnState)
-                if fresh is None or fresh.state.announced:
-                    return None
-                entry = uow.add(retry()) if retry is not None else None
-                if denied_by is not None:
-                    fresh.suppress_delivery(rule=denied_by, at=now)
-                fresh.announced(
-                    message=message,
-                    channel=route.channel if route else None,
-                    to=route.to if route else None,
-                    account_id=route.account_id if route else None,
-                    thread_id=route.thread_id if route else None,
-                    delivery_error=entry.state.last_error if entry else None,
-                    retry_delivery_id=str(entry.id) if entry else None,
-                    at=now,
-                )
-                requester = await uow.session(spawn.state.requester_key)
-                if requester is not None and requester.state.status == "active":
-                    requester.append_message(
-                        TranscriptMessage(
-                            role="assistant",
-                            content=[{"type": "text", "text": message}],
-                            timestamp=int(now.timestamp() * 1000),
-                        ),
+                async with self.reports_of(spawn.state.requester_key):
+                    now = self.clock.now()
+                    fresh = await uow.work(spawn.id, Spawn, SpawnState)
+                    if fresh is None or fresh.state.announced:
+                        return None
+                    entry = uow.add(retry()) if retry is not None else None
+                    if denied_by is not None:
+                        fresh.suppress_delivery(rule=denied_by, at=now)
+                    fresh.announced(
+                        message=message,
+                        channel=route.channel if route else None,
+                        to=route.to if route else None,
+                        account_id=route.account_id if route else None,
+                        thread_id=route.thread_id if route else None,
+                        delivery_error=entry.state.last_error if entry else None,
+                        retry_delivery_id=str(entry.id) if entry else None,
                         at=now,
-                        provenance=report_provenance(fresh.state),
                     )
-                await uow.commit()
-                return entry.id if entry else None
+                    requester = await uow.session(spawn.state.requester_key)
+                    if requester is not None and requester.state.status == "active":
+                        requester.append_message(
+                            TranscriptMessage(
+                                role="assistant",
+                                content=[{"type": "text", "text": message}],
+                                timestamp=int(now.timestamp() * 1000),
+                            ),
+                            at=now,
+                            provenance=report_provenance(fresh.state),
+                        )
+                    await uow.commit()
+                    return entry.id if entry else None
         return None
 
     async def archive_overdue(self) -> int:
@@ -410,6 +421,15 @@ class SpawnDriver(ProcessManager[Spawn]):
         else:
             fresh.deleted(at=now)
         await uow.commit()
+
+
+def _unlocked(requester_key: str) -> AbstractAsyncContextManager[None]:
+    return nullcontext()
+
+
+def report_key(spawn_id: UUID) -> str:
+    """The idempotency key of the spawn's report: the same on every attempt."""
+    return str(uuid5(ANNOUNCE_NAMESPACE, str(spawn_id)))
 
 
 def report_provenance(state: SpawnState) -> Provenance:

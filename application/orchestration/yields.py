@@ -15,12 +15,14 @@ drives it, or none does any more), this gateway starts driving it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from sessionwire.application.orchestration.budgeted_managers import BudgetedProcessManager
-from sessionwire.application.orchestration.in_flight import Owner
+from sessionwire.application.orchestration.in_flight import Owner, Wait
 from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.session_read_model import SessionQuery
@@ -74,6 +76,10 @@ class YieldDriver(BudgetedProcessManager[RunYield]):
     def setup(self) -> None:
         # The yields waiting here, each with its session and what wakes its driver.
         self._pokes: dict[UUID, tuple[str, asyncio.Future[None]]] = {}
+        # Per requester session: its children's reports are saved, and its yields read
+        # their children and record a wake, one at a time (``reports_of``).
+        self._report_locks: dict[str, asyncio.Lock] = {}
+        self._report_holders: dict[str, int] = {}
 
     def log_context(self, aggregate: RunYield) -> dict[str, Any]:
         return {"session_key": aggregate.state.session_key, "run_id": aggregate.state.run_id}
@@ -94,7 +100,7 @@ class YieldDriver(BudgetedProcessManager[RunYield]):
                 }
                 reason = fresh.wake_reason(finished, to_millis(self.clock.now()))
                 if reason is not None:
-                    await self._wake(yield_id, children)
+                    await self._wake(yield_id)
                     return
                 due = (
                     None
@@ -117,54 +123,59 @@ class YieldDriver(BudgetedProcessManager[RunYield]):
             )
         return found
 
-    async def _wake(self, yield_id: UUID, children: dict[str, SpawnState | None]) -> None:
+    async def _wake(self, yield_id: UUID) -> None:
         """Record the wake and start the woken turn, together; nothing if it woke already
         (here, or on another gateway). The woken turn is a run of the yield's trace: its
         budget admits it first (ADR 0034); refused, the wake is recorded without a turn,
-        and the refusal with it."""
+        and the refusal with it. The children are read under the session's report lock,
+        held to the commit: every report saved before the wake is in it (ADR 0060)."""
         waiting = await self.load(yield_id)
-        trace_id = waiting.state.trace_id if waiting is not None else None
+        if waiting is None:
+            return
+        trace_id = waiting.state.trace_id
         run: Run | None = None
         refused: BudgetExceeded | None = None
         woken: RunYield | None = None
         async with self.budgets.admit(trace_id) as exceeded:
             async for uow in retrying(self.store, f"yield {yield_id} wake"):
                 with uow:
-                    fresh = await uow.work(yield_id, RunYield, RunYieldState)
-                    if fresh is None or fresh.state.status != "waiting":
-                        return
-                    if uow.attempt:
+                    async with self.reports_of(waiting.state.session_key):
+                        fresh = await uow.work(yield_id, RunYield, RunYieldState)
+                        if fresh is None or fresh.state.status != "waiting":
+                            return
                         children = await self._children(fresh)
-                    now = self.clock.now()
-                    finished = {
-                        sid for sid, state in children.items() if state is None or state.reported
-                    }
-                    reason = fresh.wake_reason(finished, to_millis(now))
-                    if reason is None:
-                        return  # looked again after a conflict: not yet (the driver waits on)
-                    reports, pending = _reports(fresh, children)
-                    wake_run_id = fresh.wake(
-                        reason=reason,
-                        reports=reports,
-                        still_running=pending,
-                        at=now,
-                        refused=exceeded.message if exceeded is not None else None,
-                    )
-                    state = fresh.state
-                    if exceeded is None:
-                        run = uow.add(
-                            Run.start(
-                                run_id=wake_run_id,
-                                session_key=state.session_key,
-                                agent_id=state.agent_id,
-                                step="yield_wake",
-                                message=wake_message(state),
-                                timeout_seconds=self.config.agents.defaults.timeoutSeconds,
-                                at=now,
-                                causality=fresh.wake_causality(),
-                            )
+                        now = self.clock.now()
+                        finished = {
+                            sid
+                            for sid, state in children.items()
+                            if state is None or state.reported
+                        }
+                        reason = fresh.wake_reason(finished, to_millis(now))
+                        if reason is None:
+                            return  # looked again: not yet (the driver waits on)
+                        reports, pending = _reports(fresh, children)
+                        wake_run_id = fresh.wake(
+                            reason=reason,
+                            reports=reports,
+                            still_running=pending,
+                            at=now,
+                            refused=exceeded.message if exceeded is not None else None,
                         )
-                    await uow.commit()
+                        state = fresh.state
+                        if exceeded is None:
+                            run = uow.add(
+                                Run.start(
+                                    run_id=wake_run_id,
+                                    session_key=state.session_key,
+                                    agent_id=state.agent_id,
+                                    step="yield_wake",
+                                    message=wake_message(state),
+                                    timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+                                    at=now,
+                                    causality=fresh.wake_causality(),
+                                )
+                            )
+                        await uow.commit()
                     refused = exceeded
                     woken = fresh
         if refused is not None and woken is not None:
@@ -200,6 +211,32 @@ class YieldDriver(BudgetedProcessManager[RunYield]):
             driver = self._tasks.get(yield_id)
             if driver is not None:
                 await self.in_flight.wait_for(driver)
+
+    @asynccontextmanager
+    async def reports_of(self, session_key: str) -> AsyncIterator[None]:
+        """Held while a report of one of ``session_key``'s children is saved (the spawn
+        driver) and while a yield of that session reads its children and records its
+        wake: the wake carries every report saved before it, not a read taken before a
+        report that committed first (simulator seed 100039, ADR 0060). One gateway's
+        lock: across gateways a report that lands in that window reaches the next wake."""
+        lock = self._report_locks.get(session_key)
+        if lock is None:
+            lock = self._report_locks[session_key] = asyncio.Lock()
+        self._report_holders[session_key] = self._report_holders.get(session_key, 0) + 1
+        try:
+            # A lock wait the in-flight registry sees (a VirtualClock's advance settles).
+            with self.in_flight.waiting(Wait("lock", ready=lambda: not lock.locked())):
+                await lock.acquire()
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            self._report_holders[session_key] -= 1
+            if self._report_holders[session_key] == 0:
+                # No one holds or waits for it: a long-lived gateway keeps no lock each.
+                del self._report_holders[session_key]
+                del self._report_locks[session_key]
 
     def child_reported(self, session_key: str) -> None:
         """A child of ``session_key`` has reported: its yields look again."""

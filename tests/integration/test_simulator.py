@@ -3,7 +3,7 @@ invariant is caught, shrunk to a minimal script, and the script replays it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,14 @@ from sessionwire.testing import (
 PENDING: frozenset[str] = frozenset()
 TODAY: dict[str, bool] = {}
 # CI plays at least 100 seeds with crashes (SQLite), in chunks the test workers share;
-# memory fewer (it plays no crash), PostgreSQL fewer (a schema per seed).
-CI_SEEDS = {"memory": range(20), "sqlite": range(100), "postgres": range(8)}
+# memory fewer (it plays no crash), PostgreSQL fewer (a schema per seed); and the seeds
+# of sweeps past that range that found a bug (FOUND_SEEDS), played again on their store.
+FOUND_SEEDS = {"sqlite": [100039, 100087]}
+CI_SEEDS: dict[str, Sequence[int]] = {
+    "memory": range(20),
+    "sqlite": [*range(100), *FOUND_SEEDS["sqlite"]],
+    "postgres": range(8),
+}
 # Seeds that fail for a product bug not fixed on this branch, each with its strict xfail
 # test (tests/integration/test_simulator_oracle_modes.py): played again once it is.
 KNOWN_FAILING: dict[tuple[str, int], str] = {}
@@ -309,6 +315,36 @@ async def test_a_delivery_whose_outcome_save_failed_is_not_posted_again() -> Non
         FINDINGS / "seed-18-delivery-posted-twice-after-a-store-error.json"
     )
     result = await Simulation(fresh_stores("memory")).run(script)
+    assert result.ok, result.violations
+
+
+# Found by the SQLite sweep of seeds 100000-100300 (seed 100087, shrunk to a spawn, a
+# crash and a store fault): a sub-agent's report was posted, the save of its record
+# failed once, and the spawn driver's retried step posted it again (exactly-once: posted
+# twice by one gateway process); the agent-to-agent announce had the same gap. Every
+# driver that posts now replays the outcome of a post until its record is saved
+# (tests/integration/test_post_then_save_fault.py drives both on every store).
+async def test_a_report_whose_record_failed_to_save_is_not_posted_again(
+    stores: FreshStores,
+) -> None:
+    script = SimulationScript.load(
+        FINDINGS / "seed-100087-report-posted-twice-after-a-store-error.json"
+    )
+    result = await Simulation(stores).run(script)
+    assert result.ok, result.violations
+
+
+# Found by the same sweep (seed 100039, shrunk to a send whose turn spawns two children
+# and yields for any, and a crash): the second child's report was saved while the yield's
+# driver recorded the wake from a read of the children taken before it, so the wake
+# listed that child as still reporting (yield-wake). The wake's attempt now reads the
+# children under a lock of the session that its children's reports take while they are
+# saved (ADR 0060; tests/integration/test_yield_wake_reports.py on every store).
+async def test_a_yield_wake_carries_a_report_saved_while_it_was_recorded(
+    stores: FreshStores,
+) -> None:
+    script = SimulationScript.load(FINDINGS / "seed-100039-yield-wake-misses-a-report.json")
+    result = await Simulation(stores).run(script)
     assert result.ok, result.violations
 
 
