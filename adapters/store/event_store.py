@@ -45,7 +45,7 @@ from sessionwire.adapters.store.backends import backend_entry
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.loop_guard import check_off_loop
-from sessionwire.adapters.store.loop_handoff import LoopHandoff, Settlement
+from sessionwire.adapters.store.loop_handoff import LoopHandoff
 from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
@@ -350,6 +350,91 @@ def read_model_query(
     return ReadModelQuery(query)
 
 
+class _AwaitedSave:
+    """One save awaited on an event loop, from its submission to its settlement there.
+
+    It is the save's ``settle`` (called on the writer's thread) and what the loop runs
+    then: one object per save instead of three closures and a record of them (the
+    hand-off was 12% of an append's CPU, ADR 0055). The writer's thread wakes the loop
+    once, through ``LoopHandoff`` (one ``call_soon_threadsafe`` per batch), and nothing
+    else crosses threads.
+    """
+
+    __slots__ = (
+        "aggregates",
+        "changes",
+        "done",
+        "events",
+        "handoff",
+        "outcome",
+        "started",
+        "store",
+    )
+
+    def __init__(
+        self,
+        store: EventSourcedStore,
+        loop: asyncio.AbstractEventLoop,
+        aggregates: Sequence[Aggregate],
+        changes: ReadModelChanges,
+        events: int,
+        started: float,
+    ) -> None:
+        self.store = store
+        self.handoff = store._handoff_to(loop)
+        self.aggregates = aggregates
+        self.changes = changes
+        self.events = events
+        self.started = started
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.outcome: BaseException | None = None
+
+    def __call__(self, outcome: BaseException | None) -> None:
+        # The writer thread's hand-off: settled on the loop, one save per loop turn.
+        self.outcome = outcome
+        self.handoff.put(self)
+
+    def settled(self, outcome: BaseException | None) -> None:
+        # On the loop, once the writer thread is done with the save: the cache follows
+        # the commit here, whether or not the caller still waits (a cancelled caller
+        # cancelled ``done``, not the save).
+        store = self.store
+        store._settling -= 1
+        try:
+            if outcome is None:
+                store.telemetry.appended(time.perf_counter() - self.started, self.events)
+                store._saved(self.aggregates, self.changes)
+            else:
+                store._failed(self.changes)
+        except Exception as error:  # what the caller would have heard, it hears
+            outcome = error
+        finally:
+            if not store._settling:
+                store._wake_settled()
+        done = self.done
+        if not done.done():
+            if outcome is None:
+                done.set_result(None)
+            else:
+                done.set_exception(outcome)
+        elif outcome is not None and not isinstance(outcome, StoreConflict):
+            # Nobody waits (the caller was cancelled): the loop reports it instead.
+            done.get_loop().call_exception_handler(
+                {
+                    "message": "a save failed after its caller was cancelled",
+                    "exception": outcome,
+                }
+            )
+
+    def abandoned(self) -> None:
+        # The loop closed meanwhile: nobody waits, nothing runs on it any more; the save
+        # is no longer in flight (the cache, unchanged, is only stale: the next save over
+        # it conflicts and reads the row again). Called from a writer's thread;
+        # PostgreSQL's has several, so the count is guarded.
+        with self.store._guard:
+            self.store._settling -= 1
+
+
 class EventSourcedStore(Store):
     def __init__(
         self, url: str, *, kind_of: KindOf, writer: bool = False, existing: bool = False
@@ -474,57 +559,12 @@ class EventSourcedStore(Store):
             return
         stored, changes, save_id = prepared
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
-
-        def settled(outcome: BaseException | None) -> None:
-            # On the loop, once the writer thread is done with the save: the cache follows
-            # the commit here, whether or not the caller still waits (a cancelled caller
-            # cancelled ``done``, not the save).
-            self._settling -= 1
-            try:
-                if outcome is None:
-                    self.telemetry.appended(time.perf_counter() - started, len(stored))
-                    self._saved(aggregates, changes)
-                else:
-                    self._failed(changes)
-            except Exception as error:  # what the caller would have heard, it hears
-                outcome = error
-            finally:
-                if not self._settling:
-                    self._wake_settled()
-            if not done.done():
-                if outcome is None:
-                    done.set_result(None)
-                else:
-                    done.set_exception(outcome)
-            elif outcome is not None and not isinstance(outcome, StoreConflict):
-                # Nobody waits (the caller was cancelled): the loop reports it instead.
-                loop.call_exception_handler(
-                    {
-                        "message": "a save failed after its caller was cancelled",
-                        "exception": outcome,
-                    }
-                )
-
-        def abandoned() -> None:
-            # The loop closed meanwhile: nobody waits, nothing runs on it any more; the
-            # save is no longer in flight (the cache, unchanged, is only stale: the next
-            # save over it conflicts and reads the row again). Called from a writer's
-            # thread; PostgreSQL's has several, so the count is guarded.
-            with self._guard:
-                self._settling -= 1
-
-        handoff = self._handoff_to(loop)
-
-        def settle(outcome: BaseException | None) -> None:
-            # The writer thread's hand-off: settled on the loop, one save per loop turn.
-            handoff.put(Settlement(settled, abandoned, outcome))
-
+        awaited = _AwaitedSave(self, loop, aggregates, changes, len(stored), started)
         self.writer.submit(
-            PendingSave(stored, changes, settle, save_id, self.backend.current_fence())
+            PendingSave(stored, changes, awaited, save_id, self.backend.current_fence())
         )
         self._settling += 1
-        await done
+        await awaited.done
 
     def _handoff_to(self, loop: asyncio.AbstractEventLoop) -> LoopHandoff:
         if self._handoff is None or self._handoff.loop is not loop:

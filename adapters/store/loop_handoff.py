@@ -15,28 +15,52 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Protocol
 
 Outcome = BaseException | None
 
 
-@dataclass(frozen=True)
-class Settlement:
-    settled: Callable[[Outcome], None]
-    """Runs on the loop: what follows the commit (or the failure) there."""
-    abandoned: Callable[[], None]
-    """Runs on the writer's thread instead, when the loop has closed: nothing will run."""
+class Settles(Protocol):
+    """What a save hands to the loop: its outcome, set on the writer's thread, and what
+    runs with it."""
+
     outcome: Outcome
+
+    def settled(self, outcome: Outcome) -> None:
+        """Runs on the loop: what follows the commit (or the failure) there."""
+
+    def abandoned(self) -> None:
+        """Runs on the writer's thread instead, when the loop has closed: nothing will run."""
+
+
+class Settlement:
+    """A ``Settles`` made of two callables (the store's own saves are ``Settles``
+    themselves: one object per save, no closures)."""
+
+    __slots__ = ("_abandoned", "_settled", "outcome")
+
+    def __init__(
+        self, settled: Callable[[Outcome], None], abandoned: Callable[[], None], outcome: Outcome
+    ) -> None:
+        self._settled = settled
+        self._abandoned = abandoned
+        self.outcome = outcome
+
+    def settled(self, outcome: Outcome) -> None:
+        self._settled(outcome)
+
+    def abandoned(self) -> None:
+        self._abandoned()
 
 
 class LoopHandoff:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._pending: deque[Settlement] = deque()
+        self._pending: deque[Settles] = deque()
         self._lock = threading.Lock()
         self._scheduled = False
 
-    def put(self, settlement: Settlement) -> None:
+    def put(self, settlement: Settles) -> None:
         """From the writer's thread: ``settlement`` runs on the loop after those put before."""
         with self._lock:
             self._pending.append(settlement)
