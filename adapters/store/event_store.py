@@ -176,7 +176,9 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
-def _save_options(changes: ReadModelChanges, fence: Fence | None, save_id: UUID) -> dict[str, Any]:
+def _save_options(
+    changes: ReadModelChanges, fence: Fence | None, save_id: UUID | None
+) -> dict[str, Any]:
     """The recorder's keywords for one save (a fence only where there is one: the
     recorders of stores without leases never see the keyword)."""
     if fence is None:
@@ -240,6 +242,10 @@ class StoreBackend(SessionLocks, ABC):
     location: str
     """Where the store is, printable (no password)."""
     seals_as_it_writes: bool = False
+    records_save_ids: bool = True
+    """Its writes record each save's id, to know a save's own commit when one runs again
+    after a dropped connection (PostgreSQL, ADR 0021); False: no save runs twice (SQLite's
+    one writer thread), and saves are given no id."""
     """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
     writes_v3_records: bool = False
     """Short topics and messages stored message first (ADR 0036); False keeps the v2
@@ -597,8 +603,9 @@ class EventSourcedStore(Store):
 
     def _prepare(
         self, aggregates: Sequence[Aggregate]
-    ) -> tuple[list[StoredEvent], ReadModelChanges, UUID] | None:
-        """The save's rows and its id (the same for every attempt at writing it)."""
+    ) -> tuple[list[StoredEvent], ReadModelChanges, UUID | None] | None:
+        """The save's rows and its id (the same for every attempt at writing it), where
+        the backend records save ids."""
         events: list[DomainEvent] = []
         for aggregate in aggregates:
             events.extend(cast(Sequence[DomainEvent], aggregate.collect_events()))
@@ -618,7 +625,8 @@ class EventSourcedStore(Store):
                 stored.extend(to_stored(single) for single in event.as_single_appends())
             else:
                 stored.append(to_stored(event))
-        return stored, changes, uuid4()
+        # A random id costs a system call (urandom): made only where it is written.
+        return stored, changes, uuid4() if self.backend.records_save_ids else None
 
     def _failed(self, changes: ReadModelChanges) -> None:
         for row in changes.rows.values():
@@ -647,8 +655,11 @@ class EventSourcedStore(Store):
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
-        new_rows = sum(1 for row in changes.rows.values() if row.is_new)
-        new_rows += sum(1 for run in changes.runs.values() if run.is_new)
+        new_rows = 0
+        for row in changes.rows.values():
+            new_rows += row.is_new
+        for run in changes.runs.values():
+            new_rows += run.is_new
         if new_rows:
             self._count_new_rows(new_rows)
 

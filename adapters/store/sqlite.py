@@ -167,6 +167,7 @@ class SQLiteBackend(StoreBackend):
 
     seals_as_it_writes = True
     writes_v3_records = True
+    records_save_ids = False  # its one writer thread runs each save once (sqlite_writer)
 
     def exists(self) -> bool:
         # An empty file is what ``create_private`` leaves before the first open's tables.
