@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 Outcome = BaseException | None
@@ -61,9 +62,19 @@ class LoopHandoff:
         self._scheduled = False
 
     def put(self, settlement: Settles) -> None:
-        """From the writer's thread: ``settlement`` runs on the loop after those put before."""
+        """From the writer's thread: ``settlement`` runs on the loop after those put before
+        (inside ``settling_together``: when its block ends)."""
+        held = getattr(_together, "held", None)
+        if held is not None:
+            held.append((self, settlement))
+            return
+        self.put_many((settlement,))
+
+    def put_many(self, settlements: Iterable[Settles]) -> None:
+        """From the writer's thread: each of ``settlements`` runs on the loop, in order,
+        after those put before; the loop is woken once for them all."""
         with self._lock:
-            self._pending.append(settlement)
+            self._pending.extend(settlements)
             if self._scheduled and not self.loop.is_closed():
                 return
             self._scheduled = True
@@ -91,3 +102,27 @@ class LoopHandoff:
                 # The next turn, behind what this one woke (the caller whose save it
                 # was); the loop polls its sockets before that turn.
                 self.loop.call_soon(self._settle_one)
+
+
+_together = threading.local()
+
+
+@contextmanager
+def settling_together() -> Iterator[None]:
+    """Settlements put on this thread meanwhile reach their loops when the block ends,
+    each loop woken once for them all (a batch committed together).
+
+    Put one by one, each found the loop's queue emptied by the loop meanwhile (it settles
+    as the writer puts), and woke it again: up to one wake-up per save of a batch instead
+    of one per batch."""
+    held: list[tuple[LoopHandoff, Settles]] = []
+    _together.held = held
+    try:
+        yield
+    finally:
+        _together.held = None
+        by_loop: dict[LoopHandoff, list[Settles]] = {}
+        for handoff, settlement in held:
+            by_loop.setdefault(handoff, []).append(settlement)
+        for handoff, settlements in by_loop.items():
+            handoff.put_many(settlements)
