@@ -14,32 +14,67 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Protocol
 
 Outcome = BaseException | None
 
 
-@dataclass(frozen=True)
-class Settlement:
-    settled: Callable[[Outcome], None]
-    """Runs on the loop: what follows the commit (or the failure) there."""
-    abandoned: Callable[[], None]
-    """Runs on the writer's thread instead, when the loop has closed: nothing will run."""
+class Settles(Protocol):
+    """What a save hands to the loop: its outcome, set on the writer's thread, and what
+    runs with it."""
+
     outcome: Outcome
+
+    def settled(self, outcome: Outcome) -> None:
+        """Runs on the loop: what follows the commit (or the failure) there."""
+
+    def abandoned(self) -> None:
+        """Runs on the writer's thread instead, when the loop has closed: nothing will run."""
+
+
+class Settlement:
+    """A ``Settles`` made of two callables (the store's own saves are ``Settles``
+    themselves: one object per save, no closures)."""
+
+    __slots__ = ("_abandoned", "_settled", "outcome")
+
+    def __init__(
+        self, settled: Callable[[Outcome], None], abandoned: Callable[[], None], outcome: Outcome
+    ) -> None:
+        self._settled = settled
+        self._abandoned = abandoned
+        self.outcome = outcome
+
+    def settled(self, outcome: Outcome) -> None:
+        self._settled(outcome)
+
+    def abandoned(self) -> None:
+        self._abandoned()
 
 
 class LoopHandoff:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._pending: deque[Settlement] = deque()
+        self._pending: deque[Settles] = deque()
         self._lock = threading.Lock()
         self._scheduled = False
 
-    def put(self, settlement: Settlement) -> None:
-        """From the writer's thread: ``settlement`` runs on the loop after those put before."""
+    def put(self, settlement: Settles) -> None:
+        """From the writer's thread: ``settlement`` runs on the loop after those put before
+        (inside ``settling_together``: when its block ends)."""
+        held = getattr(_together, "held", None)
+        if held is not None:
+            held.append((self, settlement))
+            return
+        self.put_many((settlement,))
+
+    def put_many(self, settlements: Iterable[Settles]) -> None:
+        """From the writer's thread: each of ``settlements`` runs on the loop, in order,
+        after those put before; the loop is woken once for them all."""
         with self._lock:
-            self._pending.append(settlement)
+            self._pending.extend(settlements)
             if self._scheduled and not self.loop.is_closed():
                 return
             self._scheduled = True
@@ -67,3 +102,27 @@ class LoopHandoff:
                 # The next turn, behind what this one woke (the caller whose save it
                 # was); the loop polls its sockets before that turn.
                 self.loop.call_soon(self._settle_one)
+
+
+_together = threading.local()
+
+
+@contextmanager
+def settling_together() -> Iterator[None]:
+    """Settlements put on this thread meanwhile reach their loops when the block ends,
+    each loop woken once for them all (a batch committed together).
+
+    Put one by one, each found the loop's queue emptied by the loop meanwhile (it settles
+    as the writer puts), and woke it again: up to one wake-up per save of a batch instead
+    of one per batch."""
+    held: list[tuple[LoopHandoff, Settles]] = []
+    _together.held = held
+    try:
+        yield
+    finally:
+        _together.held = None
+        by_loop: dict[LoopHandoff, list[Settles]] = {}
+        for handoff, settlement in held:
+            by_loop.setdefault(handoff, []).append(settlement)
+        for handoff, settlements in by_loop.items():
+            handoff.put_many(settlements)

@@ -45,6 +45,7 @@ from functools import cache
 from typing import Any, cast
 from uuid import UUID
 
+import orjson
 import sessionwire.domain
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
@@ -55,6 +56,7 @@ from sessionwire.domain.errors import SessionwireError
 _COORDINATES = {"originator_id", "originator_version"}
 # A message's fields besides those written by hand (the line, its provenance, time, origin).
 _MESSAGE_REST = {"originator_id", "originator_version", "message", "provenance", "timestamp"}
+_MESSAGE_REST_AND_ORIGIN = frozenset(_MESSAGE_REST | {"origin"})
 _MESSAGE_QUALNAME = "Session.MessageAppended"
 MESSAGE_CODE = "Msg"
 """A message's code: its compact layout (module docstring)."""
@@ -186,27 +188,47 @@ def message_record(event: Any, code: str) -> StoredMessage | None:
     provenance = event.provenance
     shown_length = None
     if provenance is not None:
-        shown = json.dumps(
-            provenance.for_reader(), separators=(",", ":"), ensure_ascii=False
-        ).encode()
+        shown = compact_json(provenance.for_reader())
         state += _PROVENANCE + shown
         shown_length = len(shown)
     state += b',"t":' + _compact_time(event.timestamp)
     if event.origin is not None:
         state += b',"o":' + _compact_origin(event.origin)
+    kind: type[BaseModel] = type(event)
+    if event.sender_is_owner is False and _owner_is_the_rest(kind):
+        # The fields written by pydantic below all hold their defaults (the common case):
+        # what it writes is ``{}``, known without asking it.
+        return _message_of(event, code, state + b"}", message.role, len(line), shown_length)
     rest = event.__pydantic_serializer__.to_json(
-        event, exclude=_MESSAGE_REST | {"origin"}, exclude_defaults=True
+        event, exclude=_MESSAGE_REST_AND_ORIGIN, exclude_defaults=True
     )
     state += b"}" if rest == b"{}" else b"," + rest[1:]
+    return _message_of(event, code, state, message.role, len(line), shown_length)
+
+
+def _message_of(
+    event: Any, code: str, state: bytes, role: str, body: int, provenance: int | None
+) -> StoredMessage:
     return StoredMessage(
         originator_id=event.originator_id,
         originator_version=event.originator_version,
         topic=code,
         state=state,
-        role=message.role,
-        body=len(line),
-        provenance=shown_length,
+        role=role,
+        body=body,
+        provenance=provenance,
     )
+
+
+def compact_json(value: Any) -> bytes:
+    """``value`` as compact JSON, non-ASCII as UTF-8: ``json.dumps(value, separators=(",",
+    ":"), ensure_ascii=False).encode()`` byte for byte (orjson writes the same bytes for
+    the strings, integers, booleans and nulls stored here, several times faster); what
+    orjson refuses (a lone surrogate) goes the old way and fails as it did."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _compact_time(at: datetime) -> bytes:
@@ -216,9 +238,21 @@ def _compact_time(at: datetime) -> bytes:
 
 
 def _compact_origin(origin: Any) -> bytes:
-    fields = {key: getattr(origin, name) for name, key in _ORIGIN_KEYS}
-    shown = {key: value for key, value in fields.items() if value is not None}
-    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False).encode()
+    shown = {}
+    for name, key in _ORIGIN_KEYS:
+        value = getattr(origin, name)
+        if value is not None:
+            shown[key] = value
+    return compact_json(shown)
+
+
+@cache
+def _owner_is_the_rest(cls: type[BaseModel]) -> bool:
+    """Is ``sender_is_owner`` (default False) the one field of a message's event left to
+    pydantic's writer? Then a record whose flag is False ends with ``}``, as that writer
+    would give it (``exclude_defaults``)."""
+    rest = set(cls.model_fields) - _MESSAGE_REST_AND_ORIGIN
+    return rest == {"sender_is_owner"} and cls.model_fields["sender_is_owner"].default is False
 
 
 def expand_message(state: dict[str, Any]) -> None:

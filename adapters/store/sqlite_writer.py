@@ -36,6 +36,7 @@ from sessionwire.adapters.store.event_store import (
     WriterClosed,
     record_contents,
 )
+from sessionwire.adapters.store.loop_handoff import settling_together
 from sessionwire.adapters.store.read_models import SqlReadModel
 from sessionwire.adapters.store.sqlite_rows import insert_rows
 from sessionwire.application.ports.event_log import StoreConflict
@@ -183,8 +184,10 @@ class SQLiteWriter:
             cursor.close()
         self.commits += 1
         self.saves += len(batch)
-        for save, outcome in zip(batch, outcomes, strict=True):
-            save.settle(outcome)
+        # One wake-up of the loop for the batch, not one per save (loop_handoff).
+        with settling_together():
+            for save, outcome in zip(batch, outcomes, strict=True):
+                save.settle(outcome)
 
     def _write(self, cursor: Any, save: PendingSave) -> list[ChainLink]:
         # Storage v3 (ADR 0036): the links are made first, at the positions the rows will

@@ -9,6 +9,7 @@ share a batch is decided by the test, not by timing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import sqlite3
@@ -23,7 +24,7 @@ import pytest
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.audit import StoreAuditLog
-from sessionwire.adapters.store.event_store import READ_MODEL_KEY, EventSourcedStore
+from sessionwire.adapters.store.event_store import READ_MODEL_KEY, EventSourcedStore, PendingSave
 from sessionwire.adapters.store.sqlite_writer import SQLiteWriter
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.audit.verify import verify
@@ -321,4 +322,150 @@ async def test_callers_of_saves_committed_together_are_woken_a_loop_turn_apart(
         assert all(later - earlier > 1 for earlier, later in itertools.pairwise(woken)), seen
     finally:
         gate.open()
+        store.close()
+
+
+class CrossThreadWakeups:
+    """Counts what wakes the loop from another thread (``call_soon_threadsafe``, the
+    self-pipe's writes), and what the loop hands to a thread pool (``run_in_executor``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.threadsafe = 0
+        self.self_pipe = 0
+        self.executor = 0
+        threadsafe, self_pipe = loop.call_soon_threadsafe, loop._write_to_self  # type: ignore[attr-defined]
+        executor = loop.run_in_executor
+
+        def counted_threadsafe(*args: Any, **kwargs: Any) -> Any:
+            self.threadsafe += 1
+            return threadsafe(*args, **kwargs)
+
+        def counted_self_pipe() -> None:
+            self.self_pipe += 1
+            self_pipe()
+
+        def counted_executor(*args: Any) -> Any:
+            self.executor += 1
+            return executor(*args)
+
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counted_threadsafe)
+        monkeypatch.setattr(loop, "_write_to_self", counted_self_pipe)
+        monkeypatch.setattr(loop, "run_in_executor", counted_executor)
+
+
+async def test_an_append_wakes_the_loop_once_and_asks_the_file_system_nothing(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38 item 2: the writer thread settles an append with one wake-up of the loop
+    # (no second one for telemetry or ordering), no thread pool is asked, and once the
+    # writer's lock is held no save stats the store's directory on the loop (each did).
+    gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{db}")
+    try:
+        for n in range(5):  # the sessions opened, their rows in the write cache
+            await gateway.record_message(f"discord:group:s{n}", role="user", content="first")
+        stats = 0
+        is_dir = Path.is_dir
+
+        def counted_is_dir(path: Path) -> bool:
+            nonlocal stats
+            stats += 1
+            return is_dir(path)
+
+        monkeypatch.setattr(Path, "is_dir", counted_is_dir)
+        wakeups = CrossThreadWakeups(asyncio.get_running_loop(), monkeypatch)
+        appends = 20
+        for n in range(appends):
+            await gateway.record_message(f"discord:group:s{n % 5}", role="user", content=f"{n}")
+
+        assert (wakeups.threadsafe, wakeups.self_pipe, wakeups.executor) == (appends, appends, 0)
+        assert stats == 0
+    finally:
+        await gateway.close()
+
+
+async def test_saves_committed_together_wake_the_loop_once(
+    db: Path, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop settles a batch's saves as the writer hands them over; handed one by one,
+    # each could find the loop's queue emptied meanwhile and wake it again (a wake-up per
+    # save of the batch, not per batch). Here the writer thread, once it has handed over
+    # the batch's first save, waits until the loop has either settled that save or turned
+    # 200 times without it: the moment the race needs, made certain.
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    writer = writer_of(store)
+    submit = writer.submit
+    handed = threading.Event()
+    go_on = threading.Event()
+
+    def after_first(settle: Any) -> Any:
+        def settled_then_wait(outcome: BaseException | None) -> None:
+            settle(outcome)
+            handed.set()
+            go_on.wait()
+
+        return settled_then_wait
+
+    def submitted(save: PendingSave) -> None:
+        if not submitted_saves:  # the second batch's first save (the first is s0's)
+            save = dataclasses.replace(save, settle=after_first(save.settle))
+        submitted_saves.append(save)
+        submit(save)
+
+    submitted_saves: list[PendingSave] = []
+    done: list[int] = []
+
+    async def save(n: int) -> None:
+        session = Session.open(key=f"agent:main:w{n}", session_id=uuid4(), agent_id="main", at=AT)
+        await store.save_async(session)
+        done.append(n)
+
+    async def watch() -> None:
+        await until(handed.is_set)
+        for _ in range(200):
+            if 1 in done:
+                break
+            await asyncio.sleep(0)  # one loop turn, no real time
+        go_on.set()
+
+    try:
+        first = asyncio.create_task(save(0))
+        await until(gate.entered.is_set)
+        monkeypatch.setattr(writer, "submit", submitted)
+        together = [asyncio.create_task(save(n)) for n in range(1, 11)]
+        await until(lambda: store.writes_in_flight() == 11)
+        watcher = asyncio.create_task(watch())
+        with pytest.MonkeyPatch.context() as patch:
+            wakeups = CrossThreadWakeups(asyncio.get_running_loop(), patch)
+            gate.open()
+            await asyncio.gather(first, *together)
+        await watcher
+        assert writer.commits == 2
+        # One wake-up per commit at most (the second may find the first's still due).
+        assert 1 <= wakeups.threadsafe <= 2
+        assert wakeups.executor == 0
+    finally:
+        go_on.set()
+        gate.open()
+        store.close()
+
+
+async def test_a_save_on_sqlite_makes_no_save_id(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its one writer thread runs each save once, so nothing would read the id; making
+    # one was a urandom call per save.
+    store = open_event_store(f"sqlite:///{db}", GatewayConfig())
+    submitted: list[Any] = []
+    writer = writer_of(store)
+    submit = writer.submit
+
+    def recorded(save: Any) -> None:
+        submitted.append(save)
+        submit(save)
+
+    monkeypatch.setattr(writer, "submit", recorded)
+    try:
+        await store.save_async(
+            Session.open(key="agent:main:x", session_id=uuid4(), agent_id="main", at=AT)
+        )
+        assert [save.save_id for save in submitted] == [None]
+    finally:
         store.close()
