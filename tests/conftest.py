@@ -26,7 +26,7 @@ import sessionwire
 import structlog
 from hypothesis import settings
 from postgres_schemas import SchemaPool
-from postgres_server import POSTGRES_URL, postgres_problem
+from postgres_server import POSTGRES_URL, STORE_OPTIONS, postgres_problem, schema_url
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
@@ -67,6 +67,22 @@ def pytest_configure(config: pytest.Config) -> None:
             f"the editable install is out of date ({', '.join(missing[:3])} not linked): "
             "run ./run tests, or ./run sessionwire --help once, to refresh it"
         )
+
+
+# The PostgreSQL tier (`-m postgres`): every test on the shared test server, by the
+# PostgreSQL fixture it takes or the `postgres` store parameter it runs with. CI runs the
+# tier a second time on a Citus cluster (.ci/run), with SESSIONWIRE_TEST_POSTGRES naming
+# the cluster's coordinator.
+_POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_schemas"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        values = list(callspec.params.values()) if callspec is not None else []
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & _POSTGRES_FIXTURES or any(value == "postgres" for value in values):
+            item.add_marker(pytest.mark.postgres)
 
 
 # A library thread that logs after its test's captured stream closed would have logging
@@ -134,14 +150,14 @@ def postgres_url() -> Iterator[str]:
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield f"{POSTGRES_URL}?schema={schema}"
+    yield schema_url(schema)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="session")
 def postgres_schemas() -> Iterator[SchemaPool]:
-    pool = SchemaPool(POSTGRES_URL)
+    pool = SchemaPool(POSTGRES_URL, STORE_OPTIONS)
     yield pool
     pool.close()
 
@@ -208,6 +224,6 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
 
     source = str(request.getfixturevalue("postgres_url"))
     schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield source, f"{POSTGRES_URL}?schema={schema}"
+    yield source, schema_url(schema)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
