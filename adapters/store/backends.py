@@ -46,7 +46,7 @@ BACKENDS: tuple[BackendEntry, ...] = (
     BackendEntry(
         "sessionwire.adapters.store.postgres:PostgresBackend",
         prefixes=("postgresql://", "postgres://"),
-        options=("schema", "lease_seconds", "upgrade"),
+        options=("schema", "lease_seconds", "upgrade", "distribution"),
     ),
 )
 

@@ -20,7 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
-from sessionwire.adapters.store.sql_dialect import SqlDialect
+from sessionwire.adapters.store.sql_dialect import SqlDialect, same_shard
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
 from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
@@ -50,6 +50,8 @@ class SqlChain:
     def __init__(self, tables: SqlDialect) -> None:
         self.t = tables
         self.write_options = tables.write_options
+        # A distributed store's stream heads group by shard as well (``shard_join``).
+        self._shard_column = ", shard_key" if tables.shard_join else ""
         m = tables.marker
         self.insert_link = (
             f"INSERT INTO {tables.chain} (notification_id, originator_id, originator_version, "
@@ -333,8 +335,9 @@ class SqlChain:
         cursor.execute(
             f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
             f"JOIN (SELECT originator_id, MAX(originator_version) AS v FROM {t.chain} "
-            f"WHERE log_seq <= {m} GROUP BY originator_id) h "
-            "ON h.originator_id = c.originator_id AND h.v = c.originator_version",
+            f"WHERE log_seq <= {m} GROUP BY originator_id{self._shard_column}) h "
+            "ON h.originator_id = c.originator_id AND h.v = c.originator_version"
+            f"{same_shard(t, 'h', 'c')}",
             (size,),
         )
         return [
@@ -395,11 +398,12 @@ class SqlChain:
             "c.originator_version AS c_version, c.stream_hash, c.log_hash, c.log_seq, "
             f"p.stream_hash AS previous_hash, pe.{t.position} AS previous_n "
             f"FROM {t.events} e "
-            f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+            f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
+            f"{same_shard(t, 'c', 'e')} "
             f"LEFT JOIN {t.chain} p ON p.originator_id = e.originator_id "
-            "AND p.originator_version = e.originator_version - 1 "
+            f"AND p.originator_version = e.originator_version - 1{same_shard(t, 'p', 'e')} "
             f"LEFT JOIN {t.events} pe ON pe.originator_id = e.originator_id "
-            "AND pe.originator_version = e.originator_version - 1 "
+            f"AND pe.originator_version = e.originator_version - 1{same_shard(t, 'pe', 'e')} "
             f"WHERE e.{t.position} > {m} AND e.{t.position} <= {m} "
             f"ORDER BY e.{t.position} LIMIT {m}",
             (after, stop, PAGE),
@@ -430,7 +434,8 @@ class SqlChain:
         previous = first_version(content) - 1
         cursor.execute(
             f"SELECT e.{t.position} AS n, c.stream_hash FROM {t.events} e "
-            f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+            f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
+            f"{same_shard(t, 'c', 'e')} "
             f"WHERE e.originator_id = {m} AND e.originator_version = {m}",
             (t.to_db_id(content.originator_id), previous),
         )
@@ -483,7 +488,8 @@ class SqlChain:
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
-            f"FROM {t.events} e LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+            f"FROM {t.events} e LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
+            f"{same_shard(t, 'c', 'e')} "
             f"WHERE c.notification_id IS NULL AND e.{t.position} > {m} "
             f"AND e.{t.position} <= {m} ORDER BY e.{t.position} LIMIT {m}",
             (after, stop, PAGE),
@@ -497,7 +503,8 @@ class SqlChain:
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
-            f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id "
+            f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id"
+            f"{same_shard(t, 'c', 'e')} "
             f"WHERE c.log_seq > {m} AND c.log_seq <= {m} ORDER BY c.log_seq LIMIT {m}",
             (after, stop, PAGE),
         )
@@ -511,7 +518,8 @@ class SqlChain:
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
-            f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id "
+            f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id"
+            f"{same_shard(t, 'c', 'e')} "
             f"WHERE (c.log_seq IS NULL OR c.log_seq > {m}) AND e.{t.position} > {m} "
             f"AND e.{t.position} <= {m} ORDER BY e.{t.position} LIMIT {m}",
             (sealed, after, stop, PAGE),
@@ -530,7 +538,8 @@ class SqlChain:
         cursor.execute(
             f"SELECT c.log_seq, e.{t.position} AS n, e.originator_id, e.originator_version, "
             f"e.topic, e.state FROM {t.chain} c "
-            f"JOIN {t.events} e ON e.{t.position} = c.notification_id "
+            f"JOIN {t.events} e ON e.{t.position} = c.notification_id"
+            f"{same_shard(t, 'c', 'e')} "
             f"WHERE c.log_seq > {m} ORDER BY c.log_seq LIMIT {m}",
             (position, limit),
         )
@@ -569,7 +578,8 @@ class SqlChain:
             chunk = ids[start : start + PAGE]
             cursor.execute(
                 f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} FROM {t.events} e "
-                f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position} "
+                f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
+                f"{same_shard(t, 'c', 'e')} "
                 f"WHERE e.originator_id IN ({', '.join([m] * len(chunk))})",
                 [t.to_db_id(i) for i in chunk],
             )

@@ -81,6 +81,8 @@ READ_MODEL_KEY = "read_model_changes"
 SAVE_ID_KEY = "save_id"
 # ... and the fence of the session lease the save was made under, if any.
 FENCE_KEY = "fence"
+SHARD_KEYS_KEY = "shard_keys"
+"""A sharded store's keyword: each saved stream's shard key (``shard_keys.py``)."""
 LOG_PAGE = 500
 BATCHES_AS_ROWS = True
 """Storage v3 (ADR 0036): a batch of messages is stored one row per message. False stores
@@ -176,12 +178,20 @@ class SessionwireApplication(Application):  # type: ignore[type-arg]
     }
 
 
-def _save_options(changes: ReadModelChanges, fence: Fence | None, save_id: UUID) -> dict[str, Any]:
-    """The recorder's keywords for one save (a fence only where there is one: the
-    recorders of stores without leases never see the keyword)."""
-    if fence is None:
-        return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id}
-    return {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id, FENCE_KEY: fence}
+def _save_options(
+    changes: ReadModelChanges,
+    fence: Fence | None,
+    save_id: UUID,
+    shard_keys: dict[UUID, str] | None = None,
+) -> dict[str, Any]:
+    """The recorder's keywords for one save (a fence or shard keys only where there are
+    some: the recorders of stores without them never see the keyword)."""
+    options: dict[str, Any] = {READ_MODEL_KEY: changes, SAVE_ID_KEY: save_id}
+    if fence is not None:
+        options[FENCE_KEY] = fence
+    if shard_keys is not None:
+        options[SHARD_KEYS_KEY] = shard_keys
+    return options
 
 
 class WriterClosed(SessionwireError, RuntimeError):
@@ -214,6 +224,8 @@ class PendingSave:
     connection records it with the events, to know its own commit (PostgreSQL)."""
     fence: Fence | None = None
     """Taken on the caller's side (the lease is the caller's context, not the writer's)."""
+    shard_keys: dict[UUID, str] | None = None
+    """A sharded store's: each saved stream's shard key (``SHARD_KEYS_KEY``)."""
 
 
 class SavesWriter(Protocol):
@@ -241,6 +253,9 @@ class StoreBackend(SessionLocks, ABC):
     """Where the store is, printable (no password)."""
     seals_as_it_writes: bool = False
     """A save's records are in the sealed log when it returns (one writer, ADR 0016)."""
+    shards_by_session: bool = False
+    """Its tables are distributed by session key (Citus, ADR 0051): each save carries
+    its streams' shard keys (``SHARD_KEYS_KEY``)."""
     writes_v3_records: bool = False
     """Short topics and messages stored message first (ADR 0036); False keeps the v2
     encoding (both engines write v3 now; the flag stays for a backend that may not)."""
@@ -442,7 +457,9 @@ class EventSourcedStore(Store):
             try:
                 # Straight to the recorder: Application.save() adds per-event bookkeeping
                 # (recordings, protocol checks) that nothing here uses, on the hot path.
-                self.recorder.insert_events(stored, **_save_options(changes, fence, save_id))
+                self.recorder.insert_events(
+                    stored, **_save_options(changes, fence, save_id, self._shard_keys(aggregates))
+                )
             except IntegrityError as error:
                 self._failed(changes)
                 raise StoreConflict(str(error)) from error
@@ -452,7 +469,14 @@ class EventSourcedStore(Store):
                 self._blocking.add(written)
             try:
                 self.writer.submit(
-                    PendingSave(stored, changes, _settle_future(written), save_id, fence)
+                    PendingSave(
+                        stored,
+                        changes,
+                        _settle_future(written),
+                        save_id,
+                        fence,
+                        self._shard_keys(aggregates),
+                    )
                 )
                 written.result()
             except StoreConflict:
@@ -521,7 +545,14 @@ class EventSourcedStore(Store):
             handoff.put(Settlement(settled, abandoned, outcome))
 
         self.writer.submit(
-            PendingSave(stored, changes, settle, save_id, self.backend.current_fence())
+            PendingSave(
+                stored,
+                changes,
+                settle,
+                save_id,
+                self.backend.current_fence(),
+                self._shard_keys(aggregates),
+            )
         )
         self._settling += 1
         await done
@@ -579,6 +610,14 @@ class EventSourcedStore(Store):
             else:
                 stored.append(to_stored(event))
         return stored, changes, uuid4()
+
+    def _shard_keys(self, aggregates: Sequence[Aggregate]) -> dict[UUID, str] | None:
+        """Each saved stream's shard key, on a store sharded by session (else None)."""
+        if not self.backend.shards_by_session:
+            return None
+        from sessionwire.adapters.store.shard_keys import shard_keys_of
+
+        return shard_keys_of(aggregates)
 
     def _failed(self, changes: ReadModelChanges) -> None:
         for row in changes.rows.values():

@@ -31,7 +31,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import get_topic, retry
 from psycopg.pq import TransactionStatus
 from psycopg.sql import SQL
-from sessionwire.adapters.store import postgres_format, postgres_search
+from sessionwire.adapters.store import citus_schema, postgres_format, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import (
@@ -582,6 +582,9 @@ class BackgroundSealer:
 _SEALER_LOCK_SPACE = 7252
 
 
+# By topic: the Citus module builds on this one (ADR 0037's acyclic store package).
+_CITUS_RECORDER = "sessionwire.adapters.store.citus:CitusSessionRecorder"
+
 # Any fixed number: the advisory lock that serialises creating sessionwire's tables.
 _SETUP_LOCK = 7_251_030_117
 
@@ -617,7 +620,7 @@ def _holds_store(connection: psycopg.Connection[Any], schema: str) -> bool:
 
 
 @contextmanager
-def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
+def _postgres_setup(env: dict[str, str]) -> Iterator[psycopg.Connection[Any]]:
     """Create the schema and tables once, with no DDL at all when they exist.
 
     Gateways starting together would otherwise run CREATE ... IF NOT EXISTS against
@@ -648,7 +651,7 @@ def _postgres_setup(env: dict[str, str]) -> Iterator[None]:
                     model = SqlReadModel(dialect, kind_of=no_kind)
                     for statement in model.runs_create_statements():
                         connection.execute(statement)
-            yield
+            yield connection
         finally:
             connection.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
 
@@ -684,11 +687,16 @@ class PostgresBackend(StoreBackend):
         if not schema.replace("_", "").isalnum():
             raise StoreURLError(f"schema {schema!r} must be letters, digits and underscores")
         self.lease_seconds: float = _lease_seconds(parse_qs(parts.query, keep_blank_values=True))
+        # ``?distribution=citus``: the tables distributed by session key (ADR 0051).
+        self.distribution = citus_schema.distribution_of(query)
+        self.shards_by_session = self.distribution == citus_schema.CITUS
         # A killed gateway is found by its free liveness lock (ADR 0049), not its lease.
         self.takeover_check_seconds: float = min(TAKEOVER_CHECK_SECONDS, self.lease_seconds / 2)
         self.env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "APPLICATION_RECORDER_TOPIC": get_topic(PostgresSessionRecorder),
+            "APPLICATION_RECORDER_TOPIC": (
+                _CITUS_RECORDER if self.shards_by_session else get_topic(PostgresSessionRecorder)
+            ),
             "POSTGRES_DBNAME": database,
             "POSTGRES_HOST": parts.hostname or "127.0.0.1",
             "POSTGRES_PORT": str(parts.port or 5432),
@@ -715,11 +723,25 @@ class PostgresBackend(StoreBackend):
             return _holds_store(connection, self.env["POSTGRES_SCHEMA"])
 
     def open_application(self) -> SessionwireApplication:
-        with _postgres_setup(self.env):
+        if self.shards_by_session:
+            # Before anything is made: a server without Citus is refused with no schema
+            # left behind.
+            with _reach(self.env) as connection:
+                citus_schema.require_citus(connection, self._server())
+        with _postgres_setup(self.env) as setup:
+            existing = self.env.get("CREATE_TABLE") == "n"
+            if existing:
+                self._refuse_unmatched_distribution(setup)
             app = SessionwireApplication(env=self.env)
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
             app.recorder.ensure_search_index()
+            if self.shards_by_session:
+                try:
+                    self._distribute(setup, app, existing=existing)
+                except BaseException:
+                    app.close()
+                    raise
         try:
             app.recorder.upgrade_storage(allow_beside_live=self.upgrade_beside_live)
         except BaseException:
@@ -737,6 +759,45 @@ class PostgresBackend(StoreBackend):
             app.close()
             raise
         return app
+
+    def _server(self) -> str:
+        return f"the server at {self.env['POSTGRES_HOST']}:{self.env['POSTGRES_PORT']}"
+
+    def _refuse_unmatched_distribution(self, connection: psycopg.Connection[Any]) -> None:
+        """An existing schema distributed on Citus, opened without the option, is
+        refused: it would write rows with no shard key."""
+        events = f'"{self.env["POSTGRES_SCHEMA"]}".{SessionwireApplication.name.lower()}_events'
+        distributed = citus_schema.is_distributed(connection, events)
+        if distributed and not self.shards_by_session:
+            raise citus_schema.NotDistributed(
+                f"{self.location} is distributed on Citus; open it with distribution=citus"
+            )
+
+    def _distribute(
+        self, connection: psycopg.Connection[Any], app: SessionwireApplication, *, existing: bool
+    ) -> None:
+        """Distribute a new schema's tables (ADR 0051); an existing schema not fully
+        distributed is refused, with the command that finishes it, unless the URL says
+        ``upgrade=yes``."""
+        recorder: Any = app.recorder
+        steps = citus_schema.steps(
+            self.env["POSTGRES_SCHEMA"],
+            recorder.events_table_name,
+            lambda conn, progress: recorder.fill_shard_keys(
+                conn, progress, decode=app.mapper.to_domain_event
+            ),
+        )
+        missing = citus_schema.missing_steps(connection, steps)
+        if not missing:
+            return
+        if existing and not self.upgrade_beside_live:
+            raise citus_schema.NotDistributed(
+                f"{self.location} is not distributed on Citus ({len(missing)} of "
+                f"{len(steps)} steps to go, first: {missing[0].name}); stop its gateways and "
+                f"distribute it (resumable, with progress): "
+                f"{citus_schema.distribute_command(self.location)}"
+            )
+        citus_schema.distribute(connection, steps, progress=stderr_progress if existing else None)
 
     @property
     def keeper(self) -> LeaseKeeper:

@@ -21,6 +21,7 @@ from sessionwire.adapters.store.event_store import (
     FENCE_KEY,
     READ_MODEL_KEY,
     SAVE_ID_KEY,
+    SHARD_KEYS_KEY,
     PendingSave,
     WriterClosed,
 )
@@ -89,6 +90,8 @@ class PostgresWriter:
             options: dict[str, Any] = {READ_MODEL_KEY: save.changes, SAVE_ID_KEY: save.save_id}
             if save.fence is not None:
                 options[FENCE_KEY] = save.fence
+            if save.shard_keys is not None:
+                options[SHARD_KEYS_KEY] = save.shard_keys
             self.recorder.insert_events(save.stored, **options)
         except IntegrityError as error:
             outcome = StoreConflict(str(error))

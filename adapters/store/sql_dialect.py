@@ -49,6 +49,10 @@ class SqlDialect:
     final: str | None = None
     """PostgreSQL: the query for the bound below which unsealed rows are final (no
     transaction that could still commit one before them is in flight)."""
+    shard_join: str = ""
+    """A store distributed by session (Citus, ADR 0051): what a join of two event or chain
+    rows of one stream adds (``{a}`` and ``{b}``, the two sides' names), so that it joins
+    on the distribution column and stays within a shard."""
     history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
     """Storage v3 (ADR 0036): an inserted record's (role, body, provenance) history
     columns, from its topic and bytes."""
@@ -57,3 +61,9 @@ class SqlDialect:
 def as_uuid(value: Any) -> UUID:
     """A stream id as either engine's driver returns it."""
     return value if isinstance(value, UUID) else UUID(str(value))
+
+
+def same_shard(dialect: SqlDialect, a: str, b: str) -> str:
+    """``dialect.shard_join`` for the sides ``a`` and ``b`` (nothing on an undistributed
+    store)."""
+    return dialect.shard_join.format(a=a, b=b) if dialect.shard_join else ""

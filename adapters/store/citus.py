@@ -1,0 +1,286 @@
+"""The PostgreSQL store on a Citus coordinator, its tables distributed by session key
+(``?distribution=citus``, contract decision 39, ADR 0051 and 0052).
+
+The write path is PostgreSQL's (one pipelined transaction, the save id, the fence), with
+each event's shard key (``shard_keys.py``, given by the store with the save) in its row
+and in its save id's: a save of one session's streams goes to one shard, on one worker,
+in one transaction; Citus runs a save that spans sessions (an exchange, a spawn) as a
+two-phase commit across their workers (ADR 0052).
+
+The sealer keeps one log for the deployment, with PostgreSQL's finality rule applied
+per worker: each worker's events carry that worker's own transaction ids (the trigger
+of ``citus_schema.py``), and a pass reads, on every worker, the lowest id among its
+writers of the events' shards still in flight (``run_command_on_workers``). A row is
+final when its worker has no lower writer in flight; final rows are sealed in the order
+(worker, transaction id, position), under the sealer's lock on the coordinator.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from sessionwire.adapters.store import citus_schema
+from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
+from sessionwire.adapters.store.chain import SqlChain
+from sessionwire.adapters.store.event_store import READ_MODEL_KEY, SHARD_KEYS_KEY
+from sessionwire.adapters.store.postgres import _SEALER_LOCK_SPACE, PostgresSessionRecorder
+from sessionwire.adapters.store.postgres_save_ids import SaveIds
+from sessionwire.adapters.store.shard_keys import shard_key_of
+from sessionwire.adapters.store.sqlite_format import Progress
+from sessionwire.domain.hash_chain import ChainLink, seal
+
+# On one worker: the lowest transaction id that may still write events in this
+# schema's shards there (``postgres._pg_final_bound``'s rule, over the shard tables).
+_WORKER_BOUND = (
+    "WITH s AS (SELECT pg_current_snapshot() AS snap), "
+    "shards AS (SELECT oid FROM pg_class WHERE relnamespace = '{schema}'::regnamespace "
+    "AND relname ~ '^{events}_[0-9]+$'), "
+    "w AS (SELECT x.transactionid::text::bigint AS xid FROM pg_locks r "
+    "JOIN pg_locks x ON x.virtualtransaction = r.virtualtransaction "
+    "AND x.locktype = 'transactionid' AND x.mode = 'ExclusiveLock' "
+    "WHERE r.locktype = 'relation' AND r.relation IN (SELECT oid FROM shards)) "
+    "SELECT LEAST(pg_snapshot_xmax(s.snap), (SELECT MIN(i) FROM pg_snapshot_xip(s.snap) "
+    "AS i WHERE i::text::bigint % 4294967296 IN (SELECT xid FROM w)))::text FROM s"
+)
+
+SHARD_JOIN = " AND {a}.shard_key = {b}.shard_key"
+
+# Unsealed rows read per pass at most (several workers' finals among them).
+_PENDING_READ = 4 * SEAL_BATCH
+
+
+class CitusSaveIds(SaveIds):
+    """``sw_saves`` with the save's shard key: its row lives in the save's shard."""
+
+    def __init__(
+        self, schema: str, events_table: str, shard_keys: Callable[[], dict[UUID, str]]
+    ) -> None:
+        super().__init__(schema, events_table)
+        self.shard_keys = shard_keys
+        """The shard keys of the save being written (on this thread)."""
+
+    def own_commit(
+        self, cursor: Any, save_id: UUID, stored_events: Sequence[StoredEvent]
+    ) -> list[int] | None:
+        # Each read within one shard: the id by its save's key, the events by theirs.
+        keys = self.shard_keys()
+        cursor.execute(
+            f"SELECT 1 FROM {self.table} WHERE shard_key = %s AND save_id = %s",
+            (keys[stored_events[0].originator_id], save_id),
+        )
+        if cursor.fetchone() is None:
+            return None
+        found = []
+        for stored in stored_events:
+            cursor.execute(
+                f"SELECT notification_id FROM {self.events} WHERE shard_key = %s "
+                "AND originator_id = %s AND originator_version = %s",
+                (keys[stored.originator_id], stored.originator_id, stored.originator_version),
+            )
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            found.append(int(row["notification_id"]))
+        return found
+
+    def recording(self, insert_events: str, *, beside: str | None = None) -> bytes:
+        also = "" if beside is None else f", model AS ({beside})"
+        return (
+            f"WITH saved AS (INSERT INTO {self.table} (save_id, shard_key) VALUES (%s, %s))"
+            f"{also} {insert_events}"
+        ).encode()
+
+
+class CitusSessionRecorder(PostgresSessionRecorder):
+    def __init__(self, datastore: Any, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        events = self.events_table
+        self._save = threading.local()
+        self.save_ids = CitusSaveIds(
+            self.datastore.schema, self.events_table_name, lambda: self._save.keys
+        )
+        # Joins of one stream's rows within its shard (Citus joins distributed tables
+        # only on their distribution column).
+        self.chain = SqlChain(replace(self.chain.t, shard_join=SHARD_JOIN))
+        columns = (
+            f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
+            "role, body, provenance, stream_hash, shard_key) "
+        )
+        self.insert_many_statement = (
+            f"{columns}SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
+            "%s::bytea[], %s::text[], %s::integer[], %s::integer[], %s::bytea[], %s::text[]) "
+            "RETURNING notification_id"
+        )
+        self.insert_one_statement = (
+            f"{columns}VALUES (%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, "
+            "%s::integer, %s::integer, %s::bytea, %s::text) RETURNING notification_id"
+        )
+        self._insert_statements = {}
+        # A new work row's position: Citus takes no subquery in an INSERT, so the next
+        # number comes from a sequence on the coordinator (``citus_schema``), drawn under
+        # the work-order lock as MAX + 1 was.
+        model, m = self.read_model, self.read_model.m
+        model.insert_work = (
+            f"INSERT INTO {model.work_table} (id, kind, status, session_key, position, "
+            f"version, created_on, modified_on, state) VALUES ({m}, {m}, {m}, {m}, "
+            f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
+            f"{m}, {m}, {m}, {m})"
+        )
+        # The runs' primary key takes their session's key first (the distribution column).
+        model.insert_run = model.insert_run.replace(
+            "ON CONFLICT (run_id)", "ON CONFLICT (session_key, run_id)"
+        )
+        schema = self.datastore.schema
+        self.worker_bound = (
+            "SELECT nodename, nodeport, success, result FROM run_command_on_workers(%s)"
+        )
+        self.worker_bound_command = _WORKER_BOUND.format(
+            schema=schema, events=self.events_table_name
+        )
+        # Which worker holds each shard key's rows (the shard by the key's hash).
+        self.shard_nodes = (
+            "SELECT s.shardminvalue::int AS low, s.shardmaxvalue::int AS high, "
+            "n.nodename || ':' || n.nodeport AS node FROM pg_dist_shard s "
+            "JOIN pg_dist_placement p ON p.shardid = s.shardid "
+            "JOIN pg_dist_node n ON n.groupid = p.groupid "
+            f"WHERE s.logicalrelid = '{events}'::regclass AND n.noderole = 'primary'"
+        )
+
+    # Saves ----------------------------------------------------------------------------
+
+    def insert_events(self, stored_events: Any, **kwargs: Any) -> Sequence[int] | None:
+        keys: dict[UUID, str] | None = kwargs.get(SHARD_KEYS_KEY)
+        if stored_events and keys is None:
+            raise ValueError(
+                "a save on a store distributed by session needs its streams' shard keys"
+            )
+        self._save.keys = keys
+        self._save.changes = kwargs.get(READ_MODEL_KEY)
+        try:
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
+        finally:
+            self._save.keys = None
+            self._save.changes = None
+
+    def _insert_rows(
+        self,
+        save_id: UUID,
+        stored_events: Any,
+        links: Sequence[ChainLink],
+        model: tuple[str, tuple[Any, ...]] | None,
+    ) -> tuple[bytes, tuple[Any, ...]]:
+        keys: dict[UUID, str] = self._save.keys
+        shard_keys = [keys[stored.originator_id] for stored in stored_events]
+        if model is not None:
+            # The session row's UPDATE routed to its shard by its key (else Citus sends it
+            # to every shard, and the save becomes a multi-shard transaction).
+            narrow, values = model
+            (row,) = self._save.changes.rows.values()
+            model = (f"{narrow} AND key=%s", (*values, row.state.key))
+        encoded, rows = super()._insert_rows(save_id, stored_events, links, model)
+        beside = () if model is None else model[1]
+        rest = rows[1 + len(beside) :]
+        last = shard_keys[0] if len(stored_events) == 1 else shard_keys
+        return encoded, (save_id, shard_keys[0], *beside, *rest, last)
+
+    # Sealing --------------------------------------------------------------------------
+
+    def _seal_batch(self, *, wait: bool) -> int | None:
+        """One batch: the lock (on the coordinator), the head, every worker's bound, the
+        unsealed rows (later statements, so later snapshots on every worker), the seals
+        of the final ones. Synchronous commit: a seal lost with the coordinator's
+        commit record would take back seals readers may have seen."""
+        key = (_SEALER_LOCK_SPACE, self.datastore.schema)
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            if wait:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", key)
+            else:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked", key)
+                if not cursor.fetchone()["locked"]:
+                    return None
+            cursor.execute(self.chain.select_head)
+            head = self.chain.head_of(cursor.fetchone())
+            cursor.execute(self.worker_bound, (self.worker_bound_command,))
+            bounds: dict[str, int] = {}
+            for row in cursor.fetchall():
+                if not row["success"]:
+                    raise RuntimeError(f"a worker's sealing bound failed: {row['result']}")
+                bounds[f"{row['nodename']}:{row['nodeport']}"] = int(row["result"])
+            cursor.execute(self.shard_nodes)
+            shards = [(int(r["low"]), int(r["high"]), str(r["node"])) for r in cursor.fetchall()]
+            cursor.execute(
+                f"SELECT notification_id, stream_hash, xact_id::text::bigint AS xact, "
+                f"worker_hash(shard_key) AS h FROM {self.events_table} "
+                "WHERE log_seq IS NULL AND stream_hash IS NOT NULL "
+                "ORDER BY xact_id, notification_id LIMIT %s",
+                (_PENDING_READ,),
+            )
+            final: list[tuple[str, int, int, bytes]] = []
+            for row in cursor.fetchall():
+                node = _node_of(int(row["h"]), shards)
+                if int(row["xact"]) < bounds.get(node, 0):
+                    final.append(
+                        (node, int(row["xact"]), int(row["notification_id"]), row["stream_hash"])
+                    )
+            final.sort(key=lambda found: found[:3])
+            seals = seal(head, [(n, bytes(own)) for _, _, n, own in final[:SEAL_BATCH]])
+            if seals:
+                cursor.execute(
+                    f"UPDATE {self.events_table} AS e SET log_seq = s.seq, log_hash = s.hash "
+                    "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
+                    "WHERE e.notification_id = s.n",
+                    (
+                        [x.notification_id for x in seals],
+                        [x.log_seq for x in seals],
+                        [x.log_hash for x in seals],
+                    ),
+                )
+        return len(seals)
+
+    # Distributing ---------------------------------------------------------------------
+
+    def fill_shard_keys(self, connection: Any, progress: Progress, *, decode: Any) -> None:
+        """Every stream's shard key on an existing schema's rows, from its first event
+        (``decode``: a stored event to its domain event), in batches."""
+        events = self.events_table
+        filled = 0
+        while True:
+            rows = connection.execute(
+                f"SELECT originator_id, topic, state FROM {events} "
+                "WHERE originator_version = 1 AND shard_key IS NULL LIMIT 1000"
+            ).fetchall()
+            if not rows:
+                break
+            ids, keys = [], []
+            for originator_id, topic, state in rows:
+                event = decode(StoredEvent(originator_id, 1, topic, bytes(state)))
+                ids.append(originator_id)
+                keys.append(shard_key_of(originator_id, event))
+            connection.execute(
+                f"UPDATE {events} AS e SET shard_key = k.key FROM unnest(%s::uuid[], "
+                "%s::text[]) AS k(id, key) WHERE e.originator_id = k.id",
+                (ids, keys),
+            )
+            filled += len(ids)
+            progress(f"distributing: shard keys of {filled} streams")
+        orphans = connection.execute(
+            f"SELECT count(*) FROM {events} WHERE shard_key IS NULL"
+        ).fetchone()
+        if orphans is not None and orphans[0]:
+            raise citus_schema.NotDistributed(
+                f"{orphans[0]} event rows belong to no stream with a first event; "
+                "they cannot be given a shard key"
+            )
+
+
+def _node_of(hashed: int, shards: list[tuple[int, int, str]]) -> str:
+    for low, high, node in shards:
+        if low <= hashed <= high:
+            return node
+    raise RuntimeError(f"no shard holds hash {hashed}")
