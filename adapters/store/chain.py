@@ -334,7 +334,8 @@ class SqlChain:
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
-            f"JOIN (SELECT originator_id, MAX(originator_version) AS v FROM {t.chain} "
+            f"JOIN (SELECT originator_id{self._shard_column}, MAX(originator_version) AS v "
+            f"FROM {t.chain} "
             f"WHERE log_seq <= {m} GROUP BY originator_id{self._shard_column}) h "
             "ON h.originator_id = c.originator_id AND h.v = c.originator_version"
             f"{same_shard(t, 'h', 'c')}",

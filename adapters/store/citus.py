@@ -27,7 +27,7 @@ from eventsourcing.persistence import StoredEvent
 from sessionwire.adapters.store import citus_schema
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
-from sessionwire.adapters.store.event_store import READ_MODEL_KEY, SHARD_KEYS_KEY
+from sessionwire.adapters.store.event_store import SHARD_KEYS_KEY
 from sessionwire.adapters.store.postgres import _SEALER_LOCK_SPACE, PostgresSessionRecorder
 from sessionwire.adapters.store.postgres_save_ids import SaveIds
 from sessionwire.adapters.store.shard_keys import shard_key_of
@@ -71,7 +71,7 @@ class CitusSaveIds(SaveIds):
         keys = self.shard_keys()
         cursor.execute(
             f"SELECT 1 FROM {self.table} WHERE shard_key = %s AND save_id = %s",
-            (keys[stored_events[0].originator_id], save_id),
+            (keys[UUID(str(stored_events[0].originator_id))], save_id),
         )
         if cursor.fetchone() is None:
             return None
@@ -80,7 +80,11 @@ class CitusSaveIds(SaveIds):
             cursor.execute(
                 f"SELECT notification_id FROM {self.events} WHERE shard_key = %s "
                 "AND originator_id = %s AND originator_version = %s",
-                (keys[stored.originator_id], stored.originator_id, stored.originator_version),
+                (
+                    keys[UUID(str(stored.originator_id))],
+                    stored.originator_id,
+                    stored.originator_version,
+                ),
             )
             row = cursor.fetchone()
             if row is None:
@@ -131,6 +135,9 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
             f"{m}, {m}, {m}, {m})"
         )
+        # Session and work rows updated within their shard (else Citus sends the UPDATE
+        # to every shard, and the save becomes a multi-shard transaction).
+        model.route_by_session_key()
         # The runs' primary key takes their session's key first (the distribution column).
         model.insert_run = model.insert_run.replace(
             "ON CONFLICT (run_id)", "ON CONFLICT (session_key, run_id)"
@@ -160,13 +167,11 @@ class CitusSessionRecorder(PostgresSessionRecorder):
                 "a save on a store distributed by session needs its streams' shard keys"
             )
         self._save.keys = keys
-        self._save.changes = kwargs.get(READ_MODEL_KEY)
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
             return ids
         finally:
             self._save.keys = None
-            self._save.changes = None
 
     def _insert_rows(
         self,
@@ -177,12 +182,6 @@ class CitusSessionRecorder(PostgresSessionRecorder):
     ) -> tuple[bytes, tuple[Any, ...]]:
         keys: dict[UUID, str] = self._save.keys
         shard_keys = [keys[stored.originator_id] for stored in stored_events]
-        if model is not None:
-            # The session row's UPDATE routed to its shard by its key (else Citus sends it
-            # to every shard, and the save becomes a multi-shard transaction).
-            narrow, values = model
-            (row,) = self._save.changes.rows.values()
-            model = (f"{narrow} AND key=%s", (*values, row.state.key))
         encoded, rows = super()._insert_rows(save_id, stored_events, links, model)
         beside = () if model is None else model[1]
         rest = rows[1 + len(beside) :]

@@ -61,9 +61,7 @@ class NotDistributed(StoreURLError):
 
 def distribution_of(query: dict[str, list[str]]) -> str:
     """``?distribution=``: ``citus`` or ``none`` (the default)."""
-    given = query.get(
-        "distribution", [__import__("os").environ.get("SW_TEST_DISTRIBUTION", "none")]
-    )[0]
+    given = query.get("distribution", ["none"])[0]
     if given not in DISTRIBUTIONS:
         raise StoreURLError(
             f"distribution {given!r} is not one this store knows; use "

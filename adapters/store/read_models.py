@@ -195,6 +195,9 @@ class SqlReadModel:
         self.link_spawn = f"UPDATE {self.runs_table} SET spawn_id={m} WHERE run_id={m}"
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
+        self.route_by_key = False
+        """Updates of a session's and a work row name their session's key too (a store
+        distributed by it, ADR 0051: Citus then sends each to one shard); ``route_by_key``."""
 
     def create_statements(self) -> list[str]:
         return [
@@ -266,9 +269,25 @@ class SqlReadModel:
             and row.changed <= ROW_FIELDS
         )
 
+    def route_by_session_key(self) -> None:
+        """Every session and work row update also by its session's key (see
+        ``route_by_key``)."""
+        m = self.m
+        self.route_by_key = True
+        self.update_session += f" AND key={m}"
+        self.update_work += f" AND session_key={m}"
+        self._narrow.clear()
+
     def _narrow_write(self, row: SessionRow) -> tuple[str, tuple[Any, ...]]:
         statement, values = self._narrow_update(cast(frozenset[str], row.changed))
-        return statement, (row.version, row.modified_on_iso, *values(row.state), row.id.hex)
+        routed = (row.state.key,) if self.route_by_key else ()
+        return statement, (
+            row.version,
+            row.modified_on_iso,
+            *values(row.state),
+            row.id.hex,
+            *routed,
+        )
 
     def _narrow_update(
         self, changed: frozenset[str]
@@ -280,8 +299,10 @@ class SqlReadModel:
             m = self.m
             ordered = [name for name in ("label", "status", *HOT_FIELDS) if name in changed]
             assigned = "".join(f", {name}={m}" for name in ordered)
+            routed = f" AND key={m}" if self.route_by_key else ""
             statement = (
-                f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned} WHERE id={m}"
+                f"UPDATE {self.sessions} SET version={m}, modified_on={m}{assigned} "
+                f"WHERE id={m}{routed}"
             )
             narrow = self._narrow[changed] = (statement, _getter(ordered))
         return narrow
@@ -366,6 +387,7 @@ class SqlReadModel:
                         self._state_json(state),
                         *self._hot_values(state),
                         row.id.hex,
+                        *((state.key,) if self.route_by_key else ()),
                     ),
                 )
         if self.transcript_in_log:
@@ -403,7 +425,14 @@ class SqlReadModel:
             else:
                 execute(
                     self.update_work,
-                    (work.status, work.version, work.modified_on_iso, work.state_json, work.id.hex),
+                    (
+                        work.status,
+                        work.version,
+                        work.modified_on_iso,
+                        work.state_json,
+                        work.id.hex,
+                        *((work.session_key,) if self.route_by_key else ()),
+                    ),
                 )
         for member in changes.members:
             execute(self.insert_member, (member.session_key, member.stream_id.hex, member.kind))

@@ -97,7 +97,8 @@ def test_an_unknown_postgres_url_option_is_refused_naming_the_known_ones(
     ran = run_in_process("--store", f"{url}&{options}", "record", "main", "hi")
     assert ran.returncode == 2, ran.stdout + ran.stderr
     assert unknown in ran.stderr
-    assert "the options this store takes: schema, lease_seconds, upgrade, distribution" in ran.stderr
+    known = "the options this store takes: schema, lease_seconds, upgrade, distribution"
+    assert known in ran.stderr
     assert not _schema_exists(schema)
 
 
