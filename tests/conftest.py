@@ -76,13 +76,54 @@ def pytest_configure(config: pytest.Config) -> None:
 _POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_schemas"})
 
 
+# PostgreSQL tests that fail on a Citus cluster (`distribution=citus` in the server's URL)
+# for what the distributed store does not do yet, each with what it broke on 2026-12-02
+# (ADR 0053): strict, so one that passes there fails until it is taken off this list.
+CITUS_PENDING: dict[str, str] = {
+    "tests/integration/test_checkpoints_contract.py::"
+    "test_a_log_rewritten_under_its_checkpoint_is_refused_as_an_anchor[postgres]": (
+        "the test's rewrite: cannot modify views when the query contains citus tables"
+    ),
+    "tests/integration/test_read_model_maintenance_contract.py::"
+    "test_rebuilt_read_models_equal_the_live_ones[postgres]": (
+        "a rebuild differs from the live rows"
+    ),
+    "tests/e2e/test_chain_v1_stores.py::test_a_v1_store_verifies_and_its_log_goes_on[postgres]": (
+        "a restored v1 schema is refused until distributed (upgrade=yes)"
+    ),
+    "tests/e2e/test_chain_v1_stores.py::"
+    "test_a_v1_store_still_finds_an_edit_of_a_v1_record[postgres]": (
+        "a restored v1 schema is refused until distributed (upgrade=yes)"
+    ),
+    "tests/e2e/test_audit_verify.py::"
+    "test_removing_a_row_and_its_chain_row_still_shows_a_deletion[postgres]": (
+        "the test's tampering SQL: could not find valid entry for shard 0"
+    ),
+    "tests/e2e/test_audit_verify.py::test_a_forged_row_is_an_inserted_record[postgres]": (
+        "the test's forged row has no shard key"
+    ),
+    "tests/e2e/test_audit_verify.py::"
+    "test_events_from_before_the_chain_are_counted_as_unchained[postgres]": (
+        "the test's tampering SQL: could not find valid entry for shard 0"
+    ),
+    "tests/integration/test_postgres_parallel_writers.py::"
+    "test_a_pass_that_meets_another_sealer_leaves_the_rows_to_it": (
+        "the sealer's lock is met differently"
+    ),
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    on_citus = "distribution=citus" in STORE_OPTIONS
     for item in items:
         callspec = getattr(item, "callspec", None)
         values = list(callspec.params.values()) if callspec is not None else []
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & _POSTGRES_FIXTURES or any(value == "postgres" for value in values):
             item.add_marker(pytest.mark.postgres)
+            pending = CITUS_PENDING.get(item.nodeid) if on_citus else None
+            if pending is not None:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=f"on Citus: {pending}"))
 
 
 # A library thread that logs after its test's captured stream closed would have logging

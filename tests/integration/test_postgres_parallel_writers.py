@@ -184,7 +184,7 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
 
 
 def schema(url: str) -> str:
-    return url.split("schema=")[1]
+    return url.split("schema=")[1].split("&")[0]
 
 
 def test_the_gateways_of_a_schema_share_one_sealing_pace(
