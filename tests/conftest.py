@@ -107,8 +107,12 @@ CITUS_PENDING: dict[str, str] = {
         "the test's tampering SQL: could not find valid entry for shard 0"
     ),
     "tests/integration/test_postgres_parallel_writers.py::"
-    "test_a_pass_that_meets_another_sealer_leaves_the_rows_to_it": (
-        "the sealer's lock is met differently"
+    "test_an_export_carries_a_sealed_order_that_differs_from_the_positions": (
+        "the test's reordering: cannot modify views when the query contains citus tables"
+    ),
+    "tests/integration/test_postgres_write_path.py::"
+    "test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on": (
+        "the planted failure does not fail the save (DID NOT RAISE StoreConflict)"
     ),
 }
 
