@@ -26,7 +26,7 @@ import sessionwire
 import structlog
 from hypothesis import settings
 from postgres_schemas import SchemaPool
-from postgres_server import POSTGRES_URL, postgres_problem
+from postgres_server import POSTGRES_URL, STORE_OPTIONS, postgres_problem, schema_url
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
@@ -67,6 +67,67 @@ def pytest_configure(config: pytest.Config) -> None:
             f"the editable install is out of date ({', '.join(missing[:3])} not linked): "
             "run ./run tests, or ./run sessionwire --help once, to refresh it"
         )
+
+
+# The PostgreSQL tier (`-m postgres`): every test on the shared test server, by the
+# PostgreSQL fixture it takes or the `postgres` store parameter it runs with. CI runs the
+# tier a second time on a Citus cluster (.ci/run), with SESSIONWIRE_TEST_POSTGRES naming
+# the cluster's coordinator.
+_POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_schemas"})
+
+
+# PostgreSQL tests that fail on a Citus cluster (`distribution=citus` in the server's URL)
+# for what the distributed store does not do yet, each with what it broke on 2026-12-02
+# (ADR 0053): strict, so one that passes there fails until it is taken off this list.
+CITUS_PENDING: dict[str, str] = {
+    "tests/integration/test_checkpoints_contract.py::"
+    "test_a_log_rewritten_under_its_checkpoint_is_refused_as_an_anchor[postgres]": (
+        "the test's rewrite: cannot modify views when the query contains citus tables"
+    ),
+    "tests/integration/test_read_model_maintenance_contract.py::"
+    "test_rebuilt_read_models_equal_the_live_ones[postgres]": (
+        "a rebuild differs from the live rows"
+    ),
+    "tests/e2e/test_chain_v1_stores.py::test_a_v1_store_verifies_and_its_log_goes_on[postgres]": (
+        "a restored v1 schema is refused until distributed (upgrade=yes)"
+    ),
+    "tests/e2e/test_chain_v1_stores.py::"
+    "test_a_v1_store_still_finds_an_edit_of_a_v1_record[postgres]": (
+        "a restored v1 schema is refused until distributed (upgrade=yes)"
+    ),
+    "tests/e2e/test_audit_verify.py::"
+    "test_removing_a_row_and_its_chain_row_still_shows_a_deletion[postgres]": (
+        "the test's tampering SQL: could not find valid entry for shard 0"
+    ),
+    "tests/e2e/test_audit_verify.py::test_a_forged_row_is_an_inserted_record[postgres]": (
+        "the test's forged row has no shard key"
+    ),
+    "tests/e2e/test_audit_verify.py::"
+    "test_events_from_before_the_chain_are_counted_as_unchained[postgres]": (
+        "the test's tampering SQL: could not find valid entry for shard 0"
+    ),
+    "tests/integration/test_postgres_parallel_writers.py::"
+    "test_an_export_carries_a_sealed_order_that_differs_from_the_positions": (
+        "the test's reordering: cannot modify views when the query contains citus tables"
+    ),
+    "tests/integration/test_postgres_write_path.py::"
+    "test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on": (
+        "the planted failure does not fail the save (DID NOT RAISE StoreConflict)"
+    ),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    on_citus = "distribution=citus" in STORE_OPTIONS
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        values = list(callspec.params.values()) if callspec is not None else []
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & _POSTGRES_FIXTURES or any(value == "postgres" for value in values):
+            item.add_marker(pytest.mark.postgres)
+            pending = CITUS_PENDING.get(item.nodeid) if on_citus else None
+            if pending is not None:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=f"on Citus: {pending}"))
 
 
 # A library thread that logs after its test's captured stream closed would have logging
@@ -134,14 +195,14 @@ def postgres_url() -> Iterator[str]:
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield f"{POSTGRES_URL}?schema={schema}"
+    yield schema_url(schema)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="session")
 def postgres_schemas() -> Iterator[SchemaPool]:
-    pool = SchemaPool(POSTGRES_URL)
+    pool = SchemaPool(POSTGRES_URL, STORE_OPTIONS)
     yield pool
     pool.close()
 
@@ -208,6 +269,6 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
 
     source = str(request.getfixturevalue("postgres_url"))
     schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield source, f"{POSTGRES_URL}?schema={schema}"
+    yield source, schema_url(schema)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -84,13 +84,16 @@ class SchemaPool:
     """One test process's schemas in one database: ``take`` one, ``give_back`` it."""
 
     server_url: str
+    store_options: str = ""
+    """Options every store URL carries (``distribution=citus``), after its schema."""
     made: dict[str, _Made] = field(default_factory=dict)
     returned: list[str] = field(default_factory=list)
     """Given back, oldest first; looked at when a test takes a schema."""
     _connection: psycopg.Connection[tuple[object, ...]] | None = None
 
     def url(self, schema: str) -> str:
-        return f"{self.server_url}?schema={schema}"
+        options = f"&{self.store_options}" if self.store_options else ""
+        return f"{self.server_url}?schema={schema}{options}"
 
     @staticmethod
     def application_name(schema: str) -> str:

@@ -4,7 +4,8 @@
 * ``scripted``: a ScriptedRuntime with no rules yet (``scripted.add(step=..., reply=...)``).
 * ``gateway``: a Gateway on that clock and runtime, with a CapturingDelivery
   (``gateway.delivery.sent``), opened on each store in turn: memory, SQLite and, when
-  SESSIONWIRE_TEST_POSTGRES names a server, PostgreSQL (a fresh schema per test).
+  SESSIONWIRE_TEST_POSTGRES names a server, PostgreSQL (a fresh schema per test; the
+  store options in its query, such as ``?distribution=citus``, go to every store).
 * ``sessionwire_config``: the GatewayConfig the gateway opens with; override it in a
   conftest to test another configuration.
 
@@ -22,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from sessionwire.adapters.bootstrap import Gateway
@@ -54,9 +56,11 @@ def sessionwire_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     else:
         import psycopg
 
-        server = os.environ[POSTGRES_ENV]
+        # Store options in the server's URL (``?distribution=citus``) go to every store.
+        given = urlsplit(os.environ[POSTGRES_ENV])
+        server = urlunsplit((given.scheme, given.netloc, given.path, "", ""))
         schema = f"t_{uuid.uuid4().hex[:16]}"
-        yield f"{server}?schema={schema}"
+        yield f"{server}?schema={schema}" + (f"&{given.query}" if given.query else "")
         with psycopg.connect(server, autocommit=True) as connection:
             connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 

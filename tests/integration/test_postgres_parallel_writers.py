@@ -185,7 +185,7 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
 
 
 def schema(url: str) -> str:
-    return url.split("schema=")[1]
+    return url.split("schema=")[1].split("&")[0]
 
 
 def test_the_sealer_is_paced_by_saves_not_by_the_schemas_gateways(

@@ -119,7 +119,7 @@ def test_a_one_statement_save_that_loses_a_conflict_keeps_nothing(
         other.save(won)
         with pytest.raises(StoreConflict):
             store.save(with_message(stale.to_aggregate(), "lost"))
-        schema = postgres_url.split("schema=")[1]
+        schema = postgres_url.split("schema=")[1].split("&")[0]
         with store.reading() as cursor:
             cursor.execute(
                 f'SELECT (SELECT COUNT(*) FROM "{schema}".sessionwire_events) AS events, '
@@ -139,7 +139,7 @@ def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
     store.save(session)
     other = opened("agent:main:b")
     # Its event inserts fine; a session row already there fails the save after it.
-    schema = postgres_url.split("schema=")[1]
+    schema = postgres_url.split("schema=")[1].split("&")[0]
     with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
         connection.execute(
             f"INSERT INTO \"{schema}\".sw_sessions SELECT %s, key || 'b', session_id, "

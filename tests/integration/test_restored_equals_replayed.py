@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from postgres_server import POSTGRES_URL, postgres_problem
+from postgres_server import POSTGRES_URL, postgres_problem, schema_url
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import internals, store_of
 from sessionwire.application.audit.state import replay_session
@@ -106,7 +106,7 @@ async def postgres_store() -> AsyncIterator[str]:
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
     try:
-        yield f"{POSTGRES_URL}?schema={schema}"
+        yield schema_url(schema)
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
             connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

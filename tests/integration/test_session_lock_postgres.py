@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 from freezegun import freeze_time
-from postgres_server import POSTGRES_URL
+from postgres_server import POSTGRES_URL, schema_url
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
@@ -72,7 +72,7 @@ def stores(postgres_url: str) -> Iterator[Stores]:
 @pytest.fixture
 async def other_schema(postgres_url: str) -> AsyncIterator[str]:
     schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield f"{POSTGRES_URL}?schema={schema}&{QUIET}"
+    yield schema_url(schema, QUIET)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
@@ -199,7 +199,7 @@ async def test_a_keeper_whose_connection_dropped_reconnects_and_wakes_its_waiter
     # NOTIFYed meanwhile is not heard, so the keeper wakes every waiter once back.
     listener = keeper(second)._conn
     assert listener is not None
-    sql(second, "SELECT pg_terminate_backend(%s)", listener.info.backend_pid)
+    sql(second, "SELECT pg_terminate_backend(%s::int)", listener.info.backend_pid)
     await holding.__aexit__(None, None, None)
     await asyncio.wait_for(claiming, HANG_SECONDS)
     # Listening again: the next release is heard (the holder's expiry is an hour away).
@@ -549,7 +549,7 @@ def test_a_keeper_whose_schema_was_dropped_stops_instead_of_retrying_forever(
         listener = target._conn
         assert listener is not None
         sql(store, "DROP SCHEMA {s} CASCADE")
-        sql(store, "SELECT pg_terminate_backend(%s)", listener.info.backend_pid)
+        sql(store, "SELECT pg_terminate_backend(%s::int)", listener.info.backend_pid)
         target._thread.join(HANG_SECONDS)
         assert not target._thread.is_alive()
     finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import POSTGRES_STORES
 from sessionwire.adapters.store.loop_guard import SqlOnLoopThread
 from sessionwire.application.gateway import GatewayService
 from sessionwire.application.orchestration.runs import RunEngine
@@ -86,7 +87,7 @@ TWO_GATEWAY_SEEDS = range(6)
 async def test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_stay_clean(
     postgres_url: str,
 ) -> None:
-    stores = fresh_stores(postgres_url.split("?")[0])
+    stores = fresh_stores(POSTGRES_STORES)
     simulation = Simulation(stores)
     options = WorkloadOptions(two_gateways=True, dropped_connections=True)
     failures: list[str] = []
@@ -113,7 +114,7 @@ async def test_a_rejected_send_stays_rejected_when_its_run_is_taken_over(
 ) -> None:
     findings = Path(__file__).parent / "simulator_findings"
     script = SimulationScript.load(findings / "seed-230-rejected-send-started-after-takeover.json")
-    result = await Simulation(fresh_stores(postgres_url.split("?")[0])).run(script)
+    result = await Simulation(fresh_stores(POSTGRES_STORES)).run(script)
     assert result.ok, result.violations
 
 
@@ -129,5 +130,5 @@ async def test_a_send_made_meanwhile_by_the_takers_attempt_is_answered_for(
     script = SimulationScript.load(
         findings / "seed-8-stale-owner-send-conflicts-with-the-takers.json"
     )
-    result = await Simulation(fresh_stores(postgres_url.split("?")[0])).run(script)
+    result = await Simulation(fresh_stores(POSTGRES_STORES)).run(script)
     assert result.ok, result.violations

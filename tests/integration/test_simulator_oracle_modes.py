@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from postgres_server import POSTGRES_STORES
 from sessionwire.adapters.testkit.simulator import SimulationResult
 from sessionwire.testing import (
     Simulation,
@@ -78,7 +79,7 @@ async def test_a_stale_owner_records_nothing_for_the_runs_it_lost(postgres_url: 
     save on their thread, which had none of the run's context and so none of its lease's
     fence, and the stale owner's outcome was recorded (after a version conflict with
     the taker's dispatch). Under a lease it claimed again since, the run is its own."""
-    failures, _ = await _stale_seeds(postgres_url, skip=())
+    failures, _ = await _stale_seeds(skip=())
     assert failures == []
 
 
@@ -89,14 +90,14 @@ async def _replayed(finding: str) -> SimulationResult:
 async def test_stale_owners_double_nothing(postgres_url: str) -> None:
     """The same seeds, every other invariant: the taker resumes the lost runs exactly
     once and nothing is recorded or posted twice, though the stale owner writes."""
-    failures, takeovers = await _stale_seeds(postgres_url, skip=("stale-owner",))
+    failures, takeovers = await _stale_seeds(skip=("stale-owner",))
     assert failures == []
     assert takeovers >= len(STALE_SEEDS)
 
 
-async def _stale_seeds(postgres_url: str, *, skip: tuple[str, ...]) -> tuple[list[str], int]:
+async def _stale_seeds(*, skip: tuple[str, ...]) -> tuple[list[str], int]:
     """The stale-owner seeds with two PostgreSQL gateways: what broke, and the takeovers."""
-    stores = fresh_stores(postgres_url.split("?")[0])
+    stores = fresh_stores(POSTGRES_STORES)
     failures: list[str] = []
     takeovers = 0
     for seed in STALE_SEEDS:

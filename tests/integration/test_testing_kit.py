@@ -10,6 +10,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from freezegun import freeze_time
+from postgres_server import POSTGRES_URL
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
@@ -333,6 +334,28 @@ def test_the_plugin_gives_gateway_clock_and_scripted_on_each_store(
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*test_send_gets_the_scripted_reply?memory?*PASSED*"])
     result.stdout.fnmatch_lines(["*test_send_gets_the_scripted_reply?sqlite?*PASSED*"])
+
+
+PLUGIN_POSTGRES_TESTS = """
+from urllib.parse import parse_qs, urlsplit
+
+def test_the_store_carries_the_servers_options(sessionwire_store):
+    if sessionwire_store.startswith("postgresql://"):
+        query = parse_qs(urlsplit(sessionwire_store).query)
+        assert query["lease_seconds"] == ["7"] and query["schema"][0].startswith("t_")
+"""
+
+
+def test_the_plugins_postgres_store_keeps_the_options_of_the_servers_url(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    # A server URL with store options (CI's `?distribution=citus`) gives stores with them,
+    # on a schema of their own.
+    monkeypatch.setenv("SESSIONWIRE_TEST_POSTGRES", f"{POSTGRES_URL}?lease_seconds=7")
+    pytester.makepyfile(test_user=PLUGIN_POSTGRES_TESTS)
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*test_the_store_carries_the_servers_options?postgres?*PASSED*"])
 
 
 def test_a_project_fixture_overrides_the_plugins(pytester: pytest.Pytester) -> None:

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from sessionwire.domain.errors import SessionwireError
 
@@ -76,6 +76,13 @@ class PostgresStores(FreshStores):
     def __init__(self, url: str = DEFAULT_POSTGRES) -> None:
         parts = urlsplit(url)
         self.url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        """The server, as psycopg connects to it."""
+        # The URL's store options (``distribution=citus``) go to every run's store; its
+        # schema does not: each run gets a new one.
+        options = [
+            (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"
+        ]
+        self.options = urlencode(options)
 
     @contextmanager
     def fresh(self) -> Iterator[str]:
@@ -83,7 +90,7 @@ class PostgresStores(FreshStores):
 
         schema = f"sim_{uuid.uuid4().hex[:16]}"
         try:
-            yield f"{self.url}?schema={schema}"
+            yield f"{self.url}?schema={schema}" + (f"&{self.options}" if self.options else "")
         finally:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as connection:
                 connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
