@@ -443,6 +443,12 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         sealed = None if found is None else found["sealed"]
         return None if sealed is None else int(sealed)
 
+    def create_table(self) -> None:
+        """The tables, then the save and sealing functions every save calls (ADR 0058): a
+        recorder made on its own (eventsourcing's recorder contract) saves from the start."""
+        super().create_table()
+        self.ensure_functions()
+
     def ensure_functions(self) -> None:
         """The save and sealing functions (ADR 0058), created or replaced when the
         schema's recorded version differs (under the setup lock)."""
