@@ -114,6 +114,32 @@ CITUS_PENDING: dict[str, str] = {
     "test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on": (
         "the planted failure does not fail the save (DID NOT RAISE StoreConflict)"
     ),
+    "tests/e2e/test_audit_verify.py::test_a_removed_row_is_a_deleted_record[postgres]": (
+        "audit verify names a deleted record by its notification id, not its log position"
+    ),
+}
+
+# Failing on Citus too, but not at every run (they race the cluster's sealer and the
+# gateways' threads): not strict, so a run where one happens to pass does not fail CI.
+CITUS_PENDING_RACING: dict[str, str] = {
+    "tests/integration/test_simulator.py::"
+    "test_a_lane_permit_lent_to_a_waited_send_goes_back_to_its_lender_first[postgres]": (
+        "subscribers: the live stream's order differs from the sealed log's"
+    ),
+    "tests/integration/test_simulator.py::test_the_fixed_ci_seeds_break_no_invariant[postgres-0]": (
+        "sessions_search: NotSupportedError; subscribers: order differs from the log"
+    ),
+    "tests/integration/test_simulator_oracle_modes.py::"
+    "test_a_stale_owner_records_nothing_for_the_runs_it_lost": (
+        "sessions_search: NotSupportedError; subscribers: order differs from the log"
+    ),
+    "tests/integration/test_simulator_oracle_modes.py::test_stale_owners_double_nothing": (
+        "sessions_search: NotSupportedError"
+    ),
+    "tests/integration/test_simulator_faults.py::"
+    "test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_stay_clean": (
+        "sessions_search: NotSupportedError; subscribers: order differs from the log"
+    ),
 }
 
 
@@ -128,6 +154,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             pending = CITUS_PENDING.get(item.nodeid) if on_citus else None
             if pending is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"on Citus: {pending}"))
+            racing = CITUS_PENDING_RACING.get(item.nodeid) if on_citus else None
+            if racing is not None:
+                item.add_marker(pytest.mark.xfail(strict=False, reason=f"on Citus: {racing}"))
 
 
 # A library thread that logs after its test's captured stream closed would have logging
