@@ -15,7 +15,6 @@ just-recorded usage already spent.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,7 +23,8 @@ from uuid import UUID
 from sessionwire.application.config.gateway_config import GatewayConfig
 from sessionwire.application.library_logging import library_logger
 from sessionwire.application.orchestration.cancellation import RunCancellation
-from sessionwire.application.orchestration.in_flight import InFlight, Owner, Wait
+from sessionwire.application.orchestration.in_flight import InFlight, Owner
+from sessionwire.application.orchestration.keyed_locks import KeyedLocks
 from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.orchestration.runs import RunEngine
 from sessionwire.application.ports.async_store import AsyncStore
@@ -62,8 +62,7 @@ class TraceBudgets:
         self.budget: TraceBudget = config.trace_budget
         self.cancellation: RunCancellation | None = None
         """Set once the gateway has built it (``onExceeded: "cancel"``)."""
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._holders: dict[str, int] = {}
+        self._trace_locks = KeyedLocks(in_flight)
         self.engine = engine
         if self.budget.configured:
             engine.outcome_lock = self._outcome_lock
@@ -94,7 +93,7 @@ class TraceBudgets:
         if not self.budget.configured or trace_id is None:
             yield None
             return
-        async with self._trace_lock(trace_id):
+        async with self._trace_locks.held(trace_id):
             yield await self._exceeded(trace_id, spawning=spawning, steering=steering)
 
     async def steer_exceeded(self, trace_id: str | None) -> BudgetExceeded | None:
@@ -102,7 +101,7 @@ class TraceBudgets:
         busy policy steers): whether the trace may send one more steer."""
         if not self.budget.configured or trace_id is None:
             return None
-        assert trace_id in self._locks, "asked inside admit, under the trace's lock"
+        assert trace_id in self._trace_locks, "asked inside admit, under the trace's lock"
         return await self._exceeded(trace_id, steering=True)
 
     async def _exceeded(
@@ -113,32 +112,11 @@ class TraceBudgets:
         return self.budget.exceeded(usage, spawning=spawning, steering=steering)
 
     @asynccontextmanager
-    async def _trace_lock(self, trace_id: str) -> AsyncIterator[None]:
-        lock = self._locks.get(trace_id)
-        if lock is None:
-            lock = self._locks[trace_id] = asyncio.Lock()
-        self._holders[trace_id] = self._holders.get(trace_id, 0) + 1
-        try:
-            # A lock wait the in-flight registry sees (a VirtualClock's advance settles).
-            with self.in_flight.waiting(Wait("lock", ready=lambda: not lock.locked())):
-                await lock.acquire()
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            self._holders[trace_id] -= 1
-            if self._holders[trace_id] == 0:
-                # No one holds or waits for it: a long-lived gateway keeps no lock per trace.
-                del self._holders[trace_id]
-                del self._locks[trace_id]
-
-    @asynccontextmanager
     async def _outcome_lock(self, state: RunState) -> AsyncIterator[None]:
         if state.trace_id is None:
             yield
             return
-        async with self._trace_lock(state.trace_id):
+        async with self._trace_locks.held(state.trace_id):
             yield
 
     # Refusing and cancelling ------------------------------------------------------------

@@ -22,7 +22,8 @@ from typing import Any
 from uuid import UUID
 
 from sessionwire.application.orchestration.budgeted_managers import BudgetedProcessManager
-from sessionwire.application.orchestration.in_flight import Owner, Wait
+from sessionwire.application.orchestration.in_flight import Owner
+from sessionwire.application.orchestration.keyed_locks import KeyedLocks
 from sessionwire.application.orchestration.run_scope import outside_any_run
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.session_read_model import SessionQuery
@@ -78,8 +79,7 @@ class YieldDriver(BudgetedProcessManager[RunYield]):
         self._pokes: dict[UUID, tuple[str, asyncio.Future[None]]] = {}
         # Per requester session: its children's reports are saved, and its yields read
         # their children and record a wake, one at a time (``reports_of``).
-        self._report_locks: dict[str, asyncio.Lock] = {}
-        self._report_holders: dict[str, int] = {}
+        self._report_locks = KeyedLocks(self.in_flight)
 
     def log_context(self, aggregate: RunYield) -> dict[str, Any]:
         return {"session_key": aggregate.state.session_key, "run_id": aggregate.state.run_id}
@@ -219,24 +219,8 @@ class YieldDriver(BudgetedProcessManager[RunYield]):
         wake: the wake carries every report saved before it, not a read taken before a
         report that committed first (simulator seed 100039, ADR 0060). One gateway's
         lock: across gateways a report that lands in that window reaches the next wake."""
-        lock = self._report_locks.get(session_key)
-        if lock is None:
-            lock = self._report_locks[session_key] = asyncio.Lock()
-        self._report_holders[session_key] = self._report_holders.get(session_key, 0) + 1
-        try:
-            # A lock wait the in-flight registry sees (a VirtualClock's advance settles).
-            with self.in_flight.waiting(Wait("lock", ready=lambda: not lock.locked())):
-                await lock.acquire()
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            self._report_holders[session_key] -= 1
-            if self._report_holders[session_key] == 0:
-                # No one holds or waits for it: a long-lived gateway keeps no lock each.
-                del self._report_holders[session_key]
-                del self._report_locks[session_key]
+        async with self._report_locks.held(session_key):
+            yield
 
     def child_reported(self, session_key: str) -> None:
         """A child of ``session_key`` has reported: its yields look again."""
