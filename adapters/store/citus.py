@@ -28,18 +28,14 @@ from sessionwire.adapters.store import citus_schema
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import SHARD_KEYS_KEY, Fence
-from sessionwire.adapters.store.postgres import (
-    PostgresSessionRecorder,
-    dropped_on_failure,
-    rolled_back_on_failure,
-)
+from sessionwire.adapters.store.postgres import PostgresSessionRecorder, SavePlan
 from sessionwire.adapters.store.postgres_functions import SEALER_LOCK_SPACE
 from sessionwire.adapters.store.postgres_lease import hold_lease_statement
 from sessionwire.adapters.store.postgres_save_ids import SaveIds
 from sessionwire.adapters.store.shard_keys import shard_key_of
 from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
-from sessionwire.domain.hash_chain import ChainLink, seal, stream_links
+from sessionwire.domain.hash_chain import ChainLink, seal
 
 if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
@@ -195,51 +191,35 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         PostgreSQL's server-side call (ADR 0058), and the sealer reads every worker's
         bound itself (``_seal_batch``)."""
 
-    def _insert(
+    def _save_plan(
         self,
-        stored_events: Any,
-        records: Any,
-        changes: ReadModelChanges | None,
-        fence: Fence | None,
         save_id: UUID,
-    ) -> list[int]:
-        # Statements, each routed by its shard key: the fence, the work-order lock (both
-        # on coordinator-local tables and locks), the events with the save id, and the
-        # read-model rows. A message's narrow session-row update goes within the insert:
-        # with no fence, the save is that one statement, atomic without BEGIN and COMMIT.
+        fence: Fence | None,
+        changes: ReadModelChanges | None,
+        stored_events: Any,
+        links: Sequence[ChainLink],
+    ) -> SavePlan:
+        """Statements, each routed by its shard key: the fence and the work-order lock
+        (on coordinator-local tables and locks), the events with the save id, and the
+        read-model rows. A message's narrow session-row update goes within the insert:
+        with no fence, the save is that one statement, atomic without BEGIN and COMMIT."""
         model = self.read_model.narrow_only(changes) if changes else None
-        alone = model is not None and fence is None
-        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
-            links = stream_links(
-                records, previous_streams=self.chain.previous_streams(cursor, records)
+        before: list[tuple[str, tuple[Any, ...]]] = []
+        if fence is not None:
+            before.append(
+                (self.hold_lease_statement, (fence.session_key, fence.owner, fence.token))
             )
-            statement, rows = self._insert_rows(save_id, stored_events, links, model)
-            with conn.cursor() as insert_cursor:
-                with (
-                    rolled_back_on_failure(conn),
-                    conn.pipeline(),
-                    dropped_on_failure(conn, alone=alone),
-                ):
-                    if not alone:
-                        cursor.execute("BEGIN", prepare=False)
-                    if fence is not None:
-                        cursor.execute(
-                            self.hold_lease_statement,
-                            (fence.session_key, fence.owner, fence.token),
-                            prepare=True,
-                        )
-                    if changes and any(row.is_new for row in changes.work.values()):
-                        # A new work row's position in log order (ADR 0021 amended).
-                        cursor.execute(self.work_order_lock, (self.datastore.schema,), prepare=True)
-                    insert_cursor.execute(statement, rows, prepare=True)
-                    if changes and model is None:
-                        self.read_model.write(cursor, changes)
-                    self.before_commit(cursor, links)
-                    if not alone:
-                        cursor.execute("COMMIT", prepare=False)
-                ids = [int(row["notification_id"]) for row in insert_cursor.fetchall()]
-        self.chain.committed(links)
-        return ids
+        if changes and any(row.is_new for row in changes.work.values()):
+            # A new work row's position in log order (ADR 0021 amended).
+            before.append((self.work_order_lock, (self.datastore.schema,)))
+        statement, values = self._insert_rows(save_id, stored_events, links, model)
+        return SavePlan(
+            alone=model is not None and fence is None,
+            insert=statement,
+            values=values,
+            writes_model=model is None,
+            before=tuple(before),
+        )
 
     def _insert_rows(
         self,

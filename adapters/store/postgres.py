@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID, uuid4
@@ -155,6 +155,19 @@ def postgres_dialect(schema: str, events_table: str) -> SqlDialect:
     )
 
 
+@dataclass(frozen=True)
+class SavePlan:
+    """What one save sends in its pipeline: ``before`` (statements ahead of the insert),
+    the insert (or the save function's call) and its values, and whether the read-model
+    rows follow it; ``alone``: the insert is the whole save (no BEGIN and COMMIT)."""
+
+    alone: bool
+    insert: bytes
+    values: tuple[Any, ...]
+    writes_model: bool
+    before: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
@@ -269,22 +282,13 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         fence: Fence | None,
         save_id: UUID,
     ) -> list[int]:
-        # The save function does the fixed part (ADR 0058); a message's read-model change
-        # (its session row's narrow update) goes within it, and the save is that one call,
-        # atomic without BEGIN and COMMIT (the server commits it at the Sync), fenced or
-        # not. Other read-model rows follow it in the call's transaction.
-        row = self.read_model.narrow_row(changes) if changes else None
-        alone = not changes or row is not None
-        work_lock = changes is not None and any(work.is_new for work in changes.work.values())
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             # Before the transaction: the previous links are committed and immutable
             # (a stale one only feeds a save that fails on the primary key anyway).
             links = stream_links(
                 records, previous_streams=self.chain.previous_streams(cursor, records)
             )
-            statement, values = self._append_call(
-                save_id, fence, work_lock, row, stored_events, links
-            )
+            plan = self._save_plan(save_id, fence, changes, stored_events, links)
             with conn.cursor() as insert_cursor:
                 # BEGIN and COMMIT queued with the statements: one sync, one round
                 # trip. (conn.transaction() inside a pipeline syncs after its BEGIN,
@@ -292,19 +296,39 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                 with (
                     rolled_back_on_failure(conn),
                     conn.pipeline(),
-                    dropped_on_failure(conn, alone=alone),
+                    dropped_on_failure(conn, alone=plan.alone),
                 ):
-                    if not alone:
+                    if not plan.alone:
                         cursor.execute("BEGIN", prepare=False)
-                    insert_cursor.execute(statement, values, prepare=True)
-                    if changes and not alone:
+                    for statement, values in plan.before:
+                        cursor.execute(statement, values, prepare=True)
+                    insert_cursor.execute(plan.insert, plan.values, prepare=True)
+                    if changes and plan.writes_model:
                         self.read_model.write(cursor, changes)
                     self.before_commit(cursor, links)
-                    if not alone:
+                    if not plan.alone:
                         cursor.execute("COMMIT", prepare=False)
                 ids = [int(found["notification_id"]) for found in insert_cursor.fetchall()]
         self.chain.committed(links)
         return ids
+
+    def _save_plan(
+        self,
+        save_id: UUID,
+        fence: Fence | None,
+        changes: ReadModelChanges | None,
+        stored_events: Any,
+        links: Sequence[ChainLink],
+    ) -> SavePlan:
+        """The save function does the fixed part (ADR 0058); a message's read-model change
+        (its session row's narrow update) goes within it, and the save is that one call,
+        atomic without BEGIN and COMMIT (the server commits it at the Sync), fenced or
+        not. Other read-model rows follow it in the call's transaction."""
+        row = self.read_model.narrow_row(changes) if changes else None
+        alone = not changes or row is not None
+        work_lock = changes is not None and any(work.is_new for work in changes.work.values())
+        statement, values = self._append_call(save_id, fence, work_lock, row, stored_events, links)
+        return SavePlan(alone=alone, insert=statement, values=values, writes_model=not alone)
 
     def _append_call(
         self,

@@ -33,7 +33,7 @@ def _coordinator() -> bool:
 def citus_url(postgres_url: str) -> str:
     if not _coordinator():
         pytest.skip("the test server is not a Citus coordinator")
-    return f"{postgres_url}&distribution=citus"
+    return f"{_local(postgres_url)}&distribution=citus"
 
 
 @pytest.fixture
@@ -41,6 +41,11 @@ def store(citus_url: str) -> Iterator[EventSourcedStore]:
     opened_store = EventSourcedStore(citus_url, kind_of=no_kind)
     yield opened_store
     opened_store.close()
+
+
+def _local(url: str) -> str:
+    """``url`` without ``distribution=citus``: its tables left local."""
+    return url.replace("&distribution=citus", "")
 
 
 def _schema(url: str) -> str:
@@ -185,6 +190,8 @@ def test_an_existing_schema_is_refused_until_distributed_then_distributed_resuma
 ) -> None:
     if not _coordinator():
         pytest.skip("the test server is not a Citus coordinator")
+    # The Citus tier's server URL carries the option itself (tests/postgres_server.py).
+    postgres_url = _local(postgres_url)
     local = EventSourcedStore(postgres_url, kind_of=no_kind)
     session = opened("agent:main:before")
     local.save(with_message(session, "kept"))
