@@ -127,18 +127,15 @@ CITUS_PENDING_RACING: dict[str, str] = {
         "subscribers: the live stream's order differs from the sealed log's"
     ),
     "tests/integration/test_simulator.py::test_the_fixed_ci_seeds_break_no_invariant[postgres-0]": (
-        "sessions_search: NotSupportedError; subscribers: order differs from the log"
+        "subscribers: the live stream's order differs from the sealed log's"
     ),
     "tests/integration/test_simulator_oracle_modes.py::"
     "test_a_stale_owner_records_nothing_for_the_runs_it_lost": (
-        "sessions_search: NotSupportedError; subscribers: order differs from the log"
-    ),
-    "tests/integration/test_simulator_oracle_modes.py::test_stale_owners_double_nothing": (
-        "sessions_search: NotSupportedError"
+        "subscribers: the live stream's order differs from the sealed log's"
     ),
     "tests/integration/test_simulator_faults.py::"
     "test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_stay_clean": (
-        "sessions_search: NotSupportedError; subscribers: order differs from the log"
+        "subscribers: the live stream's order differs from the sealed log's"
     ),
 }
 

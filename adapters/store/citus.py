@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
-from sessionwire.adapters.store import citus_schema
+from sessionwire.adapters.store import citus_schema, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.event_store import SHARD_KEYS_KEY, Fence
@@ -35,6 +35,7 @@ from sessionwire.adapters.store.postgres_save_ids import SaveIds
 from sessionwire.adapters.store.shard_keys import shard_key_of
 from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
+from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.domain.hash_chain import ChainLink, seal
 
 if TYPE_CHECKING:
@@ -121,6 +122,10 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         # Joins of one stream's rows within its shard (Citus joins distributed tables
         # only on their distribution column).
         self.chain = SqlChain(replace(self.chain.t, shard_join=SHARD_JOIN))
+        self.transcript_search = SqlTranscriptSearch(
+            self.read_model,
+            postgres_search.search_sql(self.datastore.schema, events, by_shard=True),
+        )
         columns = (
             f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
             "role, body, provenance, stream_hash, shard_key) "

@@ -72,10 +72,14 @@ def ensure_index(cursor: Any, schema: str, table: str) -> None:
         cursor.execute(statement)
 
 
-def search_sql(schema: str, events: str) -> SearchSql:
+def search_sql(schema: str, events: str, *, by_shard: bool = False) -> SearchSql:
+    """``by_shard``: the tables are distributed by session (Citus, ADR 0051), and the
+    join names the distribution columns too (a message row's shard key is its session's
+    key), since Citus joins distributed tables on nothing else."""
+    same_shard = " AND s.key = e.shard_key" if by_shard else ""
     return SearchSql(
         rows=f'{events} e JOIN "{schema}".sw_sessions s '
-        "ON s.id = replace(e.originator_id::text, '-', '')",
+        f"ON s.id = replace(e.originator_id::text, '-', ''){same_shard}",
         position="e.notification_id",
         match=f"\"{schema}\".sw_search_text(e.state) @@ plainto_tsquery('simple', %s)",
         count="(convert_from(state, 'UTF8')::jsonb ->> 'count')::bigint",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -16,6 +17,8 @@ from command_line import run_in_process
 from postgres_server import POSTGRES_URL
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
+from sessionwire.application.ports.session_read_model import SessionQuery
+from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
 from store_sessions import opened, with_message
 
 EVENTS = "sessionwire_events"
@@ -161,6 +164,38 @@ def test_each_event_row_carries_its_workers_own_transaction_id(
             assert xact % 2**32 == xmin
             checked += 1
     assert checked == 2  # the session's creation and its message
+
+
+def test_transcripts_are_searched_across_shards(store: EventSourcedStore) -> None:
+    # Sessions on both workers (four shards), each row joined to its session within its
+    # shard; hidden sessions filtered in the same query.
+    for number in range(6):
+        session = with_message(opened(f"agent:main:find{number}"), f"the needle {number}")
+        store.save(with_message(session, f"hay {number}"))
+    everyone = SessionQuery(limit=1)
+    query = TranscriptSearchQuery(
+        words=("needle",), scopes=(everyone,), include_tools=False, limit=4
+    )
+    first = store.search_transcripts(query)
+    assert [match.session_key for match in first] == [
+        f"agent:main:find{number}" for number in (5, 4, 3, 2)
+    ]
+    rest = store.search_transcripts(
+        TranscriptSearchQuery(
+            words=("needle",),
+            scopes=(everyone,),
+            include_tools=False,
+            limit=4,
+            before=first[-1].position,
+        )
+    )
+    assert [match.session_key for match in rest] == ["agent:main:find1", "agent:main:find0"]
+    hidden = replace(everyone, exclude_keys=frozenset({"agent:main:find5"}))
+    narrowed = store.search_transcripts(replace(query, scopes=(hidden,), limit=1))
+    assert [match.session_key for match in narrowed] == ["agent:main:find4"]
+    # The match's index in its transcript: the second message of its session is 1.
+    (hay,) = store.search_transcripts(replace(query, words=("hay", "3")))
+    assert store.messages_before(hay.stream, hay.version) == 1
 
 
 def _verified(url: str) -> str:
