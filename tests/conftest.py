@@ -114,9 +114,6 @@ CITUS_PENDING: dict[str, str] = {
     "test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on": (
         "the planted failure does not fail the save (DID NOT RAISE StoreConflict)"
     ),
-    "tests/e2e/test_audit_verify.py::test_a_removed_row_is_a_deleted_record[postgres]": (
-        "audit verify names a deleted record by its notification id, not its log position"
-    ),
 }
 
 # Failing on Citus too, but not at every run (they race the cluster's sealer and the

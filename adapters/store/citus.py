@@ -36,6 +36,7 @@ from sessionwire.adapters.store.shard_keys import shard_key_of
 from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
+from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.domain.hash_chain import ChainLink, seal
 
 if TYPE_CHECKING:
@@ -59,6 +60,24 @@ SHARD_JOIN = " AND {a}.shard_key = {b}.shard_key"
 
 # Unsealed rows read per pass at most (several workers' finals among them).
 _PENDING_READ = 4 * SEAL_BATCH
+
+
+class CitusChain(SqlChain):
+    """The chain, its joins within a shard, and the live stream's reads of the log
+    kept to its unbroken prefix."""
+
+    def records_after(
+        self, cursor: Any, position: int, limit: int
+    ) -> list[tuple[int, StoredRecord]]:
+        # A sealing pass is one multi-shard transaction, and Citus commits it worker by
+        # worker (ADR 0052): a reader between two of those commits sees some of its
+        # positions and not others. The log has no gaps, so the records are kept up to
+        # the first missing position; the rest come once their worker has committed.
+        found = super().records_after(cursor, position, limit)
+        for index, (seq, _) in enumerate(found):
+            if seq != position + index + 1:
+                return found[:index]
+        return found
 
 
 class CitusSaveIds(SaveIds):
@@ -121,7 +140,7 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self.save_ids = self.citus_save_ids
         # Joins of one stream's rows within its shard (Citus joins distributed tables
         # only on their distribution column).
-        self.chain = SqlChain(replace(self.chain.t, shard_join=SHARD_JOIN))
+        self.chain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
         self.transcript_search = SqlTranscriptSearch(
             self.read_model,
             postgres_search.search_sql(self.datastore.schema, events, by_shard=True),

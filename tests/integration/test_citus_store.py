@@ -245,3 +245,33 @@ def test_an_existing_schema_is_refused_until_distributed_then_distributed_resuma
     assert "clean: 3 event(s) checked; head #" in _verified(f"{postgres_url}&distribution=citus")
     with pytest.raises(NotDistributed, match="open it with distribution=citus"):
         EventSourcedStore(postgres_url, kind_of=no_kind)
+
+
+def test_a_reader_of_the_log_stops_at_a_position_whose_worker_has_not_committed_yet(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """A sealing pass commits worker by worker (a 2PC): between two of those commits a
+    reader sees later positions without an earlier one. The stream gives the unbroken
+    prefix, then the rest once it is there, never a gap (ADR 0023, 0051)."""
+    for number in range(4):
+        session = opened(f"agent:main:lag{number}")
+        store.save(with_message(session, f"m{number}"))
+    store.seal()
+    events = f"{_schema(citus_url)}.{EVENTS}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # Position 5 as a reader sees it while its worker's part of the pass is prepared.
+        seal_of_5 = connection.execute(
+            f"SELECT notification_id, log_hash FROM {events} WHERE log_seq = 5"
+        ).fetchone()
+        assert seal_of_5 is not None
+        connection.execute(
+            f"UPDATE {events} SET log_seq = NULL, log_hash = NULL WHERE notification_id = %s",
+            (seal_of_5[0],),
+        )
+        assert [position for position, _ in store.records_after(0, 100)] == [1, 2, 3, 4]
+        assert store.records_after(4, 100) == []
+        connection.execute(
+            f"UPDATE {events} SET log_seq = 5, log_hash = %s WHERE notification_id = %s",
+            (seal_of_5[1], seal_of_5[0]),
+        )
+    assert [position for position, _ in store.records_after(4, 100)] == list(range(5, 9))
