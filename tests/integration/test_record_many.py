@@ -68,10 +68,10 @@ async def test_a_failed_write_records_none_of_the_batch(
     original = getattr(owner, name)
     calls = 0
 
-    def failing(cursor: Any, changes: Any) -> None:
+    def failing(cursor: Any, changes: Any, *rest: Any) -> None:
         nonlocal calls
         calls += 1
-        original(cursor, changes)  # the events and rows are written ... then the save fails
+        original(cursor, changes, *rest)  # the events and rows are written ... then the save fails
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(owner, name, failing)
