@@ -116,8 +116,10 @@ CITUS_PENDING: dict[str, str] = {
     ),
 }
 
-# Failing on Citus too, but not at every run (they race the cluster's sealer and the
-# gateways' threads): not strict, so a run where one happens to pass does not fail CI.
+# Failed on Citus before the live stream's gap fix and the search's shard join (2026-12-02),
+# and not at every run (they race the cluster's sealer and the gateways' threads): they
+# passed in each run since (4 of 4 in the tier's last run), so they run as checks that
+# report, not strict ones, until more runs show them steady; then this list goes.
 CITUS_PENDING_RACING: dict[str, str] = {
     "tests/integration/test_simulator.py::"
     "test_a_lane_permit_lent_to_a_waited_send_goes_back_to_its_lender_first[postgres]": (
