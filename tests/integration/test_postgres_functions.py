@@ -5,13 +5,11 @@ another version gets them replaced when a store opens it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
-from psycopg import pq
+from protocol_trace import sent, traced
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store import postgres_functions
@@ -82,35 +80,6 @@ def test_a_schema_with_functions_of_another_version_gets_them_replaced_on_open(
             f"SELECT value FROM {schema}.sw_format WHERE name = 'functions'"
         ).fetchone()
     assert found == (postgres_functions.VERSION,)
-
-
-@contextmanager
-def traced(store: EventSourcedStore, path: Path) -> Iterator[None]:
-    """libpq's protocol trace of every connection the store takes from its pool."""
-    datastore: Any = store.datastore
-    original = datastore.get_connection
-
-    @contextmanager
-    def tracing() -> Iterator[Any]:
-        with original() as conn, path.open("a") as out:
-            conn.pgconn.trace(out.fileno())
-            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-            try:
-                yield conn
-            finally:
-                conn.pgconn.untrace()
-
-    datastore.get_connection = tracing
-    try:
-        yield
-    finally:
-        datastore.get_connection = original
-
-
-def sent(path: Path, message: str) -> int:
-    return sum(
-        1 for line in path.read_text().splitlines() if line.split("\t")[:3:2] == ["F", message]
-    )
 
 
 @pytest.fixture

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
-from psycopg import pq
+from protocol_trace import sent, traced
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.application.ports.store import StoreConflict
 from sessionwire.domain.session import Session
@@ -34,36 +32,6 @@ def store(postgres_url: str) -> Iterator[EventSourcedStore]:
     opened_store.recorder.stop_sealing()  # only the save's own messages on its connection
     yield opened_store
     opened_store.close()
-
-
-@contextmanager
-def traced(store: EventSourcedStore, path: Path) -> Iterator[None]:
-    """libpq's protocol trace of every connection the store's saves take from its pool."""
-    datastore: Any = store.datastore
-    original = datastore.get_connection
-
-    @contextmanager
-    def tracing() -> Iterator[Any]:
-        with original() as conn, path.open("a") as out:
-            conn.pgconn.trace(out.fileno())
-            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-            try:
-                yield conn
-            finally:
-                conn.pgconn.untrace()
-
-    datastore.get_connection = tracing
-    try:
-        yield
-    finally:
-        datastore.get_connection = original
-
-
-def sent(path: Path, message: str) -> int:
-    """How many times the client sent this protocol message."""
-    return sum(
-        1 for line in path.read_text().splitlines() if line.split("\t")[:3:2] == ["F", message]
-    )
 
 
 def test_an_append_is_one_round_trip(store: EventSourcedStore, tmp_path: Path) -> None:
