@@ -269,12 +269,15 @@ class SqlChain:
         self.write_seals(cursor, seals)
         return len(seals)
 
-    def write_seals(self, cursor: Cursor, seals: Sequence[Seal]) -> None:
+    def write_seals(
+        self, cursor: Cursor, seals: Sequence[Seal], *, into: str | None = None
+    ) -> None:
+        """The seals' positions and log hashes on their rows of the chain, or of ``into``
+        (the events table itself: Citus updates no view over its tables)."""
         if not seals:
             return
-        t = self.t
         cursor.execute(
-            f"UPDATE {t.chain} AS c SET log_seq = s.seq, log_hash = s.hash "
+            f"UPDATE {into or self.t.chain} AS c SET log_seq = s.seq, log_hash = s.hash "
             "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
             "WHERE c.notification_id = s.n",
             (

@@ -335,17 +335,7 @@ class CitusSessionRecorder(PostgresSessionRecorder):
                     )
             final.sort(key=lambda found: found[:3])
             seals = seal(head, [(n, bytes(own)) for _, _, n, own in final[:SEAL_BATCH]])
-            if seals:
-                cursor.execute(
-                    f"UPDATE {self.events_table} AS e SET log_seq = s.seq, log_hash = s.hash "
-                    "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
-                    "WHERE e.notification_id = s.n",
-                    (
-                        [x.notification_id for x in seals],
-                        [x.log_seq for x in seals],
-                        [x.log_hash for x in seals],
-                    ),
-                )
+            self.chain.write_seals(cursor, seals, into=self.events_table)
         return len(seals)
 
     # Distributing ---------------------------------------------------------------------
