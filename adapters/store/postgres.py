@@ -155,6 +155,7 @@ def postgres_dialect(schema: str, events_table: str) -> SqlDialect:
         text_of=lambda blob: f"convert_from({blob}, 'UTF8')",
         byte_length=lambda text: f"octet_length({text})",
         joined=lambda text, order: f"string_agg({text}, ',' ORDER BY {order})",
+        joined_in_order=True,
     )
 
 

@@ -1055,10 +1055,13 @@ class SqlReadModel:
             "COALESCE(h.other, h.own, {line})" if view.masked else "COALESCE(h.own, {line})"
         ).format(line=self.dialect_view_line)
         redacted = "CASE WHEN h.other IS NULL THEN 0 ELSE 1 END" if view.masked else "0"
-        cursor.execute(self._window_statement(text, redacted, role_filter),
-            (found.id.hex, stream, window.limit, offset),
+        cursor.execute(
+            self._window_statement(text, redacted, role_filter),
+            (stream, window.limit, offset, found.id.hex),
         )
         got = cursor.fetchone()
+        if got is None:
+            return None  # the session row went meanwhile (an archive, a rebuild)
         count = int(got["n"])
         stamp, since, upto = got["stamp"], got["since"], got["upto"]
         if (
@@ -1098,22 +1101,28 @@ class SqlReadModel:
         if found is None:
             m = self.m
             dialect = self.dialect
+            # Oldest first: the aggregate's own order where it takes one, else the
+            # order of the rows it is given. The session row joins the one aggregate
+            # row (joined to each message row, it cost PostgreSQL a sort of them all).
+            ordered = "" if dialect.joined_in_order else " ORDER BY ver"
             found = self._window_statements[key] = (
-                f"SELECT {dialect.joined('v', 'ver')} AS messages, COUNT(*) AS n, "
+                "SELECT w.messages, w.n, w.lines, w.first, w.exact, w.redacted, w.size, "
+                "s.view_stamp AS stamp, s.view_since AS since, s.view_upto AS upto, "
+                "s.version AS version "
+                f"FROM (SELECT {dialect.joined('v', 'ver')} AS messages, COUNT(*) AS n, "
                 "COUNT(body) AS lines, MIN(ver) AS first, MAX(exact) AS exact, "
-                f"MAX(red) AS redacted, SUM({dialect.byte_length('v')}) AS size, "
-                "MAX(s.view_stamp) AS stamp, MAX(s.view_since) AS since, "
-                "MAX(s.view_upto) AS upto, MAX(s.version) AS version "
-                f"FROM (SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
-                f"WHERE id = {m}) s, (SELECT * FROM ("
+                f"MAX(red) AS redacted, SUM({dialect.byte_length('v')}) AS size "
+                "FROM (SELECT * FROM ("
                 f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
                 f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
                 f"FROM {self.events} e LEFT JOIN {self.views_table} h "
                 "ON h.originator_id = e.originator_id "
                 "AND h.originator_version = e.originator_version "
                 f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
-                f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) newest "
-                "ORDER BY ver) w"
+                f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) newest"
+                f"{ordered}) window_rows) w, "
+                f"(SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
+                f"WHERE id = {m}) s"
             )
         return found
 

@@ -58,9 +58,11 @@ class SqlDialect:
     byte_length: Callable[[str], str] = lambda text: f"length(CAST({text} AS BLOB))"
     """An expression giving the length in UTF-8 bytes of the text ``text``."""
     joined: Callable[[str, str], str] = lambda text, order: f"group_concat({text}, ',')"
-    """An aggregate joining the texts ``text`` with commas in the order of ``order``
-    (SQLite: the order its subquery gives the rows; it takes no ORDER BY there before
-    3.44)."""
+    """An aggregate joining the texts ``text`` with commas, in the order of ``order``
+    when ``joined_in_order`` (SQLite: in the order its subquery gives the rows; it takes
+    no ORDER BY there before 3.44)."""
+    joined_in_order: bool = False
+    """``joined`` orders the texts itself (else the rows come to it in order)."""
     keyed_table: str = ""
     """What a table whose primary key is all its lookups adds to its definition (SQLite:
     ``WITHOUT ROWID``, the rows stored in the key's b-tree)."""
