@@ -3,8 +3,10 @@
 ``sessions_history`` (200 messages) through the public API on an SQLite file: the peers'
 W2/W3 reads (issue 23 items 3-4) in one process, more calls than the harness makes.
 ``--store postgresql://…`` measures the same on a fresh schema of that database instead
-(dropped afterwards; ADR 0054's read on PostgreSQL), with the server's CPU per call
-beside this process's (``server``: its backends' CPU over every call, a mean).
+(``ANALYZE``d after loading, as autovacuum keeps a store in use, and dropped afterwards;
+ADR 0054's read on PostgreSQL), with the server's CPU per call
+beside this process's (``server``: its backends' CPU over every call, a mean; null when
+the server's processes are not this machine's to read).
 
 Each figure is process CPU (all threads) over chunks of 10 calls; the minimum chunk is
 the steadier figure on a loaded machine, the median is printed beside it. Run it from
@@ -43,8 +45,9 @@ def message(i: int) -> dict[str, Any]:
 APP = f"bench-list-read-{uuid.uuid4().hex[:8]}"
 
 
-def server_cpu(server: str | None) -> float:
-    """Seconds of CPU this process's server backends have used (0 on SQLite)."""
+def server_cpu(server: str | None) -> float | None:
+    """Seconds of CPU this process's server backends have used (0 on SQLite; None when
+    the server's processes are not this machine's to read)."""
     if server is None:
         return 0.0
     import psycopg
@@ -58,13 +61,16 @@ def server_cpu(server: str | None) -> float:
         ]
     ticks = 0
     for pid in pids:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
         ticks += int(fields[11]) + int(fields[12])  # utime + stime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-async def per_call(call: Any, chunks: int, server: str | None = None) -> dict[str, int]:
+async def per_call(call: Any, chunks: int, server: str | None = None) -> dict[str, int | None]:
     found = []
     began_server = server_cpu(server)
     for _ in range(chunks):
@@ -72,10 +78,18 @@ async def per_call(call: Any, chunks: int, server: str | None = None) -> dict[st
         for _ in range(10):
             await call()
         found.append((time.process_time() - began) / 10 * 1e6)
-    result = {"min": round(min(found)), "median": round(statistics.median(found))}
+    result: dict[str, int | None] = {
+        "min": round(min(found)),
+        "median": round(statistics.median(found)),
+    }
     if server is not None:
         # Over every call (the ticks are 10 ms): the server's mean per call.
-        result["server"] = round((server_cpu(server) - began_server) / (10 * chunks) * 1e6)
+        ended_server = server_cpu(server)
+        result["server"] = (
+            None
+            if began_server is None or ended_server is None
+            else round((ended_server - began_server) / (10 * chunks) * 1e6)
+        )
     return result
 
 
