@@ -9,7 +9,9 @@ specified in docs/evidence-format.md.
 
 Statement versions: 1 signs the log and the heads; 2 adds ``sessions_root`` (ADR 0036
 §7); 3 (ADR 0041) signs its own ``version`` and both trees' sizes, and its session
-leaves' order digest binds every event's position and log hash, not only its log_seq.
+leaves' order digest binds every event's position and log hash, not only its log_seq;
+4 (ADR 0067), written by a store distributed by session, adds ``shards_root``, the Merkle
+root over every shard's head (its id, size and shard hash), and ``shards_count``.
 """
 
 from __future__ import annotations
@@ -32,12 +34,23 @@ _STATEMENTS = {
     2: b"sessionwire/checkpoint/v2\n",
     # Also signs its version and tree sizes; positions bound by the order (ADR 0041).
     3: b"sessionwire/checkpoint/v3\n",
+    # Also signs the shards' heads (ADR 0067): a store distributed by session.
+    4: b"sessionwire/checkpoint/v4\n",
 }
 STATEMENT_VERSION = 3
 _HEAD = b"sessionwire/stream-head/v1\x00"
-# A session leaf and its order digest, by statement version (2: v1, 3: v2).
-_MEMBERS = {2: b"sessionwire/session-members/v1\x00", 3: b"sessionwire/session-members/v2\x00"}
-_ORDER = {2: b"sessionwire/session-order/v1\x00", 3: b"sessionwire/session-order/v2\x00"}
+_SHARD_HEAD = b"sessionwire/shard-head/v1\x00"
+# A session leaf and its order digest, by statement version (2: v1, 3 and 4: v2).
+_MEMBERS = {
+    2: b"sessionwire/session-members/v1\x00",
+    3: b"sessionwire/session-members/v2\x00",
+    4: b"sessionwire/session-members/v2\x00",
+}
+_ORDER = {
+    2: b"sessionwire/session-order/v1\x00",
+    3: b"sessionwire/session-order/v2\x00",
+    4: b"sessionwire/session-order/v2\x00",
+}
 # Each statement version's JSON fields: exactly these, none more (an unsigned field is
 # refused, never ignored).
 _FIELDS = {
@@ -57,6 +70,7 @@ _FIELDS = {
         }
     ),
 }
+_FIELDS[4] = _FIELDS[3] | {"shards_root", "shards_count"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,33 @@ class StreamHead:
             + self.version.to_bytes(8, "big", signed=True)
             + self.stream_hash
         )
+
+
+@dataclass(frozen=True)
+class ShardHead:
+    """A shard's log at a checkpoint (ADR 0067): its id, how many records it holds and
+    its last record's shard hash."""
+
+    shard: int
+    size: int
+    shard_hash: bytes
+
+    def leaf(self) -> bytes:
+        return merkle.leaf_hash(
+            _SHARD_HEAD
+            + self.shard.to_bytes(8, "big", signed=True)
+            + self.size.to_bytes(8, "big", signed=True)
+            + self.shard_hash
+        )
+
+
+def shards_root(heads: list[ShardHead]) -> bytes:
+    """The Merkle root over the shards' heads (``heads`` sorted by shard id)."""
+    return merkle.root([head.leaf() for head in heads])
+
+
+def sort_shard_heads(heads: list[ShardHead]) -> list[ShardHead]:
+    return sorted(heads, key=lambda head: head.shard)
 
 
 def heads_root(heads: list[StreamHead]) -> bytes:
@@ -157,12 +198,18 @@ class Statement:
     """Signed by a v3 statement: the leaves under ``heads_root`` (streams)."""
     sessions_count: int | None = None
     """Signed by a v3 statement: the leaves under ``sessions_root`` (sessions)."""
+    shards_root: bytes | None = None
+    """Signed by a v4 statement (ADR 0067): the Merkle root over the shards' heads."""
+    shards_count: int | None = None
+    """Signed by a v4 statement: the leaves under ``shards_root`` (shards)."""
 
     @property
     def version(self) -> int:
         if self.sessions_root is None:
             return 1
-        return 2 if self.heads_count is None else 3
+        if self.heads_count is None:
+            return 2
+        return 3 if self.shards_root is None else 4
 
     def signed_bytes(self) -> bytes:
         prefix = _STATEMENTS[self.version]
@@ -179,19 +226,24 @@ class Statement:
         if self.sessions_root is not None:
             shown["sessions_root"] = self.sessions_root.hex()
         if self.heads_count is not None:
-            shown["version"] = 3
+            shown["version"] = self.version
             shown["heads_count"] = self.heads_count
             shown["sessions_count"] = self.sessions_count
+        if self.shards_root is not None:
+            shown["shards_root"] = self.shards_root.hex()
+            shown["shards_count"] = self.shards_count
         return shown
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Statement:
         """The statement a file shows, refusing any field its version does not sign."""
         if "version" in data:
-            # Only a version-3 statement has (and signs) the field.
+            # Only a version-3 or -4 statement has (and signs) the field.
             version = data["version"]
-            if type(version) is not int or version != 3:
-                raise ValueError(f"a statement's version field is 3 (or absent), not {version!r}")
+            if type(version) is not int or version not in (3, 4):
+                raise ValueError(
+                    f"a statement's version field is 3 or 4 (or absent), not {version!r}"
+                )
         else:
             version = 2 if "sessions_root" in data else 1
         fields = _FIELDS[version]
@@ -203,7 +255,8 @@ class Statement:
         missing = sorted(fields - set(data))
         if missing:
             raise ValueError(f"a version {version} statement needs {', '.join(missing)}")
-        v3 = version == 3
+        v3 = version >= 3
+        v4 = version == 4
         return cls(
             log_size=_count(data, "log_size"),
             log_hash=_hash(data["log_hash"]),
@@ -213,6 +266,8 @@ class Statement:
             sessions_root=None if "sessions_root" not in data else _hash(data["sessions_root"]),
             heads_count=_count(data, "heads_count") if v3 else None,
             sessions_count=_count(data, "sessions_count") if v3 else None,
+            shards_root=_hash(data["shards_root"]) if v4 else None,
+            shards_count=_count(data, "shards_count") if v4 else None,
         )
 
 

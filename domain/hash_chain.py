@@ -7,6 +7,11 @@ of the record before it in the sealed log; the sealer gives it, with the record'
 sequence number (``log_seq``: 1, 2, 3, ... with no gaps), once the record is final.
 Changing, removing, adding or moving any record therefore changes a hash that a later
 record (or the recorded head) depends on.
+
+A store distributed by session (Citus, ADR 0067) also keeps a chain per shard: each
+sealed record's *shard hash* covers the same notification id and stream hash and the
+shard hash of the record before it in its shard's own log (``shard_seq``: 1, 2, 3, ... per
+shard). The shard's log is the sealed log restricted to that shard, in the same order.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
 _STREAM = b"sessionwire/stream/v1\x00"
 _LOG = b"sessionwire/log/v1\x00"
+_SHARD_LOG = b"sessionwire/shard-log/v1\x00"
 LOG_DOMAIN = _LOG
 """What a log hash's input starts with (PostgreSQL's sealer computes it in the server)."""
 
@@ -47,10 +53,22 @@ class ChainLink:
     stream_hash: bytes
     log_hash: bytes | None = None
     log_seq: int | None = None
+    shard: ShardLink | None = None
+    """Its place in its shard's log, on a store distributed by session (ADR 0067)."""
 
     @property
     def sealed(self) -> bool:
         return self.log_seq is not None
+
+
+@dataclass(frozen=True)
+class ShardLink:
+    """A sealed record's place in its shard's own log (ADR 0067): the shard's id, the
+    record's sequence number there and its shard hash."""
+
+    shard: int
+    seq: int
+    shard_hash: bytes
 
 
 @dataclass(frozen=True)
@@ -129,6 +147,43 @@ def log_hash(previous: bytes, notification_id: int, record_stream_hash: bytes) -
     digest.update(notification_id.to_bytes(8, "big", signed=True))
     digest.update(record_stream_hash)
     return digest.digest()
+
+
+def shard_log_hash(previous: bytes, notification_id: int, record_stream_hash: bytes) -> bytes:
+    """The hash of the record at ``notification_id`` chained to its shard's log before it
+    (``GENESIS`` before the shard's first record)."""
+    digest = hashlib.sha256(_SHARD_LOG)
+    digest.update(previous)
+    digest.update(notification_id.to_bytes(8, "big", signed=True))
+    digest.update(record_stream_hash)
+    return digest.digest()
+
+
+def seal_in_shard(head: LogHead, pending: list[tuple[int, bytes]]) -> list[Seal]:
+    """``seal`` for one shard's own log: records after the shard's ``head`` (its last
+    ``shard_seq`` and shard hash), in the order the sealed log gives them."""
+    seals: list[Seal] = []
+    seq, previous = head.seq, head.log_hash
+    for notification_id, own in pending:
+        seq += 1
+        previous = shard_log_hash(previous, notification_id, own)
+        seals.append(Seal(notification_id=notification_id, log_seq=seq, log_hash=previous))
+    return seals
+
+
+class ShardChains:
+    """Each shard's log followed along the sealed log, record by record (what a verifier
+    does): the expected place of the next record of each shard, and each shard's head."""
+
+    def __init__(self) -> None:
+        self.heads: dict[int, LogHead] = {}
+
+    def follow(self, shard: int, notification_id: int, record_stream_hash: bytes) -> ShardLink:
+        """The link the next sealed record, of ``shard``, must have."""
+        head = self.heads.get(shard, LogHead())
+        own = shard_log_hash(head.log_hash, notification_id, record_stream_hash)
+        self.heads[shard] = LogHead(head.seq + 1, own)
+        return ShardLink(shard=shard, seq=head.seq + 1, shard_hash=own)
 
 
 def stream_links(
