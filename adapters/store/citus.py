@@ -130,6 +130,11 @@ class CitusSaveIds(SaveIds):
 
 
 class CitusSessionRecorder(PostgresSessionRecorder):
+    keeps_history_views = False
+    """Not on Citus (ADR 0054): its saves are statements routed to a shard, not the save
+    function that writes the views, and the views table would need distributing by
+    session key; its history reads render on read."""
+
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         events = self.events_table

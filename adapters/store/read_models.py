@@ -263,6 +263,7 @@ class SqlReadModel:
         )
         self.break_views = f"UPDATE {self.sessions} SET view_upto = NULL WHERE id = {m}"
         self._full_updates: dict[str, str] = {}
+        self._window_statements: dict[tuple[str, str, str], str] = {}
 
     def use_redactor(self, redactor: Redactor | None) -> None:
         """Render the views of the messages this store writes as ``redactor`` masks."""
@@ -304,11 +305,12 @@ class SqlReadModel:
         if not self.history_views:
             return []
         # Only the messages whose view is not their stored line have a row (ADR 0054).
+        # Its ids of the events table's type, so the read joins them as they are.
         return [
             f"CREATE TABLE IF NOT EXISTS {self.views_table} ("
-            "originator_id TEXT NOT NULL, originator_version BIGINT NOT NULL, own TEXT, "
-            "other TEXT, exact INTEGER NOT NULL, "
-            "PRIMARY KEY (originator_id, originator_version)) WITHOUT ROWID"
+            f"originator_id {self.dialect.id_type} NOT NULL, "
+            "originator_version BIGINT NOT NULL, own TEXT, other TEXT, exact INTEGER NOT NULL, "
+            f"PRIMARY KEY (originator_id, originator_version)){self.dialect.keyed_table}"
         ]
 
     def view_column_definitions(self) -> str:
@@ -353,10 +355,13 @@ class SqlReadModel:
         row = self._only_narrow_row(changes)
         return None if row is None else self._narrow_write(row)
 
-    def narrow_row(self, changes: ReadModelChanges) -> dict[str, Any] | None:
+    def narrow_row(
+        self, changes: ReadModelChanges, stored: Sequence[StoredEvent] = ()
+    ) -> dict[str, Any] | None:
         """``narrow_only``'s update as the values it sets, by column: the row's ``id``,
         ``version``, ``modified_on`` and its changed columns (PostgreSQL's save function
-        takes them as one JSON object, ADR 0058)."""
+        takes them as one JSON object, ADR 0058), and with history views the span's
+        and the views of the messages among ``stored`` (``narrow_views``)."""
         row = self._only_narrow_row(changes)
         if row is None:
             return None
@@ -368,6 +373,29 @@ class SqlReadModel:
         names, values = named
         found = {"id": row.id.hex, "version": row.version, "modified_on": row.modified_on_iso}
         found.update(zip(names, values(row.state), strict=True))
+        if self.history_views:
+            views = self.narrow_views(row, stored)
+            if views is None:
+                return None
+            found.update(views)
+        return found
+
+    def narrow_views(self, row: SessionRow, stored: Sequence[StoredEvent]) -> dict[str, Any] | None:
+        """What ``narrow_row`` adds for the row's span of views (ADR 0054), as ``write``
+        sets it: for a message's save the stamp, the first message's version and the
+        views that are not their lines (``views``: version, own, other, exact); for any
+        other save ``view_keep`` (a whole span is carried to the new version). A save
+        that says neither (an older gateway's) leaves the span behind the version.
+        None when ``stored`` holds messages of another session: ``write`` then writes
+        the save's rows."""
+        rows, firsts = self.rendered_views(stored)
+        if not firsts:
+            return {"view_keep": True}
+        if firsts.keys() != {row.id}:
+            return None
+        found: dict[str, Any] = {"view_stamp": self.stamp, "view_since": firsts[row.id]}
+        if rows:
+            found["views"] = [values[1:] for values in rows]
         return found
 
     def _only_narrow_row(self, changes: ReadModelChanges) -> SessionRow | None:
@@ -606,6 +634,16 @@ class SqlReadModel:
     def _write_views(self, cursor: Cursor, stored: Sequence[StoredEvent]) -> dict[UUID, int]:
         """The views of the messages among ``stored`` that are not their stored line (ADR
         0054), and each session's first message version in them."""
+        rows, firsts = self.rendered_views(stored)
+        if rows:
+            cursor.executemany(self.insert_views, rows)
+        return firsts
+
+    def rendered_views(
+        self, stored: Sequence[StoredEvent]
+    ) -> tuple[list[tuple[Any, ...]], dict[UUID, int]]:
+        """``_write_views``'s rows (``insert_views``'s values) and each session's first
+        message version among ``stored``."""
         firsts: dict[UUID, int] = {}
         rows: list[tuple[Any, ...]] = []
         redactor = self.redactor
@@ -630,13 +668,11 @@ class SqlReadModel:
             try:
                 own, other, exact = rendered_view(line, redactor)
             except Exception:
-                rows.append((session.hex, version, None, None, UNRENDERED))
+                rows.append((self.log_id(session), version, None, None, UNRENDERED))
                 continue
             if own is not None or other is not None or exact:
-                rows.append((session.hex, version, own, other, int(exact)))
-        if rows:
-            cursor.executemany(self.insert_views, rows)
-        return firsts
+                rows.append((self.log_id(session), version, own, other, int(exact)))
+        return rows, firsts
 
     def write_runs(self, execute: Any, rows: Iterable[RunRow]) -> None:
         for row in rows:
@@ -1018,24 +1054,14 @@ class SqlReadModel:
         text = (
             "COALESCE(h.other, h.own, {line})" if view.masked else "COALESCE(h.own, {line})"
         ).format(line=self.dialect_view_line)
-        redacted = "h.other IS NOT NULL" if view.masked else "0"
+        redacted = "CASE WHEN h.other IS NULL THEN 0 ELSE 1 END" if view.masked else "0"
         cursor.execute(
-            "SELECT group_concat(v, ',') AS messages, COUNT(*) AS n, COUNT(body) AS lines, "
-            "MIN(ver) AS first, MAX(exact) AS exact, MAX(red) AS redacted, "
-            "SUM(length(CAST(v AS BLOB))) AS size, MAX(s.view_stamp) AS stamp, "
-            "MAX(s.view_since) AS since, MAX(s.view_upto) AS upto, MAX(s.version) AS version "
-            f"FROM (SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
-            f"WHERE id = {m}) s, (SELECT * FROM ("
-            f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
-            f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
-            f"FROM {self.events} e LEFT JOIN {self.views_table} h "
-            "ON h.originator_id = e.originator_id AND h.originator_version = e.originator_version "
-            f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
-            f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) "
-            "ORDER BY ver) w",
-            (found.id.hex, stream, window.limit, offset),
+            self._window_statement(text, redacted, role_filter),
+            (stream, window.limit, offset, found.id.hex),
         )
         got = cursor.fetchone()
+        if got is None:
+            return None  # the session row went meanwhile (an archive, a rebuild)
         count = int(got["n"])
         stamp, since, upto = got["stamp"], got["since"], got["upto"]
         if (
@@ -1066,6 +1092,39 @@ class SqlReadModel:
             exact=bool(got["exact"]),
             total=total,
         )
+
+    def _window_statement(self, text: str, redacted: str, role_filter: str) -> str:
+        """``rendered_window``'s one query: the window's views (``text``) joined oldest
+        first, with what decides whether they may answer it (cached: a few shapes)."""
+        key = (text, redacted, role_filter)
+        found = self._window_statements.get(key)
+        if found is None:
+            m = self.m
+            dialect = self.dialect
+            # Oldest first: the aggregate's own order where it takes one, else the
+            # order of the rows it is given. The session row joins the one aggregate
+            # row (joined to each message row, it cost PostgreSQL a sort of them all).
+            ordered = "" if dialect.joined_in_order else " ORDER BY ver"
+            found = self._window_statements[key] = (
+                "SELECT w.messages, w.n, w.lines, w.first, w.exact, w.redacted, w.size, "
+                "s.view_stamp AS stamp, s.view_since AS since, s.view_upto AS upto, "
+                "s.version AS version "
+                f"FROM (SELECT {dialect.joined('v', 'ver')} AS messages, COUNT(*) AS n, "
+                "COUNT(body) AS lines, MIN(ver) AS first, MAX(exact) AS exact, "
+                f"MAX(red) AS redacted, SUM({dialect.byte_length('v')}) AS size "
+                "FROM (SELECT * FROM ("
+                f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
+                f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
+                f"FROM {self.events} e LEFT JOIN {self.views_table} h "
+                "ON h.originator_id = e.originator_id "
+                "AND h.originator_version = e.originator_version "
+                f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
+                f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) newest"
+                f"{ordered}) window_rows) w, "
+                f"(SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
+                f"WHERE id = {m}) s"
+            )
+        return found
 
     def transcript_page(
         self,
