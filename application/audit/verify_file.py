@@ -144,6 +144,9 @@ class FileReport:
     unanchored: int = 0
     checkpoint: CheckpointView | None = None
     findings: list[FileFinding] = field(default_factory=list)
+    sharded: int = 0
+    """Sealed records that name their shard (a distributed store's export, ADR 0067):
+    bound by a version-4 statement only (docs/evidence-format.md §4)."""
 
     @property
     def clean(self) -> bool:
@@ -461,6 +464,7 @@ class _Verifier:
                 self.ordinal_shard.append(-1 if line.shard is None else line.shard)
                 if line.shard is not None:
                     self.sharded = True
+                    report.sharded += 1
                 elif self.sharded:
                     self.found(
                         "altered",

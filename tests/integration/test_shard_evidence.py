@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import evidence_verifier as spec
 import pytest
-from audit_rig import audit_log_of, open_populated, sealed_now
+from audit_rig import audit_log_of, open_populated, run_cli, sealed_now
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore
@@ -197,3 +197,25 @@ async def test_an_import_keeps_the_events_but_not_a_statement_over_shard_heads(
             assert StoreAuditLog(store).checkpoints(limit=1) == [], name
         finally:
             store.close()
+
+
+def test_verify_says_when_a_files_shards_are_bound_by_no_statement(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under statement v3 a whole-store export's shard ids are bound by nothing (§4): the
+    report says so, as it says what a bundle's older statement leaves unbound."""
+    vectors = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
+    said = {}
+    for name in (
+        "forged/v4shards-export-shard-forged-under-v3",
+        "genuine/v4shards-statement-v4-export",
+        "genuine/v3rows-statement-v3-export",
+    ):
+        code, out, _ = run_cli(capsys, "audit", "verify", str(vectors / f"{name}.jsonl"))
+        assert code == 0, out
+        said[name] = "shards not bound" in out
+    assert said == {
+        "forged/v4shards-export-shard-forged-under-v3": True,
+        "genuine/v4shards-statement-v4-export": False,
+        "genuine/v3rows-statement-v3-export": False,
+    }
