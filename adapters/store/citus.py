@@ -37,7 +37,7 @@ from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.ports.audit_log import StoredRecord
-from sessionwire.domain.hash_chain import ChainLink, seal
+from sessionwire.domain.hash_chain import ChainLink, Seal, seal
 
 if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
@@ -61,6 +61,14 @@ SHARD_JOIN = " AND {a}.shard_key = {b}.shard_key"
 # Unsealed rows read per pass at most (several workers' finals among them).
 _PENDING_READ = 4 * SEAL_BATCH
 
+VALUES_ROWS = 64
+"""Events a save inserts as VALUES rows at most (routed to their shards); more go as one
+``unnest`` (a statement of a size that does not grow, committed in two phases)."""
+_VALUES_ROW = (
+    "(%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, %s::integer, %s::integer, "
+    "%s::bytea, %s::text)"
+)
+
 
 class CitusChain(SqlChain):
     """The chain, its joins within a shard, and the live stream's reads of the log
@@ -78,6 +86,26 @@ class CitusChain(SqlChain):
             if seq != position + index + 1:
                 return found[:index]
         return found
+
+    def write_seals_in_shards(
+        self, cursor: Any, seals: Sequence[Seal], shard_keys: Sequence[str], *, into: str
+    ) -> None:
+        """``write_seals`` into the events table ``into``, sent only to the shards of the
+        sealed rows (their ``shard_keys``): Citus prunes by the key, so a pass over one
+        session's rows is one shard's transaction, not a 2PC over every shard (ADR 0062)."""
+        if not seals:
+            return
+        cursor.execute(
+            f"UPDATE {into} AS c SET log_seq = s.seq, log_hash = s.hash "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
+            "WHERE c.notification_id = s.n AND c.shard_key = ANY(%s::text[])",
+            (
+                [x.notification_id for x in seals],
+                [x.log_seq for x in seals],
+                [x.log_hash for x in seals],
+                sorted(set(shard_keys)),
+            ),
+        )
 
 
 class CitusSaveIds(SaveIds):
@@ -140,7 +168,7 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self.save_ids = self.citus_save_ids
         # Joins of one stream's rows within its shard (Citus joins distributed tables
         # only on their distribution column).
-        self.chain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
+        self.chain: CitusChain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
         self.transcript_search = SqlTranscriptSearch(
             self.read_model,
             postgres_search.search_sql(self.datastore.schema, events, by_shard=True),
@@ -149,16 +177,17 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
             "role, body, provenance, stream_hash, shard_key) "
         )
+        # A save of a few events: one VALUES row each, which Citus routes to the shards
+        # of their keys (one shard: one phase). An INSERT ... SELECT (unnest) is run by
+        # the coordinator through COPY, and committed in two phases even when all its
+        # rows go to one shard (ADR 0062); only larger saves take it.
+        self.insert_values = f"{columns}VALUES "
         self.insert_many_statement = (
             f"{columns}SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::integer[], %s::integer[], %s::bytea[], %s::text[]) "
             "RETURNING notification_id"
         )
-        self.insert_one_statement = (
-            f"{columns}VALUES (%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, "
-            "%s::integer, %s::integer, %s::bytea, %s::text) RETURNING notification_id"
-        )
-        self._insert_statements: dict[tuple[bool, str | None], bytes] = {}
+        self._insert_statements: dict[tuple[int, str | None], bytes] = {}
         self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
         # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
         self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
@@ -172,8 +201,8 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
             f"{m}, {m}, {m}, {m})"
         )
-        # Session and work rows updated within their shard (else Citus sends the UPDATE
-        # to every shard, and the save becomes a multi-shard transaction).
+        # Session, work and run rows updated within their shard (else Citus sends the
+        # UPDATE to every shard, and the save becomes a multi-shard transaction).
         model.route_by_session_key()
         # The runs' primary key takes their session's key first (the distribution column).
         model.insert_run = model.insert_run.replace(
@@ -206,7 +235,9 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self._save.keys = keys
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
-            return ids
+            # The coordinator numbers the rows in their order, but rows of several shards
+            # come back in the order their shards answered.
+            return None if ids is None else sorted(ids)
         finally:
             self._save.keys = None
 
@@ -257,27 +288,31 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         then one row's values, or a column of values each (``unnest``) for several."""
         keys: dict[UUID, str] = self._save.keys
         shard_keys = [keys[stored.originator_id] for stored in stored_events]
-        single = len(stored_events) == 1
+        count = len(stored_events)
+        rows = count if count <= VALUES_ROWS else 0  # 0: unnest
         beside, model_values = (None, ()) if model is None else model
-        statement = self._insert_statements.get((single, beside))
+        statement = self._insert_statements.get((rows, beside))
         if statement is None:
-            insert = self.insert_one_statement if single else self.insert_many_statement
-            statement = self.citus_save_ids.recording(insert, beside=beside)
-            self._insert_statements[(single, beside)] = statement
-        if single:
-            (stored,) = stored_events
-            return statement, (
-                save_id,
-                shard_keys[0],
-                *model_values,
-                stored.originator_id,
-                stored.originator_version,
-                stored.topic,
-                stored.state,
-                *history_columns(stored),
-                links[0].stream_hash,
-                shard_keys[0],
+            insert = (
+                self.insert_values + ", ".join([_VALUES_ROW] * rows) + " RETURNING notification_id"
+                if rows
+                else self.insert_many_statement
             )
+            statement = self.citus_save_ids.recording(insert, beside=beside)
+            self._insert_statements[(rows, beside)] = statement
+        if rows:
+            values: list[Any] = [save_id, shard_keys[0], *model_values]
+            for stored, link, key in zip(stored_events, links, shard_keys, strict=True):
+                values += (
+                    stored.originator_id,
+                    stored.originator_version,
+                    stored.topic,
+                    stored.state,
+                    *history_columns(stored),
+                    link.stream_hash,
+                    key,
+                )
+            return statement, tuple(values)
         columns = [history_columns(stored) for stored in stored_events]
         return statement, (
             save_id,
@@ -321,21 +356,30 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             shards = [(int(r["low"]), int(r["high"]), str(r["node"])) for r in cursor.fetchall()]
             cursor.execute(
                 f"SELECT notification_id, stream_hash, xact_id::text::bigint AS xact, "
-                f"worker_hash(shard_key) AS h FROM {self.events_table} "
+                f"shard_key, worker_hash(shard_key) AS h FROM {self.events_table} "
                 "WHERE log_seq IS NULL AND stream_hash IS NOT NULL "
                 "ORDER BY xact_id, notification_id LIMIT %s",
                 (_PENDING_READ,),
             )
-            final: list[tuple[str, int, int, bytes]] = []
+            final: list[tuple[str, int, int, bytes, str]] = []
             for row in cursor.fetchall():
                 node = _node_of(int(row["h"]), shards)
                 if int(row["xact"]) < bounds.get(node, 0):
                     final.append(
-                        (node, int(row["xact"]), int(row["notification_id"]), row["stream_hash"])
+                        (
+                            node,
+                            int(row["xact"]),
+                            int(row["notification_id"]),
+                            row["stream_hash"],
+                            row["shard_key"],
+                        )
                     )
             final.sort(key=lambda found: found[:3])
-            seals = seal(head, [(n, bytes(own)) for _, _, n, own in final[:SEAL_BATCH]])
-            self.chain.write_seals(cursor, seals, into=self.events_table)
+            sealed = final[:SEAL_BATCH]
+            seals = seal(head, [(n, bytes(own)) for _, _, n, own, _ in sealed])
+            self.chain.write_seals_in_shards(
+                cursor, seals, [key for *_, key in sealed], into=self.events_table
+            )
         return len(seals)
 
     # Distributing ---------------------------------------------------------------------

@@ -237,8 +237,9 @@ class SqlReadModel:
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
         self.route_by_key = False
-        """Updates of a session's and a work row name their session's key too (a store
-        distributed by it, ADR 0051: Citus then sends each to one shard); ``route_by_key``."""
+        """Updates of session, work and run rows name their session's key too (a store
+        distributed by it, ADR 0051 and 0062: Citus then sends each to one shard);
+        ``route_by_session_key``."""
         self.insert_views = (
             f"INSERT INTO {self.views_table} (originator_id, originator_version, own, other, "
             f"exact) VALUES ({m}, {m}, {m}, {m}, {m})"
@@ -393,12 +394,15 @@ class SqlReadModel:
         )
 
     def route_by_session_key(self) -> None:
-        """Every session and work row update also by its session's key (see
+        """Every session, work and run row update also by its session's key (see
         ``route_by_key``)."""
         m = self.m
         self.route_by_key = True
         self.update_session += f" AND key={m}"
         self.update_work += f" AND session_key={m}"
+        self.update_run += f" AND session_key={m}"
+        self.link_exchange += f" AND session_key={m}"
+        self.link_spawn += f" AND session_key={m}"
         self._narrow.clear()
 
     def _narrow_write(
@@ -598,10 +602,11 @@ class SqlReadModel:
         self.write_runs(execute, changes.runs.values())
         # After the runs: a run is saved with (and before) the exchange or spawn it belongs to.
         for link in changes.run_links:
+            routed = (link.session_key,) if self.route_by_key else ()
             if link.exchange_id is not None:
-                execute(self.link_exchange, (link.exchange_id, link.run_id))
+                execute(self.link_exchange, (link.exchange_id, link.run_id, *routed))
             if link.spawn_id is not None:
-                execute(self.link_spawn, (link.spawn_id, link.run_id))
+                execute(self.link_spawn, (link.spawn_id, link.run_id, *routed))
 
     def _write_views(self, cursor: Cursor, stored: Sequence[StoredEvent]) -> dict[UUID, int]:
         """The views of the messages among ``stored`` that are not their stored line (ADR
@@ -678,6 +683,7 @@ class SqlReadModel:
                         state.model,
                         state.error,
                         state.run_id,
+                        *((state.session_key,) if self.route_by_key else ()),
                     ),
                 )
 
@@ -745,6 +751,15 @@ class SqlReadModel:
         return None if cursor.fetchone() is not None else found
 
     def session(self, cursor: Cursor, key: str) -> StoredSession | None:
+        if self.route_by_key:
+            # Read within the key's shard: by id alone Citus asks every shard.
+            cursor.execute(
+                f"SELECT {self.session_select} FROM {self.sessions} "
+                f"WHERE id = {self.m} AND key = {self.m}",
+                (session_uuid(key).hex, key),
+            )
+            found = cursor.fetchone()
+            return None if found is None else self.stored_session(found)
         return self.session_row(cursor, session_uuid(key))
 
     def session_row(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:

@@ -6,6 +6,7 @@ Citus coordinator (the Citus tier) and skip elsewhere."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -15,10 +16,13 @@ import psycopg
 import pytest
 from command_line import run_in_process
 from postgres_server import POSTGRES_URL
+from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
+from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
+from sessionwire.testing import ScriptedRuntime
 from store_sessions import opened, with_message
 
 EVENTS = "sessionwire_events"
@@ -195,7 +199,7 @@ def test_transcripts_are_searched_across_shards(store: EventSourcedStore) -> Non
     assert [match.session_key for match in narrowed] == ["agent:main:find4"]
     # The match's index in its transcript: the second message of its session is 1.
     (hay,) = store.search_transcripts(replace(query, words=("hay", "3")))
-    assert store.messages_before(hay.stream, hay.version) == 1
+    assert store.messages_before(hay) == 1
 
 
 def _verified(url: str) -> str:
@@ -275,3 +279,152 @@ def test_a_reader_of_the_log_stops_at_a_position_whose_worker_has_not_committed_
             (seal_of_5[1], seal_of_5[0]),
         )
     assert [position for position, _ in store.records_after(4, 100)] == list(range(5, 9))
+
+
+_TABLES = (EVENTS, "sw_saves", "sw_sessions", "sw_work", "sw_session_streams", "sw_runs")
+_CANDIDATES = [f"cron:pair{number}" for number in range(64)]
+
+
+def _placements(schema: str, keys: list[str]) -> dict[str, tuple[frozenset[int], str]]:
+    """Each key's shards (one per distributed table, colocated) and the worker holding
+    them, as Citus's own functions place them."""
+    found: dict[str, tuple[frozenset[int], str]] = {}
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        for key in keys:
+            shards = frozenset(
+                int(row[0])
+                for row in connection.execute(
+                    "SELECT get_shard_id_for_distribution_column(t, %s::text) "
+                    "FROM unnest(%s::regclass[]) AS t",
+                    (key, [f"{schema}.{table}" for table in _TABLES]),
+                ).fetchall()
+            )
+            (node,) = connection.execute(
+                "SELECT DISTINCT n.nodename || ':' || n.nodeport FROM pg_dist_placement p "
+                "JOIN pg_dist_node n USING (groupid) WHERE p.shardid = ANY(%s)",
+                (list(shards),),
+            ).fetchone() or ("",)
+            found[key] = (shards, str(node))
+    return found
+
+
+async def _exchange_commands(
+    citus_url: str, pick: Any
+) -> tuple[list[tuple[str, str]], frozenset[int], str]:
+    """The remote commands of one ``sessions_send`` between two sessions that ``pick``
+    chooses from their placements (reply awaited, the sealer stopped: its passes are
+    its own transactions), and the shards of those two sessions."""
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(
+            {
+                "session": {"agentToAgent": {"maxPingPongTurns": 0}},
+                "tools": {"sessions": {"visibility": "agent"}},
+            }
+        ),
+        store=citus_url,
+        runtime=ScriptedRuntime.from_dict(
+            {"rules": [{"step": "announce", "reply": "ANNOUNCE_SKIP"}, {"reply": "done"}]}
+        ),
+    )
+    try:
+        # A session's rows live under its full key (``cron:x`` is the main agent's).
+        full = _placements(_schema(citus_url), [f"agent:main:{key}" for key in _CANDIDATES])
+        placed = {key: full[f"agent:main:{key}"] for key in _CANDIDATES}
+        source, target = pick(placed)
+        for key in (source, target):
+            await gateway.record_message(key, role="user", content="hi")
+        await gateway.wait_idle()
+        store = store_of(gateway)
+        store.recorder.stop_sealing()
+        with remote_commands(store) as seen:
+            result = await gateway.call_tool(
+                source,
+                "sessions_send",
+                {"sessionKey": target, "message": "m", "timeoutSeconds": 30},
+            )
+            assert result["status"] == "ok", result
+            await gateway.wait_idle()
+    finally:
+        await gateway.close()
+    issued = [(line, detail) for line, detail in seen if line.startswith("issuing ")]
+    assert any(f"{EVENTS}_" in line for line, _ in issued), seen
+    return issued, placed[source][0] | placed[target][0], source
+
+
+def _writes(issued: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The commands that write rows (reads by a stream's id alone still ask every shard:
+    they commit nothing)."""
+    return [
+        (line, detail)
+        for line, detail in issued
+        if re.match(r"issuing (INSERT|UPDATE|DELETE|WITH saved AS \(INSERT)", line)
+    ]
+
+
+def _shards_written(schema: str, issued: list[tuple[str, str]]) -> set[int]:
+    named = re.compile(rf"{re.escape(schema)}\.\"?(?:{'|'.join(_TABLES)})_(\d+)\b")
+    return {int(shard) for line, _ in _writes(issued) for shard in named.findall(line)}
+
+
+_TRACE_MEMBER = re.compile(
+    r"sw_session_streams_\d+ .*VALUES \('trace:[^']*'::text, '(\w+)'::text, '(\w+)'"
+)
+
+
+def _two_phase_commits(issued: list[tuple[str, str]]) -> set[str]:
+    # A prepared participant's gid: citus_<group>_<pid>_<transaction>_<connection>.
+    gids = re.compile(r"PREPARE TRANSACTION 'citus_\d+_(\d+_\d+)_\d+'")
+    return {found for line, _ in issued for found in gids.findall(line)}
+
+
+async def test_an_exchange_within_one_shard_commits_in_one_phase_but_for_its_trace_index(
+    citus_url: str,
+) -> None:
+    """Every statement of an exchange's saves carries the key its rows live under, so an
+    exchange between two sessions of one shard writes to that shard only, but for the
+    rows that index its runs by trace (``trace:<run id>``, a key of their own): a save
+    that makes a run writes one of those, and only those saves commit in two phases
+    (ADR 0062; by run id alone, a run's UPDATE went to every shard, and every save of
+    several events was an INSERT ... SELECT, which Citus commits in two phases)."""
+
+    def same_shard(placed: dict[str, tuple[frozenset[int], str]]) -> tuple[str, str]:
+        first = _CANDIDATES[0]
+        return first, next(k for k in _CANDIDATES[1:] if placed[k][0] == placed[first][0])
+
+    issued, shards, _ = await _exchange_commands(citus_url, same_shard)
+    schema = _schema(citus_url)
+    elsewhere = [
+        line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
+    ]
+    assert elsewhere, issued  # the trace index's rows
+    assert all(_TRACE_MEMBER.search(line) for line in elsewhere), elsewhere
+    runs = {
+        stream
+        for line, _ in _writes(issued)
+        for stream, kind in _TRACE_MEMBER.findall(line)
+        if kind == "run"
+    }
+    assert len(runs) == 2, elsewhere  # the target's run, and the requester's reply
+    assert len(_two_phase_commits(issued)) <= len(runs), issued
+
+
+async def test_an_exchange_across_workers_touches_only_its_two_sessions_shards(
+    citus_url: str,
+) -> None:
+    """Across two workers, the saves that write both sessions' rows commit in two
+    phases; no statement writes a third shard but the trace index's rows (ADR 0062)."""
+
+    def two_workers(placed: dict[str, tuple[frozenset[int], str]]) -> tuple[str, str]:
+        first = _CANDIDATES[0]
+        return first, next(k for k in _CANDIDATES[1:] if placed[k][1] != placed[first][1])
+
+    issued, shards, _ = await _exchange_commands(citus_url, two_workers)
+    schema = _schema(citus_url)
+    elsewhere = [
+        line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
+    ]
+    assert all(_TRACE_MEMBER.search(line) for line in elsewhere), elsewhere
+    # Each of the exchange's saves at most once, and some of them (its opening writes
+    # both sessions' rows).
+    saves = [line for line, _ in _writes(issued) if "sw_saves_" in line]
+    assert 0 < len(_two_phase_commits(issued)) <= len(saves), issued
