@@ -6,14 +6,18 @@ Citus coordinator (the Citus tier) and skip elsewhere."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from audit_rig import populate, run_cli
 from command_line import run_in_process
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
@@ -22,7 +26,7 @@ from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.adapters.testkit.internals import store_of
 from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
-from sessionwire.testing import ScriptedRuntime
+from sessionwire.testing import ScriptedRuntime, VirtualClock
 from store_sessions import opened, with_message
 
 EVENTS = "sessionwire_events"
@@ -428,3 +432,60 @@ async def test_an_exchange_across_workers_touches_only_its_two_sessions_shards(
     # both sessions' rows).
     saves = [line for line, _ in _writes(issued) if "sw_saves_" in line]
     assert 0 < len(_two_phase_commits(issued)) <= len(saves), issued
+
+
+def test_an_export_of_a_plain_store_imports_into_a_distributed_one(
+    citus_url: str, tmp_path: Path, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit import`` gives every imported row its stream's shard key, from the stream's
+    first event (as distributing an existing schema does): the log, its chain and the
+    read models come out as on the plain store, spread over the shards (ADR 0062)."""
+    source = f"sqlite:///{tmp_path}/source.db"
+    asyncio.run(populate(source, clock))
+    exported = tmp_path / "log.jsonl"
+    code, _, err = run_cli(
+        capsys, "--store", source, "audit", "export", "--format", "jsonl", "-o", str(exported)
+    )
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, "--json", "--store", citus_url, "audit", "import", str(exported)
+    )
+    assert code == 0, err
+    count = json.loads(out)["imported"]
+    assert count > 10
+    assert f"clean: {count} event(s) checked; head #" in _verified(citus_url)
+    schema = _schema(citus_url)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        rows, keyless, split = (
+            connection.execute(statement).fetchone()
+            for statement in (
+                f'SELECT count(*) FROM "{schema}".{EVENTS}',
+                f'SELECT count(*) FROM "{schema}".{EVENTS} WHERE shard_key IS NULL',
+                # A stream's rows all under one key.
+                f'SELECT count(*) FROM (SELECT originator_id FROM "{schema}".{EVENTS} '
+                "GROUP BY originator_id HAVING count(DISTINCT shard_key) > 1) AS s",
+            )
+        )
+        # A session's own events under its key; the spawn's under its requester's.
+        sessions = connection.execute(
+            f'SELECT s.key, e.shard_key, count(*) FROM "{schema}".{EVENTS} e '
+            f"JOIN \"{schema}\".sw_sessions s ON s.id = replace(e.originator_id::text, '-', '') "
+            "AND s.key = e.shard_key GROUP BY 1, 2 ORDER BY 1"
+        ).fetchall()
+        (spawn,) = connection.execute(
+            f"SELECT id::uuid FROM \"{schema}\".sw_work WHERE kind = 'spawn'"
+        ).fetchone() or (None,)
+        spawns = connection.execute(
+            f'SELECT DISTINCT shard_key FROM "{schema}".{EVENTS} WHERE originator_id = %s',
+            (spawn,),
+        ).fetchall()
+    assert rows == (count,) and keyless == (0,) and split == (0,)
+    assert [key for key, _, _ in sessions][:2] == [
+        "agent:main:discord:group:dev",
+        "agent:main:main",
+    ]
+    assert len(sessions) == 3  # and the child's
+    assert spawns == [("agent:main:main",)]
+    code, out, err = run_cli(capsys, "--json", "--store", citus_url, "sessions", "list")
+    assert code == 0, err
+    assert len(json.loads(out)["sessions"]) == 3
