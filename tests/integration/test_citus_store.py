@@ -479,7 +479,7 @@ def test_an_export_of_a_plain_store_imports_into_a_distributed_one(
             f'SELECT DISTINCT shard_key FROM "{schema}".{EVENTS} WHERE originator_id = %s',
             (spawn,),
         ).fetchall()
-    assert rows == (count,) and keyless == (0,) and split == (0,)
+    assert (rows, keyless, split) == ((count,), (0,), (0,))
     assert [key for key, _, _ in sessions][:2] == [
         "agent:main:discord:group:dev",
         "agent:main:main",
@@ -489,3 +489,25 @@ def test_an_export_of_a_plain_store_imports_into_a_distributed_one(
     code, out, err = run_cli(capsys, "--json", "--store", citus_url, "sessions", "list")
     assert code == 0, err
     assert len(json.loads(out)["sessions"]) == 3
+
+
+def test_a_sealing_pass_over_one_sessions_rows_is_one_shards_transaction(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """The sealer's UPDATE names the shard keys of the rows it seals, so Citus sends it
+    to their shards only: a pass over one session's rows is no two-phase commit over
+    every shard (ADR 0062)."""
+    store.recorder.stop_sealing()
+    session = opened("agent:main:sealed-alone")
+    store.save(with_message(session, "one"))
+    (placed,) = _placements(_schema(citus_url), ["agent:main:sealed-alone"]).values()
+    with remote_commands(store) as seen:
+        assert store.seal() == 2
+    issued = [(line, detail) for line, detail in seen if line.startswith("issuing ")]
+    updates = [line for line, _ in _writes(issued)]
+    assert updates, issued
+    assert all(
+        line.startswith(f"issuing UPDATE {_schema(citus_url)}.{EVENTS}_") for line in updates
+    )
+    assert _shards_written(_schema(citus_url), issued) <= placed[0], updates
+    assert not _two_phase_commits(issued), issued
