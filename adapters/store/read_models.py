@@ -237,6 +237,7 @@ class SqlReadModel:
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
         self.route_by_key = False
+        self.log_in_session = ""
         """Updates of session, work and run rows name their session's key too (a store
         distributed by it, ADR 0051 and 0062: Citus then sends each to one shard);
         ``route_by_session_key``."""
@@ -403,7 +404,17 @@ class SqlReadModel:
         self.update_run += f" AND session_key={m}"
         self.link_exchange += f" AND session_key={m}"
         self.link_spawn += f" AND session_key={m}"
+        # A session's message rows are under its key (its events' shard key).
+        self.log_in_session = f" AND shard_key={m}"
         self._narrow.clear()
+
+    def _within(self, key: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameter) that keeps a read of session ``key``'s
+        message rows within its shard; none where the store is not sharded or the key
+        is not known."""
+        if key is None or not self.log_in_session:
+            return "", ()
+        return self.log_in_session, (key,)
 
     def _narrow_write(
         self, row: SessionRow, views_since: int | None = None
@@ -960,10 +971,20 @@ class SqlReadModel:
         return [found["agent_id"] for found in cursor.fetchall()]
 
     def transcript_tail(
-        self, cursor: Cursor, session: UUID, *, limit: int, include_tools: bool
+        self,
+        cursor: Cursor,
+        session: UUID,
+        *,
+        limit: int,
+        include_tools: bool,
+        key: str | None = None,
     ) -> list[str]:
+        """The newest ``limit`` lines of ``session``'s transcript (``key``: its key, when
+        known, so a sharded store reads one shard)."""
         if self.transcript_in_log:
-            return self._log_tail(cursor, session, limit=limit, include_tools=include_tools)
+            return self._log_tail(
+                cursor, session, limit=limit, include_tools=include_tools, key=key
+            )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
@@ -990,7 +1011,11 @@ class SqlReadModel:
                 return SessionTranscript(found, None, rendered.total, rendered)
         if window.offset is None:
             tail = self.transcript_tail(
-                cursor, found.id, limit=window.limit, include_tools=window.include_tools
+                cursor,
+                found.id,
+                limit=window.limit,
+                include_tools=window.include_tools,
+                key=found.state.key,
             )
             return SessionTranscript(found, tail)
         page = self.transcript_page(
@@ -999,6 +1024,7 @@ class SqlReadModel:
             offset=window.offset,
             limit=window.limit,
             include_tools=window.include_tools,
+            key=found.state.key,
         )
         return SessionTranscript(found, page.messages, page.total)
 
@@ -1090,10 +1116,11 @@ class SqlReadModel:
         offset: int,
         limit: int,
         include_tools: bool,
+        key: str | None = None,
     ) -> TranscriptPage:
         if self.transcript_in_log:
             return self._log_page(
-                cursor, session, offset=offset, limit=limit, include_tools=include_tools
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools, key=key
             )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         stream = session.hex
@@ -1122,22 +1149,24 @@ class SqlReadModel:
         offset: int,
         limit: int,
         include_tools: bool,
+        key: str | None = None,
     ) -> TranscriptPage:
         """``transcript_page`` from the session's message rows (storage v3): one row a
         line, paged in SQL; an upgraded store's v2 rows (a batch holds several lines)
         make the count and the page come from the decoded view instead."""
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         session = self.log_id(aggregate_id)
+        within, routed = self._within(key)
         cursor.execute(
             f"SELECT COUNT(*) AS n, COUNT(body) AS lines FROM {self.events} "
-            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}",
-            (session,),
+            f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL {role_filter}",
+            (session, *routed),
         )
         counted = cursor.fetchone()
         rows, one_line_rows = int(counted["n"]), int(counted["lines"])
         if rows != one_line_rows:
             lines = self._log_tail(
-                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools
+                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools, key=key
             )
             total = len(lines)
             if offset >= total or limit <= 0:
@@ -1149,16 +1178,22 @@ class SqlReadModel:
             return TranscriptPage(messages=[], total=rows)
         cursor.execute(
             f"SELECT {self.line} FROM {self.events} "
-            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}"
+            f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL {role_filter}"
             f"ORDER BY originator_version DESC LIMIT {self.m} OFFSET {self.m}",
-            (session, limit, offset),
+            (session, *routed, limit, offset),
         )
         messages = [found["line"] for found in cursor.fetchall()]
         messages.reverse()
         return TranscriptPage(messages=messages, total=rows)
 
     def _log_tail(
-        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+        self,
+        cursor: Cursor,
+        aggregate_id: UUID,
+        *,
+        limit: int,
+        include_tools: bool,
+        key: str | None = None,
     ) -> list[str]:
         """The newest ``limit`` lines from the session's message rows (storage v3): the
         primary key (originator_id, originator_version) read backwards. A row is one line,
@@ -1166,14 +1201,20 @@ class SqlReadModel:
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         newest_first: list[str] = []
         below: int | None = None
+        within, routed = self._within(key)
         while len(newest_first) < limit:
             bound = "" if below is None else f"AND originator_version < {self.m} "
             wanted = limit - len(newest_first)
             cursor.execute(
                 f"SELECT originator_version, {self.line} FROM {self.events} "
-                f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
-                f"ORDER BY originator_version DESC LIMIT {self.m}",
-                (self.log_id(aggregate_id), *([] if below is None else [below]), wanted),
+                f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL "
+                f"{role_filter}{bound}ORDER BY originator_version DESC LIMIT {self.m}",
+                (
+                    self.log_id(aggregate_id),
+                    *routed,
+                    *([] if below is None else [below]),
+                    wanted,
+                ),
             )
             rows = cursor.fetchall()
             for row in rows:

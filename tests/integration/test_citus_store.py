@@ -24,7 +24,7 @@ from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.adapters.testkit.internals import store_of
-from sessionwire.application.ports.session_read_model import SessionQuery
+from sessionwire.application.ports.session_read_model import SessionQuery, TranscriptWindow
 from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 from store_sessions import opened, with_message
@@ -511,3 +511,37 @@ def test_a_sealing_pass_over_one_sessions_rows_is_one_shards_transaction(
     )
     assert _shards_written(_schema(citus_url), issued) <= placed[0], updates
     assert not _two_phase_commits(issued), issued
+
+
+def test_a_sessions_history_and_a_matchs_index_are_read_from_its_shard(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """Where the session's key is known (a history read by key, a search match), its
+    rows are read with it, from its shard only, not from every shard (ADR 0062)."""
+    key = "agent:main:read-alone"
+    session = with_message(with_message(opened(key), "first words"), "the needle")
+    store.save(session)
+    schema = _schema(citus_url)
+    (placed,) = _placements(schema, [key]).values()
+    named = re.compile(rf"{re.escape(schema)}\.{EVENTS}_(\d+)\b")
+    for window, lines in (
+        (TranscriptWindow(limit=10, include_tools=True), 2),
+        (TranscriptWindow(limit=1, include_tools=True, offset=1), 1),
+    ):
+        with remote_commands(store) as seen:
+            found = store.session_transcript(key, window, lambda _: True)
+        assert found.messages is not None
+        assert len(found.messages) == lines
+        shards = {int(shard) for line, _ in seen for shard in named.findall(line)}
+        assert shards, seen
+        assert shards <= placed[0], seen
+    (match,) = store.search_transcripts(
+        TranscriptSearchQuery(
+            words=("needle",), scopes=(SessionQuery(limit=1),), include_tools=False, limit=4
+        )
+    )
+    with remote_commands(store) as seen:
+        assert store.messages_before(match) == 1
+    shards = {int(shard) for line, _ in seen for shard in named.findall(line)}
+    assert shards, seen
+    assert shards <= placed[0], seen
