@@ -12,7 +12,8 @@ per worker: each worker's events carry that worker's own transaction ids (the tr
 of ``citus_schema.py``), and a pass reads, on every worker, the lowest id among its
 writers of the events' shards still in flight (``run_command_on_workers``). A row is
 final when its worker has no lower writer in flight; final rows are sealed in the order
-(worker, transaction id, position), under the sealer's lock on the coordinator.
+(worker, transaction id, position), under the sealer's lock on the coordinator, by one
+UPDATE sent to the shards of those rows only (ADR 0062).
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ _VALUES_ROW = (
 
 
 class CitusChain(SqlChain):
-    """The chain, its joins within a shard, and the live stream's reads of the log
-    kept to its unbroken prefix."""
+    """The chain, its joins within a shard, its seals written to their rows' shards only,
+    and the live stream's reads of the log kept to its unbroken prefix."""
 
     def records_after(
         self, cursor: Any, position: int, limit: int
