@@ -286,7 +286,8 @@ class CitusSessionRecorder(PostgresSessionRecorder):
     ) -> tuple[bytes, tuple[Any, ...]]:
         """The insert of a save's events (with ``model``, a read-model statement and its
         parameters, if given) and its parameters: the save id and its shard key first,
-        then one row's values, or a column of values each (``unnest``) for several."""
+        then each event's values as a row (up to ``VALUES_ROWS`` events), or a column of
+        values each (``unnest``) for more."""
         keys: dict[UUID, str] = self._save.keys
         shard_keys = [keys[stored.originator_id] for stored in stored_events]
         count = len(stored_events)

@@ -237,10 +237,12 @@ class SqlReadModel:
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
         self.route_by_key = False
-        self.log_in_session = ""
         """Updates of session, work and run rows name their session's key too (a store
         distributed by it, ADR 0051 and 0062: Citus then sends each to one shard);
         ``route_by_session_key``."""
+        self.log_in_session = ""
+        """With ``route_by_key``: the condition that keeps a read of a session's message
+        rows in its shard (one parameter, the session's key)."""
         self.insert_views = (
             f"INSERT INTO {self.views_table} (originator_id, originator_version, own, other, "
             f"exact) VALUES ({m}, {m}, {m}, {m}, {m})"
