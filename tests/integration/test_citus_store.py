@@ -400,7 +400,8 @@ async def test_an_exchange_within_one_shard_commits_in_one_phase_but_for_its_tra
     elsewhere = [
         line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
     ]
-    assert elsewhere, issued  # the trace index's rows
+    # The trace index's rows, wherever their random trace ids put them (the pair's shard
+    # too, at times).
     assert all(_TRACE_MEMBER.search(line) for line in elsewhere), elsewhere
     runs = {
         stream
