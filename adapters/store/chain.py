@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -615,12 +615,24 @@ class SqlChain:
         """An event at its original position (import into an empty store)."""
         self.insert_records(cursor, [record])
 
-    def insert_records(self, cursor: Cursor, records: Sequence[StoredRecord]) -> None:
-        """Events at their original positions (an import's batch), in one statement."""
+    def insert_records(
+        self,
+        cursor: Cursor,
+        records: Sequence[StoredRecord],
+        *,
+        shard_keys: Mapping[UUID, str] | None = None,
+    ) -> None:
+        """Events at their original positions (an import's batch), in one statement; on
+        a store distributed by session key, each under its stream's key in
+        ``shard_keys``."""
         t, m = self.t, self.t.marker
         columns = "originator_id, originator_version, topic, state"
         if t.history_columns is not None:
             columns += ", role, body, provenance"
+        keyed = bool(self._shard_column)
+        if keyed:
+            assert shard_keys is not None, "a distributed store's rows need their shard keys"
+            columns += ", shard_key"
         marks = ", ".join([m] * (2 + columns.count(",")))
         history = t.history_columns
         cursor.executemany(
@@ -637,6 +649,7 @@ class SqlChain:
                         if history is None
                         else history(record.content.topic, record.content.state)
                     ),
+                    *((shard_keys[record.content.originator_id],) if shard_keys and keyed else ()),
                 )
                 for record in records
             ],

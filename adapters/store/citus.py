@@ -12,7 +12,8 @@ per worker: each worker's events carry that worker's own transaction ids (the tr
 of ``citus_schema.py``), and a pass reads, on every worker, the lowest id among its
 writers of the events' shards still in flight (``run_command_on_workers``). A row is
 final when its worker has no lower writer in flight; final rows are sealed in the order
-(worker, transaction id, position), under the sealer's lock on the coordinator.
+(worker, transaction id, position), under the sealer's lock on the coordinator, by one
+UPDATE sent to the shards of those rows only (ADR 0062).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.ports.audit_log import StoredRecord
-from sessionwire.domain.hash_chain import ChainLink, seal
+from sessionwire.domain.hash_chain import ChainLink, Seal, seal
 
 if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
@@ -61,10 +62,18 @@ SHARD_JOIN = " AND {a}.shard_key = {b}.shard_key"
 # Unsealed rows read per pass at most (several workers' finals among them).
 _PENDING_READ = 4 * SEAL_BATCH
 
+VALUES_ROWS = 64
+"""Events a save inserts as VALUES rows at most (routed to their shards); more go as one
+``unnest`` (a statement of a size that does not grow, committed in two phases)."""
+_VALUES_ROW = (
+    "(%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, %s::integer, %s::integer, "
+    "%s::bytea, %s::text)"
+)
+
 
 class CitusChain(SqlChain):
-    """The chain, its joins within a shard, and the live stream's reads of the log
-    kept to its unbroken prefix."""
+    """The chain, its joins within a shard, its seals written to their rows' shards only,
+    and the live stream's reads of the log kept to its unbroken prefix."""
 
     def records_after(
         self, cursor: Any, position: int, limit: int
@@ -78,6 +87,26 @@ class CitusChain(SqlChain):
             if seq != position + index + 1:
                 return found[:index]
         return found
+
+    def write_seals_in_shards(
+        self, cursor: Any, seals: Sequence[Seal], shard_keys: Sequence[str], *, into: str
+    ) -> None:
+        """``write_seals`` into the events table ``into``, sent only to the shards of the
+        sealed rows (their ``shard_keys``): Citus prunes by the key, so a pass over one
+        session's rows is one shard's transaction, not a 2PC over every shard (ADR 0062)."""
+        if not seals:
+            return
+        cursor.execute(
+            f"UPDATE {into} AS c SET log_seq = s.seq, log_hash = s.hash "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
+            "WHERE c.notification_id = s.n AND c.shard_key = ANY(%s::text[])",
+            (
+                [x.notification_id for x in seals],
+                [x.log_seq for x in seals],
+                [x.log_hash for x in seals],
+                sorted(set(shard_keys)),
+            ),
+        )
 
 
 class CitusSaveIds(SaveIds):
@@ -145,7 +174,7 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self.save_ids = self.citus_save_ids
         # Joins of one stream's rows within its shard (Citus joins distributed tables
         # only on their distribution column).
-        self.chain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
+        self.chain: CitusChain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
         self.transcript_search = SqlTranscriptSearch(
             self.read_model,
             postgres_search.search_sql(self.datastore.schema, events, by_shard=True),
@@ -154,16 +183,17 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
             "role, body, provenance, stream_hash, shard_key) "
         )
+        # A save of a few events: one VALUES row each, which Citus routes to the shards
+        # of their keys (one shard: one phase). An INSERT ... SELECT (unnest) is run by
+        # the coordinator through COPY, and committed in two phases even when all its
+        # rows go to one shard (ADR 0062); only larger saves take it.
+        self.insert_values = f"{columns}VALUES "
         self.insert_many_statement = (
             f"{columns}SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::integer[], %s::integer[], %s::bytea[], %s::text[]) "
             "RETURNING notification_id"
         )
-        self.insert_one_statement = (
-            f"{columns}VALUES (%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, "
-            "%s::integer, %s::integer, %s::bytea, %s::text) RETURNING notification_id"
-        )
-        self._insert_statements: dict[tuple[bool, str | None], bytes] = {}
+        self._insert_statements: dict[tuple[int, str | None], bytes] = {}
         self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
         # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
         self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
@@ -177,8 +207,8 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
             f"{m}, {m}, {m}, {m})"
         )
-        # Session and work rows updated within their shard (else Citus sends the UPDATE
-        # to every shard, and the save becomes a multi-shard transaction).
+        # Session, work and run rows updated within their shard (else Citus sends the
+        # UPDATE to every shard, and the save becomes a multi-shard transaction).
         model.route_by_session_key()
         # The runs' primary key takes their session's key first (the distribution column).
         model.insert_run = model.insert_run.replace(
@@ -211,7 +241,9 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self._save.keys = keys
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
-            return ids
+            # The coordinator numbers the rows in their order, but rows of several shards
+            # come back in the order their shards answered.
+            return None if ids is None else sorted(ids)
         finally:
             self._save.keys = None
 
@@ -259,30 +291,35 @@ class CitusSessionRecorder(PostgresSessionRecorder):
     ) -> tuple[bytes, tuple[Any, ...]]:
         """The insert of a save's events (with ``model``, a read-model statement and its
         parameters, if given) and its parameters: the save id and its shard key first,
-        then one row's values, or a column of values each (``unnest``) for several."""
+        then each event's values as a row (up to ``VALUES_ROWS`` events), or a column of
+        values each (``unnest``) for more."""
         keys: dict[UUID, str] = self._save.keys
         shard_keys = [keys[stored.originator_id] for stored in stored_events]
-        single = len(stored_events) == 1
+        count = len(stored_events)
+        rows = count if count <= VALUES_ROWS else 0  # 0: unnest
         beside, model_values = (None, ()) if model is None else model
-        statement = self._insert_statements.get((single, beside))
+        statement = self._insert_statements.get((rows, beside))
         if statement is None:
-            insert = self.insert_one_statement if single else self.insert_many_statement
-            statement = self.citus_save_ids.recording(insert, beside=beside)
-            self._insert_statements[(single, beside)] = statement
-        if single:
-            (stored,) = stored_events
-            return statement, (
-                save_id,
-                shard_keys[0],
-                *model_values,
-                stored.originator_id,
-                stored.originator_version,
-                stored.topic,
-                stored.state,
-                *history_columns(stored),
-                links[0].stream_hash,
-                shard_keys[0],
+            insert = (
+                self.insert_values + ", ".join([_VALUES_ROW] * rows) + " RETURNING notification_id"
+                if rows
+                else self.insert_many_statement
             )
+            statement = self.citus_save_ids.recording(insert, beside=beside)
+            self._insert_statements[(rows, beside)] = statement
+        if rows:
+            values: list[Any] = [save_id, shard_keys[0], *model_values]
+            for stored, link, key in zip(stored_events, links, shard_keys, strict=True):
+                values += (
+                    stored.originator_id,
+                    stored.originator_version,
+                    stored.topic,
+                    stored.state,
+                    *history_columns(stored),
+                    link.stream_hash,
+                    key,
+                )
+            return statement, tuple(values)
         columns = [history_columns(stored) for stored in stored_events]
         return statement, (
             save_id,
@@ -326,21 +363,30 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             shards = [(int(r["low"]), int(r["high"]), str(r["node"])) for r in cursor.fetchall()]
             cursor.execute(
                 f"SELECT notification_id, stream_hash, xact_id::text::bigint AS xact, "
-                f"worker_hash(shard_key) AS h FROM {self.events_table} "
+                f"shard_key, worker_hash(shard_key) AS h FROM {self.events_table} "
                 "WHERE log_seq IS NULL AND stream_hash IS NOT NULL "
                 "ORDER BY xact_id, notification_id LIMIT %s",
                 (_PENDING_READ,),
             )
-            final: list[tuple[str, int, int, bytes]] = []
+            final: list[tuple[str, int, int, bytes, str]] = []
             for row in cursor.fetchall():
                 node = _node_of(int(row["h"]), shards)
                 if int(row["xact"]) < bounds.get(node, 0):
                     final.append(
-                        (node, int(row["xact"]), int(row["notification_id"]), row["stream_hash"])
+                        (
+                            node,
+                            int(row["xact"]),
+                            int(row["notification_id"]),
+                            row["stream_hash"],
+                            row["shard_key"],
+                        )
                     )
             final.sort(key=lambda found: found[:3])
-            seals = seal(head, [(n, bytes(own)) for _, _, n, own in final[:SEAL_BATCH]])
-            self.chain.write_seals(cursor, seals, into=self.events_table)
+            sealed = final[:SEAL_BATCH]
+            seals = seal(head, [(n, bytes(own)) for _, _, n, own, _ in sealed])
+            self.chain.write_seals_in_shards(
+                cursor, seals, [key for *_, key in sealed], into=self.events_table
+            )
         return len(seals)
 
     # Distributing ---------------------------------------------------------------------

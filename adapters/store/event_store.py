@@ -790,9 +790,9 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.recorder.transcript_search.search(cursor, query)
 
-    def messages_before(self, stream: UUID, version: int) -> int:
+    def messages_before(self, match: TranscriptMatch) -> int:
         with self.reading() as cursor:
-            return self.recorder.transcript_search.messages_before(cursor, stream, version)
+            return self.recorder.transcript_search.messages_before(cursor, match)
 
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0

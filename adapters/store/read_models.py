@@ -237,8 +237,12 @@ class SqlReadModel:
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
         self.route_by_key = False
-        """Updates of a session's and a work row name their session's key too (a store
-        distributed by it, ADR 0051: Citus then sends each to one shard); ``route_by_key``."""
+        """Updates of session, work and run rows name their session's key too (a store
+        distributed by it, ADR 0051 and 0062: Citus then sends each to one shard);
+        ``route_by_session_key``."""
+        self.log_in_session = ""
+        """With ``route_by_key``: the condition that keeps a read of a session's message
+        rows in its shard (one parameter, the session's key)."""
         self.insert_views = (
             f"INSERT INTO {self.views_table} (originator_id, originator_version, own, other, "
             f"exact) VALUES ({m}, {m}, {m}, {m}, {m})"
@@ -421,13 +425,26 @@ class SqlReadModel:
         )
 
     def route_by_session_key(self) -> None:
-        """Every session and work row update also by its session's key (see
+        """Every session, work and run row update also by its session's key (see
         ``route_by_key``)."""
         m = self.m
         self.route_by_key = True
         self.update_session += f" AND key={m}"
         self.update_work += f" AND session_key={m}"
+        self.update_run += f" AND session_key={m}"
+        self.link_exchange += f" AND session_key={m}"
+        self.link_spawn += f" AND session_key={m}"
+        # A session's message rows are under its key (its events' shard key).
+        self.log_in_session = f" AND shard_key={m}"
         self._narrow.clear()
+
+    def _within(self, key: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameter) that keeps a read of session ``key``'s
+        message rows within its shard; none where the store is not sharded or the key
+        is not known."""
+        if key is None or not self.log_in_session:
+            return "", ()
+        return self.log_in_session, (key,)
 
     def _narrow_write(
         self, row: SessionRow, views_since: int | None = None
@@ -626,10 +643,11 @@ class SqlReadModel:
         self.write_runs(execute, changes.runs.values())
         # After the runs: a run is saved with (and before) the exchange or spawn it belongs to.
         for link in changes.run_links:
+            routed = (link.session_key,) if self.route_by_key else ()
             if link.exchange_id is not None:
-                execute(self.link_exchange, (link.exchange_id, link.run_id))
+                execute(self.link_exchange, (link.exchange_id, link.run_id, *routed))
             if link.spawn_id is not None:
-                execute(self.link_spawn, (link.spawn_id, link.run_id))
+                execute(self.link_spawn, (link.spawn_id, link.run_id, *routed))
 
     def _write_views(self, cursor: Cursor, stored: Sequence[StoredEvent]) -> dict[UUID, int]:
         """The views of the messages among ``stored`` that are not their stored line (ADR
@@ -714,6 +732,7 @@ class SqlReadModel:
                         state.model,
                         state.error,
                         state.run_id,
+                        *((state.session_key,) if self.route_by_key else ()),
                     ),
                 )
 
@@ -781,6 +800,15 @@ class SqlReadModel:
         return None if cursor.fetchone() is not None else found
 
     def session(self, cursor: Cursor, key: str) -> StoredSession | None:
+        if self.route_by_key:
+            # Read within the key's shard: by id alone Citus asks every shard.
+            cursor.execute(
+                f"SELECT {self.session_select} FROM {self.sessions} "
+                f"WHERE id = {self.m} AND key = {self.m}",
+                (session_uuid(key).hex, key),
+            )
+            found = cursor.fetchone()
+            return None if found is None else self.stored_session(found)
         return self.session_row(cursor, session_uuid(key))
 
     def session_row(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
@@ -981,10 +1009,20 @@ class SqlReadModel:
         return [found["agent_id"] for found in cursor.fetchall()]
 
     def transcript_tail(
-        self, cursor: Cursor, session: UUID, *, limit: int, include_tools: bool
+        self,
+        cursor: Cursor,
+        session: UUID,
+        *,
+        limit: int,
+        include_tools: bool,
+        key: str | None = None,
     ) -> list[str]:
+        """The newest ``limit`` lines of ``session``'s transcript (``key``: its key, when
+        known, so a sharded store reads one shard)."""
         if self.transcript_in_log:
-            return self._log_tail(cursor, session, limit=limit, include_tools=include_tools)
+            return self._log_tail(
+                cursor, session, limit=limit, include_tools=include_tools, key=key
+            )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
@@ -1011,7 +1049,11 @@ class SqlReadModel:
                 return SessionTranscript(found, None, rendered.total, rendered)
         if window.offset is None:
             tail = self.transcript_tail(
-                cursor, found.id, limit=window.limit, include_tools=window.include_tools
+                cursor,
+                found.id,
+                limit=window.limit,
+                include_tools=window.include_tools,
+                key=found.state.key,
             )
             return SessionTranscript(found, tail)
         page = self.transcript_page(
@@ -1020,6 +1062,7 @@ class SqlReadModel:
             offset=window.offset,
             limit=window.limit,
             include_tools=window.include_tools,
+            key=found.state.key,
         )
         return SessionTranscript(found, page.messages, page.total)
 
@@ -1134,10 +1177,11 @@ class SqlReadModel:
         offset: int,
         limit: int,
         include_tools: bool,
+        key: str | None = None,
     ) -> TranscriptPage:
         if self.transcript_in_log:
             return self._log_page(
-                cursor, session, offset=offset, limit=limit, include_tools=include_tools
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools, key=key
             )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         stream = session.hex
@@ -1166,22 +1210,24 @@ class SqlReadModel:
         offset: int,
         limit: int,
         include_tools: bool,
+        key: str | None = None,
     ) -> TranscriptPage:
         """``transcript_page`` from the session's message rows (storage v3): one row a
         line, paged in SQL; an upgraded store's v2 rows (a batch holds several lines)
         make the count and the page come from the decoded view instead."""
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         session = self.log_id(aggregate_id)
+        within, routed = self._within(key)
         cursor.execute(
             f"SELECT COUNT(*) AS n, COUNT(body) AS lines FROM {self.events} "
-            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}",
-            (session,),
+            f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL {role_filter}",
+            (session, *routed),
         )
         counted = cursor.fetchone()
         rows, one_line_rows = int(counted["n"]), int(counted["lines"])
         if rows != one_line_rows:
             lines = self._log_tail(
-                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools
+                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools, key=key
             )
             total = len(lines)
             if offset >= total or limit <= 0:
@@ -1193,16 +1239,22 @@ class SqlReadModel:
             return TranscriptPage(messages=[], total=rows)
         cursor.execute(
             f"SELECT {self.line} FROM {self.events} "
-            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}"
+            f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL {role_filter}"
             f"ORDER BY originator_version DESC LIMIT {self.m} OFFSET {self.m}",
-            (session, limit, offset),
+            (session, *routed, limit, offset),
         )
         messages = [found["line"] for found in cursor.fetchall()]
         messages.reverse()
         return TranscriptPage(messages=messages, total=rows)
 
     def _log_tail(
-        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+        self,
+        cursor: Cursor,
+        aggregate_id: UUID,
+        *,
+        limit: int,
+        include_tools: bool,
+        key: str | None = None,
     ) -> list[str]:
         """The newest ``limit`` lines from the session's message rows (storage v3): the
         primary key (originator_id, originator_version) read backwards. A row is one line,
@@ -1210,14 +1262,20 @@ class SqlReadModel:
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         newest_first: list[str] = []
         below: int | None = None
+        within, routed = self._within(key)
         while len(newest_first) < limit:
             bound = "" if below is None else f"AND originator_version < {self.m} "
             wanted = limit - len(newest_first)
             cursor.execute(
                 f"SELECT originator_version, {self.line} FROM {self.events} "
-                f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
-                f"ORDER BY originator_version DESC LIMIT {self.m}",
-                (self.log_id(aggregate_id), *([] if below is None else [below]), wanted),
+                f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL "
+                f"{role_filter}{bound}ORDER BY originator_version DESC LIMIT {self.m}",
+                (
+                    self.log_id(aggregate_id),
+                    *routed,
+                    *([] if below is None else [below]),
+                    wanted,
+                ),
             )
             rows = cursor.fetchall()
             for row in rows:
