@@ -16,13 +16,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.adapters.store.sql_dialect import SqlDialect, same_shard
 from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
-from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
     ChainLink,
     LogHead,
@@ -33,6 +32,11 @@ from sessionwire.domain.hash_chain import (
     seal,
     stream_links,
 )
+
+if TYPE_CHECKING:
+    # The checkpoints' code loads with the audit command that reads or records one: a
+    # store opened to list sessions never does (issue 38 item 7).
+    from sessionwire.domain.checkpoint import Checkpoint, StreamHead
 
 PAGE = 1_000
 STREAM_HEADS = 10_000
@@ -334,6 +338,8 @@ class SqlChain:
     def stream_heads(self, cursor: Cursor, size: int) -> list[StreamHead]:
         """Every stream's last version among the first ``size`` records of the sealed log,
         in no set order."""
+        from sessionwire.domain.checkpoint import StreamHead
+
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
@@ -355,6 +361,8 @@ class SqlChain:
 
     def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
         """The latest ``limit`` recorded checkpoints, newest first."""
+        from sessionwire.domain.checkpoint import Checkpoint, Statement
+
         m = self.t.marker
         cursor.execute(
             "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "

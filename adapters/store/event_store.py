@@ -62,19 +62,21 @@ from sessionwire.application.ports.transcript_search import TranscriptMatch, Tra
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
-from sessionwire.domain.session import Session, SessionState
 
 if TYPE_CHECKING:
+    # The session aggregate is imported with the first save (the projection imports it
+    # too): a store opened to list sessions builds none of its models (issue 38 item 7).
     # The projection imports every aggregate; a store opened only to read (the CLI's
     # `sessions list`) never needs it, so it is imported on the first write or replay.
     from sessionwire.application.projection import ReadModelChanges
+    from sessionwire.domain.session import Session, SessionState
 
 log = library_logger("sessionwire.store")
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-KindOf = Callable[[SessionState], str]
+KindOf = Callable[["SessionState"], str]
 # The keyword the store passes its read-model changes to the recorder under.
 READ_MODEL_KEY = "read_model_changes"
 # ... and the save's id under (a retried save recognises its own commit by it).
@@ -642,6 +644,7 @@ class EventSourcedStore(Store):
             return None
         self.hold_writer()
         from sessionwire.application.projection import project
+        from sessionwire.domain.session import Session
 
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
@@ -689,6 +692,8 @@ class EventSourcedStore(Store):
             # Committed and sealed in one transaction: followers may read it now. (A
             # store that seals behind its writers tells them from its sealer.)
             self._log_grew()
+        from sessionwire.domain.session import Session
+
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)

@@ -11,7 +11,7 @@ from sessionwire.application.forks import fork_point
 from sessionwire.application.orchestration.spawn_depth import spawn_depth
 from sessionwire.application.orchestration.yields import MAX_CHILDREN_READ, spawns_of
 from sessionwire.application.ports.session_read_model import SessionQuery
-from sessionwire.application.tools.params import SessionsSpawnParams
+from sessionwire.application.tools.run_params import SessionsSpawnParams
 from sessionwire.application.tools.run_results import (
     HopLimitRefused,
     SpawnResult,

@@ -142,7 +142,7 @@ def test_a_tool_is_registered_once_with_its_own_parameters() -> None:
         ToolSpec(
             name="sessions_list",
             description="",
-            params=REGISTRY["sessions_history"].params,
+            params=REGISTRY["sessions_history"].params_model,
             results=(),
             hints=spec.hints,
             subagents="denied",
@@ -177,7 +177,7 @@ def test_a_new_tool_is_one_entry_the_derived_tables_take_up() -> None:
     assert [s.name for s in grown.on("reader")] == READERS
     assert grown.catalogue.known == (*OPENCLAW, *RUN_OFFERED, "sessions_probe")
     assert "sessions_probe" in grown.catalogue.denied
-    assert parameters_schema(spec.params)["properties"] == {
+    assert parameters_schema(spec.params_model)["properties"] == {
         "query": {"type": "string", "maxLength": 64, "description": "What to look for."}
     }
 
