@@ -21,7 +21,6 @@ from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.adapters.store.sql_dialect import SqlDialect, same_shard
-from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
 from sessionwire.domain.hash_chain import (
     ChainLink,
     LogHead,
@@ -34,8 +33,10 @@ from sessionwire.domain.hash_chain import (
 )
 
 if TYPE_CHECKING:
-    # The checkpoints' code loads with the audit command that reads or records one: a
-    # store opened to list sessions never does (issue 38 item 7).
+    # The audit port's records and the checkpoints' code load with the first record read
+    # (a replay, the live stream, an audit command): a store opened to list sessions
+    # reads none (issue 38 item 7).
+    from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
     from sessionwire.domain.checkpoint import Checkpoint, StreamHead
 
 PAGE = 1_000
@@ -403,6 +404,8 @@ class SqlChain:
         return last_event, found["last"] or 0, found["first"]
 
     def checked_page(self, cursor: Cursor, after: int, stop: int) -> list[CheckedRecord]:
+        from sessionwire.application.ports.audit_log import CheckedRecord
+
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT e.{t.position} AS n, e.originator_id, e.originator_version, e.topic, "
@@ -599,6 +602,8 @@ class SqlChain:
         return found
 
     def _record(self, row: Any) -> StoredRecord:
+        from sessionwire.application.ports.audit_log import StoredRecord
+
         return StoredRecord(
             notification_id=int(row["n"]),
             content=RecordContent(

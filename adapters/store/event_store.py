@@ -42,7 +42,6 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from sessionwire.adapters.store.backends import backend_entry
-from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff
@@ -50,7 +49,6 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.library_logging import library_logger
-from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.generated_methods import GeneratedMethod
 from sessionwire.application.ports.session_locks import SessionLocks
@@ -64,10 +62,12 @@ from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
 
 if TYPE_CHECKING:
-    # The session aggregate is imported with the first save (the projection imports it
-    # too): a store opened to list sessions builds none of its models (issue 38 item 7).
-    # The projection imports every aggregate; a store opened only to read (the CLI's
-    # `sessions list`) never needs it, so it is imported on the first write or replay.
+    # Imported where they are used, not here: a store opened only to read (the CLI's
+    # `sessions list`) needs none of them. The projection imports every aggregate (the
+    # first write or replay imports it), the session aggregate loads with the first save
+    # (issue 38 item 7); the chain table is the backend's, the stored records the reads'.
+    from sessionwire.adapters.store.chain import SqlChain
+    from sessionwire.application.ports.audit_log import StoredRecord
     from sessionwire.application.projection import ReadModelChanges
     from sessionwire.domain.session import Session, SessionState
 
