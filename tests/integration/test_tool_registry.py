@@ -25,7 +25,7 @@ from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.telemetry import ToolSpan
 from sessionwire.application.tools.params import ToolParams, wire
-from sessionwire.application.tools.registry import REGISTRY, ToolRegistry, ToolSpec
+from sessionwire.application.tools.registry import READS, REGISTRY, ToolRegistry, ToolSpec
 from sessionwire.application.tools.results import ToolResult
 from sessionwire.application.tools.schemas import parameters_schema
 from sessionwire.testing import VirtualClock
@@ -147,6 +147,20 @@ def test_a_tool_is_registered_once_with_its_own_parameters() -> None:
             hints=spec.hints,
             subagents="denied",
         )
+
+
+def test_a_parameters_topic_is_checked_when_it_is_first_used() -> None:
+    # Named by topic (built on use, issue 38 item 7): the model's tool is checked then.
+    spec = ToolSpec(
+        name="sessions_list",
+        description="",
+        params="sessionwire.application.tools.params:SessionsHistoryParams",
+        results=(),
+        hints=READS,
+        subagents="denied",
+    )
+    with pytest.raises(ValueError, match="sessions_history's"):
+        spec.entry()
 
 
 class ProbeToolParams(ToolParams):
