@@ -123,6 +123,8 @@ def console_run(tmp_path: Path, env: dict[str, str], *args: str) -> dict[str, An
         text=True,
         timeout=120,
         env=env,
+        # Not the checkout: its build metadata (``*.egg-info``) would be found first.
+        cwd=tmp_path,
         check=False,
     )
     assert result.returncode == 0, result.stderr
