@@ -16,13 +16,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.adapters.store.sql_dialect import SqlDialect, same_shard
-from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
-from sessionwire.domain.checkpoint import Checkpoint, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
     ChainLink,
     LogHead,
@@ -33,6 +31,13 @@ from sessionwire.domain.hash_chain import (
     seal,
     stream_links,
 )
+
+if TYPE_CHECKING:
+    # The audit port's records and the checkpoints' code load with the first record read
+    # (a replay, the live stream, an audit command): a store opened to list sessions
+    # reads none (issue 38 item 7).
+    from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
+    from sessionwire.domain.checkpoint import Checkpoint, StreamHead
 
 PAGE = 1_000
 STREAM_HEADS = 10_000
@@ -334,6 +339,8 @@ class SqlChain:
     def stream_heads(self, cursor: Cursor, size: int) -> list[StreamHead]:
         """Every stream's last version among the first ``size`` records of the sealed log,
         in no set order."""
+        from sessionwire.domain.checkpoint import StreamHead
+
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
@@ -355,6 +362,8 @@ class SqlChain:
 
     def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
         """The latest ``limit`` recorded checkpoints, newest first."""
+        from sessionwire.domain.checkpoint import Checkpoint, Statement
+
         m = self.t.marker
         cursor.execute(
             "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "
@@ -395,6 +404,8 @@ class SqlChain:
         return last_event, found["last"] or 0, found["first"]
 
     def checked_page(self, cursor: Cursor, after: int, stop: int) -> list[CheckedRecord]:
+        from sessionwire.application.ports.audit_log import CheckedRecord
+
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT e.{t.position} AS n, e.originator_id, e.originator_version, e.topic, "
@@ -591,6 +602,8 @@ class SqlChain:
         return found
 
     def _record(self, row: Any) -> StoredRecord:
+        from sessionwire.application.ports.audit_log import StoredRecord
+
         return StoredRecord(
             notification_id=int(row["n"]),
             content=RecordContent(

@@ -40,12 +40,14 @@ from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.domain.causality import default_provenance_shown
 from sessionwire.domain.reader_view import rendered_view, view_stamp
 from sessionwire.domain.redaction import Redactor
-from sessionwire.domain.session import SessionState, session_uuid, to_millis
+from sessionwire.domain.session_ids import session_uuid, to_millis
 
 if TYPE_CHECKING:
     # The projection and the run aggregate load with the first write or rebuild: a
-    # store opened only to read sessions never needs them (ADR 0036).
+    # store opened only to read sessions never needs them (ADR 0036); the session
+    # aggregate with the first row read whole, which a listing never reads.
     from sessionwire.application.projection import ReadModelChanges, RunRow, SessionRow
+    from sessionwire.domain.session import SessionState
 
 SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
@@ -1313,6 +1315,9 @@ class SqlReadModel:
             fields[name] = found[name]
         for name in HOT_COLUMNS:
             fields[name] = found[name]
+        # Imported with the first row read whole: a listing reads none (issue 38 item 7).
+        from sessionwire.domain.session import SessionState
+
         return StoredSession(
             id=UUID(found["id"]),
             version=int(found["version"]),
@@ -1493,6 +1498,8 @@ def stored_work(found: Any) -> StoredWork:
 
 
 def stored_session(found: Any) -> StoredSession:
+    from sessionwire.domain.session import SessionState
+
     return StoredSession(
         id=UUID(found["id"]),
         version=int(found["version"]),

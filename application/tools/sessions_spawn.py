@@ -9,7 +9,7 @@ from uuid import UUID
 from sessionwire.application.context import ToolContext
 from sessionwire.application.forks import fork_point
 from sessionwire.application.orchestration.spawn_depth import spawn_depth
-from sessionwire.application.tools.params import SessionsSpawnParams
+from sessionwire.application.tools.run_params import SessionsSpawnParams
 from sessionwire.application.tools.run_results import (
     HopLimitRefused,
     SpawnResult,
