@@ -84,10 +84,6 @@ CITUS_PENDING: dict[str, str] = {
     "test_a_log_rewritten_under_its_checkpoint_is_refused_as_an_anchor[postgres]": (
         "the test's rewrite: cannot modify views when the query contains citus tables"
     ),
-    "tests/integration/test_read_model_maintenance_contract.py::"
-    "test_rebuilt_read_models_equal_the_live_ones[postgres]": (
-        "a rebuild differs from the live rows"
-    ),
     "tests/e2e/test_chain_v1_stores.py::test_a_v1_store_verifies_and_its_log_goes_on[postgres]": (
         "a restored v1 schema is refused until distributed (upgrade=yes)"
     ),

@@ -17,9 +17,10 @@ from command_line import run_in_process
 from postgres_server import POSTGRES_URL
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import SessionQuery
 from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
-from store_sessions import opened, with_message
+from store_sessions import opened, started_run, with_message
 
 EVENTS = "sessionwire_events"
 
@@ -81,12 +82,14 @@ def test_every_per_session_table_is_distributed_and_colocated(
         ("sw_runs", "session_key"),
     }
     assert len({colocation for _, _, colocation in rows}) == 1
-    # The gateway tables and the schema's own records stay on the coordinator.
+    # The gateway tables, the work positions' counter and the schema's own records stay
+    # on the coordinator.
     assert [name for (name,) in local] == [
         "sw_checkpoints",
         "sw_format",
         "sw_gateways",
         "sw_session_leases",
+        "sw_work_last_position",
     ]
 
 
@@ -275,3 +278,35 @@ def test_a_reader_of_the_log_stops_at_a_position_whose_worker_has_not_committed_
             (seal_of_5[1], seal_of_5[0]),
         )
     assert [position for position, _ in store.records_after(4, 100)] == list(range(5, 9))
+
+
+def test_a_work_row_lost_with_its_save_leaves_no_gap_in_the_positions(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """A work row's position is its creation's number, with no gaps, as a rebuild from
+    the log numbers them: one drawn by a save that then failed is drawn again."""
+    work = f'"{_schema(citus_url)}".sw_work'
+    first = opened("agent:main:first")
+    first_run = started_run("agent:main:first")
+    store.save(first, first_run)
+    second = opened("agent:main:second")
+    second_run = started_run("agent:main:second")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # The run's own row already there: the save fails at its work row's insert.
+        connection.execute(
+            f"INSERT INTO {work} (id, kind, status, session_key, position, version, "
+            "created_on, modified_on, state) VALUES (%s, 'run', 'queued', %s, 0, 1, "
+            "'', '', '{}')",
+            (second_run.id.hex, "agent:main:second"),
+        )
+        with pytest.raises(StoreConflict):
+            store.save(second, second_run)
+        connection.execute(f"DELETE FROM {work} WHERE id = %s", (second_run.id.hex,))
+    third_run = started_run("agent:main:third")
+    store.save(opened("agent:main:third"), third_run)
+    with store.reading() as cursor:
+        cursor.execute(f"SELECT id, position FROM {work} ORDER BY position")
+        assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
+            (first_run.id.hex, 1),
+            (third_run.id.hex, 2),
+        ]
