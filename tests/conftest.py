@@ -80,10 +80,6 @@ _POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_
 # for what the distributed store does not do yet, each with what it broke on 2026-12-02
 # (ADR 0053): strict, so one that passes there fails until it is taken off this list.
 CITUS_PENDING: dict[str, str] = {
-    "tests/integration/test_checkpoints_contract.py::"
-    "test_a_log_rewritten_under_its_checkpoint_is_refused_as_an_anchor[postgres]": (
-        "the test's rewrite: cannot modify views when the query contains citus tables"
-    ),
     "tests/e2e/test_chain_v1_stores.py::test_a_v1_store_verifies_and_its_log_goes_on[postgres]": (
         "a restored v1 schema is refused until distributed (upgrade=yes)"
     ),
@@ -105,10 +101,6 @@ CITUS_PENDING: dict[str, str] = {
     "tests/integration/test_postgres_parallel_writers.py::"
     "test_an_export_carries_a_sealed_order_that_differs_from_the_positions": (
         "the test's reordering: cannot modify views when the query contains citus tables"
-    ),
-    "tests/integration/test_postgres_write_path.py::"
-    "test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on": (
-        "the planted failure does not fail the save (DID NOT RAISE StoreConflict)"
     ),
 }
 
