@@ -87,17 +87,6 @@ CITUS_PENDING: dict[str, str] = {
     "test_a_v1_store_still_finds_an_edit_of_a_v1_record[postgres]": (
         "a restored v1 schema is refused until distributed (upgrade=yes)"
     ),
-    "tests/e2e/test_audit_verify.py::"
-    "test_removing_a_row_and_its_chain_row_still_shows_a_deletion[postgres]": (
-        "the test's tampering SQL: could not find valid entry for shard 0"
-    ),
-    "tests/e2e/test_audit_verify.py::test_a_forged_row_is_an_inserted_record[postgres]": (
-        "the test's forged row has no shard key"
-    ),
-    "tests/e2e/test_audit_verify.py::"
-    "test_events_from_before_the_chain_are_counted_as_unchained[postgres]": (
-        "the test's tampering SQL: could not find valid entry for shard 0"
-    ),
     "tests/integration/test_postgres_parallel_writers.py::"
     "test_an_export_carries_a_sealed_order_that_differs_from_the_positions": (
         "the test's reordering: cannot modify views when the query contains citus tables"
