@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from command_line import run_in_process
 from postgres_server import POSTGRES_URL
+from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.application.ports.event_log import StoreConflict
@@ -309,4 +310,30 @@ def test_a_work_row_lost_with_its_save_leaves_no_gap_in_the_positions(
         assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
             (first_run.id.hex, 1),
             (third_run.id.hex, 2),
+        ]
+
+
+def test_a_rebuild_that_replaces_the_work_rows_numbers_new_ones_after_them(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """``audit rebuild --replace`` puts the rebuilt positions in; new work rows go on
+    from the last of them, not from the counter's number before."""
+    schema = _schema(citus_url)
+    runs = [started_run(f"agent:main:r{number}") for number in range(2)]
+    for number, run in enumerate(runs):
+        store.save(opened(f"agent:main:r{number}"), run)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # Positions past the rows' own, as a store whose positions skipped numbers has.
+        connection.execute(f'UPDATE "{schema}".sw_work SET position = position + 100')
+        connection.execute(f'UPDATE "{schema}".sw_work_last_position SET position = 102')
+    differences = StoreAuditLog(store).rebuild_and_compare(replace=True)
+    assert differences["work"].changed == 2
+    later = started_run("agent:main:later")
+    store.save(opened("agent:main:later"), later)
+    with store.reading() as cursor:
+        cursor.execute(f'SELECT id, position FROM "{schema}".sw_work ORDER BY position')
+        assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
+            (runs[0].id.hex, 1),
+            (runs[1].id.hex, 2),
+            (later.id.hex, 3),
         ]
