@@ -93,28 +93,6 @@ CITUS_PENDING: dict[str, str] = {
     ),
 }
 
-# Failed on Citus before the live stream's gap fix and the search's shard join (2026-12-02),
-# and not at every run (they race the cluster's sealer and the gateways' threads): they
-# passed in each run since (4 of 4 in the tier's last run), so they run as checks that
-# report, not strict ones, until more runs show them steady; then this list goes.
-CITUS_PENDING_RACING: dict[str, str] = {
-    "tests/integration/test_simulator.py::"
-    "test_a_lane_permit_lent_to_a_waited_send_goes_back_to_its_lender_first[postgres]": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-    "tests/integration/test_simulator.py::test_the_fixed_ci_seeds_break_no_invariant[postgres-0]": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-    "tests/integration/test_simulator_oracle_modes.py::"
-    "test_a_stale_owner_records_nothing_for_the_runs_it_lost": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-    "tests/integration/test_simulator_faults.py::"
-    "test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_stay_clean": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-}
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     on_citus = "distribution=citus" in STORE_OPTIONS
@@ -127,9 +105,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             pending = CITUS_PENDING.get(item.nodeid) if on_citus else None
             if pending is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"on Citus: {pending}"))
-            racing = CITUS_PENDING_RACING.get(item.nodeid) if on_citus else None
-            if racing is not None:
-                item.add_marker(pytest.mark.xfail(strict=False, reason=f"on Citus: {racing}"))
 
 
 # A library thread that logs after its test's captured stream closed would have logging
