@@ -198,15 +198,17 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
         self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
         # A new work row's position: Citus takes no subquery in an INSERT, so the next
-        # number comes from a sequence on the coordinator (``citus_schema``), drawn under
-        # the work-order lock as MAX + 1 was.
+        # number comes from a counter on the coordinator (``citus_schema``), drawn in the
+        # save's transaction under the work-order lock, as MAX + 1 was: no gap where a
+        # save failed, so a rebuild numbers the rows the same.
         model, m = self.read_model, self.read_model.m
         model.insert_work = (
             f"INSERT INTO {model.work_table} (id, kind, status, session_key, position, "
             f"version, created_on, modified_on, state) VALUES ({m}, {m}, {m}, {m}, "
-            f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
+            f"{citus_schema.next_work_position(self.datastore.schema)}, "
             f"{m}, {m}, {m}, {m})"
         )
+        model.follow_work_positions = [citus_schema.follow_work_positions(self.datastore.schema)]
         # Session, work and run rows updated within their shard (else Citus sends the
         # UPDATE to every shard, and the save becomes a multi-shard transaction).
         model.route_by_session_key()

@@ -238,6 +238,10 @@ class SqlReadModel:
         self.link_spawn = f"UPDATE {self.runs_table} SET spawn_id={m} WHERE run_id={m}"
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
+        self.follow_work_positions: list[str] = []
+        """Statements that set where new work rows' positions go on from, after the work
+        rows were replaced wholesale (a rebuild): Citus's counter (ADR 0061). None where a
+        position is the rows' own MAX + 1."""
         self.route_by_key = False
         """Updates of session, work and run rows name their session's key too (a store
         distributed by it, ADR 0051 and 0062: Citus then sends each to one shard);
@@ -533,6 +537,7 @@ class SqlReadModel:
             *([] if self.transcript_in_log else [f"DELETE FROM {self.transcript}"]),
             f"DELETE FROM {self.sessions}",
             f"DELETE FROM {self.work_table}",
+            *self.follow_work_positions,
             f"DELETE FROM {self.streams_table}",
             f"DELETE FROM {self.runs_table}",
             *([f"DELETE FROM {self.views_table}"] if self.history_views else []),

@@ -21,13 +21,15 @@ from audit_rig import populate, run_cli
 from command_line import run_in_process
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import SessionQuery, TranscriptWindow
 from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
 from sessionwire.testing import ScriptedRuntime, VirtualClock
-from store_sessions import opened, with_message
+from store_sessions import opened, started_run, with_message
 
 EVENTS = "sessionwire_events"
 
@@ -89,12 +91,14 @@ def test_every_per_session_table_is_distributed_and_colocated(
         ("sw_runs", "session_key"),
     }
     assert len({colocation for _, _, colocation in rows}) == 1
-    # The gateway tables and the schema's own records stay on the coordinator.
+    # The gateway tables, the work positions' counter and the schema's own records stay
+    # on the coordinator.
     assert [name for (name,) in local] == [
         "sw_checkpoints",
         "sw_format",
         "sw_gateways",
         "sw_session_leases",
+        "sw_work_last_position",
     ]
 
 
@@ -546,3 +550,61 @@ def test_a_sessions_history_and_a_matchs_index_are_read_from_its_shard(
     shards = {int(shard) for line, _ in seen for shard in named.findall(line)}
     assert shards, seen
     assert shards <= placed[0], seen
+
+
+def test_a_work_row_lost_with_its_save_leaves_no_gap_in_the_positions(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """A work row's position is its creation's number, with no gaps, as a rebuild from
+    the log numbers them: one drawn by a save that then failed is drawn again."""
+    work = f'"{_schema(citus_url)}".sw_work'
+    first = opened("agent:main:first")
+    first_run = started_run("agent:main:first")
+    store.save(first, first_run)
+    second = opened("agent:main:second")
+    second_run = started_run("agent:main:second")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # The run's own row already there: the save fails at its work row's insert.
+        connection.execute(
+            f"INSERT INTO {work} (id, kind, status, session_key, position, version, "
+            "created_on, modified_on, state) VALUES (%s, 'run', 'queued', %s, 0, 1, "
+            "'', '', '{}')",
+            (second_run.id.hex, "agent:main:second"),
+        )
+        with pytest.raises(StoreConflict):
+            store.save(second, second_run)
+        connection.execute(f"DELETE FROM {work} WHERE id = %s", (second_run.id.hex,))
+    third_run = started_run("agent:main:third")
+    store.save(opened("agent:main:third"), third_run)
+    with store.reading() as cursor:
+        cursor.execute(f"SELECT id, position FROM {work} ORDER BY position")
+        assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
+            (first_run.id.hex, 1),
+            (third_run.id.hex, 2),
+        ]
+
+
+def test_a_rebuild_that_replaces_the_work_rows_numbers_new_ones_after_them(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """``audit rebuild --replace`` puts the rebuilt positions in; new work rows go on
+    from the last of them, not from the counter's number before."""
+    schema = _schema(citus_url)
+    runs = [started_run(f"agent:main:r{number}") for number in range(2)]
+    for number, run in enumerate(runs):
+        store.save(opened(f"agent:main:r{number}"), run)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # Positions past the rows' own, as a store whose positions skipped numbers has.
+        connection.execute(f'UPDATE "{schema}".sw_work SET position = position + 100')
+        connection.execute(f'UPDATE "{schema}".sw_work_last_position SET position = 102')
+    differences = StoreAuditLog(store).rebuild_and_compare(replace=True)
+    assert differences["work"].changed == 2
+    later = started_run("agent:main:later")
+    store.save(opened("agent:main:later"), later)
+    with store.reading() as cursor:
+        cursor.execute(f'SELECT id, position FROM "{schema}".sw_work ORDER BY position')
+        assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
+            (runs[0].id.hex, 1),
+            (runs[1].id.hex, 2),
+            (later.id.hex, 3),
+        ]
