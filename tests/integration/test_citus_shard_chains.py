@@ -18,9 +18,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from postgres_server import POSTGRES_URL
+from psycopg import sql
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
@@ -95,7 +95,8 @@ def _expected_chains(url: str) -> tuple[list[tuple[int, ShardLink]], list[ShardH
         hashed = shard_log_hash(previous, n, bytes(own))
         heads[shard] = (seq + 1, hashed)
         links.append((n, ShardLink(shard=shard, seq=seq + 1, shard_hash=hashed)))
-    return links, [ShardHead(shard, size, hashed) for shard, (size, hashed) in sorted(heads.items())]
+    ordered = sorted(heads.items())
+    return links, [ShardHead(shard, size, hashed) for shard, (size, hashed) in ordered]
 
 
 def _stored_chains(url: str) -> list[tuple[int, ShardLink | None]]:
@@ -260,9 +261,7 @@ def test_a_rewritten_shard_column_is_found_by_verify(
     report = verify(log, trusted_key=raw_public_key(key))
     broken = [f.notification_id for f in report.findings if f"shard {shard}'s log" in f.detail]
     assert broken == [first, second]
-    assert {f.kind for f in report.findings if f.notification_id in (first, second)} == {
-        "deleted"
-    }
+    assert {f.kind for f in report.findings if f.notification_id in (first, second)} == {"deleted"}
 
 
 def test_a_rewritten_shard_head_breaks_the_checkpoint(
