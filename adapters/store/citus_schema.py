@@ -23,7 +23,9 @@ lock and LISTEN/NOTIFY all live on that one node, as on plain PostgreSQL.
 The writing transaction's id: a column default is evaluated on the coordinator, so the
 distributed events table has none; a ``BEFORE INSERT`` trigger, which runs on the
 worker for its shard, writes the worker's own ``pg_current_xact_id()``, the id the
-sealer's finality rule needs (``citus.py``).
+sealer's finality rule needs (``citus.py``), and the row's Citus shard id (``log_shard``,
+from the shard table's name), whose own chain the sealer keeps (``shard_seq``,
+``shard_hash``: ADR 0067).
 
 Distributing is a list of steps, each one done once and looked for before it runs: a
 new schema is distributed when it is made; an existing one (made without the option, or
