@@ -281,10 +281,11 @@ def _check_shard_link(shards: ShardChains, link: ChainLink) -> Finding | None:
     if expected == stored:
         return None
     shards.heads[stored.shard] = LogHead(stored.seq, stored.shard_hash)
+    # As a break of the sealed log: the record that broke it may be an earlier one.
     return Finding(
         "deleted",
-        link.originator_id,
-        link.originator_version,
+        None,
+        None,
         link.notification_id,
         f"shard {stored.shard}'s log breaks at position {link.log_seq} (its record "
         f"{expected.seq} there, stored as {stored.seq}): records of the shard were removed "
