@@ -88,15 +88,41 @@ class RunLink:
     primary run, a spawn's child and announce runs): recorded by the owner's events."""
 
     run_id: str
+    session_key: str
+    """The session the run runs in: its row's key with the run id (a store distributed by
+    session key routes the link's update to that session's shard, ADR 0062)."""
     exchange_id: str | None = None
     spawn_id: str | None = None
 
 
-def run_links(event: DomainEvent) -> list[RunLink]:
+def run_links(event: DomainEvent, owner: Aggregate | None) -> list[RunLink]:
+    """The links ``event`` records; ``owner``, the aggregate it was triggered on."""
     if isinstance(event, Exchange.ExchangeOpened):
-        return [RunLink(run_id=event.primary_run_id, exchange_id=str(event.originator_id))]
-    if isinstance(event, (Spawn.SubagentSpawned, Spawn.SubagentAnnounceRequested)):
-        return [RunLink(run_id=event.run_id, spawn_id=str(event.originator_id))]
+        # The primary run runs in the target's session.
+        return [
+            RunLink(
+                run_id=event.primary_run_id,
+                session_key=event.target_key,
+                exchange_id=str(event.originator_id),
+            )
+        ]
+    if isinstance(event, Spawn.SubagentSpawned):
+        return [
+            RunLink(
+                run_id=event.run_id, session_key=event.child_key, spawn_id=str(event.originator_id)
+            )
+        ]
+    if isinstance(event, Spawn.SubagentAnnounceRequested):
+        # The announce run runs in the child's session too (``StartAnnounceRun``).
+        if not isinstance(owner, Spawn):
+            raise TypeError(f"{type(event).__name__} triggered on no spawn")
+        return [
+            RunLink(
+                run_id=event.run_id,
+                session_key=owner.state.child_key,
+                spawn_id=str(event.originator_id),
+            )
+        ]
     return []
 
 
@@ -278,8 +304,11 @@ def project(aggregates: Sequence[Aggregate], events: Sequence[DomainEvent]) -> R
             if isinstance(event, Aggregate.Created)
             for member in stream_members(event)
         ],
-        run_links=[link for event in events for link in run_links(event)],
     )
+    owners = {aggregate.id: aggregate for aggregate in aggregates}
+    changes.run_links = [
+        link for event in events for link in run_links(event, owners.get(event.originator_id))
+    ]
     created = {e.originator_id for e in events if isinstance(e, Aggregate.Created)}
     for aggregate in aggregates:
         is_new = aggregate.id in created

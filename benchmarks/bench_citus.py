@@ -147,7 +147,10 @@ def _pairs(cluster: Cluster, schema: str, topology: str) -> dict[str, tuple[str,
     keys = [f"cron:p{n}" for n in range(64)]
     if topology == "local":  # one node: every pair is alike
         return {"exchange_same_shard": (keys[0], keys[1]), "exchange_across": (keys[0], keys[2])}
-    where = _placements(cluster, schema, keys)
+    # A session's rows live under its full key (``cron:x`` is the main agent's): placed
+    # by ``cron:x`` itself, the "same shard" pair was two shards as often as not.
+    full = _placements(cluster, schema, [f"agent:main:{key}" for key in keys])
+    where = {key: full[f"agent:main:{key}"] for key in keys}
     first = keys[0]
     same = next(k for k in keys[1:] if where[k][0] == where[first][0])
     if topology == "one":

@@ -24,12 +24,17 @@ Rounds interleave the gateway's exchanges, the raw commits, the spawns and their
 medians of the rounds.
 
     .venv/bin/python benchmarks/bench_exchange.py [--rounds 3] [--exchanges 100] [--out FILE]
+
+``--profile FILE`` writes a cProfile of the timed exchanges (``--profile-spawns``: of the
+timed spawns) on the loop thread's CPU clock (what the writer and reader threads spend is
+not in it); ``python -m pstats FILE`` reads it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import resource
 import statistics
@@ -83,7 +88,11 @@ async def _spawn(gateway: Gateway, index: int) -> None:
 
 
 async def _ours(
-    gateway: Gateway, exchanges: int, first: int, step: Callable[[Gateway, int], Awaitable[None]]
+    gateway: Gateway,
+    exchanges: int,
+    first: int,
+    step: Callable[[Gateway, int], Awaitable[None]],
+    profile: cProfile.Profile | None = None,
 ) -> dict[str, float]:
     store = store_of(gateway)
     writer = store.writer
@@ -92,8 +101,12 @@ async def _ours(
     counter = CountingSaves(gateway)
     events, commits = _events(gateway), writer.commits
     cpu, wall = _cpu(), time.perf_counter()
+    if profile is not None:
+        profile.enable()
     for index in range(first, first + exchanges):
         await step(gateway, index)
+    if profile is not None:
+        profile.disable()
     cpu, wall = _cpu() - cpu, time.perf_counter() - wall
     return {
         "events": (_events(gateway) - events) / exchanges,
@@ -116,7 +129,13 @@ def _raw(raw: RawSqlite, commits: int, per_exchange: float) -> dict[str, float]:
     }
 
 
-async def measure(rounds: int, exchanges: int, folder: Path) -> dict[str, Any]:
+async def measure(
+    rounds: int,
+    exchanges: int,
+    folder: Path,
+    profiles: dict[str, cProfile.Profile] | None = None,
+) -> dict[str, Any]:
+    """``profiles``: by kind ("" the exchanges, "spawn_" the spawns), what profiles it."""
     gateway = await Gateway.open(
         config=config_with(ping_pong_turns=0),
         store=f"sqlite:///{folder}/exchange.db",
@@ -134,7 +153,8 @@ async def measure(rounds: int, exchanges: int, folder: Path) -> dict[str, Any]:
             result[side] = []
         for number in range(rounds):
             for kind, step in (("", _exchange), ("spawn_", _spawn)):
-                figures = await _ours(gateway, exchanges, number * exchanges, step)
+                profile = (profiles or {}).get(kind)
+                figures = await _ours(gateway, exchanges, number * exchanges, step, profile)
                 result[f"{kind}ours"].append(figures)
                 commits = max(1, round(figures["commits"] * exchanges))
                 result[f"{kind}raw"].append(_raw(raw, commits, figures["commits"]))
@@ -149,9 +169,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--exchanges", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--profile-spawns", action="store_true")
     args = parser.parse_args()
+    profile = cProfile.Profile(time.thread_time) if args.profile is not None else None
+    profiles = {("spawn_" if args.profile_spawns else ""): profile} if profile else None
     with tempfile.TemporaryDirectory() as folder:
-        result = asyncio.run(measure(args.rounds, args.exchanges, Path(folder)))
+        result = asyncio.run(measure(args.rounds, args.exchanges, Path(folder), profiles))
+    if profile is not None:
+        profile.dump_stats(str(args.profile))
     medians = {
         side: {
             name: statistics.median(figures[name] for figures in result[side])

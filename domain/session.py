@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
-from uuid import NAMESPACE_URL, UUID, uuid5
+from uuid import UUID
 
 from eventsourcing.domain import OriginatorIDError, OriginatorVersionError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,9 +19,9 @@ from sessionwire.domain.control_commands import SendCommand
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.keys import KeyRules, has_control_characters, is_encodable
 from sessionwire.domain.policy import BUSY_ACTIONS, PolicyTarget, normalize_chat_type
+from sessionwire.domain.session_ids import session_uuid as session_uuid
+from sessionwire.domain.session_ids import to_millis as to_millis
 from sessionwire.domain.transcript import TranscriptMessage
-
-SESSION_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/sessions")
 
 E = TypeVar("E")
 
@@ -40,15 +40,6 @@ class SessionClosed(SessionwireError):
 
 class InvalidPatch(SessionwireError, ValueError):
     """A session patch with an unknown field or a value the field does not take."""
-
-
-def session_uuid(canonical_key: str) -> UUID:
-    """Aggregate id of a session: the same key always names the same stream."""
-    return uuid5(SESSION_NAMESPACE, canonical_key)
-
-
-def to_millis(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
 
 
 class MessageOrigin(Immutable):

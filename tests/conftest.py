@@ -80,14 +80,6 @@ _POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_
 # for what the distributed store does not do yet, each with what it broke on 2026-12-02
 # (ADR 0053): strict, so one that passes there fails until it is taken off this list.
 CITUS_PENDING: dict[str, str] = {
-    "tests/integration/test_checkpoints_contract.py::"
-    "test_a_log_rewritten_under_its_checkpoint_is_refused_as_an_anchor[postgres]": (
-        "the test's rewrite: cannot modify views when the query contains citus tables"
-    ),
-    "tests/integration/test_read_model_maintenance_contract.py::"
-    "test_rebuilt_read_models_equal_the_live_ones[postgres]": (
-        "a rebuild differs from the live rows"
-    ),
     "tests/e2e/test_chain_v1_stores.py::test_a_v1_store_verifies_and_its_log_goes_on[postgres]": (
         "a restored v1 schema is refused until distributed (upgrade=yes)"
     ),
@@ -95,46 +87,9 @@ CITUS_PENDING: dict[str, str] = {
     "test_a_v1_store_still_finds_an_edit_of_a_v1_record[postgres]": (
         "a restored v1 schema is refused until distributed (upgrade=yes)"
     ),
-    "tests/e2e/test_audit_verify.py::"
-    "test_removing_a_row_and_its_chain_row_still_shows_a_deletion[postgres]": (
-        "the test's tampering SQL: could not find valid entry for shard 0"
-    ),
-    "tests/e2e/test_audit_verify.py::test_a_forged_row_is_an_inserted_record[postgres]": (
-        "the test's forged row has no shard key"
-    ),
-    "tests/e2e/test_audit_verify.py::"
-    "test_events_from_before_the_chain_are_counted_as_unchained[postgres]": (
-        "the test's tampering SQL: could not find valid entry for shard 0"
-    ),
     "tests/integration/test_postgres_parallel_writers.py::"
     "test_an_export_carries_a_sealed_order_that_differs_from_the_positions": (
         "the test's reordering: cannot modify views when the query contains citus tables"
-    ),
-    "tests/integration/test_postgres_write_path.py::"
-    "test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on": (
-        "the planted failure does not fail the save (DID NOT RAISE StoreConflict)"
-    ),
-}
-
-# Failed on Citus before the live stream's gap fix and the search's shard join (2026-12-02),
-# and not at every run (they race the cluster's sealer and the gateways' threads): they
-# passed in each run since (4 of 4 in the tier's last run), so they run as checks that
-# report, not strict ones, until more runs show them steady; then this list goes.
-CITUS_PENDING_RACING: dict[str, str] = {
-    "tests/integration/test_simulator.py::"
-    "test_a_lane_permit_lent_to_a_waited_send_goes_back_to_its_lender_first[postgres]": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-    "tests/integration/test_simulator.py::test_the_fixed_ci_seeds_break_no_invariant[postgres-0]": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-    "tests/integration/test_simulator_oracle_modes.py::"
-    "test_a_stale_owner_records_nothing_for_the_runs_it_lost": (
-        "subscribers: the live stream's order differs from the sealed log's"
-    ),
-    "tests/integration/test_simulator_faults.py::"
-    "test_two_postgres_gateways_with_kills_takeovers_and_dropped_commits_stay_clean": (
-        "subscribers: the live stream's order differs from the sealed log's"
     ),
 }
 
@@ -150,9 +105,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             pending = CITUS_PENDING.get(item.nodeid) if on_citus else None
             if pending is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"on Citus: {pending}"))
-            racing = CITUS_PENDING_RACING.get(item.nodeid) if on_citus else None
-            if racing is not None:
-                item.add_marker(pytest.mark.xfail(strict=False, reason=f"on Citus: {racing}"))
 
 
 # A library thread that logs after its test's captured stream closed would have logging

@@ -74,6 +74,30 @@ def head_data(oid: bytes, version: int, own: bytes) -> bytes:
     return b"sessionwire/stream-head/v1\0" + oid + u64(version) + own
 
 
+def shard_hash(previous: bytes, position: int, own: bytes) -> bytes:
+    """§3.8: a record chained to its shard's record before it."""
+    return sha(b"sessionwire/shard-log/v1\0" + previous + u64(position) + own)
+
+
+def shard_head_data(shard: int, size: int, own: bytes) -> bytes:
+    """§3.9."""
+    return b"sessionwire/shard-head/v1\0" + u64(shard) + u64(size) + own
+
+
+def shards_root_of(records: Iterable[tuple[int | None, int, bytes]]) -> tuple[bytes, int]:
+    """§3.9 over (shard or None, position, stream_hash) of the log's first records, in
+    order: each shard's chain followed, the root over its heads by shard id, and their
+    number."""
+    heads: dict[int, tuple[int, bytes]] = {}  # shard -> (size, shard hash)
+    for shard, position, own in records:
+        if shard is None:
+            continue
+        size, previous = heads.get(shard, (0, GENESIS))
+        heads[shard] = (size + 1, shard_hash(previous, position, own))
+    leaves = [leaf(shard_head_data(s, *heads[s])) for s in sorted(heads)]
+    return tree_root(leaves), len(leaves)
+
+
 def leaf(data: bytes) -> bytes:
     return sha(b"\0" + data)
 
@@ -143,20 +167,21 @@ _STATEMENT_FIELDS = {
     2: {"heads_root", "key_id", "log_hash", "log_size", "time", "sessions_root"},
 }
 _STATEMENT_FIELDS[3] = _STATEMENT_FIELDS[2] | {"heads_count", "sessions_count", "version"}
+_STATEMENT_FIELDS[4] = _STATEMENT_FIELDS[3] | {"shards_root", "shards_count"}
 
 
 def statement_version(statement: dict[str, Any]) -> int:
     """§3.7: the version, refusing a member the version does not sign."""
     if "version" in statement:
-        if type(statement["version"]) is not int or statement["version"] != 3:
+        if type(statement["version"]) is not int or statement["version"] not in (3, 4):
             raise Malformed("statement version")
-        version = 3
+        version = statement["version"]
     else:
         version = 2 if "sessions_root" in statement else 1
     if set(statement) != _STATEMENT_FIELDS[version]:
         raise Malformed("statement members")
     for name, value in statement.items():
-        if name in ("log_size", "heads_count", "sessions_count", "version"):
+        if name in ("log_size", "heads_count", "sessions_count", "shards_count", "version"):
             _integer(value)
         elif name in ("time", "key_id"):
             if not isinstance(value, str) or any(not " " <= c <= "~" or c in '"\\' for c in value):
@@ -249,6 +274,7 @@ class Event:
     own: bytes | None
     logged: bytes | None
     log_seq: int | None
+    shard: int | None = None
     placed: bool = False
     ordinal: int = 0
 
@@ -268,7 +294,7 @@ def parse_event(line: dict[str, Any], number: int) -> Event:
     _members(
         line,
         {"notification_id", "originator_id", "originator_version", "topic"},
-        {"state", "state_base64", "stream_hash", "log_hash", "log_seq"},
+        {"state", "state_base64", "stream_hash", "log_hash", "log_seq", "shard"},
     )
     text, raw = _optional(line, "state"), _optional(line, "state_base64")
     if (text is None) == (raw is None):
@@ -290,6 +316,9 @@ def parse_event(line: dict[str, Any], number: int) -> Event:
         raise Malformed("log_seq without log_hash")
     if log_text is not None and own_text is None:
         raise Malformed("log_hash without stream_hash")
+    shard = _optional(line, "shard")
+    if shard is not None and log_text is None:
+        raise Malformed("shard without log_hash")
     version = _integer(line["originator_version"])
     topic = _text(line["topic"])
     first = version
@@ -306,6 +335,7 @@ def parse_event(line: dict[str, Any], number: int) -> Event:
         own=None if own_text is None else _hash(own_text),
         logged=None if log_text is None else _hash(log_text),
         log_seq=None if log_seq is None else _integer(log_seq),
+        shard=None if shard is None else _integer(shard),
     )
 
 
@@ -389,6 +419,7 @@ def verify(
     previous_log, expect_seen = GENESIS, False
     forks: list[Event] = []
     chain_began, unchained, unsealed = False, 0, 0
+    sharded = False  # §5.1.3: a sealed record with a shard read
 
     def check_link(event: Event) -> None:
         before = streams[event.oid].at.get(event.first - 1)
@@ -426,6 +457,8 @@ def verify(
                 scope, session = data["scope"], data.get("session")
             elif kind == "event":
                 event = parse_event(data, number)
+                if event.shard is not None and scope == "session":
+                    raise Malformed("a shard in a bundle")  # §2.2
                 out.events += 1
                 stream = streams.setdefault(event.oid, _Stream())
                 if (
@@ -460,6 +493,10 @@ def verify(
                         expect_seen = expect_seen or event.logged == expect_head
                         if event.log_seq is not None and event.log_seq != event.ordinal:
                             found("reordered")
+                        if event.shard is not None:
+                            sharded = True
+                        elif sharded:
+                            found("altered")
                 for v in range(event.first, event.version + 1):
                     stream.at[v] = event
                 if event.topic in FORK_TOPICS:
@@ -704,6 +741,10 @@ def _anchor(
             heads
         ):
             found("altered")
+        if version == 4:
+            shards, count = shards_root_of((e.shard, e.position, e.own) for e in log[:size])  # type: ignore[misc]
+            if shards.hex() != statement["shards_root"] or count != statement["shards_count"]:
+                found("altered")
         if out.kinds:
             return
         if sessions_root is None:

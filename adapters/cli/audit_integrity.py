@@ -251,6 +251,8 @@ def file_view(report: FileReport) -> RenderableType:
             False: "NOT the trusted key",
         }
         unbound = _UNBOUND.get((report.scope, checkpoint.version), "")
+        if report.sharded and checkpoint.version < 4:
+            unbound += "; shards not bound"
         lines = [
             summary,
             f"checkpoint {checkpoint.time} (statement v{checkpoint.version}{unbound}): "

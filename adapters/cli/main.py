@@ -12,6 +12,7 @@ config.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from sessionwire.application.gateway import GatewayService
     from sessionwire.application.read_tools import ReadTools
 
-__all__ = ["cli", "default_store", "main"]
+__all__ = ["cli", "default_store", "entry_point", "main"]
 
 pass_options = click.make_pass_decorator(CliOptions)
 requester_option = click.option(
@@ -403,9 +404,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result if isinstance(result, int) else 0
 
 
-def _discard_stdout() -> None:
-    import os
+# What pydantic reads, at each validator it builds (``pydantic/plugin/_loader.py``, 2.x):
+# "__all__", "1" or "true" loads no plugin and scans no installed distribution's entry
+# points for one; a list of names skips those; unset or empty, every plugin loads.
+PLUGINS_VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
+NO_PLUGINS = "__all__"
 
+
+def entry_point() -> None:
+    """The console script's entry point (``sessionwire``, and ``python -m
+    sessionwire.adapters.cli.main``): ``main`` in a process that is the CLI's own.
+
+    It turns pydantic's plugin discovery off for this process before any model is built
+    (``PYDANTIC_DISABLE_PLUGINS``, unless it is set already: a user's value, an empty one
+    included, is kept): the scan of every installed distribution's entry points was a
+    listing's start-up cost, for plugins the CLI never uses (issue 38 item 7). ``main``
+    itself leaves it alone: a host that calls it, or embeds sessionwire, in its own
+    process (a test, a platform with a pydantic plugin) keeps its plugins."""
+    os.environ.setdefault(PLUGINS_VARIABLE, NO_PLUGINS)
+    sys.exit(main())
+
+
+def _discard_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -414,4 +434,4 @@ def _discard_stdout() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

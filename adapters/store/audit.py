@@ -24,6 +24,7 @@ from sessionwire.adapters.store.serialisation import (
     expand_message,
     known_event_class,
 )
+from sessionwire.adapters.store.shard_keys import shard_key_of
 from sessionwire.application.ports.audit_log import (
     AuditLog,
     CheckedRecord,
@@ -295,11 +296,14 @@ class StoreAuditLog(AuditLog):
         batch: list[tuple[int, DomainEvent]] = []
         stored: list[StoredRecord] = []
         links: list[ChainLink] = []
+        # Each stream's shard key, from its first event (a store distributed by session
+        # key writes it on every row, ADR 0062; the others take no key).
+        shard_keys: dict[UUID, str] = {}
 
         def project(cursor: Any) -> None:
             # A batch at a time: its events and links in one statement each, then the
             # read models projected from it (rows in one statement per table).
-            self.chain.insert_records(cursor, stored)
+            self.chain.insert_records(cursor, stored, shard_keys=shard_keys)
             self.chain.write_links_many(cursor, links)
             stored.clear()
             links.clear()
@@ -322,6 +326,14 @@ class StoreAuditLog(AuditLog):
                     event = self.decode(loaded.record)
                 except (MapperDeserialisationError, ValidationError, ValueError) as error:
                     raise ImportRejected(f"line {loaded.line}: {error}") from error
+                content = loaded.record.content
+                if content.originator_version == 1:
+                    shard_keys[content.originator_id] = shard_key_of(content.originator_id, event)
+                elif content.originator_id not in shard_keys:
+                    raise ImportRejected(
+                        f"line {loaded.line}: stream {content.originator_id} has no first "
+                        "event before it"
+                    )
                 stored.append(loaded.record)
                 if loaded.link is not None:
                     links.append(loaded.link)

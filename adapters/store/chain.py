@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from sessionwire.adapters.store.read_models import Cursor
 from sessionwire.adapters.store.sql_dialect import SqlDialect, same_shard
-from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
-from sessionwire.domain.checkpoint import Checkpoint, ShardHead, Statement, StreamHead
 from sessionwire.domain.hash_chain import (
     ChainLink,
     LogHead,
@@ -34,6 +32,13 @@ from sessionwire.domain.hash_chain import (
     seal,
     stream_links,
 )
+
+if TYPE_CHECKING:
+    # The audit port's records and the checkpoints' code load with the first record read
+    # (a replay, the live stream, an audit command): a store opened to list sessions
+    # reads none (issue 38 item 7).
+    from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
+    from sessionwire.domain.checkpoint import Checkpoint, ShardHead, StreamHead
 
 PAGE = 1_000
 STREAM_HEADS = 10_000
@@ -347,6 +352,8 @@ class SqlChain:
     def stream_heads(self, cursor: Cursor, size: int) -> list[StreamHead]:
         """Every stream's last version among the first ``size`` records of the sealed log,
         in no set order."""
+        from sessionwire.domain.checkpoint import StreamHead
+
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT c.originator_id, c.originator_version, c.stream_hash FROM {t.chain} c "
@@ -373,6 +380,8 @@ class SqlChain:
 
     def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
         """The latest ``limit`` recorded checkpoints, newest first."""
+        from sessionwire.domain.checkpoint import Checkpoint, Statement
+
         m = self.t.marker
         cursor.execute(
             "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "
@@ -417,6 +426,8 @@ class SqlChain:
         return last_event, found["last"] or 0, found["first"]
 
     def checked_page(self, cursor: Cursor, after: int, stop: int) -> list[CheckedRecord]:
+        from sessionwire.application.ports.audit_log import CheckedRecord
+
         t, m = self.t, self.t.marker
         cursor.execute(
             f"SELECT e.{t.position} AS n, e.originator_id, e.originator_version, e.topic, "
@@ -619,6 +630,8 @@ class SqlChain:
         return found
 
     def _record(self, row: Any) -> StoredRecord:
+        from sessionwire.application.ports.audit_log import StoredRecord
+
         return StoredRecord(
             notification_id=int(row["n"]),
             content=RecordContent(
@@ -653,12 +666,24 @@ class SqlChain:
         """An event at its original position (import into an empty store)."""
         self.insert_records(cursor, [record])
 
-    def insert_records(self, cursor: Cursor, records: Sequence[StoredRecord]) -> None:
-        """Events at their original positions (an import's batch), in one statement."""
+    def insert_records(
+        self,
+        cursor: Cursor,
+        records: Sequence[StoredRecord],
+        *,
+        shard_keys: Mapping[UUID, str] | None = None,
+    ) -> None:
+        """Events at their original positions (an import's batch), in one statement; on
+        a store distributed by session key, each under its stream's key in
+        ``shard_keys``."""
         t, m = self.t, self.t.marker
         columns = "originator_id, originator_version, topic, state"
         if t.history_columns is not None:
             columns += ", role, body, provenance"
+        keyed = bool(self._shard_column)
+        if keyed:
+            assert shard_keys is not None, "a distributed store's rows need their shard keys"
+            columns += ", shard_key"
         marks = ", ".join([m] * (2 + columns.count(",")))
         history = t.history_columns
         cursor.executemany(
@@ -675,6 +700,7 @@ class SqlChain:
                         if history is None
                         else history(record.content.topic, record.content.state)
                     ),
+                    *((shard_keys[record.content.originator_id],) if shard_keys and keyed else ()),
                 )
                 for record in records
             ],

@@ -39,7 +39,6 @@ from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.ports.audit_log import StoredRecord
-from sessionwire.domain.checkpoint import ShardHead
 from sessionwire.domain.hash_chain import (
     ChainLink,
     LogHead,
@@ -51,6 +50,7 @@ from sessionwire.domain.hash_chain import (
 
 if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
+    from sessionwire.domain.checkpoint import ShardHead
 
 # On one worker: the lowest transaction id that may still write events in this
 # schema's shards there (``postgres._pg_final_bound``'s rule, over the shard tables).
@@ -71,6 +71,14 @@ SHARD_JOIN = " AND {a}.shard_key = {b}.shard_key"
 # Unsealed rows read per pass at most (several workers' finals among them).
 _PENDING_READ = 4 * SEAL_BATCH
 
+VALUES_ROWS = 64
+"""Events a save inserts as VALUES rows at most (routed to their shards); more go as one
+``unnest`` (a statement of a size that does not grow, committed in two phases)."""
+_VALUES_ROW = (
+    "(%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, %s::integer, %s::integer, "
+    "%s::bytea, %s::text)"
+)
+
 
 class CitusChain(SqlChain):
     """The chain, its joins within a shard, each sealed row's place in its shard's own
@@ -90,6 +98,8 @@ class CitusChain(SqlChain):
 
     def shard_heads(self, cursor: Any, size: int) -> list[ShardHead]:
         """One query: each shard's last row with ``log_seq <= size``."""
+        from sessionwire.domain.checkpoint import ShardHead
+
         cursor.execute(
             f"SELECT DISTINCT ON (log_shard) log_shard, shard_seq, shard_hash FROM {self.t.events} "
             "WHERE log_seq <= %s AND shard_seq IS NOT NULL ORDER BY log_shard, shard_seq DESC",
@@ -169,6 +179,11 @@ class CitusSaveIds(SaveIds):
 
 
 class CitusSessionRecorder(PostgresSessionRecorder):
+    keeps_history_views = False
+    """Not on Citus (ADR 0054): its saves are statements routed to a shard, not the save
+    function that writes the views, and the views table would need distributing by
+    session key; its history reads render on read."""
+
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         events = self.events_table
@@ -179,7 +194,7 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self.save_ids = self.citus_save_ids
         # Joins of one stream's rows within its shard (Citus joins distributed tables
         # only on their distribution column).
-        self.chain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
+        self.chain: CitusChain = CitusChain(replace(self.chain.t, shard_join=SHARD_JOIN))
         self.transcript_search = SqlTranscriptSearch(
             self.read_model,
             postgres_search.search_sql(self.datastore.schema, events, by_shard=True),
@@ -188,31 +203,34 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             f"INSERT INTO {events} (originator_id, originator_version, topic, state, "
             "role, body, provenance, stream_hash, shard_key) "
         )
+        # A save of a few events: one VALUES row each, which Citus routes to the shards
+        # of their keys (one shard: one phase). An INSERT ... SELECT (unnest) is run by
+        # the coordinator through COPY, and committed in two phases even when all its
+        # rows go to one shard (ADR 0062); only larger saves take it.
+        self.insert_values = f"{columns}VALUES "
         self.insert_many_statement = (
             f"{columns}SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s::text[], %s::integer[], %s::integer[], %s::bytea[], %s::text[]) "
             "RETURNING notification_id"
         )
-        self.insert_one_statement = (
-            f"{columns}VALUES (%s::uuid, %s::bigint, %s::text, %s::bytea, %s::text, "
-            "%s::integer, %s::integer, %s::bytea, %s::text) RETURNING notification_id"
-        )
-        self._insert_statements: dict[tuple[bool, str | None], bytes] = {}
+        self._insert_statements: dict[tuple[int, str | None], bytes] = {}
         self.hold_lease_statement = hold_lease_statement(self.datastore.schema)
         # Two 32-bit keys: a space apart from the liveness locks' one 64-bit key.
         self.work_order_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), 1)"
         # A new work row's position: Citus takes no subquery in an INSERT, so the next
-        # number comes from a sequence on the coordinator (``citus_schema``), drawn under
-        # the work-order lock as MAX + 1 was.
+        # number comes from a counter on the coordinator (``citus_schema``), drawn in the
+        # save's transaction under the work-order lock, as MAX + 1 was: no gap where a
+        # save failed, so a rebuild numbers the rows the same.
         model, m = self.read_model, self.read_model.m
         model.insert_work = (
             f"INSERT INTO {model.work_table} (id, kind, status, session_key, position, "
             f"version, created_on, modified_on, state) VALUES ({m}, {m}, {m}, {m}, "
-            f"nextval('{citus_schema.work_positions(self.datastore.schema)}'), "
+            f"{citus_schema.next_work_position(self.datastore.schema)}, "
             f"{m}, {m}, {m}, {m})"
         )
-        # Session and work rows updated within their shard (else Citus sends the UPDATE
-        # to every shard, and the save becomes a multi-shard transaction).
+        model.follow_work_positions = [citus_schema.follow_work_positions(self.datastore.schema)]
+        # Session, work and run rows updated within their shard (else Citus sends the
+        # UPDATE to every shard, and the save becomes a multi-shard transaction).
         model.route_by_session_key()
         # The runs' primary key takes their session's key first (the distribution column).
         model.insert_run = model.insert_run.replace(
@@ -260,7 +278,9 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         self._save.keys = keys
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
-            return ids
+            # The coordinator numbers the rows in their order, but rows of several shards
+            # come back in the order their shards answered.
+            return None if ids is None else sorted(ids)
         finally:
             self._save.keys = None
 
@@ -308,30 +328,35 @@ class CitusSessionRecorder(PostgresSessionRecorder):
     ) -> tuple[bytes, tuple[Any, ...]]:
         """The insert of a save's events (with ``model``, a read-model statement and its
         parameters, if given) and its parameters: the save id and its shard key first,
-        then one row's values, or a column of values each (``unnest``) for several."""
+        then each event's values as a row (up to ``VALUES_ROWS`` events), or a column of
+        values each (``unnest``) for more."""
         keys: dict[UUID, str] = self._save.keys
         shard_keys = [keys[stored.originator_id] for stored in stored_events]
-        single = len(stored_events) == 1
+        count = len(stored_events)
+        rows = count if count <= VALUES_ROWS else 0  # 0: unnest
         beside, model_values = (None, ()) if model is None else model
-        statement = self._insert_statements.get((single, beside))
+        statement = self._insert_statements.get((rows, beside))
         if statement is None:
-            insert = self.insert_one_statement if single else self.insert_many_statement
-            statement = self.citus_save_ids.recording(insert, beside=beside)
-            self._insert_statements[(single, beside)] = statement
-        if single:
-            (stored,) = stored_events
-            return statement, (
-                save_id,
-                shard_keys[0],
-                *model_values,
-                stored.originator_id,
-                stored.originator_version,
-                stored.topic,
-                stored.state,
-                *history_columns(stored),
-                links[0].stream_hash,
-                shard_keys[0],
+            insert = (
+                self.insert_values + ", ".join([_VALUES_ROW] * rows) + " RETURNING notification_id"
+                if rows
+                else self.insert_many_statement
             )
+            statement = self.citus_save_ids.recording(insert, beside=beside)
+            self._insert_statements[(rows, beside)] = statement
+        if rows:
+            values: list[Any] = [save_id, shard_keys[0], *model_values]
+            for stored, link, key in zip(stored_events, links, shard_keys, strict=True):
+                values += (
+                    stored.originator_id,
+                    stored.originator_version,
+                    stored.topic,
+                    stored.state,
+                    *history_columns(stored),
+                    link.stream_hash,
+                    key,
+                )
+            return statement, tuple(values)
         columns = [history_columns(stored) for stored in stored_events]
         return statement, (
             save_id,

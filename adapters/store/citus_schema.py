@@ -330,8 +330,8 @@ def steps(
             _statements(_chain_view(s, events)),
         ),
         Step(
-            "sw_work: positions from a sequence",
-            _exists("SELECT to_regclass(%s) IS NOT NULL", work_positions(schema)),
+            "sw_work: positions from a counter on the coordinator",
+            _exists("SELECT to_regclass(%s) IS NOT NULL", last_work_position(schema)),
             lambda connection: _work_positions(connection, schema),
         ),
         Step(
@@ -399,19 +399,50 @@ def _fill_shard_chains(
     connection.execute(f"ALTER TABLE {events} ALTER COLUMN log_shard SET NOT NULL")
 
 
-def work_positions(schema: str) -> str:
-    """The sequence new work rows take their positions from (Citus takes no subquery in
-    an INSERT, so not MAX + 1)."""
-    return f'"{schema}".sw_work_positions'
+def last_work_position(schema: str) -> str:
+    """The coordinator's one-row table of the last position given to a work row."""
+    return f'"{schema}".sw_work_last_position'
+
+
+def next_work_position(schema: str) -> str:
+    """The call that gives a new work row its position: the counter's next number, in
+    the save's transaction. Citus takes no subquery (``MAX + 1``) in an INSERT; it
+    evaluates a function of the VALUES on the coordinator before routing the row. A
+    sequence would do that too, but a number it gave is not taken back when the save
+    fails, and the gap put every later row a position past a rebuild's (ADR 0061)."""
+    return f'"{schema}".sw_next_work_position()'
+
+
+def work_position_statements(schema: str) -> list[str]:
+    """The counter's table, its row, and the function (plpgsql: Citus propagates the
+    function to the workers, where the coordinator's table is not and is never read)."""
+    counter = last_work_position(schema)
+    return [
+        f"CREATE TABLE {counter} (position bigint NOT NULL)",
+        f"INSERT INTO {counter} VALUES (0)",
+        f"CREATE OR REPLACE FUNCTION {next_work_position(schema)} RETURNS bigint "
+        "LANGUAGE plpgsql VOLATILE AS $$ DECLARE given bigint; BEGIN "
+        f"UPDATE {counter} SET position = position + 1 RETURNING position INTO given; "
+        "RETURN given; END $$",
+    ]
+
+
+def follow_work_positions(schema: str) -> str:
+    """The counter set to the work rows' last position, after those rows were replaced
+    wholesale (a rebuild of the read models)."""
+    return (
+        f"UPDATE {last_work_position(schema)} SET position = "
+        f'(SELECT COALESCE(MAX(position), 0) FROM "{schema}".sw_work)'
+    )
 
 
 def _work_positions(connection: psycopg.Connection[Any], schema: str) -> None:
     with connection.transaction():
-        found = connection.execute(
-            f'SELECT COALESCE(MAX(position), 0) + 1 FROM "{schema}".sw_work'
-        ).fetchone()
-        start = 1 if found is None else int(found[0])
-        connection.execute(f"CREATE SEQUENCE {work_positions(schema)} START {start}")
+        # The sequence a distribution made before the counter (positions it gave stay).
+        connection.execute(f'DROP SEQUENCE IF EXISTS "{schema}".sw_work_positions')
+        for statement in work_position_statements(schema):
+            connection.execute(statement)
+        connection.execute(follow_work_positions(schema))
 
 
 def _fill_then_require(

@@ -42,7 +42,6 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from sessionwire.adapters.store.backends import backend_entry
-from sessionwire.adapters.store.chain import SqlChain
 from sessionwire.adapters.store.delegated import delegated
 from sessionwire.adapters.store.loop_guard import check_off_loop
 from sessionwire.adapters.store.loop_handoff import LoopHandoff
@@ -50,7 +49,6 @@ from sessionwire.adapters.store.read_models import Cursor, SqlReadModel
 from sessionwire.adapters.store.serialisation import JSONBytesTranscoder, PydanticMapper
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.library_logging import library_logger
-from sessionwire.application.ports.audit_log import StoredRecord
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.generated_methods import GeneratedMethod
 from sessionwire.application.ports.session_locks import SessionLocks
@@ -62,19 +60,23 @@ from sessionwire.application.ports.transcript_search import TranscriptMatch, Tra
 from sessionwire.domain.base import Aggregate, DomainEvent
 from sessionwire.domain.errors import SessionwireError
 from sessionwire.domain.hash_chain import RecordContent
-from sessionwire.domain.session import Session, SessionState
 
 if TYPE_CHECKING:
-    # The projection imports every aggregate; a store opened only to read (the CLI's
-    # `sessions list`) never needs it, so it is imported on the first write or replay.
+    # Imported where they are used, not here: a store opened only to read (the CLI's
+    # `sessions list`) needs none of them. The projection imports every aggregate (the
+    # first write or replay imports it), the session aggregate loads with the first save
+    # (issue 38 item 7); the chain table is the backend's, the stored records the reads'.
+    from sessionwire.adapters.store.chain import SqlChain
+    from sessionwire.application.ports.audit_log import StoredRecord
     from sessionwire.application.projection import ReadModelChanges
+    from sessionwire.domain.session import Session, SessionState
 
 log = library_logger("sessionwire.store")
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-KindOf = Callable[[SessionState], str]
+KindOf = Callable[["SessionState"], str]
 # The keyword the store passes its read-model changes to the recorder under.
 READ_MODEL_KEY = "read_model_changes"
 # ... and the save's id under (a retried save recognises its own commit by it).
@@ -642,6 +644,7 @@ class EventSourcedStore(Store):
             return None
         self.hold_writer()
         from sessionwire.application.projection import project
+        from sessionwire.domain.session import Session
 
         changes = project(list(aggregates), events)
         to_stored = self.app.mapper.to_stored_event
@@ -689,6 +692,8 @@ class EventSourcedStore(Store):
             # Committed and sealed in one transaction: followers may read it now. (A
             # store that seals behind its writers tells them from its sealer.)
             self._log_grew()
+        from sessionwire.domain.session import Session
+
         for aggregate in aggregates:
             if isinstance(aggregate, Session):
                 self._remember(aggregate)
@@ -790,9 +795,9 @@ class EventSourcedStore(Store):
         with self.reading() as cursor:
             return self.recorder.transcript_search.search(cursor, query)
 
-    def messages_before(self, stream: UUID, version: int) -> int:
+    def messages_before(self, match: TranscriptMatch) -> int:
         with self.reading() as cursor:
-            return self.recorder.transcript_search.messages_before(cursor, stream, version)
+            return self.recorder.transcript_search.messages_before(cursor, match)
 
     def log_position(self) -> int:
         return self.recorder.max_notification_id() or 0

@@ -152,6 +152,10 @@ def postgres_dialect(schema: str, events_table: str) -> SqlDialect:
         write_options={"prepare": True},
         xact_column="xact_id xid8 DEFAULT pg_current_xact_id()",
         final=_pg_final_bound(f'"{schema}"."{events_table}"'),
+        text_of=lambda blob: f"convert_from({blob}, 'UTF8')",
+        byte_length=lambda text: f"octet_length({text})",
+        joined=lambda text, order: f"string_agg({text}, ',' ORDER BY {order})",
+        joined_in_order=True,
     )
 
 
@@ -169,6 +173,9 @@ class SavePlan:
 
 
 class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
+    keeps_history_views = True
+    """Each message's history views rendered and stored by its save (ADR 0054)."""
+
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         # Server-side prepared statements for our writes, from their first run on each
@@ -185,7 +192,11 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         # session row's hot fields are columns (a narrow UPDATE per message).
         dialect = postgres_dialect(self.datastore.schema, self.events_table_name)
         self.read_model = SqlReadModel(
-            dialect, kind_of=no_kind, transcript_in_log=True, session_columns=True
+            dialect,
+            kind_of=no_kind,
+            transcript_in_log=True,
+            session_columns=True,
+            history_views=self.keeps_history_views,
         )
         self.chain = SqlChain(replace(dialect, history_columns=history_columns_of))
         self.save_ids = SaveIds(self.datastore.schema, self.events_table_name)
@@ -304,7 +315,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
                         cursor.execute(statement, values, prepare=True)
                     insert_cursor.execute(plan.insert, plan.values, prepare=True)
                     if changes and plan.writes_model:
-                        self.read_model.write(cursor, changes)
+                        self.read_model.write(cursor, changes, stored_events)
                     self.before_commit(cursor, links)
                     if not plan.alone:
                         cursor.execute("COMMIT", prepare=False)
@@ -324,7 +335,7 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         (its session row's narrow update) goes within it, and the save is that one call,
         atomic without BEGIN and COMMIT (the server commits it at the Sync), fenced or
         not. Other read-model rows follow it in the call's transaction."""
-        row = self.read_model.narrow_row(changes) if changes else None
+        row = self.read_model.narrow_row(changes, stored_events) if changes else None
         alone = not changes or row is not None
         work_lock = changes is not None and any(work.is_new for work in changes.work.values())
         statement, values = self._append_call(save_id, fence, work_lock, row, stored_events, links)
@@ -386,6 +397,29 @@ class PostgresSessionRecorder(RecordsReadModels, PostgresApplicationRecorder):
         once over the log (under the setup lock)."""
         with self.datastore.transaction(commit=True) as cursor:
             postgres_search.ensure_index(cursor, self.datastore.schema, self.events_table_name)
+
+    def ensure_history_views(self) -> None:
+        """The session rows' span columns and the views table (ADR 0054) on a schema
+        made before them, added once (under the setup lock). Looked up first: an
+        ``ALTER TABLE`` takes its lock even when it finds nothing to do, and would
+        queue behind the live writers' saves. Their sessions have no span: their
+        messages are rendered on read until written."""
+        model = self.read_model
+        if not model.history_views:
+            return
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = 'sw_sessions'",
+                (self.datastore.schema,),
+            )
+            present = {str(found["column_name"]) for found in cursor.fetchall()}
+            for statement in model.missing_view_columns(present):
+                cursor.execute(statement)
+            cursor.execute("SELECT to_regclass(%s) AS found", (model.views_table,))
+            if cursor.fetchone()["found"] is None:
+                for statement in model.views_create_statements():
+                    cursor.execute(statement)
 
     def upgrade_chain(self) -> None:
         """Chain v1 (sealed as written, under the table lock) to v2, once."""
@@ -737,6 +771,7 @@ class PostgresBackend(StoreBackend):
             assert isinstance(app.recorder, PostgresSessionRecorder)
             app.recorder.upgrade_chain()
             app.recorder.ensure_search_index()
+            app.recorder.ensure_history_views()
             app.recorder.ensure_functions()
             if self.shards_by_session:
                 try:

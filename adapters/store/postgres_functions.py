@@ -7,8 +7,9 @@ only writers that hold it, ADR 0021), the fence check (``sw_hold_lease``), the w
 lock for a save that makes a work row, the save's id (``sw_saves``), the events with
 their history columns and stream links, and a session row's narrow update (a message's:
 its columns given as one JSON object, so one fixed statement serves every set of changed
-fields). A conflict is the events' primary key as before, a moved fence
-``sw_hold_lease``'s SQLSTATE: nothing changes for the caller.
+fields), with its span of history views and the views its messages have (ADR 0054). A
+conflict is the events' primary key as before, a moved fence ``sw_hold_lease``'s
+SQLSTATE: nothing changes for the caller.
 
 ``sw_seal`` is one batch of the sealer: its advisory lock (waited for or tried), the head,
 the bound, the final rows below it in ``(xact_id, notification_id)`` order, their log
@@ -29,9 +30,9 @@ from typing import Any
 from sessionwire.adapters.store.read_models import HOT_FIELDS, HOT_TYPES
 from sessionwire.domain.hash_chain import GENESIS, LOG_DOMAIN
 
-VERSION = 1
+VERSION = 2
 """Bump with any change to the definitions below: every store opening an older schema
-replaces them."""
+replaces them. 2: the session row's span of history views and the views (ADR 0054)."""
 
 SEALER_LOCK_SPACE = 7252
 """The first key of the schema's one sealer's advisory lock (the second: the schema's
@@ -55,7 +56,33 @@ def _session_update(sessions: str) -> str:
     )
     return (
         f"UPDATE {sessions} SET version = (r->>'version')::bigint, "
-        f"modified_on = (r->>'modified_on'){assigned} WHERE id = (r->>'id')"
+        f"modified_on = (r->>'modified_on'){assigned}{_views_span} WHERE id = (r->>'id')"
+    )
+
+
+# The span of history views (ADR 0054, ``SqlReadModel.views_covered`` and ``views_kept``;
+# the right-hand sides read the row's old values): a message's save (``view_stamp``)
+# keeps the span when it was whole and of its stamp and starts it at its first message
+# otherwise; another save (``view_keep``) carries a whole span to the new version; a save
+# that says neither (an older gateway's) moves the version only, so the span is broken.
+_views_span = (
+    ", view_since = CASE WHEN r ? 'view_stamp' THEN CASE WHEN view_stamp = (r->>'view_stamp') "
+    "AND view_upto = version THEN view_since ELSE (r->>'view_since')::bigint END "
+    "ELSE view_since END, "
+    "view_stamp = CASE WHEN r ? 'view_stamp' THEN (r->>'view_stamp') ELSE view_stamp END, "
+    "view_upto = CASE WHEN r ? 'view_stamp' THEN (r->>'version')::bigint "
+    "WHEN r ? 'view_keep' AND view_upto = version THEN (r->>'version')::bigint "
+    "ELSE view_upto END"
+)
+
+
+def _views_insert(views: str) -> str:
+    """The views of the save's messages that are not their lines (``r->'views'``: each
+    message's version, own view, other view and ``exact``), in the session row's stream."""
+    return (
+        f"IF r ? 'views' THEN INSERT INTO {views} (originator_id, originator_version, own, "
+        "other, exact) SELECT (r->>'id')::uuid, (v->>0)::bigint, v->>1, v->>2, "
+        "(v->>3)::integer FROM jsonb_array_elements(r->'views') AS v; END IF; "
     )
 
 
@@ -75,7 +102,10 @@ def function_statements(schema: str, events: str, final_bound: str) -> list[str]
         f"IF p_work_lock THEN PERFORM pg_advisory_xact_lock(hashtext('{literal}'), 1); END IF; "
         f"INSERT INTO {s}.sw_saves (save_id) VALUES (p_save_id); "
     )
-    session = f"IF r IS NOT NULL THEN {_session_update(f'{s}.sw_sessions')}; END IF; "
+    session = (
+        f"IF r IS NOT NULL THEN {_session_update(f'{s}.sw_sessions')}; "
+        f"{_views_insert(f'{s}.sw_history_views')}END IF; "
+    )
     head = (
         "p_save_id uuid, p_lease_key text, p_lease_owner text, p_lease_fence bigint, "
         "p_work_lock boolean, r jsonb, "

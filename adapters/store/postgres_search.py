@@ -84,6 +84,8 @@ def search_sql(schema: str, events: str, *, by_shard: bool = False) -> SearchSql
         match=f"\"{schema}\".sw_search_text(e.state) @@ plainto_tsquery('simple', %s)",
         count="(convert_from(state, 'UTF8')::jsonb ->> 'count')::bigint",
         terms=_terms,
+        # A message row's shard key is its session's key.
+        in_session=" AND shard_key = %s" if by_shard else "",
     )
 
 

@@ -99,6 +99,9 @@ def compare_and_replace(
             cursor.execute(
                 f"INSERT INTO {live_table} ({columns}) SELECT {columns} FROM {rebuilt_table}"
             )
+            if attribute == "work_table":
+                for statement in live.follow_work_positions:
+                    cursor.execute(statement)
     for statement in drop_statements(rebuilt):
         cursor.execute(statement)
     return differences

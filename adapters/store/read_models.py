@@ -40,12 +40,14 @@ from sessionwire.application.ports.work_queue import StoredWork
 from sessionwire.domain.causality import default_provenance_shown
 from sessionwire.domain.reader_view import rendered_view, view_stamp
 from sessionwire.domain.redaction import Redactor
-from sessionwire.domain.session import SessionState, session_uuid, to_millis
+from sessionwire.domain.session_ids import session_uuid, to_millis
 
 if TYPE_CHECKING:
     # The projection and the run aggregate load with the first write or rebuild: a
-    # store opened only to read sessions never needs them (ADR 0036).
+    # store opened only to read sessions never needs them (ADR 0036); the session
+    # aggregate with the first row read whole, which a listing never reads.
     from sessionwire.application.projection import ReadModelChanges, RunRow, SessionRow
+    from sessionwire.domain.session import SessionState
 
 SESSION_COLUMNS = (
     "id, key, session_id, agent_id, kind, label, spawned_by, status, updated_at, "
@@ -236,9 +238,17 @@ class SqlReadModel:
         self.link_spawn = f"UPDATE {self.runs_table} SET spawn_id={m} WHERE run_id={m}"
         # Kind depends on config (session.mainKey); the store is given the classifier.
         self.kind_of = kind_of
+        self.follow_work_positions: list[str] = []
+        """Statements that set where new work rows' positions go on from, after the work
+        rows were replaced wholesale (a rebuild): Citus's counter (ADR 0061). None where a
+        position is the rows' own MAX + 1."""
         self.route_by_key = False
-        """Updates of a session's and a work row name their session's key too (a store
-        distributed by it, ADR 0051: Citus then sends each to one shard); ``route_by_key``."""
+        """Updates of session, work and run rows name their session's key too (a store
+        distributed by it, ADR 0051 and 0062: Citus then sends each to one shard);
+        ``route_by_session_key``."""
+        self.log_in_session = ""
+        """With ``route_by_key``: the condition that keeps a read of a session's message
+        rows in its shard (one parameter, the session's key)."""
         self.insert_views = (
             f"INSERT INTO {self.views_table} (originator_id, originator_version, own, other, "
             f"exact) VALUES ({m}, {m}, {m}, {m}, {m})"
@@ -263,6 +273,7 @@ class SqlReadModel:
         )
         self.break_views = f"UPDATE {self.sessions} SET view_upto = NULL WHERE id = {m}"
         self._full_updates: dict[str, str] = {}
+        self._window_statements: dict[tuple[str, str, str], str] = {}
 
     def use_redactor(self, redactor: Redactor | None) -> None:
         """Render the views of the messages this store writes as ``redactor`` masks."""
@@ -304,11 +315,12 @@ class SqlReadModel:
         if not self.history_views:
             return []
         # Only the messages whose view is not their stored line have a row (ADR 0054).
+        # Its ids of the events table's type, so the read joins them as they are.
         return [
             f"CREATE TABLE IF NOT EXISTS {self.views_table} ("
-            "originator_id TEXT NOT NULL, originator_version BIGINT NOT NULL, own TEXT, "
-            "other TEXT, exact INTEGER NOT NULL, "
-            "PRIMARY KEY (originator_id, originator_version)) WITHOUT ROWID"
+            f"originator_id {self.dialect.id_type} NOT NULL, "
+            "originator_version BIGINT NOT NULL, own TEXT, other TEXT, exact INTEGER NOT NULL, "
+            f"PRIMARY KEY (originator_id, originator_version)){self.dialect.keyed_table}"
         ]
 
     def view_column_definitions(self) -> str:
@@ -353,10 +365,13 @@ class SqlReadModel:
         row = self._only_narrow_row(changes)
         return None if row is None else self._narrow_write(row)
 
-    def narrow_row(self, changes: ReadModelChanges) -> dict[str, Any] | None:
+    def narrow_row(
+        self, changes: ReadModelChanges, stored: Sequence[StoredEvent] = ()
+    ) -> dict[str, Any] | None:
         """``narrow_only``'s update as the values it sets, by column: the row's ``id``,
         ``version``, ``modified_on`` and its changed columns (PostgreSQL's save function
-        takes them as one JSON object, ADR 0058)."""
+        takes them as one JSON object, ADR 0058), and with history views the span's
+        and the views of the messages among ``stored`` (``narrow_views``)."""
         row = self._only_narrow_row(changes)
         if row is None:
             return None
@@ -368,6 +383,29 @@ class SqlReadModel:
         names, values = named
         found = {"id": row.id.hex, "version": row.version, "modified_on": row.modified_on_iso}
         found.update(zip(names, values(row.state), strict=True))
+        if self.history_views:
+            views = self.narrow_views(row, stored)
+            if views is None:
+                return None
+            found.update(views)
+        return found
+
+    def narrow_views(self, row: SessionRow, stored: Sequence[StoredEvent]) -> dict[str, Any] | None:
+        """What ``narrow_row`` adds for the row's span of views (ADR 0054), as ``write``
+        sets it: for a message's save the stamp, the first message's version and the
+        views that are not their lines (``views``: version, own, other, exact); for any
+        other save ``view_keep`` (a whole span is carried to the new version). A save
+        that says neither (an older gateway's) leaves the span behind the version.
+        None when ``stored`` holds messages of another session: ``write`` then writes
+        the save's rows."""
+        rows, firsts = self.rendered_views(stored)
+        if not firsts:
+            return {"view_keep": True}
+        if firsts.keys() != {row.id}:
+            return None
+        found: dict[str, Any] = {"view_stamp": self.stamp, "view_since": firsts[row.id]}
+        if rows:
+            found["views"] = [values[1:] for values in rows]
         return found
 
     def _only_narrow_row(self, changes: ReadModelChanges) -> SessionRow | None:
@@ -393,13 +431,26 @@ class SqlReadModel:
         )
 
     def route_by_session_key(self) -> None:
-        """Every session and work row update also by its session's key (see
+        """Every session, work and run row update also by its session's key (see
         ``route_by_key``)."""
         m = self.m
         self.route_by_key = True
         self.update_session += f" AND key={m}"
         self.update_work += f" AND session_key={m}"
+        self.update_run += f" AND session_key={m}"
+        self.link_exchange += f" AND session_key={m}"
+        self.link_spawn += f" AND session_key={m}"
+        # A session's message rows are under its key (its events' shard key).
+        self.log_in_session = f" AND shard_key={m}"
         self._narrow.clear()
+
+    def _within(self, key: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The condition (and its parameter) that keeps a read of session ``key``'s
+        message rows within its shard; none where the store is not sharded or the key
+        is not known."""
+        if key is None or not self.log_in_session:
+            return "", ()
+        return self.log_in_session, (key,)
 
     def _narrow_write(
         self, row: SessionRow, views_since: int | None = None
@@ -486,6 +537,7 @@ class SqlReadModel:
             *([] if self.transcript_in_log else [f"DELETE FROM {self.transcript}"]),
             f"DELETE FROM {self.sessions}",
             f"DELETE FROM {self.work_table}",
+            *self.follow_work_positions,
             f"DELETE FROM {self.streams_table}",
             f"DELETE FROM {self.runs_table}",
             *([f"DELETE FROM {self.views_table}"] if self.history_views else []),
@@ -598,14 +650,25 @@ class SqlReadModel:
         self.write_runs(execute, changes.runs.values())
         # After the runs: a run is saved with (and before) the exchange or spawn it belongs to.
         for link in changes.run_links:
+            routed = (link.session_key,) if self.route_by_key else ()
             if link.exchange_id is not None:
-                execute(self.link_exchange, (link.exchange_id, link.run_id))
+                execute(self.link_exchange, (link.exchange_id, link.run_id, *routed))
             if link.spawn_id is not None:
-                execute(self.link_spawn, (link.spawn_id, link.run_id))
+                execute(self.link_spawn, (link.spawn_id, link.run_id, *routed))
 
     def _write_views(self, cursor: Cursor, stored: Sequence[StoredEvent]) -> dict[UUID, int]:
         """The views of the messages among ``stored`` that are not their stored line (ADR
         0054), and each session's first message version in them."""
+        rows, firsts = self.rendered_views(stored)
+        if rows:
+            cursor.executemany(self.insert_views, rows)
+        return firsts
+
+    def rendered_views(
+        self, stored: Sequence[StoredEvent]
+    ) -> tuple[list[tuple[Any, ...]], dict[UUID, int]]:
+        """``_write_views``'s rows (``insert_views``'s values) and each session's first
+        message version among ``stored``."""
         firsts: dict[UUID, int] = {}
         rows: list[tuple[Any, ...]] = []
         redactor = self.redactor
@@ -630,13 +693,11 @@ class SqlReadModel:
             try:
                 own, other, exact = rendered_view(line, redactor)
             except Exception:
-                rows.append((session.hex, version, None, None, UNRENDERED))
+                rows.append((self.log_id(session), version, None, None, UNRENDERED))
                 continue
             if own is not None or other is not None or exact:
-                rows.append((session.hex, version, own, other, int(exact)))
-        if rows:
-            cursor.executemany(self.insert_views, rows)
-        return firsts
+                rows.append((self.log_id(session), version, own, other, int(exact)))
+        return rows, firsts
 
     def write_runs(self, execute: Any, rows: Iterable[RunRow]) -> None:
         for row in rows:
@@ -678,6 +739,7 @@ class SqlReadModel:
                         state.model,
                         state.error,
                         state.run_id,
+                        *((state.session_key,) if self.route_by_key else ()),
                     ),
                 )
 
@@ -745,6 +807,15 @@ class SqlReadModel:
         return None if cursor.fetchone() is not None else found
 
     def session(self, cursor: Cursor, key: str) -> StoredSession | None:
+        if self.route_by_key:
+            # Read within the key's shard: by id alone Citus asks every shard.
+            cursor.execute(
+                f"SELECT {self.session_select} FROM {self.sessions} "
+                f"WHERE id = {self.m} AND key = {self.m}",
+                (session_uuid(key).hex, key),
+            )
+            found = cursor.fetchone()
+            return None if found is None else self.stored_session(found)
         return self.session_row(cursor, session_uuid(key))
 
     def session_row(self, cursor: Cursor, aggregate_id: UUID) -> StoredSession | None:
@@ -945,10 +1016,20 @@ class SqlReadModel:
         return [found["agent_id"] for found in cursor.fetchall()]
 
     def transcript_tail(
-        self, cursor: Cursor, session: UUID, *, limit: int, include_tools: bool
+        self,
+        cursor: Cursor,
+        session: UUID,
+        *,
+        limit: int,
+        include_tools: bool,
+        key: str | None = None,
     ) -> list[str]:
+        """The newest ``limit`` lines of ``session``'s transcript (``key``: its key, when
+        known, so a sharded store reads one shard)."""
         if self.transcript_in_log:
-            return self._log_tail(cursor, session, limit=limit, include_tools=include_tools)
+            return self._log_tail(
+                cursor, session, limit=limit, include_tools=include_tools, key=key
+            )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         cursor.execute(
             f"SELECT message FROM {self.transcript} WHERE session = {self.m} {role_filter}"
@@ -975,7 +1056,11 @@ class SqlReadModel:
                 return SessionTranscript(found, None, rendered.total, rendered)
         if window.offset is None:
             tail = self.transcript_tail(
-                cursor, found.id, limit=window.limit, include_tools=window.include_tools
+                cursor,
+                found.id,
+                limit=window.limit,
+                include_tools=window.include_tools,
+                key=found.state.key,
             )
             return SessionTranscript(found, tail)
         page = self.transcript_page(
@@ -984,6 +1069,7 @@ class SqlReadModel:
             offset=window.offset,
             limit=window.limit,
             include_tools=window.include_tools,
+            key=found.state.key,
         )
         return SessionTranscript(found, page.messages, page.total)
 
@@ -1018,24 +1104,14 @@ class SqlReadModel:
         text = (
             "COALESCE(h.other, h.own, {line})" if view.masked else "COALESCE(h.own, {line})"
         ).format(line=self.dialect_view_line)
-        redacted = "h.other IS NOT NULL" if view.masked else "0"
+        redacted = "CASE WHEN h.other IS NULL THEN 0 ELSE 1 END" if view.masked else "0"
         cursor.execute(
-            "SELECT group_concat(v, ',') AS messages, COUNT(*) AS n, COUNT(body) AS lines, "
-            "MIN(ver) AS first, MAX(exact) AS exact, MAX(red) AS redacted, "
-            "SUM(length(CAST(v AS BLOB))) AS size, MAX(s.view_stamp) AS stamp, "
-            "MAX(s.view_since) AS since, MAX(s.view_upto) AS upto, MAX(s.version) AS version "
-            f"FROM (SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
-            f"WHERE id = {m}) s, (SELECT * FROM ("
-            f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
-            f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
-            f"FROM {self.events} e LEFT JOIN {self.views_table} h "
-            "ON h.originator_id = e.originator_id AND h.originator_version = e.originator_version "
-            f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
-            f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) "
-            "ORDER BY ver) w",
-            (found.id.hex, stream, window.limit, offset),
+            self._window_statement(text, redacted, role_filter),
+            (stream, window.limit, offset, found.id.hex),
         )
         got = cursor.fetchone()
+        if got is None:
+            return None  # the session row went meanwhile (an archive, a rebuild)
         count = int(got["n"])
         stamp, since, upto = got["stamp"], got["since"], got["upto"]
         if (
@@ -1067,6 +1143,39 @@ class SqlReadModel:
             total=total,
         )
 
+    def _window_statement(self, text: str, redacted: str, role_filter: str) -> str:
+        """``rendered_window``'s one query: the window's views (``text``) joined oldest
+        first, with what decides whether they may answer it (cached: a few shapes)."""
+        key = (text, redacted, role_filter)
+        found = self._window_statements.get(key)
+        if found is None:
+            m = self.m
+            dialect = self.dialect
+            # Oldest first: the aggregate's own order where it takes one, else the
+            # order of the rows it is given. The session row joins the one aggregate
+            # row (joined to each message row, it cost PostgreSQL a sort of them all).
+            ordered = "" if dialect.joined_in_order else " ORDER BY ver"
+            found = self._window_statements[key] = (
+                "SELECT w.messages, w.n, w.lines, w.first, w.exact, w.redacted, w.size, "
+                "s.view_stamp AS stamp, s.view_since AS since, s.view_upto AS upto, "
+                "s.version AS version "
+                f"FROM (SELECT {dialect.joined('v', 'ver')} AS messages, COUNT(*) AS n, "
+                "COUNT(body) AS lines, MIN(ver) AS first, MAX(exact) AS exact, "
+                f"MAX(red) AS redacted, SUM({dialect.byte_length('v')}) AS size "
+                "FROM (SELECT * FROM ("
+                f"SELECT e.originator_version AS ver, e.body AS body, {text} AS v, "
+                f"COALESCE(h.exact, 0) AS exact, {redacted} AS red "
+                f"FROM {self.events} e LEFT JOIN {self.views_table} h "
+                "ON h.originator_id = e.originator_id "
+                "AND h.originator_version = e.originator_version "
+                f"WHERE e.originator_id = {m} AND e.role IS NOT NULL {role_filter}"
+                f"ORDER BY e.originator_version DESC LIMIT {m} OFFSET {m}) newest"
+                f"{ordered}) window_rows) w, "
+                f"(SELECT view_stamp, view_since, view_upto, version FROM {self.sessions} "
+                f"WHERE id = {m}) s"
+            )
+        return found
+
     def transcript_page(
         self,
         cursor: Cursor,
@@ -1075,10 +1184,11 @@ class SqlReadModel:
         offset: int,
         limit: int,
         include_tools: bool,
+        key: str | None = None,
     ) -> TranscriptPage:
         if self.transcript_in_log:
             return self._log_page(
-                cursor, session, offset=offset, limit=limit, include_tools=include_tools
+                cursor, session, offset=offset, limit=limit, include_tools=include_tools, key=key
             )
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         stream = session.hex
@@ -1107,22 +1217,24 @@ class SqlReadModel:
         offset: int,
         limit: int,
         include_tools: bool,
+        key: str | None = None,
     ) -> TranscriptPage:
         """``transcript_page`` from the session's message rows (storage v3): one row a
         line, paged in SQL; an upgraded store's v2 rows (a batch holds several lines)
         make the count and the page come from the decoded view instead."""
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         session = self.log_id(aggregate_id)
+        within, routed = self._within(key)
         cursor.execute(
             f"SELECT COUNT(*) AS n, COUNT(body) AS lines FROM {self.events} "
-            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}",
-            (session,),
+            f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL {role_filter}",
+            (session, *routed),
         )
         counted = cursor.fetchone()
         rows, one_line_rows = int(counted["n"]), int(counted["lines"])
         if rows != one_line_rows:
             lines = self._log_tail(
-                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools
+                cursor, aggregate_id, limit=ALL_LINES, include_tools=include_tools, key=key
             )
             total = len(lines)
             if offset >= total or limit <= 0:
@@ -1134,16 +1246,22 @@ class SqlReadModel:
             return TranscriptPage(messages=[], total=rows)
         cursor.execute(
             f"SELECT {self.line} FROM {self.events} "
-            f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}"
+            f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL {role_filter}"
             f"ORDER BY originator_version DESC LIMIT {self.m} OFFSET {self.m}",
-            (session, limit, offset),
+            (session, *routed, limit, offset),
         )
         messages = [found["line"] for found in cursor.fetchall()]
         messages.reverse()
         return TranscriptPage(messages=messages, total=rows)
 
     def _log_tail(
-        self, cursor: Cursor, aggregate_id: UUID, *, limit: int, include_tools: bool
+        self,
+        cursor: Cursor,
+        aggregate_id: UUID,
+        *,
+        limit: int,
+        include_tools: bool,
+        key: str | None = None,
     ) -> list[str]:
         """The newest ``limit`` lines from the session's message rows (storage v3): the
         primary key (originator_id, originator_version) read backwards. A row is one line,
@@ -1151,14 +1269,20 @@ class SqlReadModel:
         role_filter = "" if include_tools else "AND role <> 'toolResult' "
         newest_first: list[str] = []
         below: int | None = None
+        within, routed = self._within(key)
         while len(newest_first) < limit:
             bound = "" if below is None else f"AND originator_version < {self.m} "
             wanted = limit - len(newest_first)
             cursor.execute(
                 f"SELECT originator_version, {self.line} FROM {self.events} "
-                f"WHERE originator_id = {self.m} AND role IS NOT NULL {role_filter}{bound}"
-                f"ORDER BY originator_version DESC LIMIT {self.m}",
-                (self.log_id(aggregate_id), *([] if below is None else [below]), wanted),
+                f"WHERE originator_id = {self.m}{within} AND role IS NOT NULL "
+                f"{role_filter}{bound}ORDER BY originator_version DESC LIMIT {self.m}",
+                (
+                    self.log_id(aggregate_id),
+                    *routed,
+                    *([] if below is None else [below]),
+                    wanted,
+                ),
             )
             rows = cursor.fetchall()
             for row in rows:
@@ -1196,6 +1320,9 @@ class SqlReadModel:
             fields[name] = found[name]
         for name in HOT_COLUMNS:
             fields[name] = found[name]
+        # Imported with the first row read whole: a listing reads none (issue 38 item 7).
+        from sessionwire.domain.session import SessionState
+
         return StoredSession(
             id=UUID(found["id"]),
             version=int(found["version"]),
@@ -1376,6 +1503,8 @@ def stored_work(found: Any) -> StoredWork:
 
 
 def stored_session(found: Any) -> StoredSession:
+    from sessionwire.domain.session import SessionState
+
     return StoredSession(
         id=UUID(found["id"]),
         version=int(found["version"]),

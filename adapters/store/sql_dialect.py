@@ -55,6 +55,17 @@ class SqlDialect:
     on the distribution column and stays within a shard."""
     text_of: Callable[[str], str] = lambda blob: f"CAST({blob} AS TEXT)"
     """An expression reading the UTF-8 bytes ``blob`` (an SQL expression) as text."""
+    byte_length: Callable[[str], str] = lambda text: f"length(CAST({text} AS BLOB))"
+    """An expression giving the length in UTF-8 bytes of the text ``text``."""
+    joined: Callable[[str, str], str] = lambda text, order: f"group_concat({text}, ',')"
+    """An aggregate joining the texts ``text`` with commas, in the order of ``order``
+    when ``joined_in_order`` (SQLite: in the order its subquery gives the rows; it takes
+    no ORDER BY there before 3.44)."""
+    joined_in_order: bool = False
+    """``joined`` orders the texts itself (else the rows come to it in order)."""
+    keyed_table: str = ""
+    """What a table whose primary key is all its lookups adds to its definition (SQLite:
+    ``WITHOUT ROWID``, the rows stored in the key's b-tree)."""
     history_columns: Callable[[str, bytes], tuple[str | None, int | None, int | None]] | None = None
     """Storage v3 (ADR 0036): an inserted record's (role, body, provenance) history
     columns, from its topic and bytes."""

@@ -64,6 +64,7 @@ def sqlite_dialect() -> SqlDialect:
             "|| CAST(substr(state, 26 + body, provenance) AS TEXT) || '}' END AS line"
         ),
         write_options={},
+        keyed_table=" WITHOUT ROWID",
     )
 
 

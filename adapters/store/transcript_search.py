@@ -41,6 +41,9 @@ class SearchSql:
     pending: tuple[str, str] | None = None
     """FROM clause (``e``, ``s`` as in ``rows``) and position of the message rows the
     index holds back until it takes them in a batch, newer than every indexed row."""
+    in_session: str = ""
+    """A condition on a session's own rows of the events (one parameter: its key) that
+    keeps a read within its shard (Citus, ADR 0062); empty where nothing is sharded."""
 
 
 PENDING_AT_MOST = 1_000
@@ -142,14 +145,20 @@ class SqlTranscriptSearch:
             )
         return found
 
-    def messages_before(self, cursor: Cursor, stream: UUID, version: int) -> int:
-        """How many messages session ``stream`` holds below stream version ``version``
-        (a batch counts each of its messages)."""
+    def messages_before(self, cursor: Cursor, match: TranscriptMatch) -> int:
+        """How many messages ``match``'s session holds below its stream version (a batch
+        counts each of its messages)."""
         m = self.model.m
+        in_session = self.sql.in_session
         cursor.execute(
             f"SELECT COALESCE(SUM(CASE WHEN role = '{BATCH_ROLE}' THEN {self.sql.count} "
             f"ELSE 1 END), 0) AS n FROM {self.model.events} "
-            f"WHERE originator_id = {m} AND role IS NOT NULL AND originator_version < {m}",
-            (self.model.log_id(stream), version),
+            f"WHERE originator_id = {m} AND role IS NOT NULL AND originator_version < {m}"
+            f"{in_session}",
+            (
+                self.model.log_id(match.stream),
+                match.version,
+                *((match.session_key,) if in_session else ()),
+            ),
         )
         return int(cursor.fetchone()["n"])

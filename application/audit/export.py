@@ -6,8 +6,10 @@ coordinates, topic, stored bytes, chain hashes and place in the sealed log), the
 inclusion proof of each of its streams' heads, and an end line with the count and the
 sealed log's head. The end line is how a cut-off file is told from a complete one. Log
 order: events from before the chain began, the sealed log in its order, then the records
-not sealed yet (their stream links only) by position. ``audit verify FILE``
-(``verify_file.py``) checks a file alone.
+not sealed yet (their stream links only) by position. A whole-store export of a store
+distributed by session (ADR 0067) also gives each sealed record's shard id, from which a
+verifier recomputes every shard's chain. ``audit verify FILE`` (``verify_file.py``) checks
+a file alone.
 
 Importing trusts nothing in the file: the chain is recomputed line by line, and the
 store takes only its own event topics (docs/audit.md, "Importing an export").
@@ -118,9 +120,16 @@ class ExportedEvent(_Line):
     stream_hash: HashText | None = None
     log_hash: HashText | None = None
     log_seq: Position | None = None  # absent in files from before sealing: the line's order
+    # A sealed record's shard id, in a distributed store's whole-store export (ADR 0067):
+    # its shard hash and place in the shard's log follow from the file, so are not written.
+    shard: Position | None = None
 
     @classmethod
-    def of(cls, record: StoredRecord, link: ChainLink | None) -> ExportedEvent:
+    def of(
+        cls, record: StoredRecord, link: ChainLink | None, *, with_shard: bool = True
+    ) -> ExportedEvent:
+        """The line of ``record``; ``with_shard``: with its shard id when it has one (a
+        bundle carries none: nothing in it could bind one, docs/evidence-format.md §4)."""
         content = record.content
         try:
             text: str | None = content.state.decode()
@@ -137,6 +146,7 @@ class ExportedEvent(_Line):
             stream_hash=None if link is None else link.stream_hash.hex(),
             log_hash=None if link is None or link.log_hash is None else link.log_hash.hex(),
             log_seq=None if link is None else link.log_seq,
+            shard=link.shard.shard if with_shard and link and link.shard else None,
         )
 
     def to_record(self) -> tuple[StoredRecord, ChainLink | None]:
@@ -152,6 +162,9 @@ class ExportedEvent(_Line):
                 state=state,
             ),
         )
+        if self.shard is not None and self.log_hash is None:
+            # A shard's log holds sealed records only.
+            raise ValueError("a shard with no log_hash")
         if self.stream_hash is None and self.log_hash is None:
             return record, None
         if self.log_seq is not None and self.log_hash is None:
@@ -164,6 +177,8 @@ class ExportedEvent(_Line):
             log_hash=None if self.log_hash is None else _hash(self.log_hash),
             log_seq=self.log_seq,
         )
+        # No ShardLink: the file gives the shard id only (a verifier recomputes the rest,
+        # verify_file.py), and a store importing it keeps its own layout.
         return record, link
 
 
@@ -321,7 +336,8 @@ def export_lines(
         count += 1
         if link is not None and link.log_hash is not None:
             head = link
-        yield ExportedEvent.of(record, link).model_dump_json(exclude_none=True)
+        line = ExportedEvent.of(record, link, with_shard=session_key is None)
+        yield line.model_dump_json(exclude_none=True)
     if checkpoint is not None:
         yield ExportCheckpoint.of(checkpoint).model_dump_json()
         if session_key is not None and heads is not None:
@@ -631,6 +647,10 @@ def _carry(log: AuditLog, checkpoint: Checkpoint) -> str:
     what = f"the checkpoint of {statement.time} (log_size {statement.log_size})"
     if not signature_holds(checkpoint):
         return f"{what} was not kept: its signature does not hold"
+    if statement.shards_root is not None:
+        # Shard ids are where the source's cluster placed each record: the copy places
+        # its records itself, so no shard head it has can be the signed one.
+        return f"{what} was not kept: it signs the shard heads of the store exported"
     head = log.sealed_head(statement.log_size)
     heads = [] if head is None else log.stream_heads(head)
     if (

@@ -13,6 +13,10 @@ Three things are checked (docs/adr/0016-chain-v2-sealed-log-and-signed-checkpoin
   carries the log chain: its log hash at the checkpoint's size must be the signed one.
   Events after the checkpoint are *unanchored*: their links are checked, but nothing
   signed covers them yet.
+- **The shards** (a store distributed by session, ADR 0067): a whole-store export's sealed
+  records give their shard ids; each shard's chain is followed along the sealed log, and
+  a version-4 checkpoint's ``shards_root`` must be the Merkle root over the shards' heads
+  at its size. Once a record has a shard, every later sealed one must.
 - **The membership** (a checkpoint that signs ``sessions_root``, ADR 0036 §7): a session
   bundle's ``members`` line must lead to it and name the file's session; every signed
   member stream must be in the file up to its signed head, no other stream may have an
@@ -56,16 +60,20 @@ from sessionwire.domain.checkpoint import (
     Checkpoint,
     OrderedEvent,
     SessionMembers,
+    ShardHead,
     Statement,
     StreamHead,
     heads_root,
     order_digest,
+    shards_root,
     sort_heads,
+    sort_shard_heads,
 )
 from sessionwire.domain.hash_chain import (
     GENESIS,
     HASH_SIZE,
     RecordContent,
+    ShardChains,
     first_version,
     is_batch,
     log_hash,
@@ -136,6 +144,9 @@ class FileReport:
     unanchored: int = 0
     checkpoint: CheckpointView | None = None
     findings: list[FileFinding] = field(default_factory=list)
+    sharded: int = 0
+    """Sealed records that name their shard (a distributed store's export, ADR 0067):
+    bound by a version-4 statement only (docs/evidence-format.md §4)."""
 
     @property
     def clean(self) -> bool:
@@ -287,6 +298,8 @@ class _Verifier:
         self.last_chained = 0  # the position of the last chained event read
         self.log_hashes = bytearray()  # the claimed log hash at each chained ordinal
         self.ordinal_event = array("q")  # the event at each chained ordinal
+        self.ordinal_shard = array("q")  # the shard of each chained ordinal (-1: none)
+        self.sharded = False  # a chained record with a shard read: every later one needs one
         self.unsealed = 0
         self.checkpoint: Checkpoint | None = None
         self.proofs: list[tuple[int, ExportProof]] = []
@@ -370,6 +383,8 @@ class _Verifier:
         report = self.report
         # Read first: a line that is no record is malformed, not a counted event.
         record, link = line.to_record()
+        if line.shard is not None and self.header is not None and self.header.scope == "session":
+            raise ValueError("a bundle's event carries no shard: nothing in a bundle binds one")
         report.events += 1
         index = report.events
         content = record.content
@@ -446,6 +461,16 @@ class _Verifier:
                 ordinal, holds = self.log_link(
                     record.notification_id, link.stream_hash, link.log_hash, index
                 )
+                self.ordinal_shard.append(-1 if line.shard is None else line.shard)
+                if line.shard is not None:
+                    self.sharded = True
+                    report.sharded += 1
+                elif self.sharded:
+                    self.found(
+                        "altered",
+                        "a sealed record with no shard, though the shards' logs began before it",
+                        **where,
+                    )
                 if link.log_seq is not None and link.log_seq != ordinal:
                     self.found(
                         "reordered",
@@ -717,9 +742,39 @@ class _Verifier:
                 "the stream heads at the checkpoint are not the signed ones (heads_root)",
                 **at,
             )
+        if statement.shards_root is not None:
+            self.anchor_shards(statement, at)
         # Checked once the log holds: a rewritten log already explains any difference.
         if not self.report.findings:
             self.anchor_all_members(statement, heads)
+
+    def shard_heads_at(self, size: int) -> list[ShardHead]:
+        """Each shard's head after the first ``size`` records of the log: its chain
+        followed along them (docs/evidence-format.md §3.8), from the claimed hashes."""
+        chains = ShardChains()
+        for ordinal in range(1, size + 1):
+            shard = self.ordinal_shard[ordinal - 1]
+            if shard >= 0:
+                event = self.ordinal_event[ordinal - 1]
+                own = self.events.stream_hash(event)
+                assert own is not None  # a chained record has its stream hash
+                chains.follow(shard, self.events.position[event - 1], own)
+        return sort_shard_heads(
+            [ShardHead(shard, head.seq, head.log_hash) for shard, head in chains.heads.items()]
+        )
+
+    def anchor_shards(self, statement: Statement, at: dict[str, Any]) -> None:
+        """A version-4 checkpoint's ``shards_root`` and ``shards_count`` against the
+        shards' heads at its size: a shard id forged, removed or added there changes one."""
+        heads = self.shard_heads_at(statement.log_size)
+        if shards_root(heads) == statement.shards_root and statement.shards_count == len(heads):
+            return
+        self.found(
+            "altered",
+            "the shard heads at the checkpoint are not the signed ones (shards_root)"
+            + ("" if heads else ": the file gives no record's shard"),
+            **at,
+        )
 
     def anchor_all_members(self, statement: Statement, heads: list[StreamHead]) -> None:
         """``sessions_root`` recomputed from a whole-store export's members lines: each

@@ -41,6 +41,7 @@ from sessionwire.domain.keys import KeyRules, agent_id_of
 from sessionwire.domain.outbox import OutboundDelivery
 from sessionwire.domain.policy import SendPolicy
 from sessionwire.domain.run import Run, RunState
+from sessionwire.domain.session import SessionState
 
 DELIVERY_NAMESPACE = uuid5(NAMESPACE_URL, "https://sessionwire.dev/deliveries")
 
@@ -115,7 +116,7 @@ class ExchangeDriver(ProcessManager[Exchange]):
             else:
                 return None
             take_decisions(exchange, at=now)
-            started = await self._start_with_outcome(exchange, at=now)
+            started = await self._start_with_outcome(uow, exchange, at=now)
         except Exception:  # the driver records the step: it reads the store again
             self.log.warning("exchange not read with its run's outcome", run_id=str(run.id))
             return None
@@ -167,7 +168,10 @@ class ExchangeDriver(ProcessManager[Exchange]):
         stored = await self.store.session(session_key)
         if stored is None:
             return None
-        decision = self.send_policy.decide(stored.state.policy_target(self.rules), channel=channel)
+        return self._denied_into(stored.state, channel=channel)
+
+    def _denied_into(self, session: SessionState, *, channel: str | None = None) -> str | None:
+        decision = self.send_policy.decide(session.policy_target(self.rules), channel=channel)
         return None if decision.allowed else decision.rule
 
     def _recorded_here(self, exchange_id: UUID, run_id: UUID) -> bool:
@@ -270,11 +274,15 @@ class ExchangeDriver(ProcessManager[Exchange]):
             sender_key=_other_side(exchange.state, step.session_key),
         )
 
-    async def _start_with_outcome(self, exchange: Exchange, *, at: datetime) -> Run | None:
+    async def _start_with_outcome(
+        self, uow: UnitOfWork, exchange: Exchange, *, at: datetime
+    ) -> Run | None:
         """The next turn or the announce, started in the outcome's commit when nothing
         but the store decides it: no trace budget to ask (its count must hold the usage
         this very commit records, so with one configured the driver starts it after),
-        the send policy read here. The engine queues it once the commit is in."""
+        the send policy read here (on the session the outcome's unit of work has loaded
+        already when the run starts where the ended one ran: the announce after the
+        target's reply, say). The engine queues it once the commit is in."""
         step = exchange.next_step()
         if not isinstance(step, StartRun):
             return None
@@ -282,7 +290,12 @@ class ExchangeDriver(ProcessManager[Exchange]):
             return None
         if await self.store.work(step.run_id) is not None:
             return None  # started already: the driver awaits it
-        denied_by = await self._send_denied(step.session_key)
+        loaded = uow.loaded_session(step.session_key)
+        denied_by = (
+            self._denied_into(loaded.state)
+            if loaded is not None
+            else await self._send_denied(step.session_key)
+        )
         if denied_by is not None:
             self._block(exchange, step, denied_by, at=at)
             take_decisions(exchange, at=at)

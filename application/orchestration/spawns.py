@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
+from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -19,7 +20,7 @@ from sessionwire.application.orchestration.exchanges import run_state_reply
 from sessionwire.application.orchestration.in_flight import InFlight
 from sessionwire.application.orchestration.outbox import DeliveryOutbox, describe_failure
 from sessionwire.application.orchestration.process_managers import ProcessManager
-from sessionwire.application.orchestration.runs import RunEngine
+from sessionwire.application.orchestration.runs import Reacted, RunEngine
 from sessionwire.application.orchestration.trace_budgets import TraceBudgets
 from sessionwire.application.orchestration.unrecorded_posts import UnrecordedPosts
 from sessionwire.application.ports.async_store import AsyncStore
@@ -95,28 +96,49 @@ class SpawnDriver(ProcessManager[Spawn]):
     def log_context(self, aggregate: Spawn) -> dict[str, Any]:
         return {"session_key": aggregate.state.child_key, "run_id": aggregate.state.run_id}
 
-    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> None:
+    async def record_with_outcome(self, uow: UnitOfWork, run: Run) -> Reacted | None:
         """The child's run, or its announce run, ended: the spawn's step on it commits with
-        that end (ADR 0057), when the spawn waits for exactly this run. Anything else,
-        or a read that fails, leaves the step to the driver (after ``runs.wait``)."""
+        that end (ADR 0057), when the spawn waits for exactly this run, and so does the
+        announce run's start when the child's end makes it next (the engine dispatches
+        it in that commit too: it runs in the child's session). Anything else, or a read
+        that fails, leaves the step to the driver (after ``runs.wait``)."""
         if run.state.step not in SPAWN_STEPS:
-            return
+            return None
         try:
             stored = await self.store.work(spawn_id_for(run.state.session_key))
             if stored is None:
-                return
+                return None
             spawn = stored.to_aggregate(Spawn, SpawnState)
             step = spawn.next_step()
+            started = None
             if isinstance(step, AwaitChildRun) and step.run_id == run.state.run_id:
                 await self._record_child_end(spawn, run.state)
+                started = await self._start_announce_with_outcome(spawn)
             elif isinstance(step, StartAnnounceRun) and step.run_id == run.id:
                 spawn.record_announce_reply(run_state_reply(run.state), at=self.clock.now())
             else:
-                return
+                return None
         except Exception:  # the driver records the step: it reads the store again
             log.warning("spawn not read with its run's outcome", run_id=str(run.id))
-            return
+            return None
+        if started is not None:
+            uow.add(started)  # before the spawn, as the driver saves them (the run first)
         uow.add(spawn)
+        return Reacted(started=started, committed=lambda: None)
+
+    async def _start_announce_with_outcome(self, spawn: Spawn) -> Run | None:
+        """The announce run, started with the child's end when nothing but the store
+        decides it: not with a trace budget configured (its admission counts the trace's
+        committed usage, which must hold the usage this very commit records: the driver
+        starts it after, as an exchange's next run, ADR 0057), nor if it exists."""
+        step = spawn.next_step()
+        if not isinstance(step, StartAnnounceRun):
+            return None  # the child yielded: its woken turn is awaited
+        if step.causality is not None and self.budgets.configured:
+            return None
+        if await self.store.work(step.run_id) is not None:
+            return None  # started already: the driver awaits it
+        return self._announce_run_of(spawn, step, at=self.clock.now())
 
     async def _record_child_end(self, spawn: Spawn, state: RunState) -> None:
         """The awaited turn ended: a yield pauses the child (its task goes on in the turn
@@ -200,6 +222,11 @@ class SpawnDriver(ProcessManager[Spawn]):
         )
 
     async def _announce_run(self, spawn: Spawn, step: StartAnnounceRun) -> None:
+        if spawn.state.announce_run_id == str(step.run_id):
+            # Started with the child's end (ADR 0057), or before a restart: awaited
+            # (``wait`` queues it here if no actor here has it).
+            await self._record_announce_reply(spawn, step)
+            return
         now = self.clock.now()
         chain = step.causality
         new = chain is not None and await self.store.work(step.run_id) is None
@@ -207,19 +234,7 @@ class SpawnDriver(ProcessManager[Spawn]):
         # report still goes to the requester: the child's status, reply and stats.
         async with self.budgets.admit(chain.trace_id if new and chain else None) as exceeded:
             if exceeded is None:
-                spawn.request_announce(step.run_id, at=now)
-                run = Run.start(
-                    run_id=step.run_id,
-                    session_key=step.session_key,
-                    agent_id=spawn.state.agent_id,
-                    step="subagent_announce",
-                    message=step.message,
-                    context=step.context,
-                    timeout_seconds=self.config.agents.defaults.timeoutSeconds,
-                    requester_key=spawn.state.requester_key,
-                    at=now,
-                    causality=chain,
-                )
+                run = self._announce_run_of(spawn, step, at=now)
                 await self.runs.ensure_started(run, spawn, absent=new)
         if exceeded is not None:
             assert chain is not None
@@ -237,6 +252,26 @@ class SpawnDriver(ProcessManager[Spawn]):
                 caller_run_id=None,
             )
             return
+        await self._record_announce_reply(spawn, step)
+
+    def _announce_run_of(self, spawn: Spawn, step: StartAnnounceRun, *, at: datetime) -> Run:
+        """The announce step's run in the child's session, requested on the spawn."""
+        spawn.request_announce(step.run_id, at=at)
+        return Run.start(
+            run_id=step.run_id,
+            session_key=step.session_key,
+            agent_id=spawn.state.agent_id,
+            step="subagent_announce",
+            message=step.message,
+            context=step.context,
+            timeout_seconds=self.config.agents.defaults.timeoutSeconds,
+            requester_key=spawn.state.requester_key,
+            at=at,
+            causality=step.causality,
+        )
+
+    async def _record_announce_reply(self, spawn: Spawn, step: StartAnnounceRun) -> None:
+        """Wait for the announce run, and record its reply unless its end did."""
         state = await self.runs.wait(step.run_id)
         spawn = await self.load(spawn.id) or spawn
         if spawn.next_step() != step:

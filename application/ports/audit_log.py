@@ -9,12 +9,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from sessionwire.domain.base import DomainEvent
-from sessionwire.domain.checkpoint import Checkpoint, ShardHead, StreamHead
 from sessionwire.domain.errors import SessionwireError
-from sessionwire.domain.hash_chain import ChainLink, RecordContent
+
+if TYPE_CHECKING:
+    # Named in signatures only: the store imports this port to read its log, and a store
+    # opened to list sessions loads no checkpoint code (issue 38 item 7).
+    from sessionwire.domain.base import DomainEvent
+    from sessionwire.domain.checkpoint import Checkpoint, ShardHead, StreamHead
+    from sessionwire.domain.hash_chain import ChainLink, RecordContent
 
 
 @dataclass(frozen=True)

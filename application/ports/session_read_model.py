@@ -6,10 +6,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
 
-from sessionwire.domain.session import Session, SessionState
+if TYPE_CHECKING:
+    # The session aggregate's models are built when a row is read whole: a listing reads
+    # its rows' columns only (``SessionListing``) and never builds them (issue 38 item 7).
+    from sessionwire.domain.session import Session, SessionState
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,8 @@ class StoredSession:
     state: SessionState
 
     def to_aggregate(self) -> Session:
+        from sessionwire.domain.session import Session
+
         return Session.from_state(
             id=self.id,
             version=self.version,

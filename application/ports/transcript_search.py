@@ -54,6 +54,7 @@ class TranscriptSearch(ABC):
         ``query.limit`` of them; fewer means no more."""
 
     @abstractmethod
-    def messages_before(self, stream: UUID, version: int) -> int:
-        """How many messages session ``stream``'s transcript holds below stream version
-        ``version``, tool results counted (a match's index in its transcript)."""
+    def messages_before(self, match: TranscriptMatch) -> int:
+        """How many messages ``match``'s session's transcript holds below the match's
+        stream version, tool results counted (the match's index in its transcript). The
+        match names its session's key too: a store sharded by it reads one shard."""

@@ -8,9 +8,10 @@ answers (``GatewayService``, and ``ReadTools`` for the ``reader`` ones), the HTT
 ``POST /v1/tools/<name>`` and their response models, MCP's ``tools/list`` and its hints,
 the tools a run is offered and a sub-agent's share of them, the metrics' tool label.
 
-Handlers and result models are named by topic (``module:attribute``) and imported on
-first use, as the store's backends are (ADR 0037 §1): a process that only reads loads
-neither the tools that start runs nor their result models (ADR 0036).
+Parameter models, handlers and result models are named by topic (``module:attribute``)
+and imported on first use, as the store's backends are (ADR 0037 §1): a process that only
+reads loads neither the tools that start runs nor their parameters or result models (ADR
+0036; issue 38 item 7: a listing builds the reading tools' parameters only).
 """
 
 from __future__ import annotations
@@ -20,28 +21,18 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
 from operator import or_
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sessionwire.application.context import ToolContext
-from sessionwire.application.tools.params import (
-    AgentsListParams,
-    RunInputParams,
-    SessionsHistoryParams,
-    SessionsListParams,
-    SessionsSearchParams,
-    SessionsSendParams,
-    SessionsSpawnParams,
-    SessionStatusParams,
-    SessionsYieldParams,
-    SubagentsParams,
-    ToolParams,
-)
 from sessionwire.application.tools.results import ReadAnswer, ToolError, ToolResult
 from sessionwire.domain.subagents import OPENCLAW_SUBAGENT_DENIED, OPENCLAW_TOOLS, ToolCatalogue
 
+if TYPE_CHECKING:
+    from sessionwire.application.tools.params import ToolParams
+
 ToolAnswer = ToolResult | ReadAnswer
 ToolHandler = Callable[[ToolContext, Any], ToolAnswer | Awaitable[ToolAnswer]]
-ToolEntry = tuple[type[ToolParams], ToolHandler]
+ToolEntry = tuple[type["ToolParams"], ToolHandler]
 
 # Where a tool is served besides ``call_tool`` (the Python API, which answers every
 # registered tool): ``http`` its route and its row of ``GET /v1/tools``, ``mcp`` its row of
@@ -83,14 +74,16 @@ def resolve(topic: str) -> Any:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool. ``handler`` is a topic, by default the function named for the tool in
-    the module named for it (``application/tools/<name>.py``); it is called with the
-    tool's context and its parsed parameters. ``results`` are the topics of the models
-    its answer may be (a ``ToolError`` besides)."""
+    """One tool. ``params`` is its parameters' model, or that model's topic (imported at
+    the first ``params_model``, which checks it is this tool's). ``handler`` is a topic,
+    by default the function named for the tool in the module named for it
+    (``application/tools/<name>.py``); it is called with the tool's context and its
+    parsed parameters. ``results`` are the topics of the models its answer may be (a
+    ``ToolError`` besides)."""
 
     name: str
     description: str
-    params: type[ToolParams]
+    params: type[ToolParams] | str
     results: tuple[str, ...]
     hints: ToolHints
     subagents: SubagentAccess
@@ -98,14 +91,25 @@ class ToolSpec:
     handler: str = ""
 
     def __post_init__(self) -> None:
-        if self.params.tool != self.name:
-            raise ValueError(f"{self.name}: its parameters are {self.params.tool}'s")
+        if not isinstance(self.params, str):
+            self._check(self.params)
         if not self.handler:
             object.__setattr__(self, "handler", f"{TOOLS_PACKAGE}.{self.name}:{self.name}")
 
+    def _check(self, params: type[ToolParams]) -> type[ToolParams]:
+        if params.tool != self.name:
+            raise ValueError(f"{self.name}: its parameters are {params.tool}'s")
+        return params
+
+    @cached_property
+    def params_model(self) -> type[ToolParams]:
+        """Its parameters' model, its module imported (built) on first use."""
+        params = self.params
+        return self._check(resolve(params) if isinstance(params, str) else params)
+
     def entry(self) -> ToolEntry:
-        """Its parameters' model and its handler, the handler's module imported."""
-        return self.params, resolve(self.handler)
+        """Its parameters' model and its handler, their modules imported."""
+        return self.params_model, resolve(self.handler)
 
     def result_model(self) -> Any:
         """The union of the models its answer may be (HTTP's response model)."""
@@ -188,6 +192,8 @@ class EntriesOnUse(Mapping[str, ToolEntry]):
         return len(self.specs)
 
 
+READ_PARAMS = f"{TOOLS_PACKAGE}.params"
+RUN_PARAMS = f"{TOOLS_PACKAGE}.run_params"
 READ_MODELS = f"{TOOLS_PACKAGE}.read_result_models"
 RUN_RESULTS = f"{TOOLS_PACKAGE}.run_results"
 # A send or a spawn the trace's budget refuses answers so (decision 31).
@@ -198,7 +204,7 @@ REGISTRY = ToolRegistry(
         ToolSpec(
             name="sessions_list",
             description="List sessions with optional filters and last messages.",
-            params=SessionsListParams,
+            params=f"{READ_PARAMS}:SessionsListParams",
             results=(f"{READ_MODELS}:SessionsListResult",),
             hints=READS,
             subagents="denied",
@@ -207,7 +213,7 @@ REGISTRY = ToolRegistry(
         ToolSpec(
             name="sessions_history",
             description="Fetch message history for a session.",
-            params=SessionsHistoryParams,
+            params=f"{READ_PARAMS}:SessionsHistoryParams",
             results=(f"{READ_MODELS}:SessionsHistoryResult",),
             hints=READS,
             subagents="denied",
@@ -219,7 +225,7 @@ REGISTRY = ToolRegistry(
                 "Search the transcripts of the sessions you may see for messages holding "
                 "every word of a query; newest first, with a snippet of each."
             ),
-            params=SessionsSearchParams,
+            params=f"{READ_PARAMS}:SessionsSearchParams",
             results=(f"{READ_MODELS}:SessionsSearchResult",),
             hints=READS,
             subagents="denied",
@@ -231,7 +237,7 @@ REGISTRY = ToolRegistry(
                 "Send a message into another session. Use sessionKey or label to identify "
                 "the target."
             ),
-            params=SessionsSendParams,
+            params=f"{RUN_PARAMS}:SessionsSendParams",
             results=(f"{RUN_RESULTS}:SendResult", BUDGET_REFUSED),
             hints=ACTS,
             subagents="denied",
@@ -242,7 +248,7 @@ REGISTRY = ToolRegistry(
                 "Spawn a background sub-agent run in an isolated session and announce the "
                 "result back to the requester chat."
             ),
-            params=SessionsSpawnParams,
+            params=f"{RUN_PARAMS}:SessionsSpawnParams",
             results=(f"{RUN_RESULTS}:SpawnResult", BUDGET_REFUSED),
             hints=ACTS,
             # A sub-agent that may nest (maxSpawnDepth above its depth) gets it back.
@@ -255,7 +261,7 @@ REGISTRY = ToolRegistry(
                 "with their reports when all (or any) have finished, or when the wait "
                 "times out."
             ),
-            params=SessionsYieldParams,
+            params=f"{RUN_PARAMS}:SessionsYieldParams",
             results=(f"{RUN_RESULTS}:YieldResult",),
             hints=ACTS,
             # A sub-agent may pause for its own children.
@@ -266,7 +272,7 @@ REGISTRY = ToolRegistry(
             description=(
                 "List agent ids you can target with sessions_spawn (based on allowlists)."
             ),
-            params=AgentsListParams,
+            params=f"{READ_PARAMS}:AgentsListParams",
             results=(f"{TOOLS_PACKAGE}.results:AgentsListResult",),
             hints=READS,
             subagents="denied",
@@ -278,7 +284,7 @@ REGISTRY = ToolRegistry(
                 "List, cancel or steer the sub-agent runs this session spawned (its own "
                 "spawn tree)."
             ),
-            params=SubagentsParams,
+            params=f"{RUN_PARAMS}:SubagentsParams",
             results=(f"{RUN_RESULTS}:SubagentsResult",),
             hints=CANCELS,
             # A leaf sub-agent has no children to control (OpenClaw gives `subagents` to
@@ -290,7 +296,7 @@ REGISTRY = ToolRegistry(
             description=(
                 "Show this session's status: its run in flight, its sub-agents, usage and budget."
             ),
-            params=SessionStatusParams,
+            params=f"{RUN_PARAMS}:SessionStatusParams",
             results=(f"{RUN_RESULTS}:SessionStatusResult",),
             hints=READS,
             subagents="denied",
@@ -301,7 +307,7 @@ REGISTRY = ToolRegistry(
                 "Answer a run that waits for input (its turn asked a question): the run "
                 "resumes with your answer as its next message."
             ),
-            params=RunInputParams,
+            params=f"{RUN_PARAMS}:RunInputParams",
             results=(f"{TOOLS_PACKAGE}.run_input:RunInputResult",),
             hints=ACTS,
             subagents="denied",

@@ -15,8 +15,9 @@ from uuid import UUID
 
 from sessionwire.application.context import ToolContext, ToolServices
 from sessionwire.application.run_queries import run_uuid
-from sessionwire.application.tools.params import RunInputParams, ToolInputError
+from sessionwire.application.tools.params import ToolInputError
 from sessionwire.application.tools.results import ToolError, ToolResult
+from sessionwire.application.tools.run_params import RunInputParams
 from sessionwire.application.tools.session_refs import (
     SessionNotResolved,
     SessionRefused,

@@ -1,5 +1,6 @@
 """JSON Schemas of the tools, for LLM function calling, generated from their parameter
-models (``params.py``) by pydantic, in the dialect OpenClaw's tools are offered in.
+models (``params.py``, ``run_params.py``) by pydantic, in the dialect OpenClaw's tools are
+offered in.
 
 Numbers are typed ``number`` (never ``integer``) and no schema has an ``anyOf``/``oneOf``
 (an optional parameter is its type; absent means unset): some model providers reject
@@ -76,7 +77,7 @@ def parameters_schema(params: type[ToolParams]) -> dict[str, Any]:
 @cache
 def tool_parameters(name: str) -> dict[str, Any]:
     """The parameters' schema of the registered tool ``name`` (built once)."""
-    return parameters_schema(REGISTRY[name].params)
+    return parameters_schema(REGISTRY[name].params_model)
 
 
 def tool_schema(spec: ToolSpec) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from sessionwire.application.orchestration.trace_budgets import run_spending
 from sessionwire.application.ports.run_read_model import RunQuery, StoredRun
 from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import Store
-from sessionwire.application.tools.params import SessionStatusParams, ToolInputError
+from sessionwire.application.tools.params import ToolInputError
 from sessionwire.application.tools.results import ToolError
+from sessionwire.application.tools.run_params import SessionStatusParams
 from sessionwire.application.tools.run_results import SessionStatusResult
 from sessionwire.application.tools.spawn_tree import SpawnTree, read_tree
 from sessionwire.domain.keys import InvalidSessionKey

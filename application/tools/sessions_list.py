@@ -31,7 +31,7 @@ from sessionwire.domain.keys import (
     normalize_agent_id,
 )
 from sessionwire.domain.policy import list_warning
-from sessionwire.domain.session import to_millis
+from sessionwire.domain.session_ids import to_millis
 
 # Rows read per trip while walking the sessions for a filter the store cannot apply.
 SCAN_PAGE = 200

@@ -91,7 +91,7 @@ def _hits(
             shown.append((index, message, piece))
     if not shown:
         return []
-    first = store.messages_before(match.stream, match.version)
+    first = store.messages_before(match)
     display = context.display_key(key)
     return [
         SearchHitRow(

@@ -12,7 +12,7 @@ from sessionwire.application.orchestration.runs import PENDING
 from sessionwire.application.ports.event_log import StoreConflict
 from sessionwire.application.ports.session_read_model import StoredSession
 from sessionwire.application.ports.store import Store, StoreInUse
-from sessionwire.application.tools.params import SessionsSendParams
+from sessionwire.application.tools.run_params import SessionsSendParams
 from sessionwire.application.tools.run_results import (
     HopLimitRefused,
     SendDeliveryShown,

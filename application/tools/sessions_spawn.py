@@ -9,9 +9,7 @@ from uuid import UUID
 from sessionwire.application.context import ToolContext
 from sessionwire.application.forks import fork_point
 from sessionwire.application.orchestration.spawn_depth import spawn_depth
-from sessionwire.application.orchestration.yields import MAX_CHILDREN_READ, spawns_of
-from sessionwire.application.ports.session_read_model import SessionQuery
-from sessionwire.application.tools.params import SessionsSpawnParams
+from sessionwire.application.tools.run_params import SessionsSpawnParams
 from sessionwire.application.tools.run_results import (
     HopLimitRefused,
     SpawnResult,
@@ -23,7 +21,7 @@ from sessionwire.domain.keys import normalize_agent_id
 from sessionwire.domain.policy import subagent_tool_refusal
 from sessionwire.domain.run import Run
 from sessionwire.domain.session import ForkPoint, Session, SessionState
-from sessionwire.domain.spawn import Spawn
+from sessionwire.domain.spawn import Spawn, SpawnState
 from sessionwire.domain.subagents import subagent_system_prompt
 
 NOT_FROM_SUBAGENTS = subagent_tool_refusal("sessions_spawn").message
@@ -345,14 +343,24 @@ async def _label_taken(context: ToolContext, label: str) -> bool:
 
 async def _active_children(context: ToolContext, limit: int) -> int:
     """How many of the requester's children are still running their task (at least
-    ``limit`` means the cap is reached). Only when it has that many child sessions at
-    all are their spawns read: the common case is one query."""
+    ``limit`` means the cap is reached).
+
+    Read from the pending spawns (the work index's running ones, one query), not from
+    the requester's children: a requester keeps its finished children until they are
+    archived (an hour by default), and reading each one's spawn made every spawn cost
+    more than the one before. Only at the cap are the children's sessions read, so a
+    child whose session was closed under it does not count (as before)."""
     store = context.store
-    children = await store.list_sessions(
-        SessionQuery(limit=MAX_CHILDREN_READ, spawned_by=context.requester.key)
-    )
-    if len(children) < limit:
-        return len(children)
-    return sum(
-        1 for state in await spawns_of(store, context.requester.key) if state.status == "running"
-    )
+    requester = context.requester.key
+    running = [
+        state
+        for stored in await store.pending_work("spawn", ("running",))
+        if (state := SpawnState.model_validate_json(stored.state_json)).requester_key == requester
+    ]
+    if len(running) < limit:
+        return len(running)
+    active = 0
+    for state in running:
+        child = await store.session(state.child_key)
+        active += child is not None and child.state.status == "active"
+    return active

@@ -12,7 +12,7 @@ from sessionwire.application.context import ToolContext, ToolServices
 from sessionwire.application.orchestration.yields import last_wake, spawns_of
 from sessionwire.application.ports.async_store import AsyncStore
 from sessionwire.application.ports.event_log import StoreConflict
-from sessionwire.application.tools.params import SessionsYieldParams
+from sessionwire.application.tools.run_params import SessionsYieldParams
 from sessionwire.application.tools.run_results import YieldChildRow, YieldResult
 from sessionwire.domain.run import RunState
 from sessionwire.domain.run_yield import RunYield, RunYieldState, YieldChild, yield_id_for

@@ -12,8 +12,8 @@ from uuid import UUID
 
 from sessionwire.application.context import ToolContext
 from sessionwire.application.library_logging import library_logger
-from sessionwire.application.tools.params import SubagentsParams
 from sessionwire.application.tools.results import ToolError
+from sessionwire.application.tools.run_params import SubagentsParams
 from sessionwire.application.tools.run_results import SubagentsResult
 from sessionwire.application.tools.spawn_tree import SpawnTree, read_tree
 from sessionwire.application.tools.steering import steer_run

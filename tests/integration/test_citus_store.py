@@ -6,20 +6,30 @@ Citus coordinator (the Citus tier) and skip elsewhere."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from audit_rig import populate, run_cli
 from command_line import run_in_process
 from postgres_server import POSTGRES_URL
+from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
-from sessionwire.application.ports.session_read_model import SessionQuery
+from sessionwire.adapters.testkit.internals import store_of
+from sessionwire.application.ports.event_log import StoreConflict
+from sessionwire.application.ports.session_read_model import SessionQuery, TranscriptWindow
 from sessionwire.application.ports.transcript_search import TranscriptSearchQuery
-from store_sessions import opened, with_message
+from sessionwire.testing import ScriptedRuntime, VirtualClock
+from store_sessions import opened, started_run, with_message
 
 EVENTS = "sessionwire_events"
 
@@ -81,12 +91,14 @@ def test_every_per_session_table_is_distributed_and_colocated(
         ("sw_runs", "session_key"),
     }
     assert len({colocation for _, _, colocation in rows}) == 1
-    # The gateway tables and the schema's own records stay on the coordinator.
+    # The gateway tables, the work positions' counter and the schema's own records stay
+    # on the coordinator.
     assert [name for (name,) in local] == [
         "sw_checkpoints",
         "sw_format",
         "sw_gateways",
         "sw_session_leases",
+        "sw_work_last_position",
     ]
 
 
@@ -195,7 +207,7 @@ def test_transcripts_are_searched_across_shards(store: EventSourcedStore) -> Non
     assert [match.session_key for match in narrowed] == ["agent:main:find4"]
     # The match's index in its transcript: the second message of its session is 1.
     (hay,) = store.search_transcripts(replace(query, words=("hay", "3")))
-    assert store.messages_before(hay.stream, hay.version) == 1
+    assert store.messages_before(hay) == 1
 
 
 def _verified(url: str) -> str:
@@ -276,3 +288,324 @@ def test_a_reader_of_the_log_stops_at_a_position_whose_worker_has_not_committed_
             (seal_of_5[1], seal_of_5[0]),
         )
     assert [position for position, _ in store.records_after(4, 100)] == list(range(5, 9))
+
+
+_TABLES = (EVENTS, "sw_saves", "sw_sessions", "sw_work", "sw_session_streams", "sw_runs")
+_CANDIDATES = [f"cron:pair{number}" for number in range(64)]
+
+
+def _placements(schema: str, keys: list[str]) -> dict[str, tuple[frozenset[int], str]]:
+    """Each key's shards (one per distributed table, colocated) and the worker holding
+    them, as Citus's own functions place them."""
+    found: dict[str, tuple[frozenset[int], str]] = {}
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        for key in keys:
+            shards = frozenset(
+                int(row[0])
+                for row in connection.execute(
+                    "SELECT get_shard_id_for_distribution_column(t, %s::text) "
+                    "FROM unnest(%s::regclass[]) AS t",
+                    (key, [f"{schema}.{table}" for table in _TABLES]),
+                ).fetchall()
+            )
+            (node,) = connection.execute(
+                "SELECT DISTINCT n.nodename || ':' || n.nodeport FROM pg_dist_placement p "
+                "JOIN pg_dist_node n USING (groupid) WHERE p.shardid = ANY(%s)",
+                (list(shards),),
+            ).fetchone() or ("",)
+            found[key] = (shards, str(node))
+    return found
+
+
+async def _exchange_commands(
+    citus_url: str, pick: Any
+) -> tuple[list[tuple[str, str]], frozenset[int], str]:
+    """The remote commands of one ``sessions_send`` between two sessions that ``pick``
+    chooses from their placements (reply awaited, the sealer stopped: its passes are
+    its own transactions), and the shards of those two sessions."""
+    gateway = await Gateway.open(
+        config=GatewayConfig.load(
+            {
+                "session": {"agentToAgent": {"maxPingPongTurns": 0}},
+                "tools": {"sessions": {"visibility": "agent"}},
+            }
+        ),
+        store=citus_url,
+        runtime=ScriptedRuntime.from_dict(
+            {"rules": [{"step": "announce", "reply": "ANNOUNCE_SKIP"}, {"reply": "done"}]}
+        ),
+    )
+    try:
+        # A session's rows live under its full key (``cron:x`` is the main agent's).
+        full = _placements(_schema(citus_url), [f"agent:main:{key}" for key in _CANDIDATES])
+        placed = {key: full[f"agent:main:{key}"] for key in _CANDIDATES}
+        source, target = pick(placed)
+        for key in (source, target):
+            await gateway.record_message(key, role="user", content="hi")
+        await gateway.wait_idle()
+        store = store_of(gateway)
+        store.recorder.stop_sealing()
+        with remote_commands(store) as seen:
+            result = await gateway.call_tool(
+                source,
+                "sessions_send",
+                {"sessionKey": target, "message": "m", "timeoutSeconds": 30},
+            )
+            assert result["status"] == "ok", result
+            await gateway.wait_idle()
+    finally:
+        await gateway.close()
+    issued = [(line, detail) for line, detail in seen if line.startswith("issuing ")]
+    assert any(f"{EVENTS}_" in line for line, _ in issued), seen
+    return issued, placed[source][0] | placed[target][0], source
+
+
+def _writes(issued: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The commands that write rows (reads by a stream's id alone still ask every shard:
+    they commit nothing)."""
+    return [
+        (line, detail)
+        for line, detail in issued
+        if re.match(r"issuing (INSERT|UPDATE|DELETE|WITH saved AS \(INSERT)", line)
+    ]
+
+
+def _shards_written(schema: str, issued: list[tuple[str, str]]) -> set[int]:
+    named = re.compile(rf"{re.escape(schema)}\.\"?(?:{'|'.join(_TABLES)})_(\d+)\b")
+    return {int(shard) for line, _ in _writes(issued) for shard in named.findall(line)}
+
+
+_TRACE_MEMBER = re.compile(
+    r"sw_session_streams_\d+ .*VALUES \('trace:[^']*'::text, '(\w+)'::text, '(\w+)'"
+)
+
+
+def _two_phase_commits(issued: list[tuple[str, str]]) -> set[str]:
+    # A prepared participant's gid: citus_<group>_<pid>_<transaction>_<connection>.
+    gids = re.compile(r"PREPARE TRANSACTION 'citus_\d+_(\d+_\d+)_\d+'")
+    return {found for line, _ in issued for found in gids.findall(line)}
+
+
+async def test_an_exchange_within_one_shard_commits_in_one_phase_but_for_its_trace_index(
+    citus_url: str,
+) -> None:
+    """Every statement of an exchange's saves carries the key its rows live under, so an
+    exchange between two sessions of one shard writes to that shard only, but for the
+    rows that index its runs by trace (``trace:<run id>``, a key of their own): a save
+    that makes a run writes one of those, and only those saves commit in two phases
+    (ADR 0062; by run id alone, a run's UPDATE went to every shard, and every save of
+    several events was an INSERT ... SELECT, which Citus commits in two phases)."""
+
+    def same_shard(placed: dict[str, tuple[frozenset[int], str]]) -> tuple[str, str]:
+        first = _CANDIDATES[0]
+        return first, next(k for k in _CANDIDATES[1:] if placed[k][0] == placed[first][0])
+
+    issued, shards, _ = await _exchange_commands(citus_url, same_shard)
+    schema = _schema(citus_url)
+    elsewhere = [
+        line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
+    ]
+    # The trace index's rows, wherever their random trace ids put them (the pair's shard
+    # too, at times).
+    assert all(_TRACE_MEMBER.search(line) for line in elsewhere), elsewhere
+    runs = {
+        stream
+        for line, _ in _writes(issued)
+        for stream, kind in _TRACE_MEMBER.findall(line)
+        if kind == "run"
+    }
+    assert len(runs) == 2, elsewhere  # the target's run, and the requester's reply
+    assert len(_two_phase_commits(issued)) <= len(runs), issued
+
+
+async def test_an_exchange_across_workers_touches_only_its_two_sessions_shards(
+    citus_url: str,
+) -> None:
+    """Across two workers, the saves that write both sessions' rows commit in two
+    phases; no statement writes a third shard but the trace index's rows (ADR 0062)."""
+
+    def two_workers(placed: dict[str, tuple[frozenset[int], str]]) -> tuple[str, str]:
+        first = _CANDIDATES[0]
+        return first, next(k for k in _CANDIDATES[1:] if placed[k][1] != placed[first][1])
+
+    issued, shards, _ = await _exchange_commands(citus_url, two_workers)
+    schema = _schema(citus_url)
+    elsewhere = [
+        line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
+    ]
+    assert all(_TRACE_MEMBER.search(line) for line in elsewhere), elsewhere
+    # Each of the exchange's saves at most once, and some of them (its opening writes
+    # both sessions' rows).
+    saves = [line for line, _ in _writes(issued) if "sw_saves_" in line]
+    assert 0 < len(_two_phase_commits(issued)) <= len(saves), issued
+
+
+def test_an_export_of_a_plain_store_imports_into_a_distributed_one(
+    citus_url: str, tmp_path: Path, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit import`` gives every imported row its stream's shard key, from the stream's
+    first event (as distributing an existing schema does): the log, its chain and the
+    read models come out as on the plain store, spread over the shards (ADR 0062)."""
+    source = f"sqlite:///{tmp_path}/source.db"
+    asyncio.run(populate(source, clock))
+    exported = tmp_path / "log.jsonl"
+    code, _, err = run_cli(
+        capsys, "--store", source, "audit", "export", "--format", "jsonl", "-o", str(exported)
+    )
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, "--json", "--store", citus_url, "audit", "import", str(exported)
+    )
+    assert code == 0, err
+    count = json.loads(out)["imported"]
+    assert count > 10
+    assert f"clean: {count} event(s) checked; head #" in _verified(citus_url)
+    schema = _schema(citus_url)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        rows, keyless, split = (
+            connection.execute(statement).fetchone()
+            for statement in (
+                f'SELECT count(*) FROM "{schema}".{EVENTS}',
+                f'SELECT count(*) FROM "{schema}".{EVENTS} WHERE shard_key IS NULL',
+                # A stream's rows all under one key.
+                f'SELECT count(*) FROM (SELECT originator_id FROM "{schema}".{EVENTS} '
+                "GROUP BY originator_id HAVING count(DISTINCT shard_key) > 1) AS s",
+            )
+        )
+        # A session's own events under its key; the spawn's under its requester's.
+        sessions = connection.execute(
+            f'SELECT s.key, e.shard_key, count(*) FROM "{schema}".{EVENTS} e '
+            f"JOIN \"{schema}\".sw_sessions s ON s.id = replace(e.originator_id::text, '-', '') "
+            "AND s.key = e.shard_key GROUP BY 1, 2 ORDER BY 1"
+        ).fetchall()
+        (spawn,) = connection.execute(
+            f"SELECT id::uuid FROM \"{schema}\".sw_work WHERE kind = 'spawn'"
+        ).fetchone() or (None,)
+        spawns = connection.execute(
+            f'SELECT DISTINCT shard_key FROM "{schema}".{EVENTS} WHERE originator_id = %s',
+            (spawn,),
+        ).fetchall()
+    assert (rows, keyless, split) == ((count,), (0,), (0,))
+    assert [key for key, _, _ in sessions][:2] == [
+        "agent:main:discord:group:dev",
+        "agent:main:main",
+    ]
+    assert len(sessions) == 3  # and the child's
+    assert spawns == [("agent:main:main",)]
+    code, out, err = run_cli(capsys, "--json", "--store", citus_url, "sessions", "list")
+    assert code == 0, err
+    assert len(json.loads(out)["sessions"]) == 3
+
+
+def test_a_sealing_pass_over_one_sessions_rows_is_one_shards_transaction(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """The sealer's UPDATE names the shard keys of the rows it seals, so Citus sends it
+    to their shards only: a pass over one session's rows is no two-phase commit over
+    every shard (ADR 0062)."""
+    store.recorder.stop_sealing()
+    session = opened("agent:main:sealed-alone")
+    store.save(with_message(session, "one"))
+    (placed,) = _placements(_schema(citus_url), ["agent:main:sealed-alone"]).values()
+    with remote_commands(store) as seen:
+        assert store.seal() == 2
+    issued = [(line, detail) for line, detail in seen if line.startswith("issuing ")]
+    updates = [line for line, _ in _writes(issued)]
+    assert updates, issued
+    assert all(
+        line.startswith(f"issuing UPDATE {_schema(citus_url)}.{EVENTS}_") for line in updates
+    )
+    assert _shards_written(_schema(citus_url), issued) <= placed[0], updates
+    assert not _two_phase_commits(issued), issued
+
+
+def test_a_sessions_history_and_a_matchs_index_are_read_from_its_shard(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """Where the session's key is known (a history read by key, a search match), its
+    rows are read with it, from its shard only, not from every shard (ADR 0062)."""
+    key = "agent:main:read-alone"
+    session = with_message(with_message(opened(key), "first words"), "the needle")
+    store.save(session)
+    schema = _schema(citus_url)
+    (placed,) = _placements(schema, [key]).values()
+    named = re.compile(rf"{re.escape(schema)}\.{EVENTS}_(\d+)\b")
+    for window, lines in (
+        (TranscriptWindow(limit=10, include_tools=True), 2),
+        (TranscriptWindow(limit=1, include_tools=True, offset=1), 1),
+    ):
+        with remote_commands(store) as seen:
+            found = store.session_transcript(key, window, lambda _: True)
+        assert found.messages is not None
+        assert len(found.messages) == lines
+        shards = {int(shard) for line, _ in seen for shard in named.findall(line)}
+        assert shards, seen
+        assert shards <= placed[0], seen
+    (match,) = store.search_transcripts(
+        TranscriptSearchQuery(
+            words=("needle",), scopes=(SessionQuery(limit=1),), include_tools=False, limit=4
+        )
+    )
+    with remote_commands(store) as seen:
+        assert store.messages_before(match) == 1
+    shards = {int(shard) for line, _ in seen for shard in named.findall(line)}
+    assert shards, seen
+    assert shards <= placed[0], seen
+
+
+def test_a_work_row_lost_with_its_save_leaves_no_gap_in_the_positions(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """A work row's position is its creation's number, with no gaps, as a rebuild from
+    the log numbers them: one drawn by a save that then failed is drawn again."""
+    work = f'"{_schema(citus_url)}".sw_work'
+    first = opened("agent:main:first")
+    first_run = started_run("agent:main:first")
+    store.save(first, first_run)
+    second = opened("agent:main:second")
+    second_run = started_run("agent:main:second")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # The run's own row already there: the save fails at its work row's insert.
+        connection.execute(
+            f"INSERT INTO {work} (id, kind, status, session_key, position, version, "
+            "created_on, modified_on, state) VALUES (%s, 'run', 'queued', %s, 0, 1, "
+            "'', '', '{}')",
+            (second_run.id.hex, "agent:main:second"),
+        )
+        with pytest.raises(StoreConflict):
+            store.save(second, second_run)
+        connection.execute(f"DELETE FROM {work} WHERE id = %s", (second_run.id.hex,))
+    third_run = started_run("agent:main:third")
+    store.save(opened("agent:main:third"), third_run)
+    with store.reading() as cursor:
+        cursor.execute(f"SELECT id, position FROM {work} ORDER BY position")
+        assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
+            (first_run.id.hex, 1),
+            (third_run.id.hex, 2),
+        ]
+
+
+def test_a_rebuild_that_replaces_the_work_rows_numbers_new_ones_after_them(
+    store: EventSourcedStore, citus_url: str
+) -> None:
+    """``audit rebuild --replace`` puts the rebuilt positions in; new work rows go on
+    from the last of them, not from the counter's number before."""
+    schema = _schema(citus_url)
+    runs = [started_run(f"agent:main:r{number}") for number in range(2)]
+    for number, run in enumerate(runs):
+        store.save(opened(f"agent:main:r{number}"), run)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        # Positions past the rows' own, as a store whose positions skipped numbers has.
+        connection.execute(f'UPDATE "{schema}".sw_work SET position = position + 100')
+        connection.execute(f'UPDATE "{schema}".sw_work_last_position SET position = 102')
+    differences = StoreAuditLog(store).rebuild_and_compare(replace=True)
+    assert differences["work"].changed == 2
+    later = started_run("agent:main:later")
+    store.save(opened("agent:main:later"), later)
+    with store.reading() as cursor:
+        cursor.execute(f'SELECT id, position FROM "{schema}".sw_work ORDER BY position')
+        assert [(row["id"], row["position"]) for row in cursor.fetchall()] == [
+            (runs[0].id.hex, 1),
+            (runs[1].id.hex, 2),
+            (later.id.hex, 3),
+        ]

@@ -126,6 +126,12 @@ def test_every_version_and_forgery_the_issue_names_has_a_vector() -> None:
             "unsigned-field",
         ):
             assert f"{name}-bundle-{forgery}" in files
+    # A store distributed by session (ADR 0067): statement v4, shards in the export only.
+    for genuine in ("v4shards-statement-v4-export", "v4shards-statement-v4-bundle"):
+        assert f"genuine/{genuine}.jsonl" in files
+    for forgery in ("shard-forged", "shard-dropped", "shards-stripped", "shards-root-resigned"):
+        assert f"forged/v4shards-export-{forgery}.jsonl" in files
+    assert "forged/v4shards-bundle-sharded.jsonl" in files
 
 
 def test_the_second_verifier_reads_nothing_of_sessionwire() -> None:
@@ -175,6 +181,7 @@ def _mutations(lines: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, An
         "v3rows-statement-v3-bundle",
         "v2batches-statement-v2-bundle",
         "v3forks-statement-v3-export",
+        "v4shards-statement-v4-export",
     ],
 )
 def test_both_verifiers_agree_on_single_changes_to_a_genuine_bundle(name: str) -> None:
@@ -188,7 +195,8 @@ def test_both_verifiers_agree_on_single_changes_to_a_genuine_bundle(name: str) -
     lines = [
         json.loads(line) for line in (VECTORS / f"genuine/{name}.jsonl").read_text().splitlines()
     ]
-    store = name.split("-statement")[0]
+    # The distributed store's files are the first store's log (make_vectors.py).
+    store = name.split("-statement")[0].replace("v4shards", "v3rows")
     options: dict[str, Any] = {
         "trusted_key": _public(str(VECTORS / "key.pub")),
         "expect_head": bytes.fromhex((VECTORS / f"genuine/{store}.head").read_text().strip()),
@@ -311,8 +319,32 @@ def test_order_and_members_examples() -> None:
         assert data.hex() == fields["leaf_data_hex"]
 
 
+def test_shard_examples() -> None:
+    """§3.8 and §3.9, reproduced from their fields by the domain and by the second verifier."""
+    from sessionwire.domain.checkpoint import ShardHead
+    from sessionwire.domain.hash_chain import shard_log_hash
+
+    example = _example("shard_hash")
+    _sha_matches(example)
+    fields = example["fields"]
+    args = (
+        bytes.fromhex(fields["previous"]),
+        fields["notification_id"],
+        bytes.fromhex(fields["stream_hash"]),
+    )
+    assert shard_log_hash(*args).hex() == example["digest_hex"] == spec.shard_hash(*args).hex()
+    example = _example("shard_head_leaf")
+    _sha_matches(example)
+    fields = example["fields"]
+    head = ShardHead(fields["shard"], fields["size"], bytes.fromhex(fields["shard_hash"]))
+    assert head.leaf().hex() == example["digest_hex"]
+    data = spec.shard_head_data(head.shard, head.size, head.shard_hash)
+    assert data.hex() == fields["leaf_data_hex"]
+    assert spec.leaf(data).hex() == example["digest_hex"]
+
+
 def test_statement_examples_are_the_signed_bytes() -> None:
-    for version in (1, 2, 3):
+    for version in (1, 2, 3, 4):
         example = _example(f"statement_v{version}")
         shown = example["fields"]["statement"]
         statement = Statement.from_json(shown)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import psycopg
 import pytest
+from postgres_server import POSTGRES_URL
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.application import context as tool_context
@@ -15,8 +18,8 @@ from sessionwire.application.context import ToolContext
 from sessionwire.testing import VirtualClock
 
 OTHER = "agent:main:discord:group:ops"
-VIEWS = ("memory", "sqlite")
-"""The stores that keep the views (PostgreSQL renders on read: ADR 0054, not done)."""
+VIEWS = ("memory", "sqlite", "postgresql")
+"""The stores that keep the views (all but Citus, ADR 0054)."""
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "[WhatsApp +1555 2026-01-01 10:00] hi there\n[message_id: a1]"},
@@ -44,6 +47,28 @@ READS: list[dict[str, Any]] = [
 @pytest.fixture
 def config() -> GatewayConfig:
     return GatewayConfig.load(before_scopes())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A store of its own that a test opens and reopens (under other configs)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/views.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def run_sql(store: str, *statements: str) -> None:
+    """``statements`` run on ``store``'s tables directly (as another program would)."""
+    if store.startswith("sqlite:///"):
+        with sqlite3.connect(store.removeprefix("sqlite:///")) as connection:
+            for statement in statements:
+                connection.execute(statement)
+        return
+    schema = parse_qs(urlsplit(store).query)["schema"][0]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(f'SET search_path TO "{schema}"')
+        for statement in statements:
+            connection.execute(statement)
 
 
 async def record(gateway: Gateway, key: str, messages: list[dict[str, Any]]) -> None:
@@ -106,9 +131,8 @@ async def test_a_read_concatenates_the_stored_views(
 
 
 async def test_views_rendered_under_other_patterns_are_rendered_again(
-    tmp_path: Any, clock: VirtualClock
+    store: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = f"sqlite:///{tmp_path}/views.db"
     plain = GatewayConfig.load(before_scopes())
     gateway = await Gateway.open(config=plain, store=store, clock=clock)
     await gateway.record_message(OTHER, role="user", content="my pin is swordfish-4711 ok")
@@ -130,6 +154,13 @@ async def test_views_rendered_under_other_patterns_are_rendered_again(
             "my pin is [redacted:configured] ok",
             "and [redacted:configured] too",
         ]
+        with monkeypatch.context() as patched:
+            no_rendering_on_read(patched)
+            newest = await gateway.call_tool(
+                "main", "sessions_history", {"sessionKey": OTHER, "limit": 1}
+            )
+        assert newest["messages"] == last["messages"][-1:]
+        assert newest["contentRedacted"] is True
     finally:
         await gateway.close()
     # Back under the first config: the masked views are not its, the lines are shown.
@@ -146,18 +177,30 @@ async def test_views_rendered_under_other_patterns_are_rendered_again(
 
 
 async def test_messages_written_before_the_views_are_rendered_on_read(
-    tmp_path: Any, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+    store: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = f"sqlite:///{tmp_path}/old.db"
     config = GatewayConfig.load(before_scopes())
     gateway = await Gateway.open(config=config, store=store, clock=clock)
     await record(gateway, OTHER, MESSAGES)
     expected = await rendered_on_read(gateway, monkeypatch, "main", {"sessionKey": OTHER})
     await gateway.close()
-    # As a store written before the views left it: no views, no span of them.
-    with sqlite3.connect(f"{tmp_path}/old.db") as connection:
-        connection.execute("DELETE FROM sw_history_views")
-        connection.execute("UPDATE sw_sessions SET view_stamp = NULL, view_since = NULL")
+    # As a store written before the views left it: no views, no span of them (a
+    # PostgreSQL schema: not the table, the columns, nor the save function that writes
+    # them, which the store adds when it opens it).
+    if store.startswith("sqlite"):
+        run_sql(
+            store,
+            "DELETE FROM sw_history_views",
+            "UPDATE sw_sessions SET view_stamp = NULL, view_since = NULL",
+        )
+    else:
+        run_sql(
+            store,
+            "DROP TABLE sw_history_views",
+            "ALTER TABLE sw_sessions DROP COLUMN view_stamp, DROP COLUMN view_since, "
+            "DROP COLUMN view_upto",
+            "UPDATE sw_format SET value = 1 WHERE name = 'functions'",
+        )
     gateway = await Gateway.open(config=config, store=store, clock=clock)
     try:
         assert await gateway.call_tool("main", "sessions_history", {"sessionKey": OTHER}) == (
@@ -177,13 +220,13 @@ async def test_messages_written_before_the_views_are_rendered_on_read(
 
 
 async def test_a_message_written_without_views_breaks_the_span(
-    tmp_path: Any, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+    store: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # An older sessionwire on the same file (a rolled-back deploy) writes its messages
+    # An older sessionwire on the same store (a rolled-back deploy) writes its messages
     # and moves the session row's version, but keeps no views: none may be trusted then.
+    # On PostgreSQL it calls the newer save function, with no views and no span.
     from sessionwire.adapters.store.read_models import SqlReadModel
 
-    store = f"sqlite:///{tmp_path}/mixed.db"
     config = GatewayConfig.load(before_scopes())
     gateway = await Gateway.open(config=config, store=store, clock=clock)
     try:
@@ -191,6 +234,7 @@ async def test_a_message_written_without_views_breaks_the_span(
         with monkeypatch.context() as older:
             older.setattr(SqlReadModel, "_write_views", lambda self, cursor, stored: {})
             older.setattr(SqlReadModel, "_views_set", lambda self, row, since: ("", ()))
+            older.setattr(SqlReadModel, "narrow_views", lambda self, row, stored: {})
             await gateway.record_message(OTHER, role="user", content="AKIAIOSFODNN7EXAMPLE")
         answer = await gateway.call_tool("main", "sessions_history", {"sessionKey": OTHER})
         assert answer["messages"][1]["content"][0]["text"] == "[redacted:aws-access-key]"
@@ -211,3 +255,26 @@ async def test_a_message_written_without_views_breaks_the_span(
         assert rendered == [1]
     finally:
         await gateway.close()
+
+
+async def test_a_batch_into_a_session_is_read_from_its_views(
+    gateway: Gateway, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not store_url.startswith(VIEWS):
+        pytest.skip("this store renders the lines on read")
+    # A session that exists: the batch's save updates its row (PostgreSQL: one call of
+    # the save function with every event, ``sw_append_many``).
+    await gateway.record_message(OTHER, role="user", content="first", channel="discord")
+    await gateway.record_many(OTHER, MESSAGES, channel="discord")
+    expected = {
+        requester: await rendered_on_read(
+            gateway, monkeypatch, requester, {"sessionKey": OTHER, "includeTools": True}
+        )
+        for requester in ("main", OTHER)
+    }
+    no_rendering_on_read(monkeypatch)
+    for requester, answer in expected.items():
+        params = {"sessionKey": OTHER, "includeTools": True}
+        assert await gateway.call_tool(requester, "sessions_history", params) == answer
+    assert len(expected["main"]["messages"]) == 1 + len(MESSAGES)
+    assert expected["main"]["contentRedacted"] is True

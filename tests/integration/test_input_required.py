@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sessionwire import Gateway, GatewayConfig, InputRequest, RunReply, RunRequest
 from sessionwire.adapters.testkit.internals import internals, store_of
-from sessionwire.application.tools.params import MAX_SEND_MESSAGE_CHARS
+from sessionwire.application.tools.run_params import MAX_SEND_MESSAGE_CHARS
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from reader_trips import count_reads_of
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.testkit.internals import store_of
@@ -165,3 +166,20 @@ async def test_a_nested_child_is_in_every_spawners_tree(
         ] == third
     finally:
         await gw.close()
+
+
+async def test_a_spawn_reads_as_much_after_many_children_as_the_first(
+    store_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Finished children stay the requester's until archived (an hour): the cap counts
+    # the spawns still running, not a read per child, so the eighth spawn (past the
+    # default cap of 5 children, all finished) makes the reads the first made.
+    async with gateway(store_url, clock, {}) as (gw, _):
+        reads = count_reads_of("sessions_spawn", monkeypatch, gw)
+        for n in range(8):
+            assert (await gw.call_tool("main", "sessions_spawn", {"task": f"t{n}"}))[
+                "status"
+            ] == "accepted"
+            await gw.wait_idle()
+        assert len(reads) == 8
+        assert reads[-1] == reads[0], reads

@@ -3,12 +3,13 @@
 An exchange's run steps, turn records and messages are saved together: a process
 manager's step on a run's end (the exchange's reply, its loop's end, the start of its
 announce run, and its dispatch when it runs in the same session; a spawn's child
-outcome) commits with that end, not in saves of its own.
+outcome, with the start and dispatch of its announce run in the child's session)
+commits with that end, not in saves of its own.
 Counted here per store transaction the gateway asks for (each one commit: one step's
 saves come one after another, so nothing groups them), on every store.
 
 Before ADR 0057 one ``sessions_send`` exchange (no ping-pong, announce skipped) was 10
-commits, one spawn 9; now 4 and 7.
+commits, one spawn 9; now 4 and 5.
 """
 
 from __future__ import annotations
@@ -167,25 +168,53 @@ async def test_with_a_trace_budget_the_next_run_is_admitted_in_a_commit_of_its_o
     assert "RunStarted" not in commits.with_event("RoundOneReplied")
 
 
-async def test_a_spawn_is_seven_commits_the_child_outcome_with_the_childs_end(
+async def spawn_one(gateway: Gateway) -> None:
+    result = await gateway.call_tool("main", "sessions_spawn", {"task": "t"})
+    assert result["status"] == "accepted", result
+
+
+async def test_a_spawn_is_five_commits_the_announce_run_started_with_the_childs_end(
     store_url: str,
 ) -> None:
-    async def spawn() -> None:
-        result = await gateway.call_tool("main", "sessions_spawn", {"task": "t"})
-        assert result["status"] == "accepted", result
-
     async with opened(store_url, {}) as gateway:
-        commits = await counted(gateway, spawn)
+        commits = await counted(gateway, lambda: spawn_one(gateway))
+    # The start; the child's dispatch; its end with the spawn's outcome and the announce
+    # run's start and dispatch (in the child's session: its actor runs it next, in the
+    # same lock hold); the announce's end with its reply; the report.
+    assert len(commits.saves) == 5, commits.saves
+    assert commits.with_event("SubagentRunEnded") == [
+        "RunCompleted",
+        "MessageAppended",
+        "MessageAppended",
+        "RunStarted",
+        "RunDispatched",
+        "SubagentRunEnded",
+        "SubagentAnnounceRequested",
+    ]
+    assert commits.with_event("SubagentAnnounceReplied") == [
+        "RunCompleted",
+        "MessageAppended",
+        "SubagentAnnounceReplied",
+    ]
+
+
+async def test_with_a_trace_budget_a_spawns_announce_run_is_admitted_after_the_childs_end(
+    store_url: str,
+) -> None:
+    # As an exchange's next run: the admission counts the trace's recorded usage, which
+    # must hold the child's, so the announce run starts (and is dispatched) after it.
+    config = {"session": {"agentToAgent": {"budget": {"maxRuns": 10}}}}
+    async with opened(store_url, config) as gateway:
+        commits = await counted(gateway, lambda: spawn_one(gateway))
     assert len(commits.saves) == 7, commits.saves
     assert commits.with_event("SubagentRunEnded") == [
         "RunCompleted",
         "MessageAppended",
         "SubagentRunEnded",
     ]
-    assert commits.with_event("SubagentAnnounceReplied") == [
-        "RunCompleted",
-        "MessageAppended",
-        "SubagentAnnounceReplied",
+    assert commits.with_event("SubagentAnnounceRequested") == [
+        "RunStarted",
+        "SubagentAnnounceRequested",
     ]
 
 
@@ -205,8 +234,8 @@ async def test_a_yield_and_its_wake(store_url: str) -> None:
     # starts the woken turn in the same commit.
     assert yielding == [["RunYielded"], ["YieldWoken", "RunStarted"]], commits.saves
     # Exchange 3 (no announce: the yielding turn said nothing), the child's
-    # spawn 7, the yield 2 and the woken turn's dispatch and end 2.
-    assert len(commits.saves) == 14, commits.saves
+    # spawn 5, the yield 2 and the woken turn's dispatch and end 2.
+    assert len(commits.saves) == 12, commits.saves
 
 
 async def test_a_reaction_that_cannot_read_leaves_the_step_to_the_driver(

@@ -73,9 +73,9 @@ def impatient(store: EventSourcedStore) -> None:
     read_model: Any = store.read_model
     original = read_model.write
 
-    def first_in_the_transaction(cursor: Any, changes: Any) -> None:
+    def first_in_the_transaction(cursor: Any, changes: Any, stored: Any = ()) -> None:
         cursor.execute("SET LOCAL lock_timeout = '1ms'")
-        original(cursor, changes)
+        original(cursor, changes, stored)
 
     read_model.write = first_in_the_transaction
 

@@ -106,14 +106,16 @@ def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
     session = opened("agent:main:a")
     store.save(session)
     other = opened("agent:main:b")
-    # Its event inserts fine; a session row already there fails the save after it.
+    # Its event inserts fine; a session row already there fails the save after it. The
+    # row has the session's key as well as its id: on Citus the key is the distribution
+    # column, part of every unique key (ADR 0051).
     schema = postgres_url.split("schema=")[1].split("&")[0]
     with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
         connection.execute(
-            f"INSERT INTO \"{schema}\".sw_sessions SELECT %s, key || 'b', session_id, "
+            f'INSERT INTO "{schema}".sw_sessions SELECT %s, %s, session_id, '
             "agent_id, kind, label, spawned_by, status, updated_at, version, created_on, "
             f'modified_on, state FROM "{schema}".sw_sessions',
-            (other.id.hex,),
+            (other.id.hex, "agent:main:b"),
         )
     with pytest.raises(StoreConflict):
         store.save(with_message(other, "lost"))

@@ -80,18 +80,20 @@ async def test_a_send_from_a_turn_reads_four_times_under_a_trace_budget(
         assert in_turn == ["_earlier_records", "_count", "session", "_requester_and_target"]
 
 
-async def test_a_send_and_what_it_sets_going_read_thirteen_times(
+async def test_a_send_and_what_it_sets_going_read_twelve_times(
     store_url: str, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Until the gateway is idle: the send's two reads; its run's load and its outcome's;
     # the exchange's loads (each step looks afresh: exactly once across gateways), the
-    # announce run's (absent, its target's send policy, its load and its outcome's).
-    # Neither the run's turn nor a wait reads again what was just read. 13 since ADR 0057
-    # moved the exchange's steps into its runs' commits (14 before).
+    # announce run's (absent, its load and its outcome's). Neither the run's turn nor a
+    # wait reads again what was just read, nor does the announce run's send policy: it
+    # is decided on the target's session the reply's unit of work holds. 13 since ADR
+    # 0057 moved the exchange's steps into its runs' commits (14 before), 12 since that
+    # policy check stopped reading the session again.
     async with gateway(store_url, clock) as gw:
         reads = count_reads(gw, monkeypatch)
         await gw.call_tool(REQ, "sessions_send", SEND_TO_MAIN)
         await gw.wait_idle()
-        assert len(reads) == 13, repr(reads)
+        assert len(reads) == 12, repr(reads)
         assert reads.count("work") == 10
-        assert reads.count("session") == 2
+        assert reads.count("session") == 1

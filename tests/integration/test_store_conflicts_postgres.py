@@ -54,11 +54,11 @@ def test_a_conflict_answered_while_the_save_is_still_sending_is_a_conflict(
         # psycopg then reads the refusal while sending them, as on a loaded machine.
         write = second.read_model.write
 
-        def late_write(cursor: Any, changes: Any) -> None:
+        def late_write(cursor: Any, changes: Any, stored: Any = ()) -> None:
             # The save runs in one pipeline: the refusal of its events is back before
             # the rest is sent.
             _until_answered(cursor.connection)
-            write(cursor, changes)
+            write(cursor, changes, stored)
 
         second.read_model.write = late_write  # type: ignore[method-assign]
         stale.append_message(_message("second writer"), at=NOW)

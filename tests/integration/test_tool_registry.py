@@ -25,7 +25,7 @@ from sessionwire.adapters.telemetry.prometheus import PrometheusTelemetry
 from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.ports.telemetry import ToolSpan
 from sessionwire.application.tools.params import ToolParams, wire
-from sessionwire.application.tools.registry import REGISTRY, ToolRegistry, ToolSpec
+from sessionwire.application.tools.registry import READS, REGISTRY, ToolRegistry, ToolSpec
 from sessionwire.application.tools.results import ToolResult
 from sessionwire.application.tools.schemas import parameters_schema
 from sessionwire.testing import VirtualClock
@@ -142,11 +142,25 @@ def test_a_tool_is_registered_once_with_its_own_parameters() -> None:
         ToolSpec(
             name="sessions_list",
             description="",
-            params=REGISTRY["sessions_history"].params,
+            params=REGISTRY["sessions_history"].params_model,
             results=(),
             hints=spec.hints,
             subagents="denied",
         )
+
+
+def test_a_parameters_topic_is_checked_when_it_is_first_used() -> None:
+    # Named by topic (built on use, issue 38 item 7): the model's tool is checked then.
+    spec = ToolSpec(
+        name="sessions_list",
+        description="",
+        params="sessionwire.application.tools.params:SessionsHistoryParams",
+        results=(),
+        hints=READS,
+        subagents="denied",
+    )
+    with pytest.raises(ValueError, match="sessions_history's"):
+        spec.entry()
 
 
 class ProbeToolParams(ToolParams):
@@ -177,7 +191,7 @@ def test_a_new_tool_is_one_entry_the_derived_tables_take_up() -> None:
     assert [s.name for s in grown.on("reader")] == READERS
     assert grown.catalogue.known == (*OPENCLAW, *RUN_OFFERED, "sessions_probe")
     assert "sessions_probe" in grown.catalogue.denied
-    assert parameters_schema(spec.params)["properties"] == {
+    assert parameters_schema(spec.params_model)["properties"] == {
         "query": {"type": "string", "maxLength": 64, "description": "What to look for."}
     }
 

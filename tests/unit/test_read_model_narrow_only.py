@@ -5,10 +5,13 @@ amendment "a message's save is one statement")."""
 from __future__ import annotations
 
 from dataclasses import replace
+from uuid import UUID
 
+import orjson
 from sessionwire.adapters.store.event_store import no_kind
 from sessionwire.adapters.store.postgres import postgres_dialect
 from sessionwire.adapters.store.read_models import SqlReadModel
+from sessionwire.adapters.store.serialisation import StoredMessage
 from sessionwire.application.projection import ReadModelChanges, SessionRow, StreamMember
 from store_sessions import opened
 
@@ -68,3 +71,41 @@ def test_the_same_update_by_column_names_only_the_changed_columns() -> None:
     }
     other = replace(ROW, id=opened("agent:main:b").id)
     assert MODEL.narrow_row(ReadModelChanges(rows={ROW.id: ROW, other.id: other})) is None
+
+
+def _message(stream: UUID, version: int, text: str) -> StoredMessage:
+    """A v3 message record as the mapper stores it: the line after ``{"message":``."""
+    line = orjson.dumps({"role": "user", "content": [{"type": "text", "text": text}]})
+    return StoredMessage(
+        originator_id=stream,
+        originator_version=version,
+        topic="message",
+        state=b'{"message":' + line + b',"t":0}',
+        role="user",
+        body=len(line),
+    )
+
+
+def test_with_history_views_the_update_carries_the_span_and_the_views() -> None:
+    # ADR 0054 on PostgreSQL: the save function sets the row's span from these keys and
+    # inserts the views that are not their lines (an envelope cleaned away here).
+    views = SqlReadModel(
+        POSTGRES, kind_of=no_kind, transcript_in_log=True, session_columns=True, history_views=True
+    )
+    changes = ReadModelChanges(rows={ROW.id: ROW})
+    plain = _message(SESSION.id, 2, "plain words only")
+    envelope = "[WhatsApp +1555 2026-01-01 10:00] hi there\n[message_id: a1]"
+    enveloped = _message(SESSION.id, 2, envelope)
+    found = views.narrow_row(changes, [plain])
+    assert found is not None
+    assert (found["view_stamp"], found["view_since"], "views" in found) == (views.stamp, 2, False)
+    found = views.narrow_row(changes, [enveloped])
+    assert found is not None
+    ((version, own, other, exact),) = found["views"]
+    assert (version, other, exact) == (2, None, 0)
+    assert orjson.loads(own)["content"][0]["text"] == "hi there"
+    # A save with no message carries a whole span on; one with another session's
+    # message is written by statements (``write`` breaks that session's span).
+    assert views.narrow_row(changes) == {**MODEL.narrow_row(changes), "view_keep": True}
+    stranger = _message(opened("agent:main:b").id, 2, "plain words only")
+    assert views.narrow_row(changes, [plain, stranger]) is None

@@ -7,6 +7,7 @@ from uuid import UUID
 
 from sessionwire.application.projection import changed_fields, project
 from sessionwire.domain.session import MessageOrigin, Session, SessionState
+from sessionwire.domain.spawn import Spawn
 from sessionwire.domain.transcript import TranscriptMessage
 
 OPENED = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -88,3 +89,32 @@ def test_changed_fields_compares_values_not_identity() -> None:
     assert changed_fields(state, moved) == {"message_count"}
     assert changed_fields(state, rebuilt) == {"label"}
     assert changed_fields(None, state) is None
+
+
+def test_a_spawns_run_links_name_the_childs_session_the_runs_run_in() -> None:
+    # Its rows (sw_runs) are the child's: a store sharded by session key updates them in
+    # the child's shard (ADR 0062), for the child's first run and its announce run alike.
+    child = "agent:main:subagent:c1"
+    spawn = Spawn.spawn(
+        run_id=UUID(int=1),
+        child_key=child,
+        agent_id="main",
+        requester_key="agent:main:main",
+        requester_display="main",
+        task="sum up",
+        label=None,
+        model=None,
+        run_timeout_seconds=0,
+        cleanup="keep",
+        archive_after_minutes=60,
+        at=OPENED,
+    )
+    opened = project([spawn], spawn.collect_events())
+    spawn.request_announce(UUID(int=2), at=OPENED + timedelta(seconds=5))
+    announced = project([spawn], spawn.collect_events())
+    assert [(link.run_id, link.session_key) for link in opened.run_links] == [
+        (str(UUID(int=1)), child)
+    ]
+    assert [(link.run_id, link.session_key) for link in announced.run_links] == [
+        (str(UUID(int=2)), child)
+    ]
