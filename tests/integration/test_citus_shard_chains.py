@@ -11,13 +11,16 @@ sealed log's order, not from the sealer's code."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from audit_rig import populate, run_cli
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from postgres_server import POSTGRES_URL
 from psycopg import sql
@@ -32,6 +35,7 @@ from sessionwire.application.audit.checkpoint import (
 from sessionwire.application.audit.verify import verify
 from sessionwire.domain.checkpoint import ShardHead, shards_root
 from sessionwire.domain.hash_chain import GENESIS, ShardLink, shard_log_hash
+from sessionwire.testing import VirtualClock
 from store_sessions import opened, with_message
 
 EVENTS = "sessionwire_events"
@@ -327,3 +331,41 @@ def test_a_schema_distributed_before_the_shard_chains_gets_them_on_upgrade(
         assert report.clean, report.findings
     finally:
         upgraded.close()
+
+
+def test_records_imported_into_a_distributed_schema_precede_the_shard_chains(
+    citus_url: str, tmp_path: Path, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An import (ADR 0062) writes sealed records with no shard chain; each shard's chain
+    begins at its first record sealed after them, and verify follows the shards from
+    the first sealed record with a shard (as the evidence format does)."""
+    source = f"sqlite:///{tmp_path}/source.db"
+    asyncio.run(populate(source, clock))
+    exported = tmp_path / "log.jsonl"
+    code, _, err = run_cli(
+        capsys, "--store", source, "audit", "export", "--format", "jsonl", "-o", str(exported)
+    )
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "--store", citus_url, "audit", "import", str(exported))
+    assert code == 0, err
+    imported = len(_stored_chains(citus_url))
+    store = EventSourcedStore(citus_url, kind_of=no_kind)
+    try:
+        _saved(store, 4, prefix="after")
+        _sealed(store)
+        stored = _stored_chains(citus_url)
+        assert [link for _, link in stored[:imported]] == [None] * imported
+        later = [link for _, link in stored[imported:] if link is not None]
+        assert len(later) == 8
+        # Each shard's log starts at its first record sealed after the import.
+        firsts: dict[int, int] = {}
+        for link in later:
+            firsts.setdefault(link.shard, link.seq)
+        assert set(firsts.values()) == {1}
+        log = StoreAuditLog(store)
+        key = Ed25519PrivateKey.generate()
+        assert make_checkpoint(log, key, now=NOW).checkpoint.statement.version == 4
+        report = verify(log, trusted_key=raw_public_key(key))
+        assert report.clean, report.findings
+    finally:
+        store.close()
