@@ -32,7 +32,7 @@ the gateway's saves (store transactions), and the two-phase commits it started (
 none is removed). Medians of the rounds. The cluster's CPU is shared with whatever else
 runs on the machine: CPU time, not wall time, is the figure.
 
-    .venv/bin/python benchmarks/bench_citus.py --url postgresql://postgres@127.0.0.1:56432/postgres
+    .venv/bin/python benchmarks/bench_citus.py --url postgresql://postgres@127.0.0.1:26432/postgres
         [--rounds 3] [--appends 60] [--exchanges 8] [--out FILE]
 """
 
@@ -281,7 +281,7 @@ async def _open_and_close(url: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:56432/postgres")
+    parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:26432/postgres")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--appends", type=int, default=60)
     parser.add_argument("--exchanges", type=int, default=8)

@@ -1,7 +1,7 @@
 """The PostgreSQL server the tests use, and whether it can be reached.
 
 ``SESSIONWIRE_TEST_POSTGRES`` names the server, and may carry store options in its query
-(``postgresql://postgres@127.0.0.1:56432/postgres?distribution=citus``: CI's run on a
+(``postgresql://postgres@127.0.0.1:26432/postgres?distribution=citus``: CI's run on a
 Citus cluster). The tests connect to ``POSTGRES_URL``, the server without them (libpq
 knows no such option), and make every store URL with ``schema_url``, which adds them.
 

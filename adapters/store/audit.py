@@ -38,7 +38,13 @@ from sessionwire.application.ports.audit_log import (
 )
 from sessionwire.application.projection import Replay, ReplayFailed
 from sessionwire.domain.base import Aggregate, DomainEvent
-from sessionwire.domain.checkpoint import Checkpoint, StreamHead, sort_heads
+from sessionwire.domain.checkpoint import (
+    Checkpoint,
+    ShardHead,
+    StreamHead,
+    sort_heads,
+    sort_shard_heads,
+)
 from sessionwire.domain.exchange import Exchange, ExchangeState
 from sessionwire.domain.hash_chain import ChainLink, RecordContent
 from sessionwire.domain.run import Run, RunState
@@ -148,6 +154,10 @@ class StoreAuditLog(AuditLog):
     def stream_heads(self, head: SealedHead) -> list[StreamHead]:
         with self._reading() as cursor:
             return sort_heads(self.chain.stream_heads(cursor, head.size))
+
+    def shard_heads(self, size: int) -> list[ShardHead]:
+        with self._reading() as cursor:
+            return sort_shard_heads(self.chain.shard_heads(cursor, size))
 
     def record_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._writing() as cursor:

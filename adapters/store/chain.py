@@ -26,6 +26,7 @@ from sessionwire.domain.hash_chain import (
     LogHead,
     RecordContent,
     Seal,
+    ShardLink,
     first_version,
     is_batch,
     seal,
@@ -37,14 +38,20 @@ if TYPE_CHECKING:
     # (a replay, the live stream, an audit command): a store opened to list sessions
     # reads none (issue 38 item 7).
     from sessionwire.application.ports.audit_log import CheckedRecord, StoredRecord
-    from sessionwire.domain.checkpoint import Checkpoint, StreamHead
+    from sessionwire.domain.checkpoint import Checkpoint, ShardHead, StreamHead
 
 PAGE = 1_000
 STREAM_HEADS = 10_000
 
 
 # Columns of the checkpoints table added after it was first made, for older tables.
-CHECKPOINT_COLUMNS_ADDED = ("sessions_root BLOB", "heads_count BIGINT", "sessions_count BIGINT")
+CHECKPOINT_COLUMNS_ADDED = (
+    "sessions_root BLOB",
+    "heads_count BIGINT",
+    "sessions_count BIGINT",
+    "shards_root BLOB",
+    "shards_count BIGINT",
+)
 
 
 def _count(value: Any) -> int | None:
@@ -74,6 +81,7 @@ class SqlChain:
         # save that continues one needs no read. Filled by committed(), after the commit.
         self._heads: OrderedDict[UUID, tuple[int, bytes]] = OrderedDict()
         self._heads_lock = threading.Lock()
+        self._record_columns = self._RECORD_COLUMNS + self.shard_columns("c.")
 
     def create_statements(self) -> list[str]:
         return [self.table_statement(), *self.index_statements()]
@@ -131,12 +139,14 @@ class SqlChain:
             f"log_size BIGINT NOT NULL, log_hash {t.blob_type} NOT NULL, "
             f"heads_root {t.blob_type} NOT NULL, time TEXT NOT NULL, key_id TEXT NOT NULL, "
             f"public_key {t.blob_type} NOT NULL, signature {t.blob_type} NOT NULL, "
-            f"sessions_root {t.blob_type}, heads_count BIGINT, sessions_count BIGINT)"
+            f"sessions_root {t.blob_type}, heads_count BIGINT, sessions_count BIGINT, "
+            f"shards_root {t.blob_type}, shards_count BIGINT)"
         ]
         if t.xact_column:
             # PostgreSQL: a table made before the sessions' membership was signed (ADR
-            # 0036 §7), or before the statement signed its trees' sizes (ADR 0041), gets
-            # the columns (SQLite: sqlite.py adds them when missing).
+            # 0036 §7), before the statement signed its trees' sizes (ADR 0041) or the
+            # shards' heads (ADR 0067), gets the columns (SQLite: sqlite.py adds them when
+            # missing).
             statements += [
                 f"ALTER TABLE {t.checkpoints} ADD COLUMN IF NOT EXISTS "
                 + column.replace("BLOB", t.blob_type)
@@ -298,8 +308,9 @@ class SqlChain:
         statement = checkpoint.statement
         cursor.execute(
             f"INSERT INTO {self.t.checkpoints} (log_size, log_hash, heads_root, time, key_id, "
-            f"public_key, signature, sessions_root, heads_count, sessions_count) "
-            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
+            f"public_key, signature, sessions_root, heads_count, sessions_count, "
+            f"shards_root, shards_count) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
             (
                 statement.log_size,
                 statement.log_hash,
@@ -311,6 +322,8 @@ class SqlChain:
                 statement.sessions_root,
                 statement.heads_count,
                 statement.sessions_count,
+                statement.shards_root,
+                statement.shards_count,
             ),
             **self.write_options,
         )
@@ -360,6 +373,11 @@ class SqlChain:
             for row in cursor.fetchall()
         ]
 
+    def shard_heads(self, cursor: Cursor, size: int) -> list[ShardHead]:
+        """Each shard's head among the first ``size`` records of the sealed log, in no
+        set order: none for a store of one log (ADR 0067: Citus keeps one per shard)."""
+        return []
+
     def checkpoints(self, cursor: Cursor, *, limit: int) -> list[Checkpoint]:
         """The latest ``limit`` recorded checkpoints, newest first."""
         from sessionwire.domain.checkpoint import Checkpoint, Statement
@@ -367,7 +385,8 @@ class SqlChain:
         m = self.t.marker
         cursor.execute(
             "SELECT log_size, log_hash, heads_root, time, key_id, public_key, signature, "
-            f"sessions_root, heads_count, sessions_count FROM {self.t.checkpoints} "
+            f"sessions_root, heads_count, sessions_count, shards_root, shards_count "
+            f"FROM {self.t.checkpoints} "
             f"ORDER BY id DESC LIMIT {m}",
             (limit,),
         )
@@ -385,6 +404,9 @@ class SqlChain:
                     # Both or neither: a version-3 statement (ADR 0041).
                     heads_count=_count(row["heads_count"]),
                     sessions_count=_count(row["sessions_count"]),
+                    # Both or neither: a version-4 statement (ADR 0067).
+                    shards_root=(None if row["shards_root"] is None else bytes(row["shards_root"])),
+                    shards_count=_count(row["shards_count"]),
                 ),
                 public_key=bytes(row["public_key"]),
                 signature=bytes(row["signature"]),
@@ -410,7 +432,8 @@ class SqlChain:
         cursor.execute(
             f"SELECT e.{t.position} AS n, e.originator_id, e.originator_version, e.topic, "
             "e.state, c.notification_id AS c_n, c.originator_id AS c_id, "
-            "c.originator_version AS c_version, c.stream_hash, c.log_hash, c.log_seq, "
+            "c.originator_version AS c_version, c.stream_hash, c.log_hash, c.log_seq"
+            f"{self.shard_columns('c.')}, "
             f"p.stream_hash AS previous_hash, pe.{t.position} AS previous_n "
             f"FROM {t.events} e "
             f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
@@ -466,7 +489,8 @@ class SqlChain:
         m = self.t.marker
         cursor.execute(
             "SELECT notification_id AS c_n, originator_id AS c_id, originator_version AS "
-            f"c_version, stream_hash, log_hash, log_seq FROM {self.t.chain} "
+            f"c_version, stream_hash, log_hash, log_seq{self.shard_columns('')} "
+            f"FROM {self.t.chain} "
             f"WHERE notification_id > {m} AND notification_id <= {m} "
             f"ORDER BY notification_id LIMIT {m}",
             (after, stop, PAGE),
@@ -482,7 +506,8 @@ class SqlChain:
         m = self.t.marker
         cursor.execute(
             "SELECT notification_id AS c_n, originator_id AS c_id, originator_version AS "
-            f"c_version, stream_hash, log_hash, log_seq FROM {self.t.chain} "
+            f"c_version, stream_hash, log_hash, log_seq{self.shard_columns('')} "
+            f"FROM {self.t.chain} "
             f"WHERE log_seq > {m} AND log_seq <= {m} ORDER BY log_seq LIMIT {m}",
             (after, stop, PAGE),
         )
@@ -502,7 +527,7 @@ class SqlChain:
         refuse)."""
         t, m = self.t, self.t.marker
         cursor.execute(
-            f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
+            f"SELECT e.{t.position} AS n, {self._record_columns} "
             f"FROM {t.events} e LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
             f"{same_shard(t, 'c', 'e')} "
             f"WHERE c.notification_id IS NULL AND e.{t.position} > {m} "
@@ -517,7 +542,7 @@ class SqlChain:
         """Sealed events with ``after < log_seq <= stop``, in log order."""
         t, m = self.t, self.t.marker
         cursor.execute(
-            f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
+            f"SELECT e.{t.position} AS n, {self._record_columns} "
             f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id"
             f"{same_shard(t, 'c', 'e')} "
             f"WHERE c.log_seq > {m} AND c.log_seq <= {m} ORDER BY c.log_seq LIMIT {m}",
@@ -532,7 +557,7 @@ class SqlChain:
         position: the log's tail, checked by their stream links alone."""
         t, m = self.t, self.t.marker
         cursor.execute(
-            f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} "
+            f"SELECT e.{t.position} AS n, {self._record_columns} "
             f"FROM {t.chain} c JOIN {t.events} e ON e.{t.position} = c.notification_id"
             f"{same_shard(t, 'c', 'e')} "
             f"WHERE (c.log_seq IS NULL OR c.log_seq > {m}) AND e.{t.position} > {m} "
@@ -540,7 +565,10 @@ class SqlChain:
             (sealed, after, stop, PAGE),
         )
         return [
-            (record, None if link is None else replace(link, log_seq=None, log_hash=None))
+            (
+                record,
+                None if link is None else replace(link, log_seq=None, log_hash=None, shard=None),
+            )
             for record, link in self._records(cursor)
         ]
 
@@ -592,7 +620,7 @@ class SqlChain:
         for start in range(0, len(ids), PAGE):
             chunk = ids[start : start + PAGE]
             cursor.execute(
-                f"SELECT e.{t.position} AS n, {self._RECORD_COLUMNS} FROM {t.events} e "
+                f"SELECT e.{t.position} AS n, {self._record_columns} FROM {t.events} e "
                 f"LEFT JOIN {t.chain} c ON c.notification_id = e.{t.position}"
                 f"{same_shard(t, 'c', 'e')} "
                 f"WHERE e.originator_id IN ({', '.join([m] * len(chunk))})",
@@ -622,7 +650,17 @@ class SqlChain:
             stream_hash=bytes(row["stream_hash"]),
             log_hash=None if row["log_hash"] is None else bytes(row["log_hash"]),
             log_seq=None if row["log_seq"] is None else int(row["log_seq"]),
+            shard=self.shard_link(row),
         )
+
+    def shard_columns(self, alias: str) -> str:
+        """The chain row's shard columns in a read (``alias``: the chain's, with its dot):
+        none for a store of one log."""
+        return ""
+
+    def shard_link(self, row: Any) -> ShardLink | None:
+        """The row's place in its shard's log (read by ``shard_columns``)."""
+        return None
 
     def insert_record(self, cursor: Cursor, record: StoredRecord) -> None:
         """An event at its original position (import into an empty store)."""

@@ -11,9 +11,10 @@ The sealer keeps one log for the deployment, with PostgreSQL's finality rule app
 per worker: each worker's events carry that worker's own transaction ids (the trigger
 of ``citus_schema.py``), and a pass reads, on every worker, the lowest id among its
 writers of the events' shards still in flight (``run_command_on_workers``). A row is
-final when its worker has no lower writer in flight; final rows are sealed in the order
-(worker, transaction id, position), under the sealer's lock on the coordinator, by one
-UPDATE sent to the shards of those rows only (ADR 0062).
+final when its worker has no lower writer in flight. Each pass, under the sealer's lock
+on the coordinator, seals one shard's final rows in (transaction id, position) order,
+each with its next place in the log and in its shard's own log (ADR 0067), written by
+one UPDATE routed to that shard: a one-phase commit.
 """
 
 from __future__ import annotations
@@ -38,10 +39,18 @@ from sessionwire.adapters.store.sqlite_format import Progress
 from sessionwire.adapters.store.sqlite_rows import history_columns
 from sessionwire.adapters.store.transcript_search import SqlTranscriptSearch
 from sessionwire.application.ports.audit_log import StoredRecord
-from sessionwire.domain.hash_chain import ChainLink, Seal, seal
+from sessionwire.domain.hash_chain import (
+    ChainLink,
+    LogHead,
+    ShardChains,
+    ShardLink,
+    seal,
+    seal_in_shard,
+)
 
 if TYPE_CHECKING:
     from sessionwire.application.projection import ReadModelChanges
+    from sessionwire.domain.checkpoint import ShardHead
 
 # On one worker: the lowest transaction id that may still write events in this
 # schema's shards there (``postgres._pg_final_bound``'s rule, over the shard tables).
@@ -72,41 +81,52 @@ _VALUES_ROW = (
 
 
 class CitusChain(SqlChain):
-    """The chain, its joins within a shard, its seals written to their rows' shards only,
-    and the live stream's reads of the log kept to its unbroken prefix."""
+    """The chain, its joins within a shard, each sealed row's place in its shard's own
+    log (ADR 0067), and the live stream's reads of the log kept to its unbroken prefix."""
+
+    def shard_columns(self, alias: str) -> str:
+        return f", {alias}log_shard, {alias}shard_seq, {alias}shard_hash"
+
+    def shard_link(self, row: Any) -> ShardLink | None:
+        if row["shard_seq"] is None or row["log_shard"] is None:
+            return None
+        return ShardLink(
+            shard=int(row["log_shard"]),
+            seq=int(row["shard_seq"]),
+            shard_hash=bytes(row["shard_hash"]),
+        )
+
+    def shard_heads(self, cursor: Any, size: int) -> list[ShardHead]:
+        """One query: each shard's last row with ``log_seq <= size``."""
+        from sessionwire.domain.checkpoint import ShardHead
+
+        cursor.execute(
+            f"SELECT DISTINCT ON (log_shard) log_shard, shard_seq, shard_hash FROM {self.t.events} "
+            "WHERE log_seq <= %s AND shard_seq IS NOT NULL ORDER BY log_shard, shard_seq DESC",
+            (size,),
+        )
+        return [
+            ShardHead(
+                shard=int(row["log_shard"]),
+                size=int(row["shard_seq"]),
+                shard_hash=bytes(row["shard_hash"]),
+            )
+            for row in cursor.fetchall()
+        ]
 
     def records_after(
         self, cursor: Any, position: int, limit: int
     ) -> list[tuple[int, StoredRecord]]:
-        # A sealing pass is one multi-shard transaction, and Citus commits it worker by
-        # worker (ADR 0052): a reader between two of those commits sees some of its
-        # positions and not others. The log has no gaps, so the records are kept up to
-        # the first missing position; the rest come once their worker has committed.
+        # A sealing pass commits on its one shard, passes one after another; but a read
+        # across shards reads each at its own moment (Citus takes no snapshot across
+        # nodes): it may see a later pass's positions on one shard and not an earlier
+        # pass's on another. The log has no gaps, so the records are kept up to the first
+        # missing position; the rest come on a later read.
         found = super().records_after(cursor, position, limit)
         for index, (seq, _) in enumerate(found):
             if seq != position + index + 1:
                 return found[:index]
         return found
-
-    def write_seals_in_shards(
-        self, cursor: Any, seals: Sequence[Seal], shard_keys: Sequence[str], *, into: str
-    ) -> None:
-        """``write_seals`` into the events table ``into``, sent only to the shards of the
-        sealed rows (their ``shard_keys``): Citus prunes by the key, so a pass over one
-        session's rows is one shard's transaction, not a 2PC over every shard (ADR 0062)."""
-        if not seals:
-            return
-        cursor.execute(
-            f"UPDATE {into} AS c SET log_seq = s.seq, log_hash = s.hash "
-            "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS s(n, seq, hash) "
-            "WHERE c.notification_id = s.n AND c.shard_key = ANY(%s::text[])",
-            (
-                [x.notification_id for x in seals],
-                [x.log_seq for x in seals],
-                [x.log_hash for x in seals],
-                sorted(set(shard_keys)),
-            ),
-        )
 
 
 class CitusSaveIds(SaveIds):
@@ -222,6 +242,21 @@ class CitusSessionRecorder(PostgresSessionRecorder):
         )
         self.worker_bound_command = _WORKER_BOUND.format(
             schema=schema, events=self.events_table_name
+        )
+        # A shard's head: its last row in its own log (read on every shard: log_shard
+        # is not the distribution column; the index sw_shard_seq finds it).
+        self.select_shard_head = (
+            f"SELECT shard_seq, shard_hash FROM {events} WHERE log_shard = %s "
+            "AND shard_seq IS NOT NULL ORDER BY shard_seq DESC LIMIT 1"
+        )
+        # A pass's seals, global and within the shard, in one UPDATE that the rows' shard
+        # keys route to their one shard: a one-phase commit (ADR 0067 §2).
+        self.write_shard_seals = (
+            f"UPDATE {events} AS c SET log_seq = s.seq, log_hash = s.hash, "
+            "shard_seq = s.shard_seq, shard_hash = s.shard_hash "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[], %s::bigint[], %s::bytea[]) "
+            "AS s(n, seq, hash, shard_seq, shard_hash) "
+            "WHERE c.shard_key = ANY(%s::text[]) AND c.notification_id = s.n"
         )
         # Which worker holds each shard key's rows (the shard by the key's hash).
         self.shard_nodes = (
@@ -340,11 +375,36 @@ class CitusSessionRecorder(PostgresSessionRecorder):
 
     # Sealing --------------------------------------------------------------------------
 
+    def seal_log(self, *, wait: bool = True) -> int:
+        """Seal every final record, one shard per pass (ADR 0067), one sealer at a time
+        (``wait``: for the lock; otherwise leave it to the sealer holding it): passes
+        follow one another while final rows are left, in any shard."""
+        sealed = 0
+        while True:
+            found = self._seal_shard(wait=wait)
+            if found is None:
+                return sealed  # another sealer holds the lock
+            count, more = found
+            sealed += count
+            if count and self.sealed_hook is not None:
+                self.sealed_hook()  # committed: followers in this process may read them
+            if not count or not more:
+                return sealed
+
     def _seal_batch(self, *, wait: bool) -> int | None:
-        """One batch: the lock (on the coordinator), the head, every worker's bound, the
-        unsealed rows (later statements, so later snapshots on every worker), the seals
-        of the final ones. Synchronous commit: a seal lost with the coordinator's
-        commit record would take back seals readers may have seen."""
+        found = self._seal_shard(wait=wait)
+        return None if found is None else found[0]
+
+    def _seal_shard(self, *, wait: bool) -> tuple[int, bool] | None:
+        """One pass, one shard's one-phase transaction (ADR 0067 §2): the lock (on the
+        coordinator), the global head, every worker's bound, the unsealed rows (later
+        statements, so later snapshots on every worker), then the shard of the final
+        row with the lowest position (so no shard starves), its head, and the seals of
+        its final rows in (transaction id, position) order, global and within the shard,
+        in one UPDATE routed to that shard by the rows' keys. How many were sealed and
+        whether final rows are left (None: another sealer holds the lock). Synchronous
+        commit: a seal lost with its worker's commit record would take back seals
+        readers may have seen."""
         key = (SEALER_LOCK_SPACE, self.datastore.schema)
         with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as cursor:
             if wait:
@@ -364,32 +424,85 @@ class CitusSessionRecorder(PostgresSessionRecorder):
             cursor.execute(self.shard_nodes)
             shards = [(int(r["low"]), int(r["high"]), str(r["node"])) for r in cursor.fetchall()]
             cursor.execute(
-                f"SELECT notification_id, stream_hash, xact_id::text::bigint AS xact, "
-                f"shard_key, worker_hash(shard_key) AS h FROM {self.events_table} "
-                "WHERE log_seq IS NULL AND stream_hash IS NOT NULL "
+                "SELECT notification_id, stream_hash, shard_key, log_shard, "
+                f"xact_id::text::bigint AS xact, worker_hash(shard_key) AS h "
+                f"FROM {self.events_table} WHERE log_seq IS NULL AND stream_hash IS NOT NULL "
                 "ORDER BY xact_id, notification_id LIMIT %s",
                 (_PENDING_READ,),
             )
-            final: list[tuple[str, int, int, bytes, str]] = []
-            for row in cursor.fetchall():
-                node = _node_of(int(row["h"]), shards)
-                if int(row["xact"]) < bounds.get(node, 0):
-                    final.append(
-                        (
-                            node,
-                            int(row["xact"]),
-                            int(row["notification_id"]),
-                            row["stream_hash"],
-                            row["shard_key"],
-                        )
-                    )
-            final.sort(key=lambda found: found[:3])
-            sealed = final[:SEAL_BATCH]
-            seals = seal(head, [(n, bytes(own)) for _, _, n, own, _ in sealed])
-            self.chain.write_seals_in_shards(
-                cursor, seals, [key for *_, key in sealed], into=self.events_table
+            read = cursor.fetchall()
+            final = [
+                row
+                for row in read
+                if int(row["xact"]) < bounds.get(_node_of(int(row["h"]), shards), 0)
+            ]
+            if not final:
+                return 0, False
+            shard = int(min(final, key=lambda row: int(row["notification_id"]))["log_shard"])
+            own = sorted(
+                (row for row in final if int(row["log_shard"]) == shard),
+                key=lambda row: (int(row["xact"]), int(row["notification_id"])),
             )
-        return len(seals)
+            sealing = own[:SEAL_BATCH]
+            more = len(final) > len(sealing) or len(read) == _PENDING_READ
+            cursor.execute(self.select_shard_head, (shard,))
+            found = cursor.fetchone()
+            shard_head = (
+                LogHead()
+                if found is None
+                else LogHead(int(found["shard_seq"]), bytes(found["shard_hash"]))
+            )
+            pending = [(int(row["notification_id"]), bytes(row["stream_hash"])) for row in sealing]
+            seals = seal(head, pending)
+            in_shard = seal_in_shard(shard_head, pending)
+            cursor.execute(
+                self.write_shard_seals,
+                (
+                    [x.notification_id for x in seals],
+                    [x.log_seq for x in seals],
+                    [x.log_hash for x in seals],
+                    [x.log_seq for x in in_shard],
+                    [x.log_hash for x in in_shard],
+                    sorted({str(row["shard_key"]) for row in sealing}),
+                ),
+            )
+        return len(seals), more
+
+    def fill_shard_chains(self, connection: Any, progress: Progress) -> None:
+        """The shard chains of rows sealed before the store kept them (a schema
+        distributed by ADR 0051's build), from the sealed log in its order
+        (``ShardChains``), a page of the log at a time: each page's rows written shard by
+        shard. Idempotent, so an interrupted run is done again from the start."""
+        chains = ShardChains()
+        after = 0
+        while True:
+            rows = connection.execute(
+                f"SELECT notification_id, stream_hash, log_seq, log_shard, shard_key "
+                f"FROM {self.events_table} WHERE log_seq > %s ORDER BY log_seq LIMIT %s",
+                (after, SEAL_BATCH),
+            ).fetchall()
+            if not rows:
+                return
+            by_shard: dict[int, list[tuple[int, ShardLink, str]]] = {}
+            for n, own, _, shard, shard_key in rows:
+                link = chains.follow(int(shard), int(n), bytes(own))
+                by_shard.setdefault(int(shard), []).append((int(n), link, str(shard_key)))
+            with connection.transaction():
+                for links in by_shard.values():
+                    connection.execute(
+                        f"UPDATE {self.events_table} AS c SET shard_seq = s.seq, "
+                        "shard_hash = s.hash FROM unnest(%s::bigint[], %s::bigint[], "
+                        "%s::bytea[]) AS s(n, seq, hash) "
+                        "WHERE c.shard_key = ANY(%s::text[]) AND c.notification_id = s.n",
+                        (
+                            [n for n, _, _ in links],
+                            [link.seq for _, link, _ in links],
+                            [link.shard_hash for _, link, _ in links],
+                            sorted({shard_key for _, _, shard_key in links}),
+                        ),
+                    )
+            after = int(rows[-1][2])
+            progress(f"distributing: shard chains of {after} sealed records")
 
     # Distributing ---------------------------------------------------------------------
 

@@ -23,7 +23,9 @@ lock and LISTEN/NOTIFY all live on that one node, as on plain PostgreSQL.
 The writing transaction's id: a column default is evaluated on the coordinator, so the
 distributed events table has none; a ``BEFORE INSERT`` trigger, which runs on the
 worker for its shard, writes the worker's own ``pg_current_xact_id()``, the id the
-sealer's finality rule needs (``citus.py``).
+sealer's finality rule needs (``citus.py``), and the row's Citus shard id (``log_shard``,
+from the shard table's name), whose own chain the sealer keeps (``shard_seq``,
+``shard_hash``: ADR 0067).
 
 Distributing is a list of steps, each one done once and looked for before it runs: a
 new schema is distributed when it is made; an existing one (made without the option, or
@@ -186,14 +188,30 @@ def _distribute(
     return run
 
 
+# The trigger's body: the worker's own transaction id, and the row's Citus shard id
+# from the shard table the trigger runs on (``<table>_<shardid>``, ADR 0067).
+_WORKER_XACT_BODY = (
+    "BEGIN NEW.xact_id := pg_current_xact_id(); "
+    "NEW.log_shard := substring(TG_TABLE_NAME from '_([0-9]+)$')::bigint; RETURN NEW; END"
+)
+
+
+def worker_xact_function(schema: str) -> str:
+    """The trigger's function (Citus propagates its replacement to the workers)."""
+    return (
+        f'CREATE OR REPLACE FUNCTION "{schema}".sw_worker_xact() RETURNS trigger '
+        f"LANGUAGE plpgsql AS $$ {_WORKER_XACT_BODY} $$"
+    )
+
+
 def worker_xact_statements(schema: str, events: str) -> list[str]:
     # ``events``: the events table, qualified.
-    """The trigger that writes the worker's own transaction id on every event row: a
-    default would be the coordinator's (Citus evaluates it before routing the row)."""
+    """The trigger that writes the worker's own transaction id and the row's shard id on
+    every event row: a default would be the coordinator's (Citus evaluates it before
+    routing the row)."""
     s = f'"{schema}"'
     return [
-        f"CREATE OR REPLACE FUNCTION {s}.sw_worker_xact() RETURNS trigger LANGUAGE plpgsql "
-        "AS $$ BEGIN NEW.xact_id := pg_current_xact_id(); RETURN NEW; END $$",
+        worker_xact_function(schema),
         f"ALTER TABLE {events} ALTER COLUMN xact_id DROP DEFAULT",
         # Citus takes triggers on distributed tables only when told (it cannot check
         # what a trigger does); this one touches nothing but its own row.
@@ -207,8 +225,10 @@ def steps(
     schema: str,
     events_table: str,
     fill_shard_keys: Callable[[psycopg.Connection[Any], Progress], None],
+    seal_shards: Callable[[psycopg.Connection[Any], Progress], None],
 ) -> list[Step]:
-    """Every step of distributing ``schema``, in order."""
+    """Every step of distributing ``schema``, in order (``seal_shards``: gives the rows
+    already sealed their shard chains, ADR 0067)."""
     s = f'"{schema}"'
     events = f"{s}.{events_table}"
     unique_ids = f"{events_table}_notification_id_idx"
@@ -258,6 +278,14 @@ def steps(
             _distribute(events, "shard_key", None),
         ),
         Step(
+            "events: each shard's chain (log_shard, shard_seq, shard_hash)",
+            _column(schema, events_table, "shard_hash"),
+            _statements(
+                f"ALTER TABLE {events} ADD COLUMN log_shard bigint, "
+                "ADD COLUMN shard_seq bigint, ADD COLUMN shard_hash bytea"
+            ),
+        ),
+        Step(
             "events: the worker's transaction id",
             _exists(
                 "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
@@ -267,13 +295,39 @@ def steps(
             _statements(*worker_xact_statements(schema, events)),
         ),
         Step(
+            "events: the trigger also writes the row's shard id",
+            _exists(
+                "SELECT prosrc LIKE '%%log_shard%%' FROM pg_proc WHERE oid = to_regprocedure(%s)",
+                f"{s}.sw_worker_xact()",
+            ),
+            _statements(worker_xact_function(schema)),
+        ),
+        Step(
+            "events: every row's shard, the sealed rows' shard chains",
+            _exists(
+                "SELECT attnotnull FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                "AND attname = 'log_shard'",
+                events,
+            ),
+            lambda connection: _fill_shard_chains(connection, events, seal_shards),
+        ),
+        Step(
+            "events: each shard's head indexed",
+            _exists("SELECT to_regclass(%s) IS NOT NULL", f"{s}.sw_shard_seq"),
+            _statements(
+                f"CREATE INDEX IF NOT EXISTS sw_shard_seq ON {events} (log_shard, shard_seq) "
+                "WHERE shard_seq IS NOT NULL"
+            ),
+        ),
+        Step(
             "sw_chain: the shard key, for joins within a shard",
             _column(schema, "sw_chain", "shard_key"),
-            _statements(
-                f"CREATE OR REPLACE VIEW {s}.sw_chain AS SELECT notification_id, "
-                "originator_id, originator_version, stream_hash, log_hash, log_seq, xact_id, "
-                f"shard_key FROM {events} WHERE stream_hash IS NOT NULL"
-            ),
+            _statements(_chain_view(s, events)),
+        ),
+        Step(
+            "sw_chain: each shard's chain",
+            _column(schema, "sw_chain", "shard_hash"),
+            _statements(_chain_view(s, events)),
         ),
         Step(
             "sw_work: positions from a counter on the coordinator",
@@ -311,6 +365,38 @@ def steps(
             )
         )
     return found
+
+
+def _chain_view(s: str, events: str) -> str:
+    # ``s``: the schema, quoted; ``events``: the events table, qualified.
+    return (
+        f"CREATE OR REPLACE VIEW {s}.sw_chain AS SELECT notification_id, originator_id, "
+        "originator_version, stream_hash, log_hash, log_seq, xact_id, shard_key, log_shard, "
+        f"shard_seq, shard_hash FROM {events} WHERE stream_hash IS NOT NULL"
+    )
+
+
+def _fill_shard_chains(
+    connection: psycopg.Connection[Any],
+    events: str,
+    seal_shards: Callable[[psycopg.Connection[Any], Progress], None],
+) -> None:
+    """Rows written before their shard was recorded (a schema distributed by ADR 0051's
+    build) get it from the shard table they are in, on every shard; the sealed ones then
+    their shard chains (``seal_shards``), and the column is required from then on."""
+    with connection.transaction():
+        for row in connection.execute(
+            "SELECT success, result FROM run_command_on_shards(%s, %s)",
+            (
+                events,
+                "UPDATE %1$s SET log_shard = substring('%1$s' from '_([0-9]+)$')::bigint "
+                "WHERE log_shard IS NULL",
+            ),
+        ).fetchall():
+            if not row[0]:
+                raise NotDistributed(f"a shard's rows could not be given their shard: {row[1]}")
+    seal_shards(connection, stderr_progress)
+    connection.execute(f"ALTER TABLE {events} ALTER COLUMN log_shard SET NOT NULL")
 
 
 def last_work_position(schema: str) -> str:

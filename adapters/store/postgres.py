@@ -823,6 +823,7 @@ class PostgresBackend(StoreBackend):
             lambda conn, progress: recorder.fill_shard_keys(
                 conn, progress, decode=app.mapper.to_domain_event
             ),
+            recorder.fill_shard_chains,
         )
         missing = citus_schema.missing_steps(connection, steps)
         if not missing:

@@ -24,11 +24,13 @@ from sessionwire.domain.checkpoint import (
     Checkpoint,
     OrderedEvent,
     SessionMembers,
+    ShardHead,
     Statement,
     StreamHead,
     heads_root,
     order_digest,
     sessions_root,
+    shards_root,
     sort_heads,
     sort_members,
 )
@@ -76,12 +78,14 @@ def parse_public_key(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Checkpointed:
-    """A new checkpoint with the stream heads it commits to (for proofs), and the
-    sessions' membership it signs (empty for a v1 checkpoint)."""
+    """A new checkpoint with the stream heads it commits to (for proofs), the sessions'
+    membership it signs (empty for a v1 checkpoint) and the shards' heads (a v4
+    checkpoint's, ADR 0067; empty otherwise)."""
 
     checkpoint: Checkpoint
     heads: list[StreamHead]
     members: list[SessionMembers] = field(default_factory=list)
+    shards: list[ShardHead] = field(default_factory=list)
 
 
 def session_members(
@@ -128,13 +132,17 @@ def session_members(
 
 
 def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> Checkpointed:
-    """Sign the sealed log's head and stream heads as they are now, and record it."""
+    """Sign the sealed log's head and stream heads as they are now, and record it: a
+    version-3 statement, or on a store that keeps a chain per shard (Citus) version 4,
+    which also signs the shards' heads (ADR 0067)."""
     log.seal()  # as far as it goes now (PostgreSQL seals behind its writers)
     head = log.sealed_head()
     if head is None:
         raise NothingToCheckpoint("the log has no chained record yet: nothing to sign")
     heads = log.stream_heads(head)
-    members = session_members(log, head.size, heads, STATEMENT_VERSION)
+    shards = log.shard_heads(head.size)
+    version = 4 if shards else STATEMENT_VERSION
+    members = session_members(log, head.size, heads, version)
     public = raw_public_key(key)
     statement = Statement(
         log_size=head.size,
@@ -145,12 +153,14 @@ def make_checkpoint(log: AuditLog, key: Ed25519PrivateKey, *, now: datetime) -> 
         sessions_root=sessions_root(members),
         heads_count=len(heads),
         sessions_count=len(members),
+        shards_root=shards_root(shards) if shards else None,
+        shards_count=len(shards) if shards else None,
     )
     checkpoint = Checkpoint(
         statement=statement, public_key=public, signature=key.sign(statement.signed_bytes())
     )
     log.record_checkpoint(checkpoint)
-    return Checkpointed(checkpoint=checkpoint, heads=heads, members=members)
+    return Checkpointed(checkpoint=checkpoint, heads=heads, members=members, shards=shards)
 
 
 class CheckpointMismatch(SessionwireError, ValueError):
@@ -158,8 +168,9 @@ class CheckpointMismatch(SessionwireError, ValueError):
 
 
 def latest_anchor(log: AuditLog) -> Checkpointed | None:
-    """The latest recorded checkpoint with the stream heads it signed (read again from
-    the log, and checked against it), or None when none was recorded."""
+    """The latest recorded checkpoint with the stream heads (and for version 4, the
+    shards' heads) it signed, read again from the log and checked against it, or None
+    when none was recorded."""
     found = log.checkpoints(limit=1)
     if not found:
         return None
@@ -172,6 +183,7 @@ def latest_anchor(log: AuditLog) -> Checkpointed | None:
         if head is None or statement.sessions_root is None
         else session_members(log, head.size, heads, statement.version)
     )
+    shards = [] if head is None or statement.shards_root is None else log.shard_heads(head.size)
     if (
         head is None
         or head.log_hash != statement.log_hash
@@ -182,12 +194,19 @@ def latest_anchor(log: AuditLog) -> Checkpointed | None:
             statement.sessions_root is not None
             and sessions_root(members) != statement.sessions_root
         )
+        or (
+            statement.shards_root is not None
+            and (
+                shards_root(shards) != statement.shards_root
+                or statement.shards_count != len(shards)
+            )
+        )
     ):
         raise CheckpointMismatch(
             f"the log no longer matches the latest checkpoint (size {statement.log_size}, "
             f"{statement.time}): run `sessionwire audit verify`"
         )
-    return Checkpointed(checkpoint=checkpoint, heads=heads, members=members)
+    return Checkpointed(checkpoint=checkpoint, heads=heads, members=members, shards=shards)
 
 
 def signature_holds(checkpoint: Checkpoint) -> bool:

@@ -3,9 +3,18 @@ altered, deleted, inserted or reordered since it was written.
 
 First every event against its stream link: two sorted streams (events with their links,
 and the chain rows alone) merged by position. Then the sealed log, in its own order,
-against its log hashes (ADR 0016). Memory stays one page per stream whatever the size of
+against its log hashes (ADR 0016), and on a store that keeps a chain per shard (Citus,
+ADR 0067) each shard's log followed along it (``ShardChains``) against each record's
+stored place and shard hash there. Memory stays one page per stream whatever the size of
 the log. Records not sealed yet are counted (``unsealed``) and checked by their stream
 links alone.
+
+Finding kinds: ``altered`` (an event differs from its stream link), ``deleted`` (a
+version, a chained event or the expected head missing, or the sealed log or a shard's
+log broken: records removed or their chain rows rewritten), ``inserted`` (an event no
+chain row accounts for), ``reordered`` (the chain recorded another event at a position),
+``checkpoint`` (the latest checkpoint does not hold or match) and ``fork`` (a fork's
+recorded point does not match its source).
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from sessionwire.application.ports.audit_log import AuditLog, CheckedRecord, Sto
 from sessionwire.domain.hash_chain import (
     GENESIS,
     ChainLink,
+    LogHead,
+    ShardChains,
     first_version,
     is_batch,
     log_hash,
@@ -215,12 +226,24 @@ def _check_checkpoint(log: AuditLog, trusted_key: bytes, position: int) -> list[
 def _check_sealed_log(
     log: AuditLog, sealed: int, report: VerifyReport, expect_head: bytes | None
 ) -> bool:
-    """The sealed log in its order: positions 1, 2, 3, ... each chained to the one before.
-    Returns whether ``expect_head`` is among its log hashes."""
+    """The sealed log in its order: positions 1, 2, 3, ... each chained to the one before,
+    and on a store with shard heads, each record's place in its shard's log as following
+    each shard along the sealed log gives it. Returns whether ``expect_head`` is among its
+    log hashes."""
     previous_log, previous_seq = GENESIS, 0
     expected_seen = False
+    shards = ShardChains() if log.shard_heads(sealed) else None
+    # The shards begin at the first sealed record with a shard (as in evidence-format.md):
+    # records sealed before a store kept them (an import into a distributed schema) have
+    # none.
+    begun = False
     for link in log.sealed_links(stop=sealed):
         assert link.log_seq is not None
+        begun = begun or link.shard is not None
+        if shards is not None and begun:
+            finding = _check_shard_link(shards, link)
+            if finding is not None:
+                report.findings.append(finding)
         if (
             link.log_seq != previous_seq + 1
             or link.log_hash is None
@@ -243,6 +266,36 @@ def _check_sealed_log(
         report.head_seq = link.log_seq
         report.head_hash = previous_log.hex()
     return expected_seen
+
+
+def _check_shard_link(shards: ShardChains, link: ChainLink) -> Finding | None:
+    """The record's stored place in its shard's log against the one following the shard
+    gives; after a break the shard is followed on from the stored place (as the sealed
+    log is from the stored log hash), so one rewritten row is not every later one."""
+    stored = link.shard
+    if stored is None:
+        return Finding(
+            "deleted",
+            link.originator_id,
+            link.originator_version,
+            link.notification_id,
+            f"the sealed record at position {link.log_seq} has no place in a shard's log: "
+            "its chain row was rewritten",
+        )
+    expected = shards.follow(stored.shard, link.notification_id, link.stream_hash)
+    if expected == stored:
+        return None
+    shards.heads[stored.shard] = LogHead(stored.seq, stored.shard_hash)
+    # As a break of the sealed log: the record that broke it may be an earlier one.
+    return Finding(
+        "deleted",
+        None,
+        None,
+        link.notification_id,
+        f"shard {stored.shard}'s log breaks at position {link.log_seq} (its record "
+        f"{expected.seq} there, stored as {stored.seq}): records of the shard were removed "
+        "or their chain rows rewritten",
+    )
 
 
 def _check_record(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     # Named in signatures only: the store imports this port to read its log, and a store
     # opened to list sessions loads no checkpoint code (issue 38 item 7).
     from sessionwire.domain.base import DomainEvent
-    from sessionwire.domain.checkpoint import Checkpoint, StreamHead
+    from sessionwire.domain.checkpoint import Checkpoint, ShardHead, StreamHead
     from sessionwire.domain.hash_chain import ChainLink, RecordContent
 
 
@@ -129,6 +129,12 @@ class AuditLog(ABC):
     def stream_heads(self, head: SealedHead) -> list[StreamHead]:
         """Every stream's last version within the sealed log up to ``head``, sorted by
         originator id (the checkpoint's Merkle leaves)."""
+
+    def shard_heads(self, size: int) -> list[ShardHead]:
+        """Each shard's head when the sealed log held ``size`` records (its id, its own
+        log's size and last shard hash), sorted by shard id: a version-4 checkpoint's
+        leaves (ADR 0067). Empty on a store of one log, as here."""
+        return []
 
     @abstractmethod
     def record_checkpoint(self, checkpoint: Checkpoint) -> None:

@@ -49,6 +49,41 @@ def findings(report: dict[str, Any]) -> list[tuple[str, str | None, int | None, 
     ]
 
 
+def shard_breaks(report: dict[str, Any]) -> list[int]:
+    """Where a shard's own log breaks (a store distributed on Citus, ADR 0067): reported
+    beside the sealed log's breaks."""
+    return [
+        f["position"]["notification_id"]
+        for f in report["findings"]
+        if f["kind"] == "deleted" and "'s log breaks at position" in f["detail"]
+    ]
+
+
+def log_findings(report: dict[str, Any]) -> list[tuple[str, str | None, int | None, int]]:
+    """``findings`` but a shard's log's breaks."""
+    return [
+        found
+        for found, f in zip(findings(report), report["findings"], strict=True)
+        if "'s log breaks at position" not in f["detail"]
+    ]
+
+
+def next_in_shard(raw: RawStore, position: int) -> list[int]:
+    """On Citus, the record after ``position`` in its shard's own log (none elsewhere, or
+    for a shard's last record): where that log breaks when ``position`` is removed."""
+    if "distribution=citus" not in raw.url:
+        return []
+    ((shard, seq),) = raw.rows(
+        "SELECT log_shard, log_seq FROM sw_chain WHERE notification_id = ?", (position,)
+    )
+    after = raw.rows(
+        "SELECT notification_id FROM sw_chain WHERE log_shard = ? AND log_seq > ? "
+        "ORDER BY log_seq LIMIT 1",
+        (shard, seq),
+    )
+    return [after[0][0]] if after else []
+
+
 def test_an_untouched_store_verifies_clean(
     capsys: pytest.CaptureFixture[str], raw: RawStore
 ) -> None:
@@ -90,16 +125,18 @@ def test_a_removed_row_is_a_deleted_record(
     ((sealed_next,),) = raw.rows(
         "SELECT notification_id FROM sw_chain WHERE log_seq = ?", (sealed_at + 1,)
     )
+    shard_next = next_in_shard(raw, position)
     raw.run(("DELETE FROM stored_events WHERE {pos} = ?", (position,)))
     code, report = verify_json(capsys, raw.url)
     assert code == 1
     # Storage v3 (ADR 0036): the chain link is a column of the row, so the row and its
     # link go together: the stream names the missing version (at the position of the
-    # version after it) and the sealed log the gap.
-    assert findings(report) == [
+    # version after it) and the sealed log the gap; on Citus so does the shard's log.
+    assert log_findings(report) == [
         ("deleted", DEV, 3, stream_positions(raw, DEV)[2]),
         ("deleted", None, None, sealed_next),
     ]
+    assert shard_breaks(report) == shard_next
 
 
 def test_removing_a_row_and_its_chain_row_still_shows_a_deletion(
@@ -152,8 +189,14 @@ def test_swapped_positions_are_reordered_records(
     code, report = verify_json(capsys, raw.url)
     assert code == 1
     # Storage v3: each row took its link along, so no link names another event; the
-    # sealed log's hashes (which cover each position) break at both positions.
-    assert findings(report) == [("deleted", None, None, second), ("deleted", None, None, first)]
+    # sealed log's hashes (which cover each position) break at both positions, and on
+    # Citus the shard's log's (the stream's two records are in one shard).
+    assert log_findings(report) == [
+        ("deleted", None, None, second),
+        ("deleted", None, None, first),
+    ]
+    citus = "distribution=citus" in raw.url
+    assert shard_breaks(report) == ([second, first] if citus else [])
 
 
 def test_swapped_versions_are_reordered_records(
@@ -188,6 +231,7 @@ def test_events_from_before_the_chain_are_counted_as_unchained(
 
 def test_the_command_prints_a_table_of_findings_and_exits_1(raw: RawStore) -> None:
     position = stream_positions(raw, MAIN)[1]
+    shard_next = next_in_shard(raw, position)
     raw.run(("DELETE FROM stored_events WHERE {pos} = ?", (position,)))
     done = subprocess.run(
         [
@@ -205,7 +249,8 @@ def test_the_command_prints_a_table_of_findings_and_exits_1(raw: RawStore) -> No
         check=False,
     )
     assert done.returncode == 1, done.stderr
-    # Storage v3: the stream's gap and the sealed log's (the link went with the row).
-    assert "2 finding(s)" in done.stdout
+    # Storage v3: the stream's gap and the sealed log's (the link went with the row),
+    # and on Citus the shard's log's.
+    assert f"{2 + len(shard_next)} finding(s)" in done.stdout
     assert "deleted" in done.stdout
     assert MAIN in done.stdout

@@ -138,7 +138,7 @@ def remote_commands(store: EventSourcedStore) -> Iterator[list[tuple[str, str]]]
 def test_a_message_save_is_one_shards_transaction(store: EventSourcedStore) -> None:
     session = opened("agent:main:one-shard")
     store.save(session)
-    store.recorder.stop_sealing()  # a sealing pass seals rows of every shard (a 2PC)
+    store.recorder.stop_sealing()  # the saves' commands alone
     with remote_commands(store) as seen:
         for text in ("one", "two", "three"):
             session = with_message(session, text)
@@ -262,16 +262,17 @@ def test_an_existing_schema_is_refused_until_distributed_then_distributed_resuma
 def test_a_reader_of_the_log_stops_at_a_position_whose_worker_has_not_committed_yet(
     store: EventSourcedStore, citus_url: str
 ) -> None:
-    """A sealing pass commits worker by worker (a 2PC): between two of those commits a
-    reader sees later positions without an earlier one. The stream gives the unbroken
-    prefix, then the rest once it is there, never a gap (ADR 0023, 0051)."""
+    """A read across shards reads each at its own moment: it can see a later sealing
+    pass's positions on one shard without an earlier pass's on another. The stream gives
+    the unbroken prefix, then the rest once it is there, never a gap (ADR 0023, 0051,
+    0067)."""
     for number in range(4):
         session = opened(f"agent:main:lag{number}")
         store.save(with_message(session, f"m{number}"))
     store.seal()
     events = f"{_schema(citus_url)}.{EVENTS}"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
-        # Position 5 as a reader sees it while its worker's part of the pass is prepared.
+        # Position 5 as a reader sees it before its pass's shard has committed.
         seal_of_5 = connection.execute(
             f"SELECT notification_id, log_hash FROM {events} WHERE log_seq = 5"
         ).fetchone()
