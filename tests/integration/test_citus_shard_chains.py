@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from audit_rig import populate, run_cli
+from citus_cluster import EVENTS, distributed_url
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from postgres_server import POSTGRES_URL
 from psycopg import sql
@@ -38,24 +39,12 @@ from sessionwire.domain.hash_chain import GENESIS, ShardLink, shard_log_hash
 from sessionwire.testing import VirtualClock
 from store_sessions import opened, with_message
 
-EVENTS = "sessionwire_events"
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-
-def _coordinator() -> bool:
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
-        if connection.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone():
-            found = connection.execute("SELECT citus_is_coordinator()").fetchone()
-            return found is not None and bool(found[0])
-    return False
 
 
 @pytest.fixture
 def citus_url(postgres_url: str) -> str:
-    if not _coordinator():
-        pytest.skip("the test server is not a Citus coordinator")
-    # The Citus tier's server URL carries the option itself (tests/postgres_server.py).
-    return f"{postgres_url.replace('&distribution=citus', '')}&distribution=citus"
+    return distributed_url(postgres_url)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from audit_rig import populate, run_cli
+from citus_cluster import EVENTS, distributed_url, is_coordinator, local_url
 from command_line import run_in_process
 from postgres_server import POSTGRES_URL
 from sessionwire import Gateway, GatewayConfig
@@ -31,22 +32,10 @@ from sessionwire.application.ports.transcript_search import TranscriptSearchQuer
 from sessionwire.testing import ScriptedRuntime, VirtualClock
 from store_sessions import opened, started_run, with_message
 
-EVENTS = "sessionwire_events"
-
-
-def _coordinator() -> bool:
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
-        if connection.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone():
-            found = connection.execute("SELECT citus_is_coordinator()").fetchone()
-            return found is not None and bool(found[0])
-    return False
-
 
 @pytest.fixture
 def citus_url(postgres_url: str) -> str:
-    if not _coordinator():
-        pytest.skip("the test server is not a Citus coordinator")
-    return f"{_local(postgres_url)}&distribution=citus"
+    return distributed_url(postgres_url)
 
 
 @pytest.fixture
@@ -54,11 +43,6 @@ def store(citus_url: str) -> Iterator[EventSourcedStore]:
     opened_store = EventSourcedStore(citus_url, kind_of=no_kind)
     yield opened_store
     opened_store.close()
-
-
-def _local(url: str) -> str:
-    """``url`` without ``distribution=citus``: its tables left local."""
-    return url.replace("&distribution=citus", "")
 
 
 def _schema(url: str) -> str:
@@ -235,10 +219,10 @@ def test_the_log_is_sealed_and_verified_across_shards(
 def test_an_existing_schema_is_refused_until_distributed_then_distributed_resumably(
     postgres_url: str,
 ) -> None:
-    if not _coordinator():
+    if not is_coordinator():
         pytest.skip("the test server is not a Citus coordinator")
     # The Citus tier's server URL carries the option itself (tests/postgres_server.py).
-    postgres_url = _local(postgres_url)
+    postgres_url = local_url(postgres_url)
     local = EventSourcedStore(postgres_url, kind_of=no_kind)
     session = opened("agent:main:before")
     local.save(with_message(session, "kept"))
