@@ -53,33 +53,42 @@ async def append_cpu(appends: int, profile: cProfile.Profile | None) -> dict[str
     with tempfile.TemporaryDirectory() as directory:
         gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{directory}/w1.db")
         try:
-
-            async def append(n: int) -> None:
-                await gateway.record_message(
-                    f"{PREFIX}s{n % SESSIONS:03d}",
-                    role="user" if n % 2 else "assistant",
-                    content=f"[{n}] {TEXT}",
-                    channel="bench",
-                    chat_type="group",
-                )
-
-            for n in range(WARM_UP):
-                await append(n)
-            writer = _thread_clock("sessionwire-writer")
-            writer_started = time.clock_gettime(writer) if writer is not None else 0.0
-            loop_started, process_started = time.thread_time(), time.process_time()
-            if profile is not None:
-                profile.enable()
-            for n in range(WARM_UP, WARM_UP + appends):
-                await append(n)
-            if profile is not None:
-                profile.disable()
-            loop_cpu = time.thread_time() - loop_started
-            process_cpu = time.process_time() - process_started
-            writer_cpu = time.clock_gettime(writer) - writer_started if writer is not None else 0.0
+            return await appends_on(gateway, appends, profile)
         finally:
             await gateway.close()
-    micro = 1e6 / appends
+
+
+async def appends_on(
+    gateway: Gateway, appends: int, profile: cProfile.Profile | None = None
+) -> dict[str, float]:
+    """CPU per append (µs) of ``appends`` W1 appends into ``gateway``, after the warm-up
+    ones (0 for none): the process, the loop thread and the writer thread (benchmarks/probe_mypyc.py
+    measures a copy of the package with the same loop)."""
+
+    async def append(n: int) -> None:
+        await gateway.record_message(
+            f"{PREFIX}s{n % SESSIONS:03d}",
+            role="user" if n % 2 else "assistant",
+            content=f"[{n}] {TEXT}",
+            channel="bench",
+            chat_type="group",
+        )
+
+    for n in range(WARM_UP):
+        await append(n)
+    writer = _thread_clock("sessionwire-writer")
+    writer_started = time.clock_gettime(writer) if writer is not None else 0.0
+    loop_started, process_started = time.thread_time(), time.process_time()
+    if profile is not None:
+        profile.enable()
+    for n in range(WARM_UP, WARM_UP + appends):
+        await append(n)
+    if profile is not None:
+        profile.disable()
+    loop_cpu = time.thread_time() - loop_started
+    process_cpu = time.process_time() - process_started
+    writer_cpu = time.clock_gettime(writer) - writer_started if writer is not None else 0.0
+    micro = 1e6 / appends if appends else 0.0
     return {
         "process": process_cpu * micro,
         "loop": loop_cpu * micro,

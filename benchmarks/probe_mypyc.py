@@ -53,7 +53,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -111,11 +110,7 @@ plugins = pydantic.mypy
 ignore_missing_imports = True
 """
 
-PREFIX = "agent:main:bench:group:"
-TEXT = "the deploy finished but the cache warm-up is still running on two hosts "
 REQUESTER = "agent:main:main"
-SESSIONS = 50
-WARM_UP = 200
 READ_WARM_UP = 20
 
 
@@ -165,15 +160,11 @@ def build(target: Path) -> None:
     print(f"built in {time.monotonic() - started:.0f} s wall, {took:.0f} s CPU")
 
 
-def _thread_clock(name_prefix: str) -> int | None:
-    for thread in threading.enumerate():
-        if thread.name.startswith(name_prefix) and thread.ident is not None:
-            return time.pthread_getcpuclockid(thread.ident)
-    return None
-
-
 async def child(appends: int, reads: int) -> dict[str, float | str]:
     import sessionwire
+
+    # diag_append_cpu's W1 loop, imported here so that it takes the copy on PYTHONPATH.
+    from diag_append_cpu import PREFIX, TEXT, appends_on
     from sessionwire import Gateway, GatewayConfig
     from sessionwire.application import gateway as gateway_module
 
@@ -184,30 +175,11 @@ async def child(appends: int, reads: int) -> dict[str, float | str]:
     with tempfile.TemporaryDirectory() as directory:
         gateway = await Gateway.open(config=GatewayConfig(), store=f"sqlite:///{directory}/p.db")
         try:
-
-            async def append(n: int) -> None:
-                await gateway.record_message(
-                    f"{PREFIX}s{n % SESSIONS:03d}",
-                    role="user" if n % 2 else "assistant",
-                    content=f"[{n}] {TEXT}",
-                    channel="bench",
-                    chat_type="group",
-                )
-
-            for n in range(WARM_UP):
-                await append(n)
-            writer = _thread_clock("sessionwire-writer")
-            writer_started = time.clock_gettime(writer) if writer is not None else 0.0
-            loop_started, process_started = time.thread_time(), time.process_time()
-            for n in range(WARM_UP, WARM_UP + appends):
-                await append(n)
+            cpu = await appends_on(gateway, appends)
             if appends:
-                micro = 1e6 / appends
-                found["append"] = (time.process_time() - process_started) * micro
-                found["append_loop"] = (time.thread_time() - loop_started) * micro
-                found["append_writer"] = (
-                    (time.clock_gettime(writer) - writer_started) * micro if writer else 0.0
-                )
+                found["append"] = cpu["process"]
+                found["append_loop"] = cpu["loop"]
+                found["append_writer"] = cpu["writer"]
             key = f"{PREFIX}read"
             await gateway.record_many(
                 key,
