@@ -784,8 +784,13 @@ class SqlReadModel:
                     if run_id:
                         links.append((self.link_spawn, owner["spawn_id"], run_id))
         self.write_runs(execute, rows)
+        # A store distributed by session key routes each link to its run's shard (ADR 0062).
+        run_keys = {row.state.run_id: row.state.session_key for row in rows}
         for statement, owner_id, run_id in links:
-            execute(statement, (owner_id, run_id))
+            if run_id not in run_keys:
+                continue  # a link to a run the work rows no longer hold: nothing to mark
+            routed = (run_keys[run_id],) if self.route_by_key else ()
+            execute(statement, (owner_id, run_id, *routed))
         return len(rows)
 
     # Reads ----------------------------------------------------------------------------
