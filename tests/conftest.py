@@ -26,7 +26,7 @@ import sessionwire
 import structlog
 from hypothesis import settings
 from postgres_schemas import SchemaPool
-from postgres_server import POSTGRES_URL, STORE_OPTIONS, postgres_problem, schema_url
+from postgres_server import ON_CITUS, POSTGRES_URL, STORE_OPTIONS, postgres_problem, schema_url
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
@@ -95,14 +95,13 @@ CITUS_PENDING: dict[str, str] = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    on_citus = "distribution=citus" in STORE_OPTIONS
     for item in items:
         callspec = getattr(item, "callspec", None)
         values = list(callspec.params.values()) if callspec is not None else []
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & _POSTGRES_FIXTURES or any(value == "postgres" for value in values):
             item.add_marker(pytest.mark.postgres)
-            pending = CITUS_PENDING.get(item.nodeid) if on_citus else None
+            pending = CITUS_PENDING.get(item.nodeid) if ON_CITUS else None
             if pending is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"on Citus: {pending}"))
 

@@ -24,6 +24,10 @@ POSTGRES_URL = urlunsplit((_GIVEN.scheme, _GIVEN.netloc, _GIVEN.path, "", ""))
 STORE_OPTIONS = _GIVEN.query
 """The store options every store URL of the tests carries (``distribution=citus``), or ''."""
 
+ON_CITUS = "distribution=citus" in STORE_OPTIONS.split("&")
+"""The tests run on a Citus cluster with every per-session table distributed (CI's second
+run of the PostgreSQL tier): a test whose PostgreSQL expectation differs there asks this."""
+
 POSTGRES_STORES = f"{POSTGRES_URL}?{STORE_OPTIONS}" if STORE_OPTIONS else POSTGRES_URL
 """The server with the store options: what ``fresh_stores`` (a schema per seed) takes."""
 
