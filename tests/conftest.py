@@ -87,10 +87,6 @@ CITUS_PENDING: dict[str, str] = {
     "test_a_v1_store_still_finds_an_edit_of_a_v1_record[postgres]": (
         "a restored v1 schema is refused until distributed (upgrade=yes)"
     ),
-    "tests/integration/test_postgres_parallel_writers.py::"
-    "test_an_export_carries_a_sealed_order_that_differs_from_the_positions": (
-        "the test's reordering: cannot modify views when the query contains citus tables"
-    ),
 }
 
 

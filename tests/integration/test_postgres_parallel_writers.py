@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from postgres_server import ON_CITUS
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.adapters.store.postgres import BackgroundSealer
@@ -148,19 +149,18 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
     stores: tuple[EventSourcedStore, EventSourcedStore], postgres_url: str
 ) -> None:
     _, b = stores
-    first, second = opened("agent:main:first"), opened("agent:main:second")
+    first, second = opened("agent:main:first"), opened(second_key(b, "agent:main:first"))
     b.save(first)
     b.save(second)
     # Writers racing: the later position's transaction had the lower id (as when one
-    # transaction takes its sequence value first and its transaction id second).
+    # transaction takes its sequence value first and its transaction id second). On
+    # Citus through the events table, which the chain view only reads (ADR 0051).
+    rows = f'"{schema(postgres_url)}".{"sessionwire_events" if ON_CITUS else "sw_chain"}'
     with b.writing() as cursor:
-        cursor.execute(
-            f'SELECT MIN(xact_id)::text::bigint AS low FROM "{schema(postgres_url)}".sw_chain'
-        )
+        cursor.execute(f"SELECT MIN(xact_id)::text::bigint AS low FROM {rows}")
         low = int(cursor.fetchone()["low"])
         cursor.execute(
-            f'UPDATE "{schema(postgres_url)}".sw_chain SET xact_id = %s::text::xid8 '
-            "WHERE originator_id = %s",
+            f"UPDATE {rows} SET xact_id = %s::text::xid8 WHERE originator_id = %s",
             (str(low - 1), second.id),
         )
     assert b.seal() == 2
@@ -182,6 +182,25 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
         copy.close()
         with psycopg.connect(copy_url.split("?")[0], autocommit=True) as connection:
             connection.execute(f'DROP SCHEMA IF EXISTS "{schema(copy_url)}" CASCADE')
+
+
+def second_key(store: EventSourcedStore, first: str) -> str:
+    """A second session's key. On Citus one in the first's shard: a sealing pass orders
+    one shard's rows by their transaction ids (ADR 0067), so only there can a lower id
+    put the later position first."""
+    if not ON_CITUS:
+        return "agent:main:second"
+    events = f'"{store.datastore.schema}".sessionwire_events'  # type: ignore[attr-defined]
+    with store.writing() as cursor:
+        shard = "SELECT get_shard_id_for_distribution_column(%s::regclass, %s::text) AS shard"
+        cursor.execute(shard, (events, first))
+        wanted = cursor.fetchone()["shard"]
+        for n in range(100):
+            key = f"agent:main:second-{n}"
+            cursor.execute(shard, (events, key))
+            if cursor.fetchone()["shard"] == wanted:
+                return key
+    raise AssertionError(f"no key among 100 in the shard of {first}")
 
 
 def schema(url: str) -> str:
