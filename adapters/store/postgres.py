@@ -835,6 +835,11 @@ class PostgresBackend(StoreBackend):
                 f"distribute it (resumable, with progress): "
                 f"{citus_schema.distribute_command(self.location)}"
             )
+        if existing:
+            # The steps distribute storage v3's tables and columns (``log_seq``, the
+            # links on the rows): a v2 schema is upgraded first, under its storage lock,
+            # as ``upgrade=yes`` asks (ADR 0036 §6), then distributed.
+            recorder.upgrade_storage(allow_beside_live=True)
         citus_schema.distribute(connection, steps, progress=stderr_progress if existing else None)
 
     @property
