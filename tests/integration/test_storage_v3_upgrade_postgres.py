@@ -244,17 +244,15 @@ def test_a_v2_schema_held_by_live_gateways_is_upgraded_only_when_asked(
             "('v2-host-b:7', now() + interval '1 hour'), "
             "('gone:1', now() - interval '1 hour')"
         )
-    if ON_CITUS:
-        # Refused before the live holders are looked at: no open of it on Citus but
-        # one with upgrade=yes (ADR 0062), which says to stop its gateways.
-        refused_on_citus(capsys, v2_url)
-    else:
-        code, _, err = run_cli(capsys, "--store", v2_url, "audit", "verify")
-        assert code != 0
-        assert "storage v2" in err
-        assert "v2-host-a:41, v2-host-b:7" in err  # the live holders, not the expired one
-        assert "upgrade=yes" in err
-        assert chain_kind(v2_url) == "table"  # untouched
+    code, _, err = run_cli(capsys, "--store", v2_url, "audit", "verify")
+    assert code != 0
+    assert "storage v2" in err
+    assert "v2-host-a:41, v2-host-b:7" in err  # the live holders, not the expired one
+    assert "upgrade=yes" in err
+    assert chain_kind(v2_url) == "table"  # untouched
+    # On Citus the refusal is the distribution's (no open of it but one with upgrade=yes,
+    # ADR 0062), which names the v2 storage and the holders as well.
+    refused_on_citus(capsys, v2_url)
 
     code, out, err = run_cli(
         capsys, "--store", f"{v2_url}&upgrade=yes", "--json", "audit", "verify"
