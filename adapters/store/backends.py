@@ -38,6 +38,16 @@ class BackendEntry:
             names = [query]  # ``?bogus`` with no ``=``: parse_qsl drops it
         return [name for name in names if name not in self.options]
 
+    def repeated_options(self, url: str) -> dict[str, list[str]]:
+        """The options ``url`` gives more than once, each with its values in their order:
+        the backend reads one of them, so the others would silently do nothing
+        (``…&distribution=citus&distribution=none``)."""
+        query = urlsplit(url).query if "?" in url else ""
+        given: dict[str, list[str]] = {}
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            given.setdefault(name, []).append(value)
+        return {name: values for name, values in given.items() if len(values) > 1}
+
 
 BACKENDS: tuple[BackendEntry, ...] = (
     BackendEntry(

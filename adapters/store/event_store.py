@@ -332,6 +332,15 @@ def backend_for(url: str) -> StoreBackend:
             f"unknown store URL option{'s' if len(unknown) > 1 else ''} "
             f"{', '.join(map(repr, unknown))}; the options this store takes: {known}"
         )
+    if repeated := entry.repeated_options(url):
+        raise StoreURLError(
+            "store URL option"
+            f"{'s' if len(repeated) > 1 else ''} given more than once: "
+            + "; ".join(
+                f"{name!r} ({', '.join(map(repr, values))})" for name, values in repeated.items()
+            )
+            + "; give each once"
+        )
     open_backend: Callable[[str], StoreBackend] = resolve_topic(entry.topic)
     return open_backend(url)
 

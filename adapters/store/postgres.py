@@ -831,11 +831,32 @@ class PostgresBackend(StoreBackend):
         if existing and not self.upgrade_beside_live:
             raise citus_schema.NotDistributed(
                 f"{self.location} is not distributed on Citus ({len(missing)} of "
-                f"{len(steps)} steps to go, first: {missing[0].name}); stop its gateways and "
+                f"{len(steps)} steps to go, first: {missing[0].name}"
+                f"{self._before_distributing(connection)}); stop its gateways and "
                 f"distribute it (resumable, with progress): "
                 f"{citus_schema.distribute_command(self.location)}"
             )
+        if existing:
+            # The steps distribute storage v3's tables and columns (``log_seq``, the
+            # links on the rows): a v2 schema is upgraded first, under its storage lock,
+            # as ``upgrade=yes`` asks (ADR 0036 §6), then distributed.
+            recorder.upgrade_storage(allow_beside_live=True)
         citus_schema.distribute(connection, steps, progress=stderr_progress if existing else None)
+
+    def _before_distributing(self, connection: psycopg.Connection[Any]) -> str:
+        """What the refusal of an undistributed schema adds: that it is storage v2 (the
+        command upgrades it first), and the gateways whose leases are live, as the v2
+        refusal names them (``postgres_format.refuse_beside_live``)."""
+        schema = self.env["POSTGRES_SCHEMA"]
+        cursor = connection.cursor()
+        v2 = (
+            "; storage v2, upgraded to v3 first"
+            if postgres_format.needs_upgrade(cursor, schema)
+            else ""
+        )
+        holders = live_gateways(cursor, schema)
+        live = f"; in use by gateway(s) {', '.join(holders)}" if holders else ""
+        return v2 + live
 
     @property
     def keeper(self) -> LeaseKeeper:

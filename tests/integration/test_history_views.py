@@ -5,12 +5,14 @@ session's own reader and another session's, under a config that masks otherwise 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
-from postgres_server import POSTGRES_URL
+from postgres_server import ON_CITUS, POSTGRES_URL
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.application import context as tool_context
@@ -18,8 +20,6 @@ from sessionwire.application.context import ToolContext
 from sessionwire.testing import VirtualClock
 
 OTHER = "agent:main:discord:group:ops"
-VIEWS = ("memory", "sqlite", "postgresql")
-"""The stores that keep the views (all but Citus, ADR 0054)."""
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "[WhatsApp +1555 2026-01-01 10:00] hi there\n[message_id: a1]"},
@@ -88,11 +88,52 @@ async def rendered_on_read(
         return await gateway.call_tool(requester, "sessions_history", params)
 
 
+def keeps_views(store: str) -> bool:
+    """Whether ``store`` keeps the views: all stores but Citus, whose saves are statements
+    routed to a shard, not the save function that writes them (ADR 0054 amended, §4)."""
+    return not (ON_CITUS and store.startswith("postgresql"))
+
+
 def no_rendering_on_read(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(*args: Any) -> Any:
         raise AssertionError("a line was rendered on read")
 
     monkeypatch.setattr(tool_context, "history_view", refused)
+
+
+@contextmanager
+def read_from_views(store: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Reads within that come from the stored views (a line rendered on read fails them);
+    on Citus, which keeps no views (ADR 0054 amended, §4), each of them renders its lines
+    instead: the list counts those renderings, and no views table or span column is in
+    the schema after them."""
+    rendered: list[int] = []
+    with monkeypatch.context() as patched:
+        if keeps_views(store):
+            no_rendering_on_read(patched)
+        else:
+            original = tool_context.history_view
+            patched.setattr(
+                tool_context, "history_view", lambda *args: rendered.append(1) or original(*args)
+            )
+        yield rendered
+    if not keeps_views(store):
+        assert rendered, "Citus renders the lines on read"
+        assert stored_views(store) == set()
+
+
+def stored_views(store: str) -> set[str]:
+    """The views table and the session rows' span columns in ``store``'s schema."""
+    schema = parse_qs(urlsplit(store).query)["schema"][0]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        found = connection.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'sw_history_views' UNION ALL SELECT column_name "
+            "FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = 'sw_sessions' AND column_name LIKE 'view%%'",
+            (schema, schema),
+        ).fetchall()
+    return {str(row[0]) for row in found}
 
 
 @pytest.mark.parametrize("requester", ["main", OTHER])
@@ -112,8 +153,6 @@ async def test_the_views_answer_what_rendering_on_read_answers(
 async def test_a_read_concatenates_the_stored_views(
     gateway: Gateway, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not store_url.startswith(VIEWS):
-        pytest.skip("this store renders the lines on read")
     await record(gateway, OTHER, MESSAGES)
     expected = {
         requester: await rendered_on_read(
@@ -121,10 +160,10 @@ async def test_a_read_concatenates_the_stored_views(
         )
         for requester in ("main", OTHER)
     }
-    no_rendering_on_read(monkeypatch)
-    for requester, answer in expected.items():
-        params = {"sessionKey": OTHER, "offset": 0}
-        assert await gateway.call_tool(requester, "sessions_history", params) == answer
+    with read_from_views(store_url, monkeypatch):
+        for requester, answer in expected.items():
+            params = {"sessionKey": OTHER, "offset": 0}
+            assert await gateway.call_tool(requester, "sessions_history", params) == answer
     assert expected["main"]["contentRedacted"] is True
     assert expected[OTHER]["contentRedacted"] is False
     assert expected["main"]["messages"][0]["content"][0]["text"] == "hi there"
@@ -154,8 +193,7 @@ async def test_views_rendered_under_other_patterns_are_rendered_again(
             "my pin is [redacted:configured] ok",
             "and [redacted:configured] too",
         ]
-        with monkeypatch.context() as patched:
-            no_rendering_on_read(patched)
+        with read_from_views(store, monkeypatch):
             newest = await gateway.call_tool(
                 "main", "sessions_history", {"sessionKey": OTHER, "limit": 1}
             )
@@ -193,6 +231,9 @@ async def test_messages_written_before_the_views_are_rendered_on_read(
             "DELETE FROM sw_history_views",
             "UPDATE sw_sessions SET view_stamp = NULL, view_since = NULL",
         )
+    elif not keeps_views(store):
+        # Citus keeps none to drop (ADR 0054 amended, §4), nor adds them when it opens.
+        assert stored_views(store) == set()
     else:
         run_sql(
             store,
@@ -210,10 +251,10 @@ async def test_messages_written_before_the_views_are_rendered_on_read(
         tail = await gateway.call_tool("main", "sessions_history", {"sessionKey": OTHER})
         assert tail["messages"][:-1] == expected["messages"]
         # A window of messages written since: from their views.
-        no_rendering_on_read(monkeypatch)
-        newest = await gateway.call_tool(
-            "main", "sessions_history", {"sessionKey": OTHER, "limit": 1}
-        )
+        with read_from_views(store, monkeypatch):
+            newest = await gateway.call_tool(
+                "main", "sessions_history", {"sessionKey": OTHER, "limit": 1}
+            )
         assert newest["messages"] == tail["messages"][-1:]
     finally:
         await gateway.close()
@@ -249,10 +290,12 @@ async def test_a_message_written_without_views_breaks_the_span(
         params = {"sessionKey": OTHER, "limit": 1}
         newest = await gateway.call_tool("main", "sessions_history", params)
         assert newest["messages"][0]["content"][0]["text"] == "ok"
-        assert rendered == []
+        # Citus keeps no views (ADR 0054 amended, §4): each read renders its lines.
+        views = keeps_views(store)
+        assert rendered == ([] if views else [1])
         again = await gateway.call_tool("main", "sessions_history", {"sessionKey": OTHER})
         assert again["messages"] == [*answer["messages"], *newest["messages"]]
-        assert rendered == [1]
+        assert rendered == ([1] if views else [1, 1])
     finally:
         await gateway.close()
 
@@ -260,8 +303,6 @@ async def test_a_message_written_without_views_breaks_the_span(
 async def test_a_batch_into_a_session_is_read_from_its_views(
     gateway: Gateway, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not store_url.startswith(VIEWS):
-        pytest.skip("this store renders the lines on read")
     # A session that exists: the batch's save updates its row (PostgreSQL: one call of
     # the save function with every event, ``sw_append_many``).
     await gateway.record_message(OTHER, role="user", content="first", channel="discord")
@@ -272,9 +313,9 @@ async def test_a_batch_into_a_session_is_read_from_its_views(
         )
         for requester in ("main", OTHER)
     }
-    no_rendering_on_read(monkeypatch)
-    for requester, answer in expected.items():
-        params = {"sessionKey": OTHER, "includeTools": True}
-        assert await gateway.call_tool(requester, "sessions_history", params) == answer
+    with read_from_views(store_url, monkeypatch):
+        for requester, answer in expected.items():
+            params = {"sessionKey": OTHER, "includeTools": True}
+            assert await gateway.call_tool(requester, "sessions_history", params) == answer
     assert len(expected["main"]["messages"]) == 1 + len(MESSAGES)
     assert expected["main"]["contentRedacted"] is True

@@ -20,8 +20,10 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
+from postgres_server import ON_CITUS
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
+from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.adapters.store.event_store import EventSourcedStore
 from sessionwire.adapters.store.postgres_save_ids import RETENTION_MINUTES
 from sessionwire.adapters.testkit.internals import store_of
@@ -252,11 +254,14 @@ async def test_the_sqlite_writer_runs_a_save_once_and_reports_a_failed_commit_as
 def test_save_ids_are_kept_for_their_retention_then_pruned(store: EventSourcedStore) -> None:
     store.save(opened(KEY))
     save_ids = store.recorder.save_ids  # type: ignore[attr-defined]
+    # An older save's id, as the store records it: on Citus with its save's shard key,
+    # the table's distribution column (``CitusSaveIds.recording``, ADR 0062).
+    columns, key = ("save_id, shard_key, ", (KEY,)) if ON_CITUS else ("save_id, ", ())
     with store.writing() as cursor:
         cursor.execute(
-            f"INSERT INTO {save_ids.table} (save_id, saved_at) "
-            "VALUES (%s, now() - make_interval(mins => %s))",
-            (uuid4(), RETENTION_MINUTES + 1),
+            f"INSERT INTO {save_ids.table} ({columns}saved_at) "
+            f"VALUES (%s, {'%s, ' * len(key)}now() - make_interval(mins => %s))",
+            (uuid4(), *key, RETENTION_MINUTES + 1),
         )
         cursor.execute(f"SELECT count(*) AS ids FROM {save_ids.table}")
         assert cursor.fetchone()["ids"] == 2
@@ -272,6 +277,12 @@ def test_a_schema_made_before_save_ids_gets_their_table_when_opened(postgres_url
             cursor.execute(f'DROP TABLE "{first.datastore.schema}".sw_saves')
     finally:
         first.close()
+    if ON_CITUS:
+        # A table missing on Citus is a distribution step to go: the open refuses it and
+        # names the upgrade, which makes the table distributed (ADR 0062).
+        with pytest.raises(NotDistributed, match=r"first: sw_saves: .*&upgrade=yes"):
+            open_event_store(postgres_url, GatewayConfig())
+        open_event_store(f"{postgres_url}&upgrade=yes", GatewayConfig()).close()
     store = open_event_store(postgres_url, GatewayConfig())
     try:
         store.save(opened(KEY))

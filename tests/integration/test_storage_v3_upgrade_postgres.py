@@ -3,7 +3,12 @@ was dumped from a schema the v2 code wrote (``tests/fixtures/storage_v2``). Open
 upgrades it in place, resumably, under the schema's storage lock, with progress on
 stderr; it then verifies with the same head and reads as it did, and its log goes on. A
 v2 gateway is refused afterwards; a v2 schema that live gateways hold is not upgraded
-unless the URL says so."""
+unless the URL says so.
+
+On Citus the schema, made without distribution, is distributed by the same open: only
+one with ``&upgrade=yes`` (ADR 0062's refusal of a schema not distributed), which
+upgrades it to v3 first and then runs the distribution steps.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from audit_rig import run_cli, verify_json
+from postgres_server import ON_CITUS
 from psycopg.rows import dict_row
 from sessionwire.adapters.store import postgres_format
 from storage_v2_postgres import V2, V2_PG_EVENTS, golden, load_v2_dump, schema_of
@@ -66,6 +72,25 @@ def goldens() -> dict[str, Any]:
     return found
 
 
+def upgrading(url: str) -> str:
+    """The URL of the open that upgrades the v2 schema: on Citus the one that distributes
+    it too, which only ``&upgrade=yes`` runs; any other open is refused, changing nothing
+    (``refused_on_citus``)."""
+    return f"{url}&upgrade=yes" if ON_CITUS else url
+
+
+def refused_on_citus(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    """On Citus, an open of the undistributed v2 schema without ``&upgrade=yes`` is
+    refused (exit 2, the command that distributes it named) and leaves it v2."""
+    if not ON_CITUS:
+        return
+    code, out, err = run_cli(capsys, "--store", url, "--json", "audit", "verify")
+    assert (code, out) == (2, ""), err
+    assert "is not distributed on Citus" in err
+    assert "distribution=citus&upgrade=yes" in err
+    assert chain_kind(url) == "table"
+
+
 @contextmanager
 def transaction(url: str) -> Iterator[psycopg.Cursor[Any]]:
     with connect(url) as connection, connection.transaction():
@@ -76,7 +101,8 @@ def test_a_real_v2_schema_upgrades_in_place_and_reads_as_it_did(
     capsys: pytest.CaptureFixture[str], v2_url: str
 ) -> None:
     assert chain_kind(v2_url) == "table"
-    code, out, err = run_cli(capsys, "--store", v2_url, "--json", "audit", "verify")
+    refused_on_citus(capsys, v2_url)
+    code, out, err = run_cli(capsys, "--store", upgrading(v2_url), "--json", "audit", "verify")
     report = json.loads(out)
     assert (code, report["findings"]) == (0, [])
     assert report == golden("verify")  # the same records, the same head
@@ -124,7 +150,8 @@ def test_an_upgrade_that_fails_midway_resumes_where_it_stopped(
     assert reached == {"value": 20}
     assert filled == {"n": 20}  # the failed batch's rows were rolled back with it
 
-    code, out, err = run_cli(capsys, "--store", v2_url, "--json", "audit", "verify")
+    refused_on_citus(capsys, v2_url)
+    code, out, err = run_cli(capsys, "--store", upgrading(v2_url), "--json", "audit", "verify")
     assert (code, json.loads(out)) == (0, golden("verify")), err
     assert f"storage v3: resuming the upgrade at event 20 of {V2_PG_EVENTS}" in err
     assert chain_kind(v2_url) == "view"
@@ -138,7 +165,7 @@ async def test_the_log_of_an_upgraded_schema_goes_on(
     from sessionwire.testing import VirtualClock
 
     gateway = await Gateway.open(
-        config=GatewayConfig(), store=v2_url, clock=VirtualClock(), resume=False
+        config=GatewayConfig(), store=upgrading(v2_url), clock=VirtualClock(), resume=False
     )
     try:
         await gateway.record_message("main", role="user", content="after the upgrade")
@@ -159,7 +186,7 @@ async def test_the_log_of_an_upgraded_schema_goes_on(
 def test_a_v2_gateway_is_refused_after_the_upgrade(
     capsys: pytest.CaptureFixture[str], v2_url: str
 ) -> None:
-    assert verify_json(capsys, v2_url)[0] == 0  # upgraded
+    assert verify_json(capsys, upgrading(v2_url))[0] == 0  # upgraded
     schema = schema_of(v2_url)
     s = f'"{schema}"'
     # What the v2 code's save sends after its event rows: its stream link (every save)
@@ -223,6 +250,9 @@ def test_a_v2_schema_held_by_live_gateways_is_upgraded_only_when_asked(
     assert "v2-host-a:41, v2-host-b:7" in err  # the live holders, not the expired one
     assert "upgrade=yes" in err
     assert chain_kind(v2_url) == "table"  # untouched
+    # On Citus the refusal is the distribution's (no open of it but one with upgrade=yes,
+    # ADR 0062), which names the v2 storage and the holders as well.
+    refused_on_citus(capsys, v2_url)
 
     code, out, err = run_cli(
         capsys, "--store", f"{v2_url}&upgrade=yes", "--json", "audit", "verify"
@@ -243,7 +273,7 @@ def test_a_gateway_opening_during_an_upgrade_waits_for_the_storage_lock(
         holder.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
 
         def open_store() -> None:
-            store = EventSourcedStore(v2_url, kind_of=no_kind)
+            store = EventSourcedStore(upgrading(v2_url), kind_of=no_kind)
             try:
                 opened.append(chain_kind(v2_url))
             finally:
