@@ -80,13 +80,6 @@ _POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_
 # for what the distributed store does not do yet, each with what it broke on 2026-12-02
 # (ADR 0053): strict, so one that passes there fails until it is taken off this list.
 CITUS_PENDING: dict[str, str] = {
-    "tests/e2e/test_chain_v1_stores.py::test_a_v1_store_verifies_and_its_log_goes_on[postgres]": (
-        "a restored v1 schema is refused until distributed (upgrade=yes)"
-    ),
-    "tests/e2e/test_chain_v1_stores.py::"
-    "test_a_v1_store_still_finds_an_edit_of_a_v1_record[postgres]": (
-        "a restored v1 schema is refused until distributed (upgrade=yes)"
-    ),
 }
 
 

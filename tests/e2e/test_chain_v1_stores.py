@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from audit_rig import RawStore, verify_json
+from postgres_server import ON_CITUS
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.testing import VirtualClock
 from storage_v2_postgres import load_v2_dump
@@ -45,7 +46,9 @@ async def v1_store(request: pytest.FixtureRequest, tmp_path: Path, clock: Virtua
         return f"sqlite:///{copy}"
     url = str(request.getfixturevalue("postgres_url"))
     await v1_postgres_store(url, clock)
-    return url
+    # On Citus the restored schema's tables are local: a store opened with upgrade=yes
+    # distributes them (ADR 0051's steps), and every later open finds them done.
+    return f"{url}&upgrade=yes" if ON_CITUS else url
 
 
 def columns(url: str) -> set[str]:
