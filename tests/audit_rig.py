@@ -6,11 +6,13 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+from uuid import UUID
 
 import pytest
+from postgres_server import ON_CITUS
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.cli.main import main
 from sessionwire.adapters.store.audit import StoreAuditLog
@@ -21,6 +23,13 @@ from sessionwire.adapters.testkit.internals import internals
 from sessionwire.application.audit.checkpoint import Checkpointed
 from sessionwire.application.audit.export import export_lines
 from sessionwire.application.ports.audit_log import AuditLog
+from sessionwire.domain.hash_chain import (
+    GENESIS,
+    RecordContent,
+    ShardChains,
+    log_hash,
+    stream_hash,
+)
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 QUICK = [
@@ -188,6 +197,77 @@ def stored_contents(url: str) -> tuple[list[Any], dict[str, list[tuple[object, .
         return log, store.read_model_snapshot()
     finally:
         store.close()
+
+
+def distributed(url: str) -> bool:
+    """Whether ``url`` is a store distributed by session (the PostgreSQL tier on Citus):
+    its sealed records carry shard links (ADR 0067)."""
+    return ON_CITUS and url.startswith("postgresql")
+
+
+def assert_same_log(copy: list[Any], source: list[Any], *, on_shards: bool) -> None:
+    """``copy`` (an import's stored log) is ``source``'s: the same positions, bytes, stream
+    and log hashes. ``on_shards`` (both distributed, ADR 0067 §5): the copy's records are
+    on its own shards, so their shard links are not the source's; each sealed record of
+    either has the link its own shard's chain gives it (followed along the sealed log,
+    as ``audit verify`` does), and records that share a shard in the source share one in
+    the copy (the same shard count: the same hash ranges)."""
+    if not on_shards:
+        assert copy == source
+        return
+    placed = []
+    for log in (source, copy):
+        chains = ShardChains()
+        shards: dict[int, list[int]] = {}
+        for record, link in log:
+            if link is None or link.log_hash is None:
+                assert link is None or link.shard is None, record.notification_id
+                continue
+            assert link.shard is not None, f"sealed record {record.notification_id} has no shard"
+            shard = link.shard.shard
+            assert link.shard == chains.follow(shard, record.notification_id, link.stream_hash)
+            shards.setdefault(shard, []).append(record.notification_id)
+        placed.append(shards)
+    assert not set(placed[0]) & set(placed[1]), "the copy's shards are its own"
+    assert sorted(placed[0].values()) == sorted(placed[1].values())
+    assert without_shards(copy) == without_shards(source)
+
+
+def without_shards(log: list[Any]) -> list[Any]:
+    """``log`` (records and their links) with no link's shard link."""
+    return [(record, link if link is None else replace(link, shard=None)) for record, link in log]
+
+
+def rechained(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The export with every hash recomputed, as someone who knows the rule would."""
+    streams: dict[str, bytes] = {}
+    head = GENESIS
+    seq = 0
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        line = dict(line)
+        if line["type"] == "event":
+            content = RecordContent(
+                originator_id=UUID(line["originator_id"]),
+                originator_version=line["originator_version"],
+                topic=line["topic"],
+                state=line["state"].encode(),
+            )
+            own = stream_hash(streams.get(line["originator_id"], GENESIS), content)
+            streams[line["originator_id"]] = own
+            head = log_hash(head, line["notification_id"], own)
+            seq += 1
+            line.update(stream_hash=own.hex(), log_hash=head.hex(), log_seq=seq)
+        elif line["type"] == "end":
+            events = [item for item in out if item["type"] == "event"]
+            line.update(
+                events=len(events),
+                head_notification_id=events[-1]["notification_id"],
+                head_log_hash=head.hex(),
+                head_log_seq=seq,
+            )
+        out.append(line)
+    return out
 
 
 def sealed_now(log: StoreAuditLog, *, passes: int = 10_000) -> None:

@@ -12,7 +12,7 @@ pytest: pyproject's ``pythonpath`` puts ``tests/`` on the import path.
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 _GIVEN = urlsplit(
     os.environ.get("SESSIONWIRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -37,6 +37,12 @@ def schema_url(schema: str, *options: str) -> str:
     ``options`` (``"lease_seconds=2"``)."""
     query = "&".join([f"schema={schema}", *filter(None, (STORE_OPTIONS, *options))])
     return f"{POSTGRES_URL}?{query}"
+
+
+def schema_of(url: str) -> str:
+    """The schema a store URL names (``schema=…``), whatever options come after it (on
+    Citus ``&distribution=citus``, which a split on ``schema=`` would keep)."""
+    return parse_qs(urlsplit(url).query)["schema"][0]
 
 
 def _postgres_problem() -> str | None:

@@ -299,6 +299,8 @@ class StoreAuditLog(AuditLog):
         # Each stream's shard key, from its first event (a store distributed by session
         # key writes it on every row, ADR 0062; the others take no key).
         shard_keys: dict[UUID, str] = {}
+        # Each stream's first position: a work row's place is its creation's (ADR 0061).
+        created: dict[UUID, int] = {}
 
         def project(cursor: Any) -> None:
             # A batch at a time: its events and links in one statement each, then the
@@ -329,6 +331,7 @@ class StoreAuditLog(AuditLog):
                 content = loaded.record.content
                 if content.originator_version == 1:
                     shard_keys[content.originator_id] = shard_key_of(content.originator_id, event)
+                    created[content.originator_id] = loaded.record.notification_id
                 elif content.originator_id not in shard_keys:
                     raise ImportRejected(
                         f"line {loaded.line}: stream {content.originator_id} has no first "
@@ -342,10 +345,38 @@ class StoreAuditLog(AuditLog):
                     project(cursor)
                 count += 1
             project(cursor)
+            self._number_work_as_created(cursor, created)
+            self.chain.imported(cursor)
             # Last: PostgreSQL's setval is not undone by a rollback.
             self.store.backend.follow_explicit_ids(cursor, self.chain)
         self.store.analyze()
         return count
+
+    def _number_work_as_created(self, cursor: Any, created: dict[UUID, int]) -> None:
+        """The work rows' positions in the order their streams were created, as the
+        source numbered them and a rebuild does (ADR 0061: in notification-id order).
+        The import replays the file's order, the sealed log's, which can differ: on
+        Citus it interleaves the shards pass by pass. Only rows out of place change."""
+        model = self.store.read_model
+        m = model.m
+        cursor.execute(f"SELECT id, session_key, position FROM {model.work_table}")
+        rows = [
+            (UUID(row["id"]), row["session_key"], int(row["position"])) for row in cursor.fetchall()
+        ]
+        places = sorted(position for _, _, position in rows)
+        moved = [
+            (place, row_id.hex, session_key)
+            for place, (row_id, session_key, position) in zip(
+                places, sorted(rows, key=lambda row: created[row[0]]), strict=True
+            )
+            if place != position
+        ]
+        if moved:
+            cursor.executemany(
+                f"UPDATE {model.work_table} SET position = {m} "
+                f"WHERE id = {m} AND session_key = {m}",
+                moved,
+            )
 
     def rebuild_and_compare(self, *, replace: bool) -> dict[str, TableDifference]:
         live = self.store.read_model

@@ -719,6 +719,10 @@ class SqlChain:
         cursor.execute(f"SELECT 1 AS found FROM {self.t.events} LIMIT 1")
         return cursor.fetchone() is None
 
+    def imported(self, cursor: Cursor) -> None:
+        """What the store adds to an import's records once they are all in, in the
+        import's transaction: nothing on a store of one log (Citus: their shard chains)."""
+
 
 def pages(
     fetch: Callable[[int, int], Sequence[Any]],

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
+from psycopg.rows import tuple_row
 from sessionwire.adapters.store import citus_schema, postgres_search
 from sessionwire.adapters.store.chain import PAGE as SEAL_BATCH
 from sessionwire.adapters.store.chain import SqlChain
@@ -113,6 +115,53 @@ class CitusChain(SqlChain):
             )
             for row in cursor.fetchall()
         ]
+
+    def imported(self, cursor: Any) -> None:
+        """An import's sealed records get the copy's own shard chains, as the upgrade's
+        backfill gives them (ADR 0067 §5): the trigger gave each row the shard it is on
+        here, and each shard's log is the sealed log restricted to it, from its start.
+        In the import's transaction, so a copy is never left with part of its chains."""
+        self.fill_shard_chains(cursor.connection, None, page_transactions=False)
+
+    def fill_shard_chains(
+        self, connection: Any, progress: Progress | None, *, page_transactions: bool
+    ) -> None:
+        """Every sealed row's ``shard_seq`` and ``shard_hash``, from the sealed log in its
+        order (``ShardChains``) and each row's ``log_shard``, a page of the log at a
+        time: each page's rows written shard by shard with the routed UPDATE
+        (``page_transactions``: each page committed on its own)."""
+        chains = ShardChains()
+        after = 0
+        with connection.cursor(row_factory=tuple_row) as cursor:
+            while True:
+                rows = cursor.execute(
+                    "SELECT notification_id, stream_hash, log_seq, log_shard, shard_key "
+                    f"FROM {self.t.events} WHERE log_seq > %s ORDER BY log_seq LIMIT %s",
+                    (after, SEAL_BATCH),
+                ).fetchall()
+                if not rows:
+                    return
+                by_shard: dict[int, list[tuple[int, ShardLink, str]]] = {}
+                for n, own, _, shard, shard_key in rows:
+                    link = chains.follow(int(shard), int(n), bytes(own))
+                    by_shard.setdefault(int(shard), []).append((int(n), link, str(shard_key)))
+                with connection.transaction() if page_transactions else nullcontext():
+                    for links in by_shard.values():
+                        cursor.execute(
+                            f"UPDATE {self.t.events} AS c SET shard_seq = s.seq, "
+                            "shard_hash = s.hash FROM unnest(%s::bigint[], %s::bigint[], "
+                            "%s::bytea[]) AS s(n, seq, hash) "
+                            "WHERE c.shard_key = ANY(%s::text[]) AND c.notification_id = s.n",
+                            (
+                                [n for n, _, _ in links],
+                                [link.seq for _, link, _ in links],
+                                [link.shard_hash for _, link, _ in links],
+                                sorted({shard_key for _, _, shard_key in links}),
+                            ),
+                        )
+                after = int(rows[-1][2])
+                if progress is not None:
+                    progress(f"distributing: shard chains of {after} sealed records")
 
     def records_after(
         self, cursor: Any, position: int, limit: int
@@ -470,39 +519,10 @@ class CitusSessionRecorder(PostgresSessionRecorder):
 
     def fill_shard_chains(self, connection: Any, progress: Progress) -> None:
         """The shard chains of rows sealed before the store kept them (a schema
-        distributed by ADR 0051's build), from the sealed log in its order
-        (``ShardChains``), a page of the log at a time: each page's rows written shard by
-        shard. Idempotent, so an interrupted run is done again from the start."""
-        chains = ShardChains()
-        after = 0
-        while True:
-            rows = connection.execute(
-                f"SELECT notification_id, stream_hash, log_seq, log_shard, shard_key "
-                f"FROM {self.events_table} WHERE log_seq > %s ORDER BY log_seq LIMIT %s",
-                (after, SEAL_BATCH),
-            ).fetchall()
-            if not rows:
-                return
-            by_shard: dict[int, list[tuple[int, ShardLink, str]]] = {}
-            for n, own, _, shard, shard_key in rows:
-                link = chains.follow(int(shard), int(n), bytes(own))
-                by_shard.setdefault(int(shard), []).append((int(n), link, str(shard_key)))
-            with connection.transaction():
-                for links in by_shard.values():
-                    connection.execute(
-                        f"UPDATE {self.events_table} AS c SET shard_seq = s.seq, "
-                        "shard_hash = s.hash FROM unnest(%s::bigint[], %s::bigint[], "
-                        "%s::bytea[]) AS s(n, seq, hash) "
-                        "WHERE c.shard_key = ANY(%s::text[]) AND c.notification_id = s.n",
-                        (
-                            [n for n, _, _ in links],
-                            [link.seq for _, link, _ in links],
-                            [link.shard_hash for _, link, _ in links],
-                            sorted({shard_key for _, _, shard_key in links}),
-                        ),
-                    )
-            after = int(rows[-1][2])
-            progress(f"distributing: shard chains of {after} sealed records")
+        distributed by ADR 0051's build), each page of the log in its own transaction
+        (``CitusChain.fill_shard_chains``). Idempotent, so an interrupted run is done
+        again from the start."""
+        self.chain.fill_shard_chains(connection, progress, page_transactions=True)
 
     # Distributing ---------------------------------------------------------------------
 

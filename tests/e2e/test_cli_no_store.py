@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from command_line import run_in_process, run_process
-from postgres_server import POSTGRES_URL
+from postgres_server import POSTGRES_URL, schema_of
 from sessionwire import Gateway
 
 READ_ONLY = [
@@ -42,7 +42,7 @@ def _schema_exists(schema: str) -> bool:
 @pytest.fixture
 def absent_schema(postgres_url: str) -> tuple[str, str]:
     """A schema name nothing has made (``postgres_url`` drops it if something did)."""
-    return postgres_url, postgres_url.rsplit("schema=", 1)[1]
+    return postgres_url, schema_of(postgres_url)
 
 
 @pytest.mark.parametrize("command", READ_ONLY, ids=" ".join)

@@ -10,13 +10,21 @@ another head all verified clean before."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_rig import audit_log_of, open_populated, run_cli, sealed_now, signed_records
+from audit_rig import (
+    audit_log_of,
+    distributed,
+    open_populated,
+    run_cli,
+    sealed_now,
+    signed_records,
+)
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sessionwire.application.audit.checkpoint import (
     latest_anchor,
@@ -218,11 +226,15 @@ async def test_a_checkpoint_recorded_before_version_3_still_anchors_exports(
             head = log.sealed_head()
             assert head is not None
             members = session_members(log, head.size, log.stream_heads(head), 2)
+            # As recorded before version 3: with no tree sizes, and so (on Citus) with no
+            # shards_root either, which only version 4 signs (ADR 0067 §3).
             older = replace(
                 current,
                 sessions_root=sessions_root(members),
                 heads_count=None,
                 sessions_count=None,
+                shards_root=None,
+                shards_count=None,
             )
             assert older.version == 2
             log.record_checkpoint(
@@ -258,24 +270,48 @@ async def test_a_checkpoint_recorded_before_version_3_still_anchors_exports(
         assert verify(capsys, tmp_path, lines, signed)[:2] == (0, set())
 
 
-async def test_an_import_keeps_a_carried_checkpoint_only_if_it_signs_the_sessions_too(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, signed: Signed
-) -> None:
-    """A checkpoint whose signature holds and whose log head and heads_root are the
-    imported log's, but whose sessions_root is not, is not kept: kept, it made every
-    later verify and export of the copy fail on the mismatch."""
+def resigned(lines: list[Line], change: Callable[[Line], Line]) -> list[Line]:
+    """``lines`` with the checkpoint's statement changed and signed again with its key."""
     key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
-    forged = []
-    for line in signed.whole:
+    out = []
+    for line in lines:
         if line["type"] == "checkpoint":
-            statement = Statement.from_json({**line["statement"], "sessions_root": "00" * 32})
+            statement = Statement.from_json(change(line["statement"]))
             line = {
                 **line,
                 "statement": statement.to_json(),
                 "signature": key.sign(statement.signed_bytes()).hex(),
             }
-        forged.append(line)
-    for name, lines, kept in (("genuine", signed.whole, True), ("forged", forged, False)):
+        out.append(line)
+    return out
+
+
+async def test_an_import_keeps_a_carried_checkpoint_only_if_it_signs_the_sessions_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, signed: Signed, store_url: str
+) -> None:
+    """A checkpoint whose signature holds and whose log head and heads_root are the
+    imported log's, but whose sessions_root is not, is not kept: kept, it made every
+    later verify and export of the copy fail on the mismatch."""
+    whole = signed.whole
+    [statement] = [line["statement"] for line in whole if line["type"] == "checkpoint"]
+    assert ("shards_root" in statement) is distributed(store_url)
+    if distributed(store_url):
+        # A version-4 checkpoint is never kept: the copy places its records on its own
+        # shards, so no shard head it has is the signed one (ADR 0067 §5). The same
+        # statement at version 3 (no shards) then shows the rule on sessions_root.
+        file = tmp_path / "v4.jsonl"
+        file.write_text("".join(json.dumps(line) + "\n" for line in whole))
+        copy = f"sqlite:///{tmp_path}/v4.db"
+        code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "import", str(file))
+        assert code == 0, err
+        (note,) = json.loads(out)["checkpoints"]
+        assert note.endswith("was not kept: it signs the shard heads of the store exported")
+        unsharded = {"shards_root", "shards_count"}
+        whole = resigned(
+            whole, lambda s: {**{k: v for k, v in s.items() if k not in unsharded}, "version": 3}
+        )
+    forged = resigned(whole, lambda s: {**s, "sessions_root": "00" * 32})
+    for name, lines, kept in (("genuine", whole, True), ("forged", forged, False)):
         file = tmp_path / f"{name}.jsonl"
         file.write_text("".join(json.dumps(line) + "\n" for line in lines))
         copy = f"sqlite:///{tmp_path}/{name}.db"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from audit_rig import populate, run_cli, seal_store
+from audit_rig import distributed, populate, run_cli, seal_store
 from sessionwire.testing import VirtualClock
 
 
@@ -61,19 +61,31 @@ async def test_bundles_from_either_store_verify_alone(
         assert report["unanchored"] == 0
         assert report["checkpoint"]["trusted"] is True
 
-    code, _, err = run_cli(capsys, "--store", copy, "audit", "import", str(whole))
+    code, out, err = run_cli(capsys, "--store", copy, "--json", "audit", "import", str(whole))
     assert code == 0, err
-    code, out, _ = run_cli(
-        capsys,
-        "--store",
-        copy,
-        "--json",
-        "audit",
-        "verify",
-        "--expect-head",
-        head,
-        "--trusted-key",
-        public,
-    )
+    (note,) = json.loads(out)["checkpoints"]
+    verify_copy = ("--store", copy, "--json", "audit", "verify", "--expect-head", head)
+    if distributed(source):
+        # The checkpoint is version 4, and an import keeps none: the copy places its
+        # records on its own shards (ADR 0067 §5). The copy verifies clean but for the
+        # missing anchor, and a checkpoint signed on it anchors it again.
+        assert made["statement"]["version"] == 4
+        assert note.endswith("was not kept: it signs the shard heads of the store exported")
+        code, out, _ = run_cli(capsys, *verify_copy, "--trusted-key", public)
+        report = json.loads(out)
+        assert code == 1
+        assert [(f["kind"], f["detail"]) for f in report["findings"]] == [
+            ("checkpoint", "the store holds no checkpoint to check against")
+        ]
+        code, out, err = run_cli(
+            capsys, "--store", copy, "--json", "audit", "checkpoint", "--key", str(key)
+        )
+        assert code == 0, err
+        resigned = json.loads(out)["statement"]
+        assert (resigned["version"], resigned["log_hash"]) == (4, head)
+        assert resigned["shards_root"] != made["statement"]["shards_root"]
+    else:
+        assert "was kept" in note, note
+    code, out, _ = run_cli(capsys, *verify_copy, "--trusted-key", public)
     assert code == 0, out
     assert json.loads(out)["head"]["log_hash"] == head

@@ -20,10 +20,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from audit_rig import populate, run_cli
+from audit_rig import populate, run_cli, stored_contents
 from citus_cluster import EVENTS, distributed_url
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from postgres_server import POSTGRES_URL
+from postgres_server import POSTGRES_URL, schema_of
 from psycopg import sql
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.citus_schema import NotDistributed
@@ -35,7 +35,7 @@ from sessionwire.application.audit.checkpoint import (
 )
 from sessionwire.application.audit.verify import verify
 from sessionwire.domain.checkpoint import ShardHead, shards_root
-from sessionwire.domain.hash_chain import GENESIS, ShardLink, shard_log_hash
+from sessionwire.domain.hash_chain import GENESIS, ShardChains, ShardLink, shard_log_hash
 from sessionwire.testing import VirtualClock
 from store_sessions import opened, with_message
 
@@ -55,7 +55,7 @@ def store(citus_url: str) -> Iterator[EventSourcedStore]:
 
 
 def _events(url: str) -> str:
-    return f'"{url.split("schema=", 1)[1].split("&", 1)[0]}".{EVENTS}'
+    return f'"{schema_of(url)}".{EVENTS}'
 
 
 def _saved(store: EventSourcedStore, count: int, prefix: str = "s") -> None:
@@ -322,12 +322,14 @@ def test_a_schema_distributed_before_the_shard_chains_gets_them_on_upgrade(
         upgraded.close()
 
 
-def test_records_imported_into_a_distributed_schema_precede_the_shard_chains(
+def test_records_imported_into_a_distributed_schema_get_the_copys_own_shard_chains(
     citus_url: str, tmp_path: Path, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An import (ADR 0062) writes sealed records with no shard chain; each shard's chain
-    begins at its first record sealed after them, and verify follows the shards from
-    the first sealed record with a shard (as the evidence format does)."""
+    """An import (ADR 0062) gives its sealed records the shard chains of the shards they
+    are on in the copy, as the upgrade's backfill does (ADR 0067 §5): each shard's log
+    starts at its first imported record, later records go on from there, and the copy
+    verifies and takes a version-4 checkpoint like a store that was always distributed.
+    The file (from SQLite here) carries no shard, so nothing of the chains is copied."""
     source = f"sqlite:///{tmp_path}/source.db"
     asyncio.run(populate(source, clock))
     exported = tmp_path / "log.jsonl"
@@ -338,19 +340,20 @@ def test_records_imported_into_a_distributed_schema_precede_the_shard_chains(
     code, _, err = run_cli(capsys, "--store", citus_url, "audit", "import", str(exported))
     assert code == 0, err
     imported = len(_stored_chains(citus_url))
+    assert imported > 10
     store = EventSourcedStore(citus_url, kind_of=no_kind)
     try:
         _saved(store, 4, prefix="after")
         _sealed(store)
-        stored = _stored_chains(citus_url)
-        assert [link for _, link in stored[:imported]] == [None] * imported
-        later = [link for _, link in stored[imported:] if link is not None]
-        assert len(later) == 8
-        # Each shard's log starts at its first record sealed after the import.
-        firsts: dict[int, int] = {}
-        for link in later:
-            firsts.setdefault(link.shard, link.seq)
-        assert set(firsts.values()) == {1}
+        assert len(_stored_chains(citus_url)) == imported + 8
+        chains = ShardChains()
+        for record, link in stored_contents(citus_url)[0]:
+            assert link is not None
+            assert link.log_hash is not None
+            assert link.shard is not None, record.notification_id
+            expected = chains.follow(link.shard.shard, record.notification_id, link.stream_hash)
+            assert link.shard == expected, record.notification_id
+        assert len(chains.heads) > 1
         log = StoreAuditLog(store)
         key = Ed25519PrivateKey.generate()
         assert make_checkpoint(log, key, now=NOW).checkpoint.statement.version == 4

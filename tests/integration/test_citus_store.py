@@ -20,7 +20,7 @@ import pytest
 from audit_rig import populate, run_cli
 from citus_cluster import EVENTS, distributed_url, is_coordinator, local_url
 from command_line import run_in_process
-from postgres_server import POSTGRES_URL
+from postgres_server import POSTGRES_URL, schema_of
 from sessionwire import Gateway, GatewayConfig
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.citus_schema import NotDistributed
@@ -45,14 +45,10 @@ def store(citus_url: str) -> Iterator[EventSourcedStore]:
     opened_store.close()
 
 
-def _schema(url: str) -> str:
-    return url.split("schema=", 1)[1].split("&", 1)[0]
-
-
 def test_every_per_session_table_is_distributed_and_colocated(
     store: EventSourcedStore, citus_url: str
 ) -> None:
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         rows = connection.execute(
             "SELECT logicalrelid::text, column_to_column_name(logicalrelid, partkey), "
@@ -138,7 +134,7 @@ def test_a_message_save_is_one_shards_transaction(store: EventSourcedStore) -> N
 def test_each_event_row_carries_its_workers_own_transaction_id(
     store: EventSourcedStore, citus_url: str
 ) -> None:
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     session = opened("agent:main:worker-xid")
     store.save(with_message(session, "hi"))
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
@@ -254,7 +250,7 @@ def test_a_reader_of_the_log_stops_at_a_position_whose_worker_has_not_committed_
         session = opened(f"agent:main:lag{number}")
         store.save(with_message(session, f"m{number}"))
     store.seal()
-    events = f"{_schema(citus_url)}.{EVENTS}"
+    events = f"{schema_of(citus_url)}.{EVENTS}"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         # Position 5 as a reader sees it before its pass's shard has committed.
         seal_of_5 = connection.execute(
@@ -321,7 +317,7 @@ async def _exchange_commands(
     )
     try:
         # A session's rows live under its full key (``cron:x`` is the main agent's).
-        full = _placements(_schema(citus_url), [f"agent:main:{key}" for key in _CANDIDATES])
+        full = _placements(schema_of(citus_url), [f"agent:main:{key}" for key in _CANDIDATES])
         placed = {key: full[f"agent:main:{key}"] for key in _CANDIDATES}
         source, target = pick(placed)
         for key in (source, target):
@@ -385,7 +381,7 @@ async def test_an_exchange_within_one_shard_commits_in_one_phase_but_for_its_tra
         return first, next(k for k in _CANDIDATES[1:] if placed[k][0] == placed[first][0])
 
     issued, shards, _ = await _exchange_commands(citus_url, same_shard)
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     elsewhere = [
         line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
     ]
@@ -413,7 +409,7 @@ async def test_an_exchange_across_workers_touches_only_its_two_sessions_shards(
         return first, next(k for k in _CANDIDATES[1:] if placed[k][1] != placed[first][1])
 
     issued, shards, _ = await _exchange_commands(citus_url, two_workers)
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     elsewhere = [
         line for line, _ in _writes(issued) if not _shards_written(schema, [(line, "")]) <= shards
     ]
@@ -444,7 +440,7 @@ def test_an_export_of_a_plain_store_imports_into_a_distributed_one(
     count = json.loads(out)["imported"]
     assert count > 10
     assert f"clean: {count} event(s) checked; head #" in _verified(citus_url)
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         rows, keyless, split = (
             connection.execute(statement).fetchone()
@@ -490,16 +486,16 @@ def test_a_sealing_pass_over_one_sessions_rows_is_one_shards_transaction(
     store.recorder.stop_sealing()
     session = opened("agent:main:sealed-alone")
     store.save(with_message(session, "one"))
-    (placed,) = _placements(_schema(citus_url), ["agent:main:sealed-alone"]).values()
+    (placed,) = _placements(schema_of(citus_url), ["agent:main:sealed-alone"]).values()
     with remote_commands(store) as seen:
         assert store.seal() == 2
     issued = [(line, detail) for line, detail in seen if line.startswith("issuing ")]
     updates = [line for line, _ in _writes(issued)]
     assert updates, issued
     assert all(
-        line.startswith(f"issuing UPDATE {_schema(citus_url)}.{EVENTS}_") for line in updates
+        line.startswith(f"issuing UPDATE {schema_of(citus_url)}.{EVENTS}_") for line in updates
     )
-    assert _shards_written(_schema(citus_url), issued) <= placed[0], updates
+    assert _shards_written(schema_of(citus_url), issued) <= placed[0], updates
     assert not _two_phase_commits(issued), issued
 
 
@@ -511,7 +507,7 @@ def test_a_sessions_history_and_a_matchs_index_are_read_from_its_shard(
     key = "agent:main:read-alone"
     session = with_message(with_message(opened(key), "first words"), "the needle")
     store.save(session)
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     (placed,) = _placements(schema, [key]).values()
     named = re.compile(rf"{re.escape(schema)}\.{EVENTS}_(\d+)\b")
     for window, lines in (
@@ -542,7 +538,7 @@ def test_a_work_row_lost_with_its_save_leaves_no_gap_in_the_positions(
 ) -> None:
     """A work row's position is its creation's number, with no gaps, as a rebuild from
     the log numbers them: one drawn by a save that then failed is drawn again."""
-    work = f'"{_schema(citus_url)}".sw_work'
+    work = f'"{schema_of(citus_url)}".sw_work'
     first = opened("agent:main:first")
     first_run = started_run("agent:main:first")
     store.save(first, first_run)
@@ -574,7 +570,7 @@ def test_a_rebuild_that_replaces_the_work_rows_numbers_new_ones_after_them(
 ) -> None:
     """``audit rebuild --replace`` puts the rebuilt positions in; new work rows go on
     from the last of them, not from the counter's number before."""
-    schema = _schema(citus_url)
+    schema = schema_of(citus_url)
     runs = [started_run(f"agent:main:r{number}") for number in range(2)]
     for number, run in enumerate(runs):
         store.save(opened(f"agent:main:r{number}"), run)

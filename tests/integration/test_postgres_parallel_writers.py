@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_server import ON_CITUS
+from postgres_server import ON_CITUS, schema_of
 from sessionwire.adapters.store.audit import StoreAuditLog
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.adapters.store.postgres import BackgroundSealer
@@ -155,7 +155,7 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
     # Writers racing: the later position's transaction had the lower id (as when one
     # transaction takes its sequence value first and its transaction id second). On
     # Citus through the events table, which the chain view only reads (ADR 0051).
-    rows = f'"{schema(postgres_url)}".{"sessionwire_events" if ON_CITUS else "sw_chain"}'
+    rows = f'"{schema_of(postgres_url)}".{"sessionwire_events" if ON_CITUS else "sw_chain"}'
     with b.writing() as cursor:
         cursor.execute(f"SELECT MIN(xact_id)::text::bigint AS low FROM {rows}")
         low = int(cursor.fetchone()["low"])
@@ -168,7 +168,7 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
     assert sealed == [second.id, first.id]  # not their positions' order
 
     lines = list(export_lines(StoreAuditLog(b)))
-    copy_url = postgres_url.replace(schema(postgres_url), schema(postgres_url) + "_copy")
+    copy_url = postgres_url.replace(schema_of(postgres_url), schema_of(postgres_url) + "_copy")
     copy = EventSourcedStore(copy_url, kind_of=no_kind)
     try:
         assert import_export(StoreAuditLog(copy), lines) == 2
@@ -181,7 +181,7 @@ def test_an_export_carries_a_sealed_order_that_differs_from_the_positions(
     finally:
         copy.close()
         with psycopg.connect(copy_url.split("?")[0], autocommit=True) as connection:
-            connection.execute(f'DROP SCHEMA IF EXISTS "{schema(copy_url)}" CASCADE')
+            connection.execute(f'DROP SCHEMA IF EXISTS "{schema_of(copy_url)}" CASCADE')
 
 
 def second_key(store: EventSourcedStore, first: str) -> str:
@@ -203,10 +203,6 @@ def second_key(store: EventSourcedStore, first: str) -> str:
     raise AssertionError(f"no key among 100 in the shard of {first}")
 
 
-def schema(url: str) -> str:
-    return url.split("schema=")[1].split("&")[0]
-
-
 def test_the_sealer_is_paced_by_saves_not_by_the_schemas_gateways(
     stores: tuple[EventSourcedStore, EventSourcedStore], postgres_url: str
 ) -> None:
@@ -216,7 +212,7 @@ def test_the_sealer_is_paced_by_saves_not_by_the_schemas_gateways(
     a, _ = stores
     with a.writing() as cursor:
         cursor.execute(
-            f'INSERT INTO "{schema(postgres_url)}".sw_gateways (gateway_id, expires_at) '
+            f'INSERT INTO "{schema_of(postgres_url)}".sw_gateways (gateway_id, expires_at) '
             "SELECT 'g' || n, now() + interval '1 hour' FROM generate_series(1, 100) n"
         )
     sealer = BackgroundSealer(a.recorder)  # type: ignore[arg-type]
@@ -237,7 +233,7 @@ def test_a_pass_that_meets_another_sealer_leaves_the_rows_to_it(
     a, b = stores
     b.save(opened("agent:main:b"))
     recorder: Any = a.recorder
-    key = (7252, schema(postgres_url))  # the sealer's lock
+    key = (7252, schema_of(postgres_url))  # the sealer's lock
     with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
         assert recorder.seal_log(wait=False) == 0  # another sealer's pass is under way

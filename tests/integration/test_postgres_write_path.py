@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from postgres_server import schema_of
 from protocol_trace import sent, traced
 from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.application.ports.store import StoreConflict
@@ -87,7 +88,7 @@ def test_a_one_statement_save_that_loses_a_conflict_keeps_nothing(
         other.save(won)
         with pytest.raises(StoreConflict):
             store.save(with_message(stale.to_aggregate(), "lost"))
-        schema = postgres_url.split("schema=")[1].split("&")[0]
+        schema = schema_of(postgres_url)
         with store.reading() as cursor:
             cursor.execute(
                 f'SELECT (SELECT COUNT(*) FROM "{schema}".sessionwire_events) AS events, '
@@ -109,7 +110,7 @@ def test_a_save_that_fails_part_way_keeps_nothing_and_the_connection_serves_on(
     # Its event inserts fine; a session row already there fails the save after it. The
     # row has the session's key as well as its id: on Citus the key is the distribution
     # column, part of every unique key (ADR 0051).
-    schema = postgres_url.split("schema=")[1].split("&")[0]
+    schema = schema_of(postgres_url)
     with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as connection:
         connection.execute(
             f'INSERT INTO "{schema}".sw_sessions SELECT %s, %s, session_id, '

@@ -16,12 +16,11 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
 from freezegun import freeze_time
-from postgres_server import POSTGRES_URL, schema_url
+from postgres_server import POSTGRES_URL, schema_of, schema_url
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
 from sessionwire.adapters.store.event_store import EventSourcedStore, StoreURLError
@@ -444,7 +443,7 @@ async def test_a_heartbeat_without_a_liveness_lock_on_this_server_waits_for_its_
 
 
 def test_a_heartbeat_table_made_before_liveness_locks_gets_them(postgres_url: str) -> None:
-    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    schema = schema_of(postgres_url)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
         connection.execute(f'CREATE SCHEMA "{schema}"')
         connection.execute(
