@@ -79,8 +79,7 @@ _POSTGRES_FIXTURES = frozenset({"postgres_url", "postgres_store_url", "postgres_
 # PostgreSQL tests that fail on a Citus cluster (`distribution=citus` in the server's URL)
 # for what the distributed store does not do yet, each with what it broke on 2026-12-02
 # (ADR 0053): strict, so one that passes there fails until it is taken off this list.
-CITUS_PENDING: dict[str, str] = {
-}
+CITUS_PENDING: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

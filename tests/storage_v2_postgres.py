@@ -7,17 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import psycopg
+from postgres_server import schema_of
 
 V2 = Path(__file__).resolve().parent / "fixtures" / "storage_v2"
 DUMP_SCHEMA = "sw_v2_fixture"
 V2_PG_EVENTS = 65
-
-
-def schema_of(url: str) -> str:
-    return parse_qs(urlsplit(url).query)["schema"][0]
 
 
 def load_v2_dump(url: str) -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
-from postgres_server import ON_CITUS
+from postgres_server import ON_CITUS, schema_of
 from protocol_trace import sent, traced
 from sessionwire import GatewayConfig
 from sessionwire.adapters.bootstrap import open_event_store
@@ -19,10 +18,6 @@ from sessionwire.adapters.store.event_store import EventSourcedStore, no_kind
 from sessionwire.application.ports.session_locks import LeaseLost
 from sessionwire.domain.hash_chain import LogHead, seal
 from store_sessions import opened, with_message
-
-
-def schema_of(url: str) -> str:
-    return parse_qs(urlsplit(url).query)["schema"][0]
 
 
 def save_functions(url: str) -> set[str]:

@@ -21,10 +21,10 @@ from typing import Any
 import psycopg
 import pytest
 from audit_rig import run_cli, verify_json
-from postgres_server import ON_CITUS
+from postgres_server import ON_CITUS, schema_of
 from psycopg.rows import dict_row
 from sessionwire.adapters.store import postgres_format
-from storage_v2_postgres import V2, V2_PG_EVENTS, golden, load_v2_dump, schema_of
+from storage_v2_postgres import V2, V2_PG_EVENTS, golden, load_v2_dump
 
 HISTORY_FLAGS = ("truncated", "droppedMessages", "contentTruncated", "contentRedacted", "bytes")
 
