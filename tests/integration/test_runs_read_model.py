@@ -12,8 +12,10 @@ from uuid import uuid4
 
 import pytest
 from audit_rig import RawStore, populate, run_cli
+from postgres_server import ON_CITUS
 from scopes import before_scopes
 from sessionwire import Gateway, GatewayConfig
+from sessionwire.adapters.store.citus_schema import NotDistributed
 from sessionwire.testing import CapturingDelivery, ScriptedRuntime, VirtualClock
 
 MAIN = "agent:main:main"
@@ -293,6 +295,11 @@ async def test_a_store_recorded_before_the_runs_read_model_fills_it_when_opened(
     raw.run(("DELETE FROM sw_runs", ()))  # as a store made before the table was
     assert await listed(raw.url, clock) == before
     raw.run(("DROP TABLE sw_runs", ()))  # an older store still: no table at all
+    if ON_CITUS and not raw.is_sqlite:
+        # The table made anew is local: refused until distributed (ADR 0051's steps).
+        with pytest.raises(NotDistributed, match="first: sw_runs: primary key"):
+            await listed(raw.url, clock)
+        assert await listed(f"{raw.url}&upgrade=yes", clock) == before
     assert await listed(raw.url, clock) == before
     assert rebuilt_runs(capsys, raw.url) == {
         "added": 0,
