@@ -16,8 +16,9 @@ shared, so quote ratios from one run.
         --citus postgresql://postgres@127.0.0.1:26432/postgres \\
         --plain postgresql://postgres@127.0.0.1:5432/test [--rounds 40]
 
-It makes a schema ``bench_connections`` on each server (a distributed table of 4 shards
-on the coordinator) and drops it at the end. It asserts nothing.
+It makes a schema ``bench_connections_citus`` on the coordinator (a distributed table of
+4 shards) and ``bench_connections_plain`` on the other server (a local table; the two URLs
+may name one server), and drops them at the end. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,36 +31,39 @@ from typing import Any
 
 import psycopg
 
-SCHEMA = "bench_connections"
-TABLE = f"{SCHEMA}.sessions"
+
+def schema(name: str) -> str:
+    return f"bench_connections_{name}"
 
 
-def make_table(url: str, *, citus: bool) -> None:
+def make_table(url: str, name: str) -> None:
+    table = f"{schema(name)}.sessions"
     with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-        connection.execute(f"CREATE SCHEMA {SCHEMA}")
-        connection.execute(f"CREATE TABLE {TABLE} (key text PRIMARY KEY, body text)")
-        if citus:
+        connection.execute(f"DROP SCHEMA IF EXISTS {schema(name)} CASCADE")
+        connection.execute(f"CREATE SCHEMA {schema(name)}")
+        connection.execute(f"CREATE TABLE {table} (key text PRIMARY KEY, body text)")
+        if name == "citus":
             connection.execute("SET citus.shard_count = 4")
-            connection.execute("SELECT create_distributed_table(%s, 'key')", (TABLE,))
+            connection.execute("SELECT create_distributed_table(%s, 'key')", (table,))
         connection.execute(
-            f"INSERT INTO {TABLE} SELECT 'agent:main:' || n, 'x' FROM generate_series(1, 100) n"
+            f"INSERT INTO {table} SELECT 'agent:main:' || n, 'x' FROM generate_series(1, 100) n"
         )
 
 
-def drop_table(url: str) -> None:
+def drop_table(url: str, name: str) -> None:
     with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        connection.execute(f"DROP SCHEMA IF EXISTS {schema(name)} CASCADE")
 
 
-def one_round(url: str) -> tuple[float, float, float]:
+def one_round(url: str, name: str) -> tuple[float, float, float]:
     """Milliseconds: connecting, the first statement, the same statement again."""
+    table = f"{schema(name)}.sessions"
     started = time.perf_counter()
     connection: Any = psycopg.connect(url, autocommit=True)
     connected = time.perf_counter()
-    connection.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+    connection.execute(f"SELECT count(*) FROM {table}").fetchone()
     first = time.perf_counter()
-    connection.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+    connection.execute(f"SELECT count(*) FROM {table}").fetchone()
     second = time.perf_counter()
     connection.close()
     return (
@@ -77,16 +81,16 @@ def main() -> None:
     options = parser.parse_args()
     servers = {"citus": options.citus, "plain": options.plain}
     for name, url in servers.items():
-        make_table(url, citus=name == "citus")
+        make_table(url, name)
     figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in servers}
     try:
         for number in range(options.rounds):
             order = list(servers) if number % 2 == 0 else list(reversed(servers))
             for name in order:
-                figures[name].append(one_round(servers[name]))
+                figures[name].append(one_round(servers[name], name))
     finally:
-        for url in servers.values():
-            drop_table(url)
+        for name, url in servers.items():
+            drop_table(url, name)
     load = os.getloadavg()
     print(f"{options.rounds} rounds, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print(f"{'':8}{'connect':>10}{'first':>10}{'again':>10}  (ms, medians)")
